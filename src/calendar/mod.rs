@@ -1,0 +1,196 @@
+//! Capacity calendars: how much of one resource (CPUs of a site, Mbit/s of a link) is booked
+//! at every instant, and the queries the planner needs over that step function.
+//!
+//! The index is in the spirit of Flux Fluxion's `planner` (SPEC section 8): instead of a list of
+//! spans, a balanced search tree (a treap, [`tree`]) keyed by the *change points* of the usage
+//! step function. Each tree node holds the usage change at its instant; subtrees are augmented
+//! with the sum of changes and the maximum / minimum running sum (prefix), so that
+//! "usage at t", "peak usage over [t0, t1)", "first instant after t where usage rises above /
+//! falls to a threshold" and "integral of usage" are all O(log n) descents. The earliest-start
+//! query hops from blocking peak to the next point where enough is free, so its cost is
+//! O(log n) per busy period skipped, not per span.
+
+mod tree;
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::model::Time;
+use tree::ChangeTree;
+
+/// Identifier of a booked span inside one calendar.
+pub type SpanId = u64;
+
+/// A booked interval `[start, end)` holding `amount` units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: Time,
+    pub end: Time,
+    pub amount: u64,
+}
+
+/// Why a calendar refused an operation. Nothing changed when one of these is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CalendarError {
+    #[error("empty interval [{start}, {end})")]
+    EmptyInterval { start: Time, end: Time },
+    #[error("amount must be > 0")]
+    ZeroAmount,
+    #[error("over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
+    OverCapacity { start: Time, end: Time, requested: u64, free: u64 },
+    #[error("unknown span {0}")]
+    UnknownSpan(SpanId),
+}
+
+/// The booked capacity of one resource over time (SPEC section 1).
+///
+/// Invariant (checked by every [`add`](Self::add)): at every instant the sum of the amounts of
+/// the spans covering it is <= `capacity`. Units are whatever the owner uses: CPUs for a site,
+/// Mbit/s for a link.
+#[derive(Debug, Clone)]
+pub struct CapacityCalendar {
+    capacity: u64,
+    tree: ChangeTree,
+    spans: HashMap<SpanId, Span>,
+    by_end: BTreeSet<(Time, SpanId)>,
+    next_id: SpanId,
+}
+
+impl CapacityCalendar {
+    /// An empty calendar for a resource of `capacity` units.
+    pub fn new(capacity: u64) -> Self {
+        CapacityCalendar {
+            capacity,
+            tree: ChangeTree::new(capacity ^ 0x9e37_79b9_7f4a_7c15),
+            spans: HashMap::new(),
+            by_end: BTreeSet::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Total units of the resource.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Number of spans currently booked.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// True when nothing is booked.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The span with this id, if booked.
+    pub fn span(&self, id: SpanId) -> Option<Span> {
+        self.spans.get(&id).copied()
+    }
+
+    /// Booked units at instant `t`. O(log n).
+    pub fn usage_at(&self, t: Time) -> u64 {
+        self.tree.prefix(t) as u64
+    }
+
+    /// Peak booked units over `[t0, t1)`; 0 for an empty interval. O(log n).
+    pub fn peak_usage(&self, t0: Time, t1: Time) -> u64 {
+        if t1 <= t0 {
+            return 0;
+        }
+        let inside = self.tree.range_max_prefix(t0 + 1, t1 - 1).unwrap_or(0);
+        self.tree.prefix(t0).max(inside) as u64
+    }
+
+    /// Minimum free units over `[t0, t1)` (capacity minus the peak, not minus the sum).
+    pub fn free_over(&self, t0: Time, t1: Time) -> u64 {
+        self.capacity - self.peak_usage(t0, t1)
+    }
+
+    /// Earliest `t >= after` such that `amount` units are free over all of `[t, t + duration)`
+    /// and `t + duration <= latest_end`; `None` when there is no such start.
+    /// O(log n) per busy period skipped.
+    pub fn earliest_start(&self, after: Time, duration: i64, amount: u64, latest_end: Time) -> Option<Time> {
+        if amount > self.capacity || duration <= 0 {
+            return None;
+        }
+        let threshold = (self.capacity - amount) as i64;
+        let mut t = after;
+        loop {
+            if t.checked_add(duration)? > latest_end {
+                return None;
+            }
+            if self.tree.prefix(t) > threshold {
+                t = self.tree.first_at_most(t + 1, threshold)?;
+                continue;
+            }
+            match self.tree.first_above(t + 1, threshold) {
+                Some(p) if p < t + duration => t = self.tree.first_at_most(p + 1, threshold)?,
+                _ => return Some(t),
+            }
+        }
+    }
+
+    /// Mean fraction of capacity booked over `[t0, t1)`, in `[0, 1]`. O(log n).
+    pub fn utilisation(&self, t0: Time, t1: Time) -> f64 {
+        if t1 <= t0 || self.capacity == 0 {
+            return 0.0;
+        }
+        let integral = self.tree.integral_to(t1) - self.tree.integral_to(t0);
+        integral as f64 / (self.capacity as f64 * (t1 - t0) as f64)
+    }
+
+    /// Books `amount` over `[start, end)` if it fits at every instant. O(log n).
+    ///
+    /// # Errors
+    /// [`CalendarError::EmptyInterval`], [`CalendarError::ZeroAmount`], or
+    /// [`CalendarError::OverCapacity`] with the free amount; the calendar is then unchanged.
+    pub fn add(&mut self, start: Time, end: Time, amount: u64) -> Result<SpanId, CalendarError> {
+        if end <= start {
+            return Err(CalendarError::EmptyInterval { start, end });
+        }
+        if amount == 0 {
+            return Err(CalendarError::ZeroAmount);
+        }
+        let free = self.free_over(start, end);
+        if amount > free {
+            return Err(CalendarError::OverCapacity { start, end, requested: amount, free });
+        }
+        self.tree.update(start, amount as i64);
+        self.tree.update(end, -(amount as i64));
+        let id = self.next_id;
+        self.next_id += 1;
+        self.spans.insert(id, Span { start, end, amount });
+        self.by_end.insert((end, id));
+        Ok(id)
+    }
+
+    /// Releases a span. O(log n).
+    ///
+    /// # Errors
+    /// [`CalendarError::UnknownSpan`] if `id` is not booked (already removed or pruned).
+    pub fn remove(&mut self, id: SpanId) -> Result<Span, CalendarError> {
+        let span = self.spans.remove(&id).ok_or(CalendarError::UnknownSpan(id))?;
+        self.by_end.remove(&(span.end, id));
+        self.tree.update(span.start, -(span.amount as i64));
+        self.tree.update(span.end, span.amount as i64);
+        Ok(span)
+    }
+
+    /// Forgets every span that ended at or before `horizon` (history no query can reach).
+    /// Returns how many were pruned.
+    pub fn prune_before(&mut self, horizon: Time) -> usize {
+        let done: Vec<SpanId> = self.by_end.range(..=(horizon, SpanId::MAX)).map(|&(_, id)| id).collect();
+        for id in &done {
+            self.remove(*id).expect("indexed span is booked");
+        }
+        done.len()
+    }
+
+    /// Booked spans overlapping `[t0, t1)`, in no particular order. O(n): for listings only.
+    pub fn spans_overlapping(&self, t0: Time, t1: Time) -> impl Iterator<Item = (SpanId, Span)> + '_ {
+        self.spans.iter().filter(move |(_, s)| s.start < t1 && s.end > t0).map(|(&id, &s)| (id, s))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,146 @@
+//! Unit and property tests of the calendar against a naive span list.
+
+use proptest::prelude::*;
+
+use super::*;
+
+/// The obvious model: a list of spans, every query a scan.
+#[derive(Default, Clone)]
+struct Naive {
+    capacity: u64,
+    spans: Vec<(SpanId, Span)>,
+}
+
+impl Naive {
+    fn usage_at(&self, t: Time) -> u64 {
+        self.spans.iter().filter(|(_, s)| s.start <= t && t < s.end).map(|(_, s)| s.amount).sum()
+    }
+    fn peak(&self, t0: Time, t1: Time) -> u64 {
+        (t0..t1).map(|t| self.usage_at(t)).max().unwrap_or(0)
+    }
+    fn earliest(&self, after: Time, d: i64, amount: u64, latest_end: Time) -> Option<Time> {
+        (after..=latest_end - d).find(|&t| self.peak(t, t + d) + amount <= self.capacity)
+    }
+    fn integral(&self, t0: Time, t1: Time) -> u64 {
+        (t0..t1).map(|t| self.usage_at(t)).sum()
+    }
+}
+
+#[test]
+fn peak_not_sum_decides_free_capacity() {
+    let mut c = CapacityCalendar::new(10);
+    c.add(0, 10, 6).unwrap();
+    c.add(10, 20, 6).unwrap();
+    // Two disjoint bookings of 6: the peak over [0, 20) is 6, so 4 are free, not -2.
+    assert_eq!(c.free_over(0, 20), 4);
+    assert!(c.add(5, 15, 4).is_ok());
+    assert_eq!(
+        c.add(5, 15, 1),
+        Err(CalendarError::OverCapacity { start: 5, end: 15, requested: 1, free: 0 })
+    );
+    assert_eq!(c.len(), 3, "a refused add changes nothing");
+}
+
+#[test]
+fn earliest_start_skips_busy_periods_and_respects_latest_end() {
+    let mut c = CapacityCalendar::new(8);
+    c.add(10, 20, 8).unwrap();
+    c.add(25, 30, 5).unwrap();
+    assert_eq!(c.earliest_start(0, 10, 8, 100), Some(0));
+    assert_eq!(c.earliest_start(5, 10, 8, 100), Some(30));
+    assert_eq!(c.earliest_start(5, 10, 3, 100), Some(20));
+    assert_eq!(c.earliest_start(5, 10, 3, 29), None);
+    assert_eq!(c.earliest_start(0, 1, 9, 100), None, "more than capacity never fits");
+}
+
+#[test]
+fn remove_restores_and_prune_forgets_history() {
+    let mut c = CapacityCalendar::new(4);
+    let a = c.add(0, 10, 4).unwrap();
+    let b = c.add(20, 30, 4).unwrap();
+    assert_eq!(c.free_over(0, 30), 0);
+    assert_eq!(c.remove(a).unwrap().amount, 4);
+    assert_eq!(c.remove(a), Err(CalendarError::UnknownSpan(a)));
+    assert_eq!(c.free_over(0, 15), 4);
+    assert_eq!(c.prune_before(30), 1);
+    assert!(c.span(b).is_none());
+    assert_eq!(c.tree.len(), 0, "change points of pruned spans are gone");
+}
+
+#[test]
+fn utilisation_is_the_mean_booked_fraction() {
+    let mut c = CapacityCalendar::new(10);
+    c.add(0, 50, 5).unwrap();
+    assert!((c.utilisation(0, 100) - 0.25).abs() < 1e-12);
+    assert!((c.utilisation(0, 50) - 0.5).abs() < 1e-12);
+    assert_eq!(c.utilisation(60, 100), 0.0);
+}
+
+#[test]
+fn invalid_adds_are_refused() {
+    let mut c = CapacityCalendar::new(4);
+    assert_eq!(c.add(5, 5, 1), Err(CalendarError::EmptyInterval { start: 5, end: 5 }));
+    assert_eq!(c.add(0, 5, 0), Err(CalendarError::ZeroAmount));
+    assert!(c.is_empty());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Add(Time, i64, u64),
+    Remove(usize),
+    Prune(Time),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0i64..80, 1i64..30, 1u64..12).prop_map(|(s, d, a)| Op::Add(s, d, a)),
+        3 => (0usize..64).prop_map(Op::Remove),
+        1 => (0i64..60).prop_map(Op::Prune),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every query agrees with the naive scan after any sequence of adds, removes and prunes,
+    /// and no instant is ever over capacity.
+    #[test]
+    fn matches_naive_model(ops in prop::collection::vec(op(), 1..60),
+                           queries in prop::collection::vec((0i64..110, 1i64..40, 1u64..14), 1..12)) {
+        let capacity = 12;
+        let mut cal = CapacityCalendar::new(capacity);
+        let mut naive = Naive { capacity, ..Default::default() };
+        for op in ops {
+            match op {
+                Op::Add(s, d, a) => {
+                    let fits = naive.peak(s, s + d) + a <= capacity;
+                    let r = cal.add(s, s + d, a);
+                    prop_assert_eq!(r.is_ok(), fits);
+                    if let Ok(id) = r { naive.spans.push((id, Span { start: s, end: s + d, amount: a })); }
+                }
+                Op::Remove(k) => if !naive.spans.is_empty() {
+                    let (id, span) = naive.spans.remove(k % naive.spans.len());
+                    prop_assert_eq!(cal.remove(id), Ok(span));
+                }
+                Op::Prune(h) => {
+                    let before = naive.spans.len();
+                    naive.spans.retain(|(_, s)| s.end > h);
+                    prop_assert_eq!(cal.prune_before(h), before - naive.spans.len());
+                }
+            }
+            for t in 0..120 {
+                prop_assert!(naive.usage_at(t) <= capacity);
+                prop_assert_eq!(cal.usage_at(t), naive.usage_at(t));
+            }
+        }
+        for (t, d, a) in queries {
+            prop_assert_eq!(cal.peak_usage(t, t + d), naive.peak(t, t + d));
+            prop_assert_eq!(cal.free_over(t, t + d), capacity - naive.peak(t, t + d));
+            prop_assert_eq!(cal.earliest_start(t, d, a, 130), naive.earliest(t, d, a, 130));
+            let u = cal.utilisation(t, t + d);
+            let expect = naive.integral(t, t + d) as f64 / (capacity * d as u64) as f64;
+            prop_assert!((u - expect).abs() < 1e-9, "utilisation {} vs {}", u, expect);
+        }
+        prop_assert_eq!(cal.len(), naive.spans.len());
+    }
+}

@@ -1,0 +1,312 @@
+//! An augmented treap over the change points of a step function.
+//!
+//! Each node is one instant `key` with the change `delta` of the function there. Every subtree
+//! caches: the sum of its deltas, the max and min running sum over its keys in order (relative
+//! to the subtree's start), the sum of `delta * key` (for integrals) and its key range. The
+//! function's value at `t` is the running sum of all deltas at keys `<= t`.
+//!
+//! Nodes live in an arena (`Vec`) addressed by `u32`, with a free list; priorities come from a
+//! seeded splitmix64 stream, so the shape is deterministic for a given sequence of updates.
+
+use crate::model::Time;
+
+const NIL: u32 = u32::MAX;
+/// Sentinels for "no prefix" that survive additions of any realistic amount without overflow.
+const NEG: i64 = i64::MIN / 4;
+const POS: i64 = i64::MAX / 4;
+
+#[derive(Debug, Clone)]
+struct Node {
+    key: Time,
+    delta: i64,
+    prio: u64,
+    left: u32,
+    right: u32,
+    sum: i64,
+    max_pref: i64,
+    min_pref: i64,
+    wsum: i128,
+    lo_key: Time,
+    hi_key: Time,
+}
+
+/// The augmented treap. See the module docs.
+#[derive(Debug, Clone)]
+pub(crate) struct ChangeTree {
+    nodes: Vec<Node>,
+    free: Vec<u32>,
+    root: u32,
+    rng: u64,
+}
+
+/// Which running-sum condition a search looks for.
+#[derive(Clone, Copy)]
+enum Want {
+    Above(i64),
+    AtMost(i64),
+}
+
+impl ChangeTree {
+    pub(crate) fn new(seed: u64) -> Self {
+        ChangeTree { nodes: Vec::new(), free: Vec::new(), root: NIL, rng: seed }
+    }
+
+    fn next_prio(&mut self) -> u64 {
+        // splitmix64
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn n(&self, i: u32) -> &Node {
+        &self.nodes[i as usize]
+    }
+
+    fn sum(&self, i: u32) -> i64 {
+        if i == NIL { 0 } else { self.n(i).sum }
+    }
+
+    /// Recomputes node `i`'s aggregates from its children.
+    fn pull(&mut self, i: u32) {
+        let (l, r) = (self.n(i).left, self.n(i).right);
+        let node = self.n(i);
+        let (key, delta) = (node.key, node.delta);
+        let (mut sum, mut max_pref, mut min_pref, mut wsum) = (0i64, NEG, POS, 0i128);
+        let (mut lo_key, mut hi_key) = (key, key);
+        if l != NIL {
+            let ln = self.n(l);
+            sum = ln.sum;
+            max_pref = ln.max_pref;
+            min_pref = ln.min_pref;
+            wsum = ln.wsum;
+            lo_key = ln.lo_key;
+        }
+        sum += delta;
+        max_pref = max_pref.max(sum);
+        min_pref = min_pref.min(sum);
+        wsum += i128::from(delta) * i128::from(key);
+        if r != NIL {
+            let rn = self.n(r);
+            max_pref = max_pref.max(sum + rn.max_pref);
+            min_pref = min_pref.min(sum + rn.min_pref);
+            sum += rn.sum;
+            wsum += rn.wsum;
+            hi_key = rn.hi_key;
+        }
+        let node = &mut self.nodes[i as usize];
+        node.sum = sum;
+        node.max_pref = max_pref;
+        node.min_pref = min_pref;
+        node.wsum = wsum;
+        node.lo_key = lo_key;
+        node.hi_key = hi_key;
+    }
+
+    fn alloc(&mut self, key: Time, delta: i64) -> u32 {
+        let prio = self.next_prio();
+        let node = Node {
+            key,
+            delta,
+            prio,
+            left: NIL,
+            right: NIL,
+            sum: 0,
+            max_pref: 0,
+            min_pref: 0,
+            wsum: 0,
+            lo_key: key,
+            hi_key: key,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                u32::try_from(self.nodes.len() - 1).expect("fewer than 2^32 change points")
+            }
+        };
+        self.pull(i);
+        i
+    }
+
+    /// Merges two treaps where every key of `a` is below every key of `b`.
+    fn merge(&mut self, a: u32, b: u32) -> u32 {
+        if a == NIL {
+            return b;
+        }
+        if b == NIL {
+            return a;
+        }
+        if self.n(a).prio > self.n(b).prio {
+            let ar = self.n(a).right;
+            let m = self.merge(ar, b);
+            self.nodes[a as usize].right = m;
+            self.pull(a);
+            a
+        } else {
+            let bl = self.n(b).left;
+            let m = self.merge(a, bl);
+            self.nodes[b as usize].left = m;
+            self.pull(b);
+            b
+        }
+    }
+
+    /// Adds `delta` to the change at `key`, creating or dropping the node as needed.
+    pub(crate) fn update(&mut self, key: Time, delta: i64) {
+        if delta != 0 {
+            self.root = self.update_at(self.root, key, delta);
+        }
+    }
+
+    fn update_at(&mut self, i: u32, key: Time, delta: i64) -> u32 {
+        if i == NIL {
+            return self.alloc(key, delta);
+        }
+        let k = self.n(i).key;
+        if key == k {
+            let d = self.n(i).delta + delta;
+            if d == 0 {
+                let (l, r) = (self.n(i).left, self.n(i).right);
+                self.free.push(i);
+                return self.merge(l, r);
+            }
+            self.nodes[i as usize].delta = d;
+        } else if key < k {
+            let c = self.update_at(self.n(i).left, key, delta);
+            self.nodes[i as usize].left = c;
+            if c != NIL && self.n(c).prio > self.n(i).prio {
+                // rotate right
+                self.nodes[i as usize].left = self.n(c).right;
+                self.pull(i);
+                self.nodes[c as usize].right = i;
+                self.pull(c);
+                return c;
+            }
+        } else {
+            let c = self.update_at(self.n(i).right, key, delta);
+            self.nodes[i as usize].right = c;
+            if c != NIL && self.n(c).prio > self.n(i).prio {
+                // rotate left
+                self.nodes[i as usize].right = self.n(c).left;
+                self.pull(i);
+                self.nodes[c as usize].left = i;
+                self.pull(c);
+                return c;
+            }
+        }
+        self.pull(i);
+        i
+    }
+
+    /// Sum of the deltas at keys `<= t` and of `delta * key` over the same keys.
+    fn prefix_sums(&self, t: Time) -> (i64, i128) {
+        let (mut s, mut w) = (0i64, 0i128);
+        let mut i = self.root;
+        while i != NIL {
+            let node = self.n(i);
+            if node.key <= t {
+                if node.left != NIL {
+                    s += self.n(node.left).sum;
+                    w += self.n(node.left).wsum;
+                }
+                s += node.delta;
+                w += i128::from(node.delta) * i128::from(node.key);
+                i = node.right;
+            } else {
+                i = node.left;
+            }
+        }
+        (s, w)
+    }
+
+    /// Value of the step function at `t`: sum of deltas at keys `<= t`.
+    pub(crate) fn prefix(&self, t: Time) -> i64 {
+        self.prefix_sums(t).0
+    }
+
+    /// Integral of the function over `(-inf, t)`: `sum_{k <= t} delta_k * (t - k)`.
+    pub(crate) fn integral_to(&self, t: Time) -> i128 {
+        let (s, w) = self.prefix_sums(t);
+        i128::from(s) * i128::from(t) - w
+    }
+
+    /// Max of the function's value at the change points with keys in `[lo, hi]`, if any.
+    pub(crate) fn range_max_prefix(&self, lo: Time, hi: Time) -> Option<i64> {
+        if lo > hi {
+            return None;
+        }
+        let m = self.range_max(self.root, lo, hi, 0);
+        (m > NEG / 2).then_some(m)
+    }
+
+    fn range_max(&self, i: u32, lo: Time, hi: Time, base: i64) -> i64 {
+        if i == NIL {
+            return NEG;
+        }
+        let node = self.n(i);
+        if node.hi_key < lo || node.lo_key > hi {
+            return NEG;
+        }
+        if lo <= node.lo_key && node.hi_key <= hi {
+            return base + node.max_pref;
+        }
+        let mut best = self.range_max(node.left, lo, hi, base);
+        let at = base + self.sum(node.left) + node.delta;
+        if (lo..=hi).contains(&node.key) {
+            best = best.max(at);
+        }
+        best.max(self.range_max(node.right, lo, hi, at))
+    }
+
+    /// First change point `k >= from` where the function's value is `> threshold`.
+    pub(crate) fn first_above(&self, from: Time, threshold: i64) -> Option<Time> {
+        self.first_where(self.root, from, 0, Want::Above(threshold))
+    }
+
+    /// First change point `k >= from` where the function's value is `<= threshold`.
+    pub(crate) fn first_at_most(&self, from: Time, threshold: i64) -> Option<Time> {
+        self.first_where(self.root, from, 0, Want::AtMost(threshold))
+    }
+
+    fn first_where(&self, i: u32, from: Time, base: i64, want: Want) -> Option<Time> {
+        if i == NIL {
+            return None;
+        }
+        let node = self.n(i);
+        if node.hi_key < from {
+            return None;
+        }
+        let possible = match want {
+            Want::Above(th) => base + node.max_pref > th,
+            Want::AtMost(th) => base + node.min_pref <= th,
+        };
+        if !possible {
+            return None;
+        }
+        let at = base + self.sum(node.left) + node.delta;
+        if node.key >= from {
+            if let Some(k) = self.first_where(node.left, from, base, want) {
+                return Some(k);
+            }
+            let hit = match want {
+                Want::Above(th) => at > th,
+                Want::AtMost(th) => at <= th,
+            };
+            if hit {
+                return Some(node.key);
+            }
+        }
+        self.first_where(node.right, from, at, want)
+    }
+
+    /// Number of change points (for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len() - self.free.len()
+    }
+}

@@ -1,0 +1,14 @@
+//! coreserve: an advance co-reservation broker.
+//!
+//! It books compute (CPUs at sites) and network bandwidth (links of a topology) together and
+//! in advance, so that a multi-job application ends before its deadline. The algorithm is
+//! seed 001 (Ando & Aida, "Evaluation of Scheduling Algorithms for Advance Reservations"):
+//! a backtracking search over the request graph with four selection policies and two
+//! reservation methods (BBR, BIR). See `SPEC.md` in the shared folder.
+//!
+//! Layers (dependencies point one way):
+//! `cli -> planner -> participants (gis, lis, nis, protocol) -> calendar -> model`.
+
+pub mod calendar;
+pub mod clock;
+pub mod model;

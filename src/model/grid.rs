@@ -1,0 +1,194 @@
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+/// Identifier of a topology node (a router / switch / PoP).
+pub type NodeId = String;
+/// Identifier of a link between two nodes.
+pub type LinkId = String;
+/// Identifier of a compute resource (site).
+pub type SiteId = String;
+
+/// A topology node, e.g. a PoP of a research network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Unique node id.
+    pub id: NodeId,
+    /// Human-readable label (city name in Topology Zoo graphs).
+    #[serde(default)]
+    pub label: String,
+}
+
+/// An undirected link; its capacity is shared by both directions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    /// Unique link id (parallel links between the same nodes have distinct ids).
+    pub id: LinkId,
+    /// One end (a node id).
+    pub a: NodeId,
+    /// The other end (a node id).
+    pub b: NodeId,
+    /// Reservable bandwidth in Mbit/s, > 0.
+    pub capacity_mbps: u64,
+    /// Price of 1 Gbit/s for one hour on this link, >= 0.
+    pub price_per_gbps_hour: f64,
+}
+
+/// A compute resource: a cluster of identical nodes reserved in CPUs (SPEC section 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Site {
+    /// Unique site id.
+    pub id: SiteId,
+    /// The topology node the site is attached to.
+    pub node: NodeId,
+    /// Number of CPUs, > 0.
+    pub cpus: u32,
+    /// Operating system, e.g. `linux`, `solaris`, `bsd` (compared case-insensitively).
+    pub os: String,
+    /// Price of one CPU for one hour, >= 0.
+    pub price_per_cpu_hour: f64,
+}
+
+/// Why a grid description was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum GridError {
+    #[error("duplicate {kind} id `{id}`")]
+    DuplicateId { kind: &'static str, id: String },
+    #[error("link `{link}` names unknown node `{node}`")]
+    LinkUnknownNode { link: String, node: String },
+    #[error("site `{site}` names unknown node `{node}`")]
+    SiteUnknownNode { site: String, node: String },
+    #[error("link `{0}` has zero capacity")]
+    ZeroCapacity(String),
+    #[error("site `{0}` has zero CPUs")]
+    ZeroCpus(String),
+    #[error("{what} of `{id}` must be a finite number >= 0")]
+    BadPrice { what: &'static str, id: String },
+}
+
+/// The whole resource description: topology plus the sites attached to it (grid.json).
+///
+/// JSON: `{"nodes":[{"id","label"}], "links":[{"id","a","b","capacity_mbps",
+/// "price_per_gbps_hour"}], "sites":[{"id","node","cpus","os","price_per_cpu_hour"}]}`.
+/// Deserialisation validates (see [`Grid::new`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawGrid")]
+pub struct Grid {
+    pub nodes: Vec<Node>,
+    pub links: Vec<Link>,
+    pub sites: Vec<Site>,
+}
+
+#[derive(Deserialize)]
+struct RawGrid {
+    nodes: Vec<Node>,
+    links: Vec<Link>,
+    sites: Vec<Site>,
+}
+
+impl TryFrom<RawGrid> for Grid {
+    type Error = GridError;
+    fn try_from(r: RawGrid) -> Result<Self, GridError> {
+        Grid::new(r.nodes, r.links, r.sites)
+    }
+}
+
+fn unique<'a>(kind: &'static str, ids: impl Iterator<Item = &'a String>) -> Result<(), GridError> {
+    let mut seen = HashSet::new();
+    for id in ids {
+        if !seen.insert(id) {
+            return Err(GridError::DuplicateId { kind, id: id.clone() });
+        }
+    }
+    Ok(())
+}
+
+fn price_ok(p: f64) -> bool {
+    p.is_finite() && p >= 0.0
+}
+
+impl Grid {
+    /// Builds a grid, checking: unique node / link / site ids, links and sites name existing
+    /// nodes, capacities and CPU counts > 0, prices finite and >= 0.
+    ///
+    /// # Errors
+    /// The first [`GridError`] found.
+    pub fn new(nodes: Vec<Node>, links: Vec<Link>, sites: Vec<Site>) -> Result<Self, GridError> {
+        unique("node", nodes.iter().map(|n| &n.id))?;
+        unique("link", links.iter().map(|l| &l.id))?;
+        unique("site", sites.iter().map(|s| &s.id))?;
+        let node_ids: HashSet<&String> = nodes.iter().map(|n| &n.id).collect();
+        for l in &links {
+            for end in [&l.a, &l.b] {
+                if !node_ids.contains(end) {
+                    return Err(GridError::LinkUnknownNode { link: l.id.clone(), node: end.clone() });
+                }
+            }
+            if l.capacity_mbps == 0 {
+                return Err(GridError::ZeroCapacity(l.id.clone()));
+            }
+            if !price_ok(l.price_per_gbps_hour) {
+                return Err(GridError::BadPrice { what: "price_per_gbps_hour", id: l.id.clone() });
+            }
+        }
+        for s in &sites {
+            if !node_ids.contains(&s.node) {
+                return Err(GridError::SiteUnknownNode { site: s.id.clone(), node: s.node.clone() });
+            }
+            if s.cpus == 0 {
+                return Err(GridError::ZeroCpus(s.id.clone()));
+            }
+            if !price_ok(s.price_per_cpu_hour) {
+                return Err(GridError::BadPrice { what: "price_per_cpu_hour", id: s.id.clone() });
+            }
+        }
+        Ok(Grid { nodes, links, sites })
+    }
+
+    /// Total CPUs over all sites (the denominator of offered load).
+    pub fn total_cpus(&self) -> u64 {
+        self.sites.iter().map(|s| u64::from(s.cpus)).sum()
+    }
+
+    /// Site by id.
+    pub fn site(&self, id: &str) -> Option<&Site> {
+        self.sites.iter().find(|s| s.id == id)
+    }
+
+    /// Link by id, through an index built on demand (use [`Grid::link_index`] in loops).
+    pub fn link_index(&self) -> HashMap<&str, &Link> {
+        self.links.iter().map(|l| (l.id.as_str(), l)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str) -> Node {
+        Node { id: id.into(), label: String::new() }
+    }
+
+    #[test]
+    fn rejects_dangling_link_and_zero_capacity() {
+        let l = Link { id: "l".into(), a: "x".into(), b: "y".into(), capacity_mbps: 10, price_per_gbps_hour: 0.0 };
+        assert_eq!(
+            Grid::new(vec![node("x")], vec![l.clone()], vec![]),
+            Err(GridError::LinkUnknownNode { link: "l".into(), node: "y".into() })
+        );
+        let l0 = Link { capacity_mbps: 0, ..l };
+        assert_eq!(Grid::new(vec![node("x"), node("y")], vec![l0], vec![]), Err(GridError::ZeroCapacity("l".into())));
+    }
+
+    #[test]
+    fn json_round_trip_validates() {
+        let json = r#"{"nodes":[{"id":"n1","label":"A"}],"links":[],
+            "sites":[{"id":"s1","node":"n1","cpus":64,"os":"linux","price_per_cpu_hour":1.5}]}"#;
+        let g: Grid = serde_json::from_str(json).unwrap();
+        assert_eq!(g.total_cpus(), 64);
+        let bad = json.replace("\"cpus\":64", "\"cpus\":0");
+        assert!(serde_json::from_str::<Grid>(&bad).unwrap_err().to_string().contains("zero CPUs"));
+        let dup = r#"{"nodes":[{"id":"n1"},{"id":"n1"}],"links":[],"sites":[]}"#;
+        assert!(serde_json::from_str::<Grid>(dup).is_err());
+    }
+}

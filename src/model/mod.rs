@@ -1,0 +1,22 @@
+//! Domain model: the grid (sites, topology nodes and links), plan requests (compute demands
+//! and network demands with a deadline) and plan outcomes.
+//!
+//! Every type that comes from outside (JSON files, the CLI, later the REST API) is parsed
+//! through a checked constructor ("parse, don't validate"): once a [`PlanRequest`] or a
+//! [`Grid`] exists, its invariants hold and the rest of the crate relies on them.
+//!
+//! Times are whole seconds since the Unix epoch ([`Time`]) inside the engine and RFC 3339
+//! UTC strings in JSON.
+
+mod grid;
+mod outcome;
+mod request;
+mod time;
+
+pub use grid::{Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId};
+pub use outcome::{JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
+pub use request::{
+    ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, ReservationMethod, RequestError,
+    SelectionPolicy,
+};
+pub use time::{from_time, to_time, Time};

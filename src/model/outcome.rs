@@ -1,0 +1,95 @@
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::grid::{LinkId, SiteId};
+
+/// Final state of a plan request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutcomeStatus {
+    /// Every reservation of the plan is committed.
+    Committed,
+    /// Nothing is booked; `reason` says why.
+    Rejected,
+}
+
+/// Where and when one job runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobPlacement {
+    pub name: String,
+    pub site: SiteId,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub cpus: u32,
+}
+
+/// The bandwidth reservation of one transfer. `path` is empty when both jobs share a node
+/// (no network reservation is needed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransferPlacement {
+    pub from: String,
+    pub to: String,
+    pub path: Vec<LinkId>,
+    pub bandwidth_mbps: u64,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// What became of one plan request (one line of outcomes.jsonl).
+///
+/// `cost` = sum over jobs of `cpus * duration_s/3600 * price_per_cpu_hour` plus sum over
+/// transfers of `bandwidth_mbps/1000 * duration_s/3600 * sum(price_per_gbps_hour of its path)`;
+/// 0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub request_id: String,
+    pub status: OutcomeStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Application start `st` of a committed plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub jobs: Vec<JobPlacement>,
+    #[serde(default)]
+    pub transfers: Vec<TransferPlacement>,
+    pub cost: f64,
+    pub planning_ms: f64,
+    pub planner: String,
+    /// Participant messages this plan cost (queries, prepares, commits, aborts).
+    #[serde(default)]
+    pub messages: u64,
+    /// Holds released before commit (backtracks, `st` shifts, failed batches).
+    #[serde(default)]
+    pub holds_aborted: u64,
+}
+
+impl Outcome {
+    /// A rejection with nothing booked.
+    pub fn rejected(request_id: &str, reason: impl Into<String>, planner: &str) -> Self {
+        Outcome {
+            request_id: request_id.to_owned(),
+            status: OutcomeStatus::Rejected,
+            reason: Some(reason.into()),
+            start: None,
+            jobs: vec![],
+            transfers: vec![],
+            cost: 0.0,
+            planning_ms: 0.0,
+            planner: planner.to_owned(),
+            messages: 0,
+            holds_aborted: 0,
+        }
+    }
+
+    /// `cost` divided by the plan's CPU-hours: the paper's "average cost" (a CPU unit price
+    /// per hour). `None` for a rejected plan.
+    pub fn average_cost(&self) -> Option<f64> {
+        let cpu_hours: f64 = self
+            .jobs
+            .iter()
+            .map(|j| f64::from(j.cpus) * (j.end - j.start).num_seconds() as f64 / 3600.0)
+            .sum();
+        (self.status == OutcomeStatus::Committed && cpu_hours > 0.0).then(|| self.cost / cpu_hours)
+    }
+}

@@ -1,0 +1,375 @@
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::time::{to_time, Time};
+
+/// One job of an application: where it may run and for how long (a vertex of the request graph).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComputeDemand {
+    /// Job name, unique within the request.
+    pub name: String,
+    /// Required operating system (matched case-insensitively against a site's `os`).
+    pub os: String,
+    /// CPUs to reserve, > 0.
+    pub cpus: u32,
+    /// Start offset in seconds from the application start, >= 0.
+    pub offset_s: i64,
+    /// Reservation length in seconds, > 0.
+    pub duration_s: i64,
+}
+
+impl ComputeDemand {
+    /// Offset of the end, seconds from the application start.
+    pub fn end_offset_s(&self) -> i64 {
+        self.offset_s + self.duration_s
+    }
+}
+
+/// One communication between two jobs (an edge of the request graph).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkDemand {
+    /// Name of the sending job.
+    pub from: String,
+    /// Name of the receiving job.
+    pub to: String,
+    /// Bandwidth to reserve in Mbit/s, > 0.
+    pub bandwidth_mbps: u64,
+    /// Start offset in seconds from the application start, >= 0.
+    pub offset_s: i64,
+    /// Reservation length in seconds, > 0.
+    pub duration_s: i64,
+}
+
+/// Order in which a vertex's reservation candidates are tried (seed 001, section 3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SelectionPolicy {
+    /// Earliest feasible start first (the paper's best on success rate).
+    #[default]
+    Time,
+    /// Lowest price per CPU-hour first.
+    Cost,
+    /// Lowest utilisation of the site over `[t_bgn, deadline]` first.
+    Load,
+    /// Seeded random order.
+    Random,
+}
+
+/// How tentative choices are reserved (seed 001, section 3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationMethod {
+    /// Backtracking with Batch Reservation: plan first, then one prepare + commit round.
+    Bbr,
+    /// Backtracking with Incremental Reservation: hold at every tentative fix.
+    #[default]
+    Bir,
+}
+
+macro_rules! text_enum {
+    ($t:ty { $($name:literal => $v:expr),* }) => {
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let s = match self { $(x if *x == $v => $name,)* _ => unreachable!() };
+                f.write_str(s)
+            }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.to_ascii_lowercase().as_str() {
+                    $($name => Ok($v),)*
+                    other => Err(format!("unknown value `{other}`; expected one of: {}", [$($name),*].join(", "))),
+                }
+            }
+        }
+        impl $t {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$t] = &[$($v),*];
+        }
+    };
+}
+text_enum!(SelectionPolicy { "time" => SelectionPolicy::Time, "cost" => SelectionPolicy::Cost,
+    "load" => SelectionPolicy::Load, "random" => SelectionPolicy::Random });
+text_enum!(ReservationMethod { "bbr" => ReservationMethod::Bbr, "bir" => ReservationMethod::Bir });
+
+/// Why a plan request was refused before any planning.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RequestError {
+    #[error("request id must not be empty")]
+    EmptyId,
+    #[error("a request needs at least one job")]
+    NoJobs,
+    #[error("duplicate job name `{0}`")]
+    DuplicateJob(String),
+    #[error("job `{0}`: cpus must be > 0")]
+    ZeroCpus(String),
+    #[error("{what}: duration_s must be > 0 (got {value})")]
+    NonPositiveDuration { what: String, value: i64 },
+    #[error("{what}: offset_s must be >= 0 (got {value})")]
+    NegativeOffset { what: String, value: i64 },
+    #[error("transfer {from}->{to}: unknown job `{job}`")]
+    UnknownJob { from: String, to: String, job: String },
+    #[error("transfer {0}->{0}: a transfer must join two different jobs")]
+    SelfTransfer(String),
+    #[error("transfer {from}->{to}: bandwidth_mbps must be > 0")]
+    ZeroBandwidth { from: String, to: String },
+    #[error("transfer {from}->{to}: its interval [{offset_s}, {end_s}) s is not inside job `{job}`")]
+    TransferOutsideJob { from: String, to: String, job: String, offset_s: i64, end_s: i64 },
+    #[error("deadline {deadline} is before the earliest possible end {earliest_end}")]
+    DeadlineTooEarly { deadline: DateTime<Utc>, earliest_end: DateTime<Utc> },
+}
+
+/// A reservation-plan request as it arrives (JSON), before validation.
+///
+/// JSON: `{"id","user","submitted_at","deadline","not_before"?,"jobs":[..],"transfers":[..],
+/// "policy"?,"mode"?}` with RFC 3339 UTC times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawPlanRequest {
+    pub id: String,
+    #[serde(default)]
+    pub user: String,
+    pub submitted_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
+    pub jobs: Vec<ComputeDemand>,
+    #[serde(default)]
+    pub transfers: Vec<NetworkDemand>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<SelectionPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ReservationMethod>,
+}
+
+/// A validated reservation-plan request (SPEC section 2): an undirected graph whose vertices are
+/// compute demands and whose edges are network demands, plus the application deadline.
+///
+/// Only [`PlanRequest::new`] (or deserialisation, which calls it) builds one, so every instance
+/// satisfies: at least one job; unique job names; cpus, durations and bandwidths > 0; offsets
+/// >= 0; every transfer joins two distinct known jobs and lies inside both jobs' intervals; the
+/// deadline is not before `max(submitted_at, not_before) + span`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawPlanRequest", into = "RawPlanRequest")]
+pub struct PlanRequest {
+    raw: RawPlanRequest,
+    /// `(from, to)` job indices of every transfer, parallel to `raw.transfers`.
+    ends: Vec<(usize, usize)>,
+}
+
+impl TryFrom<RawPlanRequest> for PlanRequest {
+    type Error = RequestError;
+    fn try_from(raw: RawPlanRequest) -> Result<Self, RequestError> {
+        PlanRequest::new(raw)
+    }
+}
+
+impl From<PlanRequest> for RawPlanRequest {
+    fn from(r: PlanRequest) -> Self {
+        r.raw
+    }
+}
+
+impl PlanRequest {
+    /// Validates a raw request.
+    ///
+    /// # Errors
+    /// The first [`RequestError`] found, in the order: id, jobs, transfers, deadline.
+    pub fn new(raw: RawPlanRequest) -> Result<Self, RequestError> {
+        if raw.id.trim().is_empty() {
+            return Err(RequestError::EmptyId);
+        }
+        if raw.jobs.is_empty() {
+            return Err(RequestError::NoJobs);
+        }
+        let mut index = HashMap::new();
+        for (i, j) in raw.jobs.iter().enumerate() {
+            if index.insert(j.name.as_str(), i).is_some() {
+                return Err(RequestError::DuplicateJob(j.name.clone()));
+            }
+            if j.cpus == 0 {
+                return Err(RequestError::ZeroCpus(j.name.clone()));
+            }
+            check_interval(&format!("job `{}`", j.name), j.offset_s, j.duration_s)?;
+        }
+        let mut ends = Vec::with_capacity(raw.transfers.len());
+        for t in &raw.transfers {
+            let lookup = |job: &String| {
+                index.get(job.as_str()).copied().ok_or_else(|| RequestError::UnknownJob {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                    job: job.clone(),
+                })
+            };
+            let (a, b) = (lookup(&t.from)?, lookup(&t.to)?);
+            if a == b {
+                return Err(RequestError::SelfTransfer(t.from.clone()));
+            }
+            if t.bandwidth_mbps == 0 {
+                return Err(RequestError::ZeroBandwidth { from: t.from.clone(), to: t.to.clone() });
+            }
+            check_interval(&format!("transfer {}->{}", t.from, t.to), t.offset_s, t.duration_s)?;
+            for &j in &[a, b] {
+                let job = &raw.jobs[j];
+                if t.offset_s < job.offset_s || t.offset_s + t.duration_s > job.end_offset_s() {
+                    return Err(RequestError::TransferOutsideJob {
+                        from: t.from.clone(),
+                        to: t.to.clone(),
+                        job: job.name.clone(),
+                        offset_s: t.offset_s,
+                        end_s: t.offset_s + t.duration_s,
+                    });
+                }
+            }
+            ends.push((a, b));
+        }
+        let req = PlanRequest { raw, ends };
+        let earliest_end = req.earliest_start_without_window() + req.span_s();
+        if to_time(&req.raw.deadline) < earliest_end {
+            return Err(RequestError::DeadlineTooEarly {
+                deadline: req.raw.deadline,
+                earliest_end: super::time::from_time(earliest_end),
+            });
+        }
+        Ok(req)
+    }
+
+    /// The client's request id.
+    pub fn id(&self) -> &str {
+        &self.raw.id
+    }
+    /// The submitting user.
+    pub fn user(&self) -> &str {
+        &self.raw.user
+    }
+    /// Arrival time of the request.
+    pub fn submitted_at(&self) -> Time {
+        to_time(&self.raw.submitted_at)
+    }
+    /// Absolute time by which every reservation must have ended.
+    pub fn deadline(&self) -> Time {
+        to_time(&self.raw.deadline)
+    }
+    /// Optional earliest application start requested by the user.
+    pub fn not_before(&self) -> Option<Time> {
+        self.raw.not_before.as_ref().map(to_time)
+    }
+    /// Compute demands (vertices), in request order.
+    pub fn jobs(&self) -> &[ComputeDemand] {
+        &self.raw.jobs
+    }
+    /// Network demands (edges), in request order.
+    pub fn transfers(&self) -> &[NetworkDemand] {
+        &self.raw.transfers
+    }
+    /// `(from, to)` job indices of transfer `i`.
+    pub fn transfer_ends(&self, i: usize) -> (usize, usize) {
+        self.ends[i]
+    }
+    /// Per-request selection policy override.
+    pub fn policy(&self) -> Option<SelectionPolicy> {
+        self.raw.policy
+    }
+    /// Per-request reservation method override.
+    pub fn mode(&self) -> Option<ReservationMethod> {
+        self.raw.mode
+    }
+    /// The raw form (for serialisation or editing and re-validation).
+    pub fn raw(&self) -> &RawPlanRequest {
+        &self.raw
+    }
+    /// The application's total reservation span in seconds: latest job end offset.
+    pub fn span_s(&self) -> i64 {
+        self.raw.jobs.iter().map(ComputeDemand::end_offset_s).max().unwrap_or(0)
+    }
+    /// Total requested CPU-seconds (the unit of offered load).
+    pub fn cpu_seconds(&self) -> f64 {
+        self.raw.jobs.iter().map(|j| f64::from(j.cpus) * j.duration_s as f64).sum()
+    }
+    /// `max(submitted_at, not_before)`: the earliest start before the planner's `w_interval`.
+    pub fn earliest_start_without_window(&self) -> Time {
+        self.not_before().map_or(self.submitted_at(), |nb| nb.max(self.submitted_at()))
+    }
+}
+
+fn check_interval(what: &str, offset_s: i64, duration_s: i64) -> Result<(), RequestError> {
+    if offset_s < 0 {
+        return Err(RequestError::NegativeOffset { what: what.into(), value: offset_s });
+    }
+    if duration_s <= 0 {
+        return Err(RequestError::NonPositiveDuration { what: what.into(), value: duration_s });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw() -> RawPlanRequest {
+        serde_json::from_str(
+            r#"{"id":"r1","user":"u","submitted_at":"2026-01-01T00:00:00Z","deadline":"2026-01-01T10:00:00Z",
+            "jobs":[{"name":"A","os":"linux","cpus":8,"offset_s":0,"duration_s":3600},
+                    {"name":"B","os":"bsd","cpus":16,"offset_s":3000,"duration_s":1200}],
+            "transfers":[{"from":"A","to":"B","bandwidth_mbps":500,"offset_s":3000,"duration_s":600}]}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn valid_request_parses_and_knows_its_span() {
+        let r = PlanRequest::new(raw()).unwrap();
+        assert_eq!(r.span_s(), 4200);
+        assert_eq!(r.transfer_ends(0), (0, 1));
+        assert_eq!(r.cpu_seconds(), 8.0 * 3600.0 + 16.0 * 1200.0);
+        let json = serde_json::to_string(&r).unwrap();
+        let back: PlanRequest = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn every_invalid_shape_is_refused_with_its_reason() {
+        let cases: Vec<(Box<dyn Fn(&mut RawPlanRequest)>, &str)> = vec![
+            (Box::new(|r| r.jobs[0].duration_s = 0), "duration_s must be > 0"),
+            (Box::new(|r| r.jobs[0].duration_s = -5), "duration_s must be > 0"),
+            (Box::new(|r| r.jobs[0].cpus = 0), "cpus must be > 0"),
+            (Box::new(|r| r.jobs[1].name = "A".into()), "duplicate job name"),
+            (Box::new(|r| r.transfers[0].to = "Z".into()), "unknown job `Z`"),
+            (Box::new(|r| r.transfers[0].to = "A".into()), "two different jobs"),
+            (Box::new(|r| r.transfers[0].bandwidth_mbps = 0), "bandwidth_mbps must be > 0"),
+            (Box::new(|r| r.transfers[0].offset_s = 100), "not inside job `B`"),
+            (Box::new(|r| r.transfers[0].duration_s = 700), "not inside job `A`"),
+            (Box::new(|r| r.jobs[1].offset_s = -1), "offset_s must be >= 0"),
+            (Box::new(|r| r.jobs.clear()), "at least one job"),
+            (Box::new(|r| r.id.clear()), "must not be empty"),
+            (Box::new(|r| r.deadline = "2026-01-01T01:00:00Z".parse().unwrap()), "before the earliest possible end"),
+        ];
+        for (mutate, expected) in cases {
+            let mut r = raw();
+            mutate(&mut r);
+            let err = PlanRequest::new(r).unwrap_err().to_string();
+            assert!(err.contains(expected), "expected `{expected}` in `{err}`");
+        }
+    }
+
+    #[test]
+    fn not_before_moves_the_earliest_end() {
+        let mut r = raw();
+        r.not_before = Some("2026-01-01T06:00:00Z".parse().unwrap());
+        // 06:00 + 4200 s = 07:10 <= 10:00
+        assert!(PlanRequest::new(r.clone()).is_ok());
+        r.not_before = Some("2026-01-01T09:00:00Z".parse().unwrap());
+        assert!(matches!(PlanRequest::new(r), Err(RequestError::DeadlineTooEarly { .. })));
+    }
+
+    #[test]
+    fn policy_and_method_parse_from_text() {
+        assert_eq!("TIME".parse::<SelectionPolicy>().unwrap(), SelectionPolicy::Time);
+        assert_eq!(ReservationMethod::Bbr.to_string(), "bbr");
+        assert!("fastest".parse::<SelectionPolicy>().unwrap_err().contains("expected one of"));
+    }
+}

@@ -1,0 +1,16 @@
+use chrono::{DateTime, TimeZone, Utc};
+
+/// An instant in whole seconds since the Unix epoch (UTC). All calendars and the planner work
+/// on this type; JSON carries RFC 3339 strings (see [`to_time`] / [`from_time`]).
+pub type Time = i64;
+
+/// Converts an RFC 3339 timestamp to [`Time`] (sub-second part truncated).
+pub fn to_time(t: &DateTime<Utc>) -> Time {
+    t.timestamp()
+}
+
+/// Converts a [`Time`] back to a UTC timestamp. Panics only for instants outside
+/// chrono's range (about ±262,000 years), which no validated input can produce.
+pub fn from_time(t: Time) -> DateTime<Utc> {
+    Utc.timestamp_opt(t, 0).single().expect("time within chrono's range")
+}
