@@ -12,3 +12,6 @@
 pub mod calendar;
 pub mod clock;
 pub mod model;
+pub mod check;
+pub mod grid;
+pub mod workload;

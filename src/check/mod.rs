@@ -1,0 +1,1 @@
+//! Outcome checker (being written).

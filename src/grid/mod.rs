@@ -1,0 +1,1 @@
+//! Grid importers and generators (being written).

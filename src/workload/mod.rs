@@ -1,0 +1,1 @@
+//! SWF trace reader and workload generator (being written).
