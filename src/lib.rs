@@ -15,3 +15,7 @@ pub mod model;
 pub mod check;
 pub mod grid;
 pub mod workload;
+pub mod gis;
+pub mod lis;
+pub mod nis;
+pub mod protocol;

@@ -1,0 +1,102 @@
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::*;
+use crate::clock::ManualClock;
+
+fn site(cpus: u32) -> Site {
+    Site { id: "s1".into(), node: "n1".into(), cpus, os: "linux".into(), price_per_cpu_hour: 2.0 }
+}
+
+fn hold_req(cpus: u32, start: Time, end: Time) -> HoldRequest {
+    HoldRequest::Compute { txn: Uuid::new_v4(), site: "s1".into(), cpus, start, end }
+}
+
+fn offer(a: Availability) -> ComputeOffer {
+    match a {
+        Availability::Compute(o) => o,
+        other => panic!("expected a compute offer, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn holds_are_visible_to_queries_and_abort_frees_them() {
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(site(16), clock.clone(), 120);
+    let q = AvailabilityQuery::Compute { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000 };
+    assert_eq!(offer(lis.query(&q).await.unwrap()).earliest_start, Some(0));
+    let h = lis.prepare(&hold_req(10, 0, 100)).await.unwrap();
+    assert_eq!(h.expires_at, 120);
+    let o = offer(lis.query(&q).await.unwrap());
+    assert_eq!(o.earliest_start, Some(100), "a hold blocks like a reservation");
+    assert!((o.utilisation - 10.0 * 100.0 / (16.0 * 1000.0)).abs() < 1e-12);
+    lis.abort(h.id).await.unwrap();
+    lis.abort(h.id).await.unwrap();
+    assert_eq!(lis.usage_at(50), 0);
+    assert_eq!(lis.commit(h.id).await, Err(ParticipantError::Aborted(h.id)));
+}
+
+#[tokio::test]
+async fn prepare_refuses_overbooking_and_changes_nothing() {
+    let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
+    let h = lis.prepare(&hold_req(6, 0, 100)).await.unwrap();
+    let err = lis.prepare(&hold_req(3, 50, 150)).await.unwrap_err();
+    assert!(matches!(err, ParticipantError::Capacity(_)), "{err}");
+    assert_eq!(lis.booked_spans(), 1);
+    lis.commit(h.id).await.unwrap();
+    assert_eq!(lis.abort(h.id).await, Err(ParticipantError::AlreadyCommitted(h.id)));
+    assert_eq!(lis.usage_at(0), 6);
+    lis.release(h.id).await.unwrap();
+    assert_eq!(lis.usage_at(0), 0);
+}
+
+#[tokio::test]
+async fn uncommitted_hold_expires_at_its_lease() {
+    let clock = Arc::new(ManualClock::new(1_000));
+    let lis = Lis::new(site(8), clock.clone(), 120);
+    let h = lis.prepare(&hold_req(8, 5_000, 6_000)).await.unwrap();
+    clock.advance_to(1_119);
+    assert_eq!(lis.usage_at(5_500), 8, "still held one second before expiry");
+    clock.advance_to(1_120);
+    assert_eq!(lis.usage_at(5_500), 0, "released at the lease");
+    assert_eq!(lis.holds_outstanding(), 0);
+    assert_eq!(lis.commit(h.id).await, Err(ParticipantError::HoldExpired(h.id)));
+}
+
+#[tokio::test]
+async fn wrong_messages_are_refused() {
+    let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
+    let net = AvailabilityQuery::Network { from_site: "a".into(), to_site: "b".into(), bandwidth_mbps: 1, start: 0, end: 1 };
+    assert_eq!(lis.query(&net).await, Err(ParticipantError::WrongParticipant("network")));
+    let other = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
+    assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));
+    assert!(lis.prepare(&hold_req(1, 10, 10)).await.is_err(), "empty interval");
+}
+
+/// Many planners race for the same CPUs from several threads: the sum of what they were
+/// granted never exceeds the site at any instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_prepares_never_overbook() {
+    let lis = Arc::new(Lis::new(site(64), Arc::new(ManualClock::new(0)), 120));
+    let mut tasks = Vec::new();
+    for i in 0..32i64 {
+        let lis = lis.clone();
+        tasks.push(tokio::spawn(async move {
+            let start = (i % 4) * 10;
+            lis.prepare(&hold_req(8, start, start + 25)).await.ok().map(|h| (h, start))
+        }));
+    }
+    let mut granted = Vec::new();
+    for t in tasks {
+        if let Some(g) = t.await.unwrap() {
+            granted.push(g);
+        }
+    }
+    for t in 0..60 {
+        let used: u64 = granted.iter().filter(|(_, s)| *s <= t && t < s + 25).map(|_| 8).sum();
+        assert!(used <= 64, "overbooked at {t}: {used}");
+        assert_eq!(used, lis.usage_at(t));
+    }
+    assert!(granted.len() >= 8, "the first 8 holds always fit");
+}

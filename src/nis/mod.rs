@@ -1,0 +1,246 @@
+//! NIS — Network Information Service, the bandwidth manager (SPEC sections 1, 3).
+//!
+//! Holds the topology as a petgraph graph and one [`CapacityCalendar`] of Mbit/s per link
+//! (links are undirected; both directions share the capacity). The bandwidth that can be
+//! reserved on a path over an interval is the minimum over its links of the link's free
+//! bandwidth (capacity minus the *peak* booked in the interval). Prepare books every link of a
+//! path atomically, or none.
+//!
+//! Routing ([`Routing`]):
+//! - `shortest` (default): fewest hops among the links that can carry the demand over the
+//!   interval (the topology pruned to links with enough free bandwidth, as OSCARS does,
+//!   then breadth-first search);
+//! - `widest:K`: among the K shortest loopless paths by hop count (Yen's algorithm, computed
+//!   once per node pair), the one whose bottleneck free bandwidth over the interval is largest
+//!   (the widest-path metric of seed 000, restricted to short paths).
+
+mod route;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use petgraph::graph::{NodeIndex, UnGraph};
+use uuid::Uuid;
+
+use crate::calendar::{CapacityCalendar, SpanId};
+use crate::clock::Clock;
+use crate::model::{Grid, Link, LinkId, SiteId, Time};
+use crate::protocol::{
+    Availability, AvailabilityQuery, Hold, HoldBook, HoldId, HoldRequest, Participant, ParticipantError, Route,
+};
+
+/// How the NIS picks a path between two sites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// Fewest hops over the links with enough free bandwidth.
+    Shortest,
+    /// The widest of the `k` shortest paths.
+    Widest { k: usize },
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Routing::Shortest
+    }
+}
+
+impl fmt::Display for Routing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Routing::Shortest => f.write_str("shortest"),
+            Routing::Widest { k } => write!(f, "widest:{k}"),
+        }
+    }
+}
+
+impl FromStr for Routing {
+    type Err = String;
+    /// `shortest`, `widest` (k = 4) or `widest:K` with K >= 1.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "shortest" => Ok(Routing::Shortest),
+            None if s == "widest" => Ok(Routing::Widest { k: 4 }),
+            Some(("widest", k)) => match k.parse::<usize>() {
+                Ok(k) if k >= 1 => Ok(Routing::Widest { k }),
+                _ => Err(format!("bad path count `{k}` in `{s}`")),
+            },
+            _ => Err(format!("unknown routing `{s}`; expected shortest, widest or widest:K")),
+        }
+    }
+}
+
+struct State {
+    calendars: Vec<CapacityCalendar>,
+    holds: HoldBook<Vec<(usize, SpanId)>>,
+}
+
+/// The network bandwidth manager.
+pub struct Nis {
+    clock: Arc<dyn Clock>,
+    lease_s: i64,
+    routing: Routing,
+    links: Vec<Link>,
+    link_index: HashMap<LinkId, usize>,
+    /// Nodes weighted by their id, edges by their index into `links`.
+    graph: UnGraph<String, usize>,
+    site_node: HashMap<SiteId, NodeIndex>,
+    k_paths: Mutex<HashMap<(NodeIndex, NodeIndex), Arc<Vec<Vec<usize>>>>>,
+    state: Mutex<State>,
+}
+
+impl Nis {
+    /// A NIS over the grid's topology with empty link calendars.
+    pub fn new(grid: &Grid, clock: Arc<dyn Clock>, lease_s: i64, routing: Routing) -> Self {
+        let mut graph = UnGraph::<String, usize>::default();
+        let nodes: HashMap<&str, NodeIndex> =
+            grid.nodes.iter().map(|n| (n.id.as_str(), graph.add_node(n.id.clone()))).collect();
+        for (i, l) in grid.links.iter().enumerate() {
+            graph.add_edge(nodes[l.a.as_str()], nodes[l.b.as_str()], i);
+        }
+        let site_node = grid.sites.iter().map(|s| (s.id.clone(), nodes[s.node.as_str()])).collect();
+        let calendars = grid.links.iter().map(|l| CapacityCalendar::new(l.capacity_mbps)).collect();
+        Nis {
+            clock,
+            lease_s,
+            routing,
+            links: grid.links.clone(),
+            link_index: grid.links.iter().enumerate().map(|(i, l)| (l.id.clone(), i)).collect(),
+            graph,
+            site_node,
+            k_paths: Mutex::new(HashMap::new()),
+            state: Mutex::new(State { calendars, holds: HoldBook::default() }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        let mut st = self.state.lock().expect("NIS state lock");
+        for spans in st.holds.expire(self.clock.now()) {
+            for (link, span) in spans {
+                st.calendars[link].remove(span).expect("expired hold's span is booked");
+            }
+        }
+        st
+    }
+
+    fn node_of(&self, site: &SiteId) -> Result<NodeIndex, ParticipantError> {
+        self.site_node.get(site).copied().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
+    }
+
+    /// Booked Mbit/s on a link at instant `t` (holds included); `None` for an unknown link.
+    pub fn usage_at(&self, link: &str, t: Time) -> Option<u64> {
+        let i = *self.link_index.get(link)?;
+        Some(self.state().calendars[i].usage_at(t))
+    }
+
+    /// Live holds (not committed, not expired).
+    pub fn holds_outstanding(&self) -> usize {
+        self.state().holds.outstanding()
+    }
+
+    /// Forgets reservations that ended at or before `horizon` on every link.
+    pub fn prune_before(&self, horizon: Time) -> usize {
+        self.state().calendars.iter_mut().map(|c| c.prune_before(horizon)).sum()
+    }
+
+    /// Finds a path per the routing policy; see the module docs.
+    fn route(&self, from: NodeIndex, to: NodeIndex, bandwidth_mbps: u64, start: Time, end: Time) -> Option<Route> {
+        if from == to {
+            return Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
+        }
+        let st = self.state();
+        let free = |l: usize| st.calendars[l].free_over(start, end);
+        let path = match self.routing {
+            Routing::Shortest => {
+                let mut memo: HashMap<usize, bool> = HashMap::new();
+                route::bfs(&self.graph, from, to, &mut |l| *memo.entry(l).or_insert_with(|| free(l) >= bandwidth_mbps), &[])?
+            }
+            Routing::Widest { k } => {
+                let paths = self.k_shortest(from, to, k);
+                let bottleneck = |p: &Vec<usize>| p.iter().map(|&l| free(l)).min().unwrap_or(u64::MAX);
+                // max_by_key keeps the last maximum; iterate reversed so ties go to the shorter path.
+                let best = paths.iter().rev().max_by_key(|p| bottleneck(p))?;
+                if bottleneck(best) < bandwidth_mbps {
+                    return None;
+                }
+                best.clone()
+            }
+        };
+        let free_mbps = path.iter().map(|&l| free(l)).min().unwrap_or(u64::MAX);
+        Some(Route {
+            links: path.iter().map(|&l| self.links[l].id.clone()).collect(),
+            price_per_gbps_hour: path.iter().map(|&l| self.links[l].price_per_gbps_hour).sum(),
+            free_mbps,
+        })
+    }
+
+    fn k_shortest(&self, from: NodeIndex, to: NodeIndex, k: usize) -> Arc<Vec<Vec<usize>>> {
+        let mut cache = self.k_paths.lock().expect("path cache lock");
+        cache.entry((from, to)).or_insert_with(|| Arc::new(route::yen(&self.graph, from, to, k))).clone()
+    }
+}
+
+#[async_trait]
+impl Participant for Nis {
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+        let AvailabilityQuery::Network { from_site, to_site, bandwidth_mbps, start, end } = q else {
+            return Err(ParticipantError::WrongParticipant("compute"));
+        };
+        let (a, b) = (self.node_of(from_site)?, self.node_of(to_site)?);
+        Ok(Availability::Network(self.route(a, b, *bandwidth_mbps, *start, *end)))
+    }
+
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+        let HoldRequest::Network { txn, links, bandwidth_mbps, start, end } = req else {
+            return Err(ParticipantError::WrongParticipant("compute"));
+        };
+        if links.is_empty() {
+            return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
+        }
+        let idx = links
+            .iter()
+            .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut st = self.state();
+        let mut booked = Vec::with_capacity(idx.len());
+        for &l in &idx {
+            match st.calendars[l].add(*start, *end, *bandwidth_mbps) {
+                Ok(span) => booked.push((l, span)),
+                Err(source) => {
+                    for (l, span) in booked {
+                        st.calendars[l].remove(span).expect("just booked");
+                    }
+                    return Err(ParticipantError::LinkCapacity { link: self.links[l].id.clone(), source });
+                }
+            }
+        }
+        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
+        st.holds.hold(hold.id, *txn, booked, hold.expires_at);
+        Ok(hold)
+    }
+
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.state().holds.commit(hold)
+    }
+
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        let mut st = self.state();
+        for (l, span) in st.holds.abort(hold)?.unwrap_or_default() {
+            st.calendars[l].remove(span).expect("held span is booked");
+        }
+        Ok(())
+    }
+
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        let mut st = self.state();
+        for (l, span) in st.holds.release(hold)?.unwrap_or_default() {
+            st.calendars[l].remove(span).expect("committed span is booked");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

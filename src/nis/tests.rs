@@ -1,0 +1,128 @@
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::model::{Node, Site};
+
+/// ```text
+///  a --1000-- b --1000-- c
+///  |                     |
+///  +--500-- d ---500-----+      plus a parallel a-b link of 200
+/// ```
+fn grid() -> Grid {
+    let node = |id: &str| Node { id: id.into(), label: id.into() };
+    let link = |id: &str, a: &str, b: &str, cap: u64| Link {
+        id: id.into(),
+        a: a.into(),
+        b: b.into(),
+        capacity_mbps: cap,
+        price_per_gbps_hour: 1.0,
+    };
+    let site = |id: &str, n: &str| Site { id: id.into(), node: n.into(), cpus: 8, os: "linux".into(), price_per_cpu_hour: 1.0 };
+    Grid::new(
+        vec![node("a"), node("b"), node("c"), node("d")],
+        vec![
+            link("ab", "a", "b", 1000),
+            link("bc", "b", "c", 1000),
+            link("ad", "a", "d", 500),
+            link("dc", "d", "c", 500),
+            link("ab2", "a", "b", 200),
+        ],
+        vec![site("sa", "a"), site("sc", "c"), site("sa2", "a")],
+    )
+    .unwrap()
+}
+
+fn nis(routing: Routing) -> (Nis, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(0));
+    (Nis::new(&grid(), clock.clone(), 120, routing), clock)
+}
+
+async fn route(n: &Nis, bw: u64) -> Option<Route> {
+    let q = AvailabilityQuery::Network { from_site: "sa".into(), to_site: "sc".into(), bandwidth_mbps: bw, start: 0, end: 100 };
+    match n.query(&q).await.unwrap() {
+        Availability::Network(r) => r,
+        other => panic!("expected a route, got {other:?}"),
+    }
+}
+
+fn hold(links: &[&str], bw: u64) -> HoldRequest {
+    HoldRequest::Network {
+        txn: Uuid::new_v4(),
+        links: links.iter().map(|s| s.to_string()).collect(),
+        bandwidth_mbps: bw,
+        start: 0,
+        end: 100,
+    }
+}
+
+#[tokio::test]
+async fn shortest_route_avoids_links_without_free_bandwidth() {
+    let (n, _) = nis(Routing::Shortest);
+    let r = route(&n, 800).await.unwrap();
+    assert_eq!(r.links.len(), 2);
+    assert_eq!(r.free_mbps, 1000);
+    assert_eq!(r.price_per_gbps_hour, 2.0);
+    n.prepare(&hold(&["ab", "bc"], 600)).await.unwrap();
+    // 600 of 1000 booked on a-b-c; 500 is free on a-d-c as well, 800 nowhere.
+    assert!(route(&n, 800).await.is_none());
+    let r = route(&n, 350).await.unwrap();
+    assert_eq!((r.links[0].as_str(), r.free_mbps), ("ab", 400), "a-b-c still fits 350 and is found first");
+    let r = route(&n, 450).await.unwrap();
+    assert_eq!(r.links, vec!["ad".to_string(), "dc".to_string()], "450 only fits around");
+    let r = route(&n, 450 + 60).await;
+    assert!(r.is_none(), "510 fits neither path");
+}
+
+#[tokio::test]
+async fn widest_route_picks_the_path_with_most_free_bandwidth() {
+    let (n, _) = nis(Routing::Widest { k: 3 });
+    n.prepare(&hold(&["ab", "bc"], 700)).await.unwrap();
+    let r = route(&n, 100).await.unwrap();
+    assert_eq!(r.links, vec!["ad".to_string(), "dc".to_string()], "500 free beats 300 free");
+    assert_eq!(r.free_mbps, 500);
+}
+
+#[tokio::test]
+async fn prepare_is_all_or_nothing_over_the_path() {
+    let (n, _) = nis(Routing::Shortest);
+    n.prepare(&hold(&["dc"], 400)).await.unwrap();
+    let err = n.prepare(&hold(&["ad", "dc"], 200)).await.unwrap_err();
+    assert!(matches!(err, ParticipantError::LinkCapacity { ref link, .. } if link == "dc"), "{err}");
+    assert_eq!(n.usage_at("ad", 50), Some(0), "the first link of a refused hold is rolled back");
+    assert_eq!(n.prepare(&hold(&["zz"], 1)).await, Err(ParticipantError::UnknownLink("zz".into())));
+}
+
+#[tokio::test]
+async fn same_node_needs_no_links_and_holds_expire() {
+    let (n, clock) = nis(Routing::Shortest);
+    let q = AvailabilityQuery::Network { from_site: "sa".into(), to_site: "sa2".into(), bandwidth_mbps: 99_999, start: 0, end: 10 };
+    let Availability::Network(Some(r)) = n.query(&q).await.unwrap() else { panic!("same node is always reachable") };
+    assert!(r.links.is_empty());
+    let h = n.prepare(&hold(&["ab", "bc"], 1000)).await.unwrap();
+    assert_eq!(n.holds_outstanding(), 1);
+    clock.advance_to(120);
+    assert_eq!(n.usage_at("ab", 50), Some(0));
+    assert_eq!(n.commit(h.id).await, Err(ParticipantError::HoldExpired(h.id)));
+}
+
+#[test]
+fn yen_lists_loopless_paths_shortest_first() {
+    let n = nis(Routing::Shortest).0;
+    let (a, c) = (n.site_node["sa"], n.site_node["sc"]);
+    let paths = route::yen(&n.graph, a, c, 10);
+    let named: Vec<Vec<&str>> =
+        paths.iter().map(|p| p.iter().map(|&l| n.links[l].id.as_str()).collect()).collect();
+    assert_eq!(named.len(), 3, "{named:?}");
+    assert!(named.contains(&vec!["ab", "bc"]) && named.contains(&vec!["ab2", "bc"]) && named.contains(&vec!["ad", "dc"]));
+    assert!(paths.windows(2).all(|w| w[0].len() <= w[1].len()));
+}
+
+#[test]
+fn routing_parses() {
+    assert_eq!("widest:3".parse::<Routing>(), Ok(Routing::Widest { k: 3 }));
+    assert_eq!("shortest".parse::<Routing>(), Ok(Routing::Shortest));
+    assert!("widest:0".parse::<Routing>().is_err());
+}

@@ -1,0 +1,161 @@
+//! The hold book: the participant side of two-phase commit, shared by every LIS and the NIS.
+//!
+//! It records each hold's state and lease, and decides every transition; the owner keeps the
+//! capacity (calendar spans) and frees the payload the book hands back.
+//!
+//! ```text
+//!  prepare ──> Held ──commit──> Committed ──release──> Released
+//!               │ └──abort──> Aborted
+//!               └──lease expiry──> Expired
+//! ```
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::{HoldId, ParticipantError, TxnId};
+use crate::model::Time;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Held { expires_at: Time },
+    Committed,
+    Aborted,
+    Expired,
+    Released,
+}
+
+#[derive(Debug, Clone)]
+struct Entry<P> {
+    state: State,
+    txn: TxnId,
+    payload: P,
+}
+
+/// Holds and reservations of one participant, with payload `P` (what to free on release).
+#[derive(Debug, Clone)]
+pub struct HoldBook<P> {
+    entries: HashMap<HoldId, Entry<P>>,
+    expiry: BTreeSet<(Time, HoldId)>,
+}
+
+impl<P> Default for HoldBook<P> {
+    fn default() -> Self {
+        HoldBook { entries: HashMap::new(), expiry: BTreeSet::new() }
+    }
+}
+
+impl<P: Clone> HoldBook<P> {
+    /// Records a new hold that lives until `expires_at`.
+    pub fn hold(&mut self, id: HoldId, txn: TxnId, payload: P, expires_at: Time) {
+        self.entries.insert(id, Entry { state: State::Held { expires_at }, txn, payload });
+        self.expiry.insert((expires_at, id));
+    }
+
+    /// Expires every hold whose lease ended at or before `now`; returns their payloads, which
+    /// the owner must free.
+    pub fn expire(&mut self, now: Time) -> Vec<P> {
+        let due: Vec<(Time, HoldId)> = self.expiry.range(..=(now, HoldId::max())).copied().collect();
+        due.into_iter()
+            .map(|key| {
+                self.expiry.remove(&key);
+                let e = self.entries.get_mut(&key.1).expect("expiry index points at an entry");
+                e.state = State::Expired;
+                e.payload.clone()
+            })
+            .collect()
+    }
+
+    /// Held -> Committed. Committing twice is fine.
+    ///
+    /// # Errors
+    /// `UnknownHold`, `HoldExpired`, `Aborted`, or `AlreadyCommitted` after a release.
+    pub fn commit(&mut self, id: HoldId) -> Result<(), ParticipantError> {
+        let e = self.entries.get_mut(&id).ok_or(ParticipantError::UnknownHold(id))?;
+        match e.state {
+            State::Held { expires_at } => {
+                self.expiry.remove(&(expires_at, id));
+                e.state = State::Committed;
+                Ok(())
+            }
+            State::Committed => Ok(()),
+            State::Expired => Err(ParticipantError::HoldExpired(id)),
+            State::Aborted => Err(ParticipantError::Aborted(id)),
+            State::Released => Err(ParticipantError::NotCommitted(id)),
+        }
+    }
+
+    /// Held -> Aborted; returns the payload to free when the hold was live. Aborting an
+    /// aborted, expired or unknown hold changes nothing (a retried abort, or an abort for a
+    /// prepare whose answer was lost).
+    ///
+    /// # Errors
+    /// `AlreadyCommitted` when the hold was committed (use [`HoldBook::release`]).
+    pub fn abort(&mut self, id: HoldId) -> Result<Option<P>, ParticipantError> {
+        let Some(e) = self.entries.get_mut(&id) else { return Ok(None) };
+        match e.state {
+            State::Held { expires_at } => {
+                self.expiry.remove(&(expires_at, id));
+                e.state = State::Aborted;
+                Ok(Some(e.payload.clone()))
+            }
+            State::Committed | State::Released => Err(ParticipantError::AlreadyCommitted(id)),
+            State::Aborted | State::Expired => Ok(None),
+        }
+    }
+
+    /// Committed -> Released; returns the payload to free. Releasing twice is fine.
+    ///
+    /// # Errors
+    /// `UnknownHold`, or `NotCommitted` for a hold that never was.
+    pub fn release(&mut self, id: HoldId) -> Result<Option<P>, ParticipantError> {
+        let e = self.entries.get_mut(&id).ok_or(ParticipantError::UnknownHold(id))?;
+        match e.state {
+            State::Committed => {
+                e.state = State::Released;
+                Ok(Some(e.payload.clone()))
+            }
+            State::Released => Ok(None),
+            _ => Err(ParticipantError::NotCommitted(id)),
+        }
+    }
+
+    /// Number of live (uncommitted, unexpired) holds.
+    pub fn outstanding(&self) -> usize {
+        self.expiry.len()
+    }
+
+    /// Transaction of a hold, if known.
+    pub fn txn(&self, id: HoldId) -> Option<TxnId> {
+        self.entries.get(&id).map(|e| e.txn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn lifecycle_and_idempotence() {
+        let mut b = HoldBook::default();
+        let (h1, h2, h3, t) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        b.hold(h1, t, 1, 100);
+        b.hold(h2, t, 2, 50);
+        b.hold(h3, t, 3, 200);
+        assert_eq!(b.outstanding(), 3);
+        assert_eq!(b.expire(50), vec![2]);
+        assert_eq!(b.commit(h2), Err(ParticipantError::HoldExpired(h2)));
+        assert_eq!(b.abort(h2), Ok(None), "aborting an expired hold frees nothing twice");
+        b.commit(h1).unwrap();
+        b.commit(h1).unwrap();
+        assert_eq!(b.abort(h1), Err(ParticipantError::AlreadyCommitted(h1)));
+        assert_eq!(b.abort(h3), Ok(Some(3)));
+        assert_eq!(b.abort(h3), Ok(None));
+        assert_eq!(b.commit(h3), Err(ParticipantError::Aborted(h3)));
+        assert_eq!(b.expire(1_000), Vec::<i32>::new(), "committed and aborted holds never expire");
+        assert_eq!(b.release(h1), Ok(Some(1)));
+        assert_eq!(b.release(h1), Ok(None));
+        assert_eq!(b.release(h3), Err(ParticipantError::NotCommitted(h3)));
+        assert_eq!(b.outstanding(), 0);
+        assert_eq!(b.commit(Uuid::nil()), Err(ParticipantError::UnknownHold(Uuid::nil())));
+    }
+}

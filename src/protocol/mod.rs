@@ -1,0 +1,146 @@
+//! The participant protocol: availability queries and two-phase commit (prepare = hold,
+//! commit, abort) spoken by the planner to every LIS and to the NIS.
+//!
+//! One async trait, [`Participant`], is implemented by the in-process services ([`crate::lis`],
+//! [`crate::nis`]); a transport (HTTP client, simulated latency) wraps any participant and
+//! forwards the same messages, so the planner never knows which one it talks to.
+//!
+//! Hold lifecycle (SPEC section 8, after OGF NSI CS v2 / OpenNSA): `prepare` answers with a
+//! [`Hold`] whose lease expires at `expires_at`; until then capacity stays set aside.
+//! `commit` turns it into a reservation (idempotent); `abort` releases it (idempotent); a hold
+//! not committed by its expiry is released by the participant itself. A committed reservation
+//! is given back with `release` (plan cancellation, or the coordinator's compensation).
+
+mod holds;
+
+pub use holds::HoldBook;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::calendar::CalendarError;
+use crate::model::{ComputeDemand, LinkId, SiteId, Time};
+
+/// Identifier of a hold (and, after commit, of the reservation it became).
+pub type HoldId = Uuid;
+/// Identifier of one planning transaction (all holds of one plan attempt share it).
+pub type TxnId = Uuid;
+
+/// A question to a participant; answered by [`Participant::query`] with an [`Availability`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum AvailabilityQuery {
+    /// LIS free-slot search: earliest start `>= window_start` at which `cpus` CPUs are free for
+    /// `duration_s` seconds, ending by `deadline` (seed 001, Fig. 3, "candidates of rm").
+    Compute { site: SiteId, cpus: u32, duration_s: i64, window_start: Time, deadline: Time },
+    /// NIS availability check: can `bandwidth_mbps` be reserved between the nodes of two sites
+    /// over `[start, end)`?
+    Network { from_site: SiteId, to_site: SiteId, bandwidth_mbps: u64, start: Time, end: Time },
+}
+
+/// A compute reservation candidate from one LIS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComputeOffer {
+    pub site: SiteId,
+    /// Earliest feasible start in the window, `None` when the job cannot fit before the deadline.
+    pub earliest_start: Option<Time>,
+    /// Mean booked fraction of the site's CPUs over `[window_start, deadline)` (policy `load`).
+    pub utilisation: f64,
+    /// The site's price (policy `cost`).
+    pub price_per_cpu_hour: f64,
+}
+
+/// A network path the NIS can reserve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    /// Link ids from the first site's node to the second's; empty when both share a node.
+    pub links: Vec<LinkId>,
+    /// Sum of the links' `price_per_gbps_hour`.
+    pub price_per_gbps_hour: f64,
+    /// Bottleneck free bandwidth of the path over the interval (Mbit/s); `u64::MAX` when empty.
+    pub free_mbps: u64,
+}
+
+/// An answer to an [`AvailabilityQuery`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Availability {
+    Compute(ComputeOffer),
+    /// `None`: no path with enough free bandwidth.
+    Network(Option<Route>),
+}
+
+/// A prepare message: set capacity aside for transaction `txn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum HoldRequest {
+    Compute { txn: TxnId, site: SiteId, cpus: u32, start: Time, end: Time },
+    /// Holds `bandwidth_mbps` on every link of `links`, all or none.
+    Network { txn: TxnId, links: Vec<LinkId>, bandwidth_mbps: u64, start: Time, end: Time },
+}
+
+/// A prepare-OK: the participant promises the capacity until `expires_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    pub id: HoldId,
+    pub expires_at: Time,
+}
+
+/// Why a participant refused a message. Nothing changed when one is returned.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParticipantError {
+    #[error("not enough capacity: {0}")]
+    Capacity(#[from] CalendarError),
+    #[error("link `{link}` cannot carry the hold: {source}")]
+    LinkCapacity { link: LinkId, source: CalendarError },
+    #[error("unknown hold {0}")]
+    UnknownHold(HoldId),
+    #[error("hold {0} expired before commit")]
+    HoldExpired(HoldId),
+    #[error("hold {0} was aborted")]
+    Aborted(HoldId),
+    #[error("hold {0} is committed; release it instead")]
+    AlreadyCommitted(HoldId),
+    #[error("hold {0} is not committed")]
+    NotCommitted(HoldId),
+    #[error("unknown site `{0}`")]
+    UnknownSite(SiteId),
+    #[error("unknown link `{0}`")]
+    UnknownLink(LinkId),
+    #[error("this participant does not answer {0} messages")]
+    WrongParticipant(&'static str),
+    #[error("invalid message: {0}")]
+    Invalid(String),
+    #[error("transport: {0}")]
+    Transport(String),
+}
+
+/// A resource manager taking part in planning and two-phase commit: a LIS or the NIS.
+#[async_trait]
+pub trait Participant: Send + Sync {
+    /// Answers an availability query; changes nothing.
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError>;
+    /// Phase 1: check and set aside capacity atomically, with a lease.
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError>;
+    /// Phase 2 (commit): makes a live hold a reservation. Idempotent.
+    ///
+    /// # Errors
+    /// [`ParticipantError::HoldExpired`], [`ParticipantError::Aborted`] or
+    /// [`ParticipantError::UnknownHold`]: the hold is gone and nothing was booked.
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError>;
+    /// Phase 2 (abort): releases a hold. Idempotent; aborting an expired hold is fine.
+    ///
+    /// # Errors
+    /// [`ParticipantError::AlreadyCommitted`] if the hold was committed.
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError>;
+    /// Gives back a committed reservation. Idempotent.
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError>;
+}
+
+/// The site catalogue (GIS) as the planner sees it.
+#[async_trait]
+pub trait Catalogue: Send + Sync {
+    /// Candidate sites for a compute demand, sorted by id: the sites that can ever run it.
+    async fn candidates(&self, demand: &ComputeDemand) -> Result<Vec<SiteId>, ParticipantError>;
+}
