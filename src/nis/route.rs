@@ -8,7 +8,8 @@ use petgraph::graph::{NodeIndex, UnGraph};
 use petgraph::visit::EdgeRef;
 
 /// Fewest-hop path from `from` to `to` using only links for which `usable` is true and
-/// avoiding `banned` nodes. Deterministic: neighbours are visited in graph order.
+/// avoiding `banned` nodes. Deterministic: neighbours are visited in petgraph adjacency order
+/// (most recently added edge first).
 pub(crate) fn bfs(
     g: &UnGraph<String, usize>,
     from: NodeIndex,
