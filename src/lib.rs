@@ -17,5 +17,7 @@ pub mod grid;
 pub mod workload;
 pub mod gis;
 pub mod lis;
+pub mod local;
 pub mod nis;
+pub mod planner;
 pub mod protocol;

@@ -1,0 +1,53 @@
+//! All participants in this process: one [`Gis`], one [`Lis`] per site and one [`Nis`], built
+//! from a [`Grid`], sharing one clock. Used by `coreserve plan`, the tests and the benchmarks;
+//! the service and the simulator wrap the same objects in other transports.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::gis::Gis;
+use crate::lis::Lis;
+use crate::model::{Grid, SiteId};
+use crate::nis::{Nis, Routing};
+use crate::planner::Services;
+use crate::protocol::Participant;
+
+/// Default hold lease in seconds (OpenNSA's 120 s; SPEC section 8).
+pub const DEFAULT_LEASE_S: i64 = 120;
+
+/// The participants of a grid, in process.
+pub struct LocalGrid {
+    pub gis: Arc<Gis>,
+    pub lis: HashMap<SiteId, Arc<Lis>>,
+    pub nis: Arc<Nis>,
+}
+
+impl LocalGrid {
+    /// Empty calendars for every site and link of `grid`; holds live `lease_s` of `clock` time.
+    pub fn new(grid: &Grid, clock: Arc<dyn Clock>, lease_s: i64, routing: Routing) -> Self {
+        LocalGrid {
+            gis: Arc::new(Gis::new(grid.sites.clone())),
+            lis: grid
+                .sites
+                .iter()
+                .map(|s| (s.id.clone(), Arc::new(Lis::new(s.clone(), clock.clone(), lease_s))))
+                .collect(),
+            nis: Arc::new(Nis::new(grid, clock, lease_s, routing)),
+        }
+    }
+
+    /// The planner's view of these participants (direct calls, no transport).
+    pub fn services(&self) -> Services {
+        Services {
+            gis: self.gis.clone(),
+            lis: self.lis.iter().map(|(id, l)| (id.clone(), l.clone() as Arc<dyn Participant>)).collect(),
+            nis: self.nis.clone(),
+        }
+    }
+
+    /// Live holds over every participant (0 once every plan is committed or rejected).
+    pub fn holds_outstanding(&self) -> usize {
+        self.lis.values().map(|l| l.holds_outstanding()).sum::<usize>() + self.nis.holds_outstanding()
+    }
+}

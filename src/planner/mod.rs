@@ -1,0 +1,110 @@
+//! The planner: builds a reservation plan for a plan request by backtracking search over the
+//! request graph and books it with two-phase commit (seed 001, section 3, Figs. 2-3).
+//!
+//! 1. The GIS gives the candidate sites of every job (compute demand).
+//! 2. `st := max(arrival + w_interval, not_before)`; the root is the job with the fewest
+//!    candidates.
+//! 3. `search(root, st)` returns SUCCESS, NOTFOUND or a delay `dt > 0`; on a delay
+//!    `st += dt` and the search starts again; NOTFOUND rejects the request.
+//! 4. `search(rm)` asks the candidates' LISes for the earliest start in `[st + offset(rm),
+//!    deadline]`, orders the answers by the [`SelectionPolicy`], and for each candidate `c`:
+//!    if it starts later than `t_bgn` it returns the delay; otherwise it fixes `rm := c` and
+//!    satisfies `rm`'s network demands — first those whose other end is fixed (random order:
+//!    check the NIS, fail the candidate if the bandwidth is not there), then those whose other
+//!    end is free (fewest candidates first: recurse). A failed candidate undoes its fixes and
+//!    the next is tried.
+//!
+//! Reservation methods ([`ReservationMethod`], seed 001 section 3.2): **BIR** holds every
+//! tentative fix at once (prepare), aborts holds on backtrack and on every `st` shift, and
+//! commits them all at the end; **BBR** fixes locally and, once the plan is complete, prepares
+//! everything in one batch — any refused prepare aborts the batch and rejects the request.
+//! Commit is all-or-nothing: if a participant refuses a commit (its lease ran out), every other
+//! hold is aborted and every committed part released before the request is rejected.
+//!
+//! The planner only sees participants through [`crate::protocol`], so the same code runs
+//! in-process, over HTTP and in the simulator.
+
+mod search;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
+use crate::protocol::{Catalogue, Participant};
+
+/// Planner settings.
+#[derive(Debug, Clone)]
+pub struct PlannerConfig {
+    /// Name reported in outcomes (`planner` field).
+    pub name: String,
+    /// `w_interval`: the time the planner allows itself to build a plan; the application starts
+    /// no earlier than arrival + this (seed 001: 30 min).
+    pub w_interval_s: i64,
+    /// Policy for requests that do not name one.
+    pub policy: SelectionPolicy,
+    /// Method for requests that do not name one.
+    pub method: ReservationMethod,
+    /// Seed of the planner's random stream (policy `random`, neighbour order).
+    pub seed: u64,
+    /// Safety bound on `st` shifts for one request (each shift is at least one second).
+    pub max_shifts: u32,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig {
+            name: "planner-0".into(),
+            w_interval_s: 1800,
+            policy: SelectionPolicy::Time,
+            method: ReservationMethod::Bir,
+            seed: 0,
+            max_shifts: 10_000,
+        }
+    }
+}
+
+/// Where the planner finds the GIS, every LIS and the NIS.
+#[derive(Clone)]
+pub struct Services {
+    pub gis: Arc<dyn Catalogue>,
+    pub lis: HashMap<SiteId, Arc<dyn Participant>>,
+    pub nis: Arc<dyn Participant>,
+}
+
+/// One planner instance. Several may share the same [`Services`] and compete.
+pub struct Planner {
+    cfg: PlannerConfig,
+    services: Services,
+    rng: Mutex<ChaCha8Rng>,
+}
+
+impl Planner {
+    /// A planner over `services`. Time comes from the request (`submitted_at`) and from the
+    /// participants' clocks (leases), never from the planner itself.
+    pub fn new(cfg: PlannerConfig, services: Services) -> Self {
+        let rng = Mutex::new(ChaCha8Rng::seed_from_u64(cfg.seed));
+        Planner { cfg, services, rng }
+    }
+
+    /// The planner's settings.
+    pub fn config(&self) -> &PlannerConfig {
+        &self.cfg
+    }
+
+    /// Plans and books `req`. Never panics on participant failures: every failure ends in a
+    /// rejected [`Outcome`] with a reason and nothing left booked (see the module docs).
+    pub async fn plan(&self, req: &PlanRequest) -> Outcome {
+        let started = tokio::time::Instant::now();
+        let seed = self.rng.lock().expect("planner rng").gen::<u64>();
+        let policy = req.policy().unwrap_or(self.cfg.policy);
+        let method = req.mode().unwrap_or(self.cfg.method);
+        let mut outcome = search::Attempt::new(self, req, policy, method, seed).run().await;
+        outcome.planning_ms = started.elapsed().as_secs_f64() * 1000.0;
+        outcome
+    }
+}

@@ -1,0 +1,547 @@
+//! One planning attempt for one request: the recursive search of seed 001, Fig. 3, the `st`
+//! loop of Fig. 2, and the booking (BIR holds / BBR batch, then commit).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::future::join_all;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use uuid::Uuid;
+
+use super::Planner;
+use crate::model::{
+    from_time, JobPlacement, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
+    Time, TransferPlacement,
+};
+use crate::protocol::{
+    Availability, AvailabilityQuery, ComputeOffer, HoldId, HoldRequest, Participant, ParticipantError, Route, TxnId,
+};
+
+/// Result of `search` (seed 001, Fig. 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    Success,
+    NotFound,
+    /// The whole application must start this many seconds later.
+    Delay(i64),
+}
+
+#[derive(Debug, Clone)]
+struct JobFix {
+    site: SiteId,
+    price_per_cpu_hour: f64,
+    hold: Option<HoldId>,
+}
+
+#[derive(Debug, Clone)]
+struct TransferFix {
+    route: Route,
+    hold: Option<HoldId>,
+}
+
+/// What to undo on backtrack, in reverse order.
+#[derive(Debug, Clone, Copy)]
+enum Fix {
+    Job(usize),
+    Transfer(usize),
+}
+
+/// A booked part of the plan, as the commit phase sees it.
+struct Part {
+    participant: std::sync::Arc<dyn Participant>,
+    hold: HoldId,
+}
+
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+pub(crate) struct Attempt<'a> {
+    planner: &'a Planner,
+    req: &'a PlanRequest,
+    policy: SelectionPolicy,
+    method: ReservationMethod,
+    txn: TxnId,
+    rng: ChaCha8Rng,
+    /// Candidate sites of every job, from the GIS.
+    candidates: Vec<Vec<SiteId>>,
+    /// Transfer indices touching every job.
+    incident: Vec<Vec<usize>>,
+    st: Time,
+    jobs: Vec<Option<JobFix>>,
+    transfers: Vec<Option<TransferFix>>,
+    trail: Vec<Fix>,
+    messages: u64,
+    holds_aborted: u64,
+}
+
+impl<'a> Attempt<'a> {
+    pub(crate) fn new(
+        planner: &'a Planner,
+        req: &'a PlanRequest,
+        policy: SelectionPolicy,
+        method: ReservationMethod,
+        seed: u64,
+    ) -> Self {
+        let mut incident = vec![Vec::new(); req.jobs().len()];
+        for e in 0..req.transfers().len() {
+            let (a, b) = req.transfer_ends(e);
+            incident[a].push(e);
+            incident[b].push(e);
+        }
+        Attempt {
+            planner,
+            req,
+            policy,
+            method,
+            txn: Uuid::new_v4(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            candidates: Vec::new(),
+            incident,
+            st: 0,
+            jobs: vec![None; req.jobs().len()],
+            transfers: vec![None; req.transfers().len()],
+            trail: Vec::new(),
+            messages: 0,
+            holds_aborted: 0,
+        }
+    }
+
+    fn reject(&self, reason: impl Into<String>) -> Outcome {
+        let mut o = Outcome::rejected(self.req.id(), reason, &self.planner.cfg.name);
+        o.messages = self.messages;
+        o.holds_aborted = self.holds_aborted;
+        o
+    }
+
+    fn lis(&self, site: &SiteId) -> Result<std::sync::Arc<dyn Participant>, ParticipantError> {
+        self.planner.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
+    }
+
+    /// The `st` loop (seed 001, Fig. 2), then booking.
+    pub(crate) async fn run(mut self) -> Outcome {
+        let req = self.req;
+        let w = self.planner.cfg.w_interval_s;
+        self.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
+        if self.st + req.span_s() > req.deadline() {
+            return self.reject(format!("deadline cannot be met: the plan starts no earlier than {}", from_time(self.st)));
+        }
+        for job in req.jobs() {
+            match self.planner.services.gis.candidates(job).await {
+                Ok(c) if !c.is_empty() => self.candidates.push(c),
+                Ok(_) => return self.reject(format!("no site can run job `{}` ({} CPUs of {})", job.name, job.cpus, job.os)),
+                Err(e) => return self.reject(format!("GIS unavailable: {e}")),
+            }
+        }
+        let roots = self.roots();
+        let mut shifts = 0u32;
+        'shift: loop {
+            for &root in &roots {
+                if self.jobs[root].is_some() {
+                    continue;
+                }
+                match self.search(root).await {
+                    Step::Success => {}
+                    Step::NotFound => {
+                        self.undo_to(0).await;
+                        return self.reject("no feasible plan before the deadline");
+                    }
+                    Step::Delay(dt) => {
+                        self.undo_to(0).await;
+                        shifts += 1;
+                        if shifts > self.planner.cfg.max_shifts {
+                            return self.reject(format!("gave up after {shifts} start-time shifts"));
+                        }
+                        self.st += dt;
+                        continue 'shift;
+                    }
+                }
+            }
+            break;
+        }
+        self.book().await
+    }
+
+    /// One root per connected component of the request graph, each the job with the fewest
+    /// candidates in its component (ties: lowest index); components ordered by that count.
+    fn roots(&self) -> Vec<usize> {
+        let n = self.req.jobs().len();
+        let mut component = vec![usize::MAX; n];
+        let mut roots = Vec::new();
+        for start in 0..n {
+            if component[start] != usize::MAX {
+                continue;
+            }
+            let mut stack = vec![start];
+            component[start] = start;
+            let mut best = start;
+            while let Some(v) = stack.pop() {
+                if (self.candidates[v].len(), v) < (self.candidates[best].len(), best) {
+                    best = v;
+                }
+                for &e in &self.incident[v] {
+                    let (a, b) = self.req.transfer_ends(e);
+                    let other = if a == v { b } else { a };
+                    if component[other] == usize::MAX {
+                        component[other] = start;
+                        stack.push(other);
+                    }
+                }
+            }
+            roots.push(best);
+        }
+        roots.sort_by_key(|&r| (self.candidates[r].len(), r));
+        roots
+    }
+
+    /// Reservation candidates of job `v` starting no earlier than `t_bgn`, one per candidate
+    /// site that can fit it before the deadline, ordered by the selection policy.
+    async fn reservation_candidates(&mut self, v: usize, t_bgn: Time) -> Vec<(Time, ComputeOffer)> {
+        let job = &self.req.jobs()[v];
+        let deadline = self.req.deadline();
+        let queries = self.candidates[v].iter().map(|site| {
+            let q = AvailabilityQuery::Compute {
+                site: site.clone(),
+                cpus: job.cpus,
+                duration_s: job.duration_s,
+                window_start: t_bgn,
+                deadline,
+            };
+            let lis = self.lis(site);
+            async move { lis?.query(&q).await }
+        });
+        let answers = join_all(queries).await;
+        self.messages += answers.len() as u64;
+        let mut offers: Vec<(Time, ComputeOffer)> = answers
+            .into_iter()
+            .filter_map(|a| match a {
+                Ok(Availability::Compute(o)) => o.earliest_start.map(|t| (t, o)),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "LIS query failed; site skipped");
+                    None
+                }
+            })
+            .collect();
+        match self.policy {
+            SelectionPolicy::Time => offers.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.site.cmp(&b.1.site))),
+            SelectionPolicy::Cost => offers.sort_by(|a, b| {
+                a.1.price_per_cpu_hour.total_cmp(&b.1.price_per_cpu_hour).then(a.0.cmp(&b.0)).then_with(|| a.1.site.cmp(&b.1.site))
+            }),
+            SelectionPolicy::Load => offers.sort_by(|a, b| {
+                a.1.utilisation.total_cmp(&b.1.utilisation).then(a.0.cmp(&b.0)).then_with(|| a.1.site.cmp(&b.1.site))
+            }),
+            SelectionPolicy::Random => offers.shuffle(&mut self.rng),
+        }
+        offers
+    }
+
+    /// `search(rm, st)` of seed 001, Fig. 3.
+    fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
+        Box::pin(async move {
+            let job = self.req.jobs()[v].clone();
+            let t_bgn = self.st + job.offset_s;
+            for (start, offer) in self.reservation_candidates(v, t_bgn).await {
+                let dt = start - t_bgn;
+                if dt > 0 {
+                    return Step::Delay(dt);
+                }
+                let mark = self.trail.len();
+                if !self.fix_job(v, &offer, t_bgn).await {
+                    continue;
+                }
+                match self.satisfy_transfers(v).await {
+                    Step::Success => return Step::Success,
+                    Step::Delay(dt) => return Step::Delay(dt),
+                    Step::NotFound => self.undo_to(mark).await,
+                }
+            }
+            Step::NotFound
+        })
+    }
+
+    /// The network demands of freshly fixed job `v`: those whose other end is fixed first (in
+    /// random order), then those whose other end is free (fewest candidates first).
+    async fn satisfy_transfers(&mut self, v: usize) -> Step {
+        let other = |e: usize| {
+            let (a, b) = self.req.transfer_ends(e);
+            if a == v { b } else { a }
+        };
+        let (mut fixed, mut free): (Vec<usize>, Vec<usize>) = self.incident[v]
+            .iter()
+            .copied()
+            .filter(|&e| self.transfers[e].is_none())
+            .partition(|&e| self.jobs[other(e)].is_some());
+        fixed.shuffle(&mut self.rng);
+        free.sort_by_key(|&e| (self.candidates[other(e)].len(), e));
+        for e in fixed.into_iter().chain(free) {
+            if self.transfers[e].is_some() {
+                continue; // fixed meanwhile by a deeper search
+            }
+            let u = other(e);
+            let step = if self.jobs[u].is_some() { self.fix_transfer(e).await } else { self.search(u).await };
+            if step != Step::Success {
+                return step;
+            }
+        }
+        Step::Success
+    }
+
+    /// Tentatively fixes job `v` on `offer`'s site from `start`; under BIR this holds the CPUs.
+    /// False when the hold was refused (another planner took the slot since the query).
+    async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
+        let job = &self.req.jobs()[v];
+        let hold = if self.method == ReservationMethod::Bir {
+            let req = HoldRequest::Compute {
+                txn: self.txn,
+                site: offer.site.clone(),
+                cpus: job.cpus,
+                start,
+                end: start + job.duration_s,
+            };
+            match self.prepare(self.lis(&offer.site), &req).await {
+                Some(h) => Some(h),
+                None => return false,
+            }
+        } else {
+            None
+        };
+        self.jobs[v] = Some(JobFix { site: offer.site.clone(), price_per_cpu_hour: offer.price_per_cpu_hour, hold });
+        self.trail.push(Fix::Job(v));
+        true
+    }
+
+    /// Checks and fixes transfer `e` between two fixed jobs (NOTFOUND when the network cannot
+    /// carry it); under BIR this holds the bandwidth on the path.
+    async fn fix_transfer(&mut self, e: usize) -> Step {
+        let t = &self.req.transfers()[e];
+        let (a, b) = self.req.transfer_ends(e);
+        let site_a = self.jobs[a].as_ref().expect("fixed").site.clone();
+        let site_b = self.jobs[b].as_ref().expect("fixed").site.clone();
+        let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
+        let route = if site_a == site_b {
+            Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX }
+        } else {
+            let q = AvailabilityQuery::Network {
+                from_site: site_a,
+                to_site: site_b,
+                bandwidth_mbps: t.bandwidth_mbps,
+                start,
+                end,
+            };
+            self.messages += 1;
+            match self.planner.services.nis.query(&q).await {
+                Ok(Availability::Network(Some(r))) => r,
+                Ok(_) => return Step::NotFound,
+                Err(err) => {
+                    tracing::warn!(error = %err, "NIS query failed");
+                    return Step::NotFound;
+                }
+            }
+        };
+        let hold = if self.method == ReservationMethod::Bir && !route.links.is_empty() {
+            let req = HoldRequest::Network {
+                txn: self.txn,
+                links: route.links.clone(),
+                bandwidth_mbps: t.bandwidth_mbps,
+                start,
+                end,
+            };
+            match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
+                Some(h) => Some(h),
+                None => return Step::NotFound,
+            }
+        } else {
+            None
+        };
+        self.transfers[e] = Some(TransferFix { route, hold });
+        self.trail.push(Fix::Transfer(e));
+        Step::Success
+    }
+
+    async fn prepare(
+        &mut self,
+        participant: Result<std::sync::Arc<dyn Participant>, ParticipantError>,
+        req: &HoldRequest,
+    ) -> Option<HoldId> {
+        self.messages += 1;
+        match participant {
+            Ok(p) => p.prepare(req).await.map(|h| h.id).ok(),
+            Err(_) => None,
+        }
+    }
+
+    /// Undoes the fixes after `mark`, aborting their holds.
+    async fn undo_to(&mut self, mark: usize) {
+        while self.trail.len() > mark {
+            let fix = self.trail.pop().expect("trail longer than mark");
+            let (participant, hold) = match fix {
+                Fix::Job(v) => {
+                    let f = self.jobs[v].take().expect("trail names a fixed job");
+                    (self.lis(&f.site).ok(), f.hold)
+                }
+                Fix::Transfer(e) => {
+                    let f = self.transfers[e].take().expect("trail names a fixed transfer");
+                    (Some(self.planner.services.nis.clone()), f.hold)
+                }
+            };
+            if let (Some(p), Some(h)) = (participant, hold) {
+                self.abort(&p, h).await;
+            }
+        }
+    }
+
+    async fn abort(&mut self, p: &std::sync::Arc<dyn Participant>, hold: HoldId) {
+        self.messages += 1;
+        self.holds_aborted += 1;
+        if let Err(e) = p.abort(hold).await {
+            // The lease will release it anyway.
+            tracing::warn!(error = %e, %hold, "abort failed");
+        }
+    }
+
+    /// Every hold of the complete plan: under BBR the batch prepare happens here.
+    async fn prepare_all(&mut self) -> Result<Vec<Part>, String> {
+        let mut parts = Vec::new();
+        for v in 0..self.jobs.len() {
+            let f = self.jobs[v].clone().expect("complete plan");
+            let p = self.lis(&f.site).map_err(|e| e.to_string())?;
+            let hold = match f.hold {
+                Some(h) => h,
+                None => {
+                    let job = &self.req.jobs()[v];
+                    let start = self.st + job.offset_s;
+                    let req = HoldRequest::Compute { txn: self.txn, site: f.site.clone(), cpus: job.cpus, start, end: start + job.duration_s };
+                    self.messages += 1;
+                    match p.prepare(&req).await {
+                        Ok(h) => h.id,
+                        Err(e) => {
+                            self.abort_parts(&parts).await;
+                            return Err(format!("batch prepare failed: job `{}` on site `{}`: {e}", job.name, f.site));
+                        }
+                    }
+                }
+            };
+            parts.push(Part { participant: p, hold });
+        }
+        for e in 0..self.transfers.len() {
+            let f = self.transfers[e].clone().expect("complete plan");
+            if f.route.links.is_empty() {
+                continue;
+            }
+            let nis = self.planner.services.nis.clone();
+            let hold = match f.hold {
+                Some(h) => h,
+                None => {
+                    let t = &self.req.transfers()[e];
+                    let start = self.st + t.offset_s;
+                    let req = HoldRequest::Network {
+                        txn: self.txn,
+                        links: f.route.links.clone(),
+                        bandwidth_mbps: t.bandwidth_mbps,
+                        start,
+                        end: start + t.duration_s,
+                    };
+                    self.messages += 1;
+                    match nis.prepare(&req).await {
+                        Ok(h) => h.id,
+                        Err(err) => {
+                            self.abort_parts(&parts).await;
+                            return Err(format!("batch prepare failed: transfer {}->{}: {err}", t.from, t.to));
+                        }
+                    }
+                }
+            };
+            parts.push(Part { participant: nis, hold });
+        }
+        Ok(parts)
+    }
+
+    async fn abort_parts(&mut self, parts: &[Part]) {
+        for part in parts {
+            self.abort(&part.participant, part.hold).await;
+        }
+    }
+
+    /// Phase 1 (BBR batch or BIR's holds), decision, phase 2.
+    async fn book(mut self) -> Outcome {
+        let parts = match self.prepare_all().await {
+            Ok(parts) => parts,
+            Err(reason) => {
+                // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
+                self.undo_to(0).await;
+                return self.reject(reason);
+            }
+        };
+        self.trail.clear(); // from here the parts own the holds
+        for (i, part) in parts.iter().enumerate() {
+            self.messages += 1;
+            if let Err(e) = part.participant.commit(part.hold).await {
+                // Compensate: nothing of the plan may stay booked.
+                for done in &parts[..i] {
+                    self.messages += 1;
+                    if let Err(err) = done.participant.release(done.hold).await {
+                        tracing::error!(error = %err, hold = %done.hold, "release during compensation failed");
+                    }
+                }
+                // The refused part too: a commit lost in transport may have left its hold live.
+                self.abort_parts(&parts[i..]).await;
+                return self.reject(format!("commit failed: {e}"));
+            }
+        }
+        self.outcome()
+    }
+
+    fn outcome(&self) -> Outcome {
+        let req = self.req;
+        let mut cost = 0.0;
+        let jobs = req
+            .jobs()
+            .iter()
+            .zip(&self.jobs)
+            .map(|(job, fix)| {
+                let fix = fix.as_ref().expect("complete plan");
+                let start = self.st + job.offset_s;
+                cost += f64::from(job.cpus) * job.duration_s as f64 / 3600.0 * fix.price_per_cpu_hour;
+                JobPlacement {
+                    name: job.name.clone(),
+                    site: fix.site.clone(),
+                    start: from_time(start),
+                    end: from_time(start + job.duration_s),
+                    cpus: job.cpus,
+                }
+            })
+            .collect();
+        let transfers = req
+            .transfers()
+            .iter()
+            .zip(&self.transfers)
+            .map(|(t, fix)| {
+                let fix = fix.as_ref().expect("complete plan");
+                let start = self.st + t.offset_s;
+                cost += t.bandwidth_mbps as f64 / 1000.0 * t.duration_s as f64 / 3600.0 * fix.route.price_per_gbps_hour;
+                TransferPlacement {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                    path: fix.route.links.clone(),
+                    bandwidth_mbps: t.bandwidth_mbps,
+                    start: from_time(start),
+                    end: from_time(start + t.duration_s),
+                }
+            })
+            .collect();
+        Outcome {
+            request_id: req.id().to_owned(),
+            status: OutcomeStatus::Committed,
+            reason: None,
+            start: Some(from_time(self.st)),
+            jobs,
+            transfers,
+            cost,
+            planning_ms: 0.0,
+            planner: self.planner.cfg.name.clone(),
+            messages: self.messages,
+            holds_aborted: self.holds_aborted,
+        }
+    }
+}

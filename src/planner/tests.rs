@@ -1,0 +1,234 @@
+//! Hand-made planning cases whose answers are known (seed 001, Figs. 2-3 and section 3.2).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::local::LocalGrid;
+use crate::model::{from_time, Grid, Link, Node, OutcomeStatus, RawPlanRequest, Site, Time};
+use crate::nis::Routing;
+use crate::protocol::{Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, ParticipantError};
+
+const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
+    Site { id: id.into(), node: node.into(), cpus, os: os.into(), price_per_cpu_hour: price }
+}
+
+/// Nodes n1..n3 in a line n1 - n2 - n3 plus n1 - n3; capacities given per link.
+fn grid(sites: Vec<Site>, caps: [u64; 3]) -> Grid {
+    let node = |id: &str| Node { id: id.into(), label: id.into() };
+    let link = |id: &str, a: &str, b: &str, cap| Link { id: id.into(), a: a.into(), b: b.into(), capacity_mbps: cap, price_per_gbps_hour: 0.5 };
+    Grid::new(
+        vec![node("n1"), node("n2"), node("n3")],
+        vec![link("l12", "n1", "n2", caps[0]), link("l23", "n2", "n3", caps[1]), link("l13", "n1", "n3", caps[2])],
+        sites,
+    )
+    .unwrap()
+}
+
+fn job(name: &str, os: &str, cpus: u32, offset_s: i64, duration_s: i64) -> serde_json::Value {
+    serde_json::json!({"name": name, "os": os, "cpus": cpus, "offset_s": offset_s, "duration_s": duration_s})
+}
+
+fn request(jobs: Vec<serde_json::Value>, transfers: Vec<serde_json::Value>, deadline_after_s: i64) -> PlanRequest {
+    let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+        "id": "r1", "user": "u", "submitted_at": from_time(T0), "deadline": from_time(T0 + deadline_after_s),
+        "jobs": jobs, "transfers": transfers,
+    }))
+    .unwrap();
+    PlanRequest::new(raw).unwrap()
+}
+
+fn planner(local: &LocalGrid, policy: SelectionPolicy, method: ReservationMethod) -> Planner {
+    let cfg = PlannerConfig { policy, method, w_interval_s: 0, ..Default::default() };
+    Planner::new(cfg, local.services())
+}
+
+fn local(g: &Grid) -> LocalGrid {
+    LocalGrid::new(g, Arc::new(ManualClock::new(T0)), 120, Routing::Shortest)
+}
+
+#[tokio::test]
+async fn busy_site_shifts_the_start_by_exactly_dt() {
+    let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
+    let l = local(&g);
+    // Someone else holds all 8 CPUs for the first 1000 s.
+    let other = HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
+    let h = l.lis["s1"].prepare(&other).await.unwrap();
+    l.lis["s1"].commit(h.id).await.unwrap();
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+        let r = request(vec![job("A", "linux", 4, 0, 600)], vec![], 10_000);
+        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+        assert_eq!(o.start, Some(from_time(T0 + 1000)), "{method}: st moves by dt to the first free slot");
+    }
+    assert_eq!(l.lis["s1"].usage_at(T0 + 1100), 8, "both 4-CPU plans share the slot");
+}
+
+#[tokio::test]
+async fn network_failure_backtracks_to_the_next_candidate() {
+    // A runs only on s1 (bsd); B on s2 or s3. l12 cannot carry 500 Mbps, l13 can.
+    let sites = vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 1.0), site("s3", "n3", 16, "linux", 1.0)];
+    let g = grid(sites, [100, 100, 1000]);
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+        let l = local(&g);
+        let r = request(
+            vec![job("A", "bsd", 8, 0, 600), job("B", "linux", 8, 0, 600)],
+            vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
+            10_000,
+        );
+        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+        assert_eq!(o.jobs[1].site, "s3", "s2 was tried first and undone");
+        assert_eq!(o.transfers[0].path, vec!["l13".to_string()]);
+        if method == ReservationMethod::Bir {
+            assert_eq!(o.holds_aborted, 1, "the hold on s2 was aborted on backtrack");
+        }
+        assert_eq!(l.lis["s2"].usage_at(T0 + 100), 0);
+        assert_eq!(l.lis["s3"].usage_at(T0 + 100), 8);
+        assert_eq!(l.nis.usage_at("l13", T0 + 100), Some(500));
+        assert_eq!(l.holds_outstanding(), 0);
+        // cost: 2 jobs * 8 CPUs * 600 s at 1.0/CPU-h + 0.5 Gbps * 600 s * 0.5/Gbps-h
+        assert!((o.cost - (2.0 * 8.0 / 6.0 + 0.5 / 6.0 * 0.5)).abs() < 1e-9, "{}", o.cost);
+    }
+}
+
+#[tokio::test]
+async fn unsatisfiable_network_demand_is_rejected_and_books_nothing() {
+    let sites = vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 1.0)];
+    let g = grid(sites, [100, 100, 100]);
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+        let l = local(&g);
+        let r = request(
+            vec![job("A", "bsd", 8, 0, 600), job("B", "linux", 8, 0, 600)],
+            vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
+            10_000,
+        );
+        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Rejected);
+        assert_eq!(o.reason.as_deref(), Some("no feasible plan before the deadline"));
+        assert!(o.jobs.is_empty() && o.cost == 0.0);
+        assert_eq!(l.lis["s1"].booked_spans() + l.lis["s2"].booked_spans(), 0);
+        assert_eq!(l.holds_outstanding(), 0);
+    }
+}
+
+#[tokio::test]
+async fn bbr_self_conflicts_where_bir_does_not() {
+    // Two co-allocated jobs of 10 CPUs; s1 and s2 each have 16. Ties go to s1. BBR does not see
+    // its own tentative choice, puts both on s1 and its batch prepare fails; BIR's hold on s1
+    // makes B's query see s1 busy, so B goes to s2.
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let r = request(
+        vec![job("A", "linux", 10, 0, 600), job("B", "linux", 10, 0, 600)],
+        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 600})],
+        700,
+    );
+    let l = local(&g);
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bbr).plan(&r).await;
+    assert_eq!(o.status, OutcomeStatus::Rejected);
+    assert!(o.reason.as_deref().unwrap().starts_with("batch prepare failed: job `B` on site `s1`"), "{o:?}");
+    assert_eq!(o.holds_aborted, 1, "A's batch hold is aborted");
+    assert_eq!(l.lis["s1"].usage_at(T0 + 10), 0);
+    assert_eq!(l.holds_outstanding(), 0);
+
+    let l = local(&g);
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
+    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    assert_eq!((o.jobs[0].site.as_str(), o.jobs[1].site.as_str()), ("s1", "s2"));
+}
+
+#[tokio::test]
+async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
+    let sites = vec![site("cheap", "n1", 8, "linux", 0.5), site("dear", "n2", 8, "linux", 3.0)];
+    let g = grid(sites, [1000; 3]);
+    let l = local(&g);
+    let h = l.lis["cheap"]
+        .prepare(&HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "cheap".into(), cpus: 8, start: T0, end: T0 + 3600 })
+        .await
+        .unwrap();
+    l.lis["cheap"].commit(h.id).await.unwrap();
+    let r = request(vec![job("A", "linux", 8, 0, 600)], vec![], 20_000);
+    let o = planner(&l, SelectionPolicy::Cost, ReservationMethod::Bir).plan(&r).await;
+    assert_eq!((o.jobs[0].site.as_str(), o.start), ("cheap", Some(from_time(T0 + 3600))));
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
+    assert_eq!((o.jobs[0].site.as_str(), o.start), ("dear", Some(from_time(T0))));
+    let o = planner(&l, SelectionPolicy::Load, ReservationMethod::Bir).plan(&r).await;
+    // Utilisation over [T0, deadline): cheap 8 CPUs x 4200 s, dear 8 CPUs x 600 s.
+    assert_eq!(o.jobs[0].site, "dear", "load prefers the less used site");
+}
+
+/// A LIS whose commit always fails (its lease "ran out"), to drive the compensation path.
+struct FailingCommit(Arc<crate::lis::Lis>);
+
+#[async_trait]
+impl Participant for FailingCommit {
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        Err(ParticipantError::HoldExpired(hold))
+    }
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.abort(hold).await
+    }
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.release(hold).await
+    }
+}
+
+#[tokio::test]
+async fn a_refused_commit_releases_every_other_part() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+        let l = local(&g);
+        let mut services = l.services();
+        services.lis.insert("s2".into(), Arc::new(FailingCommit(l.lis["s2"].clone())));
+        let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
+        let r = request(
+            vec![job("A", "linux", 8, 0, 600), job("B", "bsd", 8, 0, 600)],
+            vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
+            10_000,
+        );
+        let o = p.plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Rejected);
+        assert!(o.reason.as_deref().unwrap().starts_with("commit failed"), "{o:?}");
+        assert_eq!(l.lis["s1"].usage_at(T0 + 10), 0, "{method}: A was committed, then released");
+        assert_eq!(l.lis["s2"].usage_at(T0 + 10), 0, "{method}: B's hold aborted");
+        assert_eq!(l.nis.usage_at("l13", T0 + 10), Some(0), "{method}: the path's hold aborted");
+        assert_eq!(l.holds_outstanding(), 0);
+    }
+}
+
+#[tokio::test]
+async fn requests_that_cannot_start_in_time_or_have_no_site_are_rejected_up_front() {
+    let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
+    let l = local(&g);
+    let p = Planner::new(PlannerConfig::default(), l.services()); // w_interval = 1800 s
+    let o = p.plan(&request(vec![job("A", "linux", 8, 0, 600)], vec![], 2000)).await;
+    assert!(o.reason.unwrap().starts_with("deadline cannot be met"));
+    let o = p.plan(&request(vec![job("A", "solaris", 8, 0, 600)], vec![], 20_000)).await;
+    assert!(o.reason.unwrap().starts_with("no site can run job `A`"));
+    let o = p.plan(&request(vec![job("A", "linux", 16, 0, 600)], vec![], 20_000)).await;
+    assert!(o.reason.unwrap().starts_with("no site can run job `A`"), "8 CPUs can never hold 16");
+}
+
+#[tokio::test]
+async fn disconnected_jobs_are_all_placed() {
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let l = local(&g);
+    let r = request(vec![job("A", "linux", 8, 0, 600), job("B", "bsd", 8, 300, 600)], vec![], 10_000);
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
+    assert_eq!(o.status, OutcomeStatus::Committed);
+    assert_eq!(o.jobs[1].start, from_time(T0 + 300));
+    assert_eq!(l.lis["s2"].usage_at(T0 + 400), 8);
+}
