@@ -21,3 +21,4 @@ pub mod local;
 pub mod nis;
 pub mod planner;
 pub mod protocol;
+pub mod replay;

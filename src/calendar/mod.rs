@@ -12,13 +12,18 @@
 
 mod tree;
 
-use std::collections::{BTreeSet, HashMap};
-
-use crate::model::Time;
+use crate::model::{Time, MAX_AMOUNT};
 use tree::ChangeTree;
 
-/// Identifier of a booked span inside one calendar.
+/// Identifier of a booked span inside one calendar: slot index in the low 32 bits, the slot's
+/// generation in the high 32 bits (so a removed span's id never names a later span).
 pub type SpanId = u64;
+
+#[derive(Debug, Clone)]
+struct Slot {
+    generation: u32,
+    span: Option<Span>,
+}
 
 /// A booked interval `[start, end)` holding `amount` units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,21 +55,30 @@ pub enum CalendarError {
 pub struct CapacityCalendar {
     capacity: u64,
     tree: ChangeTree,
-    spans: HashMap<SpanId, Span>,
-    by_end: BTreeSet<(Time, SpanId)>,
-    next_id: SpanId,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    live: usize,
 }
 
 impl CapacityCalendar {
     /// An empty calendar for a resource of `capacity` units.
+    ///
+    /// # Panics
+    /// If `capacity` exceeds [`MAX_AMOUNT`] (2^30 units: 1 Pbit/s in Mbit/s); [`crate::model::Grid`]
+    /// refuses such resources before they get here.
     pub fn new(capacity: u64) -> Self {
+        assert!(capacity <= MAX_AMOUNT, "capacity {capacity} above {MAX_AMOUNT}");
         CapacityCalendar {
             capacity,
             tree: ChangeTree::new(capacity ^ 0x9e37_79b9_7f4a_7c15),
-            spans: HashMap::new(),
-            by_end: BTreeSet::new(),
-            next_id: 1,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            live: 0,
         }
+    }
+
+    fn slot(&self, id: SpanId) -> Option<&Slot> {
+        self.slots.get((id & 0xffff_ffff) as usize).filter(|s| u64::from(s.generation) == id >> 32)
     }
 
     /// Total units of the resource.
@@ -74,17 +88,17 @@ impl CapacityCalendar {
 
     /// Number of spans currently booked.
     pub fn len(&self) -> usize {
-        self.spans.len()
+        self.live
     }
 
     /// True when nothing is booked.
     pub fn is_empty(&self) -> bool {
-        self.spans.is_empty()
+        self.live == 0
     }
 
     /// The span with this id, if booked.
     pub fn span(&self, id: SpanId) -> Option<Span> {
-        self.spans.get(&id).copied()
+        self.slot(id).and_then(|s| s.span)
     }
 
     /// Booked units at instant `t`. O(log n).
@@ -157,11 +171,19 @@ impl CapacityCalendar {
         }
         self.tree.update(start, amount as i64);
         self.tree.update(end, -(amount as i64));
-        let id = self.next_id;
-        self.next_id += 1;
-        self.spans.insert(id, Span { start, end, amount });
-        self.by_end.insert((end, id));
-        Ok(id)
+        let span = Some(Span { start, end, amount });
+        let index = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize].span = span;
+                i
+            }
+            None => {
+                self.slots.push(Slot { generation: 0, span });
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 spans")
+            }
+        };
+        self.live += 1;
+        Ok(u64::from(self.slots[index as usize].generation) << 32 | u64::from(index))
     }
 
     /// Releases a span. O(log n).
@@ -169,26 +191,33 @@ impl CapacityCalendar {
     /// # Errors
     /// [`CalendarError::UnknownSpan`] if `id` is not booked (already removed or pruned).
     pub fn remove(&mut self, id: SpanId) -> Result<Span, CalendarError> {
-        let span = self.spans.remove(&id).ok_or(CalendarError::UnknownSpan(id))?;
-        self.by_end.remove(&(span.end, id));
+        let span = self.span(id).ok_or(CalendarError::UnknownSpan(id))?;
+        let index = (id & 0xffff_ffff) as u32;
+        let slot = &mut self.slots[index as usize];
+        slot.span = None;
+        slot.generation = slot.generation.wrapping_add(1);
+        self.free_slots.push(index);
+        self.live -= 1;
         self.tree.update(span.start, -(span.amount as i64));
         self.tree.update(span.end, span.amount as i64);
         Ok(span)
     }
 
     /// Forgets every span that ended at or before `horizon` (history no query can reach).
-    /// Returns how many were pruned.
+    /// Returns how many were pruned. O(n): run it now and then, not per request.
     pub fn prune_before(&mut self, horizon: Time) -> usize {
-        let done: Vec<SpanId> = self.by_end.range(..=(horizon, SpanId::MAX)).map(|&(_, id)| id).collect();
+        let done: Vec<SpanId> = self.spans().filter(|(_, s)| s.end <= horizon).map(|(id, _)| id).collect();
         for id in &done {
             self.remove(*id).expect("indexed span is booked");
         }
         done.len()
     }
 
-    /// Booked spans overlapping `[t0, t1)`, in no particular order. O(n): for listings only.
-    pub fn spans_overlapping(&self, t0: Time, t1: Time) -> impl Iterator<Item = (SpanId, Span)> + '_ {
-        self.spans.iter().filter(move |(_, s)| s.start < t1 && s.end > t0).map(|(&id, &s)| (id, s))
+    /// Every booked span with its id, in slot order. O(n): for listings and pruning.
+    pub fn spans(&self) -> impl Iterator<Item = (SpanId, Span)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, slot)| {
+            slot.span.map(|s| (u64::from(slot.generation) << 32 | i as u64, s))
+        })
     }
 }
 

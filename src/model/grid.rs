@@ -2,6 +2,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+/// Largest capacity of one resource, in its own units (2^30: 1 Pbit/s in Mbit/s, or 10^9
+/// CPUs). The calendars' compact layout relies on it.
+pub const MAX_AMOUNT: u64 = 1 << 30;
+
 /// Identifier of a topology node (a router / switch / PoP).
 pub type NodeId = String;
 /// Identifier of a link between two nodes.
@@ -62,6 +66,8 @@ pub enum GridError {
     ZeroCapacity(String),
     #[error("site `{0}` has zero CPUs")]
     ZeroCpus(String),
+    #[error("`{id}`: capacity {value} is above the supported {max}")]
+    CapacityTooLarge { id: String, value: u64, max: u64 },
     #[error("{what} of `{id}` must be a finite number >= 0")]
     BadPrice { what: &'static str, id: String },
 }
@@ -127,6 +133,9 @@ impl Grid {
             if l.capacity_mbps == 0 {
                 return Err(GridError::ZeroCapacity(l.id.clone()));
             }
+            if l.capacity_mbps > MAX_AMOUNT {
+                return Err(GridError::CapacityTooLarge { id: l.id.clone(), value: l.capacity_mbps, max: MAX_AMOUNT });
+            }
             if !price_ok(l.price_per_gbps_hour) {
                 return Err(GridError::BadPrice { what: "price_per_gbps_hour", id: l.id.clone() });
             }
@@ -137,6 +146,9 @@ impl Grid {
             }
             if s.cpus == 0 {
                 return Err(GridError::ZeroCpus(s.id.clone()));
+            }
+            if u64::from(s.cpus) > MAX_AMOUNT {
+                return Err(GridError::CapacityTooLarge { id: s.id.clone(), value: s.cpus.into(), max: MAX_AMOUNT });
             }
             if !price_ok(s.price_per_cpu_hour) {
                 return Err(GridError::BadPrice { what: "price_per_cpu_hour", id: s.id.clone() });

@@ -13,7 +13,7 @@ mod outcome;
 mod request;
 mod time;
 
-pub use grid::{Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId};
+pub use grid::{Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId, MAX_AMOUNT};
 pub use outcome::{JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, ReservationMethod, RequestError,

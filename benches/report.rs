@@ -1,0 +1,77 @@
+//! Writes criterion's medians into BENCHMARKS.md: each bench binary owns one section, delimited
+//! by `<!-- bench:NAME -->` markers, that is replaced on every run with the machine, the
+//! command, the date, the median of every benchmark and its ratio to the named baseline.
+
+use std::path::{Path, PathBuf};
+
+/// One row: a benchmark id (`group/function`), what it is, and its baseline id, if any.
+pub struct Row {
+    pub id: &'static str,
+    pub what: &'static str,
+    pub baseline: Option<&'static str>,
+    pub target_ns: Option<f64>,
+}
+
+fn criterion_dir() -> PathBuf {
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    std::env::var("CRITERION_HOME").map(PathBuf::from).unwrap_or_else(|_| Path::new(&target).join("criterion"))
+}
+
+/// Median in nanoseconds from criterion's `new/estimates.json` of benchmark `id`.
+fn median_ns(id: &str) -> Option<f64> {
+    // criterion stores `group/function` as `group/function` with '/' inside the function
+    // id replaced by '_'.
+    let (group, function) = id.split_once('/').unwrap_or((id, ""));
+    let path = criterion_dir().join(group).join(function.replace('/', "_")).join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    format!("{cpu}, {cores} cores")
+}
+
+/// Replaces (or appends) section `name` of BENCHMARKS.md.
+pub fn write_section(name: &str, title: &str, command: &str, notes: &str, rows: &[Row]) {
+    let mut body = format!(
+        "<!-- bench:{name} -->\n## {title}\n\n- machine: {}\n- command: `{command}`\n- date: {}\n\n{notes}\n\n| benchmark | what | median | baseline median | speed-up vs baseline | target |\n|---|---|---|---|---|---|\n",
+        machine(),
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+    );
+    for r in rows {
+        let Some(m) = median_ns(r.id) else { continue };
+        let (b, ratio) = match r.baseline.and_then(median_ns) {
+            Some(b) => (fmt_ns(b), format!("{:.0}x", b / m)),
+            None => ("-".into(), "-".into()),
+        };
+        let target = r.target_ns.map_or("-".to_string(), |t| {
+            format!("<= {} {}", fmt_ns(t), if m <= t { "(met)" } else { "(MISSED)" })
+        });
+        body.push_str(&format!("| `{}` | {} | {} | {} | {} | {} |\n", r.id, r.what, fmt_ns(m), b, ratio, target));
+    }
+    body.push_str(&format!("<!-- /bench:{name} -->\n"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n\nFigures written by the bench binaries themselves (`cargo bench`); medians from criterion.\n".into());
+    let (start, end) = (format!("<!-- bench:{name} -->"), format!("<!-- /bench:{name} -->\n"));
+    let new = match (old.find(&start), old.find(&end)) {
+        (Some(s), Some(e)) => format!("{}{}{}", &old[..s], body, &old[e + end.len()..]),
+        _ => format!("{}\n{}", old.trim_end(), body),
+    };
+    std::fs::write(&path, new).expect("write BENCHMARKS.md");
+}

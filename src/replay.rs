@@ -1,0 +1,150 @@
+//! Request replay: the driver behind `coreserve plan`. Requests are handed out in arrival order
+//! to N planners that run concurrently over one in-process grid (each request to a seeded
+//! random planner), and the clock reads each request's submission time as it is dispatched.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::clock::ManualClock;
+use crate::local::{LocalGrid, DEFAULT_LEASE_S};
+use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
+use crate::nis::Routing;
+use crate::planner::{Planner, PlannerConfig};
+
+/// Settings of one replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub planners: usize,
+    pub policy: SelectionPolicy,
+    pub method: ReservationMethod,
+    /// Seeds the choice of planner per request and each planner's own stream.
+    pub seed: u64,
+    pub w_interval_s: i64,
+    pub routing: Routing,
+    pub lease_s: i64,
+    /// Show a progress bar (only drawn when stderr is a terminal).
+    pub progress: bool,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            planners: 3,
+            policy: SelectionPolicy::Time,
+            method: ReservationMethod::Bir,
+            seed: 1,
+            w_interval_s: 1800,
+            routing: Routing::Shortest,
+            lease_s: DEFAULT_LEASE_S,
+            progress: false,
+        }
+    }
+}
+
+/// Replays `requests` (sorted by `submitted_at` first) on a fresh in-process copy of `grid`.
+/// Returns one outcome per request, in arrival order.
+pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOptions) -> Vec<Outcome> {
+    requests.sort_by_key(PlanRequest::submitted_at);
+    let n = requests.len();
+    let clock = Arc::new(ManualClock::new(requests.first().map_or(0, PlanRequest::submitted_at)));
+    let local = LocalGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
+    let requests: Arc<Vec<PlanRequest>> = Arc::new(requests);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, Outcome)>();
+    let mut queues = Vec::new();
+    let mut workers = Vec::new();
+    for p in 0..opts.planners.max(1) {
+        let cfg = PlannerConfig {
+            name: format!("planner-{p}"),
+            w_interval_s: opts.w_interval_s,
+            policy: opts.policy,
+            method: opts.method,
+            seed: opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64),
+            ..Default::default()
+        };
+        let planner = Planner::new(cfg, local.services());
+        let (tx, mut rx) = mpsc::channel::<usize>(1);
+        let (requests, done) = (requests.clone(), done_tx.clone());
+        workers.push(tokio::spawn(async move {
+            while let Some(i) = rx.recv().await {
+                let outcome = planner.plan(&requests[i]).await;
+                done.send((i, outcome)).expect("collector alive");
+            }
+        }));
+        queues.push(tx);
+    }
+    drop(done_tx);
+    let bar = if opts.progress && std::io::stderr().is_terminal() {
+        let b = ProgressBar::new(n as u64);
+        b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} plans {per_sec} eta {eta}").expect("template"));
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let collector = tokio::spawn(async move {
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
+        while let Some((i, o)) = done_rx.recv().await {
+            outcomes[i] = Some(o);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        outcomes.into_iter().map(|o| o.expect("every request answered")).collect::<Vec<_>>()
+    });
+    let mut pick = ChaCha8Rng::seed_from_u64(opts.seed);
+    for (i, r) in requests.iter().enumerate() {
+        clock.advance_to(r.submitted_at());
+        let p = pick.gen_range(0..queues.len());
+        queues[p].send(i).await.expect("planner alive");
+    }
+    drop(queues);
+    for w in workers {
+        w.await.expect("planner task");
+    }
+    collector.await.expect("collector task")
+}
+
+/// Aggregate figures of a batch of outcomes.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    pub requests: usize,
+    pub committed: usize,
+    /// committed / requests.
+    pub success_rate: f64,
+    /// Mean `cost` of the committed plans.
+    pub mean_cost: f64,
+    /// Mean over committed plans of cost per CPU-hour (seed 001's "average cost").
+    pub average_cost_per_cpu_hour: f64,
+    pub planning_ms_p50: f64,
+    pub planning_ms_p99: f64,
+    pub messages: u64,
+    pub holds_aborted: u64,
+}
+
+impl Summary {
+    /// Summarises `outcomes`.
+    pub fn of(outcomes: &[Outcome]) -> Self {
+        let committed: Vec<&Outcome> = outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed).collect();
+        let mean = |xs: &[f64]| if xs.is_empty() { 0.0 } else { xs.iter().sum::<f64>() / xs.len() as f64 };
+        let costs: Vec<f64> = committed.iter().map(|o| o.cost).collect();
+        let avg: Vec<f64> = committed.iter().filter_map(|o| o.average_cost()).collect();
+        let mut ms: Vec<f64> = outcomes.iter().map(|o| o.planning_ms).collect();
+        ms.sort_by(f64::total_cmp);
+        let q = |p: f64| if ms.is_empty() { 0.0 } else { ms[((ms.len() - 1) as f64 * p).round() as usize] };
+        Summary {
+            requests: outcomes.len(),
+            committed: committed.len(),
+            success_rate: if outcomes.is_empty() { 0.0 } else { committed.len() as f64 / outcomes.len() as f64 },
+            mean_cost: mean(&costs),
+            average_cost_per_cpu_hour: mean(&avg),
+            planning_ms_p50: q(0.5),
+            planning_ms_p99: q(0.99),
+            messages: outcomes.iter().map(|o| o.messages).sum(),
+            holds_aborted: outcomes.iter().map(|o| o.holds_aborted).sum(),
+        }
+    }
+}
