@@ -1,1 +1,15 @@
-//! SWF trace reader and workload generator (being written).
+//! Workloads: the SWF trace reader ([`swf`]) and the synthetic plan-request generator
+//! ([`generate`](mod@generate)) of the paper's experiment (SPEC section 6; seed 001, section 4).
+//!
+//! Typical use: `let cpus = swf::procs_of(&swf::read_swf(path)?);` then
+//! `generate(&cpus, grid.total_cpus(), &WorkloadParams::for_kind(AppKind::Coallocation))`, and
+//! [`write_jsonl`] to store the requests for the simulator or the CLI.
+
+pub mod generate;
+pub mod swf;
+
+pub use generate::{
+    generate, model_cpus, parse_jsonl, read_jsonl, write_jsonl, write_jsonl_to, AppKind, CpuModel, Shape,
+    WorkloadError, WorkloadParams, DEFAULT_START,
+};
+pub use swf::{parse_swf, procs_of, read_swf, SwfError, SwfJob};

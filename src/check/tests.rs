@@ -1,0 +1,530 @@
+use super::*;
+use crate::model::{ComputeDemand, Node, RawPlanRequest};
+
+/// 2026-01-01T00:00:00Z.
+const T0: Time = 1_767_225_600;
+const W: i64 = 1800;
+
+fn t(s: i64) -> DateTime<Utc> {
+    from_time(T0 + s)
+}
+
+/// n1 --l12-- n2 --l23-- n3 (l23 is stored as n3-n2, so paths cross it "backwards").
+/// s1 (n1, 16 CPUs linux, 1.0), s1b (n1, 8 linux, 3.0), s2 (n2, 16 solaris, 2.0),
+/// s3 (n3, 32 bsd, 0.5).
+fn grid() -> Grid {
+    let node = |id: &str| Node { id: id.into(), label: String::new() };
+    let link = |id: &str, a: &str, b: &str, cap: u64, price: f64| Link {
+        id: id.into(),
+        a: a.into(),
+        b: b.into(),
+        capacity_mbps: cap,
+        price_per_gbps_hour: price,
+    };
+    let site = |id: &str, n: &str, cpus: u32, os: &str, price: f64| Site {
+        id: id.into(),
+        node: n.into(),
+        cpus,
+        os: os.into(),
+        price_per_cpu_hour: price,
+    };
+    Grid::new(
+        vec![node("n1"), node("n2"), node("n3")],
+        vec![link("l12", "n1", "n2", 1500, 1.0), link("l23", "n3", "n2", 1000, 2.0)],
+        vec![
+            site("s1", "n1", 16, "linux", 1.0),
+            site("s1b", "n1", 8, "linux", 3.0),
+            site("s2", "n2", 16, "solaris", 2.0),
+            site("s3", "n3", 32, "bsd", 0.5),
+        ],
+    )
+    .unwrap()
+}
+
+fn job(name: &str, os: &str, cpus: u32, offset_s: i64, duration_s: i64) -> ComputeDemand {
+    ComputeDemand { name: name.into(), os: os.into(), cpus, offset_s, duration_s }
+}
+
+fn demand(from: &str, to: &str, bw: u64, offset_s: i64, duration_s: i64) -> NetworkDemand {
+    NetworkDemand { from: from.into(), to: to.into(), bandwidth_mbps: bw, offset_s, duration_s }
+}
+
+fn request(
+    id: &str,
+    submitted: i64,
+    deadline: i64,
+    jobs: Vec<ComputeDemand>,
+    transfers: Vec<NetworkDemand>,
+) -> RawPlanRequest {
+    RawPlanRequest {
+        id: id.into(),
+        user: "u".into(),
+        submitted_at: t(submitted),
+        deadline: t(deadline),
+        not_before: None,
+        jobs,
+        transfers,
+        policy: None,
+        mode: None,
+    }
+}
+
+/// r1: workflow A (linux 8 CPUs, [0, 3600)) -> B (bsd 8, [3000, 4200)), transfer 500 Mbit/s
+/// [3000, 3600). r2: co-allocation X (linux 8), Y (solaris 4), Z (linux 4), all [0, 1800),
+/// X->Y 600 Mbit/s and X->Z 200 Mbit/s. r3: one bsd job of 128 CPUs (rejected).
+fn raw_requests() -> Vec<RawPlanRequest> {
+    vec![
+        request(
+            "r1",
+            0,
+            20_000,
+            vec![job("A", "linux", 8, 0, 3600), job("B", "bsd", 8, 3000, 1200)],
+            vec![demand("A", "B", 500, 3000, 600)],
+        ),
+        request(
+            "r2",
+            3000,
+            20_000,
+            vec![job("X", "linux", 8, 0, 1800), job("Y", "solaris", 4, 0, 1800), job("Z", "linux", 4, 0, 1800)],
+            vec![demand("X", "Y", 600, 0, 1800), demand("X", "Z", 200, 0, 1800)],
+        ),
+        request("r3", 100, 20_000, vec![job("Q", "bsd", 128, 0, 600)], vec![]),
+    ]
+}
+
+fn requests() -> Vec<PlanRequest> {
+    raw_requests().into_iter().map(|r| PlanRequest::new(r).unwrap()).collect()
+}
+
+fn jp(name: &str, site: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
+    JobPlacement { name: name.into(), site: site.into(), start: t(start), end: t(end), cpus }
+}
+
+fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> TransferPlacement {
+    TransferPlacement {
+        from: from.into(),
+        to: to.into(),
+        path: path.iter().map(|s| (*s).to_owned()).collect(),
+        bandwidth_mbps: bw,
+        start: t(start),
+        end: t(end),
+    }
+}
+
+fn committed(id: &str, start: i64, jobs: Vec<JobPlacement>, transfers: Vec<TransferPlacement>, cost: f64) -> Outcome {
+    Outcome {
+        request_id: id.into(),
+        status: OutcomeStatus::Committed,
+        reason: None,
+        start: Some(t(start)),
+        jobs,
+        transfers,
+        cost,
+        planning_ms: 1.0,
+        planner: "p1".into(),
+        messages: 0,
+        holds_aborted: 0,
+    }
+}
+
+/// Hand-computed costs.
+/// r1: A 8 CPUs * 1 h * 1.0 = 8; B 8 * 1/3 h * 0.5 = 4/3; A->B 0.5 Gbit/s * 1/6 h * (1 + 2) = 0.25.
+const COST_R1: f64 = 8.0 + 4.0 / 3.0 + 0.25;
+/// r2: X 8 * 0.5 * 1 = 4; Y 4 * 0.5 * 2 = 4; Z 4 * 0.5 * 3 = 6; X->Y 0.6 * 0.5 * 1 = 0.3; X->Z 0.
+const COST_R2: f64 = 14.3;
+
+/// r1 starts at +1800 (its earliest); r2 at +4800 (its earliest). s1 then holds A and X
+/// together over [4800, 5400): 16 of 16 CPUs; l12 carries 500 + 600 = 1100 of 1500 Mbit/s.
+fn outcomes() -> Vec<Outcome> {
+    vec![
+        committed(
+            "r1",
+            1800,
+            vec![jp("A", "s1", 1800, 5400, 8), jp("B", "s3", 4800, 6000, 8)],
+            vec![tp("A", "B", &["l12", "l23"], 500, 4800, 5400)],
+            COST_R1,
+        ),
+        committed(
+            "r2",
+            4800,
+            vec![jp("X", "s1", 4800, 6600, 8), jp("Y", "s2", 4800, 6600, 4), jp("Z", "s1b", 4800, 6600, 4)],
+            vec![tp("X", "Y", &["l12"], 600, 4800, 6600), tp("X", "Z", &[], 200, 4800, 6600)],
+            COST_R2,
+        ),
+        Outcome::rejected("r3", "no bsd site with 128 free CPUs", "p1"),
+    ]
+}
+
+fn check(grid: &Grid, reqs: &[PlanRequest], outs: &[Outcome]) -> Vec<Violation> {
+    check_outcomes(grid, reqs, outs, W)
+}
+
+/// Runs the checker on the batch after `mutate`; with `fix_cost`, the outcomes' costs are first
+/// set to the recomputed ones so that only the targeted rule can fire.
+fn violations_after(
+    fix_cost: bool,
+    mutate: impl FnOnce(&mut Grid, &mut Vec<RawPlanRequest>, &mut Vec<Outcome>),
+) -> Vec<Violation> {
+    let (mut g, mut raws, mut outs) = (grid(), raw_requests(), outcomes());
+    mutate(&mut g, &mut raws, &mut outs);
+    if fix_cost {
+        for o in &mut outs {
+            if let Some(c) = plan_cost(&g, o) {
+                o.cost = c;
+            }
+        }
+    }
+    let reqs: Vec<PlanRequest> = raws.into_iter().map(|r| PlanRequest::new(r).unwrap()).collect();
+    check(&g, &reqs, &outs)
+}
+
+fn outcome<'a>(outs: &'a mut [Outcome], id: &str) -> &'a mut Outcome {
+    outs.iter_mut().find(|o| o.request_id == id).unwrap()
+}
+
+#[test]
+fn valid_batch_has_no_violations() {
+    assert_eq!(check(&grid(), &requests(), &outcomes()), vec![]);
+    let outs = outcomes();
+    assert!((plan_cost(&grid(), &outs[0]).unwrap() - COST_R1).abs() < 1e-12);
+    assert!((plan_cost(&grid(), &outs[1]).unwrap() - COST_R2).abs() < 1e-12);
+    assert_eq!(plan_cost(&grid(), &outs[2]), Some(0.0));
+    // a request without outcome is not a violation, but is listed by missing_outcomes
+    let mut reqs = requests();
+    let mut extra = raw_requests()[2].clone();
+    extra.id = "r4".into();
+    reqs.push(PlanRequest::new(extra).unwrap());
+    assert_eq!(check(&grid(), &reqs, &outs), vec![]);
+    assert_eq!(missing_outcomes(&reqs, &outs), vec!["r4".to_owned()]);
+}
+
+#[test]
+fn os_is_compared_case_insensitively() {
+    assert_eq!(violations_after(false, |g, _, _| g.sites[0].os = "LINUX".into()), vec![]);
+}
+
+#[test]
+fn overbooked_site_is_reported_with_its_interval_and_peak() {
+    // each of A and X fits in 12 CPUs; together they need 16 over [4800, 5400)
+    let v = violations_after(false, |g, _, _| g.sites[0].cpus = 12);
+    assert_eq!(
+        v,
+        vec![Violation::SiteOverbooked { site: "s1".into(), from: t(4800), to: t(5400), peak: 16, capacity: 12 }]
+    );
+    assert!(v[0].to_string().contains("site `s1` is overbooked"));
+    assert_eq!(v[0].request_id(), None);
+}
+
+#[test]
+fn overbooked_link_is_reported() {
+    let v = violations_after(false, |g, _, _| g.links[0].capacity_mbps = 1000);
+    assert_eq!(
+        v,
+        vec![Violation::LinkOverbooked { link: "l12".into(), from: t(4800), to: t(5400), peak: 1100, capacity: 1000 }]
+    );
+}
+
+#[test]
+fn wrong_os_is_reported() {
+    let v = violations_after(false, |g, _, _| g.sites[3].os = "linux".into());
+    assert_eq!(
+        v,
+        vec![Violation::WrongOs {
+            request_id: "r1".into(),
+            job: "B".into(),
+            site: "s3".into(),
+            job_os: "bsd".into(),
+            site_os: "linux".into(),
+        }]
+    );
+}
+
+#[test]
+fn wrong_job_offset_is_reported() {
+    let v = violations_after(false, |_, _, o| {
+        let b = &mut outcome(o, "r1").jobs[1];
+        b.start = t(4860);
+        b.end = t(6060);
+    });
+    assert_eq!(
+        v,
+        vec![Violation::JobTiming {
+            request_id: "r1".into(),
+            job: "B".into(),
+            start: t(4860),
+            end: t(6060),
+            expected_start: t(4800),
+            expected_end: t(6000),
+        }]
+    );
+}
+
+#[test]
+fn wrong_job_duration_is_reported() {
+    let v = violations_after(true, |_, _, o| outcome(o, "r2").jobs[1].end = t(6000));
+    assert!(matches!(&v[..], [Violation::JobTiming { job, .. }] if job == "Y"), "{v:?}");
+}
+
+#[test]
+fn wrong_cpus_is_reported() {
+    let v = violations_after(true, |_, _, o| outcome(o, "r1").jobs[1].cpus = 16);
+    assert_eq!(v, vec![Violation::WrongCpus { request_id: "r1".into(), job: "B".into(), placed: 16, requested: 8 }]);
+    // without fixing the cost, the cost is wrong as well
+    let v = violations_after(false, |_, _, o| outcome(o, "r1").jobs[1].cpus = 16);
+    assert!(v.iter().any(|x| matches!(x, Violation::WrongCost { .. })), "{v:?}");
+}
+
+#[test]
+fn past_deadline_is_reported() {
+    // the deadline still admits the request (>= submitted + span), but this plan ends at +6000
+    let v = violations_after(false, |_, r, _| r[0].deadline = t(5000));
+    assert_eq!(
+        v,
+        vec![Violation::PastDeadline {
+            request_id: "r1".into(),
+            what: "job `B`".into(),
+            end: t(6000),
+            deadline: t(5000)
+        }]
+    );
+}
+
+#[test]
+fn start_before_w_interval_is_reported() {
+    let v = violations_after(false, |_, _, o| {
+        let r1 = outcome(o, "r1");
+        r1.start = Some(t(1000));
+        for j in &mut r1.jobs {
+            j.start -= chrono::Duration::seconds(800);
+            j.end -= chrono::Duration::seconds(800);
+        }
+        for x in &mut r1.transfers {
+            x.start -= chrono::Duration::seconds(800);
+            x.end -= chrono::Duration::seconds(800);
+        }
+    });
+    assert_eq!(v, vec![Violation::StartTooEarly { request_id: "r1".into(), start: t(1000), earliest: t(1800) }]);
+}
+
+#[test]
+fn start_before_not_before_is_reported() {
+    let v = violations_after(false, |_, r, _| r[0].not_before = Some(t(2000)));
+    assert_eq!(v, vec![Violation::StartTooEarly { request_id: "r1".into(), start: t(1800), earliest: t(2000) }]);
+}
+
+#[test]
+fn broken_paths_are_reported() {
+    let cases: Vec<(&str, usize, Vec<&str>, &str)> = vec![
+        ("r1", 0, vec!["l12"], "ends at node `n2`, not at `n3`"),
+        ("r1", 0, vec!["l23", "l12"], "does not touch node `n1`"),
+        ("r1", 0, vec!["l12", "l99"], "`l99` does not exist"),
+        ("r1", 0, vec!["l12", "l23", "l23"], "used twice"),
+        ("r1", 0, vec![], "empty path, but the sites are on different nodes"),
+        ("r2", 1, vec!["l12"], "must be empty"),
+    ];
+    for (id, k, path, reason) in cases {
+        let v = violations_after(true, |_, _, o| {
+            outcome(o, id).transfers[k].path = path.iter().map(|s| (*s).to_owned()).collect();
+        });
+        assert!(
+            matches!(&v[..], [Violation::BrokenPath { reason: r, .. }] if r.contains(reason)),
+            "path {path:?}: expected `{reason}`, got {v:?}"
+        );
+    }
+    // the valid fixture's path [l12, l23] crosses l23 (stored n3-n2) from n2 to n3, against its
+    // stored direction, and passes: links are undirected
+    assert_eq!(violations_after(false, |_, _, _| {}), vec![]);
+}
+
+#[test]
+fn wrong_cost_is_reported_beyond_the_tolerance() {
+    let v = violations_after(false, |_, _, o| outcome(o, "r1").cost = COST_R1 * (1.0 + 1e-5));
+    assert!(matches!(&v[..], [Violation::WrongCost { expected, .. }] if (expected - COST_R1).abs() < 1e-12), "{v:?}");
+    assert_eq!(violations_after(false, |_, _, o| outcome(o, "r1").cost = COST_R1 * (1.0 + 1e-7)), vec![]);
+    let v = violations_after(false, |_, _, o| outcome(o, "r2").cost = f64::NAN);
+    assert!(matches!(&v[..], [Violation::WrongCost { .. }]), "{v:?}");
+}
+
+#[test]
+fn wrong_bandwidth_is_reported() {
+    let v = violations_after(true, |_, _, o| outcome(o, "r2").transfers[0].bandwidth_mbps = 700);
+    assert_eq!(
+        v,
+        vec![Violation::WrongBandwidth {
+            request_id: "r2".into(),
+            from: "X".into(),
+            to: "Y".into(),
+            placed: 700,
+            requested: 600
+        }]
+    );
+}
+
+#[test]
+fn wrong_transfer_timing_is_reported() {
+    let v = violations_after(false, |_, _, o| {
+        let x = &mut outcome(o, "r1").transfers[0];
+        x.start = t(4860);
+        x.end = t(5460);
+    });
+    assert!(
+        matches!(&v[..], [Violation::TransferTiming { expected_start, .. }] if *expected_start == t(4800)),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn job_placement_count_errors_are_reported() {
+    let v = violations_after(true, |_, _, o| {
+        outcome(o, "r2").jobs.remove(2);
+    });
+    assert_eq!(v, vec![Violation::JobNotPlaced { request_id: "r2".into(), job: "Z".into() }]);
+
+    let v = violations_after(true, |_, _, o| {
+        let r1 = outcome(o, "r1");
+        let a = r1.jobs[0].clone();
+        r1.jobs.push(a);
+    });
+    assert!(v.contains(&Violation::JobPlacedTwice { request_id: "r1".into(), job: "A".into(), count: 2 }), "{v:?}");
+    // ... and the extra copy is booked: s1 holds 8 + 8 + 8 over [4800, 5400)
+    assert!(v.iter().any(|x| matches!(x, Violation::SiteOverbooked { peak: 24, .. })), "{v:?}");
+
+    let v = violations_after(true, |_, _, o| outcome(o, "r1").jobs.push(jp("Q", "s3", 1800, 2400, 4)));
+    assert_eq!(v, vec![Violation::UnknownJob { request_id: "r1".into(), job: "Q".into() }]);
+
+    let v = violations_after(false, |_, _, o| outcome(o, "r1").jobs[1].site = "s9".into());
+    assert_eq!(v, vec![Violation::UnknownSite { request_id: "r1".into(), job: "B".into(), site: "s9".into() }]);
+}
+
+#[test]
+fn transfer_placement_count_errors_are_reported() {
+    let v = violations_after(true, |_, _, o| outcome(o, "r1").transfers.clear());
+    assert_eq!(
+        v,
+        vec![Violation::TransferCount {
+            request_id: "r1".into(),
+            from: "A".into(),
+            to: "B".into(),
+            placed: 0,
+            requested: 1
+        }]
+    );
+    let v = violations_after(true, |_, _, o| {
+        let r2 = outcome(o, "r2");
+        let xz = r2.transfers[1].clone();
+        r2.transfers.push(xz);
+    });
+    assert_eq!(
+        v,
+        vec![Violation::TransferCount {
+            request_id: "r2".into(),
+            from: "X".into(),
+            to: "Z".into(),
+            placed: 2,
+            requested: 1
+        }]
+    );
+    // the direction is the request's: B->A does not stand for A->B
+    let v = violations_after(true, |_, _, o| {
+        let x = &mut outcome(o, "r1").transfers[0];
+        std::mem::swap(&mut x.from, &mut x.to);
+        x.path.reverse();
+    });
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert!(v.iter().all(|x| matches!(x, Violation::TransferCount { .. })));
+}
+
+#[test]
+fn outcome_bookkeeping_errors_are_reported() {
+    let v = violations_after(false, |_, _, o| o.push(Outcome::rejected("r9", "x", "p1")));
+    assert_eq!(v, vec![Violation::UnknownRequest { request_id: "r9".into() }]);
+    let v = violations_after(false, |_, _, o| o.push(Outcome::rejected("r3", "again", "p2")));
+    assert_eq!(v, vec![Violation::DuplicateOutcome { request_id: "r3".into() }]);
+    let v = violations_after(false, |_, _, o| {
+        let r3 = outcome(o, "r3");
+        r3.start = Some(t(2000));
+        r3.jobs.push(jp("Q", "s3", 2000, 2600, 128));
+        r3.cost = 1.0;
+    });
+    assert!(
+        matches!(&v[..], [Violation::RejectedNotEmpty { detail, .. }] if detail == "a start, 1 job placements, cost 1"),
+        "{v:?}"
+    );
+    let v = violations_after(false, |_, _, o| outcome(o, "r1").start = None);
+    assert_eq!(v, vec![Violation::MissingStart { request_id: "r1".into() }]);
+}
+
+#[test]
+fn overbooked_sweep_uses_half_open_intervals() {
+    // back-to-back at 10 -> no overlap
+    assert_eq!(overbooked(vec![(0, 10, 5), (10, 20, 5)], 5), vec![]);
+    // [5, 10) holds 10 and [10, 12) holds 8 (one span ends as another starts): one episode of
+    // capacity 7 with peak 10; [12, 15) holds 5 and fits. Empty and inverted spans count nothing.
+    assert_eq!(overbooked(vec![(0, 10, 5), (5, 15, 5), (10, 12, 3), (20, 20, 99), (30, 25, 99)], 7), vec![(5, 12, 10)]);
+    // two separate episodes
+    assert_eq!(overbooked(vec![(0, 2, 3), (1, 2, 3), (5, 7, 3), (6, 8, 3)], 5), vec![(1, 2, 6), (6, 7, 6)]);
+    assert_eq!(overbooked(vec![], 0), vec![]);
+}
+
+/// Cross-check with the generator: a trivial placement of generated requests (every site on
+/// one node, unbounded CPUs, each request started at its earliest start) passes.
+#[test]
+fn generated_requests_with_trivial_placements_pass() {
+    use crate::workload::{generate, AppKind, WorkloadParams};
+    let big = |id: &str, os: &str| Site {
+        id: id.into(),
+        node: "n".into(),
+        cpus: u32::MAX,
+        os: os.into(),
+        price_per_cpu_hour: 0.25,
+    };
+    let g = Grid::new(
+        vec![Node { id: "n".into(), label: String::new() }],
+        vec![],
+        vec![big("lx", "Linux"), big("so", "Solaris"), big("bs", "BSD")],
+    )
+    .unwrap();
+    for kind in AppKind::ALL {
+        let reqs =
+            generate(&[8, 16, 64, 256], 1000, &WorkloadParams { requests: 200, ..WorkloadParams::for_kind(*kind) })
+                .unwrap();
+        let outs: Vec<Outcome> = reqs
+            .iter()
+            .map(|r| {
+                let st = r.submitted_at() + W;
+                let site = |os: &str| g.sites.iter().find(|s| s.os.eq_ignore_ascii_case(os)).unwrap().id.clone();
+                let jobs: Vec<JobPlacement> = r
+                    .jobs()
+                    .iter()
+                    .map(|j| JobPlacement {
+                        name: j.name.clone(),
+                        site: site(&j.os),
+                        start: from_time(st + j.offset_s),
+                        end: from_time(st + j.offset_s + j.duration_s),
+                        cpus: j.cpus,
+                    })
+                    .collect();
+                let transfers = r
+                    .transfers()
+                    .iter()
+                    .map(|x| TransferPlacement {
+                        from: x.from.clone(),
+                        to: x.to.clone(),
+                        path: vec![],
+                        bandwidth_mbps: x.bandwidth_mbps,
+                        start: from_time(st + x.offset_s),
+                        end: from_time(st + x.offset_s + x.duration_s),
+                    })
+                    .collect();
+                let cost = r.cpu_seconds() / 3600.0 * 0.25;
+                Outcome { start: Some(from_time(st)), jobs, transfers, cost, ..Outcome::rejected(r.id(), "", "p") }
+            })
+            .map(|mut o| {
+                o.status = OutcomeStatus::Committed;
+                o.reason = None;
+                o
+            })
+            .collect();
+        assert_eq!(check(&g, &reqs, &outs), vec![], "{kind}");
+    }
+}
