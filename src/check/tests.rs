@@ -474,7 +474,7 @@ fn generated_requests_with_trivial_placements_pass() {
     let big = |id: &str, os: &str| Site {
         id: id.into(),
         node: "n".into(),
-        cpus: u32::MAX,
+        cpus: 1 << 30,
         os: os.into(),
         price_per_cpu_hour: 0.25,
     };
