@@ -10,6 +10,7 @@
 //! `cli -> planner -> participants (gis, lis, nis, protocol) -> calendar -> model`.
 
 pub mod calendar;
+pub mod cli;
 pub mod clock;
 pub mod model;
 pub mod check;

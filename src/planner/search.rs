@@ -223,15 +223,18 @@ impl<'a> Attempt<'a> {
                 }
             })
             .collect();
+        // Ties are broken at random: a fixed tie-break (say, by site id) would pile every
+        // demand of a plan onto the same site whenever several are equally good.
+        offers.shuffle(&mut self.rng);
         match self.policy {
-            SelectionPolicy::Time => offers.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.site.cmp(&b.1.site))),
-            SelectionPolicy::Cost => offers.sort_by(|a, b| {
-                a.1.price_per_cpu_hour.total_cmp(&b.1.price_per_cpu_hour).then(a.0.cmp(&b.0)).then_with(|| a.1.site.cmp(&b.1.site))
-            }),
-            SelectionPolicy::Load => offers.sort_by(|a, b| {
-                a.1.utilisation.total_cmp(&b.1.utilisation).then(a.0.cmp(&b.0)).then_with(|| a.1.site.cmp(&b.1.site))
-            }),
-            SelectionPolicy::Random => offers.shuffle(&mut self.rng),
+            SelectionPolicy::Time => offers.sort_by_key(|o| o.0),
+            SelectionPolicy::Cost => {
+                offers.sort_by(|a, b| a.1.price_per_cpu_hour.total_cmp(&b.1.price_per_cpu_hour).then(a.0.cmp(&b.0)))
+            }
+            SelectionPolicy::Load => {
+                offers.sort_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation).then(a.0.cmp(&b.0)))
+            }
+            SelectionPolicy::Random => {}
         }
         offers
     }

@@ -70,8 +70,9 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
 
 #[tokio::test]
 async fn network_failure_backtracks_to_the_next_candidate() {
-    // A runs only on s1 (bsd); B on s2 or s3. l12 cannot carry 500 Mbps, l13 can.
-    let sites = vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 1.0), site("s3", "n3", 16, "linux", 1.0)];
+    // A runs only on s1 (bsd); B on s2 (cheaper, so `cost` tries it first) or s3. l12 cannot
+    // carry 500 Mbps, l13 can.
+    let sites = vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 0.5), site("s3", "n3", 16, "linux", 1.0)];
     let g = grid(sites, [100, 100, 1000]);
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let l = local(&g);
@@ -80,7 +81,7 @@ async fn network_failure_backtracks_to_the_next_candidate() {
             vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
             10_000,
         );
-        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        let o = planner(&l, SelectionPolicy::Cost, method).plan(&r).await;
         assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
         assert_eq!(o.jobs[1].site, "s3", "s2 was tried first and undone");
         assert_eq!(o.transfers[0].path, vec!["l13".to_string()]);
@@ -118,17 +119,26 @@ async fn unsatisfiable_network_demand_is_rejected_and_books_nothing() {
 
 #[tokio::test]
 async fn bbr_self_conflicts_where_bir_does_not() {
-    // Two co-allocated jobs of 10 CPUs; s1 and s2 each have 16. Ties go to s1. BBR does not see
-    // its own tentative choice, puts both on s1 and its batch prepare fails; BIR's hold on s1
-    // makes B's query see s1 busy, so B goes to s2.
+    // Two co-allocated jobs of 10 CPUs; s1 and s2 have 16 each, but s2 is busy for the first
+    // hour, so `time` ranks s1 first for both. BBR does not see its own tentative choice, puts
+    // both on s1 and its batch prepare fails; BIR's hold on s1 makes B's query see s1 busy.
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0)];
     let g = grid(sites, [1000; 3]);
     let r = request(
         vec![job("A", "linux", 10, 0, 600), job("B", "linux", 10, 0, 600)],
         vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 600})],
-        700,
+        20_000,
     );
+    let busy = |l: &LocalGrid| {
+        let lis = l.lis["s2"].clone();
+        async move {
+            let h = HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "s2".into(), cpus: 16, start: T0, end: T0 + 3600 };
+            let h = lis.prepare(&h).await.unwrap();
+            lis.commit(h.id).await.unwrap();
+        }
+    };
     let l = local(&g);
+    busy(&l).await;
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bbr).plan(&r).await;
     assert_eq!(o.status, OutcomeStatus::Rejected);
     assert!(o.reason.as_deref().unwrap().starts_with("batch prepare failed: job `B` on site `s1`"), "{o:?}");
@@ -137,9 +147,11 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     assert_eq!(l.holds_outstanding(), 0);
 
     let l = local(&g);
+    busy(&l).await;
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
     assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
-    assert_eq!((o.jobs[0].site.as_str(), o.jobs[1].site.as_str()), ("s1", "s2"));
+    assert_ne!(o.jobs[0].site, o.jobs[1].site, "10 + 10 CPUs never share a 16-CPU site");
+    assert_eq!(o.start, Some(from_time(T0 + 3600)), "BIR waits for s2 rather than self-conflict");
 }
 
 #[tokio::test]

@@ -1,0 +1,384 @@
+//! The `coreserve` command line (clap). Every subcommand is a thin shell over the library:
+//! importers and generators ([`crate::grid`]), the workload generator ([`crate::workload`]),
+//! request replay through the planner ([`crate::replay`]) and the outcome checker
+//! ([`crate::check`]).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::check::check_outcomes;
+use crate::grid::{self, GridgParams, GridgVariant, ImportOptions, SiteParams};
+use crate::model::{to_time, Grid, Outcome, PlanRequest, ReservationMethod, SelectionPolicy};
+use crate::nis::Routing;
+use crate::replay::{replay, ReplayOptions, Summary};
+use crate::workload::{self, AppKind, WorkloadParams};
+
+/// coreserve: an advance co-reservation broker for compute and network bandwidth.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a grid (sites + topology) as grid.json.
+    #[command(subcommand)]
+    Grid(GridCommand),
+    /// Generate plan requests (JSON lines) from a workload trace, seed 001 section 4.
+    Workload(WorkloadArgs),
+    /// Replay plan requests through N competing planners and write their outcomes.
+    Plan(PlanArgs),
+    /// Run all 8 variants (BBR/BIR x time/cost/load/random) on one request file and compare.
+    Compare(CompareArgs),
+    /// The main job on real data: Geant2012 + SDSC-BLUE, workflow and co-allocation, all 8
+    /// variants with 3 planners, and a comparison table.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GridCommand {
+    /// Import an Internet Topology Zoo GraphML file and attach one seeded site to every node.
+    ImportGraphml {
+        file: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+        /// Capacity of links without a LinkSpeedRaw attribute.
+        #[arg(long, default_value_t = 10_000)]
+        default_capacity_mbps: u64,
+        /// Price of 1 Gbit/s for one hour on every link.
+        #[arg(long, default_value_t = 0.1)]
+        price_per_gbps_hour: f64,
+    },
+    /// Generate a grid: `gridg-n`, `gridg-w` (GridG-style tiers) or `fat-tree`.
+    Generate {
+        kind: GeneratedGrid,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+        /// Arity of the fat-tree (even).
+        #[arg(long, default_value_t = 4)]
+        k: u32,
+    },
+}
+
+/// Generated topologies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GeneratedGrid {
+    #[value(name = "gridg-n")]
+    GridgN,
+    #[value(name = "gridg-w")]
+    GridgW,
+    #[value(name = "fat-tree")]
+    FatTree,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// SWF trace (plain or .gz) the CPU counts are drawn from.
+    #[arg(long)]
+    trace: PathBuf,
+    /// The grid the load is relative to (its total CPUs).
+    #[arg(long)]
+    grid: PathBuf,
+    #[arg(long, default_value = "workflow")]
+    kind: AppKind,
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    /// Offered load: expected requested CPU-seconds per second / total CPUs of the grid.
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: PathBuf,
+    /// The planners' w_interval; deadlines leave room for it.
+    #[arg(long, default_value_t = 1800)]
+    w_interval_s: i64,
+    /// Arrival of the first request (RFC 3339), default 2026-01-01T00:00:00Z.
+    #[arg(long)]
+    start: Option<DateTime<Utc>>,
+}
+
+/// Settings shared by `plan`, `compare` and `demo`.
+#[derive(Debug, Args, Clone)]
+pub struct PlannerArgs {
+    /// Number of competing planners.
+    #[arg(long, default_value_t = 3)]
+    planners: usize,
+    /// Seeds the planner chosen per request and the planners' random streams.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, default_value_t = 1800)]
+    w_interval_s: i64,
+    /// NIS routing: shortest, widest or widest:K.
+    #[arg(long, default_value = "shortest")]
+    routing: Routing,
+    /// Hold lease in seconds.
+    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S)]
+    lease_s: i64,
+}
+
+impl PlannerArgs {
+    fn options(&self, policy: SelectionPolicy, method: ReservationMethod) -> ReplayOptions {
+        ReplayOptions {
+            planners: self.planners,
+            policy,
+            method,
+            seed: self.seed,
+            w_interval_s: self.w_interval_s,
+            routing: self.routing,
+            lease_s: self.lease_s,
+            progress: true,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[arg(long)]
+    grid: PathBuf,
+    #[arg(long)]
+    requests: PathBuf,
+    #[arg(long, default_value = "time")]
+    policy: SelectionPolicy,
+    #[arg(long, default_value = "bir")]
+    mode: ReservationMethod,
+    #[arg(long)]
+    out: PathBuf,
+    #[command(flatten)]
+    planner: PlannerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[arg(long)]
+    grid: PathBuf,
+    #[arg(long)]
+    requests: PathBuf,
+    /// Where to write one outcomes file per variant (optional).
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
+    #[command(flatten)]
+    planner: PlannerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The shared data folder (topology-zoo/ and swf/).
+    #[arg(long, default_value = "../shared/data")]
+    data: PathBuf,
+    /// Output folder for grid.json, the request files and every variant's outcomes.
+    #[arg(long, default_value = "out/demo")]
+    out: PathBuf,
+    #[arg(long, default_value_t = 1000)]
+    requests: usize,
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    #[command(flatten)]
+    planner: PlannerArgs,
+}
+
+/// Runs the command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Grid(GridCommand::ImportGraphml { file, seed, out, default_capacity_mbps, price_per_gbps_hour }) => {
+            let xml = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let opts = ImportOptions { seed, default_capacity_mbps, price_per_gbps_hour, ..Default::default() };
+            let g = grid::import_graphml(&xml, &opts).with_context(|| format!("importing {}", file.display()))?;
+            save(&g, &out)
+        }
+        Command::Grid(GridCommand::Generate { kind, seed, out, k }) => {
+            let g = match kind {
+                GeneratedGrid::GridgN => grid::gridg(GridgVariant::Narrow, seed, &GridgParams::default()),
+                GeneratedGrid::GridgW => grid::gridg(GridgVariant::Wide, seed, &GridgParams::default()),
+                GeneratedGrid::FatTree => {
+                    if k == 0 || k % 2 == 1 {
+                        bail!("--k must be even and > 0 (got {k})");
+                    }
+                    grid::fat_tree(k, seed, &SiteParams::default())
+                }
+            };
+            save(&g, &out)
+        }
+        Command::Workload(a) => {
+            let g = grid::load_grid(&a.grid)?;
+            let params = WorkloadParams {
+                requests: a.requests,
+                load: a.load,
+                seed: a.seed,
+                w_interval_s: a.w_interval_s,
+                start: a.start.as_ref().map_or(workload::DEFAULT_START, to_time),
+                ..WorkloadParams::for_kind(a.kind)
+            };
+            let reqs = generate(&a.trace, &g, &params)?;
+            workload::write_jsonl(&reqs, &a.out)?;
+            println!("wrote {} {} requests at offered load {} to {}", reqs.len(), a.kind, a.load, a.out.display());
+            Ok(())
+        }
+        Command::Plan(a) => {
+            let g = grid::load_grid(&a.grid)?;
+            let reqs = workload::read_jsonl(&a.requests)?;
+            let (outcomes, summary, violations) = run_variant(&g, &reqs, &a.planner.options(a.policy, a.mode)).await;
+            write_outcomes(&outcomes, &a.out)?;
+            print_summary(&format!("{}-{}", a.mode, a.policy), &summary, violations);
+            println!("outcomes: {}", a.out.display());
+            ensure_clean(violations)
+        }
+        Command::Compare(a) => {
+            let g = grid::load_grid(&a.grid)?;
+            let reqs = workload::read_jsonl(&a.requests)?;
+            let rows = compare(&g, &reqs, &a.planner, a.out_dir.as_deref()).await?;
+            print_table(&[("requests", rows)]);
+            Ok(())
+        }
+        Command::Demo(a) => demo(a).await,
+    }
+}
+
+fn save(g: &Grid, out: &Path) -> Result<()> {
+    grid::save_grid(g, out)?;
+    println!(
+        "wrote {}: {} nodes, {} links, {} sites, {} CPUs",
+        out.display(),
+        g.nodes.len(),
+        g.links.len(),
+        g.sites.len(),
+        g.total_cpus()
+    );
+    Ok(())
+}
+
+fn generate(trace: &Path, g: &Grid, params: &WorkloadParams) -> Result<Vec<PlanRequest>> {
+    let jobs = workload::read_swf(trace).with_context(|| format!("reading trace {}", trace.display()))?;
+    Ok(workload::generate(&workload::procs_of(&jobs), g.total_cpus(), params)?)
+}
+
+/// Replays one variant and checks its outcomes (no overbooking, deadlines, paths, costs).
+async fn run_variant(g: &Grid, reqs: &[PlanRequest], opts: &ReplayOptions) -> (Vec<Outcome>, Summary, usize) {
+    let outcomes = replay(g, reqs.to_vec(), opts).await;
+    let violations = check_outcomes(g, reqs, &outcomes, opts.w_interval_s);
+    for v in violations.iter().take(10) {
+        eprintln!("VIOLATION: {v}");
+    }
+    let summary = Summary::of(&outcomes);
+    (outcomes, summary, violations.len())
+}
+
+fn ensure_clean(violations: usize) -> Result<()> {
+    if violations > 0 {
+        bail!("the outcome checker found {violations} violations");
+    }
+    Ok(())
+}
+
+fn write_outcomes(outcomes: &[Outcome], path: &Path) -> Result<()> {
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    for o in outcomes {
+        serde_json::to_writer(&mut w, o)?;
+        w.write_all(b"\n")?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn print_summary(variant: &str, s: &Summary, violations: usize) {
+    println!(
+        "{variant}: requests {}, committed {}, success rate {:.3}, mean cost {:.2}, average cost {:.3} per CPU-hour, \
+         planning time p50 {:.3} ms p99 {:.3} ms, messages {}, holds aborted {}, checker violations {violations}",
+        s.requests,
+        s.committed,
+        s.success_rate,
+        s.mean_cost,
+        s.average_cost_per_cpu_hour,
+        s.planning_ms_p50,
+        s.planning_ms_p99,
+        s.messages,
+        s.holds_aborted
+    );
+}
+
+/// One row of a comparison: variant name, summary, violations.
+type Row = (String, Summary, usize);
+
+async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Option<&Path>) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for &method in ReservationMethod::ALL {
+        for &policy in SelectionPolicy::ALL {
+            let name = format!("{method}-{policy}");
+            let (outcomes, summary, violations) = run_variant(g, reqs, &args.options(policy, method)).await;
+            if let Some(dir) = out_dir {
+                write_outcomes(&outcomes, &dir.join(format!("outcomes-{name}.jsonl")))?;
+            }
+            ensure_clean(violations)?;
+            rows.push((name, summary, violations));
+        }
+    }
+    Ok(rows)
+}
+
+fn print_table(groups: &[(&str, Vec<Row>)]) {
+    println!(
+        "\n{:<13} {:<9} {:>8} {:>9} {:>8} {:>12} {:>9} {:>9} {:>10} {:>8} {:>10}",
+        "workload", "variant", "requests", "committed", "success", "avg cost/h", "p50 ms", "p99 ms", "messages", "aborted", "violations"
+    );
+    for (kind, rows) in groups {
+        for (name, s, v) in rows {
+            println!(
+                "{:<13} {:<9} {:>8} {:>9} {:>8.3} {:>12.3} {:>9.3} {:>9.3} {:>10} {:>8} {:>10}",
+                kind,
+                name,
+                s.requests,
+                s.committed,
+                s.success_rate,
+                s.average_cost_per_cpu_hour,
+                s.planning_ms_p50,
+                s.planning_ms_p99,
+                s.messages,
+                s.holds_aborted,
+                v
+            );
+        }
+    }
+}
+
+async fn demo(a: DemoArgs) -> Result<()> {
+    let topology = a.data.join("topology-zoo/Geant2012.graphml");
+    let trace = a.data.join("swf/SDSC-BLUE-2000-4.2-cln.swf.gz");
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let xml = std::fs::read_to_string(&topology).with_context(|| format!("reading {}", topology.display()))?;
+    let g = grid::import_graphml(&xml, &ImportOptions { seed: 1, ..Default::default() })?;
+    save(&g, &a.out.join("grid.json"))?;
+    let mut groups = Vec::new();
+    for &kind in AppKind::ALL {
+        let params = WorkloadParams {
+            requests: a.requests,
+            load: a.load,
+            seed: a.planner.seed,
+            w_interval_s: a.planner.w_interval_s,
+            ..WorkloadParams::for_kind(kind)
+        };
+        let reqs = generate(&trace, &g, &params)?;
+        let path = a.out.join(format!("requests-{kind}.jsonl"));
+        workload::write_jsonl(&reqs, &path)?;
+        println!("{kind}: {} requests from SDSC-BLUE at offered load {} -> {}", reqs.len(), a.load, path.display());
+        let dir = a.out.join(kind.to_string());
+        std::fs::create_dir_all(&dir)?;
+        let rows = compare(&g, &reqs, &a.planner, Some(&dir)).await?;
+        groups.push((if kind == AppKind::Workflow { "workflow" } else { "coallocation" }, rows));
+    }
+    print_table(&groups);
+    println!("\nEvery committed plan of every variant passed the outcome checker (no site or link over capacity at any instant).");
+    println!("outputs: {}", a.out.display());
+    Ok(())
+}
