@@ -1,0 +1,115 @@
+//! Property tests of the planner: on random small grids, random requests planned by several
+//! competing planners (every method and policy) never overbook a site or a link, meet every
+//! deadline, and leave no hold behind.
+
+use std::sync::Arc;
+
+use coreserve::check::check_outcomes;
+use coreserve::clock::ManualClock;
+use coreserve::local::LocalGrid;
+use coreserve::model::{
+    from_time, Grid, Link, Node, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy, Site,
+};
+use coreserve::nis::Routing;
+use coreserve::planner::{Planner, PlannerConfig};
+use proptest::prelude::*;
+
+const T0: i64 = 1_767_225_600;
+
+fn grid_strategy() -> impl Strategy<Value = Grid> {
+    (2usize..6, prop::collection::vec((8u32..40, 0usize..2, 1u32..4), 2..6), prop::collection::vec(100u64..2000, 6))
+        .prop_map(|(nodes, sites, caps)| {
+            let node_ids: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
+            // a ring, plus one chord when there are enough nodes
+            let mut links: Vec<Link> = (0..nodes)
+                .map(|i| Link {
+                    id: format!("l{i}"),
+                    a: node_ids[i].clone(),
+                    b: node_ids[(i + 1) % nodes].clone(),
+                    capacity_mbps: caps[i % caps.len()],
+                    price_per_gbps_hour: 0.1,
+                })
+                .collect();
+            if nodes == 2 {
+                links.truncate(1);
+            }
+            let sites = sites
+                .into_iter()
+                .enumerate()
+                .map(|(i, (cpus, os, price))| Site {
+                    id: format!("s{i}"),
+                    node: node_ids[i % nodes].clone(),
+                    cpus,
+                    os: ["linux", "bsd"][os].into(),
+                    price_per_cpu_hour: f64::from(price),
+                })
+                .collect();
+            let nodes = node_ids.into_iter().map(|id| Node { id, label: String::new() }).collect();
+            Grid::new(nodes, links, sites).unwrap()
+        })
+}
+
+/// A request: 1-4 jobs, a chain of transfers between consecutive jobs, all co-allocated.
+fn request_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
+    (1usize..5, prop::collection::vec((1u32..24, 0usize..2), 4), 1i64..5, 50u64..900, 0i64..4000, 1i64..6)
+        .prop_map(move |(n, jobs, dur, bw, arrival, slack)| {
+            let duration_s = dur * 300;
+            let jobs: Vec<_> = jobs[..n]
+                .iter()
+                .enumerate()
+                .map(|(j, (cpus, os))| {
+                    let os = ["linux", "bsd"][*os];
+                    serde_json::json!({"name": format!("j{j}"), "os": os, "cpus": cpus, "offset_s": 0, "duration_s": duration_s})
+                })
+                .collect();
+            let transfers: Vec<_> = (1..n)
+                .map(|j| serde_json::json!({"from": format!("j{}", j - 1), "to": format!("j{j}"), "bandwidth_mbps": bw, "offset_s": 0, "duration_s": duration_s}))
+                .collect();
+            let submitted = T0 + arrival;
+            let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+                "id": format!("r{i}"), "submitted_at": from_time(submitted),
+                "deadline": from_time(submitted + 600 + duration_s * slack),
+                "jobs": jobs, "transfers": transfers,
+            }))
+            .unwrap();
+            PlanRequest::new(raw).unwrap()
+        })
+}
+
+fn batch() -> impl Strategy<Value = Vec<PlanRequest>> {
+    (4usize..14).prop_flat_map(|n| (0..n).map(request_strategy).collect::<Vec<_>>())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn competing_planners_never_overbook(grid in grid_strategy(), reqs in batch(), method in 0usize..2, policy in 0usize..4) {
+        let method = ReservationMethod::ALL[method];
+        let policy = SelectionPolicy::ALL[policy];
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+        let (outcomes, outstanding) = rt.block_on(async {
+            let local = LocalGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let planners: Vec<Arc<Planner>> = (0..3)
+                .map(|p| Arc::new(Planner::new(
+                    PlannerConfig { name: format!("p{p}"), w_interval_s: 600, policy, method, seed: p, ..Default::default() },
+                    local.services(),
+                )))
+                .collect();
+            // All requests at once: three planners race on every one of them.
+            let tasks: Vec<_> = reqs.iter().cloned().enumerate().map(|(i, r)| {
+                let p = planners[i % 3].clone();
+                tokio::spawn(async move { p.plan(&r).await })
+            }).collect();
+            let mut outcomes = Vec::new();
+            for t in tasks { outcomes.push(t.await.unwrap()); }
+            (outcomes, local.holds_outstanding())
+        });
+        let violations = check_outcomes(&grid, &reqs, &outcomes, 600);
+        prop_assert!(violations.is_empty(), "{:?}", violations);
+        prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
+        for o in &outcomes {
+            prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
+        }
+    }
+}
