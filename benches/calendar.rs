@@ -171,7 +171,7 @@ fn main() {
         assert_eq!(cal.earliest_start(q, 3600, 900, q + 10 * 86_400), naive.earliest_start(q, 3600, 900, q + 10 * 86_400));
     }
     c.final_summary();
-    use report::Row;
+    use report::{Fig, Row};
     report::write_section(
         "calendar",
         "Capacity calendar, 10^6 spans",
@@ -180,12 +180,12 @@ fn main() {
          `earliest_start` asks for 900 CPUs for one hour within a 10-day window (most windows are busy). \
          The naive baseline keeps a span list and scans it; its add checks the peak by a scan.",
         &[
-            Row { id: "calendar_1e6/earliest_start/indexed", what: "earliest start, treap index", baseline: Some("calendar_1e6/earliest_start/naive"), target_ns: Some(20_000.0) },
-            Row { id: "calendar_1e6/add/indexed", what: "add a span (capacity-checked)", baseline: Some("calendar_1e6/add/naive"), target_ns: Some(5_000.0) },
-            Row { id: "calendar_1e6/remove/indexed", what: "remove a span", baseline: Some("calendar_1e6/remove/naive"), target_ns: Some(5_000.0) },
-            Row { id: "calendar_1e6/earliest_start/naive", what: "earliest start, span-list sweep", baseline: None, target_ns: None },
-            Row { id: "calendar_1e6/add/naive", what: "add, span-list scan", baseline: None, target_ns: None },
-            Row { id: "calendar_1e6/remove/naive", what: "remove, span-list scan", baseline: None, target_ns: None },
+            Row { name: "calendar_1e6/earliest_start/indexed", what: "earliest start, treap index", median: Fig::Criterion("calendar_1e6/earliest_start/indexed"), baseline: Some(Fig::Criterion("calendar_1e6/earliest_start/naive")), target_ns: Some(20_000.0) },
+            Row { name: "calendar_1e6/add/indexed", what: "add a span (capacity-checked)", median: Fig::Criterion("calendar_1e6/add/indexed"), baseline: Some(Fig::Criterion("calendar_1e6/add/naive")), target_ns: Some(5_000.0) },
+            Row { name: "calendar_1e6/remove/indexed", what: "remove a span", median: Fig::Criterion("calendar_1e6/remove/indexed"), baseline: Some(Fig::Criterion("calendar_1e6/remove/naive")), target_ns: Some(5_000.0) },
+            Row { name: "calendar_1e6/earliest_start/naive", what: "earliest start, span-list sweep", median: Fig::Criterion("calendar_1e6/earliest_start/naive"), baseline: None, target_ns: None },
+            Row { name: "calendar_1e6/add/naive", what: "add, span-list scan", median: Fig::Criterion("calendar_1e6/add/naive"), baseline: None, target_ns: None },
+            Row { name: "calendar_1e6/remove/naive", what: "remove, span-list scan", median: Fig::Criterion("calendar_1e6/remove/naive"), baseline: None, target_ns: None },
         ],
     );
 }

@@ -4,11 +4,28 @@
 
 use std::path::{Path, PathBuf};
 
-/// One row: a benchmark id (`group/function`), what it is, and its baseline id, if any.
+/// Where a figure comes from: a criterion benchmark id (`group/function`, its median), or a
+/// median the bench measured itself, in nanoseconds.
+pub enum Fig {
+    Criterion(&'static str),
+    Measured(f64),
+}
+
+impl Fig {
+    fn ns(&self) -> Option<f64> {
+        match self {
+            Fig::Criterion(id) => median_ns(id),
+            Fig::Measured(ns) => Some(*ns),
+        }
+    }
+}
+
+/// One row: a name, what it is, its median, its baseline's median, and a target, if any.
 pub struct Row {
-    pub id: &'static str,
+    pub name: &'static str,
     pub what: &'static str,
-    pub baseline: Option<&'static str>,
+    pub median: Fig,
+    pub baseline: Option<Fig>,
     pub target_ns: Option<f64>,
 }
 
@@ -50,20 +67,20 @@ fn machine() -> String {
 /// Replaces (or appends) section `name` of BENCHMARKS.md.
 pub fn write_section(name: &str, title: &str, command: &str, notes: &str, rows: &[Row]) {
     let mut body = format!(
-        "<!-- bench:{name} -->\n## {title}\n\n- machine: {}\n- command: `{command}`\n- date: {}\n\n{notes}\n\n| benchmark | what | median | baseline median | speed-up vs baseline | target |\n|---|---|---|---|---|---|\n",
+        "<!-- bench:{name} -->\n## {title}\n\n- machine: {}\n- command: `{command}`\n- date: {}\n\n{notes}\n\n| benchmark | what | median | baseline median | baseline / median | target |\n|---|---|---|---|---|---|\n",
         machine(),
         chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
     );
     for r in rows {
-        let Some(m) = median_ns(r.id) else { continue };
-        let (b, ratio) = match r.baseline.and_then(median_ns) {
-            Some(b) => (fmt_ns(b), format!("{:.0}x", b / m)),
+        let Some(m) = r.median.ns() else { continue };
+        let (b, ratio) = match r.baseline.as_ref().and_then(Fig::ns) {
+            Some(b) => (fmt_ns(b), format!("{:.1}x", b / m)),
             None => ("-".into(), "-".into()),
         };
         let target = r.target_ns.map_or("-".to_string(), |t| {
             format!("<= {} {}", fmt_ns(t), if m <= t { "(met)" } else { "(MISSED)" })
         });
-        body.push_str(&format!("| `{}` | {} | {} | {} | {} | {} |\n", r.id, r.what, fmt_ns(m), b, ratio, target));
+        body.push_str(&format!("| `{}` | {} | {} | {} | {} | {} |\n", r.name, r.what, fmt_ns(m), b, ratio, target));
     }
     body.push_str(&format!("<!-- /bench:{name} -->\n"));
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");

@@ -72,6 +72,14 @@ impl FromStr for Routing {
     }
 }
 
+/// What the topology alone says about a node pair (bookings aside).
+struct PairPaths {
+    /// The widest-path bottleneck capacity: a demand above it can never be routed.
+    max_capacity_mbps: u64,
+    /// Up to k loopless paths, fewest hops first (k = 1 for `shortest`).
+    paths: Vec<Vec<usize>>,
+}
+
 struct State {
     calendars: Vec<CapacityCalendar>,
     holds: HoldBook<Vec<(usize, SpanId)>>,
@@ -87,7 +95,8 @@ pub struct Nis {
     /// Nodes weighted by their id, edges by their index into `links`.
     graph: UnGraph<String, usize>,
     site_node: HashMap<SiteId, NodeIndex>,
-    k_paths: Mutex<HashMap<(NodeIndex, NodeIndex), Arc<Vec<Vec<usize>>>>>,
+    /// Static facts per node pair, computed on first use: see [`PairPaths`].
+    pairs: Mutex<HashMap<(NodeIndex, NodeIndex), Arc<PairPaths>>>,
     state: Mutex<State>,
 }
 
@@ -110,7 +119,7 @@ impl Nis {
             link_index: grid.links.iter().enumerate().map(|(i, l)| (l.id.clone(), i)).collect(),
             graph,
             site_node,
-            k_paths: Mutex::new(HashMap::new()),
+            pairs: Mutex::new(HashMap::new()),
             state: Mutex::new(State { calendars, holds: HoldBook::default() }),
         }
     }
@@ -150,35 +159,63 @@ impl Nis {
         if from == to {
             return Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
         }
+        let pair = self.pair(from, to);
+        if bandwidth_mbps > pair.max_capacity_mbps || pair.paths.is_empty() {
+            return None;
+        }
         let st = self.state();
         let free = |l: usize| st.calendars[l].free_over(start, end);
+        let bottleneck = |p: &[usize]| p.iter().map(|&l| free(l)).min().unwrap_or(u64::MAX);
         let path = match self.routing {
             Routing::Shortest => {
-                let mut memo: HashMap<usize, bool> = HashMap::new();
-                route::bfs(&self.graph, from, to, &mut |l| *memo.entry(l).or_insert_with(|| free(l) >= bandwidth_mbps), &[])?
+                // The fewest-hop path of the bare topology usually fits: then it is a fewest-hop
+                // path among the links that fit, and no search is needed.
+                if bottleneck(&pair.paths[0]) >= bandwidth_mbps {
+                    pair.paths[0].clone()
+                } else {
+                    // 0 = not yet known, 1 = fits, 2 = does not fit
+                    let mut memo = vec![0u8; self.links.len()];
+                    let mut fits = |l: usize| {
+                        if memo[l] == 0 {
+                            memo[l] = if free(l) >= bandwidth_mbps { 1 } else { 2 };
+                        }
+                        memo[l] == 1
+                    };
+                    route::bfs(&self.graph, from, to, &mut fits, &[])?
+                }
             }
-            Routing::Widest { k } => {
-                let paths = self.k_shortest(from, to, k);
-                let bottleneck = |p: &Vec<usize>| p.iter().map(|&l| free(l)).min().unwrap_or(u64::MAX);
+            Routing::Widest { .. } => {
                 // max_by_key keeps the last maximum; iterate reversed so ties go to the shorter path.
-                let best = paths.iter().rev().max_by_key(|p| bottleneck(p))?;
+                let best = pair.paths.iter().rev().max_by_key(|p| bottleneck(p))?;
                 if bottleneck(best) < bandwidth_mbps {
                     return None;
                 }
                 best.clone()
             }
         };
-        let free_mbps = path.iter().map(|&l| free(l)).min().unwrap_or(u64::MAX);
         Some(Route {
+            free_mbps: bottleneck(&path),
             links: path.iter().map(|&l| self.links[l].id.clone()).collect(),
             price_per_gbps_hour: path.iter().map(|&l| self.links[l].price_per_gbps_hour).sum(),
-            free_mbps,
         })
     }
 
-    fn k_shortest(&self, from: NodeIndex, to: NodeIndex, k: usize) -> Arc<Vec<Vec<usize>>> {
-        let mut cache = self.k_paths.lock().expect("path cache lock");
-        cache.entry((from, to)).or_insert_with(|| Arc::new(route::yen(&self.graph, from, to, k))).clone()
+    fn pair(&self, from: NodeIndex, to: NodeIndex) -> Arc<PairPaths> {
+        let mut cache = self.pairs.lock().expect("path cache lock");
+        cache
+            .entry((from, to))
+            .or_insert_with(|| {
+                let k = match self.routing {
+                    Routing::Shortest => 1,
+                    Routing::Widest { k } => k,
+                };
+                let capacity: Vec<u64> = self.links.iter().map(|l| l.capacity_mbps).collect();
+                Arc::new(PairPaths {
+                    max_capacity_mbps: route::widest_capacities(&self.graph, &capacity, from)[to.index()],
+                    paths: route::yen(&self.graph, from, to, k),
+                })
+            })
+            .clone()
     }
 }
 

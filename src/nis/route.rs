@@ -86,3 +86,26 @@ pub(crate) fn yen(g: &UnGraph<String, usize>, from: NodeIndex, to: NodeIndex, k:
     }
     found
 }
+
+/// Static bottleneck capacity of the widest path from `from` to every node (0 when
+/// unreachable): the modified Dijkstra of seed 000 (widest-path metric), over link capacities
+/// alone. No reservation can ever need more than this between the two nodes.
+pub(crate) fn widest_capacities(g: &UnGraph<String, usize>, capacity: &[u64], from: NodeIndex) -> Vec<u64> {
+    let mut best = vec![0u64; g.node_count()];
+    best[from.index()] = u64::MAX;
+    let mut heap = std::collections::BinaryHeap::from([(u64::MAX, from.index())]);
+    while let Some((width, n)) = heap.pop() {
+        if width < best[n] {
+            continue;
+        }
+        for e in g.edges(NodeIndex::new(n)) {
+            let m = if e.source().index() == n { e.target() } else { e.source() };
+            let w = width.min(capacity[*e.weight()]);
+            if w > best[m.index()] {
+                best[m.index()] = w;
+                heap.push((w, m.index()));
+            }
+        }
+    }
+    best
+}

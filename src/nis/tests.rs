@@ -65,6 +65,7 @@ async fn shortest_route_avoids_links_without_free_bandwidth() {
     assert_eq!(r.links.len(), 2);
     assert_eq!(r.free_mbps, 1000);
     assert_eq!(r.price_per_gbps_hour, 2.0);
+    assert!(route(&n, 1001).await.is_none(), "above every path's capacity");
     n.prepare(&hold(&["ab", "bc"], 600)).await.unwrap();
     // 600 of 1000 booked on a-b-c; 500 is free on a-d-c as well, 800 nowhere.
     assert!(route(&n, 800).await.is_none());

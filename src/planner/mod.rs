@@ -53,6 +53,10 @@ pub struct PlannerConfig {
     pub seed: u64,
     /// Safety bound on `st` shifts for one request (each shift is at least one second).
     pub max_shifts: u32,
+    /// Search budget: tentative fixes (candidates tried, over all shifts) for one request.
+    /// The backtracking search is exponential in the worst case (every candidate of every
+    /// vertex against every other); past this many fixes the request is rejected.
+    pub max_fixes: u32,
 }
 
 impl Default for PlannerConfig {
@@ -64,6 +68,7 @@ impl Default for PlannerConfig {
             method: ReservationMethod::Bir,
             seed: 0,
             max_shifts: 10_000,
+            max_fixes: 20_000,
         }
     }
 }

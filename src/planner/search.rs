@@ -73,6 +73,8 @@ pub(crate) struct Attempt<'a> {
     trail: Vec<Fix>,
     messages: u64,
     holds_aborted: u64,
+    /// Tentative fixes made so far (the search budget's meter).
+    fixes: u32,
 }
 
 impl<'a> Attempt<'a> {
@@ -104,6 +106,7 @@ impl<'a> Attempt<'a> {
             trail: Vec::new(),
             messages: 0,
             holds_aborted: 0,
+            fixes: 0,
         }
     }
 
@@ -144,6 +147,12 @@ impl<'a> Attempt<'a> {
                     Step::Success => {}
                     Step::NotFound => {
                         self.undo_to(0).await;
+                        if self.fixes > self.planner.cfg.max_fixes {
+                            return self.reject(format!(
+                                "search budget exhausted after {} tentative fixes",
+                                self.planner.cfg.max_fixes
+                            ));
+                        }
                         return self.reject("no feasible plan before the deadline");
                     }
                     Step::Delay(dt) => {
@@ -248,6 +257,10 @@ impl<'a> Attempt<'a> {
                 let dt = start - t_bgn;
                 if dt > 0 {
                     return Step::Delay(dt);
+                }
+                self.fixes += 1;
+                if self.fixes > self.planner.cfg.max_fixes {
+                    return Step::NotFound;
                 }
                 let mark = self.trail.len();
                 if !self.fix_job(v, &offer, t_bgn).await {
