@@ -1,3 +1,5 @@
+#![allow(dead_code)] // each bench binary uses part of this module
+
 //! Writes criterion's medians into BENCHMARKS.md: each bench binary owns one section, delimited
 //! by `<!-- bench:NAME -->` markers, that is replaced on every run with the machine, the
 //! command, the date, the median of every benchmark and its ratio to the named baseline.
