@@ -151,7 +151,7 @@ pub struct RawPlanRequest {
 ///
 /// Only [`PlanRequest::new`] (or deserialisation, which calls it) builds one, so every instance
 /// satisfies: at least one job; unique job names; cpus, durations and bandwidths > 0; offsets
-/// >= 0; every transfer joins two distinct known jobs and lies inside both jobs' intervals; the
+/// at least 0; every transfer joins two distinct known jobs and lies inside both jobs' intervals; the
 /// deadline is not before `max(submitted_at, not_before) + span`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawPlanRequest", into = "RawPlanRequest")]
@@ -333,7 +333,8 @@ mod tests {
 
     #[test]
     fn every_invalid_shape_is_refused_with_its_reason() {
-        let cases: Vec<(Box<dyn Fn(&mut RawPlanRequest)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut RawPlanRequest)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|r| r.jobs[0].duration_s = 0), "duration_s must be > 0"),
             (Box::new(|r| r.jobs[0].duration_s = -5), "duration_s must be > 0"),
             (Box::new(|r| r.jobs[0].cpus = 0), "cpus must be > 0"),

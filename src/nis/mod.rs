@@ -33,18 +33,13 @@ use crate::protocol::{
 };
 
 /// How the NIS picks a path between two sites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Routing {
     /// Fewest hops over the links with enough free bandwidth.
+    #[default]
     Shortest,
     /// The widest of the `k` shortest paths.
     Widest { k: usize },
-}
-
-impl Default for Routing {
-    fn default() -> Self {
-        Routing::Shortest
-    }
 }
 
 impl fmt::Display for Routing {
