@@ -21,6 +21,7 @@ pub struct LocalGrid {
     pub gis: Arc<Gis>,
     pub lis: HashMap<SiteId, Arc<Lis>>,
     pub nis: Arc<Nis>,
+    pub clock: Arc<dyn Clock>,
 }
 
 impl LocalGrid {
@@ -33,7 +34,8 @@ impl LocalGrid {
                 .iter()
                 .map(|s| (s.id.clone(), Arc::new(Lis::new(s.clone(), clock.clone(), lease_s))))
                 .collect(),
-            nis: Arc::new(Nis::new(grid, clock, lease_s, routing)),
+            nis: Arc::new(Nis::new(grid, clock.clone(), lease_s, routing)),
+            clock,
         }
     }
 
@@ -43,6 +45,7 @@ impl LocalGrid {
             gis: self.gis.clone(),
             lis: self.lis.iter().map(|(id, l)| (id.clone(), l.clone() as Arc<dyn Participant>)).collect(),
             nis: self.nis.clone(),
+            clock: self.clock.clone(),
         }
     }
 

@@ -84,7 +84,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
-    fn competing_planners_never_overbook(grid in grid_strategy(), reqs in batch(), method in 0usize..2, policy in 0usize..4) {
+    fn competing_planners_never_overbook(grid in grid_strategy(), reqs in batch(), method in 0usize..3, policy in 0usize..4) {
         let method = ReservationMethod::ALL[method];
         let policy = SelectionPolicy::ALL[policy];
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
@@ -111,5 +111,25 @@ proptest! {
         for o in &outcomes {
             prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
         }
+    }
+
+    /// Alone on the grid, a BBR-overlay plan never fails its batch prepare: it cannot conflict
+    /// with itself (plain BBR can).
+    #[test]
+    fn overlay_plans_never_self_conflict(grid in grid_strategy(), reqs in batch(), policy in 0usize..4) {
+        let policy = SelectionPolicy::ALL[policy];
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let outcomes = rt.block_on(async {
+            let local = LocalGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let cfg = PlannerConfig { w_interval_s: 600, policy, method: ReservationMethod::BbrOverlay, ..Default::default() };
+            let planner = Planner::new(cfg, local.services());
+            let mut outcomes = Vec::new();
+            for r in &reqs { outcomes.push(planner.plan(r).await); }
+            outcomes
+        });
+        for o in &outcomes {
+            prop_assert!(!o.reason.as_deref().unwrap_or("").starts_with("batch prepare failed"), "{:?}", o);
+        }
+        prop_assert!(check_outcomes(&grid, &reqs, &outcomes, 600).is_empty());
     }
 }

@@ -37,6 +37,7 @@ async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
         let reqs = requests(&g, kind, 300, 1.5);
         let mut success = Vec::new();
         for &method in ReservationMethod::ALL {
+            // the paper's two methods and bbr-overlay
             for &policy in SelectionPolicy::ALL {
                 let opts = ReplayOptions { planners: 3, policy, method, seed: 9, ..Default::default() };
                 let outcomes = replay(&g, reqs.clone(), &opts).await;

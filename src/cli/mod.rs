@@ -313,7 +313,7 @@ type Row = (String, Summary, usize);
 
 async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Option<&Path>) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
-    for &method in ReservationMethod::ALL {
+    for &method in ReservationMethod::PAPER {
         for &policy in SelectionPolicy::ALL {
             let name = format!("{method}-{policy}");
             let (outcomes, summary, violations) = run_variant(g, reqs, &args.options(policy, method)).await;

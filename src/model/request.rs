@@ -61,13 +61,23 @@ pub enum SelectionPolicy {
 
 /// How tentative choices are reserved (seed 001, section 3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum ReservationMethod {
     /// Backtracking with Batch Reservation: plan first, then one prepare + commit round.
     Bbr,
     /// Backtracking with Incremental Reservation: hold at every tentative fix.
     #[default]
     Bir,
+    /// BBR whose planner keeps a local overlay of its own tentative choices and asks every
+    /// participant for its demand *plus* what the plan already put there, so a plan cannot
+    /// conflict with itself while nothing is held remotely (our step past the paper: it tests
+    /// the paper's explanation of why BBR loses).
+    BbrOverlay,
+}
+
+impl ReservationMethod {
+    /// The two methods of seed 001.
+    pub const PAPER: &'static [ReservationMethod] = &[ReservationMethod::Bbr, ReservationMethod::Bir];
 }
 
 macro_rules! text_enum {
@@ -95,7 +105,8 @@ macro_rules! text_enum {
 }
 text_enum!(SelectionPolicy { "time" => SelectionPolicy::Time, "cost" => SelectionPolicy::Cost,
     "load" => SelectionPolicy::Load, "random" => SelectionPolicy::Random });
-text_enum!(ReservationMethod { "bbr" => ReservationMethod::Bbr, "bir" => ReservationMethod::Bir });
+text_enum!(ReservationMethod { "bbr" => ReservationMethod::Bbr, "bir" => ReservationMethod::Bir,
+    "bbr-overlay" => ReservationMethod::BbrOverlay });
 
 /// Why a plan request was refused before any planning.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -371,6 +382,8 @@ mod tests {
     fn policy_and_method_parse_from_text() {
         assert_eq!("TIME".parse::<SelectionPolicy>().unwrap(), SelectionPolicy::Time);
         assert_eq!(ReservationMethod::Bbr.to_string(), "bbr");
+        assert_eq!("bbr-overlay".parse::<ReservationMethod>().unwrap(), ReservationMethod::BbrOverlay);
+        assert_eq!(serde_json::to_string(&ReservationMethod::BbrOverlay).unwrap(), "\"bbr-overlay\"");
         assert!("fastest".parse::<SelectionPolicy>().unwrap_err().contains("expected one of"));
     }
 }

@@ -18,6 +18,13 @@
 //! tentative fix at once (prepare), aborts holds on backtrack and on every `st` shift, and
 //! commits them all at the end; **BBR** fixes locally and, once the plan is complete, prepares
 //! everything in one batch — any refused prepare aborts the batch and rejects the request.
+//! **BBR-overlay** is BBR plus a local overlay of the plan's own tentative fixes: every query
+//! asks for the demand plus the plan's own peak usage already placed there (per site; for
+//! bandwidth, the peak on any link the plan uses), so a complete plan never conflicts with
+//! itself, and nothing is held remotely until the batch.
+//!
+//! Time limits: the search stops when the planner's clock passes arrival + `w_interval` (the
+//! planner's own deadline for building a plan), or after `max_fixes` tentative fixes.
 //! Commit is all-or-nothing: if a participant refuses a commit (its lease ran out), every other
 //! hold is aborted and every committed part released before the request is rejected.
 //!
@@ -34,6 +41,7 @@ use std::sync::{Arc, Mutex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
 use crate::protocol::{Catalogue, Participant};
 
@@ -42,8 +50,9 @@ use crate::protocol::{Catalogue, Participant};
 pub struct PlannerConfig {
     /// Name reported in outcomes (`planner` field).
     pub name: String,
-    /// `w_interval`: the time the planner allows itself to build a plan; the application starts
-    /// no earlier than arrival + this (seed 001: 30 min).
+    /// `w_interval`: the time the planner allows itself to build a plan (seed 001: 30 min).
+    /// The application starts no earlier than arrival + this, and a plan not decided by then
+    /// (by the services' clock) is rejected.
     pub w_interval_s: i64,
     /// Policy for requests that do not name one.
     pub policy: SelectionPolicy,
@@ -73,12 +82,14 @@ impl Default for PlannerConfig {
     }
 }
 
-/// Where the planner finds the GIS, every LIS and the NIS.
+/// The planner's environment: where it finds the GIS, every LIS and the NIS, and its clock
+/// (wall, replayed or virtual; see [`crate::clock`]).
 #[derive(Clone)]
 pub struct Services {
     pub gis: Arc<dyn Catalogue>,
     pub lis: HashMap<SiteId, Arc<dyn Participant>>,
     pub nis: Arc<dyn Participant>,
+    pub clock: Arc<dyn Clock>,
 }
 
 /// One planner instance. Several may share the same [`Services`] and compete.
@@ -89,8 +100,7 @@ pub struct Planner {
 }
 
 impl Planner {
-    /// A planner over `services`. Time comes from the request (`submitted_at`) and from the
-    /// participants' clocks (leases), never from the planner itself.
+    /// A planner over `services`; "now" comes from `services.clock`.
     pub fn new(cfg: PlannerConfig, services: Services) -> Self {
         let rng = Mutex::new(ChaCha8Rng::seed_from_u64(cfg.seed));
         Planner { cfg, services, rng }

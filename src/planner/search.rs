@@ -1,6 +1,7 @@
 //! One planning attempt for one request: the recursive search of seed 001, Fig. 3, the `st`
 //! loop of Fig. 2, and the booking (BIR holds / BBR batch, then commit).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -11,9 +12,10 @@ use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
 use super::Planner;
+use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
-    from_time, JobPlacement, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
-    Time, TransferPlacement,
+    from_time, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
+    Time, TransferPlacement, MAX_AMOUNT,
 };
 use crate::protocol::{
     Availability, AvailabilityQuery, ComputeOffer, HoldId, HoldRequest, Participant, ParticipantError, Route, TxnId,
@@ -33,12 +35,36 @@ struct JobFix {
     site: SiteId,
     price_per_cpu_hour: f64,
     hold: Option<HoldId>,
+    /// BBR-overlay: the fix's span in the plan's own overlay of that site.
+    overlay: Option<SpanId>,
 }
 
 #[derive(Debug, Clone)]
 struct TransferFix {
     route: Route,
     hold: Option<HoldId>,
+    /// BBR-overlay: the fix's spans in the plan's own overlay of its links.
+    overlay: Vec<(LinkId, SpanId)>,
+}
+
+/// BBR-overlay's local view of what the plan itself has placed: own usage per site and link.
+#[derive(Default)]
+struct Overlay {
+    sites: HashMap<SiteId, CapacityCalendar>,
+    links: HashMap<LinkId, CapacityCalendar>,
+}
+
+impl Overlay {
+    fn peak(cal: Option<&CapacityCalendar>, start: Time, end: Time) -> u64 {
+        cal.map_or(0, |c| c.peak_usage(start, end))
+    }
+    fn add(map: &mut HashMap<String, CapacityCalendar>, key: &str, start: Time, end: Time, amount: u64) -> SpanId {
+        let cal = map.entry(key.to_owned()).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
+        cal.add(start, end, amount).expect("the overlay has room for any plan")
+    }
+    fn remove(map: &mut HashMap<String, CapacityCalendar>, key: &str, span: SpanId) {
+        map.get_mut(key).and_then(|c| c.remove(span).ok()).expect("overlay span is booked");
+    }
 }
 
 /// What to undo on backtrack, in reverse order.
@@ -75,6 +101,9 @@ pub(crate) struct Attempt<'a> {
     holds_aborted: u64,
     /// Tentative fixes made so far (the search budget's meter).
     fixes: u32,
+    /// Why the search was cut short (budget or w_interval), if it was.
+    stopped: Option<String>,
+    overlay: Overlay,
 }
 
 impl<'a> Attempt<'a> {
@@ -107,6 +136,8 @@ impl<'a> Attempt<'a> {
             messages: 0,
             holds_aborted: 0,
             fixes: 0,
+            stopped: None,
+            overlay: Overlay::default(),
         }
     }
 
@@ -147,13 +178,8 @@ impl<'a> Attempt<'a> {
                     Step::Success => {}
                     Step::NotFound => {
                         self.undo_to(0).await;
-                        if self.fixes > self.planner.cfg.max_fixes {
-                            return self.reject(format!(
-                                "search budget exhausted after {} tentative fixes",
-                                self.planner.cfg.max_fixes
-                            ));
-                        }
-                        return self.reject("no feasible plan before the deadline");
+                        let reason = self.stopped.take().unwrap_or_else(|| "no feasible plan before the deadline".into());
+                        return self.reject(reason);
                     }
                     Step::Delay(dt) => {
                         self.undo_to(0).await;
@@ -168,7 +194,23 @@ impl<'a> Attempt<'a> {
             }
             break;
         }
+        if self.out_of_time() {
+            self.undo_to(0).await;
+            let reason = self.stopped.take().expect("out_of_time sets the reason");
+            return self.reject(reason);
+        }
         self.book().await
+    }
+
+    /// True (and the reason recorded) once the planner's clock has passed arrival +
+    /// `w_interval`: the time it allows itself to build a plan.
+    fn out_of_time(&mut self) -> bool {
+        let limit = self.req.submitted_at() + self.planner.cfg.w_interval_s;
+        let over = self.planner.services.clock.now() > limit;
+        if over {
+            self.stopped = Some(format!("planning took longer than w_interval ({} s)", self.planner.cfg.w_interval_s));
+        }
+        over
     }
 
     /// One root per connected component of the request graph, each the job with the fewest
@@ -208,10 +250,17 @@ impl<'a> Attempt<'a> {
     async fn reservation_candidates(&mut self, v: usize, t_bgn: Time) -> Vec<(Time, ComputeOffer)> {
         let job = &self.req.jobs()[v];
         let deadline = self.req.deadline();
+        let overlay = self.method == ReservationMethod::BbrOverlay;
         let queries = self.candidates[v].iter().map(|site| {
+            // BBR-overlay asks for room for this job on top of the plan's own peak there.
+            let own = if overlay {
+                Overlay::peak(self.overlay.sites.get(site), t_bgn, t_bgn + job.duration_s)
+            } else {
+                0
+            };
             let q = AvailabilityQuery::Compute {
                 site: site.clone(),
-                cpus: job.cpus,
+                cpus: job.cpus + u32::try_from(own).unwrap_or(u32::MAX),
                 duration_s: job.duration_s,
                 window_start: t_bgn,
                 deadline,
@@ -260,6 +309,10 @@ impl<'a> Attempt<'a> {
                 }
                 self.fixes += 1;
                 if self.fixes > self.planner.cfg.max_fixes {
+                    self.stopped = Some(format!("search budget of {} tentative fixes exhausted", self.planner.cfg.max_fixes));
+                    return Step::NotFound;
+                }
+                if self.out_of_time() {
                     return Step::NotFound;
                 }
                 let mark = self.trail.len();
@@ -303,10 +356,14 @@ impl<'a> Attempt<'a> {
         Step::Success
     }
 
-    /// Tentatively fixes job `v` on `offer`'s site from `start`; under BIR this holds the CPUs.
-    /// False when the hold was refused (another planner took the slot since the query).
+    /// Tentatively fixes job `v` on `offer`'s site from `start`; under BIR this holds the CPUs,
+    /// under BBR-overlay it enters the overlay. False when the hold was refused (another
+    /// planner took the slot since the query).
     async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         let job = &self.req.jobs()[v];
+        let overlay = (self.method == ReservationMethod::BbrOverlay).then(|| {
+            Overlay::add(&mut self.overlay.sites, &offer.site, start, start + job.duration_s, u64::from(job.cpus))
+        });
         let hold = if self.method == ReservationMethod::Bir {
             let req = HoldRequest::Compute {
                 txn: self.txn,
@@ -322,7 +379,7 @@ impl<'a> Attempt<'a> {
         } else {
             None
         };
-        self.jobs[v] = Some(JobFix { site: offer.site.clone(), price_per_cpu_hour: offer.price_per_cpu_hour, hold });
+        self.jobs[v] = Some(JobFix { site: offer.site.clone(), price_per_cpu_hour: offer.price_per_cpu_hour, hold, overlay });
         self.trail.push(Fix::Job(v));
         true
     }
@@ -338,10 +395,17 @@ impl<'a> Attempt<'a> {
         let route = if site_a == site_b {
             Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX }
         } else {
+            // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
+            // known before the answer, so this bound covers every link of it).
+            let own = if self.method == ReservationMethod::BbrOverlay {
+                self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
+            } else {
+                0
+            };
             let q = AvailabilityQuery::Network {
                 from_site: site_a,
                 to_site: site_b,
-                bandwidth_mbps: t.bandwidth_mbps,
+                bandwidth_mbps: t.bandwidth_mbps + own,
                 start,
                 end,
             };
@@ -370,7 +434,13 @@ impl<'a> Attempt<'a> {
         } else {
             None
         };
-        self.transfers[e] = Some(TransferFix { route, hold });
+        let overlay = if self.method == ReservationMethod::BbrOverlay {
+            let bw = t.bandwidth_mbps;
+            route.links.iter().map(|l| (l.clone(), Overlay::add(&mut self.overlay.links, l, start, end, bw))).collect()
+        } else {
+            Vec::new()
+        };
+        self.transfers[e] = Some(TransferFix { route, hold, overlay });
         self.trail.push(Fix::Transfer(e));
         Step::Success
     }
@@ -394,10 +464,16 @@ impl<'a> Attempt<'a> {
             let (participant, hold) = match fix {
                 Fix::Job(v) => {
                     let f = self.jobs[v].take().expect("trail names a fixed job");
+                    if let Some(span) = f.overlay {
+                        Overlay::remove(&mut self.overlay.sites, &f.site, span);
+                    }
                     (self.lis(&f.site).ok(), f.hold)
                 }
                 Fix::Transfer(e) => {
                     let f = self.transfers[e].take().expect("trail names a fixed transfer");
+                    for (link, span) in &f.overlay {
+                        Overlay::remove(&mut self.overlay.links, link, *span);
+                    }
                     (Some(self.planner.services.nis.clone()), f.hold)
                 }
             };

@@ -146,12 +146,77 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     assert_eq!(l.lis["s1"].usage_at(T0 + 10), 0);
     assert_eq!(l.holds_outstanding(), 0);
 
+    for method in [ReservationMethod::Bir, ReservationMethod::BbrOverlay] {
+        let l = local(&g);
+        busy(&l).await;
+        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        assert_ne!(o.jobs[0].site, o.jobs[1].site, "{method}: 10 + 10 CPUs never share a 16-CPU site");
+        assert_eq!(o.start, Some(from_time(T0 + 3600)), "{method} waits for s2 rather than self-conflict");
+        if method == ReservationMethod::BbrOverlay {
+            assert_eq!(o.holds_aborted, 0, "the overlay holds nothing remotely while searching");
+        }
+    }
+}
+
+#[tokio::test]
+async fn overlay_counts_own_bandwidth_on_shared_links() {
+    // Two transfers of 600 Mbps from A (on s1) to B and C (both only on s2, over the 1000 Mbps
+    // l12). Plain BBR sees 1000 free twice and fails its batch; the overlay asks for 1200 the
+    // second time, learns it does not fit, and the plan is rejected without a failed batch.
+    let sites = vec![site("s1", "n1", 64, "bsd", 1.0), site("s2", "n2", 64, "linux", 1.0)];
+    let g = grid(sites, [1000, 10, 10]);
+    let transfer = |to: &str| serde_json::json!({"from": "A", "to": to, "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600});
+    let r = request(
+        vec![job("A", "bsd", 8, 0, 600), job("B", "linux", 8, 0, 600), job("C", "linux", 8, 0, 600)],
+        vec![transfer("B"), transfer("C")],
+        700,
+    );
     let l = local(&g);
-    busy(&l).await;
-    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
-    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
-    assert_ne!(o.jobs[0].site, o.jobs[1].site, "10 + 10 CPUs never share a 16-CPU site");
-    assert_eq!(o.start, Some(from_time(T0 + 3600)), "BIR waits for s2 rather than self-conflict");
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bbr).plan(&r).await;
+    assert!(o.reason.as_deref().unwrap().starts_with("batch prepare failed: transfer A->"), "{o:?}");
+    let l = local(&g);
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::BbrOverlay).plan(&r).await;
+    assert_eq!(o.reason.as_deref(), Some("no feasible plan before the deadline"), "{o:?}");
+    assert_eq!(l.nis.usage_at("l12", T0 + 1), Some(0));
+}
+
+/// A LIS whose every answer takes 400 s of the shared manual clock.
+struct Slow(Arc<crate::lis::Lis>, Arc<ManualClock>);
+
+#[async_trait]
+impl Participant for Slow {
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+        self.1.advance_to(self.1.now() + 400);
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.commit(hold).await
+    }
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.abort(hold).await
+    }
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.release(hold).await
+    }
+}
+
+#[tokio::test]
+async fn a_plan_not_decided_within_w_interval_is_rejected() {
+    // The free-slot search takes 400 s; the planner allows itself 300 s: it gives up at the
+    // first fix and books nothing.
+    let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
+    let clock = Arc::new(ManualClock::new(T0));
+    let l = LocalGrid::new(&g, clock.clone(), 3600, Routing::Shortest);
+    let mut services = l.services();
+    services.lis.insert("s1".into(), Arc::new(Slow(l.lis["s1"].clone(), clock.clone())));
+    let p = Planner::new(PlannerConfig { w_interval_s: 300, ..Default::default() }, services);
+    let o = p.plan(&request(vec![job("A", "linux", 8, 0, 600)], vec![], 100_000)).await;
+    assert_eq!(o.reason.as_deref(), Some("planning took longer than w_interval (300 s)"), "{o:?}");
+    assert_eq!(l.lis["s1"].booked_spans(), 0);
 }
 
 #[tokio::test]
