@@ -27,7 +27,7 @@ use crate::model::{Grid, Link, Node};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GridgVariant {
     /// `gridg-n`: the generated grid as is (site access links at
-    /// [`GridgParams::access`] capacity, 1 Gbit/s by default).
+    /// [`GridgParams::access`] capacity, 2.5 Gbit/s by default).
     Narrow,
     /// `gridg-w`: the same grid (same seed => same nodes, links, sites, prices) with every link
     /// that attaches a compute resource (site access link) at
@@ -76,16 +76,14 @@ impl Default for GridgParams {
     /// with [`SiteParams::default`] (128 / 256 / 512 CPUs) the expected total is 9,557 CPUs
     /// (standard deviation about 900 over seeds), i.e. about 10,000.
     /// `degree_exponent = 2.2` (the Internet's outdegree exponent is about 2.2, Faloutsos et
-    /// al. 1999). Capacities (SPEC / seed 001): WAN 10 Gbit/s, MAN 2.5 Gbit/s, LAN 1 Gbit/s,
-    /// access 1 Gbit/s, wide access 5 Gbit/s. Prices per Gbit/s-hour (our choice, seed 001
-    /// gives none; scarcer long-haul capacity costs more): WAN 0.3, MAN 0.2, LAN 0.1,
-    /// access 0.1.
-    ///
-    /// Consequence worth knowing: every link at a LAN switch is of class `lan` (1 Gbit/s), so
-    /// between sites under different LAN switches the bottleneck is 1 Gbit/s in both variants;
-    /// `Wide`'s 5 Gbit/s access links widen only same-switch pairs and the aggregate a site
-    /// can push through its switch's several LAN links. Raise `lan.capacity_mbps` for a grid
-    /// where 2 Gbit/s transfers can cross LANs.
+    /// al. 1999). Capacities: WAN, MAN and LAN links 10 Gbit/s, site access links 2.5 Gbit/s
+    /// (`gridg-n`, "narrow") or 5 Gbit/s (`gridg-w`). Seed 001 says only that gridg-w sets the
+    /// links attaching compute resources to 5 Gbit/s and that this removes gridg-n's network
+    /// bottleneck, so the bottleneck must be those access links: the router links are sized
+    /// not to be one. 2.5 Gbit/s is our choice for the narrow access (one 2 Gbit/s demand, or
+    /// a few smaller ones, fit); at 1 Gbit/s no co-allocation (3 transfers per job, 0.5-2
+    /// Gbit/s each) fits unless its jobs share sites, and the comparison degenerates. Prices per Gbit/s-hour (our choice, seed 001 gives none; scarcer
+    /// long-haul capacity costs more): WAN 0.3, MAN 0.2, LAN 0.1, access 0.1.
     fn default() -> Self {
         GridgParams {
             wan_nodes: 4,
@@ -94,9 +92,9 @@ impl Default for GridgParams {
             hosts_per_lan: 2,
             degree_exponent: 2.2,
             wan: LinkClass { capacity_mbps: 10_000, price_per_gbps_hour: 0.3 },
-            man: LinkClass { capacity_mbps: 2_500, price_per_gbps_hour: 0.2 },
-            lan: LinkClass { capacity_mbps: 1_000, price_per_gbps_hour: 0.1 },
-            access: LinkClass { capacity_mbps: 1_000, price_per_gbps_hour: 0.1 },
+            man: LinkClass { capacity_mbps: 10_000, price_per_gbps_hour: 0.2 },
+            lan: LinkClass { capacity_mbps: 10_000, price_per_gbps_hour: 0.1 },
+            access: LinkClass { capacity_mbps: 2_500, price_per_gbps_hour: 0.1 },
             wide_access_capacity_mbps: 5_000,
             sites: SiteParams::default(),
         }
@@ -494,13 +492,13 @@ mod tests {
                 assert!(s.cpus >= 128);
             }
             assert!((5_000..=15_000).contains(&g.total_cpus()), "total {}", g.total_cpus());
-            // Access links: 1 Gbit/s, to a LAN switch; every other link is router-router.
+            // Access links: 2.5 Gbit/s, to a LAN switch; every other link is router-router.
             for l in &g.links {
                 if is_access(&g, l) {
-                    assert_eq!(l.capacity_mbps, 1_000);
+                    assert_eq!(l.capacity_mbps, 2_500);
                     assert!(l.a.starts_with("lan-") && l.b.starts_with("host-"), "{}", l.id);
                 } else {
-                    assert!([10_000, 2_500, 1_000].contains(&l.capacity_mbps));
+                    assert_eq!(l.capacity_mbps, 10_000, "router links are not the bottleneck");
                 }
                 if l.a.starts_with("wan-") && l.b.starts_with("wan-") {
                     assert_eq!((l.capacity_mbps, l.price_per_gbps_hour), (10_000, 0.3));
@@ -549,7 +547,7 @@ mod tests {
                     (&lw.id, &lw.a, &lw.b, lw.price_per_gbps_hour)
                 );
                 if is_access(&n, ln) {
-                    assert_eq!((ln.capacity_mbps, lw.capacity_mbps), (1_000, 5_000));
+                    assert_eq!((ln.capacity_mbps, lw.capacity_mbps), (2_500, 5_000));
                     changed += 1;
                 } else {
                     assert_eq!(ln.capacity_mbps, lw.capacity_mbps, "{}", ln.id);
