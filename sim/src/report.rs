@@ -1,4 +1,26 @@
-//! Simulation outputs: runs.csv, summary.csv and the figures (being written).
+//! Simulation outputs: `runs.csv`, `summary.csv` and the figures.
+//!
+//! The pipeline is
+//!
+//! 1. the simulator produces one [`RunRow`] per run (topology x kind x algorithm x offered load
+//!    x seed) and writes them with [`write_runs_csv`];
+//! 2. [`summarise`] groups the runs over seeds into [`SummaryRow`]s (mean and the half-width of
+//!    the 95% confidence interval, Student's t), written with [`write_summary_csv`];
+//! 3. [`write_figures`] draws, for every (topology, kind), success rate and average cost against
+//!    offered load (seed 001, Figs. 7-12) as SVG and PNG.
+//!
+//! Every output is deterministic: rows are sorted by key (never by the order runs finished),
+//! floats are printed with a fixed format (`{:.6}`), and the figures carry no timestamps, so the
+//! same inputs give byte-identical files.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+mod figures;
 
 /// One simulated run: one topology x kind x algorithm x offered load x seed.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -25,3 +47,332 @@ pub struct RunRow {
     /// Mean virtual planning time per request, seconds.
     pub planning_s_mean: f64,
 }
+
+/// Column names of `runs.csv`, in order: exactly the field names of [`RunRow`].
+pub const RUNS_CSV_HEADER: [&str; 12] = [
+    "topology",
+    "kind",
+    "algorithm",
+    "load",
+    "seed",
+    "requests",
+    "committed",
+    "success_rate",
+    "mean_cost",
+    "messages",
+    "holds_aborted",
+    "planning_s_mean",
+];
+
+/// Column names of `summary.csv`, in order: exactly the field names of [`SummaryRow`].
+pub const SUMMARY_CSV_HEADER: [&str; 12] = [
+    "topology",
+    "kind",
+    "algorithm",
+    "load",
+    "runs",
+    "success_rate_mean",
+    "success_rate_ci95",
+    "mean_cost_mean",
+    "mean_cost_ci95",
+    "messages_mean",
+    "holds_aborted_mean",
+    "planning_s_mean",
+];
+
+/// One point of the figures: the runs of one topology x kind x algorithm x offered load,
+/// grouped over seeds by [`summarise`].
+///
+/// `*_mean` is the arithmetic mean over the group's runs; `*_ci95` is the half-width of the
+/// two-sided 95% confidence interval of that mean (Student's t with n-1 degrees of freedom, see
+/// [`ci95_half_width`]), so the interval is `mean ± ci95`; it is 0 when the mean rests on a
+/// single run (or none).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SummaryRow {
+    /// Topology name, e.g. `gridg-n`.
+    pub topology: String,
+    /// `workflow` or `coallocation`.
+    pub kind: String,
+    /// e.g. `bir-time`, `bbr-overlay-cost`.
+    pub algorithm: String,
+    /// Offered load (the x axis of the figures).
+    pub load: f64,
+    /// Number of runs (seeds) in the group.
+    pub runs: u64,
+    /// Mean over all runs of `success_rate` (a fraction in 0..=1).
+    pub success_rate_mean: f64,
+    /// 95% CI half-width of `success_rate_mean`.
+    pub success_rate_ci95: f64,
+    /// Mean of `mean_cost` (cost per CPU-hour) over the runs that committed at least one plan
+    /// (`committed > 0`) only: a run that committed nothing has no average cost (its
+    /// `mean_cost` is a placeholder 0), so counting it would drag the mean towards 0 exactly
+    /// where load is highest. 0 when no run of the group committed anything.
+    pub mean_cost_mean: f64,
+    /// 95% CI half-width of `mean_cost_mean`, over the same runs (n = runs with `committed > 0`).
+    pub mean_cost_ci95: f64,
+    /// Mean over all runs of `messages` (participant messages per run).
+    pub messages_mean: f64,
+    /// Mean over all runs of `holds_aborted` (holds aborted before commit, per run).
+    pub holds_aborted_mean: f64,
+    /// Mean over all runs of `planning_s_mean` (virtual planning time per request, seconds).
+    pub planning_s_mean: f64,
+}
+
+/// Two-sided 95% quantiles of Student's t, `t_{0.975, df}`, for df = 1..=30.
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, //
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, //
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+];
+
+/// The two-sided 95% quantile of Student's t with `df` degrees of freedom (`t_{0.975, df}`).
+///
+/// Exact to three decimals for df = 1..=30 (table); beyond that the table value at the next
+/// lower tabulated df among 30, 40, 60, 120 (2.042, 2.021, 2.000, 1.980), which errs on the wide
+/// side by at most 0.02, and 1.96 (the normal quantile) from df = 1000 on.
+///
+/// `df = 0` (a single observation) has no interval: returns NaN; [`ci95_half_width`] handles
+/// that case by returning 0.
+pub fn t_quantile_975(df: u64) -> f64 {
+    match df {
+        0 => f64::NAN,
+        1..=30 => T_975[(df - 1) as usize],
+        31..=39 => 2.042,
+        40..=59 => 2.021,
+        60..=119 => 2.000,
+        120..=999 => 1.980,
+        _ => 1.96,
+    }
+}
+
+/// Mean and 95% confidence-interval half-width of a sample: `(mean, t_{0.975, n-1} * s / sqrt(n))`
+/// where `s` is the sample standard deviation (n-1 denominator).
+///
+/// Returns `(0, 0)` for an empty sample and `(x, 0)` for a single observation. NaNs in the
+/// sample propagate.
+pub fn ci95_half_width(values: &[f64]) -> (f64, f64) {
+    let n = values.len();
+    if n == 0 {
+        return (0.0, 0.0);
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return (mean, 0.0);
+    }
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1) as f64;
+    let half = t_quantile_975((n - 1) as u64) * var.sqrt() / (n as f64).sqrt();
+    (mean, half)
+}
+
+/// The grouping/sorting key of a load: `-0.0` counts as `0.0`; otherwise loads are compared
+/// with [`f64::total_cmp`], so runs group together only if their loads are bit-identical (they
+/// come from the same configured list of loads).
+fn load_key(load: f64) -> f64 {
+    if load == 0.0 {
+        0.0
+    } else {
+        load
+    }
+}
+
+fn cmp_key(
+    a: (&str, &str, &str, f64),
+    b: (&str, &str, &str, f64),
+) -> std::cmp::Ordering {
+    a.0.cmp(b.0)
+        .then_with(|| a.1.cmp(b.1))
+        .then_with(|| a.2.cmp(b.2))
+        .then_with(|| load_key(a.3).total_cmp(&load_key(b.3)))
+}
+
+fn run_key(r: &RunRow) -> (&str, &str, &str, f64) {
+    (&r.topology, &r.kind, &r.algorithm, r.load)
+}
+
+fn summary_key(r: &SummaryRow) -> (&str, &str, &str, f64) {
+    (&r.topology, &r.kind, &r.algorithm, r.load)
+}
+
+/// Runs sorted by (topology, kind, algorithm, load, seed): strings byte-wise, loads
+/// numerically. Stable, so duplicate keys keep their input order.
+fn sorted_runs(rows: &[RunRow]) -> Vec<&RunRow> {
+    let mut sorted: Vec<&RunRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| cmp_key(run_key(a), run_key(b)).then_with(|| a.seed.cmp(&b.seed)));
+    sorted
+}
+
+/// A float in the fixed CSV format `{:.6}`; a value that rounds to zero is printed `0.000000`
+/// (never `-0.000000`). NaN and infinities print as `NaN`, `inf`, `-inf`.
+pub fn fmt_f64(v: f64) -> String {
+    let s = format!("{v:.6}");
+    if s == "-0.000000" {
+        "0.000000".to_string()
+    } else {
+        s
+    }
+}
+
+/// A CSV field: quoted (RFC 4180, inner quotes doubled) only if it contains a comma, a quote or
+/// a line break.
+fn csv_str(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Creates `path` (and its missing parent directories) and writes `lines`, each ended by `\n`.
+fn write_lines(path: &Path, lines: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)
+            .with_context(|| format!("creating directory {}", parent.display()))?;
+    }
+    let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut w = BufWriter::new(file);
+    for line in lines {
+        w.write_all(line.as_bytes())
+            .and_then(|()| w.write_all(b"\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    w.flush().with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Writes `runs.csv`: a header line with the field names of [`RunRow`] ([`RUNS_CSV_HEADER`]),
+/// then one line per run sorted by (topology, kind, algorithm, load, seed), so the file does not
+/// depend on the order runs finished.
+///
+/// Floats (`load`, `success_rate`, `mean_cost`, `planning_s_mean`) are printed `{:.6}`
+/// (see [`fmt_f64`]), integers in full; strings are quoted only if they contain a comma, quote
+/// or line break. Lines end with `\n`. Same rows (in any order) give byte-identical files.
+///
+/// Creates missing parent directories and overwrites `path`. Errors: the directory or file
+/// cannot be created or written.
+pub fn write_runs_csv(rows: &[RunRow], path: &Path) -> anyhow::Result<()> {
+    let sorted = sorted_runs(rows);
+    let header = RUNS_CSV_HEADER.join(",");
+    let lines = sorted.into_iter().map(|r| {
+        [
+            csv_str(&r.topology),
+            csv_str(&r.kind),
+            csv_str(&r.algorithm),
+            fmt_f64(r.load),
+            r.seed.to_string(),
+            r.requests.to_string(),
+            r.committed.to_string(),
+            fmt_f64(r.success_rate),
+            fmt_f64(r.mean_cost),
+            r.messages.to_string(),
+            r.holds_aborted.to_string(),
+            fmt_f64(r.planning_s_mean),
+        ]
+        .join(",")
+    });
+    write_lines(path, std::iter::once(header).chain(lines))
+}
+
+/// Groups runs over seeds: one [`SummaryRow`] per (topology, kind, algorithm, load), sorted by
+/// that key (strings byte-wise, loads numerically; loads group together only if equal).
+///
+/// Every run of a group counts once (`runs` = number of rows, whatever their seeds).
+/// `success_rate`, `messages`, `holds_aborted` and `planning_s_mean` are averaged over all runs
+/// of the group; `mean_cost` only over the runs with `committed > 0` (see
+/// [`SummaryRow::mean_cost_mean`]). CI half-widths: [`ci95_half_width`]. Empty input gives an
+/// empty result.
+pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
+    let sorted = sorted_runs(rows);
+    let mut out = Vec::new();
+    for group in sorted.chunk_by(|a, b| cmp_key(run_key(a), run_key(b)).is_eq()) {
+        let first = group[0];
+        let mean_of = |f: &dyn Fn(&RunRow) -> f64| -> f64 {
+            group.iter().map(|r| f(r)).sum::<f64>() / group.len() as f64
+        };
+        let success: Vec<f64> = group.iter().map(|r| r.success_rate).collect();
+        let cost: Vec<f64> = group
+            .iter()
+            .filter(|r| r.committed > 0)
+            .map(|r| r.mean_cost)
+            .collect();
+        let (success_rate_mean, success_rate_ci95) = ci95_half_width(&success);
+        let (mean_cost_mean, mean_cost_ci95) = ci95_half_width(&cost);
+        out.push(SummaryRow {
+            topology: first.topology.clone(),
+            kind: first.kind.clone(),
+            algorithm: first.algorithm.clone(),
+            load: load_key(first.load),
+            runs: group.len() as u64,
+            success_rate_mean,
+            success_rate_ci95,
+            mean_cost_mean,
+            mean_cost_ci95,
+            messages_mean: mean_of(&|r| r.messages as f64),
+            holds_aborted_mean: mean_of(&|r| r.holds_aborted as f64),
+            planning_s_mean: mean_of(&|r| r.planning_s_mean),
+        });
+    }
+    out
+}
+
+/// Writes `summary.csv`: a header line with the field names of [`SummaryRow`]
+/// ([`SUMMARY_CSV_HEADER`]), then one line per row sorted by (topology, kind, algorithm, load)
+/// whatever the input order; floats `{:.6}` ([`fmt_f64`]), `runs` as an integer, `\n` line ends.
+///
+/// Creates missing parent directories and overwrites `path`. Errors: two rows with the same
+/// key (not something [`summarise`] produces), or the directory or file cannot be created or
+/// written.
+pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()> {
+    let mut sorted: Vec<&SummaryRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| cmp_key(summary_key(a), summary_key(b)));
+    if let Some(w) = sorted
+        .windows(2)
+        .find(|w| cmp_key(summary_key(w[0]), summary_key(w[1])).is_eq())
+    {
+        bail!(
+            "summary has two rows for {} / {} / {} / load {}",
+            w[0].topology,
+            w[0].kind,
+            w[0].algorithm,
+            w[0].load
+        );
+    }
+    let header = SUMMARY_CSV_HEADER.join(",");
+    let lines = sorted.into_iter().map(|r| {
+        [
+            csv_str(&r.topology),
+            csv_str(&r.kind),
+            csv_str(&r.algorithm),
+            fmt_f64(r.load),
+            r.runs.to_string(),
+            fmt_f64(r.success_rate_mean),
+            fmt_f64(r.success_rate_ci95),
+            fmt_f64(r.mean_cost_mean),
+            fmt_f64(r.mean_cost_ci95),
+            fmt_f64(r.messages_mean),
+            fmt_f64(r.holds_aborted_mean),
+            fmt_f64(r.planning_s_mean),
+        ]
+        .join(",")
+    });
+    write_lines(path, std::iter::once(header).chain(lines))
+}
+
+/// Draws seed 001's figures (Figs. 7-12) from a summary into `dir`: for every (topology,
+/// kind), success rate vs offered load and average cost vs offered load, each as SVG and PNG,
+/// one line per algorithm with a translucent mean ± ci95 band. Returns the paths written.
+///
+/// Details (file names, styles, axes, errors): [`figures::write_figures`].
+pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    figures::write_figures(summary, dir)
+}
+
+/// The distinct (topology, kind) pairs of a summary, sorted.
+fn topology_kinds(summary: &[SummaryRow]) -> BTreeSet<(String, String)> {
+    summary
+        .iter()
+        .map(|r| (r.topology.clone(), r.kind.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,546 @@
+//! The figures of seed 001 (Figs. 7-12): success rate and average cost vs offered load, one
+//! line per algorithm, drawn with plotters as SVG and PNG.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{topology_kinds, SummaryRow};
+
+/// Image size in pixels (SVG user units), legend panel included.
+const WIDTH: u32 = 1100;
+const HEIGHT: u32 = 700;
+/// Width of the legend panel on the right.
+const LEGEND_W: u32 = 250;
+/// Marker "radius" in pixels.
+const MARKER_R: i32 = 6;
+const FONT: &str = "sans-serif";
+
+/// Which of the two figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Metric {
+    Success,
+    Cost,
+}
+
+impl Metric {
+    fn file_prefix(self) -> &'static str {
+        match self {
+            Metric::Success => "success",
+            Metric::Cost => "cost",
+        }
+    }
+    fn title(self) -> &'static str {
+        match self {
+            Metric::Success => "success rate",
+            Metric::Cost => "average cost",
+        }
+    }
+    fn y_desc(self) -> &'static str {
+        match self {
+            Metric::Success => "success rate",
+            Metric::Cost => "average cost (per CPU-hour)",
+        }
+    }
+}
+
+/// Reservation method, read from the algorithm name's prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Method {
+    Bbr,
+    Bir,
+    Overlay,
+    Other,
+}
+
+/// Marker shape, chosen by the policy (the algorithm name's suffix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Circle,
+    Square,
+    Triangle,
+    Diamond,
+    Cross,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    Solid,
+    /// Dash length and gap, pixels.
+    Dashed(u32, u32),
+}
+
+/// How one algorithm is drawn, in the chart and in the legend.
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    color: RGBColor,
+    line: Line,
+    width: u32,
+    shape: Shape,
+    filled: bool,
+}
+
+/// Splits `bbr-overlay-time` into (Overlay, "time"), `bir-cost` into (Bir, "cost"), ...
+fn split_algorithm(name: &str) -> (Method, &str) {
+    if let Some(p) = name.strip_prefix("bbr-overlay-") {
+        (Method::Overlay, p)
+    } else if let Some(p) = name.strip_prefix("bbr-") {
+        (Method::Bbr, p)
+    } else if let Some(p) = name.strip_prefix("bir-") {
+        (Method::Bir, p)
+    } else {
+        (Method::Other, name)
+    }
+}
+
+/// Policy rank (legend order) and base colour (Okabe-Ito-like, colour-blind friendly) and shape.
+fn policy_look(policy: &str) -> Option<(u8, RGBColor, Shape)> {
+    match policy {
+        "time" => Some((0, RGBColor(0, 114, 178), Shape::Circle)),
+        "cost" => Some((1, RGBColor(213, 94, 0), Shape::Square)),
+        "load" => Some((2, RGBColor(0, 150, 110), Shape::Triangle)),
+        "random" => Some((3, RGBColor(170, 60, 150), Shape::Diamond)),
+        _ => None,
+    }
+}
+
+/// Colours for algorithms whose name we do not recognise.
+const FALLBACK: [RGBColor; 6] = [
+    RGBColor(90, 90, 90),
+    RGBColor(140, 90, 40),
+    RGBColor(120, 130, 0),
+    RGBColor(0, 130, 140),
+    RGBColor(20, 20, 20),
+    RGBColor(200, 160, 0),
+];
+
+fn blend(c: RGBColor, toward: RGBColor, t: f64) -> RGBColor {
+    let m = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * t).round() as u8;
+    RGBColor(m(c.0, toward.0), m(c.1, toward.1), m(c.2, toward.2))
+}
+
+/// Legend order: BBR, BIR, overlay, others; within each, time, cost, load, random, others;
+/// ties by name.
+fn legend_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let rank = |n: &str| {
+        let (m, p) = split_algorithm(n);
+        (m, policy_look(p).map_or(u8::MAX, |l| l.0))
+    };
+    rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+}
+
+/// Styles of all algorithms of the summary, so an algorithm looks the same in every figure.
+///
+/// The policy sets the hue and the marker shape (time: blue circle, cost: vermillion square,
+/// load: green triangle, random: purple diamond); the method sets the rest: BIR solid, thick,
+/// full colour, filled markers; BBR dashed, a lighter shade, hollow markers; `bbr-overlay-*`
+/// short dashes, a darker shade, filled markers. Unrecognised names get a colour of their own
+/// and a cross.
+fn styles(algorithms: &BTreeSet<&str>) -> BTreeMap<String, Style> {
+    let mut out = BTreeMap::new();
+    let mut fallback = 0usize;
+    for &name in algorithms {
+        let (method, policy) = split_algorithm(name);
+        let look = policy_look(policy);
+        let style = match (method, look) {
+            (Method::Other, _) | (_, None) => {
+                let color = FALLBACK[fallback % FALLBACK.len()];
+                fallback += 1;
+                let line = match method {
+                    Method::Bbr => Line::Dashed(10, 6),
+                    Method::Overlay => Line::Dashed(4, 4),
+                    _ => Line::Solid,
+                };
+                Style { color, line, width: 2, shape: Shape::Cross, filled: true }
+            }
+            (Method::Bir, Some((_, c, shape))) => {
+                Style { color: c, line: Line::Solid, width: 3, shape, filled: true }
+            }
+            (Method::Bbr, Some((_, c, shape))) => Style {
+                color: blend(c, WHITE, 0.35),
+                line: Line::Dashed(10, 6),
+                width: 2,
+                shape,
+                filled: false,
+            },
+            (Method::Overlay, Some((_, c, shape))) => Style {
+                color: blend(c, BLACK, 0.4),
+                line: Line::Dashed(3, 4),
+                width: 3,
+                shape,
+                filled: true,
+            },
+        };
+        out.insert(name.to_string(), style);
+    }
+    out
+}
+
+/// One point: x, mean, CI half-width.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    x: f64,
+    mean: f64,
+    ci: f64,
+}
+
+struct Series {
+    name: String,
+    style: Style,
+    points: Vec<Point>,
+}
+
+struct Figure {
+    title: String,
+    metric: Metric,
+    x_range: (f64, f64),
+    y_range: (f64, f64),
+    series: Vec<Series>,
+    note: String,
+}
+
+/// `lo..hi` padded by `frac` of its span on both sides (a degenerate range gets a span of its own).
+fn pad(lo: f64, hi: f64, frac: f64) -> (f64, f64) {
+    if !(lo.is_finite() && hi.is_finite()) || lo > hi {
+        return (0.0, 1.0);
+    }
+    let span = hi - lo;
+    if span <= f64::EPSILON * hi.abs().max(1.0) {
+        let d = if hi.abs() > 0.0 { hi.abs() * 0.1 } else { 0.5 };
+        return (lo - d, hi + d);
+    }
+    (lo - span * frac, hi + span * frac)
+}
+
+/// The figure of one metric for the rows of one (topology, kind).
+///
+/// Points whose mean is not finite are left out; a non-finite CI counts as 0. For the cost
+/// figure, points where no run committed anything (`success_rate_mean == 0`) are left out: they
+/// have no average cost.
+fn build_figure(
+    topology: &str,
+    kind: &str,
+    rows: &[&SummaryRow],
+    metric: Metric,
+    styles: &BTreeMap<String, Style>,
+) -> Figure {
+    let mut by_alg: BTreeMap<&str, Vec<Point>> = BTreeMap::new();
+    for r in rows {
+        let (mean, ci) = match metric {
+            Metric::Success => (r.success_rate_mean, r.success_rate_ci95),
+            Metric::Cost => {
+                if r.success_rate_mean == 0.0 {
+                    continue;
+                }
+                (r.mean_cost_mean, r.mean_cost_ci95)
+            }
+        };
+        if !mean.is_finite() || !r.load.is_finite() {
+            continue;
+        }
+        let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
+        by_alg.entry(&r.algorithm).or_default().push(Point { x: r.load, mean, ci });
+    }
+    let mut names: Vec<&str> = rows.iter().map(|r| r.algorithm.as_str()).collect();
+    names.sort_by(|a, b| legend_order(a, b));
+    names.dedup();
+    let series: Vec<Series> = names
+        .into_iter()
+        .map(|name| {
+            let mut points = by_alg.remove(name).unwrap_or_default();
+            points.sort_by(|a, b| a.x.total_cmp(&b.x));
+            Series { name: name.to_string(), style: styles[name], points }
+        })
+        .collect();
+
+    let loads = rows.iter().map(|r| r.load).filter(|x| x.is_finite());
+    let (xmin, xmax) = loads.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
+    let x_range = pad(xmin, xmax, 0.04);
+    let y_range = match metric {
+        Metric::Success => (0.0, 1.0),
+        Metric::Cost => {
+            let pts = series.iter().flat_map(|s| s.points.iter());
+            let (lo, hi) = pts.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                (a.min(p.mean - p.ci), b.max(p.mean + p.ci))
+            });
+            if lo > hi {
+                (0.0, 1.0)
+            } else {
+                let (plo, phi) = pad(lo, hi, 0.08);
+                (if lo >= 0.0 { plo.max(0.0) } else { plo }, phi)
+            }
+        }
+    };
+    let mut runs: Vec<u64> = rows.iter().map(|r| r.runs).collect();
+    runs.sort_unstable();
+    let note = match (runs.first(), runs.last()) {
+        (Some(a), Some(b)) if a == b => format!("runs per point: {a}"),
+        (Some(a), Some(b)) => format!("runs per point: {a}-{b}"),
+        _ => String::new(),
+    };
+    Figure {
+        title: format!("{topology}, {kind}: {}", metric.title()),
+        metric,
+        x_range,
+        y_range,
+        series,
+        note,
+    }
+}
+
+fn drawing_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing failed: {e}")
+}
+
+/// Draws a marker centred on `at` (in `area`'s coordinates), `MARKER_R` pixels in size.
+fn draw_marker<DB, CT>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    style: &Style,
+) -> anyhow::Result<()>
+where
+    DB: DrawingBackend,
+    CT: plotters::coord::CoordTranslate,
+    CT::From: Clone,
+{
+    let r = MARKER_R;
+    let fill = if style.filled { style.color.filled() } else { WHITE.filled() };
+    let stroke = style.color.stroke_width(2);
+    let poly: Vec<(i32, i32)> = match style.shape {
+        Shape::Circle => {
+            area.draw(&(EmptyElement::at(at.clone()) + Circle::new((0, 0), r, fill)))
+                .map_err(drawing_err)?;
+            area.draw(&(EmptyElement::at(at) + Circle::new((0, 0), r, stroke)))
+                .map_err(drawing_err)?;
+            return Ok(());
+        }
+        Shape::Cross => {
+            let s = r;
+            area.draw(
+                &(EmptyElement::at(at.clone())
+                    + PathElement::new(vec![(-s, -s), (s, s)], style.color.stroke_width(3))),
+            )
+            .map_err(drawing_err)?;
+            area.draw(
+                &(EmptyElement::at(at)
+                    + PathElement::new(vec![(-s, s), (s, -s)], style.color.stroke_width(3))),
+            )
+            .map_err(drawing_err)?;
+            return Ok(());
+        }
+        Shape::Square => {
+            let s = r - 1;
+            vec![(-s, -s), (s, -s), (s, s), (-s, s)]
+        }
+        Shape::Triangle => {
+            let h = r + 1;
+            vec![(0, -h), (h, h * 3 / 4), (-h, h * 3 / 4)]
+        }
+        Shape::Diamond => {
+            let h = r + 1;
+            vec![(0, -h), (h, 0), (0, h), (-h, 0)]
+        }
+    };
+    area.draw(&(EmptyElement::at(at.clone()) + Polygon::new(poly.clone(), fill)))
+        .map_err(drawing_err)?;
+    let mut outline = poly.clone();
+    outline.push(poly[0]);
+    area.draw(&(EmptyElement::at(at) + PathElement::new(outline, stroke)))
+        .map_err(drawing_err)?;
+    Ok(())
+}
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+fn draw_line<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    pts: Vec<(f64, f64)>,
+    style: &Style,
+) -> anyhow::Result<()> {
+    let shape = style.color.stroke_width(style.width);
+    match style.line {
+        Line::Solid => chart.draw_series(LineSeries::new(pts, shape)).map(|_| ()),
+        Line::Dashed(d, g) => {
+            chart.draw_series(DashedLineSeries::new(pts, d, g, shape)).map(|_| ())
+        }
+    }
+    .map_err(drawing_err)
+}
+
+/// Draws `fig` onto `root` (which must be `WIDTH` x `HEIGHT`).
+fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> anyhow::Result<()> {
+    root.fill(&WHITE).map_err(drawing_err)?;
+    let body = root
+        .titled(&fig.title, (FONT, 28).into_font().color(&BLACK))
+        .map_err(drawing_err)?;
+    let (plot_area, legend_area) = body.split_horizontally(WIDTH - LEGEND_W);
+
+    let (x0, x1) = fig.x_range;
+    let (y0, y1) = fig.y_range;
+    let mut chart = ChartBuilder::on(&plot_area)
+        .margin(15)
+        .margin_right(25)
+        .x_label_area_size(60)
+        .y_label_area_size(85)
+        .build_cartesian_2d(x0..x1, y0..y1)
+        .map_err(drawing_err)?;
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc("offered load")
+        .y_desc(fig.metric.y_desc())
+        .axis_desc_style((FONT, 22))
+        .label_style((FONT, 17))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .light_line_style(RGBColor(242, 242, 242));
+    if fig.metric == Metric::Success {
+        mesh.y_labels(11).y_label_formatter(&|y| format!("{y:.1}"));
+    }
+    mesh.draw().map_err(drawing_err)?;
+
+    // Bands first, then lines, then markers, so no band covers a line.
+    for s in &fig.series {
+        if s.points.len() < 2 || s.points.iter().all(|p| p.ci == 0.0) {
+            continue;
+        }
+        let clamp = |y: f64| y.clamp(y0, y1);
+        let mut poly: Vec<(f64, f64)> =
+            s.points.iter().map(|p| (p.x, clamp(p.mean + p.ci))).collect();
+        poly.extend(s.points.iter().rev().map(|p| (p.x, clamp(p.mean - p.ci))));
+        chart
+            .draw_series(std::iter::once(Polygon::new(poly, s.style.color.mix(0.13).filled())))
+            .map_err(drawing_err)?;
+    }
+    for s in &fig.series {
+        let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.mean)).collect();
+        if pts.len() >= 2 {
+            draw_line(&mut chart, pts, &s.style)?;
+        }
+    }
+    for s in &fig.series {
+        for p in &s.points {
+            draw_marker(chart.plotting_area(), (p.x, p.mean.clamp(y0, y1)), &s.style)?;
+        }
+    }
+
+    // Legend panel: sample line + marker + name per algorithm, then what the band means.
+    let text = (FONT, 18).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+    let row_h = 30;
+    let mut y = 40;
+    legend_area
+        .draw_text("algorithm", &(FONT, 19).into_font().style(FontStyle::Bold).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)), (10, y))
+        .map_err(drawing_err)?;
+    y += row_h;
+    for s in &fig.series {
+        let shape = s.style.color.stroke_width(s.style.width);
+        let seg = vec![(10, y), (66, y)];
+        match s.style.line {
+            Line::Solid => legend_area.draw(&PathElement::new(seg, shape)),
+            Line::Dashed(d, g) => legend_area.draw(&DashedPathElement::new(seg, d, g, shape)),
+        }
+        .map_err(drawing_err)?;
+        draw_marker(&legend_area, (38, y), &s.style)?;
+        legend_area.draw_text(&s.name, &text, (78, y)).map_err(drawing_err)?;
+        y += row_h;
+    }
+    y += row_h / 2;
+    legend_area
+        .draw(&Rectangle::new([(10, y - 9), (66, y + 9)], BLACK.mix(0.13).filled()))
+        .map_err(drawing_err)?;
+    legend_area.draw_text("mean ± 95% CI", &text, (78, y)).map_err(drawing_err)?;
+    y += row_h;
+    let small = (FONT, 16).into_font().color(&RGBColor(80, 80, 80)).pos(Pos::new(HPos::Left, VPos::Center));
+    legend_area.draw_text(&fig.note, &small, (10, y)).map_err(drawing_err)?;
+    Ok(())
+}
+
+/// A name made safe for a file name: ASCII letters, digits, `-`, `_` and `.` kept, anything
+/// else replaced by `_`.
+fn file_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
+        .collect()
+}
+
+/// Draws seed 001's figures from a summary (see [`super::summarise`]) into `dir` (created if
+/// missing; existing files of the same name are overwritten) and returns the paths written, in
+/// order: for every (topology, kind), sorted, `success-<topology>-<kind>.svg`, `.png`, then
+/// `cost-<topology>-<kind>.svg`, `.png` (names with characters other than ASCII letters,
+/// digits, `-`, `_`, `.` have them replaced by `_`).
+///
+/// Each figure is 1100 x 700 px: offered load on the x axis; on the y axis the success rate
+/// (axis 0..1) or the average cost per CPU-hour (axis fitted to the data and its intervals);
+/// one line per algorithm with its marker at every load, and a translucent band for
+/// mean ± ci95 (clipped to the axis). The legend panel on the right lists the algorithms (BBR,
+/// BIR, `bbr-overlay-*`, then any others; within each time, cost, load, random): BIR solid and
+/// full colour, BBR dashed, lighter and with hollow markers, overlay short-dashed and darker;
+/// the policy gives the hue and marker shape. The cost figure leaves out points where no run
+/// committed anything (`success_rate_mean == 0`), as those have no average cost. Points with
+/// a non-finite mean or load are left out.
+///
+/// Text is drawn with the system's `sans-serif` font (through fontconfig) in the PNG; the SVG
+/// names `sans-serif` and leaves the font to the viewer. The output carries no timestamp:
+/// the same summary gives the same files.
+///
+/// Errors: two summary rows with the same (topology, kind, algorithm, load); two
+/// (topology, kind) pairs that map to the same file name; `dir` cannot be created; drawing or
+/// writing a file fails (e.g. no usable font for the PNG).
+pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut keys = BTreeSet::new();
+    for r in summary {
+        if !keys.insert((&r.topology, &r.kind, &r.algorithm, r.load.to_bits())) {
+            bail!(
+                "summary has two rows for {} / {} / {} / load {}",
+                r.topology,
+                r.kind,
+                r.algorithm,
+                r.load
+            );
+        }
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
+    let algorithms: BTreeSet<&str> = summary.iter().map(|r| r.algorithm.as_str()).collect();
+    let styles = styles(&algorithms);
+
+    let mut written = Vec::new();
+    let mut stems = BTreeSet::new();
+    for (topology, kind) in topology_kinds(summary) {
+        let rows: Vec<&SummaryRow> = summary
+            .iter()
+            .filter(|r| r.topology == topology && r.kind == kind)
+            .collect();
+        for metric in [Metric::Success, Metric::Cost] {
+            let stem = format!("{}-{}-{}", metric.file_prefix(), file_safe(&topology), file_safe(&kind));
+            if !stems.insert(stem.clone()) {
+                bail!("two (topology, kind) pairs give the same figure name {stem}");
+            }
+            let fig = build_figure(&topology, &kind, &rows, metric, &styles);
+
+            let svg = dir.join(format!("{stem}.svg"));
+            {
+                let root = SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area();
+                render(&root, &fig).with_context(|| format!("drawing {}", svg.display()))?;
+                root.present()
+                    .map_err(drawing_err)
+                    .with_context(|| format!("writing {}", svg.display()))?;
+            }
+            written.push(svg);
+
+            let png = dir.join(format!("{stem}.png"));
+            {
+                let root = BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area();
+                render(&root, &fig).with_context(|| format!("drawing {}", png.display()))?;
+                root.present()
+                    .map_err(drawing_err)
+                    .with_context(|| format!("writing {}", png.display()))?;
+            }
+            written.push(png);
+        }
+    }
+    Ok(written)
+}

@@ -1,0 +1,306 @@
+use super::*;
+use std::fs;
+
+fn row(alg: &str, load: f64, seed: u64, committed: u64, success: f64, cost: f64) -> RunRow {
+    RunRow {
+        topology: "gridg-n".into(),
+        kind: "workflow".into(),
+        algorithm: alg.into(),
+        load,
+        seed,
+        requests: 100,
+        committed,
+        success_rate: success,
+        mean_cost: cost,
+        messages: 1000 + seed,
+        holds_aborted: seed,
+        planning_s_mean: 12.5,
+    }
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap()
+}
+
+#[test]
+fn runs_csv_is_sorted_by_key_with_fixed_float_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out/runs.csv");
+    let mut b = row("bbr-time", 10.0, 2, 0, 0.0, 0.0);
+    b.topology = "gridg-w".into();
+    let rows = vec![
+        b,
+        row("bir-time", 10.0, 1, 50, 0.5, 7.25),
+        row("bir-time", 2.0, 10, 80, 0.8, 1.0 / 3.0),
+        row("bir-time", 2.0, 2, 90, 0.9, 5.0),
+        row("bbr-time", 2.0, 1, 70, 0.7, -1e-9),
+    ];
+    write_runs_csv(&rows, &path).unwrap();
+    let expected = "\
+topology,kind,algorithm,load,seed,requests,committed,success_rate,mean_cost,messages,holds_aborted,planning_s_mean
+gridg-n,workflow,bbr-time,2.000000,1,100,70,0.700000,0.000000,1001,1,12.500000
+gridg-n,workflow,bir-time,2.000000,2,100,90,0.900000,5.000000,1002,2,12.500000
+gridg-n,workflow,bir-time,2.000000,10,100,80,0.800000,0.333333,1010,10,12.500000
+gridg-n,workflow,bir-time,10.000000,1,100,50,0.500000,7.250000,1001,1,12.500000
+gridg-w,workflow,bbr-time,10.000000,2,100,0,0.000000,0.000000,1002,2,12.500000
+";
+    assert_eq!(read(&path), expected);
+    assert_eq!(RUNS_CSV_HEADER.join(","), expected.lines().next().unwrap());
+
+    // Any input order gives the same bytes.
+    let mut reversed = rows.clone();
+    reversed.reverse();
+    let path2 = dir.path().join("runs2.csv");
+    write_runs_csv(&reversed, &path2).unwrap();
+    assert_eq!(fs::read(&path).unwrap(), fs::read(&path2).unwrap());
+
+    let sorted = sorted_runs(&reversed);
+    assert_eq!(sorted[0].algorithm, "bbr-time");
+    assert_eq!(sorted[2].seed, 10);
+}
+
+#[test]
+fn header_matches_serde_field_names() {
+    let v = serde_json::to_value(row("bir-time", 1.0, 1, 1, 1.0, 1.0)).unwrap();
+    let names: Vec<&String> = v.as_object().unwrap().keys().collect();
+    let mut header: Vec<&str> = RUNS_CSV_HEADER.to_vec();
+    header.sort();
+    let mut names: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    names.sort();
+    assert_eq!(names, header);
+    let s = summarise(&[row("bir-time", 1.0, 1, 1, 1.0, 1.0)]);
+    let v = serde_json::to_value(&s[0]).unwrap();
+    let mut names: Vec<&str> = v.as_object().unwrap().keys().map(|s| s.as_str()).collect();
+    names.sort();
+    let mut header: Vec<&str> = SUMMARY_CSV_HEADER.to_vec();
+    header.sort();
+    assert_eq!(names, header);
+}
+
+#[test]
+fn csv_fields_with_commas_or_quotes_are_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.csv");
+    let mut r = row("bir-time", 1.0, 1, 1, 0.01, 1.0);
+    r.topology = "a,b".into();
+    r.kind = "say \"hi\"".into();
+    write_runs_csv(&[r], &path).unwrap();
+    let text = read(&path);
+    let line = text.lines().nth(1).unwrap();
+    assert!(line.starts_with("\"a,b\",\"say \"\"hi\"\"\",bir-time,1.000000,"), "{line}");
+}
+
+#[test]
+fn fixed_float_format() {
+    assert_eq!(fmt_f64(0.1 + 0.2), "0.300000");
+    assert_eq!(fmt_f64(-0.0), "0.000000");
+    assert_eq!(fmt_f64(-4e-7), "0.000000");
+    assert_eq!(fmt_f64(-0.5), "-0.500000");
+    assert_eq!(fmt_f64(1234.5678901), "1234.567890");
+}
+
+#[test]
+fn ci95_of_a_known_sample() {
+    // mean 0.6, sample sd 0.1, t(0.975, 2) = 4.303 -> 4.303 * 0.1 / sqrt(3) = 0.24843...
+    let (mean, half) = ci95_half_width(&[0.5, 0.6, 0.7]);
+    assert!((mean - 0.6).abs() < 1e-12);
+    assert!((half - 0.2484).abs() < 5e-5, "{half}");
+    assert!((half - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-12);
+    // One observation: no interval. None: zeros.
+    assert_eq!(ci95_half_width(&[0.42]), (0.42, 0.0));
+    assert_eq!(ci95_half_width(&[]), (0.0, 0.0));
+    // Constant sample: zero width.
+    assert_eq!(ci95_half_width(&[2.0; 10]), (2.0, 0.0));
+}
+
+#[test]
+fn t_quantiles() {
+    assert_eq!(t_quantile_975(1), 12.706);
+    assert_eq!(t_quantile_975(2), 4.303);
+    assert_eq!(t_quantile_975(9), 2.262);
+    assert_eq!(t_quantile_975(30), 2.042);
+    assert_eq!(t_quantile_975(45), 2.021);
+    assert_eq!(t_quantile_975(5000), 1.96);
+    assert!(t_quantile_975(0).is_nan());
+    // Non-increasing in df.
+    for df in 1..2000 {
+        assert!(t_quantile_975(df + 1) <= t_quantile_975(df), "df {df}");
+    }
+}
+
+#[test]
+fn summarise_groups_over_seeds_and_averages_cost_over_committing_runs() {
+    let rows = vec![
+        // Same group, in scrambled order; seed 3 committed nothing (placeholder cost 0).
+        row("bir-time", 0.5, 2, 60, 0.6, 12.0),
+        row("bir-time", 0.5, 3, 0, 0.0, 0.0),
+        row("bir-time", 0.5, 1, 50, 0.5, 10.0),
+        row("bir-time", 0.5, 4, 70, 0.7, 14.0),
+        // Another load and algorithm, one run each.
+        row("bir-time", 0.25, 1, 90, 0.9, 8.0),
+        row("bbr-cost", 0.5, 1, 0, 0.0, 0.0),
+    ];
+    let s = summarise(&rows);
+    let keys: Vec<(&str, f64, u64)> = s.iter().map(|r| (r.algorithm.as_str(), r.load, r.runs)).collect();
+    assert_eq!(keys, vec![("bbr-cost", 0.5, 1), ("bir-time", 0.25, 1), ("bir-time", 0.5, 4)]);
+
+    let g = &s[2];
+    assert!((g.success_rate_mean - 0.45).abs() < 1e-12);
+    let (m, h) = ci95_half_width(&[0.6, 0.0, 0.5, 0.7]);
+    assert_eq!((g.success_rate_mean, g.success_rate_ci95), (m, h));
+    // Cost over the three committing runs only: 10, 12, 14 -> mean 12, sd 2, t(2).
+    assert!((g.mean_cost_mean - 12.0).abs() < 1e-12);
+    assert!((g.mean_cost_ci95 - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-9);
+    assert!((g.messages_mean - 1002.5).abs() < 1e-12);
+    assert!((g.holds_aborted_mean - 2.5).abs() < 1e-12);
+    assert_eq!(g.planning_s_mean, 12.5);
+
+    // A single run: no interval.
+    assert_eq!(s[1].success_rate_ci95, 0.0);
+    assert_eq!(s[1].mean_cost_mean, 8.0);
+    // Nothing committed at all: cost 0, interval 0.
+    assert_eq!((s[0].mean_cost_mean, s[0].mean_cost_ci95), (0.0, 0.0));
+
+    assert!(summarise(&[]).is_empty());
+}
+
+#[test]
+fn summary_csv_is_sorted_and_fixed_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("summary.csv");
+    let rows = vec![
+        row("bir-time", 0.5, 1, 50, 0.5, 10.0),
+        row("bir-time", 0.5, 2, 60, 0.6, 12.0),
+        row("bir-time", 0.5, 3, 70, 0.7, 14.0),
+        row("bbr-time", 0.5, 1, 0, 0.0, 0.0),
+    ];
+    let mut s = summarise(&rows);
+    s.reverse();
+    write_summary_csv(&s, &path).unwrap();
+    let expected = "\
+topology,kind,algorithm,load,runs,success_rate_mean,success_rate_ci95,mean_cost_mean,mean_cost_ci95,messages_mean,holds_aborted_mean,planning_s_mean
+gridg-n,workflow,bbr-time,0.500000,1,0.000000,0.000000,0.000000,0.000000,1001.000000,1.000000,12.500000
+gridg-n,workflow,bir-time,0.500000,3,0.600000,0.248434,12.000000,4.968676,1002.000000,2.000000,12.500000
+";
+    assert_eq!(read(&path), expected);
+
+    // Duplicate keys are refused.
+    let dup = vec![s[0].clone(), s[0].clone()];
+    assert!(write_summary_csv(&dup, &dir.path().join("dup.csv")).is_err());
+}
+
+/// A plausible full experiment: 9 algorithms + one unknown, 2 topologies x 2 kinds, 8 loads,
+/// 5 seeds, success falling and cost rising with load.
+fn synthetic_runs() -> Vec<RunRow> {
+    let algs = [
+        "bbr-time", "bbr-cost", "bbr-load", "bbr-random", "bir-time", "bir-cost", "bir-load",
+        "bir-random", "bbr-overlay-time", "bbr-overlay-cost", "greedy",
+    ];
+    let mut out = Vec::new();
+    let mut noise_state = 0x2545_f491_4f6c_dd1du64;
+    let mut noise = move || {
+        noise_state ^= noise_state << 13;
+        noise_state ^= noise_state >> 7;
+        noise_state ^= noise_state << 17;
+        (noise_state % 10_000) as f64 / 10_000.0 - 0.5
+    };
+    for topology in ["gridg-n", "gridg-w"] {
+        for kind in ["workflow", "coallocation"] {
+            for (ai, alg) in algs.iter().enumerate() {
+                for li in 1..=8 {
+                    let load = li as f64 * 0.25;
+                    for seed in 1..=5u64 {
+                        let base = if alg.starts_with("bir") { 0.95 } else { 0.85 };
+                        let w = if topology == "gridg-w" { 0.05 } else { 0.0 };
+                        let success = (base + w - 0.06 * ai as f64 / 3.0 - 0.08 * load
+                            + 0.04 * noise())
+                        .clamp(0.0, 1.0);
+                        let requests = 200;
+                        let committed = (success * requests as f64).round() as u64;
+                        let cost = if committed == 0 {
+                            0.0
+                        } else {
+                            100.0 + 30.0 * load + 4.0 * ai as f64 + 6.0 * noise()
+                        };
+                        out.push(RunRow {
+                            topology: topology.into(),
+                            kind: kind.into(),
+                            algorithm: alg.to_string(),
+                            load,
+                            seed,
+                            requests,
+                            committed,
+                            success_rate: committed as f64 / requests as f64,
+                            mean_cost: cost,
+                            messages: 40 * committed,
+                            holds_aborted: requests - committed,
+                            planning_s_mean: 20.0 + load,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn figures_are_written_for_every_topology_and_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("figs");
+    let summary = summarise(&synthetic_runs());
+    let paths = write_figures(&summary, &out).unwrap();
+    if let Ok(d) = std::env::var("TMP_KEEP_FIGS") { write_figures(&summary, Path::new(&d)).unwrap(); } // TEMP
+    assert_eq!(paths.len(), 2 * 2 * 2 * 2);
+    for stem in [
+        "success-gridg-n-workflow",
+        "cost-gridg-n-workflow",
+        "success-gridg-w-coallocation",
+        "cost-gridg-n-coallocation",
+    ] {
+        assert!(paths.contains(&out.join(format!("{stem}.svg"))), "{stem}");
+        assert!(paths.contains(&out.join(format!("{stem}.png"))), "{stem}");
+    }
+    for p in &paths {
+        let bytes = fs::read(p).unwrap();
+        assert!(bytes.len() > 1000, "{} is {} bytes", p.display(), bytes.len());
+        if p.extension().unwrap() == "png" {
+            assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        } else {
+            let svg = String::from_utf8(bytes).unwrap();
+            assert!(svg.starts_with("<svg"), "{}", p.display());
+            for alg in ["bbr-time", "bir-random", "bbr-overlay-cost", "greedy"] {
+                assert!(svg.contains(alg), "{} lacks {alg}", p.display());
+            }
+            assert!(svg.contains("offered load"));
+        }
+    }
+    let svg = read(&out.join("cost-gridg-w-workflow.svg"));
+    assert!(svg.contains("gridg-w, workflow: average cost"));
+    assert!(svg.contains("average cost (per CPU-hour)"));
+    let svg = read(&out.join("success-gridg-w-workflow.svg"));
+    assert!(svg.contains("gridg-w, workflow: success rate"));
+
+    // Deterministic: drawing again gives the same bytes.
+    let again = dir.path().join("again");
+    let paths2 = write_figures(&summary, &again).unwrap();
+    for (a, b) in paths.iter().zip(&paths2) {
+        assert_eq!(fs::read(a).unwrap(), fs::read(b).unwrap(), "{}", a.display());
+    }
+}
+
+#[test]
+fn figures_handle_edge_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    // Empty summary: nothing drawn, no error.
+    assert!(write_figures(&[], dir.path()).unwrap().is_empty());
+    // One load, one seed, nothing committed anywhere; odd names.
+    let mut r = row("bir-time", 1.0, 1, 0, 0.0, 0.0);
+    r.topology = "my grid/1".into();
+    let paths = write_figures(&summarise(&[r.clone()]), dir.path()).unwrap();
+    assert_eq!(paths[0], dir.path().join("success-my_grid_1-workflow.svg"));
+    assert!(paths.iter().all(|p| fs::metadata(p).unwrap().len() > 0));
+    // Duplicate summary rows are refused.
+    let s = summarise(&[r]);
+    assert!(write_figures(&[s[0].clone(), s[0].clone()], dir.path()).is_err());
+}

@@ -1,0 +1,212 @@
+//! Scenario files (`sim/scenarios/*.toml`): every set-up of an experiment is a file (seed 004's
+//! lesson). Paths inside a scenario are relative to the scenario file.
+//!
+//! ```toml
+//! name = "smoke"
+//! trace = "../../../shared/data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz"
+//! topologies = ["gridg-n", "gridg-w"]    # also "fat-tree", or a .graphml / grid.json path
+//! kinds = ["workflow", "coallocation"]
+//! loads = [0.2, 0.6, 1.0]                 # offered loads to sweep
+//! algorithms = ["bbr-time", "bir-time"]   # default: all 9 (bbr, bir, bbr-overlay x 4 policies
+//!                                         # ... bbr-overlay only with `time` by default)
+//! seeds = 2                                # runs per point: seeds 1..=seeds
+//! requests = 100                           # plan requests per run
+//! planners = 3
+//! planner_concurrency = 1                  # requests a planner works on at once
+//! w_interval_s = 1800
+//! [service_times]                          # uniform ranges, seconds (seed 001 Table 2)
+//! free_slot = [2.0, 3.0]
+//! [workload]                               # any WorkloadParams field (shape, durations_s, ...)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use coreserve::grid::{fat_tree, gridg, import_graphml, load_grid, GridgParams, GridgVariant, ImportOptions, SiteParams};
+use coreserve::model::{Grid, ReservationMethod, SelectionPolicy};
+use coreserve::nis::Routing;
+use coreserve::workload::{AppKind, WorkloadParams};
+use serde::Deserialize;
+
+use crate::transport::ServiceTimes;
+
+/// One algorithm: a reservation method and a selection policy, named `METHOD-POLICY`
+/// (`bir-time`, `bbr-overlay-cost`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Algorithm {
+    pub method: ReservationMethod,
+    pub policy: SelectionPolicy,
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.method, self.policy)
+    }
+}
+
+impl std::str::FromStr for Algorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (m, p) = s.rsplit_once('-').ok_or_else(|| format!("algorithm `{s}` is not METHOD-POLICY"))?;
+        Ok(Algorithm { method: m.parse()?, policy: p.parse()? })
+    }
+}
+
+impl<'de> Deserialize<'de> for Algorithm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The 9 algorithms of the experiment: BBR and BIR with every policy (seed 001), and
+/// `bbr-overlay-time`, our step past the paper.
+pub fn default_algorithms() -> Vec<Algorithm> {
+    let mut v: Vec<Algorithm> = ReservationMethod::PAPER
+        .iter()
+        .flat_map(|&method| SelectionPolicy::ALL.iter().map(move |&policy| Algorithm { method, policy }))
+        .collect();
+    v.push(Algorithm { method: ReservationMethod::BbrOverlay, policy: SelectionPolicy::Time });
+    v
+}
+
+/// A scenario as written in its file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    /// SWF trace the CPU counts come from (relative to the scenario file).
+    pub trace: PathBuf,
+    #[serde(default = "default_topologies")]
+    pub topologies: Vec<String>,
+    #[serde(default = "default_kinds")]
+    pub kinds: Vec<AppKind>,
+    pub loads: Vec<f64>,
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<Algorithm>,
+    /// Runs per point, with seeds `1..=seeds`.
+    #[serde(default = "default_seeds")]
+    pub seeds: u64,
+    /// Plan requests per run.
+    #[serde(default = "default_requests")]
+    pub requests: usize,
+    #[serde(default = "default_planners")]
+    pub planners: usize,
+    /// Requests one planner works on at once (default 1: a planner handles its queue one
+    /// request at a time, and queueing counts against `w_interval`).
+    #[serde(default = "default_concurrency")]
+    pub planner_concurrency: usize,
+    #[serde(default = "default_w_interval")]
+    pub w_interval_s: i64,
+    /// Hold lease; default `2 * w_interval_s`, so a hold outlives any search (the paper has
+    /// no leases; BIR's holds must survive planning).
+    pub lease_s: Option<i64>,
+    /// NIS routing: `shortest`, `widest`, `widest:K`.
+    #[serde(default = "default_routing")]
+    pub routing: String,
+    /// Arity of `fat-tree` topologies.
+    #[serde(default = "default_k")]
+    pub fat_tree_k: u32,
+    /// Seed of generated topologies; default: the run's seed (each seed its own grid).
+    pub topology_seed: Option<u64>,
+    #[serde(default)]
+    pub service_times: ServiceTimes,
+    /// Workload parameters (kind, requests, load, seed and w_interval are set per run).
+    #[serde(default)]
+    pub workload: WorkloadParams,
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+fn default_topologies() -> Vec<String> {
+    vec!["gridg-n".into(), "gridg-w".into()]
+}
+fn default_kinds() -> Vec<AppKind> {
+    AppKind::ALL.to_vec()
+}
+fn default_seeds() -> u64 {
+    10
+}
+fn default_requests() -> usize {
+    200
+}
+fn default_planners() -> usize {
+    3
+}
+fn default_concurrency() -> usize {
+    1
+}
+fn default_w_interval() -> i64 {
+    1800
+}
+fn default_routing() -> String {
+    "shortest".into()
+}
+fn default_k() -> u32 {
+    4
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading scenario {}", path.display()))?;
+        let mut s: Scenario = toml::from_str(&text).with_context(|| format!("parsing scenario {}", path.display()))?;
+        s.dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        s.validate().with_context(|| format!("scenario {}", path.display()))?;
+        Ok(s)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.loads.is_empty() || self.loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
+            bail!("loads must be a non-empty list of numbers > 0");
+        }
+        if self.topologies.is_empty() || self.kinds.is_empty() || self.algorithms.is_empty() {
+            bail!("topologies, kinds and algorithms must not be empty");
+        }
+        if self.seeds == 0 || self.requests == 0 || self.planners == 0 || self.planner_concurrency == 0 {
+            bail!("seeds, requests, planners and planner_concurrency must be >= 1");
+        }
+        if self.w_interval_s < 0 || self.lease_s.is_some_and(|l| l <= 0) {
+            bail!("w_interval_s must be >= 0 and lease_s > 0");
+        }
+        self.routing().map_err(anyhow::Error::msg)?;
+        self.service_times.validate().map_err(anyhow::Error::msg)?;
+        Ok(())
+    }
+
+    /// The NIS routing policy.
+    pub fn routing(&self) -> Result<Routing, String> {
+        self.routing.parse()
+    }
+
+    /// The hold lease in seconds.
+    pub fn lease_s(&self) -> i64 {
+        self.lease_s.unwrap_or(2 * self.w_interval_s.max(60))
+    }
+
+    /// A path from the scenario file, resolved against its folder.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_path_buf() } else { self.dir.join(p) }
+    }
+
+    /// Builds topology `name` for run seed `seed`.
+    pub fn grid(&self, name: &str, seed: u64) -> Result<Grid> {
+        let seed = self.topology_seed.unwrap_or(seed);
+        Ok(match name {
+            "gridg-n" => gridg(GridgVariant::Narrow, seed, &GridgParams::default()),
+            "gridg-w" => gridg(GridgVariant::Wide, seed, &GridgParams::default()),
+            "fat-tree" => fat_tree(self.fat_tree_k, seed, &SiteParams::default()),
+            path if path.ends_with(".graphml") => {
+                let p = self.resolve(Path::new(path));
+                let xml = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+                import_graphml(&xml, &ImportOptions { seed, ..Default::default() })?
+            }
+            path if path.ends_with(".json") => load_grid(&self.resolve(Path::new(path)))?,
+            other => bail!("unknown topology `{other}`: gridg-n, gridg-w, fat-tree, or a .graphml / .json path"),
+        })
+    }
+
+    /// The short name of a topology for file names and tables.
+    pub fn topology_label(name: &str) -> String {
+        Path::new(name).file_stem().map_or(name.to_string(), |s| s.to_string_lossy().to_lowercase())
+    }
+}
