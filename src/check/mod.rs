@@ -330,6 +330,8 @@ pub fn check_outcomes(
         }
         match o.status {
             OutcomeStatus::Rejected => check_rejected(o, &mut out),
+            // A dry run books nothing: its placements hold no capacity.
+            OutcomeStatus::Planned => {}
             OutcomeStatus::Committed => {
                 for j in &o.jobs {
                     if ctx.sites.contains_key(j.site.as_str()) {

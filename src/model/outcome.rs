@@ -11,6 +11,8 @@ pub enum OutcomeStatus {
     Committed,
     /// Nothing is booked; `reason` says why.
     Rejected,
+    /// A dry run's plan: what would be booked now; nothing is.
+    Planned,
 }
 
 /// Where and when one job runs.

@@ -39,11 +39,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
 use rand_chacha::ChaCha8Rng;
 
 use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
-use crate::protocol::{Catalogue, Participant};
+use crate::protocol::{Catalogue, HoldId, Participant, ParticipantError};
 
 /// Planner settings.
 #[derive(Debug, Clone)]
@@ -92,6 +93,39 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
 }
 
+/// Which participant holds a booking.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "participant", content = "site", rename_all = "lowercase")]
+pub enum ParticipantRef {
+    /// The LIS of a site.
+    Site(SiteId),
+    /// The NIS.
+    Network,
+}
+
+/// One committed reservation of a plan: whom to ask to release it, and its id there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Booking {
+    #[serde(flatten)]
+    pub participant: ParticipantRef,
+    pub hold: HoldId,
+}
+
+/// What [`Planner::plan_with`] returns: the outcome and, for a committed plan, its bookings.
+#[derive(Debug, Clone)]
+pub struct PlanResult {
+    pub outcome: Outcome,
+    pub bookings: Vec<Booking>,
+}
+
+/// Per-call options of [`Planner::plan_with`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlanOptions {
+    /// Build the plan, then release every hold and book nothing: the outcome's status is
+    /// `planned`.
+    pub dry_run: bool,
+}
+
 /// One planner instance. Several may share the same [`Services`] and compete.
 pub struct Planner {
     cfg: PlannerConfig,
@@ -114,12 +148,43 @@ impl Planner {
     /// Plans and books `req`. Never panics on participant failures: every failure ends in a
     /// rejected [`Outcome`] with a reason and nothing left booked (see the module docs).
     pub async fn plan(&self, req: &PlanRequest) -> Outcome {
+        self.plan_with(req, PlanOptions::default()).await.outcome
+    }
+
+    /// [`Planner::plan`] with options, also returning the bookings of a committed plan (what
+    /// [`Planner::cancel`] needs).
+    pub async fn plan_with(&self, req: &PlanRequest, opts: PlanOptions) -> PlanResult {
         let started = tokio::time::Instant::now();
         let seed = self.rng.lock().expect("planner rng").gen::<u64>();
         let policy = req.policy().unwrap_or(self.cfg.policy);
         let method = req.mode().unwrap_or(self.cfg.method);
-        let mut outcome = search::Attempt::new(self, req, policy, method, seed).run().await;
-        outcome.planning_ms = started.elapsed().as_secs_f64() * 1000.0;
-        outcome
+        let mut result = search::Attempt::new(self, req, policy, method, seed).run(opts).await;
+        result.outcome.planning_ms = started.elapsed().as_secs_f64() * 1000.0;
+        result
+    }
+
+    /// Releases every booking of a committed plan (plan cancellation). Tries them all, even
+    /// after a failure; releasing is idempotent, so a retry finishes the job.
+    ///
+    /// # Errors
+    /// The first participant error met; the other bookings were still released.
+    pub async fn cancel(&self, bookings: &[Booking]) -> Result<(), ParticipantError> {
+        let mut first = Ok(());
+        for b in bookings {
+            let p = match &b.participant {
+                ParticipantRef::Site(site) => {
+                    self.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
+                }
+                ParticipantRef::Network => Ok(self.services.nis.clone()),
+            };
+            let r = match p {
+                Ok(p) => p.release(b.hold).await,
+                Err(e) => Err(e),
+            };
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 }

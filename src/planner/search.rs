@@ -11,7 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
-use super::Planner;
+use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Planner};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
     from_time, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
@@ -77,6 +77,7 @@ enum Fix {
 /// A booked part of the plan, as the commit phase sees it.
 struct Part {
     participant: std::sync::Arc<dyn Participant>,
+    target: ParticipantRef,
     hold: HoldId,
 }
 
@@ -152,19 +153,38 @@ impl<'a> Attempt<'a> {
         self.planner.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
     }
 
-    /// The `st` loop (seed 001, Fig. 2), then booking.
-    pub(crate) async fn run(mut self) -> Outcome {
+    /// The `st` loop (seed 001, Fig. 2), then booking (or, for a dry run, releasing).
+    pub(crate) async fn run(mut self, opts: PlanOptions) -> PlanResult {
+        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![] };
+        match self.search_plan().await {
+            Err(outcome) => rejected(outcome),
+            Ok(()) if opts.dry_run => {
+                let mut outcome = self.outcome();
+                outcome.status = OutcomeStatus::Planned;
+                self.undo_to(0).await;
+                outcome.messages = self.messages;
+                outcome.holds_aborted = self.holds_aborted;
+                rejected(outcome)
+            }
+            Ok(()) => self.book().await,
+        }
+    }
+
+    /// Searches until a complete plan is fixed (`Ok`) or the request is rejected.
+    async fn search_plan(&mut self) -> Result<(), Outcome> {
         let req = self.req;
         let w = self.planner.cfg.w_interval_s;
         self.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
         if self.st + req.span_s() > req.deadline() {
-            return self.reject(format!("deadline cannot be met: the plan starts no earlier than {}", from_time(self.st)));
+            return Err(self.reject(format!("deadline cannot be met: the plan starts no earlier than {}", from_time(self.st))));
         }
         for job in req.jobs() {
             match self.planner.services.gis.candidates(job).await {
                 Ok(c) if !c.is_empty() => self.candidates.push(c),
-                Ok(_) => return self.reject(format!("no site can run job `{}` ({} CPUs of {})", job.name, job.cpus, job.os)),
-                Err(e) => return self.reject(format!("GIS unavailable: {e}")),
+                Ok(_) => {
+                    return Err(self.reject(format!("no site can run job `{}` ({} CPUs of {})", job.name, job.cpus, job.os)))
+                }
+                Err(e) => return Err(self.reject(format!("GIS unavailable: {e}"))),
             }
         }
         let roots = self.roots();
@@ -179,13 +199,13 @@ impl<'a> Attempt<'a> {
                     Step::NotFound => {
                         self.undo_to(0).await;
                         let reason = self.stopped.take().unwrap_or_else(|| "no feasible plan before the deadline".into());
-                        return self.reject(reason);
+                        return Err(self.reject(reason));
                     }
                     Step::Delay(dt) => {
                         self.undo_to(0).await;
                         shifts += 1;
                         if shifts > self.planner.cfg.max_shifts {
-                            return self.reject(format!("gave up after {shifts} start-time shifts"));
+                            return Err(self.reject(format!("gave up after {shifts} start-time shifts")));
                         }
                         self.st += dt;
                         continue 'shift;
@@ -197,9 +217,9 @@ impl<'a> Attempt<'a> {
         if self.out_of_time() {
             self.undo_to(0).await;
             let reason = self.stopped.take().expect("out_of_time sets the reason");
-            return self.reject(reason);
+            return Err(self.reject(reason));
         }
-        self.book().await
+        Ok(())
     }
 
     /// True (and the reason recorded) once the planner's clock has passed arrival +
@@ -514,7 +534,7 @@ impl<'a> Attempt<'a> {
                     }
                 }
             };
-            parts.push(Part { participant: p, hold });
+            parts.push(Part { participant: p, target: ParticipantRef::Site(f.site.clone()), hold });
         }
         for e in 0..self.transfers.len() {
             let f = self.transfers[e].clone().expect("complete plan");
@@ -544,7 +564,7 @@ impl<'a> Attempt<'a> {
                     }
                 }
             };
-            parts.push(Part { participant: nis, hold });
+            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold });
         }
         Ok(parts)
     }
@@ -556,13 +576,13 @@ impl<'a> Attempt<'a> {
     }
 
     /// Phase 1 (BBR batch or BIR's holds), decision, phase 2.
-    async fn book(mut self) -> Outcome {
+    async fn book(mut self) -> PlanResult {
         let parts = match self.prepare_all().await {
             Ok(parts) => parts,
             Err(reason) => {
                 // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
                 self.undo_to(0).await;
-                return self.reject(reason);
+                return PlanResult { outcome: self.reject(reason), bookings: vec![] };
             }
         };
         self.trail.clear(); // from here the parts own the holds
@@ -578,10 +598,11 @@ impl<'a> Attempt<'a> {
                 }
                 // The refused part too: a commit lost in transport may have left its hold live.
                 self.abort_parts(&parts[i..]).await;
-                return self.reject(format!("commit failed: {e}"));
+                return PlanResult { outcome: self.reject(format!("commit failed: {e}")), bookings: vec![] };
             }
         }
-        self.outcome()
+        let bookings = parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
+        PlanResult { outcome: self.outcome(), bookings }
     }
 
     fn outcome(&self) -> Outcome {

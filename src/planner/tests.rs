@@ -309,3 +309,33 @@ async fn disconnected_jobs_are_all_placed() {
     assert_eq!(o.jobs[1].start, from_time(T0 + 300));
     assert_eq!(l.lis["s2"].usage_at(T0 + 400), 8);
 }
+
+#[tokio::test]
+async fn dry_run_books_nothing_and_cancel_releases_everything() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let r = request(
+        vec![job("A", "linux", 8, 0, 600), job("B", "bsd", 8, 0, 600)],
+        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
+        10_000,
+    );
+    for method in ReservationMethod::ALL.iter().copied() {
+        let l = local(&g);
+        let p = planner(&l, SelectionPolicy::Time, method);
+        let dry = p.plan_with(&r, PlanOptions { dry_run: true }).await;
+        assert_eq!(dry.outcome.status, OutcomeStatus::Planned, "{method}");
+        assert_eq!(dry.outcome.jobs.len(), 2);
+        assert!(dry.bookings.is_empty());
+        assert_eq!(l.lis["s1"].booked_spans() + l.lis["s2"].booked_spans(), 0, "{method}: a dry run books nothing");
+        assert_eq!(l.holds_outstanding(), 0);
+
+        let real = p.plan_with(&r, PlanOptions::default()).await;
+        assert_eq!(real.outcome.status, OutcomeStatus::Committed);
+        assert_eq!(real.bookings.len(), 3, "two jobs and one network path");
+        assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(500));
+        p.cancel(&real.bookings).await.unwrap();
+        p.cancel(&real.bookings).await.unwrap(); // idempotent
+        assert_eq!(l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1), 0, "{method}: cancel releases the CPUs");
+        assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0), "{method}: and the bandwidth");
+    }
+}
