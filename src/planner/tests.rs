@@ -42,6 +42,16 @@ fn request(jobs: Vec<serde_json::Value>, transfers: Vec<serde_json::Value>, dead
     PlanRequest::new(raw).unwrap()
 }
 
+/// Two co-allocated 600 s jobs A (`os_a`) and B (`os_b`) of `cpus` CPUs joined by a transfer of
+/// `bandwidth_mbps`, due `deadline_after_s` after T0.
+fn pair(os_a: &str, os_b: &str, cpus: u32, bandwidth_mbps: u64, deadline_after_s: i64) -> PlanRequest {
+    request(
+        vec![job("A", os_a, cpus, 0, 600), job("B", os_b, cpus, 0, 600)],
+        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": bandwidth_mbps, "offset_s": 0, "duration_s": 600})],
+        deadline_after_s,
+    )
+}
+
 fn planner(local: &LocalGrid, policy: SelectionPolicy, method: ReservationMethod) -> Planner {
     let cfg = PlannerConfig { policy, method, w_interval_s: 0, ..Default::default() };
     Planner::new(cfg, local.services())
@@ -76,11 +86,7 @@ async fn network_failure_backtracks_to_the_next_candidate() {
     let g = grid(sites, [100, 100, 1000]);
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let l = local(&g);
-        let r = request(
-            vec![job("A", "bsd", 8, 0, 600), job("B", "linux", 8, 0, 600)],
-            vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
-            10_000,
-        );
+        let r = pair("bsd", "linux", 8, 500, 10_000);
         let o = planner(&l, SelectionPolicy::Cost, method).plan(&r).await;
         assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
         assert_eq!(o.jobs[1].site, "s3", "s2 was tried first and undone");
@@ -103,11 +109,7 @@ async fn unsatisfiable_network_demand_is_rejected_and_books_nothing() {
     let g = grid(sites, [100, 100, 100]);
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let l = local(&g);
-        let r = request(
-            vec![job("A", "bsd", 8, 0, 600), job("B", "linux", 8, 0, 600)],
-            vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
-            10_000,
-        );
+        let r = pair("bsd", "linux", 8, 500, 10_000);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
         assert_eq!(o.status, OutcomeStatus::Rejected);
         assert_eq!(o.reason.as_deref(), Some("no feasible plan before the deadline"));
@@ -124,11 +126,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     // both on s1 and its batch prepare fails; BIR's hold on s1 makes B's query see s1 busy.
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0)];
     let g = grid(sites, [1000; 3]);
-    let r = request(
-        vec![job("A", "linux", 10, 0, 600), job("B", "linux", 10, 0, 600)],
-        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 600})],
-        20_000,
-    );
+    let r = pair("linux", "linux", 10, 100, 20_000);
     let busy = |l: &LocalGrid| {
         let lis = l.lis["s2"].clone();
         async move {
@@ -270,11 +268,7 @@ async fn a_refused_commit_releases_every_other_part() {
         let mut services = l.services();
         services.lis.insert("s2".into(), Arc::new(FailingCommit(l.lis["s2"].clone())));
         let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
-        let r = request(
-            vec![job("A", "linux", 8, 0, 600), job("B", "bsd", 8, 0, 600)],
-            vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
-            10_000,
-        );
+        let r = pair("linux", "bsd", 8, 500, 10_000);
         let o = p.plan(&r).await;
         assert_eq!(o.status, OutcomeStatus::Rejected);
         assert!(o.reason.as_deref().unwrap().starts_with("commit failed"), "{o:?}");
@@ -314,11 +308,7 @@ async fn disconnected_jobs_are_all_placed() {
 async fn dry_run_books_nothing_and_cancel_releases_everything() {
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
     let g = grid(sites, [1000; 3]);
-    let r = request(
-        vec![job("A", "linux", 8, 0, 600), job("B", "bsd", 8, 0, 600)],
-        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600})],
-        10_000,
-    );
+    let r = pair("linux", "bsd", 8, 500, 10_000);
     for method in ReservationMethod::ALL.iter().copied() {
         let l = local(&g);
         let p = planner(&l, SelectionPolicy::Time, method);
