@@ -49,6 +49,12 @@ impl LocalGrid {
         }
     }
 
+    /// Forgets history that ended at or before `horizon` in every calendar; returns the spans
+    /// pruned.
+    pub fn prune_before(&self, horizon: crate::model::Time) -> usize {
+        self.lis.values().map(|l| l.prune_before(horizon)).sum::<usize>() + self.nis.prune_before(horizon)
+    }
+
     /// Live holds over every participant (0 once every plan is committed or rejected).
     pub fn holds_outstanding(&self) -> usize {
         self.lis.values().map(|l| l.holds_outstanding()).sum::<usize>() + self.nis.holds_outstanding()

@@ -30,6 +30,9 @@ pub struct ReplayOptions {
     pub lease_s: i64,
     /// Show a progress bar (only drawn when stderr is a terminal).
     pub progress: bool,
+    /// Reservations that ended this long before the replayed "now" are pruned from the
+    /// calendars (every 512 requests).
+    pub prune_after_s: i64,
 }
 
 impl Default for ReplayOptions {
@@ -43,6 +46,7 @@ impl Default for ReplayOptions {
             routing: Routing::Shortest,
             lease_s: DEFAULT_LEASE_S,
             progress: false,
+            prune_after_s: 7 * 86_400,
         }
     }
 }
@@ -98,6 +102,9 @@ pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOp
     let mut pick = ChaCha8Rng::seed_from_u64(opts.seed);
     for (i, r) in requests.iter().enumerate() {
         clock.advance_to(r.submitted_at());
+        if i % 512 == 511 {
+            local.prune_before(r.submitted_at() - opts.prune_after_s);
+        }
         let p = pick.gen_range(0..queues.len());
         queues[p].send(i).await.expect("planner alive");
     }

@@ -204,13 +204,13 @@ impl CapacityCalendar {
     }
 
     /// Forgets every span that ended at or before `horizon` (history no query can reach).
-    /// Returns how many were pruned. O(n): run it now and then, not per request.
-    pub fn prune_before(&mut self, horizon: Time) -> usize {
+    /// Returns the ids pruned. O(n): run it now and then, not per request.
+    pub fn prune_before(&mut self, horizon: Time) -> Vec<SpanId> {
         let done: Vec<SpanId> = self.spans().filter(|(_, s)| s.end <= horizon).map(|(id, _)| id).collect();
         for id in &done {
-            self.remove(*id).expect("indexed span is booked");
+            self.remove(*id).expect("listed span is booked");
         }
-        done.len()
+        done
     }
 
     /// Every booked span with its id, in slot order. O(n): for listings and pruning.

@@ -125,6 +125,9 @@ pub struct PlannerArgs {
     /// Hold lease in seconds.
     #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S)]
     lease_s: i64,
+    /// Prune reservations that ended this long before the replayed time.
+    #[arg(long, default_value_t = 7 * 86_400)]
+    prune_after_s: i64,
 }
 
 impl PlannerArgs {
@@ -138,6 +141,7 @@ impl PlannerArgs {
             routing: self.routing,
             lease_s: self.lease_s,
             progress: true,
+            prune_after_s: self.prune_after_s,
         }
     }
 }

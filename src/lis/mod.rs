@@ -69,9 +69,13 @@ impl Lis {
         self.state().calendar.len()
     }
 
-    /// Forgets reservations that ended at or before `horizon`.
+    /// Forgets reservations (and holds) that ended at or before `horizon`: history no query
+    /// can reach. Returns how many spans were pruned.
     pub fn prune_before(&self, horizon: Time) -> usize {
-        self.state().calendar.prune_before(horizon)
+        let mut st = self.state();
+        let pruned: std::collections::HashSet<SpanId> = st.calendar.prune_before(horizon).into_iter().collect();
+        st.holds.forget(|span| pruned.contains(span));
+        pruned.len()
     }
 }
 

@@ -100,3 +100,18 @@ async fn concurrent_prepares_never_overbook() {
     }
     assert!(granted.len() >= 8, "the first 8 holds always fit");
 }
+
+#[tokio::test]
+async fn pruned_history_is_forgotten_and_a_late_release_is_refused_cleanly() {
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(site(8), clock.clone(), 120);
+    let old = lis.prepare(&hold_req(8, 0, 100)).await.unwrap();
+    lis.commit(old.id).await.unwrap();
+    let new = lis.prepare(&hold_req(8, 200, 300)).await.unwrap();
+    lis.commit(new.id).await.unwrap();
+    assert_eq!(lis.prune_before(150), 1);
+    assert_eq!(lis.booked_spans(), 1);
+    assert_eq!(lis.release(old.id).await, Err(ParticipantError::UnknownHold(old.id)));
+    lis.release(new.id).await.unwrap();
+    assert_eq!(lis.usage_at(250), 0);
+}

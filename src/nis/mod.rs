@@ -144,9 +144,19 @@ impl Nis {
         self.state().holds.outstanding()
     }
 
-    /// Forgets reservations that ended at or before `horizon` on every link.
+    /// Forgets reservations (and holds) that ended at or before `horizon` on every link.
+    /// Returns how many link spans were pruned.
     pub fn prune_before(&self, horizon: Time) -> usize {
-        self.state().calendars.iter_mut().map(|c| c.prune_before(horizon)).sum()
+        let mut st = self.state();
+        let pruned: std::collections::HashSet<(usize, SpanId)> = st
+            .calendars
+            .iter_mut()
+            .enumerate()
+            .flat_map(|(l, c)| c.prune_before(horizon).into_iter().map(move |s| (l, s)))
+            .collect();
+        // Every span of a hold covers the same interval, so they are pruned together.
+        st.holds.forget(|spans| spans.iter().any(|s| pruned.contains(s)));
+        pruned.len()
     }
 
     /// Finds a path per the routing policy; see the module docs.

@@ -118,6 +118,23 @@ impl<P: Clone> HoldBook<P> {
         }
     }
 
+    /// Drops every entry whose payload `pruned` says is gone (history the owner pruned);
+    /// returns how many. A later message for such a hold gets `UnknownHold`.
+    pub fn forget(&mut self, pruned: impl Fn(&P) -> bool) -> usize {
+        let before = self.entries.len();
+        let expiry = &mut self.expiry;
+        self.entries.retain(|id, e| {
+            let keep = !pruned(&e.payload);
+            if !keep {
+                if let State::Held { expires_at } = e.state {
+                    expiry.remove(&(expires_at, *id));
+                }
+            }
+            keep
+        });
+        before - self.entries.len()
+    }
+
     /// Number of live (uncommitted, unexpired) holds.
     pub fn outstanding(&self) -> usize {
         self.expiry.len()
