@@ -23,3 +23,4 @@ pub mod nis;
 pub mod planner;
 pub mod protocol;
 pub mod replay;
+pub mod store;
