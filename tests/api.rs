@@ -470,3 +470,31 @@ async fn an_expired_hold_cannot_be_committed_and_its_capacity_is_free() {
     assert!(a["earliest_start"].is_string(), "all 16 CPUs are free again: {a}");
     assert_eq!(app.post("/v1/sites/s2/holds", ADMIN, &body).await.status(), StatusCode::CREATED);
 }
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_book_once() {
+    let app = spawn_with(|c| c.workers = Some(2)).await;
+    let body = workflow(); // one body: a retry sends the same bytes
+    let send = || {
+        let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN).header("Idempotency-Key", "same");
+        let req = req.json(&body);
+        async move { req.send().await.unwrap() }
+    };
+    let answers = futures::future::join_all((0..4).map(|_| send())).await;
+    let mut ids = std::collections::BTreeSet::new();
+    for r in answers {
+        match r.status() {
+            StatusCode::CREATED => {
+                ids.insert(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+            }
+            StatusCode::CONFLICT => {
+                let p = problem(r, StatusCode::CONFLICT).await;
+                assert_eq!(p["type"], "urn:coreserve:problem:idempotency-in-progress");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(ids.len(), 1, "every created answer is the same plan");
+    assert_eq!(app.booked_anywhere().await, 2, "booked once");
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1);
+}
