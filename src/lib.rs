@@ -7,8 +7,10 @@
 //! reservation methods (BBR, BIR). See `SPEC.md` in the shared folder.
 //!
 //! Layers (dependencies point one way):
-//! `cli -> planner -> participants (gis, lis, nis, protocol) -> calendar -> model`.
+//! `cli -> planner -> participants (gis, lis, nis, protocol) -> calendar -> model`; the service
+//! `api -> (planner, local participants, store)`.
 
+pub mod api;
 pub mod calendar;
 pub mod cli;
 pub mod clock;
@@ -23,3 +25,4 @@ pub mod nis;
 pub mod planner;
 pub mod protocol;
 pub mod replay;
+pub mod store;

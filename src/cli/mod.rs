@@ -39,6 +39,10 @@ pub enum Command {
     /// The main job on real data: Geant2012 + SDSC-BLUE, workflow and co-allocation, all 8
     /// variants with 3 planners, and a comparison table.
     Demo(DemoArgs),
+    /// Run the broker service (REST API v1), all-in-one: every participant in this process.
+    Serve(ServeArgs),
+    /// Print the OpenAPI 3.1 document (YAML) of the REST API.
+    Openapi,
 }
 
 #[derive(Debug, Subcommand)]
@@ -191,6 +195,82 @@ pub struct DemoArgs {
     planner: PlannerArgs,
 }
 
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The grid (sites and topology) to serve.
+    #[arg(long)]
+    grid: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Planners in the pool (each request goes to the least busy one).
+    #[arg(long, default_value_t = 3)]
+    planners: usize,
+    /// Hold lease in seconds.
+    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S)]
+    lease_s: i64,
+    /// Plans start no earlier than receipt + this.
+    #[arg(long, default_value_t = 1800)]
+    w_interval_s: i64,
+    #[arg(long, default_value = "time")]
+    policy: SelectionPolicy,
+    #[arg(long, default_value = "bir")]
+    mode: ReservationMethod,
+    /// NIS routing: shortest, widest or widest:K.
+    #[arg(long, default_value = "shortest")]
+    routing: Routing,
+    /// Request timestamps must lie within this many days of now.
+    #[arg(long, default_value_t = 365)]
+    horizon_days: i64,
+    /// The admin bearer token (also read from CORESERVE_ADMIN_TOKEN or COREDERVE_ADMIN_TOKEN);
+    /// without one, a token is generated and printed once.
+    #[arg(long, env = "CORESERVE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// actix worker threads (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+}
+
+/// `coreserve serve`.
+async fn serve(a: ServeArgs) -> Result<()> {
+    use crate::api::{Application, ServeConfig};
+    if std::env::var_os("DATABASE_URL").is_some() {
+        bail!(
+            "DATABASE_URL is set, but the PostgreSQL store is not implemented yet; \
+             unset DATABASE_URL to run on the in-memory store (nothing survives a restart)"
+        );
+    }
+    if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 {
+        bail!("--planners, --lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
+    }
+    let g = grid::load_grid(&a.grid)?;
+    let admin_token = a.admin_token.or_else(|| std::env::var("COREDERVE_ADMIN_TOKEN").ok());
+    let config = ServeConfig {
+        listen: a.listen,
+        planners: a.planners,
+        lease_s: a.lease_s,
+        w_interval_s: a.w_interval_s,
+        policy: a.policy,
+        mode: a.mode,
+        routing: a.routing,
+        horizon_days: a.horizon_days,
+        admin_token,
+        workers: a.workers,
+    };
+    let (sites, links) = (g.sites.len(), g.links.len());
+    let store = std::sync::Arc::new(crate::store::MemoryStore::new());
+    tracing::warn!("no DATABASE_URL: running on the in-memory store; plans, tokens and bookings do not survive a restart");
+    eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
+    let listen = config.listen.clone();
+    let app = Application::build(config, g, store).await?;
+    if let Some(t) = app.generated_admin_token() {
+        eprintln!("admin token (shown once, not stored in clear): {t}");
+    }
+    let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
+    eprintln!("coreserve serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)");
+    app.run_until_stopped().await?;
+    Ok(())
+}
+
 /// Runs the command line.
 pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
@@ -245,6 +325,11 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Demo(a) => demo(a).await,
+        Command::Serve(a) => serve(a).await,
+        Command::Openapi => {
+            print!("{}", crate::api::openapi::yaml());
+            Ok(())
+        }
     }
 }
 

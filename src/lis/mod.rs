@@ -5,7 +5,7 @@
 //! is a two-phase-commit participant. Check-and-hold is atomic: one mutex guards the calendar
 //! and the hold book, so two planners can never both get the last CPUs.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
 use uuid::Uuid;
@@ -14,9 +14,20 @@ use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{Site, Time};
 use crate::protocol::{
-    Availability, AvailabilityQuery, ComputeOffer, Hold, HoldBook, HoldId, HoldRequest, Participant,
+    Availability, AvailabilityQuery, ComputeOffer, Hold, HoldBook, HoldId, HoldRequest, HoldState, Participant,
     ParticipantError,
 };
+
+/// One hold or reservation in a LIS's book, as [`Lis::reservations`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub hold: HoldId,
+    pub start: Time,
+    pub end: Time,
+    pub cpus: u64,
+    /// Held (with its lease end) or committed.
+    pub state: HoldState,
+}
 
 #[derive(Debug)]
 struct State {
@@ -26,7 +37,9 @@ struct State {
 
 /// The local reservation manager of one site.
 pub struct Lis {
-    site: Site,
+    /// The site's catalogue entry; its price and OS may change at run time
+    /// ([`Lis::update_site`]), its id, node and CPU count may not.
+    site: RwLock<Site>,
     clock: Arc<dyn Clock>,
     lease_s: i64,
     state: Mutex<State>,
@@ -36,12 +49,64 @@ impl Lis {
     /// A LIS for `site` with an empty calendar; holds live `lease_s` seconds of `clock` time.
     pub fn new(site: Site, clock: Arc<dyn Clock>, lease_s: i64) -> Self {
         let calendar = CapacityCalendar::new(u64::from(site.cpus));
-        Lis { site, clock, lease_s, state: Mutex::new(State { calendar, holds: HoldBook::default() }) }
+        Lis { site: RwLock::new(site), clock, lease_s, state: Mutex::new(State { calendar, holds: HoldBook::default() }) }
     }
 
-    /// The site this LIS manages.
-    pub fn site(&self) -> &Site {
-        &self.site
+    /// The site this LIS manages (a copy: the price and OS may change).
+    pub fn site(&self) -> Site {
+        self.site.read().expect("LIS site lock").clone()
+    }
+
+    /// Replaces the site's price and OS (the values later offers carry).
+    ///
+    /// # Errors
+    /// [`ParticipantError::Invalid`] if `site` changes the id, node or CPU count (the calendar
+    /// and the NIS's site-to-node map are built from them), or has a bad price or empty OS.
+    pub fn update_site(&self, site: Site) -> Result<(), ParticipantError> {
+        let mut cur = self.site.write().expect("LIS site lock");
+        if site.id != cur.id || site.node != cur.node || site.cpus != cur.cpus {
+            return Err(ParticipantError::Invalid(format!(
+                "site `{}`: only price_per_cpu_hour and os can change at run time (id, node and cpus are fixed)",
+                cur.id
+            )));
+        }
+        if !(site.price_per_cpu_hour.is_finite() && site.price_per_cpu_hour >= 0.0) {
+            return Err(ParticipantError::Invalid("price_per_cpu_hour must be a finite number >= 0".into()));
+        }
+        if site.os.trim().is_empty() {
+            return Err(ParticipantError::Invalid("os must not be empty".into()));
+        }
+        *cur = site;
+        Ok(())
+    }
+
+    /// Gives a live hold a new lease of `lease_s` seconds from now.
+    ///
+    /// # Errors
+    /// As [`crate::protocol::HoldBook::extend`]; `Invalid` for `lease_s <= 0`.
+    pub fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+    }
+
+    /// Holds and reservations overlapping `[from, to)`, sorted by start then id.
+    pub fn reservations(&self, from: Time, to: Time) -> Vec<Reservation> {
+        let st = self.state();
+        let mut out: Vec<Reservation> = st
+            .holds
+            .active()
+            .filter_map(|(hold, state, span)| {
+                let s = st.calendar.span(*span)?; // pruned reservations are gone
+                (s.start < to && s.end > from).then_some(Reservation {
+                    hold,
+                    start: s.start,
+                    end: s.end,
+                    cpus: s.amount,
+                    state,
+                })
+            })
+            .collect();
+        out.sort_by_key(|r| (r.start, r.hold));
+        out
     }
 
     /// Locks the state after releasing every hold whose lease has run out.
@@ -85,7 +150,8 @@ impl Participant for Lis {
         let AvailabilityQuery::Compute { site, cpus, duration_s, window_start, deadline } = q else {
             return Err(ParticipantError::WrongParticipant("network"));
         };
-        if *site != self.site.id {
+        let me = self.site();
+        if *site != me.id {
             return Err(ParticipantError::UnknownSite(site.clone()));
         }
         let st = self.state();
@@ -94,7 +160,7 @@ impl Participant for Lis {
             site: site.clone(),
             earliest_start,
             utilisation: st.calendar.utilisation(*window_start, *deadline),
-            price_per_cpu_hour: self.site.price_per_cpu_hour,
+            price_per_cpu_hour: me.price_per_cpu_hour,
         }))
     }
 
@@ -102,7 +168,7 @@ impl Participant for Lis {
         let HoldRequest::Compute { txn, site, cpus, start, end } = req else {
             return Err(ParticipantError::WrongParticipant("network"));
         };
-        if *site != self.site.id {
+        if *site != self.site.read().expect("LIS site lock").id {
             return Err(ParticipantError::UnknownSite(site.clone()));
         }
         let mut st = self.state();
@@ -131,6 +197,21 @@ impl Participant for Lis {
         }
         Ok(())
     }
+}
+
+/// Shared by the LIS and the NIS: a new lease of `lease_s` seconds from `now`.
+pub(crate) fn extend_hold<P: Clone>(
+    holds: &mut HoldBook<P>,
+    now: Time,
+    hold: HoldId,
+    lease_s: i64,
+) -> Result<Hold, ParticipantError> {
+    if lease_s <= 0 {
+        return Err(ParticipantError::Invalid(format!("lease_s must be > 0 (got {lease_s})")));
+    }
+    let expires_at = now.saturating_add(lease_s);
+    holds.extend(hold, expires_at)?;
+    Ok(Hold { id: hold, expires_at })
 }
 
 #[cfg(test)]

@@ -115,3 +115,35 @@ async fn pruned_history_is_forgotten_and_a_late_release_is_refused_cleanly() {
     lis.release(new.id).await.unwrap();
     assert_eq!(lis.usage_at(250), 0);
 }
+
+#[tokio::test]
+async fn extend_keeps_a_hold_past_its_first_lease_and_reservations_list_it() {
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(site(16), clock.clone(), 120);
+    let h = lis.prepare(&hold_req(10, 0, 100)).await.unwrap();
+    let h2 = lis.prepare(&hold_req(2, 50, 500)).await.unwrap();
+    assert_eq!(lis.extend(h.id, 300).unwrap().expires_at, 300);
+    assert!(matches!(lis.extend(h.id, 0), Err(ParticipantError::Invalid(_))));
+    clock.advance_to(200);
+    assert_eq!(lis.usage_at(60), 10, "h2 expired, the extended hold did not");
+    assert_eq!(lis.extend(h2.id, 10), Err(ParticipantError::HoldExpired(h2.id)));
+    let r = lis.reservations(0, 1000);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].hold, r[0].start, r[0].end, r[0].cpus), (h.id, 0, 100, 10));
+    assert_eq!(r[0].state, HoldState::Held { expires_at: 300 });
+    lis.commit(h.id).await.unwrap();
+    assert_eq!(lis.reservations(0, 1000)[0].state, HoldState::Committed);
+    assert!(lis.reservations(100, 1000).is_empty(), "[0, 100) does not overlap [100, 1000)");
+    assert_eq!(lis.extend(h.id, 10), Err(ParticipantError::AlreadyCommitted(h.id)));
+}
+
+#[tokio::test]
+async fn price_and_os_change_but_not_size() {
+    let lis = Lis::new(site(16), Arc::new(ManualClock::new(0)), 120);
+    lis.update_site(Site { price_per_cpu_hour: 3.5, os: "bsd".into(), ..site(16) }).unwrap();
+    let q = AvailabilityQuery::Compute { site: "s1".into(), cpus: 1, duration_s: 10, window_start: 0, deadline: 100 };
+    assert_eq!(offer(lis.query(&q).await.unwrap()).price_per_cpu_hour, 3.5);
+    assert!(lis.update_site(site(32)).is_err());
+    assert!(lis.update_site(Site { price_per_cpu_hour: f64::NAN, ..site(16) }).is_err());
+    assert_eq!(lis.site().os, "bsd");
+}

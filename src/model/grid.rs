@@ -14,7 +14,7 @@ pub type LinkId = String;
 pub type SiteId = String;
 
 /// A topology node, e.g. a PoP of a research network.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Node {
     /// Unique node id.
     pub id: NodeId,
@@ -24,7 +24,7 @@ pub struct Node {
 }
 
 /// An undirected link; its capacity is shared by both directions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Link {
     /// Unique link id (parallel links between the same nodes have distinct ids).
     pub id: LinkId,
@@ -39,7 +39,7 @@ pub struct Link {
 }
 
 /// A compute resource: a cluster of identical nodes reserved in CPUs (SPEC section 1).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Site {
     /// Unique site id.
     pub id: SiteId,

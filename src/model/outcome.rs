@@ -16,7 +16,7 @@ pub enum OutcomeStatus {
 }
 
 /// Where and when one job runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobPlacement {
     pub name: String,
     pub site: SiteId,
@@ -27,7 +27,7 @@ pub struct JobPlacement {
 
 /// The bandwidth reservation of one transfer. `path` is empty when both jobs share a node
 /// (no network reservation is needed).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TransferPlacement {
     pub from: String,
     pub to: String,

@@ -45,7 +45,7 @@ pub struct NetworkDemand {
 }
 
 /// Order in which a vertex's reservation candidates are tried (seed 001, section 3.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SelectionPolicy {
     /// Earliest feasible start first (the paper's best on success rate).
@@ -60,7 +60,7 @@ pub enum SelectionPolicy {
 }
 
 /// How tentative choices are reserved (seed 001, section 3.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReservationMethod {
     /// Backtracking with Batch Reservation: plan first, then one prepare + commit round.

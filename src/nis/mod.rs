@@ -139,6 +139,14 @@ impl Nis {
         Some(self.state().calendars[i].usage_at(t))
     }
 
+    /// Gives a live hold a new lease of `lease_s` seconds from now.
+    ///
+    /// # Errors
+    /// As [`crate::protocol::HoldBook::extend`]; `Invalid` for `lease_s <= 0`.
+    pub fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        crate::lis::extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+    }
+
     /// Live holds (not committed, not expired).
     pub fn holds_outstanding(&self) -> usize {
         self.state().holds.outstanding()

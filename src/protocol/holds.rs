@@ -23,6 +23,15 @@ enum State {
     Released,
 }
 
+/// The state of an active entry, as [`HoldBook::active`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldState {
+    /// Capacity set aside until `expires_at`.
+    Held { expires_at: Time },
+    /// A reservation.
+    Committed,
+}
+
 #[derive(Debug, Clone)]
 struct Entry<P> {
     state: State,
@@ -135,6 +144,40 @@ impl<P: Clone> HoldBook<P> {
         before - self.entries.len()
     }
 
+    /// Held -> Held with a new lease ending at `expires_at` (a coordinator that needs more time).
+    /// Extending twice is fine; the new expiry replaces the old one, even if it is earlier.
+    ///
+    /// # Errors
+    /// Like [`HoldBook::commit`]: `UnknownHold`, `HoldExpired`, `Aborted`; and
+    /// `AlreadyCommitted` for a committed (or released) hold, which has no lease.
+    pub fn extend(&mut self, id: HoldId, expires_at: Time) -> Result<(), ParticipantError> {
+        let e = self.entries.get_mut(&id).ok_or(ParticipantError::UnknownHold(id))?;
+        match e.state {
+            State::Held { expires_at: old } => {
+                self.expiry.remove(&(old, id));
+                self.expiry.insert((expires_at, id));
+                e.state = State::Held { expires_at };
+                Ok(())
+            }
+            State::Committed | State::Released => Err(ParticipantError::AlreadyCommitted(id)),
+            State::Expired => Err(ParticipantError::HoldExpired(id)),
+            State::Aborted => Err(ParticipantError::Aborted(id)),
+        }
+    }
+
+    /// Every live hold and committed reservation with its payload (call [`HoldBook::expire`]
+    /// first so that no lapsed hold is listed). Order is unspecified.
+    pub fn active(&self) -> impl Iterator<Item = (HoldId, HoldState, &P)> + '_ {
+        self.entries.iter().filter_map(|(id, e)| {
+            let state = match e.state {
+                State::Held { expires_at } => HoldState::Held { expires_at },
+                State::Committed => HoldState::Committed,
+                _ => return None,
+            };
+            Some((*id, state, &e.payload))
+        })
+    }
+
     /// Number of live (uncommitted, unexpired) holds.
     pub fn outstanding(&self) -> usize {
         self.expiry.len()
@@ -174,5 +217,29 @@ mod tests {
         assert_eq!(b.release(h3), Err(ParticipantError::NotCommitted(h3)));
         assert_eq!(b.outstanding(), 0);
         assert_eq!(b.commit(Uuid::nil()), Err(ParticipantError::UnknownHold(Uuid::nil())));
+    }
+
+    #[test]
+    fn extend_moves_the_lease_and_fails_like_commit() {
+        let mut b = HoldBook::default();
+        let (h1, h2, h3, t) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        b.hold(h1, t, 1, 100);
+        b.hold(h2, t, 2, 100);
+        b.hold(h3, t, 3, 100);
+        b.extend(h1, 300).unwrap();
+        b.extend(h1, 300).unwrap();
+        b.abort(h3).unwrap();
+        let mut expired = b.expire(100);
+        expired.sort_unstable();
+        assert_eq!(expired, vec![2], "the extended hold outlives its first lease");
+        assert_eq!(b.extend(h2, 500), Err(ParticipantError::HoldExpired(h2)));
+        assert_eq!(b.extend(h3, 500), Err(ParticipantError::Aborted(h3)));
+        let active: Vec<_> = b.active().map(|(id, st, p)| (id, st, *p)).collect();
+        assert_eq!(active, vec![(h1, HoldState::Held { expires_at: 300 }, 1)]);
+        b.commit(h1).unwrap();
+        assert_eq!(b.extend(h1, 500), Err(ParticipantError::AlreadyCommitted(h1)));
+        assert_eq!(b.extend(Uuid::nil(), 5), Err(ParticipantError::UnknownHold(Uuid::nil())));
+        assert_eq!(b.active().map(|(_, st, _)| st).collect::<Vec<_>>(), vec![HoldState::Committed]);
+        assert_eq!(b.expire(1_000), Vec::<i32>::new());
     }
 }

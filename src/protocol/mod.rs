@@ -13,7 +13,7 @@
 
 mod holds;
 
-pub use holds::HoldBook;
+pub use holds::{HoldBook, HoldState};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

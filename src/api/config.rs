@@ -1,0 +1,60 @@
+//! Configuration of `coreserve serve` (the CLI fills it; tests build it directly).
+
+use crate::model::{ReservationMethod, SelectionPolicy};
+use crate::nis::Routing;
+
+/// At most this many jobs in one plan request.
+pub const MAX_JOBS: usize = 64;
+/// At most this many transfers in one plan request.
+pub const MAX_TRANSFERS: usize = 256;
+/// Largest accepted request body (bytes); larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// Every setting of the service.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address to listen on; port 0 picks a free port (tests).
+    pub listen: String,
+    /// Planners in the pool (each request goes to the least busy one).
+    pub planners: usize,
+    /// Hold lease in seconds.
+    pub lease_s: i64,
+    /// The planners' `w_interval`: plans start no earlier than receipt + this.
+    pub w_interval_s: i64,
+    /// Default selection policy (a request may name its own).
+    pub policy: SelectionPolicy,
+    /// Default reservation method (a request may name its own).
+    pub mode: ReservationMethod,
+    /// NIS routing.
+    pub routing: Routing,
+    /// Every timestamp of a request must lie within this many days of now (422 otherwise).
+    pub horizon_days: i64,
+    /// The admin token; `None`: one is generated at start and printed once.
+    pub admin_token: Option<String>,
+    /// actix worker threads (`None`: one per core).
+    pub workers: Option<usize>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: "127.0.0.1:8080".into(),
+            planners: 3,
+            lease_s: crate::local::DEFAULT_LEASE_S,
+            w_interval_s: 1800,
+            policy: SelectionPolicy::Time,
+            mode: ReservationMethod::Bir,
+            routing: Routing::Shortest,
+            horizon_days: 365,
+            admin_token: None,
+            workers: None,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// The horizon in seconds.
+    pub fn horizon_s(&self) -> i64 {
+        self.horizon_days.saturating_mul(86_400)
+    }
+}

@@ -1,0 +1,33 @@
+//! The broker service: `coreserve serve` (REST API v1 over actix-web).
+//!
+//! All-in-one mode: one process holds the GIS, every LIS and the NIS ([`LocalGrid`]), a pool
+//! of planners over them, and a [`Store`] for the API's own state (plans, idempotency keys,
+//! tokens). Layout, one concern per module:
+//!
+//! | module | what |
+//! |---|---|
+//! | [`config`] | [`ServeConfig`]: every knob of `serve`, and the request limits |
+//! | [`startup`] | [`Application`]: builds the state, binds the listener, runs the server |
+//! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics |
+//! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, tokens, health |
+//! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
+//! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
+//! | [`metrics`] | Prometheus text exposition |
+//! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
+//!
+//! [`LocalGrid`]: crate::local::LocalGrid
+//! [`Store`]: crate::store::Store
+//! [`Caller`]: auth::Caller
+
+pub mod auth;
+pub mod config;
+pub mod metrics;
+pub mod openapi;
+pub mod problem;
+pub mod routes;
+pub mod startup;
+pub mod state;
+
+pub use config::ServeConfig;
+pub use startup::Application;
+pub use state::AppState;

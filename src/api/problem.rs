@@ -1,0 +1,168 @@
+//! Errors as RFC 9457 problem details (`application/problem+json`).
+//!
+//! Every handler returns `Result<_, ApiError>`; an [`ApiError`] renders as
+//! `{"type","title","status","detail"}`. `type` is a URN per kind of problem
+//! (`urn:coreserve:problem:<slug>`), stable for clients to match on; `title` is the short
+//! human summary of that kind and `detail` this occurrence's explanation.
+//!
+//! The library's typed errors map here, in one place ([`From`] impls):
+//! request and grid validation -> 422; unknown hold / site / link -> 404; hold lifecycle
+//! conflicts (expired, aborted, already committed, not committed) and capacity -> 409;
+//! malformed messages -> 400.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::calendar::CalendarError;
+use crate::model::{GridError, RequestError};
+use crate::protocol::ParticipantError;
+use crate::store::StoreError;
+
+/// The media type of problem bodies.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 9457 problem details body.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Problem {
+    /// URI of the problem kind: `urn:coreserve:problem:<slug>`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Short summary of the problem kind.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong this time.
+    pub detail: String,
+}
+
+/// An error answer of the API.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub slug: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.slug, self.detail)
+    }
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
+        ApiError { status, slug, title, detail: detail.into() }
+    }
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad-request", "Malformed request", detail)
+    }
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-request", "The request is not valid", detail)
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", "No such resource", detail)
+    }
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", "Authentication required", detail)
+    }
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", "Not allowed", detail)
+    }
+    pub fn conflict(slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, slug, title, detail)
+    }
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", detail)
+    }
+
+    /// The body.
+    pub fn problem(&self) -> Problem {
+        Problem {
+            type_: format!("urn:coreserve:problem:{}", self.slug),
+            title: self.title.to_owned(),
+            status: self.status.as_u16(),
+            detail: self.detail.clone(),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut r = HttpResponse::build(self.status);
+        r.insert_header((header::CONTENT_TYPE, PROBLEM_JSON));
+        if self.status == StatusCode::UNAUTHORIZED {
+            r.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        r.body(serde_json::to_string(&self.problem()).expect("a problem serialises"))
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        ApiError::invalid(e.to_string())
+    }
+}
+
+impl From<GridError> for ApiError {
+    fn from(e: GridError) -> Self {
+        ApiError::invalid(e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "store failure");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "The store is unavailable", e.to_string())
+    }
+}
+
+impl From<ParticipantError> for ApiError {
+    fn from(e: ParticipantError) -> Self {
+        use ParticipantError as P;
+        let detail = e.to_string();
+        match e {
+            P::Capacity(CalendarError::OverCapacity { .. }) | P::LinkCapacity { .. } => {
+                ApiError::conflict("capacity", "Not enough capacity", detail)
+            }
+            P::Capacity(_) => ApiError::invalid(detail),
+            P::UnknownHold(_) | P::UnknownSite(_) | P::UnknownLink(_) => ApiError::not_found(detail),
+            P::HoldExpired(_) => ApiError::conflict("hold-expired", "The hold expired", detail),
+            P::Aborted(_) => ApiError::conflict("hold-aborted", "The hold was aborted", detail),
+            P::AlreadyCommitted(_) => ApiError::conflict("hold-committed", "The hold is committed", detail),
+            P::NotCommitted(_) => ApiError::conflict("hold-not-committed", "The hold is not committed", detail),
+            P::Invalid(_) => ApiError::bad_request(detail),
+            P::WrongParticipant(_) => ApiError::internal(detail),
+            P::Transport(_) => ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail),
+        }
+    }
+}
+
+/// Maps the JSON body extractor's errors: syntax -> 400, well-formed JSON of the wrong shape
+/// (missing or unknown fields, wrong types) -> 422, too large -> 413, wrong media type -> 415.
+pub fn json_error(err: actix_web::error::JsonPayloadError) -> ApiError {
+    use actix_web::error::JsonPayloadError as J;
+    match &err {
+        J::OverflowKnownLength { .. } | J::Overflow { .. } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+            format!("{err} (limit {} bytes)", super::config::MAX_BODY_BYTES),
+        ),
+        J::ContentType => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Expected application/json",
+            "the body must be JSON with Content-Type: application/json",
+        ),
+        J::Deserialize(e) if e.is_data() => ApiError::invalid(format!("body: {e}")),
+        J::Deserialize(e) => ApiError::bad_request(format!("malformed JSON: {e}")),
+        _ => ApiError::bad_request(err.to_string()),
+    }
+}

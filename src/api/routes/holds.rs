@@ -1,0 +1,120 @@
+//! `/v1/holds/{id}`: phase 2 of two-phase commit for holds made through the API, and lease
+//! extension. Every call is idempotent (commit twice, abort twice, extend again) and needs a
+//! service or admin token. Holds made by the broker's own planners are not listed here: they
+//! are committed or aborted by the planner within the request.
+
+use std::sync::Arc;
+
+use actix_web::web;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::api::auth::Caller;
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::AppState;
+use crate::model::from_time;
+use crate::planner::ParticipantRef;
+use crate::protocol::{Hold, HoldId, Participant};
+
+/// A hold: its id and lease end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HoldView {
+    pub id: Uuid,
+    pub expires_at: DateTime<Utc>,
+}
+
+impl From<Hold> for HoldView {
+    fn from(h: Hold) -> Self {
+        HoldView { id: h.id, expires_at: from_time(h.expires_at) }
+    }
+}
+
+/// What became of a hold after commit or abort.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HoldResult {
+    pub id: Uuid,
+    /// `committed` or `aborted`.
+    pub state: String,
+}
+
+/// `POST /v1/holds/{id}/extend` body.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtendBody {
+    /// New lease from now, seconds (1 ..= the horizon).
+    pub lease_s: i64,
+}
+
+/// The participant of a hold made through the API, or 404.
+fn owner(state: &AppState, id: HoldId) -> Result<(ParticipantRef, Arc<dyn Participant>), ApiError> {
+    let r = state.holds.lock().expect("hold registry").get(&id).cloned();
+    let r = r.ok_or_else(|| ApiError::not_found(format!("unknown hold {id}")))?;
+    let p: Arc<dyn Participant> = match &r {
+        ParticipantRef::Site(s) => state.lis(s)?.clone(),
+        ParticipantRef::Network => state.participants.nis.clone(),
+    };
+    Ok((r, p))
+}
+
+/// Commit a hold (idempotent).
+#[utoipa::path(post, path = "/v1/holds/{id}/commit", operation_id = "commit_hold", tag = "holds", params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, body = HoldResult),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Expired or aborted", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn commit(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<HoldResult>, ApiError> {
+    caller.require_service()?;
+    let (_, p) = owner(&state, *id)?;
+    p.commit(*id).await?;
+    Ok(web::Json(HoldResult { id: *id, state: "committed".into() }))
+}
+
+/// Abort a hold (idempotent; aborting an expired hold is fine).
+#[utoipa::path(post, path = "/v1/holds/{id}/abort", operation_id = "abort_hold", tag = "holds", params(("id" = Uuid, Path)),
+    responses(
+        (status = 200, body = HoldResult),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already committed", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn abort(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<HoldResult>, ApiError> {
+    caller.require_service()?;
+    let (_, p) = owner(&state, *id)?;
+    p.abort(*id).await?;
+    state.metrics.aborted();
+    Ok(web::Json(HoldResult { id: *id, state: "aborted".into() }))
+}
+
+/// Give a live hold a new lease of `lease_s` seconds from now.
+#[utoipa::path(post, path = "/v1/holds/{id}/extend", operation_id = "extend_hold", tag = "holds", params(("id" = Uuid, Path)), request_body = ExtendBody,
+    responses(
+        (status = 200, body = HoldView),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Expired, aborted or committed", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "lease_s out of range", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn extend(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<Uuid>,
+    body: web::Json<ExtendBody>,
+) -> Result<web::Json<HoldView>, ApiError> {
+    caller.require_service()?;
+    if body.lease_s <= 0 || body.lease_s > state.config.horizon_s() {
+        return Err(ApiError::invalid(format!("lease_s must be in 1..={} (got {})", state.config.horizon_s(), body.lease_s)));
+    }
+    let (r, _) = owner(&state, *id)?;
+    let hold = match r {
+        ParticipantRef::Site(s) => state.lis(&s)?.extend(*id, body.lease_s)?,
+        ParticipantRef::Network => state.participants.nis.extend(*id, body.lease_s)?,
+    };
+    Ok(web::Json(HoldView::from(hold)))
+}

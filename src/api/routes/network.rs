@@ -1,0 +1,140 @@
+//! `/v1/network`: the NIS (topology, routes, bandwidth holds).
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::holds::HoldView;
+use crate::api::auth::Caller;
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::AppState;
+use crate::model::{Link, LinkId, Node};
+use crate::planner::ParticipantRef;
+use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, Participant};
+
+/// The topology: nodes and links with their capacities.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NetworkView {
+    pub nodes: Vec<Node>,
+    pub links: Vec<Link>,
+}
+
+/// `GET /v1/network/route` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RouteQuery {
+    pub from_site: String,
+    pub to_site: String,
+    /// Mbit/s, > 0.
+    pub bandwidth_mbps: u64,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// A path the NIS could reserve now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RouteView {
+    /// Link ids from the first site's node to the second's; empty when both share a node.
+    pub links: Vec<LinkId>,
+    pub price_per_gbps_hour: f64,
+    /// Bottleneck free bandwidth over the interval (Mbit/s); absent for an empty path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_mbps: Option<u64>,
+}
+
+/// The NIS's answer: a route, or none (no path with enough free bandwidth).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RouteAnswer {
+    pub route: Option<RouteView>,
+}
+
+/// `POST /v1/network/holds` body: prepare (phase 1) bandwidth on every link of a path.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkHoldBody {
+    #[serde(default)]
+    pub txn: Option<Uuid>,
+    /// The path (e.g. from `GET /v1/network/route`); all links are held or none.
+    pub links: Vec<LinkId>,
+    pub bandwidth_mbps: u64,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// Nodes and links.
+#[utoipa::path(get, path = "/v1/network", operation_id = "get_network", tag = "network",
+    responses((status = 200, body = NetworkView), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn topology(state: web::Data<AppState>, _caller: Caller) -> web::Json<NetworkView> {
+    web::Json(NetworkView { nodes: state.grid.nodes.clone(), links: state.grid.links.clone() })
+}
+
+fn interval(state: &AppState, start: &DateTime<Utc>, end: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
+    let (s, e) = (state.check_horizon("start", start)?, state.check_horizon("end", end)?);
+    if s >= e {
+        return Err(ApiError::invalid("`start` must be before `end`"));
+    }
+    Ok((s, e))
+}
+
+/// The route the NIS would take for this bandwidth over `[start, end)`.
+#[utoipa::path(get, path = "/v1/network/route", operation_id = "get_route", tag = "network", params(RouteQuery),
+    responses((status = 200, body = RouteAnswer), (status = 404, description = "Unknown site", body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn route(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    q: web::Query<RouteQuery>,
+) -> Result<web::Json<RouteAnswer>, ApiError> {
+    let (start, end) = interval(&state, &q.start, &q.end)?;
+    if q.bandwidth_mbps == 0 {
+        return Err(ApiError::invalid("bandwidth_mbps must be > 0"));
+    }
+    let query = AvailabilityQuery::Network {
+        from_site: q.from_site.clone(),
+        to_site: q.to_site.clone(),
+        bandwidth_mbps: q.bandwidth_mbps,
+        start,
+        end,
+    };
+    let Availability::Network(route) = state.participants.nis.query(&query).await? else {
+        return Err(ApiError::internal("the NIS answered with a compute offer"));
+    };
+    Ok(web::Json(RouteAnswer {
+        route: route.map(|r| RouteView {
+            links: r.links,
+            price_per_gbps_hour: r.price_per_gbps_hour,
+            free_mbps: (r.free_mbps != u64::MAX).then_some(r.free_mbps),
+        }),
+    }))
+}
+
+/// Prepare a bandwidth hold (service or admin token).
+#[utoipa::path(post, path = "/v1/network/holds", operation_id = "prepare_network_hold", tag = "holds", request_body = NetworkHoldBody,
+    responses(
+        (status = 201, body = HoldView),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown link", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not enough bandwidth", body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn hold(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: web::Json<NetworkHoldBody>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_service()?;
+    let (start, end) = interval(&state, &body.start, &body.end)?;
+    if body.links.is_empty() {
+        return Err(ApiError::invalid("a network hold needs at least one link"));
+    }
+    let b = body.into_inner();
+    let req = HoldRequest::Network { txn: b.txn.unwrap_or_else(Uuid::new_v4), links: b.links, bandwidth_mbps: b.bandwidth_mbps, start, end };
+    let hold = state.participants.nis.prepare(&req).await?;
+    state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Network);
+    Ok(HttpResponse::Created().json(HoldView::from(hold)))
+}

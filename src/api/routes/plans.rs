@@ -1,0 +1,407 @@
+//! `/v1/plans`: plan and book a request, read plans, cancel them.
+//!
+//! `POST` answers `201 Created` with `Location: /v1/plans/{id}` whether the plan was committed
+//! or rejected (a rejection is a stored result too, with its `reason`). With `?dry_run=true` it
+//! answers `200 OK` with the plan it would make (`status: planned`), books and stores nothing
+//! (the `id` is fresh and not retrievable), and ignores `Idempotency-Key`.
+//!
+//! Planning and storing run in a task of their own, so a client that disconnects mid-request
+//! can never leave a plan half-booked or booked but unrecorded; its retry with the same
+//! `Idempotency-Key` finds the plan.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use crate::api::auth::Caller;
+use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::AppState;
+use crate::model::{
+    ComputeDemand, JobPlacement, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod,
+    SelectionPolicy, TransferPlacement,
+};
+use crate::planner::PlanOptions;
+use crate::store::{KeyClaim, PlanFilter, PlanRecord, PlanStatus};
+
+/// One job (compute demand) of a plan request.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobBody {
+    /// Unique within the request.
+    pub name: String,
+    /// Required OS (case-insensitive).
+    pub os: String,
+    /// CPUs, > 0.
+    pub cpus: u32,
+    /// Seconds from the application start, >= 0.
+    pub offset_s: i64,
+    /// Seconds, > 0.
+    pub duration_s: i64,
+}
+
+/// One transfer (network demand) between two jobs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferBody {
+    pub from: String,
+    pub to: String,
+    /// Mbit/s, > 0.
+    pub bandwidth_mbps: u64,
+    /// Seconds from the application start; inside both jobs' intervals.
+    pub offset_s: i64,
+    pub duration_s: i64,
+}
+
+/// `POST /v1/plans` body: a plan request in the model's format, without `user` (the token's)
+/// and `submitted_at` (the time the server received it). Unknown fields are refused.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanBody {
+    /// The client's reference, echoed as `request_id` (default: a fresh UUID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Every reservation must end by then.
+    pub deadline: DateTime<Utc>,
+    /// Earliest application start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
+    /// At most 64.
+    pub jobs: Vec<JobBody>,
+    /// At most 256.
+    #[serde(default)]
+    pub transfers: Vec<TransferBody>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<SelectionPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ReservationMethod>,
+}
+
+/// A plan: the planner's outcome plus the API's record (`id`, owner, status, times).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PlanView {
+    /// The plan's own id.
+    pub id: Uuid,
+    /// The request's `id` (the client's reference).
+    pub request_id: String,
+    pub user: String,
+    pub status: PlanStatus,
+    /// Why a plan was rejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Application start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<DateTime<Utc>>,
+    pub jobs: Vec<JobPlacement>,
+    pub transfers: Vec<TransferPlacement>,
+    pub cost: f64,
+    pub planning_ms: f64,
+    pub planner: String,
+    pub messages: u64,
+    pub holds_aborted: u64,
+    pub created_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<DateTime<Utc>>,
+}
+
+impl PlanView {
+    fn new(id: Uuid, user: &str, status: PlanStatus, o: &Outcome, created_at: DateTime<Utc>) -> Self {
+        PlanView {
+            id,
+            request_id: o.request_id.clone(),
+            user: user.to_owned(),
+            status,
+            reason: o.reason.clone(),
+            start: o.start,
+            jobs: o.jobs.clone(),
+            transfers: o.transfers.clone(),
+            cost: o.cost,
+            planning_ms: o.planning_ms,
+            planner: o.planner.clone(),
+            messages: o.messages,
+            holds_aborted: o.holds_aborted,
+            created_at,
+            cancelled_at: None,
+        }
+    }
+}
+
+impl From<&PlanRecord> for PlanView {
+    fn from(r: &PlanRecord) -> Self {
+        PlanView { cancelled_at: r.cancelled_at, ..PlanView::new(r.id, &r.user, r.status, &r.outcome, r.created_at) }
+    }
+}
+
+/// `POST /v1/plans` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CreateQuery {
+    /// Plan only: book and store nothing (answer 200, status `planned`).
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `GET /v1/plans` query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// `committed`, `rejected` or `cancelled`.
+    pub status: Option<String>,
+    /// Plans starting at or after this instant (RFC 3339).
+    pub from: Option<DateTime<Utc>>,
+    /// Plans starting before this instant (RFC 3339).
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// The name of the idempotency header.
+pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// Validates the body into a plan request (nothing changes on error).
+fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<PlanRequest, ApiError> {
+    if body.jobs.len() > MAX_JOBS {
+        return Err(ApiError::invalid(format!("{} jobs; at most {MAX_JOBS} per request", body.jobs.len())));
+    }
+    if body.transfers.len() > MAX_TRANSFERS {
+        return Err(ApiError::invalid(format!(
+            "{} transfers; at most {MAX_TRANSFERS} per request",
+            body.transfers.len()
+        )));
+    }
+    state.check_horizon("deadline", &body.deadline)?;
+    if let Some(nb) = &body.not_before {
+        state.check_horizon("not_before", nb)?;
+    }
+    let raw = RawPlanRequest {
+        id: body.id.clone().unwrap_or_else(|| Uuid::new_v4().to_string()),
+        user: caller.user.clone(),
+        submitted_at: state.now_utc(),
+        deadline: body.deadline,
+        not_before: body.not_before,
+        jobs: body
+            .jobs
+            .iter()
+            .map(|j| ComputeDemand {
+                name: j.name.clone(),
+                os: j.os.clone(),
+                cpus: j.cpus,
+                offset_s: j.offset_s,
+                duration_s: j.duration_s,
+            })
+            .collect(),
+        transfers: body
+            .transfers
+            .iter()
+            .map(|t| NetworkDemand {
+                from: t.from.clone(),
+                to: t.to.clone(),
+                bandwidth_mbps: t.bandwidth_mbps,
+                offset_s: t.offset_s,
+                duration_s: t.duration_s,
+            })
+            .collect(),
+        policy: body.policy,
+        mode: body.mode,
+    };
+    Ok(PlanRequest::new(raw)?)
+}
+
+fn fingerprint(body: &PlanBody) -> String {
+    hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a body serialises")))
+}
+
+fn created(view: &PlanView) -> HttpResponse {
+    HttpResponse::Created().insert_header((header::LOCATION, format!("/v1/plans/{}", view.id))).json(view)
+}
+
+/// Plan and book a request.
+#[utoipa::path(
+    post, path = "/v1/plans", operation_id = "create_plan", tag = "plans",
+    params(CreateQuery, ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key (same user) returns the first plan and books nothing")),
+    request_body = PlanBody,
+    responses(
+        (status = 201, description = "Planned and committed, or rejected (see status)", body = PlanView,
+            headers(("Location" = String, description = "/v1/plans/{id}"))),
+        (status = 200, description = "Dry run: the plan it would make; nothing booked or stored", body = PlanView),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown token", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A request with this Idempotency-Key is in progress", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 256 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body)", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<CreateQuery>,
+    req: HttpRequest,
+    body: web::Json<PlanBody>,
+) -> Result<HttpResponse, ApiError> {
+    let body = body.into_inner();
+    let key = match req.headers().get(IDEMPOTENCY_KEY) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .filter(|k| !k.is_empty() && k.len() <= 255)
+                .ok_or_else(|| ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters"))?
+                .to_owned(),
+        ),
+    };
+    if query.dry_run {
+        let plan = to_request(&state, &caller, &body)?;
+        let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true }).await;
+        let o = &result.outcome;
+        let status = PlanStatus::from(o.status);
+        state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
+        return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
+    }
+    let print = fingerprint(&body);
+    if let Some(key) = &key {
+        match state.store.claim_key(&caller.user, key).await? {
+            KeyClaim::Claimed => {}
+            KeyClaim::InProgress => {
+                return Err(ApiError::conflict(
+                    "idempotency-in-progress",
+                    "A request with this key is in progress",
+                    format!("a request with Idempotency-Key `{key}` is still being planned; retry later"),
+                ))
+            }
+            KeyClaim::Done { plan, fingerprint } => {
+                if fingerprint != print {
+                    return Err(ApiError::invalid(format!(
+                        "Idempotency-Key `{key}` was used for a different request body"
+                    )));
+                }
+                let rec = state.store.plan(plan).await?.ok_or_else(|| ApiError::internal("keyed plan is missing"))?;
+                return Ok(created(&PlanView::from(&rec)));
+            }
+        }
+    }
+    let plan = match to_request(&state, &caller, &body) {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(key) = &key {
+                state.store.release_key(&caller.user, key).await?;
+            }
+            return Err(e);
+        }
+    };
+    // Plan, book and record in a task of its own: it finishes even if the client goes away.
+    let st = state.clone();
+    let user = caller.user.clone();
+    let task = actix_web::rt::spawn(async move {
+        let result = st.planners.lend().plan_with(&plan, PlanOptions::default()).await;
+        let o = result.outcome;
+        let status = PlanStatus::from(o.status);
+        st.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
+        tracing::info!(request = %o.request_id, user = %user, status = ?status, ms = o.planning_ms, "planned");
+        let rec = PlanRecord {
+            id: Uuid::new_v4(),
+            user: user.clone(),
+            status,
+            outcome: o,
+            bookings: result.bookings,
+            created_at: st.now_utc(),
+            cancelled_at: None,
+        };
+        st.store.insert_plan(rec.clone()).await?;
+        if let Some(key) = &key {
+            st.store.complete_key(&user, key, rec.id, &print).await?;
+        }
+        Ok::<_, ApiError>(rec)
+    });
+    let rec = task.await.map_err(|e| ApiError::internal(format!("planning task failed: {e}")))??;
+    Ok(created(&PlanView::from(&rec)))
+}
+
+/// The caller's plans (an admin: everyone's), oldest first.
+#[utoipa::path(
+    get, path = "/v1/plans", operation_id = "list_plans", tag = "plans", params(ListQuery),
+    responses(
+        (status = 200, body = Vec<PlanView>),
+        (status = 400, description = "Bad status or time", body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn list(
+    state: web::Data<AppState>,
+    caller: Caller,
+    query: web::Query<ListQuery>,
+) -> Result<web::Json<Vec<PlanView>>, ApiError> {
+    let status = query.status.as_deref().map(str::parse::<PlanStatus>).transpose().map_err(ApiError::bad_request)?;
+    let filter = PlanFilter {
+        user: (!caller.admin).then(|| caller.user.clone()),
+        status,
+        from: query.from,
+        to: query.to,
+    };
+    let plans = state.store.list_plans(&filter).await?;
+    Ok(web::Json(plans.iter().map(PlanView::from).collect()))
+}
+
+async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord, ApiError> {
+    let rec = state.store.plan(id).await?.ok_or_else(|| ApiError::not_found(format!("unknown plan {id}")))?;
+    if !caller.may_access(&rec.user) {
+        return Err(ApiError::forbidden(format!("plan {id} belongs to another user")));
+    }
+    Ok(rec)
+}
+
+/// One plan (the owner's or, for an admin, anyone's).
+#[utoipa::path(
+    get, path = "/v1/plans/{id}", operation_id = "get_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
+    responses(
+        (status = 200, body = PlanView),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Another user's plan", body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn get(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<PlanView>, ApiError> {
+    Ok(web::Json(PlanView::from(&owned(&state, &caller, *id).await?)))
+}
+
+/// Cancel a committed plan: release every reservation (idempotent).
+#[utoipa::path(
+    delete, path = "/v1/plans/{id}", operation_id = "cancel_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
+    responses(
+        (status = 200, description = "Cancelled (also when it already was)", body = PlanView),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A rejected plan has nothing to cancel", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn cancel(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<PlanView>, ApiError> {
+    let rec = owned(&state, &caller, *id).await?;
+    match rec.status {
+        PlanStatus::Cancelled => return Ok(web::Json(PlanView::from(&rec))),
+        PlanStatus::Rejected | PlanStatus::Planned => {
+            return Err(ApiError::conflict(
+                "plan-not-committed",
+                "Only a committed plan can be cancelled",
+                format!("plan {} was rejected; nothing is booked", rec.id),
+            ))
+        }
+        PlanStatus::Committed => {}
+    }
+    // Release and record in a task of its own (see the module docs).
+    let st = state.clone();
+    let task = actix_web::rt::spawn(async move {
+        st.planners.lend().cancel(&rec.bookings).await?;
+        let rec = st.store.mark_cancelled(rec.id, st.now_utc()).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
+        st.metrics.cancelled();
+        tracing::info!(plan = %rec.id, "cancelled");
+        Ok::<_, ApiError>(rec)
+    });
+    let rec = task.await.map_err(|e| ApiError::internal(format!("cancel task failed: {e}")))??;
+    Ok(web::Json(PlanView::from(&rec)))
+}

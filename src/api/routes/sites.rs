@@ -1,0 +1,236 @@
+//! `/v1/sites`: the GIS catalogue and each site's LIS (availability, reservations, holds).
+//!
+//! `PUT /v1/sites/{id}` (admin) updates an existing site's `price_per_cpu_hour` and `os` in the
+//! GIS and its LIS (later offers and plans use them). Not supported at run time, refused with
+//! 422: adding a site (it needs a LIS and a place in the NIS's topology: restart with it in
+//! grid.json), changing `cpus` (the calendar's capacity) or `node` (the NIS's site-to-node map).
+
+use actix_web::{web, HttpResponse};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+use super::holds::HoldView;
+use crate::api::auth::Caller;
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::AppState;
+use crate::model::{from_time, NodeId, Site};
+use crate::planner::ParticipantRef;
+use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, HoldState, Participant};
+
+/// `PUT /v1/sites/{id}` body (the site without its id, which is in the path).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SiteBody {
+    /// Must equal the current node.
+    pub node: NodeId,
+    /// Must equal the current CPU count.
+    pub cpus: u32,
+    pub os: String,
+    /// Finite, >= 0.
+    pub price_per_cpu_hour: f64,
+}
+
+/// `GET /v1/sites/{id}/availability` query: the LIS free-slot search.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AvailabilityQueryParams {
+    /// Window start (RFC 3339).
+    pub from: DateTime<Utc>,
+    /// Window end: the job must end by then.
+    pub to: DateTime<Utc>,
+    /// CPUs wanted, > 0.
+    pub cpus: u32,
+    /// Seconds wanted, > 0.
+    pub duration_s: i64,
+}
+
+/// What the LIS offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AvailabilityView {
+    pub site: String,
+    /// Earliest start at which `cpus` CPUs are free for `duration_s` inside the window; absent
+    /// when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earliest_start: Option<DateTime<Utc>>,
+    /// Mean booked fraction of the site's CPUs over the window.
+    pub utilisation: f64,
+    pub price_per_cpu_hour: f64,
+}
+
+/// A time window query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct WindowQuery {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+/// State of a hold or reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReservationState {
+    Held,
+    Committed,
+}
+
+/// One hold or reservation of a site.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReservationView {
+    pub hold: Uuid,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub cpus: u64,
+    pub state: ReservationState,
+    /// Lease end of a hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/sites/{id}/holds` body: prepare (phase 1) a compute hold.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SiteHoldBody {
+    /// Transaction id (default: fresh).
+    #[serde(default)]
+    pub txn: Option<Uuid>,
+    pub cpus: u32,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// Every site, sorted by id.
+#[utoipa::path(get, path = "/v1/sites", operation_id = "list_sites", tag = "sites",
+    responses((status = 200, body = Vec<Site>), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn list(state: web::Data<AppState>, _caller: Caller) -> web::Json<Vec<Site>> {
+    web::Json(state.participants.gis.sites())
+}
+
+fn find(state: &AppState, id: &str) -> Result<Site, ApiError> {
+    state.participants.gis.sites().into_iter().find(|s| s.id == id).ok_or_else(|| ApiError::not_found(format!("unknown site `{id}`")))
+}
+
+/// One site.
+#[utoipa::path(get, path = "/v1/sites/{id}", operation_id = "get_site", tag = "sites", params(("id" = String, Path)),
+    responses((status = 200, body = Site), (status = 404, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn get(state: web::Data<AppState>, _caller: Caller, id: web::Path<String>) -> Result<web::Json<Site>, ApiError> {
+    Ok(web::Json(find(&state, &id)?))
+}
+
+/// Update a site's price and OS (admin).
+#[utoipa::path(put, path = "/v1/sites/{id}", operation_id = "update_site", tag = "sites", params(("id" = String, Path)), request_body = SiteBody,
+    responses(
+        (status = 200, body = Site),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A new site, or a change of cpus or node: not supported at run time", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn put(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    body: web::Json<SiteBody>,
+) -> Result<web::Json<Site>, ApiError> {
+    caller.require_admin()?;
+    let id = id.into_inner();
+    let lis = state.participants.lis.get(&id).ok_or_else(|| {
+        ApiError::invalid(format!("site `{id}` does not exist; adding sites at run time is not supported (add it to grid.json and restart)"))
+    })?;
+    let b = body.into_inner();
+    let site = Site { id, node: b.node, cpus: b.cpus, os: b.os, price_per_cpu_hour: b.price_per_cpu_hour };
+    // The LIS checks what may change; the GIS follows only if it accepted.
+    lis.update_site(site.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
+    state.participants.gis.upsert(site.clone());
+    tracing::info!(site = %site.id, os = %site.os, price = site.price_per_cpu_hour, "site updated");
+    Ok(web::Json(site))
+}
+
+fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
+    let (f, t) = (state.check_horizon("from", from)?, state.check_horizon("to", to)?);
+    if f >= t {
+        return Err(ApiError::invalid("`from` must be before `to`"));
+    }
+    Ok((f, t))
+}
+
+/// The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
+#[utoipa::path(get, path = "/v1/sites/{id}/availability", operation_id = "site_availability", tag = "sites", params(("id" = String, Path), AvailabilityQueryParams),
+    responses((status = 200, body = AvailabilityView), (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn availability(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    id: web::Path<String>,
+    q: web::Query<AvailabilityQueryParams>,
+) -> Result<web::Json<AvailabilityView>, ApiError> {
+    let lis = state.lis(&id)?;
+    let (from, to) = window(&state, &q.from, &q.to)?;
+    if q.cpus == 0 || q.duration_s <= 0 {
+        return Err(ApiError::invalid("cpus and duration_s must be > 0"));
+    }
+    let query = AvailabilityQuery::Compute { site: id.clone(), cpus: q.cpus, duration_s: q.duration_s, window_start: from, deadline: to };
+    let Availability::Compute(o) = lis.query(&query).await? else {
+        return Err(ApiError::internal("a LIS answered with a network offer"));
+    };
+    Ok(web::Json(AvailabilityView {
+        site: o.site,
+        earliest_start: o.earliest_start.map(from_time),
+        utilisation: o.utilisation,
+        price_per_cpu_hour: o.price_per_cpu_hour,
+    }))
+}
+
+/// Holds and reservations of the site overlapping `[from, to)`.
+#[utoipa::path(get, path = "/v1/sites/{id}/reservations", operation_id = "site_reservations", tag = "sites", params(("id" = String, Path), WindowQuery),
+    responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn reservations(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    id: web::Path<String>,
+    q: web::Query<WindowQuery>,
+) -> Result<web::Json<Vec<ReservationView>>, ApiError> {
+    let lis = state.lis(&id)?;
+    let (from, to) = window(&state, &q.from, &q.to)?;
+    let list = lis
+        .reservations(from, to)
+        .into_iter()
+        .map(|r| {
+            let (state, expires_at) = match r.state {
+                HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
+                HoldState::Committed => (ReservationState::Committed, None),
+            };
+            ReservationView { hold: r.hold, start: from_time(r.start), end: from_time(r.end), cpus: r.cpus, state, expires_at }
+        })
+        .collect();
+    Ok(web::Json(list))
+}
+
+/// Prepare a compute hold at this site (service or admin token).
+#[utoipa::path(post, path = "/v1/sites/{id}/holds", operation_id = "prepare_site_hold", tag = "holds", params(("id" = String, Path)), request_body = SiteHoldBody,
+    responses(
+        (status = 201, body = HoldView),
+        (status = 403, description = "A user token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Not enough CPUs", body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn hold(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    body: web::Json<SiteHoldBody>,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_service()?;
+    let lis = state.lis(&id)?;
+    let (start, end) = window(&state, &body.start, &body.end)?;
+    let req = HoldRequest::Compute { txn: body.txn.unwrap_or_else(Uuid::new_v4), site: id.clone(), cpus: body.cpus, start, end };
+    let hold = lis.prepare(&req).await?;
+    state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Site(id.into_inner()));
+    Ok(HttpResponse::Created().json(HoldView::from(hold)))
+}

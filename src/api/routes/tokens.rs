@@ -1,0 +1,52 @@
+//! `POST /v1/tokens` (admin): issue an API token. The token is shown once; only its hash is kept.
+
+use actix_web::{web, HttpResponse};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::auth::{generate_token, register_token, Caller};
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::AppState;
+
+/// Who the new token is for.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBody {
+    /// The user the token acts as (1-128 characters).
+    pub user: String,
+    #[serde(default)]
+    pub admin: bool,
+    /// May drive holds directly.
+    #[serde(default)]
+    pub service: bool,
+}
+
+/// A new token (shown only in this answer).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TokenView {
+    pub token: String,
+    pub user: String,
+    pub admin: bool,
+    pub service: bool,
+}
+
+/// Issue a token (admin).
+#[utoipa::path(post, path = "/v1/tokens", operation_id = "create_token", tag = "tokens", request_body = TokenBody,
+    responses(
+        (status = 201, body = TokenView),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn create(state: web::Data<AppState>, caller: Caller, body: web::Json<TokenBody>) -> Result<HttpResponse, ApiError> {
+    caller.require_admin()?;
+    let b = body.into_inner();
+    let user = b.user.trim();
+    if user.is_empty() || user.chars().count() > 128 {
+        return Err(ApiError::invalid("user must be 1-128 characters"));
+    }
+    let token = generate_token();
+    register_token(state.store.as_ref(), &token, user, b.admin, b.service).await?;
+    tracing::info!(user, admin = b.admin, service = b.service, "token issued");
+    Ok(HttpResponse::Created().json(TokenView { token, user: user.to_owned(), admin: b.admin, service: b.service }))
+}

@@ -1,0 +1,148 @@
+//! The broker's own state: what the REST API keeps beyond the participants' calendars.
+//!
+//! - **plans**: one [`PlanRecord`] per `POST /v1/plans` (committed, rejected, later cancelled),
+//!   with the bookings [`crate::planner::Planner::cancel`] needs;
+//! - **idempotency keys**: `(user, key)` -> the plan a first request made, so a retried POST
+//!   never books twice;
+//! - **API tokens**: only the SHA-256 of each bearer token, with its user and roles.
+//!
+//! [`Store`] is the seam for persistence: [`MemoryStore`] keeps everything in process (nothing
+//! survives a restart); a PostgreSQL store will implement the same trait. The participants'
+//! calendars and holds are not in the store (they live in [`crate::local::LocalGrid`]).
+
+mod memory;
+
+pub use memory::MemoryStore;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::model::{Outcome, OutcomeStatus};
+use crate::planner::Booking;
+
+/// The life of a stored plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanStatus {
+    /// Only in dry-run answers: nothing was booked and nothing is stored.
+    Planned,
+    /// Every reservation is booked.
+    Committed,
+    /// Nothing was booked; the outcome's `reason` says why.
+    Rejected,
+    /// It was committed, then cancelled: every reservation was released.
+    Cancelled,
+}
+
+impl From<OutcomeStatus> for PlanStatus {
+    fn from(s: OutcomeStatus) -> Self {
+        match s {
+            OutcomeStatus::Committed => PlanStatus::Committed,
+            OutcomeStatus::Rejected => PlanStatus::Rejected,
+            OutcomeStatus::Planned => PlanStatus::Planned,
+        }
+    }
+}
+
+impl std::str::FromStr for PlanStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "planned" => Ok(PlanStatus::Planned),
+            "committed" => Ok(PlanStatus::Committed),
+            "rejected" => Ok(PlanStatus::Rejected),
+            "cancelled" => Ok(PlanStatus::Cancelled),
+            other => Err(format!("unknown status `{other}`; expected committed, rejected or cancelled")),
+        }
+    }
+}
+
+/// One plan the API made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanRecord {
+    /// The plan's own id (`/v1/plans/{id}`).
+    pub id: Uuid,
+    /// The owner (the user of the token that made it).
+    pub user: String,
+    pub status: PlanStatus,
+    /// The planner's outcome (its `request_id` is the client's reference).
+    pub outcome: Outcome,
+    /// What to release on cancel (empty unless committed).
+    pub bookings: Vec<Booking>,
+    pub created_at: DateTime<Utc>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+}
+
+/// What the store knows about an idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyClaim {
+    /// The key is new and now reserved for the caller, who must
+    /// [`Store::complete_key`] or [`Store::release_key`] it.
+    Claimed,
+    /// Another request with this key is being planned right now.
+    InProgress,
+    /// A request with this key made plan `plan`; `fingerprint` is that request's body hash.
+    Done { plan: Uuid, fingerprint: String },
+}
+
+/// A stored API token (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// Hex SHA-256 of the bearer token.
+    pub hash: String,
+    pub user: String,
+    /// May do everything: grid changes, every user's plans, tokens.
+    pub admin: bool,
+    /// May drive holds directly (prepare, commit, abort, extend): a planner or another broker.
+    pub service: bool,
+}
+
+/// Filter of [`Store::list_plans`].
+#[derive(Debug, Clone, Default)]
+pub struct PlanFilter {
+    /// Only this user's plans (`None`: everyone's, for admins).
+    pub user: Option<String>,
+    pub status: Option<PlanStatus>,
+    /// Only plans whose start is >= this (plans without a start never match a bound).
+    pub from: Option<DateTime<Utc>>,
+    /// Only plans whose start is < this.
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// A store failure (a lost database connection, later; the memory store never fails).
+#[derive(Debug, thiserror::Error)]
+#[error("store: {0}")]
+pub struct StoreError(pub String);
+
+/// The API's persistent state. Every method is atomic on its own.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Adds a new plan.
+    async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError>;
+    /// The plan `id`, if any.
+    async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError>;
+    /// Plans matching `filter`, oldest first.
+    async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError>;
+    /// Marks a plan cancelled (keeps the first `cancelled_at`); returns the updated record.
+    async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError>;
+
+    /// Reserves `(user, key)` for one request, or says who has it.
+    async fn claim_key(&self, user: &str, key: &str) -> Result<KeyClaim, StoreError>;
+    /// Binds a claimed key to the plan it made.
+    async fn complete_key(&self, user: &str, key: &str, plan: Uuid, fingerprint: &str) -> Result<(), StoreError>;
+    /// Frees a claimed key whose request failed before making a plan (bad input): a retry
+    /// with a corrected body may use it again.
+    async fn release_key(&self, user: &str, key: &str) -> Result<(), StoreError>;
+
+    /// Adds a token (by hash).
+    async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError>;
+    /// The token with this hash, if any.
+    async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError>;
+
+    /// Readiness probe: can the store answer?
+    async fn ping(&self) -> Result<(), StoreError>;
+    /// A short name for logs and `/readyz` (`memory`, `postgres`).
+    fn kind(&self) -> &'static str;
+}

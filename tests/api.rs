@@ -1,0 +1,500 @@
+//! End-to-end tests of `coreserve serve` (all-in-one, in-memory store): each test spawns the
+//! application on 127.0.0.1:0 over a small hand-made grid, with fresh state, and talks HTTP.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use coreserve::api::{AppState, Application, ServeConfig};
+use coreserve::model::Grid;
+use coreserve::store::MemoryStore;
+use reqwest::{Client, Method, Response, StatusCode};
+use serde_json::{json, Value};
+
+const ADMIN: &str = "test-admin-token";
+
+/// Two nodes joined by one 1 Gbit/s link; two 16-CPU linux sites (one per node) and one 8-CPU
+/// bsd site.
+fn grid() -> Grid {
+    serde_json::from_value(json!({
+        "nodes": [{"id": "n1", "label": "one"}, {"id": "n2", "label": "two"}],
+        "links": [{"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}],
+        "sites": [
+            {"id": "s1", "node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0},
+            {"id": "s2", "node": "n2", "cpus": 16, "os": "linux", "price_per_cpu_hour": 2.0},
+            {"id": "s3", "node": "n2", "cpus": 8, "os": "bsd", "price_per_cpu_hour": 1.5}
+        ]
+    }))
+    .unwrap()
+}
+
+struct TestApp {
+    base: String,
+    client: Client,
+    state: actix_web::web::Data<AppState>,
+}
+
+async fn spawn_with(tweak: impl FnOnce(&mut ServeConfig)) -> TestApp {
+    let mut config = ServeConfig {
+        listen: "127.0.0.1:0".into(),
+        planners: 2,
+        w_interval_s: 60,
+        admin_token: Some(ADMIN.into()),
+        workers: Some(1),
+        ..ServeConfig::default()
+    };
+    tweak(&mut config);
+    let app = Application::build(config, grid(), Arc::new(MemoryStore::new())).await.unwrap();
+    let (port, state) = (app.port(), app.state());
+    tokio::spawn(app.run_until_stopped());
+    TestApp { base: format!("http://127.0.0.1:{port}"), client: Client::new(), state }
+}
+
+async fn spawn() -> TestApp {
+    spawn_with(|_| {}).await
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn in_hours(h: i64) -> String {
+    ts(Utc::now() + chrono::Duration::hours(h))
+}
+
+impl TestApp {
+    async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<&Value>) -> Response {
+        let mut r = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        r.send().await.unwrap()
+    }
+    async fn get(&self, path: &str, token: &str) -> Response {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+    async fn post(&self, path: &str, token: &str, body: &Value) -> Response {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+    /// A new token for `user` (roles as given).
+    async fn token(&self, user: &str, service: bool) -> String {
+        let r = self.post("/v1/tokens", ADMIN, &json!({"user": user, "service": service})).await;
+        assert_eq!(r.status(), StatusCode::CREATED);
+        r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned()
+    }
+    /// Every hold and reservation at `site` over the next two days.
+    async fn reservations(&self, site: &str) -> Vec<Value> {
+        let path = format!("/v1/sites/{site}/reservations?from={}&to={}", in_hours(-1), in_hours(48));
+        let r = self.get(&path, ADMIN).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json().await.unwrap()
+    }
+    async fn booked_anywhere(&self) -> usize {
+        let mut n = 0;
+        for s in ["s1", "s2", "s3"] {
+            n += self.reservations(s).await.len();
+        }
+        n
+    }
+    async fn plans(&self, token: &str, query: &str) -> Vec<Value> {
+        let r = self.get(&format!("/v1/plans{query}"), token).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json().await.unwrap()
+    }
+}
+
+/// Two 12-CPU jobs (so they need both linux sites) and a transfer between them.
+fn workflow() -> Value {
+    json!({
+        "id": "wf-1",
+        "deadline": in_hours(24),
+        "jobs": [
+            {"name": "A", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600},
+            {"name": "B", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600}
+        ],
+        "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}]
+    })
+}
+
+/// Asserts an RFC 9457 problem answer and returns its body.
+async fn problem(r: Response, status: StatusCode) -> Value {
+    assert_eq!(r.status(), status);
+    let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+    assert_eq!(ct, "application/problem+json");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["status"], status.as_u16());
+    assert!(body["type"].as_str().unwrap().starts_with("urn:coreserve:problem:"), "{body}");
+    assert!(!body["title"].as_str().unwrap().is_empty());
+    assert!(!body["detail"].as_str().unwrap().is_empty());
+    body
+}
+
+#[tokio::test]
+async fn probes_metrics_and_openapi_answer_without_a_token() {
+    let app = spawn().await;
+    let r = app.call(Method::GET, "/healthz", None, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = app.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ready", "store": "memory"}));
+    let r = app.call(Method::GET, "/openapi.json", None, None).await;
+    let doc: Value = r.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert!(doc["paths"]["/v1/plans"]["post"].is_object());
+    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    for name in ["coreserve_plans_total{status=\"committed\"} 0", "coreserve_planning_seconds_count 0",
+        "coreserve_holds_outstanding 0", "coreserve_2pc_aborts_total 0"] {
+        assert!(text.contains(name), "missing `{name}` in\n{text}");
+    }
+    problem(app.call(Method::GET, "/nowhere", None, None).await, StatusCode::NOT_FOUND).await;
+}
+
+#[test]
+fn committed_openapi_yaml_is_current() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/coreserve.yaml");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    let generated = coreserve::api::openapi::yaml();
+    assert!(
+        committed == generated,
+        "openapi/coreserve.yaml is out of date with the code; regenerate it with\n    \
+         cargo run -- openapi > openapi/coreserve.yaml"
+    );
+}
+
+#[tokio::test]
+async fn tokens_and_roles_are_enforced() {
+    let app = spawn().await;
+    let body = problem(app.call(Method::GET, "/v1/sites", None, None).await, StatusCode::UNAUTHORIZED).await;
+    assert!(body["detail"].as_str().unwrap().contains("Bearer"));
+    let r = app.call(Method::GET, "/v1/sites", None, None).await;
+    assert_eq!(r.headers()["www-authenticate"], "Bearer");
+    problem(app.get("/v1/sites", "not-a-token").await, StatusCode::UNAUTHORIZED).await;
+    problem(app.call(Method::POST, "/v1/plans", None, Some(&workflow())).await, StatusCode::UNAUTHORIZED).await;
+
+    let alice = app.token("alice", false).await;
+    assert_eq!(app.get("/v1/sites", &alice).await.status(), StatusCode::OK);
+    let site = json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 9.0});
+    problem(app.call(Method::PUT, "/v1/sites/s1", Some(&alice), Some(&site)).await, StatusCode::FORBIDDEN).await;
+    problem(app.post("/v1/tokens", &alice, &json!({"user": "mallory", "admin": true})).await, StatusCode::FORBIDDEN).await;
+    let hold = json!({"cpus": 1, "start": in_hours(1), "end": in_hours(2)});
+    problem(app.post("/v1/sites/s1/holds", &alice, &hold).await, StatusCode::FORBIDDEN).await;
+    let nhold = json!({"links": ["l1"], "bandwidth_mbps": 1, "start": in_hours(1), "end": in_hours(2)});
+    problem(app.post("/v1/network/holds", &alice, &nhold).await, StatusCode::FORBIDDEN).await;
+    let any = uuid::Uuid::new_v4();
+    for op in ["commit", "abort"] {
+        problem(app.post(&format!("/v1/holds/{any}/{op}"), &alice, &json!({})).await, StatusCode::FORBIDDEN).await;
+    }
+    problem(app.post(&format!("/v1/holds/{any}/extend"), &alice, &json!({"lease_s": 5})).await, StatusCode::FORBIDDEN).await;
+    assert_eq!(app.booked_anywhere().await, 0, "refused holds book nothing");
+    problem(app.post("/v1/tokens", ADMIN, &json!({"user": ""})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+}
+
+#[tokio::test]
+async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
+    let app = spawn().await;
+    let (alice, bob) = (app.token("alice", false).await, app.token("bob", false).await);
+    let r = app.post("/v1/plans", &alice, &workflow()).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let location = r.headers()["location"].to_str().unwrap().to_owned();
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(plan["request_id"], "wf-1");
+    assert_eq!(plan["user"], "alice");
+    let id = plan["id"].as_str().unwrap().to_owned();
+    assert_eq!(location, format!("/v1/plans/{id}"));
+    let sites: Vec<&str> = plan["jobs"].as_array().unwrap().iter().map(|j| j["site"].as_str().unwrap()).collect();
+    assert!(sites.contains(&"s1") && sites.contains(&"s2"), "12-CPU jobs need both sites: {sites:?}");
+    assert_eq!(plan["transfers"][0]["path"], json!(["l1"]));
+    let start: DateTime<Utc> = plan["start"].as_str().unwrap().parse().unwrap();
+    assert!(start >= Utc::now() + chrono::Duration::seconds(55), "start >= receipt + w_interval");
+
+    // Booked: one committed reservation per job; the site is busy for the plan's hour.
+    for s in ["s1", "s2"] {
+        let res = app.reservations(s).await;
+        assert_eq!(res.len(), 1);
+        assert_eq!((res[0]["state"].as_str(), res[0]["cpus"].as_u64()), (Some("committed"), Some(12)));
+    }
+    let avail = |from: String| format!("/v1/sites/s1/availability?from={from}&to={}&cpus=16&duration_s=600", in_hours(30));
+    let a: Value = app.get(&avail(ts(start)), &alice).await.json().await.unwrap();
+    assert_eq!(a["earliest_start"], json!(ts(start + chrono::Duration::seconds(3600))));
+    assert!(a["utilisation"].as_f64().unwrap() > 0.0);
+
+    // Read and list: the owner and the admin see it, another user does not.
+    assert_eq!(app.get(&location, &alice).await.json::<Value>().await.unwrap(), plan);
+    problem(app.get(&location, &bob).await, StatusCode::FORBIDDEN).await;
+    problem(app.get(&format!("/v1/plans/{}", uuid::Uuid::new_v4()), &alice).await, StatusCode::NOT_FOUND).await;
+    problem(app.get("/v1/plans/not-a-uuid", &alice).await, StatusCode::NOT_FOUND).await;
+    assert_eq!(app.plans(&alice, "").await, vec![plan.clone()]);
+    assert!(app.plans(&bob, "").await.is_empty());
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1);
+    assert_eq!(app.plans(&alice, "?status=committed").await.len(), 1);
+    assert!(app.plans(&alice, "?status=cancelled").await.is_empty());
+    assert_eq!(app.plans(&alice, &format!("?from={}&to={}", ts(start), in_hours(3))).await.len(), 1);
+    assert!(app.plans(&alice, &format!("?from={}", in_hours(3))).await.is_empty());
+    problem(app.get("/v1/plans?status=bogus", &alice).await, StatusCode::BAD_REQUEST).await;
+
+    // Cancel: only the owner (or an admin); idempotent; the capacity is free again.
+    problem(app.call(Method::DELETE, &location, Some(&bob), None).await, StatusCode::FORBIDDEN).await;
+    assert_eq!(app.booked_anywhere().await, 2);
+    let r = app.call(Method::DELETE, &location, Some(&alice), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let cancelled: Value = r.json().await.unwrap();
+    assert_eq!(cancelled["status"], "cancelled");
+    let again: Value = app.call(Method::DELETE, &location, Some(&alice), None).await.json().await.unwrap();
+    assert_eq!(again, cancelled, "cancel is idempotent");
+    assert_eq!(app.booked_anywhere().await, 0);
+    let a: Value = app.get(&avail(ts(start)), &alice).await.json().await.unwrap();
+    assert_eq!(a["earliest_start"], json!(ts(start)));
+    assert_eq!(app.plans(&alice, "?status=cancelled").await.len(), 1);
+
+    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    assert!(text.contains("coreserve_plans_total{status=\"committed\"} 1"), "{text}");
+    assert!(text.contains("coreserve_plans_total{status=\"cancelled\"} 1"));
+    assert!(text.contains("coreserve_planning_seconds_count 1"));
+}
+
+#[tokio::test]
+async fn a_rejected_plan_is_stored_with_its_reason_and_cannot_be_cancelled() {
+    let app = spawn().await;
+    let mut body = workflow();
+    body["jobs"][0]["os"] = json!("solaris"); // no such site
+    let r = app.post("/v1/plans", ADMIN, &body).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "rejected");
+    assert!(!plan["reason"].as_str().unwrap().is_empty());
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    problem(app.call(Method::DELETE, &path, Some(ADMIN), None).await, StatusCode::CONFLICT).await;
+    assert_eq!(app.booked_anywhere().await, 0);
+}
+
+#[tokio::test]
+async fn the_same_idempotency_key_books_once() {
+    let app = spawn().await;
+    let alice = app.token("alice", false).await;
+    let send = |body: Value, key: &'static str, token: String| {
+        let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(token).header("Idempotency-Key", key);
+        async move { req.json(&body).send().await.unwrap() }
+    };
+    let body = workflow();
+    let first = send(body.clone(), "k1", alice.clone()).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let loc1 = first.headers()["location"].clone();
+    let first: Value = first.json().await.unwrap();
+    let second = send(body.clone(), "k1", alice.clone()).await;
+    assert_eq!(second.status(), StatusCode::CREATED);
+    assert_eq!(second.headers()["location"], loc1);
+    assert_eq!(second.json::<Value>().await.unwrap(), first, "same id and body");
+    assert_eq!(app.booked_anywhere().await, 2, "one booking per job, not two");
+    assert_eq!(app.plans(&alice, "").await.len(), 1);
+
+    let mut other = body.clone();
+    other["id"] = json!("wf-2");
+    problem(send(other, "k1", alice.clone()).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    // A bad body does not burn a fresh key: fixed, the retry books.
+    let mut bad = body.clone();
+    bad["jobs"][0]["cpus"] = json!(0);
+    problem(send(bad, "k2", alice.clone()).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let mut small = body.clone();
+    small["jobs"][0]["cpus"] = json!(2);
+    small["jobs"][1]["cpus"] = json!(2);
+    assert_eq!(send(small, "k2", alice.clone()).await.status(), StatusCode::CREATED);
+    assert_eq!(app.plans(&alice, "").await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_dry_run_books_nothing() {
+    let app = spawn().await;
+    let r = app.post("/v1/plans?dry_run=true", ADMIN, &workflow()).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers().get("location").is_none());
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "planned", "{plan}");
+    assert_eq!(plan["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(app.booked_anywhere().await, 0);
+    assert!(app.plans(ADMIN, "").await.is_empty());
+    assert_eq!(app.state.participants.holds_outstanding(), 0);
+    problem(app.get(&format!("/v1/plans/{}", plan["id"].as_str().unwrap()), ADMIN).await, StatusCode::NOT_FOUND).await;
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_with_a_problem_and_changes_nothing() {
+    let app = spawn().await;
+    let raw = |body: String| {
+        let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN);
+        async move { req.header("content-type", "application/json").body(body).send().await.unwrap() }
+    };
+    problem(raw("{\"deadline\": ".into()).await, StatusCode::BAD_REQUEST).await;
+    let mut unknown = workflow();
+    unknown["user"] = json!("someone-else");
+    let p = problem(app.post("/v1/plans", ADMIN, &unknown).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("unknown field `user`"), "{p}");
+    let mut unknown_in_job = workflow();
+    unknown_in_job["jobs"][0]["gpus"] = json!(1);
+    problem(app.post("/v1/plans", ADMIN, &unknown_in_job).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let mut no_deadline = workflow();
+    no_deadline.as_object_mut().unwrap().remove("deadline");
+    problem(app.post("/v1/plans", ADMIN, &no_deadline).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let mut invalid = workflow();
+    invalid["transfers"][0]["to"] = json!("Z");
+    let p = problem(app.post("/v1/plans", ADMIN, &invalid).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("unknown job `Z`"));
+    let mut too_late = workflow();
+    too_late["deadline"] = json!(in_hours(24 * 400));
+    let p = problem(app.post("/v1/plans", ADMIN, &too_late).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("horizon"));
+    let mut many = workflow();
+    many["jobs"] = json!((0..65).map(|i| json!({"name": format!("j{i}"), "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 60})).collect::<Vec<_>>());
+    many["transfers"] = json!([]);
+    problem(app.post("/v1/plans", ADMIN, &many).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let mut huge = workflow();
+    huge["id"] = json!("x".repeat(300 * 1024));
+    problem(app.post("/v1/plans", ADMIN, &huge).await, StatusCode::PAYLOAD_TOO_LARGE).await;
+
+    assert!(app.plans(ADMIN, "").await.is_empty(), "no plan stored");
+    assert_eq!(app.booked_anywhere().await, 0, "nothing booked");
+    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    assert!(text.contains("coreserve_planning_seconds_count 0"), "no request reached a planner");
+}
+
+#[tokio::test]
+async fn sites_can_be_read_and_repriced_but_not_resized() {
+    let app = spawn().await;
+    let user = app.token("u", false).await;
+    let sites: Vec<Value> = app.get("/v1/sites", &user).await.json().await.unwrap();
+    assert_eq!(sites.iter().map(|s| s["id"].as_str().unwrap()).collect::<Vec<_>>(), ["s1", "s2", "s3"]);
+    let s1: Value = app.get("/v1/sites/s1", &user).await.json().await.unwrap();
+    assert_eq!(s1["cpus"], 16);
+    problem(app.get("/v1/sites/nope", &user).await, StatusCode::NOT_FOUND).await;
+
+    let put = |id: &'static str, body: Value| {
+        let req = app.client.put(format!("{}/v1/sites/{id}", app.base)).bearer_auth(ADMIN).json(&body);
+        async move { req.send().await.unwrap() }
+    };
+    let r = put("s1", json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 0.25})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let s1: Value = app.get("/v1/sites/s1", &user).await.json().await.unwrap();
+    assert_eq!(s1["price_per_cpu_hour"], 0.25);
+    let q = format!("/v1/sites/s1/availability?from={}&to={}&cpus=4&duration_s=60", in_hours(1), in_hours(2));
+    let a: Value = app.get(&q, &user).await.json().await.unwrap();
+    assert_eq!(a["price_per_cpu_hour"], 0.25, "the LIS offers the new price");
+    problem(put("s1", json!({"node": "n1", "cpus": 32, "os": "linux", "price_per_cpu_hour": 1.0})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    problem(put("s9", json!({"node": "n1", "cpus": 4, "os": "linux", "price_per_cpu_hour": 1.0})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    problem(put("s1", json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0, "x": 1})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let sites: Vec<Value> = app.get("/v1/sites", &user).await.json().await.unwrap();
+    assert_eq!(sites.len(), 3);
+    assert_eq!(sites[0]["price_per_cpu_hour"], 0.25, "refused updates changed nothing");
+    let bad_window = format!("/v1/sites/s1/availability?from={}&to={}&cpus=4&duration_s=60", in_hours(2), in_hours(1));
+    problem(app.get(&bad_window, &user).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    problem(app.get("/v1/sites/s1/availability?from=yesterday", &user).await, StatusCode::BAD_REQUEST).await;
+}
+
+#[tokio::test]
+async fn holds_go_through_two_phase_commit_over_http() {
+    let app = spawn().await;
+    let svc = app.token("planner-x", true).await;
+    let hold = |cpus: u32| json!({"cpus": cpus, "start": in_hours(1), "end": in_hours(2)});
+    let r = app.post("/v1/sites/s1/holds", &svc, &hold(10)).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let h1: Value = r.json().await.unwrap();
+    let id1 = h1["id"].as_str().unwrap().to_owned();
+    let res = app.reservations("s1").await;
+    assert_eq!((res[0]["state"].as_str(), res[0]["hold"].as_str()), (Some("held"), Some(id1.as_str())));
+    let p = problem(app.post("/v1/sites/s1/holds", &svc, &hold(10)).await, StatusCode::CONFLICT).await;
+    assert_eq!(p["type"], "urn:coreserve:problem:capacity");
+    problem(app.post("/v1/sites/zz/holds", &svc, &hold(1)).await, StatusCode::NOT_FOUND).await;
+
+    let ext: Value = app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 600})).await.json().await.unwrap();
+    assert!(ext["expires_at"].as_str().unwrap() > h1["expires_at"].as_str().unwrap());
+    problem(app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 0})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    for _ in 0..2 {
+        let r = app.post(&format!("/v1/holds/{id1}/commit"), &svc, &json!({})).await;
+        assert_eq!(r.json::<Value>().await.unwrap(), json!({"id": id1, "state": "committed"}));
+    }
+    assert_eq!(app.reservations("s1").await[0]["state"], "committed");
+    problem(app.post(&format!("/v1/holds/{id1}/abort"), &svc, &json!({})).await, StatusCode::CONFLICT).await;
+    problem(app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 5})).await, StatusCode::CONFLICT).await;
+
+    let h2: Value = app.post("/v1/sites/s1/holds", ADMIN, &hold(6)).await.json().await.unwrap();
+    let id2 = h2["id"].as_str().unwrap();
+    for _ in 0..2 {
+        assert_eq!(app.post(&format!("/v1/holds/{id2}/abort"), &svc, &json!({})).await.status(), StatusCode::OK);
+    }
+    let p = problem(app.post(&format!("/v1/holds/{id2}/commit"), &svc, &json!({})).await, StatusCode::CONFLICT).await;
+    assert_eq!(p["type"], "urn:coreserve:problem:hold-aborted");
+    problem(app.post(&format!("/v1/holds/{}/commit", uuid::Uuid::new_v4()), &svc, &json!({})).await, StatusCode::NOT_FOUND).await;
+    assert_eq!(app.reservations("s1").await.len(), 1, "only the committed hold is left");
+
+    // The network: topology, a route, and a bandwidth hold.
+    let net: Value = app.get("/v1/network", &svc).await.json().await.unwrap();
+    assert_eq!(net["links"][0]["capacity_mbps"], 1000);
+    assert_eq!(net["nodes"].as_array().unwrap().len(), 2);
+    let q = format!("/v1/network/route?from_site=s1&to_site=s2&bandwidth_mbps=400&start={}&end={}", in_hours(1), in_hours(2));
+    let route: Value = app.get(&q, &svc).await.json().await.unwrap();
+    assert_eq!(route["route"]["links"], json!(["l1"]));
+    assert_eq!(route["route"]["free_mbps"], 1000);
+    let nh = json!({"links": ["l1"], "bandwidth_mbps": 700, "start": in_hours(1), "end": in_hours(2)});
+    let r = app.post("/v1/network/holds", &svc, &nh).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let nid = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let route: Value = app.get(&q, &svc).await.json().await.unwrap();
+    assert_eq!(route["route"], Value::Null, "400 Mbit/s no longer fit next to the 700 held");
+    problem(app.post("/v1/network/holds", &svc, &nh).await, StatusCode::CONFLICT).await;
+    let bad_link = json!({"links": ["l9"], "bandwidth_mbps": 1, "start": in_hours(1), "end": in_hours(2)});
+    problem(app.post("/v1/network/holds", &svc, &bad_link).await, StatusCode::NOT_FOUND).await;
+    assert_eq!(app.post(&format!("/v1/holds/{nid}/extend"), &svc, &json!({"lease_s": 30})).await.status(), StatusCode::OK);
+    assert_eq!(app.post(&format!("/v1/holds/{nid}/commit"), &svc, &json!({})).await.status(), StatusCode::OK);
+    problem(app.get("/v1/network/route?from_site=s1&to_site=zz&bandwidth_mbps=1&start=2030-01-01T00:00:00Z&end=2030-01-01T01:00:00Z", &svc).await,
+        StatusCode::UNPROCESSABLE_ENTITY).await;
+    let q = format!("/v1/network/route?from_site=s1&to_site=zz&bandwidth_mbps=1&start={}&end={}", in_hours(1), in_hours(2));
+    problem(app.get(&q, &svc).await, StatusCode::NOT_FOUND).await;
+    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    assert!(text.contains("coreserve_holds_outstanding 0"), "{text}");
+}
+
+#[tokio::test]
+async fn an_expired_hold_cannot_be_committed_and_its_capacity_is_free() {
+    let app = spawn_with(|c| c.lease_s = 1).await;
+    let body = json!({"cpus": 16, "start": in_hours(1), "end": in_hours(2)});
+    let h: Value = app.post("/v1/sites/s2/holds", ADMIN, &body).await.json().await.unwrap();
+    let id = h["id"].as_str().unwrap();
+    assert_eq!(app.reservations("s2").await.len(), 1);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let p = problem(app.post(&format!("/v1/holds/{id}/commit"), ADMIN, &json!({})).await, StatusCode::CONFLICT).await;
+    assert_eq!(p["type"], "urn:coreserve:problem:hold-expired");
+    assert!(app.reservations("s2").await.is_empty());
+    let q = format!("/v1/sites/s2/availability?from={}&to={}&cpus=16&duration_s=3600", in_hours(1), in_hours(3));
+    let a: Value = app.get(&q, ADMIN).await.json().await.unwrap();
+    assert!(a["earliest_start"].is_string(), "all 16 CPUs are free again: {a}");
+    assert_eq!(app.post("/v1/sites/s2/holds", ADMIN, &body).await.status(), StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn concurrent_retries_with_one_key_book_once() {
+    let app = spawn_with(|c| c.workers = Some(2)).await;
+    let body = workflow(); // one body: a retry sends the same bytes
+    let send = || {
+        let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN).header("Idempotency-Key", "same");
+        let req = req.json(&body);
+        async move { req.send().await.unwrap() }
+    };
+    let answers = futures::future::join_all((0..4).map(|_| send())).await;
+    let mut ids = std::collections::BTreeSet::new();
+    for r in answers {
+        match r.status() {
+            StatusCode::CREATED => {
+                ids.insert(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+            }
+            StatusCode::CONFLICT => {
+                let p = problem(r, StatusCode::CONFLICT).await;
+                assert_eq!(p["type"], "urn:coreserve:problem:idempotency-in-progress");
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!(ids.len(), 1, "every created answer is the same plan");
+    assert_eq!(app.booked_anywhere().await, 2, "booked once");
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1);
+}
