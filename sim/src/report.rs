@@ -175,10 +175,7 @@ fn load_key(load: f64) -> f64 {
     }
 }
 
-fn cmp_key(
-    a: (&str, &str, &str, f64),
-    b: (&str, &str, &str, f64),
-) -> std::cmp::Ordering {
+fn cmp_key(a: (&str, &str, &str, f64), b: (&str, &str, &str, f64)) -> std::cmp::Ordering {
     a.0.cmp(b.0)
         .then_with(|| a.1.cmp(b.1))
         .then_with(|| a.2.cmp(b.2))
@@ -193,11 +190,16 @@ fn summary_key(r: &SummaryRow) -> (&str, &str, &str, f64) {
     (&r.topology, &r.kind, &r.algorithm, r.load)
 }
 
+/// The order of runs: (topology, kind, algorithm, load, seed).
+fn cmp_run(a: &RunRow, b: &RunRow) -> std::cmp::Ordering {
+    cmp_key(run_key(a), run_key(b)).then_with(|| a.seed.cmp(&b.seed))
+}
+
 /// Runs sorted by (topology, kind, algorithm, load, seed): strings byte-wise, loads
 /// numerically. Stable, so duplicate keys keep their input order.
 fn sorted_runs(rows: &[RunRow]) -> Vec<&RunRow> {
     let mut sorted: Vec<&RunRow> = rows.iter().collect();
-    sorted.sort_by(|a, b| cmp_key(run_key(a), run_key(b)).then_with(|| a.seed.cmp(&b.seed)));
+    sorted.sort_by(|a, b| cmp_run(a, b));
     sorted
 }
 
@@ -225,8 +227,7 @@ fn csv_str(s: &str) -> String {
 /// Creates `path` (and its missing parent directories) and writes `lines`, each ended by `\n`.
 fn write_lines(path: &Path, lines: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent)
-            .with_context(|| format!("creating directory {}", parent.display()))?;
+        fs::create_dir_all(parent).with_context(|| format!("creating directory {}", parent.display()))?;
     }
     let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut w = BufWriter::new(file);
@@ -285,15 +286,10 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
     let mut out = Vec::new();
     for group in sorted.chunk_by(|a, b| cmp_key(run_key(a), run_key(b)).is_eq()) {
         let first = group[0];
-        let mean_of = |f: &dyn Fn(&RunRow) -> f64| -> f64 {
-            group.iter().map(|r| f(r)).sum::<f64>() / group.len() as f64
-        };
+        let mean_of =
+            |f: &dyn Fn(&RunRow) -> f64| -> f64 { group.iter().map(|r| f(r)).sum::<f64>() / group.len() as f64 };
         let success: Vec<f64> = group.iter().map(|r| r.success_rate).collect();
-        let cost: Vec<f64> = group
-            .iter()
-            .filter(|r| r.committed > 0)
-            .map(|r| r.mean_cost)
-            .collect();
+        let cost: Vec<f64> = group.iter().filter(|r| r.committed > 0).map(|r| r.mean_cost).collect();
         let (success_rate_mean, success_rate_ci95) = ci95_half_width(&success);
         let (mean_cost_mean, mean_cost_ci95) = ci95_half_width(&cost);
         out.push(SummaryRow {
@@ -324,17 +320,8 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
 pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()> {
     let mut sorted: Vec<&SummaryRow> = rows.iter().collect();
     sorted.sort_by(|a, b| cmp_key(summary_key(a), summary_key(b)));
-    if let Some(w) = sorted
-        .windows(2)
-        .find(|w| cmp_key(summary_key(w[0]), summary_key(w[1])).is_eq())
-    {
-        bail!(
-            "summary has two rows for {} / {} / {} / load {}",
-            w[0].topology,
-            w[0].kind,
-            w[0].algorithm,
-            w[0].load
-        );
+    if let Some(w) = sorted.windows(2).find(|w| cmp_key(summary_key(w[0]), summary_key(w[1])).is_eq()) {
+        bail!("summary has two rows for {} / {} / {} / load {}", w[0].topology, w[0].kind, w[0].algorithm, w[0].load);
     }
     let header = SUMMARY_CSV_HEADER.join(",");
     let lines = sorted.into_iter().map(|r| {
@@ -357,21 +344,36 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
     write_lines(path, std::iter::once(header).chain(lines))
 }
 
-/// Draws seed 001's figures (Figs. 7-12) from a summary into `dir`: for every (topology,
-/// kind), success rate vs offered load and average cost vs offered load, each as SVG and PNG,
-/// one line per algorithm with a translucent mean ± ci95 band. Returns the paths written.
+/// Draws seed 001's figures from a summary (see [`summarise`]) into `dir` (created if
+/// missing; existing files of the same name are overwritten) and returns the paths written, in
+/// order: for every (topology, kind), sorted, `success-<topology>-<kind>.svg`, `.png`, then
+/// `cost-<topology>-<kind>.svg`, `.png` (names with characters other than ASCII letters,
+/// digits, `-`, `_`, `.` have them replaced by `_`).
 ///
-/// Details (file names, styles, axes, errors): [`figures::write_figures`].
+/// Each figure is 1100 x 700 px: offered load on the x axis; on the y axis the success rate
+/// (axis 0..1) or the average cost per CPU-hour (axis fitted to the data and its intervals);
+/// one line per algorithm with its marker at every load, and a translucent band for
+/// mean ± ci95 (clipped to the axis). The legend panel on the right lists the algorithms (BBR,
+/// BIR, `bbr-overlay-*`, then any others; within each time, cost, load, random): BIR solid and
+/// full colour, BBR dashed, lighter and with hollow markers, overlay short-dashed and darker;
+/// the policy gives the hue and marker shape. The cost figure leaves out points where no run
+/// committed anything (`success_rate_mean == 0`), as those have no average cost. Points with
+/// a non-finite mean or load are left out.
+///
+/// Text is drawn with the system's `sans-serif` font (through fontconfig) in the PNG; the SVG
+/// names `sans-serif` and leaves the font to the viewer. The output carries no timestamp:
+/// the same summary gives the same files.
+///
+/// Errors: two summary rows with the same (topology, kind, algorithm, load); two
+/// (topology, kind) pairs that map to the same file name; `dir` cannot be created; drawing or
+/// writing a file fails (e.g. no usable font for the PNG).
 pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     figures::write_figures(summary, dir)
 }
 
 /// The distinct (topology, kind) pairs of a summary, sorted.
 fn topology_kinds(summary: &[SummaryRow]) -> BTreeSet<(String, String)> {
-    summary
-        .iter()
-        .map(|r| (r.topology.clone(), r.kind.clone()))
-        .collect()
+    summary.iter().map(|r| (r.topology.clone(), r.kind.clone())).collect()
 }
 
 #[cfg(test)]

@@ -160,23 +160,13 @@ fn styles(algorithms: &BTreeSet<&str>) -> BTreeMap<String, Style> {
                 };
                 Style { color, line, width: 2, shape: Shape::Cross, filled: true }
             }
-            (Method::Bir, Some((_, c, shape))) => {
-                Style { color: c, line: Line::Solid, width: 3, shape, filled: true }
+            (Method::Bir, Some((_, c, shape))) => Style { color: c, line: Line::Solid, width: 3, shape, filled: true },
+            (Method::Bbr, Some((_, c, shape))) => {
+                Style { color: blend(c, WHITE, 0.35), line: Line::Dashed(10, 6), width: 2, shape, filled: false }
             }
-            (Method::Bbr, Some((_, c, shape))) => Style {
-                color: blend(c, WHITE, 0.35),
-                line: Line::Dashed(10, 6),
-                width: 2,
-                shape,
-                filled: false,
-            },
-            (Method::Overlay, Some((_, c, shape))) => Style {
-                color: blend(c, BLACK, 0.4),
-                line: Line::Dashed(3, 4),
-                width: 3,
-                shape,
-                filled: true,
-            },
+            (Method::Overlay, Some((_, c, shape))) => {
+                Style { color: blend(c, BLACK, 0.4), line: Line::Dashed(3, 4), width: 3, shape, filled: true }
+            }
         };
         out.insert(name.to_string(), style);
     }
@@ -267,9 +257,8 @@ fn build_figure(
         Metric::Success => (0.0, 1.0),
         Metric::Cost => {
             let pts = series.iter().flat_map(|s| s.points.iter());
-            let (lo, hi) = pts.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
-                (a.min(p.mean - p.ci), b.max(p.mean + p.ci))
-            });
+            let (lo, hi) =
+                pts.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.mean - p.ci), b.max(p.mean + p.ci)));
             if lo > hi {
                 (0.0, 1.0)
             } else {
@@ -285,14 +274,7 @@ fn build_figure(
         (Some(a), Some(b)) => format!("runs per point: {a}-{b}"),
         _ => String::new(),
     };
-    Figure {
-        title: format!("{topology}, {kind}: {}", metric.title()),
-        metric,
-        x_range,
-        y_range,
-        series,
-        note,
-    }
+    Figure { title: format!("{topology}, {kind}: {}", metric.title()), metric, x_range, y_range, series, note }
 }
 
 fn drawing_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
@@ -300,11 +282,7 @@ fn drawing_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 /// Draws a marker centred on `at` (in `area`'s coordinates), `MARKER_R` pixels in size.
-fn draw_marker<DB, CT>(
-    area: &DrawingArea<DB, CT>,
-    at: CT::From,
-    style: &Style,
-) -> anyhow::Result<()>
+fn draw_marker<DB, CT>(area: &DrawingArea<DB, CT>, at: CT::From, style: &Style) -> anyhow::Result<()>
 where
     DB: DrawingBackend,
     CT: plotters::coord::CoordTranslate,
@@ -315,24 +293,18 @@ where
     let stroke = style.color.stroke_width(2);
     let poly: Vec<(i32, i32)> = match style.shape {
         Shape::Circle => {
-            area.draw(&(EmptyElement::at(at.clone()) + Circle::new((0, 0), r, fill)))
-                .map_err(drawing_err)?;
-            area.draw(&(EmptyElement::at(at) + Circle::new((0, 0), r, stroke)))
-                .map_err(drawing_err)?;
+            area.draw(&(EmptyElement::at(at.clone()) + Circle::new((0, 0), r, fill))).map_err(drawing_err)?;
+            area.draw(&(EmptyElement::at(at) + Circle::new((0, 0), r, stroke))).map_err(drawing_err)?;
             return Ok(());
         }
         Shape::Cross => {
             let s = r;
             area.draw(
-                &(EmptyElement::at(at.clone())
-                    + PathElement::new(vec![(-s, -s), (s, s)], style.color.stroke_width(3))),
+                &(EmptyElement::at(at.clone()) + PathElement::new(vec![(-s, -s), (s, s)], style.color.stroke_width(3))),
             )
             .map_err(drawing_err)?;
-            area.draw(
-                &(EmptyElement::at(at)
-                    + PathElement::new(vec![(-s, s), (s, -s)], style.color.stroke_width(3))),
-            )
-            .map_err(drawing_err)?;
+            area.draw(&(EmptyElement::at(at) + PathElement::new(vec![(-s, s), (s, -s)], style.color.stroke_width(3))))
+                .map_err(drawing_err)?;
             return Ok(());
         }
         Shape::Square => {
@@ -348,28 +320,20 @@ where
             vec![(0, -h), (h, 0), (0, h), (-h, 0)]
         }
     };
-    area.draw(&(EmptyElement::at(at.clone()) + Polygon::new(poly.clone(), fill)))
-        .map_err(drawing_err)?;
+    area.draw(&(EmptyElement::at(at.clone()) + Polygon::new(poly.clone(), fill))).map_err(drawing_err)?;
     let mut outline = poly.clone();
     outline.push(poly[0]);
-    area.draw(&(EmptyElement::at(at) + PathElement::new(outline, stroke)))
-        .map_err(drawing_err)?;
+    area.draw(&(EmptyElement::at(at) + PathElement::new(outline, stroke))).map_err(drawing_err)?;
     Ok(())
 }
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-fn draw_line<DB: DrawingBackend>(
-    chart: &mut Chart<'_, DB>,
-    pts: Vec<(f64, f64)>,
-    style: &Style,
-) -> anyhow::Result<()> {
+fn draw_line<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, pts: Vec<(f64, f64)>, style: &Style) -> anyhow::Result<()> {
     let shape = style.color.stroke_width(style.width);
     match style.line {
         Line::Solid => chart.draw_series(LineSeries::new(pts, shape)).map(|_| ()),
-        Line::Dashed(d, g) => {
-            chart.draw_series(DashedLineSeries::new(pts, d, g, shape)).map(|_| ())
-        }
+        Line::Dashed(d, g) => chart.draw_series(DashedLineSeries::new(pts, d, g, shape)).map(|_| ()),
     }
     .map_err(drawing_err)
 }
@@ -377,9 +341,7 @@ fn draw_line<DB: DrawingBackend>(
 /// Draws `fig` onto `root` (which must be `WIDTH` x `HEIGHT`).
 fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> anyhow::Result<()> {
     root.fill(&WHITE).map_err(drawing_err)?;
-    let body = root
-        .titled(&fig.title, (FONT, 28).into_font().color(&BLACK))
-        .map_err(drawing_err)?;
+    let body = root.titled(&fig.title, (FONT, 28).into_font().color(&BLACK)).map_err(drawing_err)?;
     let (plot_area, legend_area) = body.split_horizontally(WIDTH - LEGEND_W);
 
     let (x0, x1) = fig.x_range;
@@ -397,7 +359,8 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         .axis_desc_style((FONT, 22))
         .label_style((FONT, 17))
         .bold_line_style(RGBColor(215, 215, 215))
-        .light_line_style(RGBColor(242, 242, 242));
+        .light_line_style(RGBColor(240, 240, 240))
+        .max_light_lines(1);
     if fig.metric == Metric::Success {
         mesh.y_labels(11).y_label_formatter(&|y| format!("{y:.1}"));
     }
@@ -409,8 +372,7 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
             continue;
         }
         let clamp = |y: f64| y.clamp(y0, y1);
-        let mut poly: Vec<(f64, f64)> =
-            s.points.iter().map(|p| (p.x, clamp(p.mean + p.ci))).collect();
+        let mut poly: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, clamp(p.mean + p.ci))).collect();
         poly.extend(s.points.iter().rev().map(|p| (p.x, clamp(p.mean - p.ci))));
         chart
             .draw_series(std::iter::once(Polygon::new(poly, s.style.color.mix(0.13).filled())))
@@ -433,7 +395,11 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
     let row_h = 30;
     let mut y = 40;
     legend_area
-        .draw_text("algorithm", &(FONT, 19).into_font().style(FontStyle::Bold).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)), (10, y))
+        .draw_text(
+            "algorithm",
+            &(FONT, 19).into_font().style(FontStyle::Bold).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center)),
+            (10, y),
+        )
         .map_err(drawing_err)?;
     y += row_h;
     for s in &fig.series {
@@ -449,9 +415,7 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         y += row_h;
     }
     y += row_h / 2;
-    legend_area
-        .draw(&Rectangle::new([(10, y - 9), (66, y + 9)], BLACK.mix(0.13).filled()))
-        .map_err(drawing_err)?;
+    legend_area.draw(&Rectangle::new([(10, y - 9), (66, y + 9)], BLACK.mix(0.13).filled())).map_err(drawing_err)?;
     legend_area.draw_text("mean ± 95% CI", &text, (78, y)).map_err(drawing_err)?;
     y += row_h;
     let small = (FONT, 16).into_font().color(&RGBColor(80, 80, 80)).pos(Pos::new(HPos::Left, VPos::Center));
@@ -462,45 +426,15 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
 /// A name made safe for a file name: ASCII letters, digits, `-`, `_` and `.` kept, anything
 /// else replaced by `_`.
 fn file_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' })
-        .collect()
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
 }
 
-/// Draws seed 001's figures from a summary (see [`super::summarise`]) into `dir` (created if
-/// missing; existing files of the same name are overwritten) and returns the paths written, in
-/// order: for every (topology, kind), sorted, `success-<topology>-<kind>.svg`, `.png`, then
-/// `cost-<topology>-<kind>.svg`, `.png` (names with characters other than ASCII letters,
-/// digits, `-`, `_`, `.` have them replaced by `_`).
-///
-/// Each figure is 1100 x 700 px: offered load on the x axis; on the y axis the success rate
-/// (axis 0..1) or the average cost per CPU-hour (axis fitted to the data and its intervals);
-/// one line per algorithm with its marker at every load, and a translucent band for
-/// mean ± ci95 (clipped to the axis). The legend panel on the right lists the algorithms (BBR,
-/// BIR, `bbr-overlay-*`, then any others; within each time, cost, load, random): BIR solid and
-/// full colour, BBR dashed, lighter and with hollow markers, overlay short-dashed and darker;
-/// the policy gives the hue and marker shape. The cost figure leaves out points where no run
-/// committed anything (`success_rate_mean == 0`), as those have no average cost. Points with
-/// a non-finite mean or load are left out.
-///
-/// Text is drawn with the system's `sans-serif` font (through fontconfig) in the PNG; the SVG
-/// names `sans-serif` and leaves the font to the viewer. The output carries no timestamp:
-/// the same summary gives the same files.
-///
-/// Errors: two summary rows with the same (topology, kind, algorithm, load); two
-/// (topology, kind) pairs that map to the same file name; `dir` cannot be created; drawing or
-/// writing a file fails (e.g. no usable font for the PNG).
-pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+/// Implementation of [`super::write_figures`] (documented there).
+pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut keys = BTreeSet::new();
     for r in summary {
         if !keys.insert((&r.topology, &r.kind, &r.algorithm, r.load.to_bits())) {
-            bail!(
-                "summary has two rows for {} / {} / {} / load {}",
-                r.topology,
-                r.kind,
-                r.algorithm,
-                r.load
-            );
+            bail!("summary has two rows for {} / {} / {} / load {}", r.topology, r.kind, r.algorithm, r.load);
         }
     }
     fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
@@ -510,10 +444,7 @@ pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<P
     let mut written = Vec::new();
     let mut stems = BTreeSet::new();
     for (topology, kind) in topology_kinds(summary) {
-        let rows: Vec<&SummaryRow> = summary
-            .iter()
-            .filter(|r| r.topology == topology && r.kind == kind)
-            .collect();
+        let rows: Vec<&SummaryRow> = summary.iter().filter(|r| r.topology == topology && r.kind == kind).collect();
         for metric in [Metric::Success, Metric::Cost] {
             let stem = format!("{}-{}-{}", metric.file_prefix(), file_safe(&topology), file_safe(&kind));
             if !stems.insert(stem.clone()) {
@@ -525,9 +456,7 @@ pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<P
             {
                 let root = SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area();
                 render(&root, &fig).with_context(|| format!("drawing {}", svg.display()))?;
-                root.present()
-                    .map_err(drawing_err)
-                    .with_context(|| format!("writing {}", svg.display()))?;
+                root.present().map_err(drawing_err).with_context(|| format!("writing {}", svg.display()))?;
             }
             written.push(svg);
 
@@ -535,9 +464,7 @@ pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<P
             {
                 let root = BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area();
                 render(&root, &fig).with_context(|| format!("drawing {}", png.display()))?;
-                root.present()
-                    .map_err(drawing_err)
-                    .with_context(|| format!("writing {}", png.display()))?;
+                root.present().map_err(drawing_err).with_context(|| format!("writing {}", png.display()))?;
             }
             written.push(png);
         }

@@ -193,8 +193,17 @@ gridg-n,workflow,bir-time,0.500000,3,0.600000,0.248434,12.000000,4.968676,1002.0
 /// 5 seeds, success falling and cost rising with load.
 fn synthetic_runs() -> Vec<RunRow> {
     let algs = [
-        "bbr-time", "bbr-cost", "bbr-load", "bbr-random", "bir-time", "bir-cost", "bir-load",
-        "bir-random", "bbr-overlay-time", "bbr-overlay-cost", "greedy",
+        "bbr-time",
+        "bbr-cost",
+        "bbr-load",
+        "bbr-random",
+        "bir-time",
+        "bir-cost",
+        "bir-load",
+        "bir-random",
+        "bbr-overlay-time",
+        "bbr-overlay-cost",
+        "greedy",
     ];
     let mut out = Vec::new();
     let mut noise_state = 0x2545_f491_4f6c_dd1du64;
@@ -212,16 +221,12 @@ fn synthetic_runs() -> Vec<RunRow> {
                     for seed in 1..=5u64 {
                         let base = if alg.starts_with("bir") { 0.95 } else { 0.85 };
                         let w = if topology == "gridg-w" { 0.05 } else { 0.0 };
-                        let success = (base + w - 0.06 * ai as f64 / 3.0 - 0.08 * load
-                            + 0.04 * noise())
-                        .clamp(0.0, 1.0);
+                        let success =
+                            (base + w - 0.06 * ai as f64 / 3.0 - 0.08 * load + 0.04 * noise()).clamp(0.0, 1.0);
                         let requests = 200;
                         let committed = (success * requests as f64).round() as u64;
-                        let cost = if committed == 0 {
-                            0.0
-                        } else {
-                            100.0 + 30.0 * load + 4.0 * ai as f64 + 6.0 * noise()
-                        };
+                        let cost =
+                            if committed == 0 { 0.0 } else { 100.0 + 30.0 * load + 4.0 * ai as f64 + 6.0 * noise() };
                         out.push(RunRow {
                             topology: topology.into(),
                             kind: kind.into(),
@@ -250,7 +255,6 @@ fn figures_are_written_for_every_topology_and_kind() {
     let out = dir.path().join("figs");
     let summary = summarise(&synthetic_runs());
     let paths = write_figures(&summary, &out).unwrap();
-    if let Ok(d) = std::env::var("TMP_KEEP_FIGS") { write_figures(&summary, Path::new(&d)).unwrap(); } // TEMP
     assert_eq!(paths.len(), 2 * 2 * 2 * 2);
     for stem in [
         "success-gridg-n-workflow",
