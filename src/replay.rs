@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::clock::ManualClock;
 use crate::local::{LocalGrid, DEFAULT_LEASE_S};
@@ -55,43 +55,95 @@ impl Default for ReplayOptions {
 /// Returns one outcome per request, in arrival order.
 pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOptions) -> Vec<Outcome> {
     requests.sort_by_key(PlanRequest::submitted_at);
-    let n = requests.len();
     let clock = Arc::new(ManualClock::new(requests.first().map_or(0, PlanRequest::submitted_at)));
     let local = LocalGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
-    let requests: Arc<Vec<PlanRequest>> = Arc::new(requests);
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, Outcome)>();
-    let mut queues = Vec::new();
-    let mut workers = Vec::new();
-    for p in 0..opts.planners.max(1) {
-        let cfg = PlannerConfig {
-            name: format!("planner-{p}"),
-            w_interval_s: opts.w_interval_s,
-            policy: opts.policy,
-            method: opts.method,
-            seed: opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64),
-            ..Default::default()
-        };
-        let planner = Planner::new(cfg, local.services());
-        let (tx, mut rx) = mpsc::channel::<usize>(1);
-        let (requests, done) = (requests.clone(), done_tx.clone());
-        workers.push(tokio::spawn(async move {
-            while let Some(i) = rx.recv().await {
-                let outcome = planner.plan(&requests[i]).await;
-                done.send((i, outcome)).expect("collector alive");
-            }
-        }));
-        queues.push(tx);
-    }
-    drop(done_tx);
+    let planners = (0..opts.planners.max(1))
+        .map(|p| {
+            let cfg = PlannerConfig {
+                name: format!("planner-{p}"),
+                w_interval_s: opts.w_interval_s,
+                policy: opts.policy,
+                method: opts.method,
+                seed: opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64),
+                ..Default::default()
+            };
+            Planner::new(cfg, local.services())
+        })
+        .collect();
     let bar = if opts.progress && std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(n as u64);
+        let b = ProgressBar::new(requests.len() as u64);
         b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} plans {per_sec} eta {eta}").expect("template"));
         b
     } else {
         ProgressBar::hidden()
     };
+    // One request per planner at a time, one waiting: requests are handed out as planners free
+    // up, so the replayed clock never runs far ahead of the plans being made.
+    let d = Dispatch { seed: opts.seed, concurrency: 1, queue_capacity: 1 };
+    dispatch(planners, Arc::new(requests), &d, bar, |i, r| {
+        clock.advance_to(r.submitted_at());
+        if i % 512 == 511 {
+            local.prune_before(r.submitted_at() - opts.prune_after_s);
+        }
+        std::future::ready(())
+    })
+    .await
+}
+
+/// How [`dispatch`] hands requests to planners.
+#[derive(Debug, Clone)]
+pub struct Dispatch {
+    /// Seeds the choice of planner for each request.
+    pub seed: u64,
+    /// Requests one planner works on at once.
+    pub concurrency: usize,
+    /// Requests that may wait for one planner; when its queue is full the dispatcher waits.
+    pub queue_capacity: usize,
+}
+
+/// Hands `requests`, in order, each to a seeded random planner, after awaiting
+/// `arrive(index, request)` (advance a replay clock, or sleep until the arrival on virtual
+/// time). Each planner works on up to `concurrency` requests at once. Returns the outcomes in
+/// request order; `bar` counts them. The one request driver of `coreserve plan` and of the
+/// simulator.
+pub async fn dispatch<F, Fut>(
+    planners: Vec<Planner>,
+    requests: Arc<Vec<PlanRequest>>,
+    d: &Dispatch,
+    bar: ProgressBar,
+    mut arrive: F,
+) -> Vec<Outcome>
+where
+    F: FnMut(usize, &PlanRequest) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let n = requests.len();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, Outcome)>();
+    let mut queues = Vec::new();
+    for planner in planners {
+        let planner = Arc::new(planner);
+        let (tx, mut rx) = mpsc::channel::<usize>(d.queue_capacity.max(1));
+        let slots = Arc::new(Semaphore::new(d.concurrency.max(1)));
+        let (requests, done) = (requests.clone(), done_tx.clone());
+        tokio::spawn(async move {
+            loop {
+                // Take a request off the queue only when there is room to work on it.
+                let permit = slots.clone().acquire_owned().await.expect("semaphore never closed");
+                let Some(i) = rx.recv().await else { break };
+                let (planner, requests, done) = (planner.clone(), requests.clone(), done.clone());
+                tokio::spawn(async move {
+                    let outcome = planner.plan(&requests[i]).await;
+                    let _ = done.send((i, outcome));
+                    drop(permit);
+                });
+            }
+        });
+        queues.push(tx);
+    }
+    drop(done_tx);
     let collector = tokio::spawn(async move {
         let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
+        // Ends when every planner task has dropped its sender: every request answered.
         while let Some((i, o)) = done_rx.recv().await {
             outcomes[i] = Some(o);
             bar.inc(1);
@@ -99,19 +151,13 @@ pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOp
         bar.finish_and_clear();
         outcomes.into_iter().map(|o| o.expect("every request answered")).collect::<Vec<_>>()
     });
-    let mut pick = ChaCha8Rng::seed_from_u64(opts.seed);
+    let mut pick = ChaCha8Rng::seed_from_u64(d.seed);
     for (i, r) in requests.iter().enumerate() {
-        clock.advance_to(r.submitted_at());
-        if i % 512 == 511 {
-            local.prune_before(r.submitted_at() - opts.prune_after_s);
-        }
+        arrive(i, r).await;
         let p = pick.gen_range(0..queues.len());
         queues[p].send(i).await.expect("planner alive");
     }
     drop(queues);
-    for w in workers {
-        w.await.expect("planner task");
-    }
     collector.await.expect("collector task")
 }
 

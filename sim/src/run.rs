@@ -15,10 +15,8 @@ use coreserve::local::LocalGrid;
 use coreserve::model::{Grid, Outcome, PlanRequest};
 use coreserve::planner::{Planner, PlannerConfig, Services};
 use coreserve::protocol::Participant;
-use coreserve::replay::Summary;
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-use tokio::sync::mpsc;
+use coreserve::replay::{dispatch, Dispatch, Summary};
+use indicatif::ProgressBar;
 
 use crate::report::RunRow;
 use crate::scenario::{Algorithm, Scenario};
@@ -86,50 +84,29 @@ async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) 
         nis: wrap(local.nis.clone(), site_ids.len()),
         clock: clock.clone(),
     };
-    let requests: Arc<Vec<PlanRequest>> = Arc::new(requests.to_vec());
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(usize, Outcome)>();
-    let mut queues = Vec::new();
-    for p in 0..s.planners {
-        let cfg = PlannerConfig {
-            name: format!("planner-{p}"),
-            w_interval_s: s.w_interval_s,
-            policy: key.algorithm.policy,
-            method: key.algorithm.method,
-            seed: (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64),
-            ..Default::default()
-        };
-        let planner = Arc::new(Planner::new(cfg, services.clone()));
-        let (tx, mut rx) = mpsc::unbounded_channel::<usize>();
-        let (requests, done) = (requests.clone(), done_tx.clone());
-        let slots = Arc::new(tokio::sync::Semaphore::new(s.planner_concurrency));
-        tokio::spawn(async move {
-            while let Some(i) = rx.recv().await {
-                let permit = slots.clone().acquire_owned().await.expect("semaphore open");
-                let (planner, requests, done) = (planner.clone(), requests.clone(), done.clone());
-                tokio::spawn(async move {
-                    let o = planner.plan(&requests[i]).await;
-                    let _ = done.send((i, o));
-                    drop(permit);
-                });
-            }
-        });
-        queues.push(tx);
-    }
-    drop(done_tx);
-    let mut pick = ChaCha8Rng::seed_from_u64(key.seed ^ DISPATCH_SEED);
-    for (i, r) in requests.iter().enumerate() {
-        tokio::time::sleep_until(clock.instant_of(r.submitted_at())).await;
-        queues[pick.gen_range(0..queues.len())].send(i).expect("planner alive");
-    }
-    drop(queues);
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; requests.len()];
-    while let Some((i, o)) = done_rx.recv().await {
-        outcomes[i] = Some(o);
-    }
+    let planners = (0..s.planners)
+        .map(|p| {
+            let cfg = PlannerConfig {
+                name: format!("planner-{p}"),
+                w_interval_s: s.w_interval_s,
+                policy: key.algorithm.policy,
+                method: key.algorithm.method,
+                seed: (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64),
+                ..Default::default()
+            };
+            Planner::new(cfg, services.clone())
+        })
+        .collect();
+    // Requests queue at their planner (no back-pressure on arrivals).
+    let d = Dispatch { seed: key.seed ^ DISPATCH_SEED, concurrency: s.planner_concurrency, queue_capacity: requests.len() };
+    let outcomes = dispatch(planners, Arc::new(requests.to_vec()), &d, ProgressBar::hidden(), |_, r| {
+        tokio::time::sleep_until(clock.instant_of(r.submitted_at()))
+    })
+    .await;
     if local.holds_outstanding() != 0 {
         bail!("{key:?}: {} holds outstanding after every plan ended", local.holds_outstanding());
     }
-    Ok(outcomes.into_iter().map(|o| o.expect("every request answered")).collect())
+    Ok(outcomes)
 }
 
 #[cfg(test)]
