@@ -57,19 +57,11 @@ pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOp
     requests.sort_by_key(PlanRequest::submitted_at);
     let clock = Arc::new(ManualClock::new(requests.first().map_or(0, PlanRequest::submitted_at)));
     let local = LocalGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
-    let planners = (0..opts.planners.max(1))
-        .map(|p| {
-            let cfg = PlannerConfig {
-                name: format!("planner-{p}"),
-                w_interval_s: opts.w_interval_s,
-                policy: opts.policy,
-                method: opts.method,
-                seed: opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64),
-                ..Default::default()
-            };
-            Planner::new(cfg, local.services())
-        })
-        .collect();
+    let template =
+        PlannerConfig { w_interval_s: opts.w_interval_s, policy: opts.policy, method: opts.method, ..Default::default() };
+    let planners = Planner::pool(opts.planners.max(1), &template, &local.services(), |p| {
+        opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64)
+    });
     let bar = if opts.progress && std::io::stderr().is_terminal() {
         let b = ProgressBar::new(requests.len() as u64);
         b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} plans {per_sec} eta {eta}").expect("template"));

@@ -84,19 +84,14 @@ async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) 
         nis: wrap(local.nis.clone(), site_ids.len()),
         clock: clock.clone(),
     };
-    let planners = (0..s.planners)
-        .map(|p| {
-            let cfg = PlannerConfig {
-                name: format!("planner-{p}"),
-                w_interval_s: s.w_interval_s,
-                policy: key.algorithm.policy,
-                method: key.algorithm.method,
-                seed: (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64),
-                ..Default::default()
-            };
-            Planner::new(cfg, services.clone())
-        })
-        .collect();
+    let template = PlannerConfig {
+        w_interval_s: s.w_interval_s,
+        policy: key.algorithm.policy,
+        method: key.algorithm.method,
+        ..Default::default()
+    };
+    let planners =
+        Planner::pool(s.planners, &template, &services, |p| (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64));
     // Requests queue at their planner (no back-pressure on arrivals).
     let d = Dispatch { seed: key.seed ^ DISPATCH_SEED, concurrency: s.planner_concurrency, queue_capacity: requests.len() };
     let outcomes = dispatch(planners, Arc::new(requests.to_vec()), &d, ProgressBar::hidden(), |_, r| {

@@ -96,18 +96,15 @@ impl Drop for Lent<'_> {
 
 impl PlannerPool {
     fn new(config: &ServeConfig, grid: &LocalGrid) -> Self {
-        let planners = (0..config.planners.max(1))
-            .map(|i| {
-                let cfg = PlannerConfig {
-                    name: format!("planner-{i}"),
-                    w_interval_s: config.w_interval_s,
-                    policy: config.policy,
-                    method: config.mode,
-                    seed: rand::random(),
-                    ..PlannerConfig::default()
-                };
-                (Planner::new(cfg, grid.services()), AtomicUsize::new(0))
-            })
+        let template = PlannerConfig {
+            w_interval_s: config.w_interval_s,
+            policy: config.policy,
+            method: config.mode,
+            ..PlannerConfig::default()
+        };
+        let planners = Planner::pool(config.planners.max(1), &template, &grid.services(), |_| rand::random())
+            .into_iter()
+            .map(|p| (p, AtomicUsize::new(0)))
             .collect();
         PlannerPool { planners }
     }

@@ -321,7 +321,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             let g = grid::load_grid(&a.grid)?;
             let reqs = workload::read_jsonl(&a.requests)?;
             let rows = compare(&g, &reqs, &a.planner, a.out_dir.as_deref()).await?;
-            print_table(&[("requests", rows)]);
+            print_table(&[("requests".to_string(), rows)]);
             Ok(())
         }
         Command::Demo(a) => demo(a).await,
@@ -416,7 +416,7 @@ async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Op
     Ok(rows)
 }
 
-fn print_table(groups: &[(&str, Vec<Row>)]) {
+fn print_table(groups: &[(String, Vec<Row>)]) {
     println!(
         "\n{:<13} {:<9} {:>8} {:>9} {:>8} {:>12} {:>9} {:>9} {:>10} {:>8} {:>10}",
         "workload", "variant", "requests", "committed", "success", "avg cost/h", "p50 ms", "p99 ms", "messages", "aborted", "violations"
@@ -464,7 +464,7 @@ async fn demo(a: DemoArgs) -> Result<()> {
         let dir = a.out.join(kind.to_string());
         std::fs::create_dir_all(&dir)?;
         let rows = compare(&g, &reqs, &a.planner, Some(&dir)).await?;
-        groups.push((if kind == AppKind::Workflow { "workflow" } else { "coallocation" }, rows));
+        groups.push((kind.to_string(), rows));
     }
     print_table(&groups);
     println!("\nEvery committed plan of every variant passed the outcome checker (no site or link over capacity at any instant).");

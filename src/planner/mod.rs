@@ -140,6 +140,17 @@ impl Planner {
         Planner { cfg, services, rng }
     }
 
+    /// `n` planners over the same services, named `planner-0` .. `planner-{n-1}`, each with
+    /// `template`'s settings and its own seed `seed_of(index)`.
+    pub fn pool(n: usize, template: &PlannerConfig, services: &Services, seed_of: impl Fn(usize) -> u64) -> Vec<Planner> {
+        (0..n)
+            .map(|i| {
+                let cfg = PlannerConfig { name: format!("planner-{i}"), seed: seed_of(i), ..template.clone() };
+                Planner::new(cfg, services.clone())
+            })
+            .collect()
+    }
+
     /// The planner's settings.
     pub fn config(&self) -> &PlannerConfig {
         &self.cfg
