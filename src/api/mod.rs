@@ -28,6 +28,6 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 
-pub use config::ServeConfig;
+pub use config::{RemoteServices, Role, ServeConfig};
 pub use startup::Application;
 pub use state::AppState;
