@@ -36,8 +36,9 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong this time.
     pub detail: String,
-    /// For participant errors: the exact error, machine-readable (see
-    /// [`crate::protocol::http`]); absent otherwise.
+    /// Errors of the participant protocol: the exact error as an object tagged by `kind`
+    /// (e.g. `{"kind": "hold_expired", "hold": "<id>"}`), read by remote planners; absent
+    /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub participant_error: Option<WireError>,
