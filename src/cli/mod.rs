@@ -325,7 +325,10 @@ async fn serve(a: ServeArgs) -> Result<()> {
         service_token: a.service_token,
     };
     let role_name = format!("{:?}", a.role).to_lowercase();
-    let (sites, links) = (g.sites.len(), g.links.len());
+    let (sites, links) = match &config.role {
+        crate::api::Role::Lis { .. } => (1, 0),
+        _ => (g.sites.len(), g.links.len()),
+    };
     let store = std::sync::Arc::new(crate::store::MemoryStore::new());
     tracing::warn!("no DATABASE_URL: running on the in-memory store; plans, tokens and bookings do not survive a restart");
     eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
