@@ -23,7 +23,7 @@ pub struct AppState {
     pub config: ServeConfig,
     /// The topology as loaded (nodes and links do not change at run time).
     pub grid: Grid,
-    /// GIS, every LIS, the NIS.
+    /// GIS, every LIS, the NIS (a LIS process: its site only; a planner process: none used).
     pub participants: LocalGrid,
     pub planners: PlannerPool,
     pub store: Arc<dyn Store>,
