@@ -498,3 +498,73 @@ async fn concurrent_retries_with_one_key_book_once() {
     assert_eq!(app.booked_anywhere().await, 2, "booked once");
     assert_eq!(app.plans(ADMIN, "").await.len(), 1);
 }
+
+/// The HTTP transport of the participant protocol against the all-in-one service: every
+/// refusal comes back as the same typed [`ParticipantError`] an in-process participant gives,
+/// and the unchanged planner books a plan over HTTP participants.
+#[tokio::test]
+async fn http_participants_speak_the_protocol_with_typed_errors() {
+    use coreserve::calendar::CalendarError;
+    use coreserve::model::{OutcomeStatus, PlanRequest};
+    use coreserve::planner::{Planner, PlannerConfig, Services};
+    use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
+    use coreserve::protocol::{HoldRequest, Participant, ParticipantError as P};
+
+    let app = spawn().await;
+    let token = Some(ADMIN.to_owned());
+    let s1 = HttpParticipant::site(&app.base, "s1", token.clone());
+    let nis = HttpParticipant::network(&app.base, token.clone());
+    let t0 = Utc::now().timestamp() + 3600;
+    let (start, end) = (t0, t0 + 3600);
+    let txn = uuid::Uuid::new_v4();
+
+    let too_big = HoldRequest::Compute { txn, site: "s1".into(), cpus: 17, start, end };
+    assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity(CalendarError::OverCapacity { requested: 17, .. }))));
+    let wide = HoldRequest::Network { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end };
+    assert!(matches!(nis.prepare(&wide).await, Err(P::LinkCapacity { link, .. }) if link == "l1"));
+    let h = s1.prepare(&HoldRequest::Compute { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
+    s1.abort(h.id).await.unwrap();
+    s1.abort(h.id).await.unwrap();
+    assert_eq!(s1.commit(h.id).await, Err(P::Aborted(h.id)));
+    let h = s1.prepare(&HoldRequest::Compute { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
+    s1.commit(h.id).await.unwrap();
+    assert_eq!(s1.abort(h.id).await, Err(P::AlreadyCommitted(h.id)));
+    s1.release(h.id).await.unwrap();
+    let ghost = uuid::Uuid::new_v4();
+    assert_eq!(s1.commit(ghost).await, Err(P::UnknownHold(ghost)));
+    let nowhere = HttpParticipant::site(&app.base, "s9", token.clone());
+    assert_eq!(nowhere.commit(ghost).await, Err(P::UnknownHold(ghost)), "404 for an unknown site's hold");
+    let unauthorised = HttpParticipant::site(&app.base, "s1", None);
+    assert!(matches!(unauthorised.commit(ghost).await, Err(P::Transport(_))));
+    let dead = HttpParticipant::site("http://127.0.0.1:9", "s1", token.clone());
+    assert!(matches!(dead.commit(ghost).await, Err(P::Transport(_))));
+
+    // The planner, unchanged, over HTTP participants.
+    let services = Services {
+        gis: Arc::new(HttpCatalogue::new(&app.base, token.clone())),
+        lis: ["s1", "s2", "s3"]
+            .iter()
+            .map(|s| (s.to_string(), Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant>))
+            .collect(),
+        nis: Arc::new(nis),
+        clock: Arc::new(coreserve::clock::SystemClock),
+    };
+    let planner = Planner::new(PlannerConfig { w_interval_s: 60, ..PlannerConfig::default() }, services);
+    let req: PlanRequest = serde_json::from_value(json!({
+        "id": "over-http", "user": "u", "submitted_at": ts(Utc::now()), "deadline": in_hours(4),
+        "jobs": [{"name": "a", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600},
+                 {"name": "b", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600}],
+        "transfers": [{"from": "a", "to": "b", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600}]
+    }))
+    .unwrap();
+    let o = planner.plan(&req).await;
+    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    assert_eq!(o.transfers[0].path, vec!["l1".to_string()]);
+    let booked: u64 = ["s1", "s2"]
+        .iter()
+        .flat_map(|s| app.state.participants.lis[*s].reservations(0, i64::MAX))
+        .map(|r| r.cpus)
+        .sum();
+    assert_eq!(booked, 32);
+    assert_eq!(app.state.participants.holds_outstanding(), 0);
+}

@@ -10,6 +10,34 @@ pub const MAX_TRANSFERS: usize = 256;
 /// Largest accepted request body (bytes); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
+/// What one `coreserve serve` process does (role-separated deployment; see the README).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Everything in one process: GIS, every LIS, the NIS and the planners (the default).
+    #[default]
+    All,
+    /// The LIS of one site: `/v1/sites/...` for that site, `/v1/holds/...` and the participant
+    /// endpoints under `/v1/participant/sites/{site}`.
+    Lis { site: String },
+    /// The NIS: `/v1/network...`, `/v1/holds/...` and `/v1/participant/network/...`.
+    Nis,
+    /// The GIS: `GET /v1/sites[/{id}]` and `POST /v1/participant/gis/candidates`.
+    Gis,
+    /// Planners only: `/v1/plans...` and `/v1/tokens`, over remote participants.
+    Planner(RemoteServices),
+}
+
+/// Where a planner process finds its participants (base URLs such as `http://host:port`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteServices {
+    /// The GIS.
+    pub gis: String,
+    /// The NIS.
+    pub nis: String,
+    /// The LIS of every site, by site id.
+    pub lis: Vec<(String, String)>,
+}
+
 /// Every setting of the service.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -33,6 +61,11 @@ pub struct ServeConfig {
     pub admin_token: Option<String>,
     /// actix worker threads (`None`: one per core).
     pub workers: Option<usize>,
+    /// This process's role (default: all in one).
+    pub role: Role,
+    /// The token processes of a separated deployment share: participants accept it as a
+    /// service token, planners send it to their participants.
+    pub service_token: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -48,6 +81,8 @@ impl Default for ServeConfig {
             horizon_days: 365,
             admin_token: None,
             workers: None,
+            role: Role::All,
+            service_token: None,
         }
     }
 }

@@ -2,14 +2,16 @@
 //!
 //! All-in-one mode: one process holds the GIS, every LIS and the NIS ([`LocalGrid`]), a pool
 //! of planners over them, and a [`Store`] for the API's own state (plans, idempotency keys,
-//! tokens). Layout, one concern per module:
+//! tokens). Role-separated deployment ([`Role`]): the same code serves one LIS, the NIS, the
+//! GIS or only planners (over [`crate::protocol::http`] participants) per process. Layout, one
+//! concern per module:
 //!
 //! | module | what |
 //! |---|---|
 //! | [`config`] | [`ServeConfig`]: every knob of `serve`, and the request limits |
 //! | [`startup`] | [`Application`]: builds the state, binds the listener, runs the server |
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics |
-//! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, tokens, health |
+//! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
 //! | [`metrics`] | Prometheus text exposition |
@@ -28,6 +30,6 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 
-pub use config::ServeConfig;
+pub use config::{RemoteServices, Role, ServeConfig};
 pub use startup::Application;
 pub use state::AppState;

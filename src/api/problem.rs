@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 
 use crate::calendar::CalendarError;
 use crate::model::{GridError, RequestError};
+use crate::protocol::http::WireError;
 use crate::protocol::ParticipantError;
 use crate::store::StoreError;
 
@@ -35,6 +36,12 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong this time.
     pub detail: String,
+    /// Errors of the participant protocol: the exact error as an object tagged by `kind`
+    /// (e.g. `{"kind": "hold_expired", "hold": "<id>"}`), read by remote planners; absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub participant_error: Option<WireError>,
 }
 
 /// An error answer of the API.
@@ -44,6 +51,8 @@ pub struct ApiError {
     pub slug: &'static str,
     pub title: &'static str,
     pub detail: String,
+    /// The participant error this answer reports, if any (rendered as `participant_error`).
+    pub participant_error: Option<WireError>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -54,7 +63,7 @@ impl std::fmt::Display for ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        ApiError { status, slug, title, detail: detail.into() }
+        ApiError { status, slug, title, detail: detail.into(), participant_error: None }
     }
     pub fn bad_request(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad-request", "Malformed request", detail)
@@ -85,6 +94,7 @@ impl ApiError {
             title: self.title.to_owned(),
             status: self.status.as_u16(),
             detail: self.detail.clone(),
+            participant_error: self.participant_error.clone(),
         }
     }
 }
@@ -127,7 +137,8 @@ impl From<ParticipantError> for ApiError {
     fn from(e: ParticipantError) -> Self {
         use ParticipantError as P;
         let detail = e.to_string();
-        match e {
+        let wire = Some(WireError::from(&e));
+        let mut err = match e {
             P::Capacity(CalendarError::OverCapacity { .. }) | P::LinkCapacity { .. } => {
                 ApiError::conflict("capacity", "Not enough capacity", detail)
             }
@@ -140,7 +151,9 @@ impl From<ParticipantError> for ApiError {
             P::Invalid(_) => ApiError::bad_request(detail),
             P::WrongParticipant(_) => ApiError::internal(detail),
             P::Transport(_) => ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail),
-        }
+        };
+        err.participant_error = wire;
+        err
     }
 }
 

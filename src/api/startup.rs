@@ -37,6 +37,10 @@ impl Application {
             }
         };
         register_token(store.as_ref(), &admin, "admin", true, true).await?;
+        if let Some(t) = config.service_token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            register_token(store.as_ref(), t, "service", false, true).await?;
+        }
+        let role = config.role.clone();
         let listener = TcpListener::bind(&config.listen)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let port = listener.local_addr()?.port();
@@ -68,7 +72,7 @@ impl Application {
                         Ok(res)
                     }
                 })
-                .configure(routes::configure)
+                .configure(|c| routes::configure_role(c, &role))
                 .default_service(web::to(routes::not_found))
         })
         .listen(listener)?;

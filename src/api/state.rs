@@ -6,15 +6,16 @@ use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 
-use super::config::ServeConfig;
+use super::config::{Role, ServeConfig};
 use super::metrics::Metrics;
 use super::problem::ApiError;
 use crate::clock::{Clock, SystemClock};
 use crate::lis::Lis;
 use crate::local::LocalGrid;
 use crate::model::{from_time, to_time, Grid, Time};
-use crate::planner::{ParticipantRef, Planner, PlannerConfig};
-use crate::protocol::HoldId;
+use crate::planner::{ParticipantRef, Planner, PlannerConfig, Services};
+use crate::protocol::http::{HttpCatalogue, HttpParticipant};
+use crate::protocol::{HoldId, Participant};
 use crate::store::Store;
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
@@ -22,7 +23,7 @@ pub struct AppState {
     pub config: ServeConfig,
     /// The topology as loaded (nodes and links do not change at run time).
     pub grid: Grid,
-    /// GIS, every LIS, the NIS.
+    /// GIS, every LIS, the NIS (a LIS process: its site only; a planner process: none used).
     pub participants: LocalGrid,
     pub planners: PlannerPool,
     pub store: Arc<dyn Store>,
@@ -34,10 +35,36 @@ pub struct AppState {
 
 impl AppState {
     /// Participants over `grid` on the wall clock, `config.planners` planners, `store`.
-    pub fn new(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> Self {
+    ///
+    /// By role: a LIS process keeps only its site's LIS (the grid is cut down to that site);
+    /// a planner process's planners talk to the remote participants of
+    /// [`Role::Planner`] over HTTP ([`crate::protocol::http`]) and its local participants
+    /// are unused.
+    pub fn new(config: ServeConfig, mut grid: Grid, store: Arc<dyn Store>) -> Self {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let participants = LocalGrid::new(&grid, clock, config.lease_s, config.routing);
-        let planners = PlannerPool::new(&config, &participants);
+        if let Role::Lis { site } = &config.role {
+            grid.sites.retain(|s| &s.id == site);
+        }
+        let participants = LocalGrid::new(&grid, clock.clone(), config.lease_s, config.routing);
+        let services = match &config.role {
+            Role::Planner(remote) => {
+                let token = config.service_token.clone();
+                Services {
+                    gis: Arc::new(HttpCatalogue::new(&remote.gis, token.clone())),
+                    lis: remote
+                        .lis
+                        .iter()
+                        .map(|(site, url)| {
+                            (site.clone(), Arc::new(HttpParticipant::site(url, site, token.clone())) as Arc<dyn Participant>)
+                        })
+                        .collect(),
+                    nis: Arc::new(HttpParticipant::network(&remote.nis, token)),
+                    clock,
+                }
+            }
+            _ => participants.services(),
+        };
+        let planners = PlannerPool::new(&config, services);
         AppState { config, grid, participants, planners, store, holds: Mutex::new(HashMap::new()), metrics: Metrics::default() }
     }
 
@@ -95,14 +122,14 @@ impl Drop for Lent<'_> {
 }
 
 impl PlannerPool {
-    fn new(config: &ServeConfig, grid: &LocalGrid) -> Self {
+    fn new(config: &ServeConfig, services: Services) -> Self {
         let template = PlannerConfig {
             w_interval_s: config.w_interval_s,
             policy: config.policy,
             method: config.mode,
             ..PlannerConfig::default()
         };
-        let planners = Planner::pool(config.planners.max(1), &template, &grid.services(), |_| rand::random())
+        let planners = Planner::pool(config.planners.max(1), &template, &services, |_| rand::random())
             .into_iter()
             .map(|p| (p, AtomicUsize::new(0)))
             .collect();

@@ -197,9 +197,29 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The grid (sites and topology) to serve.
+    /// The grid (sites and topology) to serve (every role but `planner`).
     #[arg(long)]
-    grid: PathBuf,
+    grid: Option<PathBuf>,
+    /// What this process serves: all (one process), lis (one site, --site), nis, gis, or
+    /// planner (over remote participants: --gis, --nis, --lis).
+    #[arg(long, value_enum, default_value = "all")]
+    role: ServeRole,
+    /// The site of a `lis` process.
+    #[arg(long)]
+    site: Option<String>,
+    /// Base URL of the GIS (`planner` role), e.g. http://127.0.0.1:8090.
+    #[arg(long)]
+    gis: Option<String>,
+    /// Base URL of the NIS (`planner` role).
+    #[arg(long)]
+    nis: Option<String>,
+    /// SITE=URL: the LIS of a site (`planner` role; once per site).
+    #[arg(long = "lis", value_name = "SITE=URL")]
+    lis: Vec<String>,
+    /// Token shared by the processes of a separated deployment: participants accept it as a
+    /// service token, planners send it.
+    #[arg(long, env = "CORESERVE_SERVICE_TOKEN", hide_env_values = true)]
+    service_token: Option<String>,
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
     /// Planners in the pool (each request goes to the least busy one).
@@ -230,6 +250,52 @@ pub struct ServeArgs {
     workers: Option<usize>,
 }
 
+/// `coreserve serve --role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeRole {
+    All,
+    Lis,
+    Nis,
+    Gis,
+    Planner,
+}
+
+/// The [`crate::api::Role`] of `serve`'s arguments, and the grid (empty for a planner).
+fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, crate::model::Grid)> {
+    use crate::api::{RemoteServices, Role};
+    if a.role == ServeRole::Planner {
+        let (Some(gis), Some(nis)) = (a.gis.clone(), a.nis.clone()) else {
+            bail!("--role planner needs --gis URL and --nis URL");
+        };
+        let mut lis = Vec::new();
+        for l in &a.lis {
+            let Some((site, url)) = l.split_once('=') else { bail!("--lis wants SITE=URL, got `{l}`") };
+            lis.push((site.to_owned(), url.to_owned()));
+        }
+        if lis.is_empty() {
+            bail!("--role planner needs one --lis SITE=URL per site");
+        }
+        let empty = crate::model::Grid { nodes: vec![], links: vec![], sites: vec![] };
+        return Ok((Role::Planner(RemoteServices { gis, nis, lis }), empty));
+    }
+    let Some(path) = &a.grid else { bail!("--grid is required for --role {:?}", a.role) };
+    let g = grid::load_grid(path)?;
+    let role = match a.role {
+        ServeRole::All => Role::All,
+        ServeRole::Nis => Role::Nis,
+        ServeRole::Gis => Role::Gis,
+        ServeRole::Lis => {
+            let Some(site) = a.site.clone() else { bail!("--role lis needs --site ID") };
+            if !g.sites.iter().any(|s| s.id == site) {
+                bail!("site `{site}` is not in the grid");
+            }
+            Role::Lis { site }
+        }
+        ServeRole::Planner => unreachable!(),
+    };
+    Ok((role, g))
+}
+
 /// `coreserve serve`.
 async fn serve(a: ServeArgs) -> Result<()> {
     use crate::api::{Application, ServeConfig};
@@ -242,7 +308,7 @@ async fn serve(a: ServeArgs) -> Result<()> {
     if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 {
         bail!("--planners, --lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
     }
-    let g = grid::load_grid(&a.grid)?;
+    let (role, g) = serve_role(&a)?;
     let admin_token = a.admin_token.or_else(|| std::env::var("COREDERVE_ADMIN_TOKEN").ok());
     let config = ServeConfig {
         listen: a.listen,
@@ -255,8 +321,14 @@ async fn serve(a: ServeArgs) -> Result<()> {
         horizon_days: a.horizon_days,
         admin_token,
         workers: a.workers,
+        role,
+        service_token: a.service_token,
     };
-    let (sites, links) = (g.sites.len(), g.links.len());
+    let role_name = format!("{:?}", a.role).to_lowercase();
+    let (sites, links) = match &config.role {
+        crate::api::Role::Lis { .. } => (1, 0),
+        _ => (g.sites.len(), g.links.len()),
+    };
     let store = std::sync::Arc::new(crate::store::MemoryStore::new());
     tracing::warn!("no DATABASE_URL: running on the in-memory store; plans, tokens and bookings do not survive a restart");
     eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
@@ -266,7 +338,9 @@ async fn serve(a: ServeArgs) -> Result<()> {
         eprintln!("admin token (shown once, not stored in clear): {t}");
     }
     let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
-    eprintln!("coreserve serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)");
+    eprintln!(
+        "coreserve ({role_name}) serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)"
+    );
     app.run_until_stopped().await?;
     Ok(())
 }

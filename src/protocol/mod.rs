@@ -12,6 +12,7 @@
 //! is given back with `release` (plan cancellation, or the coordinator's compensation).
 
 mod holds;
+pub mod http;
 
 pub use holds::{HoldBook, HoldState};
 
@@ -63,8 +64,11 @@ pub struct Route {
 }
 
 /// An answer to an [`AvailabilityQuery`].
+///
+/// JSON: `{"kind": "compute", "answer": {..offer..}}` or `{"kind": "network", "answer":
+/// {..route..} | null}` (adjacently tagged: an internally tagged `Option` cannot be written).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+#[serde(tag = "kind", content = "answer", rename_all = "lowercase")]
 pub enum Availability {
     Compute(ComputeOffer),
     /// `None`: no path with enough free bandwidth.

@@ -1,0 +1,354 @@
+//! The participant protocol over HTTP: [`HttpParticipant`] (a remote LIS or NIS) and
+//! [`HttpCatalogue`] (a remote GIS), the client half of role-separated deployment
+//! (`coreserve serve --role planner`). The server half is [`crate::api::routes::participant`].
+//!
+//! Endpoints (JSON bodies are the protocol's own serde types; every call sends the service
+//! token as `Authorization: Bearer`):
+//!
+//! | call | endpoint | body -> answer |
+//! |---|---|---|
+//! | query | `POST {base}/query` | [`AvailabilityQuery`] -> [`Availability`] |
+//! | prepare | `POST {base}/prepare` | [`HoldRequest`] -> [`Hold`] |
+//! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
+//! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> `[SiteId]` |
+//!
+//! where `{base}` is `{server}/v1/participant/sites/{site}` for a LIS and
+//! `{server}/v1/participant/network` for the NIS.
+//!
+//! Errors come back as RFC 9457 problem bodies carrying a `participant_error` field (a
+//! [`WireError`]), which maps back to the exact [`ParticipantError`]; without it, the problem
+//! `type` slug and status are used (409 hold conflicts, 409 capacity, 404 unknown hold).
+//! Connection failures, timeouts and unexpected answers are [`ParticipantError::Transport`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::{Availability, AvailabilityQuery, Catalogue, Hold, HoldId, HoldRequest, Participant, ParticipantError};
+use crate::calendar::CalendarError;
+use crate::model::{ComputeDemand, LinkId, SiteId, Time};
+
+/// Per-call timeout of the HTTP transport.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A [`ParticipantError`] as carried in problem bodies (`participant_error`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum WireError {
+    EmptyInterval { start: Time, end: Time },
+    ZeroAmount,
+    OverCapacity { start: Time, end: Time, requested: u64, free: u64 },
+    UnknownSpan { span: u64 },
+    LinkCapacity { link: LinkId, source: Box<WireError> },
+    UnknownHold { hold: HoldId },
+    HoldExpired { hold: HoldId },
+    Aborted { hold: HoldId },
+    AlreadyCommitted { hold: HoldId },
+    NotCommitted { hold: HoldId },
+    UnknownSite { site: SiteId },
+    UnknownLink { link: LinkId },
+    WrongParticipant { what: String },
+    Invalid { detail: String },
+    Transport { detail: String },
+}
+
+fn cal_to_wire(e: &CalendarError) -> WireError {
+    match e {
+        CalendarError::EmptyInterval { start, end } => WireError::EmptyInterval { start: *start, end: *end },
+        CalendarError::ZeroAmount => WireError::ZeroAmount,
+        CalendarError::OverCapacity { start, end, requested, free } => {
+            WireError::OverCapacity { start: *start, end: *end, requested: *requested, free: *free }
+        }
+        CalendarError::UnknownSpan(s) => WireError::UnknownSpan { span: *s },
+    }
+}
+
+fn wire_to_cal(e: &WireError) -> Option<CalendarError> {
+    Some(match e {
+        WireError::EmptyInterval { start, end } => CalendarError::EmptyInterval { start: *start, end: *end },
+        WireError::ZeroAmount => CalendarError::ZeroAmount,
+        WireError::OverCapacity { start, end, requested, free } => {
+            CalendarError::OverCapacity { start: *start, end: *end, requested: *requested, free: *free }
+        }
+        WireError::UnknownSpan { span } => CalendarError::UnknownSpan(*span),
+        _ => return None,
+    })
+}
+
+impl From<&ParticipantError> for WireError {
+    fn from(e: &ParticipantError) -> Self {
+        use ParticipantError as P;
+        match e {
+            P::Capacity(c) => cal_to_wire(c),
+            P::LinkCapacity { link, source } => {
+                WireError::LinkCapacity { link: link.clone(), source: Box::new(cal_to_wire(source)) }
+            }
+            P::UnknownHold(h) => WireError::UnknownHold { hold: *h },
+            P::HoldExpired(h) => WireError::HoldExpired { hold: *h },
+            P::Aborted(h) => WireError::Aborted { hold: *h },
+            P::AlreadyCommitted(h) => WireError::AlreadyCommitted { hold: *h },
+            P::NotCommitted(h) => WireError::NotCommitted { hold: *h },
+            P::UnknownSite(s) => WireError::UnknownSite { site: s.clone() },
+            P::UnknownLink(l) => WireError::UnknownLink { link: l.clone() },
+            P::WrongParticipant(w) => WireError::WrongParticipant { what: (*w).to_owned() },
+            P::Invalid(d) => WireError::Invalid { detail: d.clone() },
+            P::Transport(d) => WireError::Transport { detail: d.clone() },
+        }
+    }
+}
+
+impl From<WireError> for ParticipantError {
+    fn from(e: WireError) -> Self {
+        use ParticipantError as P;
+        if let Some(c) = wire_to_cal(&e) {
+            return P::Capacity(c);
+        }
+        match e {
+            WireError::LinkCapacity { link, source } => match wire_to_cal(&source) {
+                Some(source) => P::LinkCapacity { link, source },
+                None => P::Transport(format!("link `{link}`: malformed capacity error")),
+            },
+            WireError::UnknownHold { hold } => P::UnknownHold(hold),
+            WireError::HoldExpired { hold } => P::HoldExpired(hold),
+            WireError::Aborted { hold } => P::Aborted(hold),
+            WireError::AlreadyCommitted { hold } => P::AlreadyCommitted(hold),
+            WireError::NotCommitted { hold } => P::NotCommitted(hold),
+            WireError::UnknownSite { site } => P::UnknownSite(site),
+            WireError::UnknownLink { link } => P::UnknownLink(link),
+            // The remote refused a message kind: report it as invalid (the text is remote).
+            WireError::WrongParticipant { what } => P::Invalid(format!("wrong participant: {what}")),
+            WireError::Invalid { detail } => P::Invalid(detail),
+            WireError::Transport { detail } => P::Transport(detail),
+            _ => unreachable!("calendar errors are handled above"),
+        }
+    }
+}
+
+/// The part of a problem body the client reads.
+#[derive(Debug, Deserialize)]
+struct ProblemBody {
+    #[serde(rename = "type", default)]
+    type_: String,
+    #[serde(default)]
+    detail: String,
+    #[serde(default)]
+    participant_error: Option<WireError>,
+}
+
+/// Shared HTTP client state: connection pool, base URL, bearer token.
+#[derive(Clone)]
+struct Remote {
+    client: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Remote {
+    fn new(base: String, token: Option<String>) -> Self {
+        let client =
+            reqwest::Client::builder().timeout(CALL_TIMEOUT).build().expect("an HTTP client without TLS builds");
+        Remote { client, base: base.trim_end_matches('/').to_owned(), token }
+    }
+
+    /// POSTs `body` to `{base}{path}`; `hold` names the hold of a lifecycle call (for errors
+    /// whose body carries no `participant_error`).
+    async fn post<B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: Option<&B>,
+        hold: Option<HoldId>,
+    ) -> Result<reqwest::Response, ParticipantError> {
+        let url = format!("{}{path}", self.base);
+        let mut r = self.client.post(&url);
+        if let Some(t) = &self.token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        let resp = r.send().await.map_err(|e| transport(format!("POST {url}: {e}")))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        match decode_error(status.as_u16(), &text, hold, &url) {
+            ParticipantError::Transport(d) => Err(transport(d)),
+            e => Err(e),
+        }
+    }
+
+    async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ParticipantError> {
+        let resp = self.post(path, Some(body), None).await?;
+        resp.json::<T>().await.map_err(|e| transport(format!("{}{path}: bad answer: {e}", self.base)))
+    }
+
+    async fn lifecycle(&self, hold: HoldId, verb: &str) -> Result<(), ParticipantError> {
+        self.post::<()>(&format!("/holds/{hold}/{verb}"), None, Some(hold)).await.map(|_| ())
+    }
+}
+
+/// A transport failure, logged (a planner treats a failed query as a missing candidate, so
+/// the log is where such failures show).
+fn transport(detail: String) -> ParticipantError {
+    tracing::warn!(%detail, "participant call failed");
+    ParticipantError::Transport(detail)
+}
+
+/// Maps an error answer back to a [`ParticipantError`] (see the module docs).
+fn decode_error(status: u16, body: &str, hold: Option<HoldId>, url: &str) -> ParticipantError {
+    let p: Option<ProblemBody> = serde_json::from_str(body).ok();
+    if let Some(ProblemBody { participant_error: Some(w), .. }) = p {
+        return w.into();
+    }
+    let (slug, detail) = match &p {
+        Some(p) => (p.type_.rsplit(':').next().unwrap_or_default().to_owned(), p.detail.clone()),
+        None => (String::new(), body.chars().take(200).collect()),
+    };
+    match (status, slug.as_str(), hold) {
+        (409, "hold-expired", Some(h)) => ParticipantError::HoldExpired(h),
+        (409, "hold-aborted", Some(h)) => ParticipantError::Aborted(h),
+        (409, "hold-committed", Some(h)) => ParticipantError::AlreadyCommitted(h),
+        (409, "hold-not-committed", Some(h)) => ParticipantError::NotCommitted(h),
+        (404, _, Some(h)) => ParticipantError::UnknownHold(h),
+        (400 | 422, _, _) => ParticipantError::Invalid(detail),
+        _ => ParticipantError::Transport(format!("POST {url}: {status} {slug}: {detail}")),
+    }
+}
+
+/// A remote LIS or NIS spoken to over HTTP; implements [`Participant`] like the in-process
+/// ones, so the planner cannot tell the difference.
+#[derive(Clone)]
+pub struct HttpParticipant {
+    remote: Remote,
+}
+
+impl HttpParticipant {
+    /// The LIS of `site` served at `server` (e.g. `http://127.0.0.1:8081`).
+    pub fn site(server: &str, site: &str, token: Option<String>) -> Self {
+        HttpParticipant {
+            remote: Remote::new(format!("{}/v1/participant/sites/{site}", server.trim_end_matches('/')), token),
+        }
+    }
+
+    /// The NIS served at `server`.
+    pub fn network(server: &str, token: Option<String>) -> Self {
+        HttpParticipant {
+            remote: Remote::new(format!("{}/v1/participant/network", server.trim_end_matches('/')), token),
+        }
+    }
+
+    /// The endpoint prefix this participant talks to.
+    pub fn base(&self) -> &str {
+        &self.remote.base
+    }
+}
+
+#[async_trait]
+impl Participant for HttpParticipant {
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+        self.remote.call("/query", q).await
+    }
+
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+        self.remote.call("/prepare", req).await
+    }
+
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.remote.lifecycle(hold, "commit").await
+    }
+
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.remote.lifecycle(hold, "abort").await
+    }
+
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.remote.lifecycle(hold, "release").await
+    }
+}
+
+/// A remote GIS spoken to over HTTP.
+#[derive(Clone)]
+pub struct HttpCatalogue {
+    remote: Remote,
+}
+
+impl HttpCatalogue {
+    /// The GIS served at `server`.
+    pub fn new(server: &str, token: Option<String>) -> Self {
+        HttpCatalogue { remote: Remote::new(format!("{}/v1/participant/gis", server.trim_end_matches('/')), token) }
+    }
+}
+
+#[async_trait]
+impl Catalogue for HttpCatalogue {
+    async fn candidates(&self, demand: &ComputeDemand) -> Result<Vec<SiteId>, ParticipantError> {
+        self.remote.call("/candidates", demand).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn wire_errors_round_trip() {
+        let h = Uuid::new_v4();
+        let over = CalendarError::OverCapacity { start: 1, end: 2, requested: 3, free: 1 };
+        for e in [
+            ParticipantError::Capacity(over.clone()),
+            ParticipantError::LinkCapacity { link: "l1".into(), source: over },
+            ParticipantError::UnknownHold(h),
+            ParticipantError::HoldExpired(h),
+            ParticipantError::Aborted(h),
+            ParticipantError::AlreadyCommitted(h),
+            ParticipantError::NotCommitted(h),
+            ParticipantError::UnknownSite("s".into()),
+            ParticipantError::UnknownLink("l".into()),
+            ParticipantError::Invalid("x".into()),
+        ] {
+            let w = serde_json::to_string(&WireError::from(&e)).unwrap();
+            let back: WireError = serde_json::from_str(&w).unwrap();
+            assert_eq!(ParticipantError::from(back), e, "{w}");
+        }
+    }
+
+    #[test]
+    fn slugs_map_without_participant_error() {
+        let h = Uuid::new_v4();
+        let body = r#"{"type":"urn:coreserve:problem:hold-expired","title":"t","status":409,"detail":"d"}"#;
+        assert_eq!(decode_error(409, body, Some(h), "u"), ParticipantError::HoldExpired(h));
+        assert_eq!(decode_error(404, "{}", Some(h), "u"), ParticipantError::UnknownHold(h));
+        assert!(matches!(decode_error(502, "oops", None, "u"), ParticipantError::Transport(_)));
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::super::*;
+
+    #[test]
+    fn protocol_messages_round_trip_as_json() {
+        for a in [
+            Availability::Network(None),
+            Availability::Network(Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX })),
+            Availability::Compute(ComputeOffer {
+                site: "s".into(),
+                earliest_start: Some(5),
+                utilisation: 0.5,
+                price_per_cpu_hour: 1.0,
+            }),
+        ] {
+            let j = serde_json::to_string(&a).unwrap();
+            assert_eq!(serde_json::from_str::<Availability>(&j).unwrap(), a, "{j}");
+        }
+    }
+}
