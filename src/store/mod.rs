@@ -7,12 +7,15 @@
 //! - **API tokens**: only the SHA-256 of each bearer token, with its user and roles.
 //!
 //! [`Store`] is the seam for persistence: [`MemoryStore`] keeps everything in process (nothing
-//! survives a restart); a PostgreSQL store will implement the same trait. The participants'
-//! calendars and holds are not in the store (they live in [`crate::local::LocalGrid`]).
+//! survives a restart); [`PgStore`] keeps it in PostgreSQL (`DATABASE_URL`). The participants'
+//! calendars and holds are not in the store (they live in [`crate::local::LocalGrid`]) and are
+//! not persisted yet.
 
 mod memory;
+mod postgres;
 
 pub use memory::MemoryStore;
+pub use postgres::PgStore;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -111,7 +114,7 @@ pub struct PlanFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
-/// A store failure (a lost database connection, later; the memory store never fails).
+/// A store failure (a lost database connection; the memory store never fails).
 #[derive(Debug, thiserror::Error)]
 #[error("store: {0}")]
 pub struct StoreError(pub String);
