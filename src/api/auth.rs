@@ -37,6 +37,14 @@ pub async fn register_token(
     store.insert_token(TokenRecord { hash: hash_token(token), user: user.to_owned(), admin, service }).await
 }
 
+/// Generates a token for `user`, stores its hash and returns the token (the only time it is
+/// seen in clear). Behind `coreserve token create`.
+pub async fn create_token(store: &dyn Store, user: &str, admin: bool, service: bool) -> Result<String, StoreError> {
+    let token = generate_token();
+    register_token(store, &token, user, admin, service).await?;
+    Ok(token)
+}
+
 /// The authenticated caller of a request: extract it in a handler to require a valid token
 /// (401 without one).
 #[derive(Debug, Clone)]

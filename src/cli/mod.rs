@@ -41,8 +41,27 @@ pub enum Command {
     Demo(DemoArgs),
     /// Run the broker service (REST API v1), all-in-one: every participant in this process.
     Serve(ServeArgs),
+    /// API tokens in the PostgreSQL store (needs DATABASE_URL).
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Print the OpenAPI 3.1 document (YAML) of the REST API.
     Openapi,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a bearer token for USER in the database of DATABASE_URL (only its SHA-256 is
+    /// stored) and print it once.
+    Create {
+        #[arg(long)]
+        user: String,
+        /// May do everything: grid changes, every user's plans, new tokens.
+        #[arg(long)]
+        admin: bool,
+        /// May drive holds directly (a planner or another broker).
+        #[arg(long)]
+        service: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -299,12 +318,6 @@ fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, crate::model::Grid)> {
 /// `coreserve serve`.
 async fn serve(a: ServeArgs) -> Result<()> {
     use crate::api::{Application, ServeConfig};
-    if std::env::var_os("DATABASE_URL").is_some() {
-        bail!(
-            "DATABASE_URL is set, but the PostgreSQL store is not implemented yet; \
-             unset DATABASE_URL to run on the in-memory store (nothing survives a restart)"
-        );
-    }
     if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 {
         bail!("--planners, --lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
     }
@@ -329,9 +342,22 @@ async fn serve(a: ServeArgs) -> Result<()> {
         crate::api::Role::Lis { .. } => (1, 0),
         _ => (g.sites.len(), g.links.len()),
     };
-    let store = std::sync::Arc::new(crate::store::MemoryStore::new());
-    tracing::warn!("no DATABASE_URL: running on the in-memory store; plans, tokens and bookings do not survive a restart");
-    eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
+    let store: std::sync::Arc<dyn crate::store::Store> = match database_url() {
+        Some(url) => {
+            let store = crate::store::PgStore::connect(&url).await.context("connecting to DATABASE_URL")?;
+            tracing::info!("store: postgres (plans, keys and tokens persist; holds and reservations do not)");
+            eprintln!(
+                "store: postgres (DATABASE_URL): plans, idempotency keys and tokens persist; \
+                 participants' holds and reservations do not survive a restart yet"
+            );
+            std::sync::Arc::new(store)
+        }
+        None => {
+            tracing::warn!("store: memory (no DATABASE_URL); plans, tokens and bookings do not survive a restart");
+            eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
+            std::sync::Arc::new(crate::store::MemoryStore::new())
+        }
+    };
     let listen = config.listen.clone();
     let app = Application::build(config, g, store).await?;
     if let Some(t) = app.generated_admin_token() {
@@ -343,6 +369,25 @@ async fn serve(a: ServeArgs) -> Result<()> {
     );
     app.run_until_stopped().await?;
     Ok(())
+}
+
+/// `DATABASE_URL`, if set and not blank.
+fn database_url() -> Option<String> {
+    std::env::var("DATABASE_URL").ok().filter(|u| !u.trim().is_empty())
+}
+
+/// `coreserve token create`: a new token in the PostgreSQL store at `url`, returned in clear.
+///
+/// # Errors
+/// The database cannot be reached.
+pub async fn token_create(url: &str, user: &str, admin: bool, service: bool) -> Result<String> {
+    if user.trim().is_empty() {
+        bail!("--user must not be empty");
+    }
+    let store = crate::store::PgStore::connect(url).await.context("connecting to DATABASE_URL")?;
+    let token = crate::api::auth::create_token(&store, user.trim(), admin, service).await?;
+    store.pool().close().await;
+    Ok(token)
 }
 
 /// Runs the command line.
@@ -400,6 +445,15 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Command::Demo(a) => demo(a).await,
         Command::Serve(a) => serve(a).await,
+        Command::Token(TokenCommand::Create { user, admin, service }) => {
+            let Some(url) = database_url() else {
+                bail!("coreserve token create needs DATABASE_URL (the in-memory store of a running server is not reachable from here; use POST /v1/tokens)");
+            };
+            let token = token_create(&url, &user, admin, service).await?;
+            eprintln!("token for {user} (admin: {admin}, service: {service}); shown once, only its SHA-256 is stored:");
+            println!("{token}");
+            Ok(())
+        }
         Command::Openapi => {
             print!("{}", crate::api::openapi::yaml());
             Ok(())

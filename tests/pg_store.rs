@@ -1,0 +1,344 @@
+//! The PostgreSQL store ([`PgStore`]): the memory store's behaviours against a real server,
+//! plus persistence across a restart of the API and `coreserve token create`.
+//!
+//! Every test runs on a fresh database `test_<uuid>` created on the server of
+//! `CORESERVE_TEST_PG` (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped
+//! afterwards. An unreachable server fails the tests: they are never skipped.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeZone, Utc};
+use coreserve::api::{Application, ServeConfig};
+use coreserve::model::{Grid, Outcome, OutcomeStatus};
+use coreserve::planner::{Booking, ParticipantRef};
+use coreserve::store::{KeyClaim, PgStore, PlanFilter, PlanRecord, PlanStatus, Store, TokenRecord};
+use futures::FutureExt;
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use sqlx::{Connection, Executor, PgConnection};
+use uuid::Uuid;
+
+const DEFAULT_SERVER: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+fn server_url() -> String {
+    std::env::var("CORESERVE_TEST_PG").ok().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| DEFAULT_SERVER.into())
+}
+
+/// `server` with its database name replaced by `db`.
+fn url_of(server: &str, db: &str) -> String {
+    let (base, query) = server.split_once('?').map_or((server, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+async fn admin_conn(server: &str) -> PgConnection {
+    PgConnection::connect(server).await.unwrap_or_else(|e| {
+        panic!(
+            "PostgreSQL is required for these tests and is unreachable at {server}: {e}\n\
+             start it (see .ci/run) or point CORESERVE_TEST_PG at a server"
+        )
+    })
+}
+
+/// Runs `test` with the URL of a fresh database, then drops the database (also on failure).
+async fn with_db<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let server = server_url();
+    let db = format!("test_{}", Uuid::new_v4().simple());
+    admin_conn(&server).await.execute(format!("CREATE DATABASE {db}").as_str()).await.unwrap();
+    let result = AssertUnwindSafe(test(url_of(&server, &db))).catch_unwind().await;
+    let mut conn = admin_conn(&server).await;
+    conn.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await.unwrap();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn at(h: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2030, 1, 1, h, 0, 0).unwrap()
+}
+
+fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRecord {
+    let mut outcome = Outcome::rejected(request_id, "no site", "p0");
+    let mut bookings = vec![];
+    let mut status = PlanStatus::Rejected;
+    if let Some(st) = start {
+        outcome.status = OutcomeStatus::Committed;
+        outcome.reason = None;
+        outcome.start = Some(st);
+        outcome.cost = 12.375;
+        outcome.planning_ms = 0.1 + 0.2;
+        bookings = vec![
+            Booking { participant: ParticipantRef::Site("s1".into()), hold: Uuid::new_v4() },
+            Booking { participant: ParticipantRef::Network, hold: Uuid::new_v4() },
+        ];
+        status = PlanStatus::Committed;
+    }
+    PlanRecord {
+        id: Uuid::new_v4(),
+        user: user.into(),
+        status,
+        outcome,
+        bookings,
+        created_at: at(0),
+        cancelled_at: None,
+    }
+}
+
+#[tokio::test]
+async fn keys_are_claimed_once_and_released_only_while_in_progress() {
+    with_db(|url| async move {
+        let s = PgStore::connect(&url).await.unwrap();
+        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::InProgress);
+        assert_eq!(s.claim_key("v", "k").await.unwrap(), KeyClaim::Claimed, "keys are per user");
+        let p = Uuid::new_v4();
+        s.complete_key("u", "k", p, "f").await.unwrap();
+        s.release_key("u", "k").await.unwrap();
+        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
+        s.release_key("v", "k").await.unwrap();
+        assert_eq!(s.claim_key("v", "k").await.unwrap(), KeyClaim::Claimed);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_key_is_claimed_once_across_processes() {
+    with_db(|url| async move {
+        // Separate pools stand for separate broker processes.
+        let stores: Vec<PgStore> = futures::future::join_all((0..4).map(|_| PgStore::connect(&url)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        let claims = futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race"))).await;
+        let claimed = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::Claimed))).count();
+        let waiting = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::InProgress))).count();
+        assert_eq!((claimed, waiting), (1, 31), "{claims:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn plans_are_stored_listed_in_order_filtered_and_cancelled_once() {
+    with_db(|url| async move {
+        let s = PgStore::connect(&url).await.unwrap();
+        assert_eq!(s.kind(), "postgres");
+        s.ping().await.unwrap();
+        let a = record("alice", "wf-1", Some(at(10)));
+        let b = record("bob", "wf-2", None);
+        let c = record("alice", "wf-3", Some(at(12)));
+        for p in [&a, &b, &c] {
+            s.insert_plan(p.clone()).await.unwrap();
+        }
+        assert_eq!(s.plan(a.id).await.unwrap().as_ref(), Some(&a), "round trip, outcome and bookings included");
+        assert_eq!(s.plan(b.id).await.unwrap().as_ref(), Some(&b));
+        assert_eq!(s.plan(Uuid::new_v4()).await.unwrap(), None);
+
+        let ids = |v: Vec<PlanRecord>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+        let list = |f: PlanFilter| {
+            let s = &s;
+            async move { ids(s.list_plans(&f).await.unwrap()) }
+        };
+        assert_eq!(list(PlanFilter::default()).await, vec![a.id, b.id, c.id], "oldest first");
+        assert_eq!(list(PlanFilter { user: Some("alice".into()), ..Default::default() }).await, vec![a.id, c.id]);
+        assert_eq!(list(PlanFilter { status: Some(PlanStatus::Rejected), ..Default::default() }).await, vec![b.id]);
+        assert_eq!(
+            list(PlanFilter { from: Some(at(11)), ..Default::default() }).await,
+            vec![c.id],
+            "no start: no match"
+        );
+        assert_eq!(list(PlanFilter { to: Some(at(12)), ..Default::default() }).await, vec![a.id], "to is exclusive");
+        assert_eq!(
+            list(PlanFilter { from: Some(at(10)), to: Some(at(13)), ..Default::default() }).await,
+            vec![a.id, c.id]
+        );
+
+        let first = s.mark_cancelled(a.id, at(20)).await.unwrap().unwrap();
+        assert_eq!((first.status, first.cancelled_at), (PlanStatus::Cancelled, Some(at(20))));
+        let again = s.mark_cancelled(a.id, at(21)).await.unwrap().unwrap();
+        assert_eq!(again.cancelled_at, Some(at(20)), "the first cancel time is kept");
+        assert_eq!(s.plan(a.id).await.unwrap(), Some(again));
+        assert_eq!(s.mark_cancelled(Uuid::new_v4(), at(20)).await.unwrap(), None);
+        assert_eq!(list(PlanFilter { status: Some(PlanStatus::Cancelled), ..Default::default() }).await, vec![a.id]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tokens_are_stored_by_hash_and_replaced() {
+    with_db(|url| async move {
+        let s = PgStore::connect(&url).await.unwrap();
+        let t = TokenRecord { hash: "h1".into(), user: "alice".into(), admin: false, service: true };
+        s.insert_token(t.clone()).await.unwrap();
+        assert_eq!(s.token("h1").await.unwrap(), Some(t));
+        assert_eq!(s.token("h2").await.unwrap(), None);
+        let t2 = TokenRecord { hash: "h1".into(), user: "root".into(), admin: true, service: false };
+        s.insert_token(t2.clone()).await.unwrap();
+        assert_eq!(s.token("h1").await.unwrap(), Some(t2), "like the memory store, a hash maps to its latest record");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn migrations_run_again_on_an_existing_database() {
+    with_db(|url| async move {
+        let s = PgStore::connect(&url).await.unwrap();
+        s.insert_token(TokenRecord { hash: "h".into(), user: "u".into(), admin: false, service: false }).await.unwrap();
+        s.pool().close().await;
+        let s = PgStore::connect(&url).await.unwrap();
+        assert!(s.token("h").await.unwrap().is_some());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_an_error() {
+    let e = PgStore::connect("postgres://postgres@127.0.0.1:1/nothing").await.err().expect("no server on port 1");
+    assert!(e.to_string().contains("postgres"), "{e}");
+}
+
+// ---- API level -------------------------------------------------------------------------------
+
+const ADMIN: &str = "test-admin-token";
+
+fn grid() -> Grid {
+    serde_json::from_value(json!({
+        "nodes": [{"id": "n1", "label": "one"}, {"id": "n2", "label": "two"}],
+        "links": [{"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}],
+        "sites": [
+            {"id": "s1", "node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0},
+            {"id": "s2", "node": "n2", "cpus": 16, "os": "linux", "price_per_cpu_hour": 2.0}
+        ]
+    }))
+    .unwrap()
+}
+
+/// Starts the API on `url`'s database; returns its base URL.
+async fn spawn(url: &str) -> String {
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".into(),
+        planners: 2,
+        w_interval_s: 60,
+        admin_token: Some(ADMIN.into()),
+        workers: Some(1),
+        ..ServeConfig::default()
+    };
+    let store = Arc::new(PgStore::connect(url).await.unwrap());
+    let app = Application::build(config, grid(), store).await.unwrap();
+    let port = app.port();
+    tokio::spawn(app.run_until_stopped());
+    format!("http://127.0.0.1:{port}")
+}
+
+fn workflow() -> Value {
+    let deadline = (Utc::now() + chrono::Duration::hours(24)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    json!({
+        "id": "wf-1",
+        "deadline": deadline,
+        "jobs": [
+            {"name": "A", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600},
+            {"name": "B", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600}
+        ],
+        "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}]
+    })
+}
+
+#[tokio::test]
+async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
+    with_db(|url| async move {
+        let client = Client::new();
+        let first = spawn(&url).await;
+        let r = client
+            .post(format!("{first}/v1/tokens"))
+            .bearer_auth(ADMIN)
+            .json(&json!({"user": "alice"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let alice = r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned();
+        let r = client
+            .post(format!("{first}/v1/plans"))
+            .bearer_auth(&alice)
+            .header("Idempotency-Key", "k1")
+            .json(&workflow())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let plan: Value = r.json().await.unwrap();
+        assert_eq!(plan["status"], "committed", "{plan}");
+        let id = plan["id"].as_str().unwrap().to_owned();
+
+        // A new application on the same database: a restarted broker.
+        let second = spawn(&url).await;
+        let r = client.get(format!("{second}/v1/plans/{id}")).bearer_auth(&alice).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "the plan and alice's token survived");
+        assert_eq!(r.json::<Value>().await.unwrap(), plan);
+        let r = client
+            .post(format!("{second}/v1/plans"))
+            .bearer_auth(&alice)
+            .header("Idempotency-Key", "k1")
+            .json(&workflow())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        assert_eq!(r.headers()["location"].to_str().unwrap(), format!("/v1/plans/{id}"));
+        assert_eq!(r.json::<Value>().await.unwrap(), plan, "the retried key answers with the same plan");
+        let r = client.get(format!("{second}/v1/plans")).bearer_auth(&alice).send().await.unwrap();
+        assert_eq!(r.json::<Vec<Value>>().await.unwrap().len(), 1, "booked once");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database() {
+    with_db(|url| async move {
+        let token = coreserve::cli::token_create(&url, "carol", false, false).await.unwrap();
+        assert!(token.starts_with("cs_"), "{token}");
+        let admin = coreserve::cli::token_create(&url, "root", true, false).await.unwrap();
+        let base = spawn(&url).await;
+        let client = Client::new();
+        let r = client.get(format!("{base}/v1/plans")).bearer_auth(&token).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let r = client
+            .post(format!("{base}/v1/tokens"))
+            .bearer_auth(&token)
+            .json(&json!({"user": "x"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "carol is no admin");
+        let r = client
+            .post(format!("{base}/v1/tokens"))
+            .bearer_auth(&admin)
+            .json(&json!({"user": "x"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED, "root is");
+        let r = client.get(format!("{base}/v1/plans")).bearer_auth("cs_not_a_token").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        // Only the hash is stored.
+        let mut conn = PgConnection::connect(&url).await.unwrap();
+        let stored: Vec<(String,)> =
+            sqlx::query_as(r#"SELECT hash FROM tokens WHERE "user" = 'carol'"#).fetch_all(&mut conn).await.unwrap();
+        assert_eq!(stored, vec![(coreserve::api::auth::hash_token(&token),)]);
+        assert_ne!(stored[0].0, token);
+    })
+    .await;
+}
