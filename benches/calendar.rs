@@ -27,8 +27,14 @@ impl Naive {
         let mut base = 0i64;
         for &(_, s, e, a) in &self.spans {
             if s < t1 && e > t0 {
-                if s <= t0 { base += a as i64 } else { ev.push((s, a as i64)) }
-                if e < t1 { ev.push((e, -(a as i64))) }
+                if s <= t0 {
+                    base += a as i64
+                } else {
+                    ev.push((s, a as i64))
+                }
+                if e < t1 {
+                    ev.push((e, -(a as i64)))
+                }
             }
         }
         ev.sort_unstable();
@@ -56,7 +62,11 @@ impl Naive {
         let mut base = 0i64;
         for &(_, s, e, amt) in &self.spans {
             if s < latest_end && e > after {
-                if s <= after { base += amt as i64 } else { ev.push((s, amt as i64)) }
+                if s <= after {
+                    base += amt as i64
+                } else {
+                    ev.push((s, amt as i64))
+                }
                 ev.push((e, -(amt as i64)));
             }
         }
@@ -65,10 +75,16 @@ impl Naive {
         let (mut cur, mut cand) = (base, if base <= limit { Some(after) } else { None });
         for (t, delta) in ev {
             if let Some(c) = cand {
-                if t >= c + d { return (c + d <= latest_end).then_some(c) }
+                if t >= c + d {
+                    return (c + d <= latest_end).then_some(c);
+                }
             }
             cur += delta;
-            if cur > limit { cand = None } else if cand.is_none() { cand = Some(t) }
+            if cur > limit {
+                cand = None
+            } else if cand.is_none() {
+                cand = Some(t)
+            }
         }
         cand.filter(|c| c + d <= latest_end)
     }
@@ -109,19 +125,33 @@ fn main() {
         });
         g.bench_function("add/indexed", |b| {
             b.iter_custom(|iters| {
-                let spans: Vec<(i64, i64)> = (0..iters).map(|_| { let s = rng.gen_range(0..HORIZON); (s, s + 1800) }).collect();
+                let spans: Vec<(i64, i64)> = (0..iters)
+                    .map(|_| {
+                        let s = rng.gen_range(0..HORIZON);
+                        (s, s + 1800)
+                    })
+                    .collect();
                 let t = Instant::now();
                 let ids: Vec<_> = spans.iter().map(|&(s, e)| cal.add(s, e, 1)).collect();
                 let el = t.elapsed();
-                for id in ids.into_iter().flatten() { cal.remove(id).unwrap(); }
+                for id in ids.into_iter().flatten() {
+                    cal.remove(id).unwrap();
+                }
                 el
             })
         });
         g.bench_function("remove/indexed", |b| {
             b.iter_custom(|iters| {
-                let ids: Vec<_> = (0..iters).filter_map(|_| { let s = rng.gen_range(0..HORIZON); cal.add(s, s + 1800, 1).ok() }).collect();
+                let ids: Vec<_> = (0..iters)
+                    .filter_map(|_| {
+                        let s = rng.gen_range(0..HORIZON);
+                        cal.add(s, s + 1800, 1).ok()
+                    })
+                    .collect();
                 let t = Instant::now();
-                for id in ids { cal.remove(id).unwrap(); }
+                for id in ids {
+                    cal.remove(id).unwrap();
+                }
                 t.elapsed()
             })
         });
@@ -145,7 +175,9 @@ fn main() {
                     let t = Instant::now();
                     let id = naive.add(s, s + 1800, 1);
                     el += t.elapsed();
-                    if let Some(id) = id { naive.remove(id) }
+                    if let Some(id) = id {
+                        naive.remove(id)
+                    }
                 }
                 el
             })
@@ -168,7 +200,10 @@ fn main() {
     }
     // Sanity: the indexed answer equals the naive one on the benchmark's own data.
     for &q in queries.iter().take(16) {
-        assert_eq!(cal.earliest_start(q, 3600, 900, q + 10 * 86_400), naive.earliest_start(q, 3600, 900, q + 10 * 86_400));
+        assert_eq!(
+            cal.earliest_start(q, 3600, 900, q + 10 * 86_400),
+            naive.earliest_start(q, 3600, 900, q + 10 * 86_400)
+        );
     }
     c.final_summary();
     use report::{Fig, Row};
@@ -180,12 +215,48 @@ fn main() {
          `earliest_start` asks for 900 CPUs for one hour within a 10-day window (most windows are busy). \
          The naive baseline keeps a span list and scans it; its add checks the peak by a scan.",
         &[
-            Row { name: "calendar_1e6/earliest_start/indexed", what: "earliest start, treap index", median: Fig::Criterion("calendar_1e6/earliest_start/indexed"), baseline: Some(Fig::Criterion("calendar_1e6/earliest_start/naive")), target_ns: Some(20_000.0) },
-            Row { name: "calendar_1e6/add/indexed", what: "add a span (capacity-checked)", median: Fig::Criterion("calendar_1e6/add/indexed"), baseline: Some(Fig::Criterion("calendar_1e6/add/naive")), target_ns: Some(5_000.0) },
-            Row { name: "calendar_1e6/remove/indexed", what: "remove a span", median: Fig::Criterion("calendar_1e6/remove/indexed"), baseline: Some(Fig::Criterion("calendar_1e6/remove/naive")), target_ns: Some(5_000.0) },
-            Row { name: "calendar_1e6/earliest_start/naive", what: "earliest start, span-list sweep", median: Fig::Criterion("calendar_1e6/earliest_start/naive"), baseline: None, target_ns: None },
-            Row { name: "calendar_1e6/add/naive", what: "add, span-list scan", median: Fig::Criterion("calendar_1e6/add/naive"), baseline: None, target_ns: None },
-            Row { name: "calendar_1e6/remove/naive", what: "remove, span-list scan", median: Fig::Criterion("calendar_1e6/remove/naive"), baseline: None, target_ns: None },
+            Row {
+                name: "calendar_1e6/earliest_start/indexed",
+                what: "earliest start, treap index",
+                median: Fig::Criterion("calendar_1e6/earliest_start/indexed"),
+                baseline: Some(Fig::Criterion("calendar_1e6/earliest_start/naive")),
+                target_ns: Some(20_000.0),
+            },
+            Row {
+                name: "calendar_1e6/add/indexed",
+                what: "add a span (capacity-checked)",
+                median: Fig::Criterion("calendar_1e6/add/indexed"),
+                baseline: Some(Fig::Criterion("calendar_1e6/add/naive")),
+                target_ns: Some(5_000.0),
+            },
+            Row {
+                name: "calendar_1e6/remove/indexed",
+                what: "remove a span",
+                median: Fig::Criterion("calendar_1e6/remove/indexed"),
+                baseline: Some(Fig::Criterion("calendar_1e6/remove/naive")),
+                target_ns: Some(5_000.0),
+            },
+            Row {
+                name: "calendar_1e6/earliest_start/naive",
+                what: "earliest start, span-list sweep",
+                median: Fig::Criterion("calendar_1e6/earliest_start/naive"),
+                baseline: None,
+                target_ns: None,
+            },
+            Row {
+                name: "calendar_1e6/add/naive",
+                what: "add, span-list scan",
+                median: Fig::Criterion("calendar_1e6/add/naive"),
+                baseline: None,
+                target_ns: None,
+            },
+            Row {
+                name: "calendar_1e6/remove/naive",
+                what: "remove, span-list scan",
+                median: Fig::Criterion("calendar_1e6/remove/naive"),
+                baseline: None,
+                target_ns: None,
+            },
         ],
     );
 }

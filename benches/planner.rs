@@ -13,8 +13,8 @@ use coreserve::local::LocalGrid;
 use coreserve::model::{Grid, PlanRequest};
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
-use coreserve::replay::Summary;
 use coreserve::protocol::{HoldRequest, Participant};
+use coreserve::replay::Summary;
 use coreserve::workload::{generate, AppKind, WorkloadParams, DEFAULT_START};
 use criterion::Criterion;
 use rand::{Rng, SeedableRng};
@@ -38,11 +38,23 @@ async fn fill(g: &Grid, local: &LocalGrid) {
         let end = start + [600, 1200, 1800, 3600, 5400, 7200][rng.gen_range(0..6)];
         let (p, req): (Arc<dyn Participant>, HoldRequest) = if rng.gen_bool(0.8) {
             let s = &g.sites[rng.gen_range(0..g.sites.len())];
-            let req = HoldRequest::Compute { txn: uuid::Uuid::nil(), site: s.id.clone(), cpus: rng.gen_range(8..=64), start, end };
+            let req = HoldRequest::Compute {
+                txn: uuid::Uuid::nil(),
+                site: s.id.clone(),
+                cpus: rng.gen_range(8..=64),
+                start,
+                end,
+            };
             (local.lis[&s.id].clone(), req)
         } else {
             let l = &g.links[rng.gen_range(0..g.links.len())];
-            let req = HoldRequest::Network { txn: uuid::Uuid::nil(), links: vec![l.id.clone()], bandwidth_mbps: 500, start, end };
+            let req = HoldRequest::Network {
+                txn: uuid::Uuid::nil(),
+                links: vec![l.id.clone()],
+                bandwidth_mbps: 500,
+                start,
+                end,
+            };
             (local.nis.clone(), req)
         };
         if let Ok(h) = p.prepare(&req).await {
@@ -63,7 +75,12 @@ fn requests(g: &Grid) -> Vec<PlanRequest> {
 }
 
 /// Plans every request once on `local`, timing each plan alone: (median ns, p99 ns, summary).
-fn per_plan(rt: &tokio::runtime::Runtime, local: &LocalGrid, cfg: &PlannerConfig, reqs: &[PlanRequest]) -> (f64, f64, Summary) {
+fn per_plan(
+    rt: &tokio::runtime::Runtime,
+    local: &LocalGrid,
+    cfg: &PlannerConfig,
+    reqs: &[PlanRequest],
+) -> (f64, f64, Summary) {
     let planner = Planner::new(cfg.clone(), local.services());
     let mut ns = Vec::new();
     let mut outcomes = Vec::new();
@@ -90,7 +107,7 @@ fn main() {
     };
     let reqs = requests(&g);
     let cfg = PlannerConfig::default(); // BIR, time, w_interval 30 min
-    // 1. Each plan timed alone, on fresh grids: the per-plan distribution.
+                                        // 1. Each plan timed alone, on fresh grids: the per-plan distribution.
     let (loaded_med, loaded_p99, loaded_sum) = per_plan(&rt, &fresh(true), &cfg, &reqs);
     let (empty_med, empty_p99, empty_sum) = per_plan(&rt, &fresh(false), &cfg, &reqs);
     println!("per plan, 1e5 reservations: median {loaded_med:.0} ns, p99 {loaded_p99:.0} ns, {loaded_sum:?}");
@@ -133,9 +150,27 @@ fn main() {
         "cargo bench --bench planner",
         &notes,
         &[
-            Row { name: "planner/per_plan_median/1e5_reservations", what: "plan + commit one diamond: median over 512 plans", median: Fig::Measured(loaded_med), baseline: Some(Fig::Measured(empty_med)), target_ns: Some(1_000_000.0) },
-            Row { name: "planner/per_plan_p99/1e5_reservations", what: "same, 99th percentile", median: Fig::Measured(loaded_p99), baseline: Some(Fig::Measured(empty_p99)), target_ns: None },
-            Row { name: "planner/criterion/1e5_reservations", what: "criterion, cycling the 512 requests", median: Fig::Criterion("planner/diamond_bir_time/1e5_reservations"), baseline: Some(Fig::Criterion("planner/diamond_bir_time/empty_grid")), target_ns: None },
+            Row {
+                name: "planner/per_plan_median/1e5_reservations",
+                what: "plan + commit one diamond: median over 512 plans",
+                median: Fig::Measured(loaded_med),
+                baseline: Some(Fig::Measured(empty_med)),
+                target_ns: Some(1_000_000.0),
+            },
+            Row {
+                name: "planner/per_plan_p99/1e5_reservations",
+                what: "same, 99th percentile",
+                median: Fig::Measured(loaded_p99),
+                baseline: Some(Fig::Measured(empty_p99)),
+                target_ns: None,
+            },
+            Row {
+                name: "planner/criterion/1e5_reservations",
+                what: "criterion, cycling the 512 requests",
+                median: Fig::Criterion("planner/diamond_bir_time/1e5_reservations"),
+                baseline: Some(Fig::Criterion("planner/diamond_bir_time/empty_grid")),
+                target_ns: None,
+            },
         ],
     );
 }

@@ -60,7 +60,11 @@ fn fmt_ns(ns: f64) -> String {
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     format!("{cpu}, {cores} cores")
@@ -79,9 +83,9 @@ pub fn write_section(name: &str, title: &str, command: &str, notes: &str, rows: 
             Some(b) => (fmt_ns(b), format!("{:.1}x", b / m)),
             None => ("-".into(), "-".into()),
         };
-        let target = r.target_ns.map_or("-".to_string(), |t| {
-            format!("<= {} {}", fmt_ns(t), if m <= t { "(met)" } else { "(MISSED)" })
-        });
+        let target = r
+            .target_ns
+            .map_or("-".to_string(), |t| format!("<= {} {}", fmt_ns(t), if m <= t { "(met)" } else { "(MISSED)" }));
         body.push_str(&format!("| `{}` | {} | {} | {} | {} | {} |\n", r.name, r.what, fmt_ns(m), b, ratio, target));
     }
     body.push_str(&format!("<!-- /bench:{name} -->\n"));

@@ -12,17 +12,17 @@
 
 pub mod api;
 pub mod calendar;
+pub mod check;
 pub mod cli;
 pub mod clock;
-pub mod model;
-pub mod check;
-pub mod grid;
-pub mod workload;
 pub mod gis;
+pub mod grid;
 pub mod lis;
 pub mod local;
+pub mod model;
 pub mod nis;
 pub mod planner;
 pub mod protocol;
 pub mod replay;
 pub mod store;
+pub mod workload;

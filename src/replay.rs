@@ -57,8 +57,12 @@ pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOp
     requests.sort_by_key(PlanRequest::submitted_at);
     let clock = Arc::new(ManualClock::new(requests.first().map_or(0, PlanRequest::submitted_at)));
     let local = LocalGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
-    let template =
-        PlannerConfig { w_interval_s: opts.w_interval_s, policy: opts.policy, method: opts.method, ..Default::default() };
+    let template = PlannerConfig {
+        w_interval_s: opts.w_interval_s,
+        policy: opts.policy,
+        method: opts.method,
+        ..Default::default()
+    };
     let planners = Planner::pool(opts.planners.max(1), &template, &local.services(), |p| {
         opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64)
     });

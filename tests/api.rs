@@ -144,8 +144,12 @@ async fn probes_metrics_and_openapi_answer_without_a_token() {
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["paths"]["/v1/plans"]["post"].is_object());
     let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
-    for name in ["coreserve_plans_total{status=\"committed\"} 0", "coreserve_planning_seconds_count 0",
-        "coreserve_holds_outstanding 0", "coreserve_2pc_aborts_total 0"] {
+    for name in [
+        "coreserve_plans_total{status=\"committed\"} 0",
+        "coreserve_planning_seconds_count 0",
+        "coreserve_holds_outstanding 0",
+        "coreserve_2pc_aborts_total 0",
+    ] {
         assert!(text.contains(name), "missing `{name}` in\n{text}");
     }
     problem(app.call(Method::GET, "/nowhere", None, None).await, StatusCode::NOT_FOUND).await;
@@ -177,7 +181,8 @@ async fn tokens_and_roles_are_enforced() {
     assert_eq!(app.get("/v1/sites", &alice).await.status(), StatusCode::OK);
     let site = json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 9.0});
     problem(app.call(Method::PUT, "/v1/sites/s1", Some(&alice), Some(&site)).await, StatusCode::FORBIDDEN).await;
-    problem(app.post("/v1/tokens", &alice, &json!({"user": "mallory", "admin": true})).await, StatusCode::FORBIDDEN).await;
+    problem(app.post("/v1/tokens", &alice, &json!({"user": "mallory", "admin": true})).await, StatusCode::FORBIDDEN)
+        .await;
     let hold = json!({"cpus": 1, "start": in_hours(1), "end": in_hours(2)});
     problem(app.post("/v1/sites/s1/holds", &alice, &hold).await, StatusCode::FORBIDDEN).await;
     let nhold = json!({"links": ["l1"], "bandwidth_mbps": 1, "start": in_hours(1), "end": in_hours(2)});
@@ -186,7 +191,8 @@ async fn tokens_and_roles_are_enforced() {
     for op in ["commit", "abort"] {
         problem(app.post(&format!("/v1/holds/{any}/{op}"), &alice, &json!({})).await, StatusCode::FORBIDDEN).await;
     }
-    problem(app.post(&format!("/v1/holds/{any}/extend"), &alice, &json!({"lease_s": 5})).await, StatusCode::FORBIDDEN).await;
+    problem(app.post(&format!("/v1/holds/{any}/extend"), &alice, &json!({"lease_s": 5})).await, StatusCode::FORBIDDEN)
+        .await;
     assert_eq!(app.booked_anywhere().await, 0, "refused holds book nothing");
     problem(app.post("/v1/tokens", ADMIN, &json!({"user": ""})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
 }
@@ -216,7 +222,8 @@ async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
         assert_eq!(res.len(), 1);
         assert_eq!((res[0]["state"].as_str(), res[0]["cpus"].as_u64()), (Some("committed"), Some(12)));
     }
-    let avail = |from: String| format!("/v1/sites/s1/availability?from={from}&to={}&cpus=16&duration_s=600", in_hours(30));
+    let avail =
+        |from: String| format!("/v1/sites/s1/availability?from={from}&to={}&cpus=16&duration_s=600", in_hours(30));
     let a: Value = app.get(&avail(ts(start)), &alice).await.json().await.unwrap();
     assert_eq!(a["earliest_start"], json!(ts(start + chrono::Duration::seconds(3600))));
     assert!(a["utilisation"].as_f64().unwrap() > 0.0);
@@ -346,7 +353,9 @@ async fn bad_input_is_refused_with_a_problem_and_changes_nothing() {
     let p = problem(app.post("/v1/plans", ADMIN, &too_late).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     assert!(p["detail"].as_str().unwrap().contains("horizon"));
     let mut many = workflow();
-    many["jobs"] = json!((0..65).map(|i| json!({"name": format!("j{i}"), "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 60})).collect::<Vec<_>>());
+    many["jobs"] = json!((0..65)
+        .map(|i| json!({"name": format!("j{i}"), "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 60}))
+        .collect::<Vec<_>>());
     many["transfers"] = json!([]);
     problem(app.post("/v1/plans", ADMIN, &many).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     let mut huge = workflow();
@@ -380,9 +389,21 @@ async fn sites_can_be_read_and_repriced_but_not_resized() {
     let q = format!("/v1/sites/s1/availability?from={}&to={}&cpus=4&duration_s=60", in_hours(1), in_hours(2));
     let a: Value = app.get(&q, &user).await.json().await.unwrap();
     assert_eq!(a["price_per_cpu_hour"], 0.25, "the LIS offers the new price");
-    problem(put("s1", json!({"node": "n1", "cpus": 32, "os": "linux", "price_per_cpu_hour": 1.0})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
-    problem(put("s9", json!({"node": "n1", "cpus": 4, "os": "linux", "price_per_cpu_hour": 1.0})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
-    problem(put("s1", json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0, "x": 1})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    problem(
+        put("s1", json!({"node": "n1", "cpus": 32, "os": "linux", "price_per_cpu_hour": 1.0})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    problem(
+        put("s9", json!({"node": "n1", "cpus": 4, "os": "linux", "price_per_cpu_hour": 1.0})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    problem(
+        put("s1", json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0, "x": 1})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
     let sites: Vec<Value> = app.get("/v1/sites", &user).await.json().await.unwrap();
     assert_eq!(sites.len(), 3);
     assert_eq!(sites[0]["price_per_cpu_hour"], 0.25, "refused updates changed nothing");
@@ -406,16 +427,22 @@ async fn holds_go_through_two_phase_commit_over_http() {
     assert_eq!(p["type"], "urn:coreserve:problem:capacity");
     problem(app.post("/v1/sites/zz/holds", &svc, &hold(1)).await, StatusCode::NOT_FOUND).await;
 
-    let ext: Value = app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 600})).await.json().await.unwrap();
+    let ext: Value =
+        app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 600})).await.json().await.unwrap();
     assert!(ext["expires_at"].as_str().unwrap() > h1["expires_at"].as_str().unwrap());
-    problem(app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 0})).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    problem(
+        app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 0})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
     for _ in 0..2 {
         let r = app.post(&format!("/v1/holds/{id1}/commit"), &svc, &json!({})).await;
         assert_eq!(r.json::<Value>().await.unwrap(), json!({"id": id1, "state": "committed"}));
     }
     assert_eq!(app.reservations("s1").await[0]["state"], "committed");
     problem(app.post(&format!("/v1/holds/{id1}/abort"), &svc, &json!({})).await, StatusCode::CONFLICT).await;
-    problem(app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 5})).await, StatusCode::CONFLICT).await;
+    problem(app.post(&format!("/v1/holds/{id1}/extend"), &svc, &json!({"lease_s": 5})).await, StatusCode::CONFLICT)
+        .await;
 
     let h2: Value = app.post("/v1/sites/s1/holds", ADMIN, &hold(6)).await.json().await.unwrap();
     let id2 = h2["id"].as_str().unwrap();
@@ -424,14 +451,22 @@ async fn holds_go_through_two_phase_commit_over_http() {
     }
     let p = problem(app.post(&format!("/v1/holds/{id2}/commit"), &svc, &json!({})).await, StatusCode::CONFLICT).await;
     assert_eq!(p["type"], "urn:coreserve:problem:hold-aborted");
-    problem(app.post(&format!("/v1/holds/{}/commit", uuid::Uuid::new_v4()), &svc, &json!({})).await, StatusCode::NOT_FOUND).await;
+    problem(
+        app.post(&format!("/v1/holds/{}/commit", uuid::Uuid::new_v4()), &svc, &json!({})).await,
+        StatusCode::NOT_FOUND,
+    )
+    .await;
     assert_eq!(app.reservations("s1").await.len(), 1, "only the committed hold is left");
 
     // The network: topology, a route, and a bandwidth hold.
     let net: Value = app.get("/v1/network", &svc).await.json().await.unwrap();
     assert_eq!(net["links"][0]["capacity_mbps"], 1000);
     assert_eq!(net["nodes"].as_array().unwrap().len(), 2);
-    let q = format!("/v1/network/route?from_site=s1&to_site=s2&bandwidth_mbps=400&start={}&end={}", in_hours(1), in_hours(2));
+    let q = format!(
+        "/v1/network/route?from_site=s1&to_site=s2&bandwidth_mbps=400&start={}&end={}",
+        in_hours(1),
+        in_hours(2)
+    );
     let route: Value = app.get(&q, &svc).await.json().await.unwrap();
     assert_eq!(route["route"]["links"], json!(["l1"]));
     assert_eq!(route["route"]["free_mbps"], 1000);
@@ -444,11 +479,15 @@ async fn holds_go_through_two_phase_commit_over_http() {
     problem(app.post("/v1/network/holds", &svc, &nh).await, StatusCode::CONFLICT).await;
     let bad_link = json!({"links": ["l9"], "bandwidth_mbps": 1, "start": in_hours(1), "end": in_hours(2)});
     problem(app.post("/v1/network/holds", &svc, &bad_link).await, StatusCode::NOT_FOUND).await;
-    assert_eq!(app.post(&format!("/v1/holds/{nid}/extend"), &svc, &json!({"lease_s": 30})).await.status(), StatusCode::OK);
+    assert_eq!(
+        app.post(&format!("/v1/holds/{nid}/extend"), &svc, &json!({"lease_s": 30})).await.status(),
+        StatusCode::OK
+    );
     assert_eq!(app.post(&format!("/v1/holds/{nid}/commit"), &svc, &json!({})).await.status(), StatusCode::OK);
     problem(app.get("/v1/network/route?from_site=s1&to_site=zz&bandwidth_mbps=1&start=2030-01-01T00:00:00Z&end=2030-01-01T01:00:00Z", &svc).await,
         StatusCode::UNPROCESSABLE_ENTITY).await;
-    let q = format!("/v1/network/route?from_site=s1&to_site=zz&bandwidth_mbps=1&start={}&end={}", in_hours(1), in_hours(2));
+    let q =
+        format!("/v1/network/route?from_site=s1&to_site=zz&bandwidth_mbps=1&start={}&end={}", in_hours(1), in_hours(2));
     problem(app.get(&q, &svc).await, StatusCode::NOT_FOUND).await;
     let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
     assert!(text.contains("coreserve_holds_outstanding 0"), "{text}");
@@ -476,7 +515,8 @@ async fn concurrent_retries_with_one_key_book_once() {
     let app = spawn_with(|c| c.workers = Some(2)).await;
     let body = workflow(); // one body: a retry sends the same bytes
     let send = || {
-        let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN).header("Idempotency-Key", "same");
+        let req =
+            app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN).header("Idempotency-Key", "same");
         let req = req.json(&body);
         async move { req.send().await.unwrap() }
     };
@@ -544,7 +584,9 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
         gis: Arc::new(HttpCatalogue::new(&app.base, token.clone())),
         lis: ["s1", "s2", "s3"]
             .iter()
-            .map(|s| (s.to_string(), Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant>))
+            .map(|s| {
+                (s.to_string(), Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant>)
+            })
             .collect(),
         nis: Arc::new(nis),
         clock: Arc::new(coreserve::clock::SystemClock),

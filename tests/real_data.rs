@@ -43,7 +43,11 @@ async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
                 let outcomes = replay(&g, reqs.clone(), &opts).await;
                 assert_eq!(outcomes.len(), reqs.len());
                 let violations = check_outcomes(&g, &reqs, &outcomes, opts.w_interval_s);
-                assert!(violations.is_empty(), "{kind} {method}-{policy}: {:?}", &violations[..violations.len().min(5)]);
+                assert!(
+                    violations.is_empty(),
+                    "{kind} {method}-{policy}: {:?}",
+                    &violations[..violations.len().min(5)]
+                );
                 let s = Summary::of(&outcomes);
                 assert!(s.committed > 0, "{kind} {method}-{policy} committed nothing");
                 assert!(
@@ -84,8 +88,38 @@ fn command_line_round_trip_on_real_files() {
     let trace = data("swf/SDSC-BLUE-2000-4.2-cln.swf.gz");
     let text = run(&["grid", "import-graphml", &p(&geant), "--seed", "1", "--out", &p(&grid)]);
     assert!(text.contains("40 nodes, 61 links, 40 sites"), "{text}");
-    run(&["workload", "--trace", &p(&trace), "--grid", &p(&grid), "--kind", "coallocation", "--requests", "120", "--load", "0.8", "--seed", "2", "--out", &p(&reqs)]);
-    let text = run(&["plan", "--grid", &p(&grid), "--requests", &p(&reqs), "--policy", "time", "--mode", "bir", "--planners", "3", "--out", &p(&outs)]);
+    run(&[
+        "workload",
+        "--trace",
+        &p(&trace),
+        "--grid",
+        &p(&grid),
+        "--kind",
+        "coallocation",
+        "--requests",
+        "120",
+        "--load",
+        "0.8",
+        "--seed",
+        "2",
+        "--out",
+        &p(&reqs),
+    ]);
+    let text = run(&[
+        "plan",
+        "--grid",
+        &p(&grid),
+        "--requests",
+        &p(&reqs),
+        "--policy",
+        "time",
+        "--mode",
+        "bir",
+        "--planners",
+        "3",
+        "--out",
+        &p(&outs),
+    ]);
     assert!(text.contains("requests 120") && text.contains("checker violations 0"), "{text}");
     let lines: Vec<serde_json::Value> =
         std::fs::read_to_string(&outs).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();

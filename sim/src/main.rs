@@ -70,37 +70,40 @@ fn main() -> Result<()> {
     let bar = ProgressBar::new(runs as u64);
     bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")?);
     let rows = Mutex::new(Vec::with_capacity(runs));
-    cells.par_iter().try_for_each(|(topology, grid, kind, load, seed): &(String, Grid, _, f64, u64)| -> Result<()> {
-        let params = WorkloadParams {
-            kind: *kind,
-            requests: s.requests,
-            load: *load,
-            seed: *seed,
-            w_interval_s: s.w_interval_s,
-            ..s.workload.clone()
-        };
-        let requests = generate(&cpus, grid.total_cpus(), &params)?;
-        s.algorithms.par_iter().try_for_each(|&algorithm| -> Result<()> {
-            let key = RunKey {
-                topology: Scenario::topology_label(topology),
-                kind: kind.to_string(),
-                algorithm,
+    cells.par_iter().try_for_each(
+        |(topology, grid, kind, load, seed): &(String, Grid, _, f64, u64)| -> Result<()> {
+            let params = WorkloadParams {
+                kind: *kind,
+                requests: s.requests,
                 load: *load,
                 seed: *seed,
+                w_interval_s: s.w_interval_s,
+                ..s.workload.clone()
             };
-            let (row, outcomes) = simulate(&s, &key, grid, &requests)?;
-            if args.keep_outcomes {
-                let dir = args.out.join("outcomes");
-                std::fs::create_dir_all(&dir)?;
-                let name = format!("{}-{}-{}-{}-{}.jsonl", key.topology, key.kind, key.algorithm, key.load, key.seed);
-                let lines: Vec<String> = outcomes.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
-                std::fs::write(dir.join(name), lines.join("\n") + "\n")?;
-            }
-            rows.lock().expect("rows lock").push(row);
-            bar.inc(1);
-            Ok(())
-        })
-    })?;
+            let requests = generate(&cpus, grid.total_cpus(), &params)?;
+            s.algorithms.par_iter().try_for_each(|&algorithm| -> Result<()> {
+                let key = RunKey {
+                    topology: Scenario::topology_label(topology),
+                    kind: kind.to_string(),
+                    algorithm,
+                    load: *load,
+                    seed: *seed,
+                };
+                let (row, outcomes) = simulate(&s, &key, grid, &requests)?;
+                if args.keep_outcomes {
+                    let dir = args.out.join("outcomes");
+                    std::fs::create_dir_all(&dir)?;
+                    let name =
+                        format!("{}-{}-{}-{}-{}.jsonl", key.topology, key.kind, key.algorithm, key.load, key.seed);
+                    let lines: Vec<String> = outcomes.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
+                    std::fs::write(dir.join(name), lines.join("\n") + "\n")?;
+                }
+                rows.lock().expect("rows lock").push(row);
+                bar.inc(1);
+                Ok(())
+            })
+        },
+    )?;
     bar.finish_and_clear();
     let rows = rows.into_inner().expect("rows lock");
     write_outputs(&rows, &args.out)?;

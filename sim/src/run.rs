@@ -90,10 +90,12 @@ async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) 
         method: key.algorithm.method,
         ..Default::default()
     };
-    let planners =
-        Planner::pool(s.planners, &template, &services, |p| (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64));
+    let planners = Planner::pool(s.planners, &template, &services, |p| {
+        (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64)
+    });
     // Requests queue at their planner (no back-pressure on arrivals).
-    let d = Dispatch { seed: key.seed ^ DISPATCH_SEED, concurrency: s.planner_concurrency, queue_capacity: requests.len() };
+    let d =
+        Dispatch { seed: key.seed ^ DISPATCH_SEED, concurrency: s.planner_concurrency, queue_capacity: requests.len() };
     let outcomes = dispatch(planners, Arc::new(requests.to_vec()), &d, ProgressBar::hidden(), |_, r| {
         tokio::time::sleep_until(clock.instant_of(r.submitted_at()))
     })
@@ -124,7 +126,13 @@ mod tests {
     /// One 8-CPU linux site at 1.0 per CPU-hour and one 16-CPU bsd site at 2.0, one link.
     fn grid() -> Grid {
         let node = |id: &str| Node { id: id.into(), label: String::new() };
-        let site = |id: &str, n: &str, cpus, os: &str, price| Site { id: id.into(), node: n.into(), cpus, os: os.into(), price_per_cpu_hour: price };
+        let site = |id: &str, n: &str, cpus, os: &str, price| Site {
+            id: id.into(),
+            node: n.into(),
+            cpus,
+            os: os.into(),
+            price_per_cpu_hour: price,
+        };
         Grid::new(
             vec![node("a"), node("b")],
             vec![Link { id: "ab".into(), a: "a".into(), b: "b".into(), capacity_mbps: 1000, price_per_gbps_hour: 0.5 }],
@@ -133,7 +141,13 @@ mod tests {
         .unwrap()
     }
 
-    fn request(id: &str, at: i64, jobs: serde_json::Value, transfers: serde_json::Value, deadline_after: i64) -> PlanRequest {
+    fn request(
+        id: &str,
+        at: i64,
+        jobs: serde_json::Value,
+        transfers: serde_json::Value,
+        deadline_after: i64,
+    ) -> PlanRequest {
         let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
             "id": id, "submitted_at": from_time(at), "deadline": from_time(at + deadline_after),
             "jobs": jobs, "transfers": transfers,
@@ -143,7 +157,13 @@ mod tests {
     }
 
     fn key(method: ReservationMethod) -> RunKey {
-        RunKey { topology: "t".into(), kind: "workflow".into(), algorithm: Algorithm { method, policy: SelectionPolicy::Time }, load: 1.0, seed: 1 }
+        RunKey {
+            topology: "t".into(),
+            kind: "workflow".into(),
+            algorithm: Algorithm { method, policy: SelectionPolicy::Time },
+            load: 1.0,
+            seed: 1,
+        }
     }
 
     /// Three single-job requests for the whole 8-CPU site over the same hour, the deadline
@@ -153,8 +173,9 @@ mod tests {
     #[test]
     fn accounting_matches_a_hand_computed_run() {
         let job = serde_json::json!([{"name": "A", "os": "linux", "cpus": 8, "offset_s": 0, "duration_s": 3600}]);
-        let reqs: Vec<PlanRequest> =
-            (0..3).map(|i| request(&format!("r{i}"), T0 + i, job.clone(), serde_json::json!([]), 1800 + 3600 + 10)).collect();
+        let reqs: Vec<PlanRequest> = (0..3)
+            .map(|i| request(&format!("r{i}"), T0 + i, job.clone(), serde_json::json!([]), 1800 + 3600 + 10))
+            .collect();
         let (row, outcomes) = simulate(&scenario(1), &key(ReservationMethod::Bir), &grid(), &reqs).unwrap();
         assert_eq!((row.requests, row.committed), (3, 1));
         assert!((row.success_rate - 1.0 / 3.0).abs() < 1e-12);
@@ -174,7 +195,8 @@ mod tests {
         let jobs = serde_json::json!([
             {"name": "A", "os": "linux", "cpus": 8, "offset_s": 0, "duration_s": 3600},
             {"name": "B", "os": "bsd", "cpus": 8, "offset_s": 0, "duration_s": 3600}]);
-        let transfers = serde_json::json!([{"from": "A", "to": "B", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 3600}]);
+        let transfers =
+            serde_json::json!([{"from": "A", "to": "B", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 3600}]);
         for method in [ReservationMethod::Bbr, ReservationMethod::Bir, ReservationMethod::BbrOverlay] {
             let reqs = vec![request("r", T0, jobs.clone(), transfers.clone(), 20_000)];
             let (row, outcomes) = simulate(&scenario(3), &key(method), &grid(), &reqs).unwrap();

@@ -22,7 +22,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use coreserve::grid::{fat_tree, gridg, import_graphml, load_grid, GridgParams, GridgVariant, ImportOptions, SiteParams};
+use coreserve::grid::{
+    fat_tree, gridg, import_graphml, load_grid, GridgParams, GridgVariant, ImportOptions, SiteParams,
+};
 use coreserve::model::{Grid, ReservationMethod, SelectionPolicy};
 use coreserve::nis::Routing;
 use coreserve::workload::{AppKind, WorkloadParams};
@@ -185,7 +187,11 @@ impl Scenario {
 
     /// A path from the scenario file, resolved against its folder.
     pub fn resolve(&self, p: &Path) -> PathBuf {
-        if p.is_absolute() { p.to_path_buf() } else { self.dir.join(p) }
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.dir.join(p)
+        }
     }
 
     /// Builds topology `name` for run seed `seed`.

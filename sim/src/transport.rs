@@ -11,9 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use coreserve::clock::Clock;
 use coreserve::model::Time;
-use coreserve::protocol::{
-    Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, Participant, ParticipantError,
-};
+use coreserve::protocol::{Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, Participant, ParticipantError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -60,7 +58,13 @@ pub struct ServiceTimes {
 
 impl Default for ServiceTimes {
     fn default() -> Self {
-        ServiceTimes { availability: (1.0, 2.0), free_slot: (2.0, 3.0), hold: (1.0, 2.0), commit: (1.0, 2.0), cancel: (1.0, 2.0) }
+        ServiceTimes {
+            availability: (1.0, 2.0),
+            free_slot: (2.0, 3.0),
+            hold: (1.0, 2.0),
+            commit: (1.0, 2.0),
+            cancel: (1.0, 2.0),
+        }
     }
 }
 

@@ -15,7 +15,8 @@ use crate::store::PlanStatus;
 
 /// Upper bounds of the latency buckets, seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
-const STATUSES: [PlanStatus; 4] = [PlanStatus::Committed, PlanStatus::Rejected, PlanStatus::Planned, PlanStatus::Cancelled];
+const STATUSES: [PlanStatus; 4] =
+    [PlanStatus::Committed, PlanStatus::Rejected, PlanStatus::Planned, PlanStatus::Cancelled];
 
 /// The counters (lock-free; shared by every worker).
 #[derive(Debug, Default)]
@@ -70,7 +71,8 @@ impl Metrics {
         s.push_str("# HELP coreserve_plans_total Plans by final status (planned = dry runs).\n");
         s.push_str("# TYPE coreserve_plans_total counter\n");
         for st in STATUSES {
-            let _ = writeln!(s, "coreserve_plans_total{{status=\"{}\"}} {}", name(st), self.plans[index(st)].load(Relaxed));
+            let _ =
+                writeln!(s, "coreserve_plans_total{{status=\"{}\"}} {}", name(st), self.plans[index(st)].load(Relaxed));
         }
         s.push_str("# HELP coreserve_planning_seconds Time to plan and book one request.\n");
         s.push_str("# TYPE coreserve_planning_seconds histogram\n");

@@ -150,7 +150,9 @@ impl From<ParticipantError> for ApiError {
             P::NotCommitted(_) => ApiError::conflict("hold-not-committed", "The hold is not committed", detail),
             P::Invalid(_) => ApiError::bad_request(detail),
             P::WrongParticipant(_) => ApiError::internal(detail),
-            P::Transport(_) => ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail),
+            P::Transport(_) => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail)
+            }
         };
         err.participant_error = wire;
         err

@@ -50,9 +50,7 @@ impl Application {
         let mut server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
-                .app_data(
-                    web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| json_error(e).into()),
-                )
+                .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| json_error(e).into()))
                 .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
                 .app_data(
                     web::QueryConfig::default()

@@ -55,7 +55,10 @@ impl AppState {
                         .lis
                         .iter()
                         .map(|(site, url)| {
-                            (site.clone(), Arc::new(HttpParticipant::site(url, site, token.clone())) as Arc<dyn Participant>)
+                            (
+                                site.clone(),
+                                Arc::new(HttpParticipant::site(url, site, token.clone())) as Arc<dyn Participant>,
+                            )
                         })
                         .collect(),
                     nis: Arc::new(HttpParticipant::network(&remote.nis, token)),
@@ -65,7 +68,15 @@ impl AppState {
             _ => participants.services(),
         };
         let planners = PlannerPool::new(&config, services);
-        AppState { config, grid, participants, planners, store, holds: Mutex::new(HashMap::new()), metrics: Metrics::default() }
+        AppState {
+            config,
+            grid,
+            participants,
+            planners,
+            store,
+            holds: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
+        }
     }
 
     /// Now, by the participants' clock.

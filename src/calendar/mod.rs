@@ -215,9 +215,10 @@ impl CapacityCalendar {
 
     /// Every booked span with its id, in slot order. O(n): for listings and pruning.
     pub fn spans(&self) -> impl Iterator<Item = (SpanId, Span)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, slot)| {
-            slot.span.map(|s| (u64::from(slot.generation) << 32 | i as u64, s))
-        })
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| slot.span.map(|s| (u64::from(slot.generation) << 32 | i as u64, s)))
     }
 }
 

@@ -34,10 +34,7 @@ fn peak_not_sum_decides_free_capacity() {
     // Two disjoint bookings of 6: the peak over [0, 20) is 6, so 4 are free, not -2.
     assert_eq!(c.free_over(0, 20), 4);
     assert!(c.add(5, 15, 4).is_ok());
-    assert_eq!(
-        c.add(5, 15, 1),
-        Err(CalendarError::OverCapacity { start: 5, end: 15, requested: 1, free: 0 })
-    );
+    assert_eq!(c.add(5, 15, 1), Err(CalendarError::OverCapacity { start: 5, end: 15, requested: 1, free: 0 }));
     assert_eq!(c.len(), 3, "a refused add changes nothing");
 }
 

@@ -18,7 +18,6 @@ const NIL: u32 = u32::MAX;
 const NEG: i64 = i64::MIN / 4;
 const POS: i64 = i64::MAX / 4;
 
-
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 struct Node {
@@ -86,7 +85,11 @@ impl ChangeTree {
     }
 
     fn sum(&self, i: u32) -> i64 {
-        if i == NIL { 0 } else { self.n(i).sum }
+        if i == NIL {
+            0
+        } else {
+            self.n(i).sum
+        }
     }
 
     /// Recomputes node `i`'s aggregates from its children.

@@ -498,9 +498,8 @@ fn ensure_clean(violations: usize) -> Result<()> {
 }
 
 fn write_outcomes(outcomes: &[Outcome], path: &Path) -> Result<()> {
-    let mut w = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-    );
+    let mut w =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?);
     for o in outcomes {
         serde_json::to_writer(&mut w, o)?;
         w.write_all(b"\n")?;
@@ -547,7 +546,17 @@ async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Op
 fn print_table(groups: &[(String, Vec<Row>)]) {
     println!(
         "\n{:<13} {:<9} {:>8} {:>9} {:>8} {:>12} {:>9} {:>9} {:>10} {:>8} {:>10}",
-        "workload", "variant", "requests", "committed", "success", "avg cost/h", "p50 ms", "p99 ms", "messages", "aborted", "violations"
+        "workload",
+        "variant",
+        "requests",
+        "committed",
+        "success",
+        "avg cost/h",
+        "p50 ms",
+        "p99 ms",
+        "messages",
+        "aborted",
+        "violations"
     );
     for (kind, rows) in groups {
         for (name, s, v) in rows {

@@ -49,7 +49,12 @@ impl Lis {
     /// A LIS for `site` with an empty calendar; holds live `lease_s` seconds of `clock` time.
     pub fn new(site: Site, clock: Arc<dyn Clock>, lease_s: i64) -> Self {
         let calendar = CapacityCalendar::new(u64::from(site.cpus));
-        Lis { site: RwLock::new(site), clock, lease_s, state: Mutex::new(State { calendar, holds: HoldBook::default() }) }
+        Lis {
+            site: RwLock::new(site),
+            clock,
+            lease_s,
+            state: Mutex::new(State { calendar, holds: HoldBook::default() }),
+        }
     }
 
     /// The site this LIS manages (a copy: the price and OS may change).

@@ -24,7 +24,8 @@ fn offer(a: Availability) -> ComputeOffer {
 async fn holds_are_visible_to_queries_and_abort_frees_them() {
     let clock = Arc::new(ManualClock::new(0));
     let lis = Lis::new(site(16), clock.clone(), 120);
-    let q = AvailabilityQuery::Compute { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000 };
+    let q =
+        AvailabilityQuery::Compute { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000 };
     assert_eq!(offer(lis.query(&q).await.unwrap()).earliest_start, Some(0));
     let h = lis.prepare(&hold_req(10, 0, 100)).await.unwrap();
     assert_eq!(h.expires_at, 120);
@@ -67,7 +68,8 @@ async fn uncommitted_hold_expires_at_its_lease() {
 #[tokio::test]
 async fn wrong_messages_are_refused() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
-    let net = AvailabilityQuery::Network { from_site: "a".into(), to_site: "b".into(), bandwidth_mbps: 1, start: 0, end: 1 };
+    let net =
+        AvailabilityQuery::Network { from_site: "a".into(), to_site: "b".into(), bandwidth_mbps: 1, start: 0, end: 1 };
     assert_eq!(lis.query(&net).await, Err(ParticipantError::WrongParticipant("network")));
     let other = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
     assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));

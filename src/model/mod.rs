@@ -16,7 +16,6 @@ mod time;
 pub use grid::{Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId, MAX_AMOUNT};
 pub use outcome::{JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
 pub use request::{
-    ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, ReservationMethod, RequestError,
-    SelectionPolicy,
+    ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
 };
 pub use time::{from_time, to_time, Time};

@@ -87,11 +87,8 @@ impl Outcome {
     /// `cost` divided by the plan's CPU-hours: the paper's "average cost" (a CPU unit price
     /// per hour). `None` for a rejected plan.
     pub fn average_cost(&self) -> Option<f64> {
-        let cpu_hours: f64 = self
-            .jobs
-            .iter()
-            .map(|j| f64::from(j.cpus) * (j.end - j.start).num_seconds() as f64 / 3600.0)
-            .sum();
+        let cpu_hours: f64 =
+            self.jobs.iter().map(|j| f64::from(j.cpus) * (j.end - j.start).num_seconds() as f64 / 3600.0).sum();
         (self.status == OutcomeStatus::Committed && cpu_hours > 0.0).then(|| self.cost / cpu_hours)
     }
 }

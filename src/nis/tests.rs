@@ -20,7 +20,13 @@ fn grid() -> Grid {
         capacity_mbps: cap,
         price_per_gbps_hour: 1.0,
     };
-    let site = |id: &str, n: &str| Site { id: id.into(), node: n.into(), cpus: 8, os: "linux".into(), price_per_cpu_hour: 1.0 };
+    let site = |id: &str, n: &str| Site {
+        id: id.into(),
+        node: n.into(),
+        cpus: 8,
+        os: "linux".into(),
+        price_per_cpu_hour: 1.0,
+    };
     Grid::new(
         vec![node("a"), node("b"), node("c"), node("d")],
         vec![
@@ -41,7 +47,13 @@ fn nis(routing: Routing) -> (Nis, Arc<ManualClock>) {
 }
 
 async fn route(n: &Nis, bw: u64) -> Option<Route> {
-    let q = AvailabilityQuery::Network { from_site: "sa".into(), to_site: "sc".into(), bandwidth_mbps: bw, start: 0, end: 100 };
+    let q = AvailabilityQuery::Network {
+        from_site: "sa".into(),
+        to_site: "sc".into(),
+        bandwidth_mbps: bw,
+        start: 0,
+        end: 100,
+    };
     match n.query(&q).await.unwrap() {
         Availability::Network(r) => r,
         other => panic!("expected a route, got {other:?}"),
@@ -99,7 +111,13 @@ async fn prepare_is_all_or_nothing_over_the_path() {
 #[tokio::test]
 async fn same_node_needs_no_links_and_holds_expire() {
     let (n, clock) = nis(Routing::Shortest);
-    let q = AvailabilityQuery::Network { from_site: "sa".into(), to_site: "sa2".into(), bandwidth_mbps: 99_999, start: 0, end: 10 };
+    let q = AvailabilityQuery::Network {
+        from_site: "sa".into(),
+        to_site: "sa2".into(),
+        bandwidth_mbps: 99_999,
+        start: 0,
+        end: 10,
+    };
     let Availability::Network(Some(r)) = n.query(&q).await.unwrap() else { panic!("same node is always reachable") };
     assert!(r.links.is_empty());
     let h = n.prepare(&hold(&["ab", "bc"], 1000)).await.unwrap();
@@ -114,10 +132,11 @@ fn yen_lists_loopless_paths_shortest_first() {
     let n = nis(Routing::Shortest).0;
     let (a, c) = (n.site_node["sa"], n.site_node["sc"]);
     let paths = route::yen(&n.graph, a, c, 10);
-    let named: Vec<Vec<&str>> =
-        paths.iter().map(|p| p.iter().map(|&l| n.links[l].id.as_str()).collect()).collect();
+    let named: Vec<Vec<&str>> = paths.iter().map(|p| p.iter().map(|&l| n.links[l].id.as_str()).collect()).collect();
     assert_eq!(named.len(), 3, "{named:?}");
-    assert!(named.contains(&vec!["ab", "bc"]) && named.contains(&vec!["ab2", "bc"]) && named.contains(&vec!["ad", "dc"]));
+    assert!(
+        named.contains(&vec!["ab", "bc"]) && named.contains(&vec!["ab2", "bc"]) && named.contains(&vec!["ad", "dc"])
+    );
     assert!(paths.windows(2).all(|w| w[0].len() <= w[1].len()));
 }
 

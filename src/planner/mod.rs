@@ -39,8 +39,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
@@ -142,7 +142,12 @@ impl Planner {
 
     /// `n` planners over the same services, named `planner-0` .. `planner-{n-1}`, each with
     /// `template`'s settings and its own seed `seed_of(index)`.
-    pub fn pool(n: usize, template: &PlannerConfig, services: &Services, seed_of: impl Fn(usize) -> u64) -> Vec<Planner> {
+    pub fn pool(
+        n: usize,
+        template: &PlannerConfig,
+        services: &Services,
+        seed_of: impl Fn(usize) -> u64,
+    ) -> Vec<Planner> {
         (0..n)
             .map(|i| {
                 let cfg = PlannerConfig { name: format!("planner-{i}"), seed: seed_of(i), ..template.clone() };

@@ -176,13 +176,17 @@ impl<'a> Attempt<'a> {
         let w = self.planner.cfg.w_interval_s;
         self.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
         if self.st + req.span_s() > req.deadline() {
-            return Err(self.reject(format!("deadline cannot be met: the plan starts no earlier than {}", from_time(self.st))));
+            return Err(
+                self.reject(format!("deadline cannot be met: the plan starts no earlier than {}", from_time(self.st)))
+            );
         }
         for job in req.jobs() {
             match self.planner.services.gis.candidates(job).await {
                 Ok(c) if !c.is_empty() => self.candidates.push(c),
                 Ok(_) => {
-                    return Err(self.reject(format!("no site can run job `{}` ({} CPUs of {})", job.name, job.cpus, job.os)))
+                    return Err(
+                        self.reject(format!("no site can run job `{}` ({} CPUs of {})", job.name, job.cpus, job.os))
+                    )
                 }
                 Err(e) => return Err(self.reject(format!("GIS unavailable: {e}"))),
             }
@@ -198,7 +202,8 @@ impl<'a> Attempt<'a> {
                     Step::Success => {}
                     Step::NotFound => {
                         self.undo_to(0).await;
-                        let reason = self.stopped.take().unwrap_or_else(|| "no feasible plan before the deadline".into());
+                        let reason =
+                            self.stopped.take().unwrap_or_else(|| "no feasible plan before the deadline".into());
                         return Err(self.reject(reason));
                     }
                     Step::Delay(dt) => {
@@ -273,11 +278,8 @@ impl<'a> Attempt<'a> {
         let overlay = self.method == ReservationMethod::BbrOverlay;
         let queries = self.candidates[v].iter().map(|site| {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
-            let own = if overlay {
-                Overlay::peak(self.overlay.sites.get(site), t_bgn, t_bgn + job.duration_s)
-            } else {
-                0
-            };
+            let own =
+                if overlay { Overlay::peak(self.overlay.sites.get(site), t_bgn, t_bgn + job.duration_s) } else { 0 };
             let q = AvailabilityQuery::Compute {
                 site: site.clone(),
                 cpus: job.cpus + u32::try_from(own).unwrap_or(u32::MAX),
@@ -329,7 +331,8 @@ impl<'a> Attempt<'a> {
                 }
                 self.fixes += 1;
                 if self.fixes > self.planner.cfg.max_fixes {
-                    self.stopped = Some(format!("search budget of {} tentative fixes exhausted", self.planner.cfg.max_fixes));
+                    self.stopped =
+                        Some(format!("search budget of {} tentative fixes exhausted", self.planner.cfg.max_fixes));
                     return Step::NotFound;
                 }
                 if self.out_of_time() {
@@ -354,7 +357,11 @@ impl<'a> Attempt<'a> {
     async fn satisfy_transfers(&mut self, v: usize) -> Step {
         let other = |e: usize| {
             let (a, b) = self.req.transfer_ends(e);
-            if a == v { b } else { a }
+            if a == v {
+                b
+            } else {
+                a
+            }
         };
         let (mut fixed, mut free): (Vec<usize>, Vec<usize>) = self.incident[v]
             .iter()
@@ -399,7 +406,8 @@ impl<'a> Attempt<'a> {
         } else {
             None
         };
-        self.jobs[v] = Some(JobFix { site: offer.site.clone(), price_per_cpu_hour: offer.price_per_cpu_hour, hold, overlay });
+        self.jobs[v] =
+            Some(JobFix { site: offer.site.clone(), price_per_cpu_hour: offer.price_per_cpu_hour, hold, overlay });
         self.trail.push(Fix::Job(v));
         true
     }
@@ -523,7 +531,13 @@ impl<'a> Attempt<'a> {
                 None => {
                     let job = &self.req.jobs()[v];
                     let start = self.st + job.offset_s;
-                    let req = HoldRequest::Compute { txn: self.txn, site: f.site.clone(), cpus: job.cpus, start, end: start + job.duration_s };
+                    let req = HoldRequest::Compute {
+                        txn: self.txn,
+                        site: f.site.clone(),
+                        cpus: job.cpus,
+                        start,
+                        end: start + job.duration_s,
+                    };
                     self.messages += 1;
                     match p.prepare(&req).await {
                         Ok(h) => h.id,

@@ -20,7 +20,13 @@ fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
 /// Nodes n1..n3 in a line n1 - n2 - n3 plus n1 - n3; capacities given per link.
 fn grid(sites: Vec<Site>, caps: [u64; 3]) -> Grid {
     let node = |id: &str| Node { id: id.into(), label: id.into() };
-    let link = |id: &str, a: &str, b: &str, cap| Link { id: id.into(), a: a.into(), b: b.into(), capacity_mbps: cap, price_per_gbps_hour: 0.5 };
+    let link = |id: &str, a: &str, b: &str, cap| Link {
+        id: id.into(),
+        a: a.into(),
+        b: b.into(),
+        capacity_mbps: cap,
+        price_per_gbps_hour: 0.5,
+    };
     Grid::new(
         vec![node("n1"), node("n2"), node("n3")],
         vec![link("l12", "n1", "n2", caps[0]), link("l23", "n2", "n3", caps[1]), link("l13", "n1", "n3", caps[2])],
@@ -47,7 +53,9 @@ fn request(jobs: Vec<serde_json::Value>, transfers: Vec<serde_json::Value>, dead
 fn pair(os_a: &str, os_b: &str, cpus: u32, bandwidth_mbps: u64, deadline_after_s: i64) -> PlanRequest {
     request(
         vec![job("A", os_a, cpus, 0, 600), job("B", os_b, cpus, 0, 600)],
-        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": bandwidth_mbps, "offset_s": 0, "duration_s": 600})],
+        vec![
+            serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": bandwidth_mbps, "offset_s": 0, "duration_s": 600}),
+        ],
         deadline_after_s,
     )
 }
@@ -66,7 +74,8 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
-    let other = HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
+    let other =
+        HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
     let h = l.lis["s1"].prepare(&other).await.unwrap();
     l.lis["s1"].commit(h.id).await.unwrap();
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
@@ -82,7 +91,8 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
 async fn network_failure_backtracks_to_the_next_candidate() {
     // A runs only on s1 (bsd); B on s2 (cheaper, so `cost` tries it first) or s3. l12 cannot
     // carry 500 Mbps, l13 can.
-    let sites = vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 0.5), site("s3", "n3", 16, "linux", 1.0)];
+    let sites =
+        vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 0.5), site("s3", "n3", 16, "linux", 1.0)];
     let g = grid(sites, [100, 100, 1000]);
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let l = local(&g);
@@ -130,7 +140,13 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     let busy = |l: &LocalGrid| {
         let lis = l.lis["s2"].clone();
         async move {
-            let h = HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "s2".into(), cpus: 16, start: T0, end: T0 + 3600 };
+            let h = HoldRequest::Compute {
+                txn: uuid::Uuid::new_v4(),
+                site: "s2".into(),
+                cpus: 16,
+                start: T0,
+                end: T0 + 3600,
+            };
             let h = lis.prepare(&h).await.unwrap();
             lis.commit(h.id).await.unwrap();
         }
@@ -164,7 +180,8 @@ async fn overlay_counts_own_bandwidth_on_shared_links() {
     // second time, learns it does not fit, and the plan is rejected without a failed batch.
     let sites = vec![site("s1", "n1", 64, "bsd", 1.0), site("s2", "n2", 64, "linux", 1.0)];
     let g = grid(sites, [1000, 10, 10]);
-    let transfer = |to: &str| serde_json::json!({"from": "A", "to": to, "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600});
+    let transfer =
+        |to: &str| serde_json::json!({"from": "A", "to": to, "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600});
     let r = request(
         vec![job("A", "bsd", 8, 0, 600), job("B", "linux", 8, 0, 600), job("C", "linux", 8, 0, 600)],
         vec![transfer("B"), transfer("C")],
@@ -223,7 +240,13 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let h = l.lis["cheap"]
-        .prepare(&HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "cheap".into(), cpus: 8, start: T0, end: T0 + 3600 })
+        .prepare(&HoldRequest::Compute {
+            txn: uuid::Uuid::new_v4(),
+            site: "cheap".into(),
+            cpus: 8,
+            start: T0,
+            end: T0 + 3600,
+        })
         .await
         .unwrap();
     l.lis["cheap"].commit(h.id).await.unwrap();
@@ -325,7 +348,11 @@ async fn dry_run_books_nothing_and_cancel_releases_everything() {
         assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(500));
         p.cancel(&real.bookings).await.unwrap();
         p.cancel(&real.bookings).await.unwrap(); // idempotent
-        assert_eq!(l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1), 0, "{method}: cancel releases the CPUs");
+        assert_eq!(
+            l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1),
+            0,
+            "{method}: cancel releases the CPUs"
+        );
         assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0), "{method}: and the bandwidth");
     }
 }

@@ -79,9 +79,21 @@ pub enum Availability {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum HoldRequest {
-    Compute { txn: TxnId, site: SiteId, cpus: u32, start: Time, end: Time },
+    Compute {
+        txn: TxnId,
+        site: SiteId,
+        cpus: u32,
+        start: Time,
+        end: Time,
+    },
     /// Holds `bandwidth_mbps` on every link of `links`, all or none.
-    Network { txn: TxnId, links: Vec<LinkId>, bandwidth_mbps: u64, start: Time, end: Time },
+    Network {
+        txn: TxnId,
+        links: Vec<LinkId>,
+        bandwidth_mbps: u64,
+        start: Time,
+        end: Time,
+    },
 }
 
 /// A prepare-OK: the participant promises the capacity until `expires_at`.

@@ -67,7 +67,11 @@ fn owner(state: &AppState, id: HoldId) -> Result<(ParticipantRef, Arc<dyn Partic
         (status = 409, description = "Expired or aborted", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn commit(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<HoldResult>, ApiError> {
+pub async fn commit(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<Uuid>,
+) -> Result<web::Json<HoldResult>, ApiError> {
     caller.require_service()?;
     let (_, p) = owner(&state, *id)?;
     p.commit(*id).await?;
@@ -83,7 +87,11 @@ pub async fn commit(state: web::Data<AppState>, caller: Caller, id: web::Path<Uu
         (status = 409, description = "Already committed", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn abort(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<HoldResult>, ApiError> {
+pub async fn abort(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<Uuid>,
+) -> Result<web::Json<HoldResult>, ApiError> {
     caller.require_service()?;
     let (_, p) = owner(&state, *id)?;
     p.abort(*id).await?;
@@ -109,7 +117,11 @@ pub async fn extend(
 ) -> Result<web::Json<HoldView>, ApiError> {
     caller.require_service()?;
     if body.lease_s <= 0 || body.lease_s > state.config.horizon_s() {
-        return Err(ApiError::invalid(format!("lease_s must be in 1..={} (got {})", state.config.horizon_s(), body.lease_s)));
+        return Err(ApiError::invalid(format!(
+            "lease_s must be in 1..={} (got {})",
+            state.config.horizon_s(),
+            body.lease_s
+        )));
     }
     let (r, _) = owner(&state, *id)?;
     let hold = match r {

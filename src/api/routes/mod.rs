@@ -31,7 +31,10 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
     let role = role.clone();
     cfg.service(web::scope("/v1").configure(move |v| match &role {
         Role::All => {
-            v.configure(all_v1).configure(participant::configure_sites).configure(participant::configure_network).configure(participant::configure_gis);
+            v.configure(all_v1)
+                .configure(participant::configure_sites)
+                .configure(participant::configure_network)
+                .configure(participant::configure_gis);
         }
         Role::Planner(_) => {
             v.configure(plans_v1).route("/tokens", web::post().to(tokens::create));

@@ -133,7 +133,13 @@ pub async fn hold(
         return Err(ApiError::invalid("a network hold needs at least one link"));
     }
     let b = body.into_inner();
-    let req = HoldRequest::Network { txn: b.txn.unwrap_or_else(Uuid::new_v4), links: b.links, bandwidth_mbps: b.bandwidth_mbps, start, end };
+    let req = HoldRequest::Network {
+        txn: b.txn.unwrap_or_else(Uuid::new_v4),
+        links: b.links,
+        bandwidth_mbps: b.bandwidth_mbps,
+        start,
+        end,
+    };
     let hold = state.participants.nis.prepare(&req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Network);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))

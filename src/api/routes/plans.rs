@@ -335,12 +335,8 @@ pub async fn list(
     query: web::Query<ListQuery>,
 ) -> Result<web::Json<Vec<PlanView>>, ApiError> {
     let status = query.status.as_deref().map(str::parse::<PlanStatus>).transpose().map_err(ApiError::bad_request)?;
-    let filter = PlanFilter {
-        user: (!caller.admin).then(|| caller.user.clone()),
-        status,
-        from: query.from,
-        to: query.to,
-    };
+    let filter =
+        PlanFilter { user: (!caller.admin).then(|| caller.user.clone()), status, from: query.from, to: query.to };
     let plans = state.store.list_plans(&filter).await?;
     Ok(web::Json(plans.iter().map(PlanView::from).collect()))
 }
@@ -364,7 +360,11 @@ async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord
     ),
     security(("bearer" = []))
 )]
-pub async fn get(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<PlanView>, ApiError> {
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<Uuid>,
+) -> Result<web::Json<PlanView>, ApiError> {
     Ok(web::Json(PlanView::from(&owned(&state, &caller, *id).await?)))
 }
 
@@ -380,7 +380,11 @@ pub async fn get(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>
     ),
     security(("bearer" = []))
 )]
-pub async fn cancel(state: web::Data<AppState>, caller: Caller, id: web::Path<Uuid>) -> Result<web::Json<PlanView>, ApiError> {
+pub async fn cancel(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<Uuid>,
+) -> Result<web::Json<PlanView>, ApiError> {
     let rec = owned(&state, &caller, *id).await?;
     match rec.status {
         PlanStatus::Cancelled => return Ok(web::Json(PlanView::from(&rec))),
@@ -397,7 +401,8 @@ pub async fn cancel(state: web::Data<AppState>, caller: Caller, id: web::Path<Uu
     let st = state.clone();
     let task = actix_web::rt::spawn(async move {
         st.planners.lend().cancel(&rec.bookings).await?;
-        let rec = st.store.mark_cancelled(rec.id, st.now_utc()).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
+        let rec =
+            st.store.mark_cancelled(rec.id, st.now_utc()).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
         st.metrics.cancelled();
         tracing::info!(plan = %rec.id, "cancelled");
         Ok::<_, ApiError>(rec)

@@ -109,14 +109,24 @@ pub async fn list(state: web::Data<AppState>, _caller: Caller) -> web::Json<Vec<
 }
 
 fn find(state: &AppState, id: &str) -> Result<Site, ApiError> {
-    state.participants.gis.sites().into_iter().find(|s| s.id == id).ok_or_else(|| ApiError::not_found(format!("unknown site `{id}`")))
+    state
+        .participants
+        .gis
+        .sites()
+        .into_iter()
+        .find(|s| s.id == id)
+        .ok_or_else(|| ApiError::not_found(format!("unknown site `{id}`")))
 }
 
 /// One site.
 #[utoipa::path(get, path = "/v1/sites/{id}", operation_id = "get_site", tag = "sites", params(("id" = String, Path)),
     responses((status = 200, body = Site), (status = 404, body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
-pub async fn get(state: web::Data<AppState>, _caller: Caller, id: web::Path<String>) -> Result<web::Json<Site>, ApiError> {
+pub async fn get(
+    state: web::Data<AppState>,
+    _caller: Caller,
+    id: web::Path<String>,
+) -> Result<web::Json<Site>, ApiError> {
     Ok(web::Json(find(&state, &id)?))
 }
 
@@ -137,7 +147,9 @@ pub async fn put(
     caller.require_admin()?;
     let id = id.into_inner();
     let lis = state.participants.lis.get(&id).ok_or_else(|| {
-        ApiError::invalid(format!("site `{id}` does not exist; adding sites at run time is not supported (add it to grid.json and restart)"))
+        ApiError::invalid(format!(
+            "site `{id}` does not exist; adding sites at run time is not supported (add it to grid.json and restart)"
+        ))
     })?;
     let b = body.into_inner();
     let site = Site { id, node: b.node, cpus: b.cpus, os: b.os, price_per_cpu_hour: b.price_per_cpu_hour };
@@ -172,7 +184,13 @@ pub async fn availability(
     if q.cpus == 0 || q.duration_s <= 0 {
         return Err(ApiError::invalid("cpus and duration_s must be > 0"));
     }
-    let query = AvailabilityQuery::Compute { site: id.clone(), cpus: q.cpus, duration_s: q.duration_s, window_start: from, deadline: to };
+    let query = AvailabilityQuery::Compute {
+        site: id.clone(),
+        cpus: q.cpus,
+        duration_s: q.duration_s,
+        window_start: from,
+        deadline: to,
+    };
     let Availability::Compute(o) = lis.query(&query).await? else {
         return Err(ApiError::internal("a LIS answered with a network offer"));
     };
@@ -204,7 +222,14 @@ pub async fn reservations(
                 HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
                 HoldState::Committed => (ReservationState::Committed, None),
             };
-            ReservationView { hold: r.hold, start: from_time(r.start), end: from_time(r.end), cpus: r.cpus, state, expires_at }
+            ReservationView {
+                hold: r.hold,
+                start: from_time(r.start),
+                end: from_time(r.end),
+                cpus: r.cpus,
+                state,
+                expires_at,
+            }
         })
         .collect();
     Ok(web::Json(list))
@@ -229,7 +254,13 @@ pub async fn hold(
     caller.require_service()?;
     let lis = state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
-    let req = HoldRequest::Compute { txn: body.txn.unwrap_or_else(Uuid::new_v4), site: id.clone(), cpus: body.cpus, start, end };
+    let req = HoldRequest::Compute {
+        txn: body.txn.unwrap_or_else(Uuid::new_v4),
+        site: id.clone(),
+        cpus: body.cpus,
+        start,
+        end,
+    };
     let hold = lis.prepare(&req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Site(id.into_inner()));
     Ok(HttpResponse::Created().json(HoldView::from(hold)))

@@ -38,7 +38,11 @@ pub struct TokenView {
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn create(state: web::Data<AppState>, caller: Caller, body: web::Json<TokenBody>) -> Result<HttpResponse, ApiError> {
+pub async fn create(
+    state: web::Data<AppState>,
+    caller: Caller,
+    body: web::Json<TokenBody>,
+) -> Result<HttpResponse, ApiError> {
     caller.require_admin()?;
     let b = body.into_inner();
     let user = b.user.trim();
