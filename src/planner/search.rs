@@ -392,13 +392,7 @@ impl<'a> Attempt<'a> {
             Overlay::add(&mut self.overlay.sites, &offer.site, start, start + job.duration_s, u64::from(job.cpus))
         });
         let hold = if self.method == ReservationMethod::Bir {
-            let req = HoldRequest::Compute {
-                txn: self.txn,
-                site: offer.site.clone(),
-                cpus: job.cpus,
-                start,
-                end: start + job.duration_s,
-            };
+            let req = self.job_hold(v, &offer.site);
             match self.prepare(self.lis(&offer.site), &req).await {
                 Some(h) => Some(h),
                 None => return false,
@@ -448,13 +442,7 @@ impl<'a> Attempt<'a> {
             }
         };
         let hold = if self.method == ReservationMethod::Bir && !route.links.is_empty() {
-            let req = HoldRequest::Network {
-                txn: self.txn,
-                links: route.links.clone(),
-                bandwidth_mbps: t.bandwidth_mbps,
-                start,
-                end,
-            };
+            let req = self.transfer_hold(e, &route.links);
             match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
                 Some(h) => Some(h),
                 None => return Step::NotFound,
@@ -471,6 +459,26 @@ impl<'a> Attempt<'a> {
         self.transfers[e] = Some(TransferFix { route, hold, overlay });
         self.trail.push(Fix::Transfer(e));
         Step::Success
+    }
+
+    /// The prepare message for job `v` on `site` at the current `st`.
+    fn job_hold(&self, v: usize, site: &SiteId) -> HoldRequest {
+        let job = &self.req.jobs()[v];
+        let start = self.st + job.offset_s;
+        HoldRequest::Compute { txn: self.txn, site: site.clone(), cpus: job.cpus, start, end: start + job.duration_s }
+    }
+
+    /// The prepare message for transfer `e` on `links` at the current `st`.
+    fn transfer_hold(&self, e: usize, links: &[LinkId]) -> HoldRequest {
+        let t = &self.req.transfers()[e];
+        let start = self.st + t.offset_s;
+        HoldRequest::Network {
+            txn: self.txn,
+            links: links.to_vec(),
+            bandwidth_mbps: t.bandwidth_mbps,
+            start,
+            end: start + t.duration_s,
+        }
     }
 
     async fn prepare(
@@ -530,14 +538,7 @@ impl<'a> Attempt<'a> {
                 Some(h) => h,
                 None => {
                     let job = &self.req.jobs()[v];
-                    let start = self.st + job.offset_s;
-                    let req = HoldRequest::Compute {
-                        txn: self.txn,
-                        site: f.site.clone(),
-                        cpus: job.cpus,
-                        start,
-                        end: start + job.duration_s,
-                    };
+                    let req = self.job_hold(v, &f.site);
                     self.messages += 1;
                     match p.prepare(&req).await {
                         Ok(h) => h.id,
@@ -560,14 +561,7 @@ impl<'a> Attempt<'a> {
                 Some(h) => h,
                 None => {
                     let t = &self.req.transfers()[e];
-                    let start = self.st + t.offset_s;
-                    let req = HoldRequest::Network {
-                        txn: self.txn,
-                        links: f.route.links.clone(),
-                        bandwidth_mbps: t.bandwidth_mbps,
-                        start,
-                        end: start + t.duration_s,
-                    };
+                    let req = self.transfer_hold(e, &f.route.links);
                     self.messages += 1;
                     match nis.prepare(&req).await {
                         Ok(h) => h.id,
