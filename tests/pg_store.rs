@@ -101,15 +101,15 @@ fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRec
 async fn keys_are_claimed_once_and_released_only_while_in_progress() {
     with_db(|url| async move {
         let s = PgStore::connect(&url).await.unwrap();
-        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::Claimed);
-        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::InProgress);
-        assert_eq!(s.claim_key("v", "k").await.unwrap(), KeyClaim::Claimed, "keys are per user");
+        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::InProgress);
+        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed, "keys are per user");
         let p = Uuid::new_v4();
         s.complete_key("u", "k", p, "f").await.unwrap();
         s.release_key("u", "k").await.unwrap();
-        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
+        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
         s.release_key("v", "k").await.unwrap();
-        assert_eq!(s.claim_key("v", "k").await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed);
     })
     .await;
 }
@@ -123,7 +123,8 @@ async fn a_key_is_claimed_once_across_processes() {
             .into_iter()
             .map(Result::unwrap)
             .collect();
-        let claims = futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race"))).await;
+        let claims =
+            futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race", 60))).await;
         let claimed = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::Claimed))).count();
         let waiting = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::InProgress))).count();
         assert_eq!((claimed, waiting), (1, 31), "{claims:?}");
@@ -287,7 +288,10 @@ async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
         let second = spawn(&url).await;
         let r = client.get(format!("{second}/v1/plans/{id}")).bearer_auth(&alice).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK, "the plan and alice's token survived");
-        assert_eq!(r.json::<Value>().await.unwrap(), plan);
+        {
+            let got = r.json::<Value>().await.unwrap();
+            assert_eq!(got, plan, "\nGOT {got}\nWANT {plan}");
+        }
         let r = client
             .post(format!("{second}/v1/plans"))
             .bearer_auth(&alice)
@@ -298,7 +302,10 @@ async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
             .unwrap();
         assert_eq!(r.status(), StatusCode::CREATED);
         assert_eq!(r.headers()["location"].to_str().unwrap(), format!("/v1/plans/{id}"));
-        assert_eq!(r.json::<Value>().await.unwrap(), plan, "the retried key answers with the same plan");
+        {
+            let got = r.json::<Value>().await.unwrap();
+            assert_eq!(got, plan, "the retried key answers with the same plan\nGOT {got}\nWANT {plan}");
+        }
         let r = client.get(format!("{second}/v1/plans")).bearer_auth(&alice).send().await.unwrap();
         assert_eq!(r.json::<Vec<Value>>().await.unwrap().len(), 1, "booked once");
     })

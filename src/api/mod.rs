@@ -10,7 +10,8 @@
 //! |---|---|
 //! | [`config`] | [`ServeConfig`]: every knob of `serve`, and the request limits |
 //! | [`startup`] | [`Application`]: builds the state, binds the listener, runs the server |
-//! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics |
+//! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
+//! | [`commit_log`] | the planners' decision log over the store (durable two-phase commit) |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
@@ -22,6 +23,7 @@
 //! [`Caller`]: auth::Caller
 
 pub mod auth;
+pub mod commit_log;
 pub mod config;
 pub mod metrics;
 pub mod openapi;

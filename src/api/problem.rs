@@ -153,6 +153,12 @@ impl From<ParticipantError> for ApiError {
             P::Transport(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail)
             }
+            P::Durability(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "The participant could not make the change durable",
+                detail,
+            ),
         };
         err.participant_error = wire;
         err

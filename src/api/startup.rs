@@ -24,10 +24,12 @@ pub struct Application {
 
 impl Application {
     /// Builds the state over `grid` and `store`, registers the admin token (the configured one,
-    /// or a generated one) and binds `config.listen`.
+    /// or a generated one), saves the grid in the store, binds `config.listen`, recovers
+    /// (calendars rebuilt from the journal, in-doubt transactions finished:
+    /// [`AppState::recover`]) and starts the lease sweeper (every `min(lease_s, 10)` s).
     ///
     /// # Errors
-    /// The address cannot be bound, or the store refuses the admin token.
+    /// The address cannot be bound, the store fails, or recovery fails.
     pub async fn build(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         let (admin, generated) = match &config.admin_token {
             Some(t) if !t.trim().is_empty() => (t.trim().to_owned(), None),
@@ -41,11 +43,32 @@ impl Application {
             register_token(store.as_ref(), t, "service", false, true).await?;
         }
         let role = config.role.clone();
+        if !matches!(role, super::Role::Planner(_)) {
+            store.save_grid(&grid).await?;
+        }
         let listener = TcpListener::bind(&config.listen)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let port = listener.local_addr()?.port();
         let workers = config.workers;
+        let sweep_every = std::time::Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
         let state = web::Data::new(AppState::new(config, grid, store));
+        let (restored, recovery) = state.recover().await?;
+        if restored > 0 || recovery != Default::default() {
+            tracing::info!(restored, committed = recovery.committed, compensated = recovery.compensated, "recovered");
+            eprintln!(
+                "recovered: {restored} holds and reservations from the journal; in-doubt transactions: {} committed, {} compensated",
+                recovery.committed, recovery.compensated
+            );
+        }
+        let sweeper = state.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(sweep_every).await;
+                if let Err(e) = sweeper.sweep().await {
+                    tracing::warn!(error = %e, "lease sweep failed");
+                }
+            }
+        });
         let data = state.clone();
         let mut server = HttpServer::new(move || {
             App::new()

@@ -13,9 +13,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::lis::Lis;
 use crate::local::LocalGrid;
 use crate::model::{from_time, to_time, Grid, Time};
-use crate::planner::{ParticipantRef, Planner, PlannerConfig, Services};
+use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{HttpCatalogue, HttpParticipant};
-use crate::protocol::{HoldId, Participant};
+use crate::protocol::{HoldId, Journal, Journaled, Participant};
 use crate::store::Store;
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
@@ -77,6 +77,93 @@ impl AppState {
             holds: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
         }
+    }
+
+    /// True in the all-in-one deployment: the planners' participants live in this process and
+    /// share its fate (see [`crate::planner::log`]).
+    pub fn shares_fate(&self) -> bool {
+        self.config.role == Role::All
+    }
+
+    /// Does this process keep participant `who`?
+    fn keeps(&self, who: &ParticipantRef) -> bool {
+        match (&self.config.role, who) {
+            (Role::All, _) | (Role::Nis, ParticipantRef::Network) => true,
+            (Role::Lis { site }, ParticipantRef::Site(s)) => site == s,
+            _ => false,
+        }
+    }
+
+    /// The local participant `who`, journaled: every change it acknowledges is durable in the
+    /// store first ([`Journaled`]). `via_api`: for the REST hold endpoints. 404 if this
+    /// process does not keep it.
+    pub fn journaled(&self, who: &ParticipantRef, via_api: bool) -> Result<Arc<dyn Participant>, ApiError> {
+        let inner: Arc<dyn Participant> = match who {
+            ParticipantRef::Site(s) => self.lis(s)?.clone(),
+            ParticipantRef::Network if self.keeps(who) => self.participants.nis.clone(),
+            ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
+        };
+        let journal: Arc<dyn Journal> = self.store.clone();
+        Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api)))
+    }
+
+    /// Start-up recovery, before the first request:
+    /// 1. the participants of this process rebuild their calendars from the journal
+    ///    (committed reservations, and holds whose lease still runs, with that lease);
+    ///    holds whose lease ended while the process was down are marked expired;
+    /// 2. the planners finish every in-doubt transaction ([`Planner::recover`]);
+    /// 3. the only planning process of its store (all-in-one) frees the idempotency keys its
+    ///    previous life claimed and never completed.
+    ///
+    /// # Errors
+    /// The store fails, or the journal does not fit the grid (a reservation over capacity, an
+    /// unknown link): the process must not serve on a calendar it cannot trust.
+    pub async fn recover(&self) -> anyhow::Result<(usize, Recovery)> {
+        let now = self.now();
+        self.store.expire_holds(now).await?;
+        let mut restored = 0;
+        for h in self.store.live_holds(now).await? {
+            if !self.keeps(&h.participant) {
+                continue;
+            }
+            let r = match &h.participant {
+                ParticipantRef::Site(s) => match self.participants.lis.get(s) {
+                    Some(lis) => lis.restore(h.hold, &h.request, h.state),
+                    None => anyhow::bail!("the journal has a hold {} at site `{s}`, which is not in the grid", h.hold),
+                },
+                ParticipantRef::Network => self.participants.nis.restore(h.hold, &h.request, h.state),
+            };
+            r.map_err(|e| anyhow::anyhow!("journaled hold {} of {} cannot be restored: {e}", h.hold, h.participant))?;
+            if h.via_api {
+                self.holds.lock().expect("hold registry").insert(h.hold, h.participant.clone());
+            }
+            restored += 1;
+        }
+        let mut report = Recovery::default();
+        if matches!(self.config.role, Role::All | Role::Planner(_)) {
+            let in_doubt = self.store.in_doubt().await?;
+            if !in_doubt.is_empty() {
+                let log = super::commit_log::StoreLog::new(self.store.as_ref(), self.shares_fate(), None);
+                report = self.planners.lend().recover(&in_doubt, &log).await?;
+            }
+        }
+        if self.shares_fate() {
+            self.store.release_pending_keys().await?;
+        }
+        Ok((restored, report))
+    }
+
+    /// Lease expiry in the background: releases lapsed holds in memory and marks them
+    /// expired in the store. Returns the holds marked.
+    pub async fn sweep(&self) -> Result<u64, crate::store::StoreError> {
+        self.participants.holds_outstanding(); // expires in memory as a side effect
+        self.store.expire_holds(self.now()).await
+    }
+
+    /// How long an idempotency key's claim may stay in progress before another request may
+    /// take it over: the planning limit (`w_interval`) plus a lease.
+    pub fn key_claim_timeout_s(&self) -> i64 {
+        self.config.w_interval_s + self.config.lease_s
     }
 
     /// Now, by the participants' clock.

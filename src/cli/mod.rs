@@ -216,7 +216,8 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The grid (sites and topology) to serve (every role but `planner`).
+    /// The grid (sites and topology) to serve (every role but `planner`); saved in the store.
+    /// Without it, the grid saved by an earlier start on the same DATABASE_URL is served.
     #[arg(long)]
     grid: Option<PathBuf>,
     /// What this process serves: all (one process), lis (one site, --site), nis, gis, or
@@ -279,8 +280,9 @@ pub enum ServeRole {
     Planner,
 }
 
-/// The [`crate::api::Role`] of `serve`'s arguments, and the grid (empty for a planner).
-fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, crate::model::Grid)> {
+/// The [`crate::api::Role`] of `serve`'s arguments, and the grid of `--grid` (empty for a
+/// planner; `None` when not given).
+fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, Option<crate::model::Grid>)> {
     use crate::api::{RemoteServices, Role};
     if a.role == ServeRole::Planner {
         let (Some(gis), Some(nis)) = (a.gis.clone(), a.nis.clone()) else {
@@ -295,19 +297,15 @@ fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, crate::model::Grid)> {
             bail!("--role planner needs one --lis SITE=URL per site");
         }
         let empty = crate::model::Grid { nodes: vec![], links: vec![], sites: vec![] };
-        return Ok((Role::Planner(RemoteServices { gis, nis, lis }), empty));
+        return Ok((Role::Planner(RemoteServices { gis, nis, lis }), Some(empty)));
     }
-    let Some(path) = &a.grid else { bail!("--grid is required for --role {:?}", a.role) };
-    let g = grid::load_grid(path)?;
+    let g = a.grid.as_deref().map(grid::load_grid).transpose()?;
     let role = match a.role {
         ServeRole::All => Role::All,
         ServeRole::Nis => Role::Nis,
         ServeRole::Gis => Role::Gis,
         ServeRole::Lis => {
             let Some(site) = a.site.clone() else { bail!("--role lis needs --site ID") };
-            if !g.sites.iter().any(|s| s.id == site) {
-                bail!("site `{site}` is not in the grid");
-            }
             Role::Lis { site }
         }
         ServeRole::Planner => unreachable!(),
@@ -321,7 +319,7 @@ async fn serve(a: ServeArgs) -> Result<()> {
     if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 {
         bail!("--planners, --lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
     }
-    let (role, g) = serve_role(&a)?;
+    let (role, file_grid) = serve_role(&a)?;
     let admin_token = a.admin_token.or_else(|| std::env::var("COREDERVE_ADMIN_TOKEN").ok());
     let config = ServeConfig {
         listen: a.listen,
@@ -338,17 +336,12 @@ async fn serve(a: ServeArgs) -> Result<()> {
         service_token: a.service_token,
     };
     let role_name = format!("{:?}", a.role).to_lowercase();
-    let (sites, links) = match &config.role {
-        crate::api::Role::Lis { .. } => (1, 0),
-        _ => (g.sites.len(), g.links.len()),
-    };
     let store: std::sync::Arc<dyn crate::store::Store> = match database_url() {
         Some(url) => {
             let store = crate::store::PgStore::connect(&url).await.context("connecting to DATABASE_URL")?;
-            tracing::info!("store: postgres (plans, keys and tokens persist; holds and reservations do not)");
+            tracing::info!("store: postgres (everything persists)");
             eprintln!(
-                "store: postgres (DATABASE_URL): plans, idempotency keys and tokens persist; \
-                 participants' holds and reservations do not survive a restart yet"
+                "store: postgres (DATABASE_URL): grid, holds, reservations, decisions, plans, keys and tokens persist"
             );
             std::sync::Arc::new(store)
         }
@@ -357,6 +350,21 @@ async fn serve(a: ServeArgs) -> Result<()> {
             eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
             std::sync::Arc::new(crate::store::MemoryStore::new())
         }
+    };
+    let g = match file_grid {
+        Some(g) => g,
+        None => store.load_grid().await?.with_context(|| {
+            format!("--grid is required for --role {role_name}: the store has no grid saved by an earlier start")
+        })?,
+    };
+    if let crate::api::Role::Lis { site } = &config.role {
+        if !g.sites.iter().any(|s| &s.id == site) {
+            bail!("site `{site}` is not in the grid");
+        }
+    }
+    let (sites, links) = match &config.role {
+        crate::api::Role::Lis { .. } => (1, 0),
+        _ => (g.sites.len(), g.links.len()),
     };
     let listen = config.listen.clone();
     let app = Application::build(config, g, store).await?;

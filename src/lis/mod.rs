@@ -85,12 +85,24 @@ impl Lis {
         Ok(())
     }
 
-    /// Gives a live hold a new lease of `lease_s` seconds from now.
+    /// Puts back a hold or reservation read from a journal (at start, before any other call):
+    /// books `req`'s CPUs as hold `id` of `req`'s transaction, held until `expires_at` or
+    /// committed (`state`).
     ///
     /// # Errors
-    /// As [`crate::protocol::HoldBook::extend`]; `Invalid` for `lease_s <= 0`.
-    pub fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+    /// `WrongParticipant` / `UnknownSite` for a request not for this site; `Capacity` if it does
+    /// not fit (the journal contradicts the site's capacity: the caller must stop).
+    pub fn restore(&self, id: HoldId, req: &HoldRequest, state: HoldState) -> Result<(), ParticipantError> {
+        let HoldRequest::Compute { txn, site, cpus, start, end } = req else {
+            return Err(ParticipantError::WrongParticipant("network"));
+        };
+        if *site != self.site.read().expect("LIS site lock").id {
+            return Err(ParticipantError::UnknownSite(site.clone()));
+        }
+        let mut st = self.state();
+        let span = st.calendar.add(*start, *end, u64::from(*cpus))?;
+        restore_hold(&mut st.holds, id, *txn, span, state);
+        Ok(())
     }
 
     /// Holds and reservations overlapping `[from, to)`, sorted by start then id.
@@ -201,6 +213,27 @@ impl Participant for Lis {
             st.calendar.remove(span).expect("committed span is booked");
         }
         Ok(())
+    }
+
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+    }
+}
+
+/// Shared by the LIS and the NIS: records a journaled hold (see [`Lis::restore`]).
+pub(crate) fn restore_hold<P: Clone>(
+    holds: &mut HoldBook<P>,
+    id: HoldId,
+    txn: crate::protocol::TxnId,
+    payload: P,
+    state: HoldState,
+) {
+    match state {
+        HoldState::Held { expires_at } => holds.hold(id, txn, payload, expires_at),
+        HoldState::Committed => {
+            holds.hold(id, txn, payload, Time::MAX);
+            holds.commit(id).expect("a hold just made commits");
+        }
     }
 }
 

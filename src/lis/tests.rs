@@ -124,11 +124,11 @@ async fn extend_keeps_a_hold_past_its_first_lease_and_reservations_list_it() {
     let lis = Lis::new(site(16), clock.clone(), 120);
     let h = lis.prepare(&hold_req(10, 0, 100)).await.unwrap();
     let h2 = lis.prepare(&hold_req(2, 50, 500)).await.unwrap();
-    assert_eq!(lis.extend(h.id, 300).unwrap().expires_at, 300);
-    assert!(matches!(lis.extend(h.id, 0), Err(ParticipantError::Invalid(_))));
+    assert_eq!(lis.extend(h.id, 300).await.unwrap().expires_at, 300);
+    assert!(matches!(lis.extend(h.id, 0).await, Err(ParticipantError::Invalid(_))));
     clock.advance_to(200);
     assert_eq!(lis.usage_at(60), 10, "h2 expired, the extended hold did not");
-    assert_eq!(lis.extend(h2.id, 10), Err(ParticipantError::HoldExpired(h2.id)));
+    assert_eq!(lis.extend(h2.id, 10).await, Err(ParticipantError::HoldExpired(h2.id)));
     let r = lis.reservations(0, 1000);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].hold, r[0].start, r[0].end, r[0].cpus), (h.id, 0, 100, 10));
@@ -136,7 +136,7 @@ async fn extend_keeps_a_hold_past_its_first_lease_and_reservations_list_it() {
     lis.commit(h.id).await.unwrap();
     assert_eq!(lis.reservations(0, 1000)[0].state, HoldState::Committed);
     assert!(lis.reservations(100, 1000).is_empty(), "[0, 100) does not overlap [100, 1000)");
-    assert_eq!(lis.extend(h.id, 10), Err(ParticipantError::AlreadyCommitted(h.id)));
+    assert_eq!(lis.extend(h.id, 10).await, Err(ParticipantError::AlreadyCommitted(h.id)));
 }
 
 #[tokio::test]

@@ -29,7 +29,8 @@ use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{Grid, Link, LinkId, SiteId, Time};
 use crate::protocol::{
-    Availability, AvailabilityQuery, Hold, HoldBook, HoldId, HoldRequest, Participant, ParticipantError, Route,
+    Availability, AvailabilityQuery, Hold, HoldBook, HoldId, HoldRequest, HoldState, Participant, ParticipantError,
+    Route,
 };
 
 /// How the NIS picks a path between two sites.
@@ -139,12 +140,47 @@ impl Nis {
         Some(self.state().calendars[i].usage_at(t))
     }
 
-    /// Gives a live hold a new lease of `lease_s` seconds from now.
+    /// Puts back a hold or reservation read from a journal (at start, before any other call);
+    /// see [`crate::lis::Lis::restore`].
     ///
     /// # Errors
-    /// As [`crate::protocol::HoldBook::extend`]; `Invalid` for `lease_s <= 0`.
-    pub fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        crate::lis::extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+    /// `WrongParticipant`, `UnknownLink`, `Invalid` (no links), or `LinkCapacity` if it does
+    /// not fit (the journal contradicts the topology: the caller must stop).
+    pub fn restore(&self, id: HoldId, req: &HoldRequest, state: HoldState) -> Result<(), ParticipantError> {
+        let HoldRequest::Network { txn, .. } = req else {
+            return Err(ParticipantError::WrongParticipant("compute"));
+        };
+        let mut st = self.state();
+        let booked = self.book(&mut st, req)?;
+        crate::lis::restore_hold(&mut st.holds, id, *txn, booked, state);
+        Ok(())
+    }
+
+    /// Books `req`'s bandwidth on every link of its path, all or none.
+    fn book(&self, st: &mut State, req: &HoldRequest) -> Result<Vec<(usize, SpanId)>, ParticipantError> {
+        let HoldRequest::Network { links, bandwidth_mbps, start, end, .. } = req else {
+            return Err(ParticipantError::WrongParticipant("compute"));
+        };
+        if links.is_empty() {
+            return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
+        }
+        let idx = links
+            .iter()
+            .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut booked = Vec::with_capacity(idx.len());
+        for &l in &idx {
+            match st.calendars[l].add(*start, *end, *bandwidth_mbps) {
+                Ok(span) => booked.push((l, span)),
+                Err(source) => {
+                    for (l, span) in booked {
+                        st.calendars[l].remove(span).expect("just booked");
+                    }
+                    return Err(ParticipantError::LinkCapacity { link: self.links[l].id.clone(), source });
+                }
+            }
+        }
+        Ok(booked)
     }
 
     /// Live holds (not committed, not expired).
@@ -243,29 +279,11 @@ impl Participant for Nis {
     }
 
     async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
-        let HoldRequest::Network { txn, links, bandwidth_mbps, start, end } = req else {
+        let HoldRequest::Network { txn, .. } = req else {
             return Err(ParticipantError::WrongParticipant("compute"));
         };
-        if links.is_empty() {
-            return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
-        }
-        let idx = links
-            .iter()
-            .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.clone())))
-            .collect::<Result<Vec<_>, _>>()?;
         let mut st = self.state();
-        let mut booked = Vec::with_capacity(idx.len());
-        for &l in &idx {
-            match st.calendars[l].add(*start, *end, *bandwidth_mbps) {
-                Ok(span) => booked.push((l, span)),
-                Err(source) => {
-                    for (l, span) in booked {
-                        st.calendars[l].remove(span).expect("just booked");
-                    }
-                    return Err(ParticipantError::LinkCapacity { link: self.links[l].id.clone(), source });
-                }
-            }
-        }
+        let booked = self.book(&mut st, req)?;
         let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, *txn, booked, hold.expires_at);
         Ok(hold)
@@ -289,6 +307,10 @@ impl Participant for Nis {
             st.calendars[l].remove(span).expect("committed span is booked");
         }
         Ok(())
+    }
+
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        crate::lis::extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
     }
 }
 

@@ -31,6 +31,8 @@
 //! The planner only sees participants through [`crate::protocol`], so the same code runs
 //! in-process, over HTTP and in the simulator.
 
+pub mod log;
+mod recover;
 mod search;
 #[cfg(test)]
 mod tests;
@@ -44,7 +46,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
+pub use crate::protocol::ParticipantRef;
 use crate::protocol::{Catalogue, HoldId, Participant, ParticipantError};
+pub use recover::{InDoubt, Recovery};
 
 /// Planner settings.
 #[derive(Debug, Clone)]
@@ -93,16 +97,6 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
 }
 
-/// Which participant holds a booking.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "participant", content = "site", rename_all = "lowercase")]
-pub enum ParticipantRef {
-    /// The LIS of a site.
-    Site(SiteId),
-    /// The NIS.
-    Network,
-}
-
 /// One committed reservation of a plan: whom to ask to release it, and its id there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Booking {
@@ -119,11 +113,14 @@ pub struct PlanResult {
 }
 
 /// Per-call options of [`Planner::plan_with`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PlanOptions {
+#[derive(Clone, Copy, Default)]
+pub struct PlanOptions<'a> {
     /// Build the plan, then release every hold and book nothing: the outcome's status is
     /// `planned`.
     pub dry_run: bool,
+    /// Where the coordinator logs its decision (durable two-phase commit; see [`log`]).
+    /// `None`: nothing is logged (replay, the CLI, the simulator).
+    pub log: Option<&'a dyn log::CommitLog>,
 }
 
 /// One planner instance. Several may share the same [`Services`] and compete.
@@ -169,14 +166,11 @@ impl Planner {
 
     /// [`Planner::plan`] with options, also returning the bookings of a committed plan (what
     /// [`Planner::cancel`] needs).
-    pub async fn plan_with(&self, req: &PlanRequest, opts: PlanOptions) -> PlanResult {
-        let started = tokio::time::Instant::now();
+    pub async fn plan_with(&self, req: &PlanRequest, opts: PlanOptions<'_>) -> PlanResult {
         let seed = self.rng.lock().expect("planner rng").gen::<u64>();
         let policy = req.policy().unwrap_or(self.cfg.policy);
         let method = req.mode().unwrap_or(self.cfg.method);
-        let mut result = search::Attempt::new(self, req, policy, method, seed).run(opts).await;
-        result.outcome.planning_ms = started.elapsed().as_secs_f64() * 1000.0;
-        result
+        search::Attempt::new(self, req, policy, method, seed).run(opts).await
     }
 
     /// Releases every booking of a committed plan (plan cancellation). Tries them all, even
@@ -187,13 +181,7 @@ impl Planner {
     pub async fn cancel(&self, bookings: &[Booking]) -> Result<(), ParticipantError> {
         let mut first = Ok(());
         for b in bookings {
-            let p = match &b.participant {
-                ParticipantRef::Site(site) => {
-                    self.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
-                }
-                ParticipantRef::Network => Ok(self.services.nis.clone()),
-            };
-            let r = match p {
+            let r = match self.participant(&b.participant) {
                 Ok(p) => p.release(b.hold).await,
                 Err(e) => Err(e),
             };

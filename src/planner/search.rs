@@ -11,6 +11,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
+use super::log::{crash_point, CommitLog, DecidedPart, Decision};
 use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Planner};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
@@ -79,6 +80,8 @@ struct Part {
     participant: std::sync::Arc<dyn Participant>,
     target: ParticipantRef,
     hold: HoldId,
+    /// The prepare message that made the hold (what the decision log records).
+    request: HoldRequest,
 }
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -105,6 +108,8 @@ pub(crate) struct Attempt<'a> {
     /// Why the search was cut short (budget or w_interval), if it was.
     stopped: Option<String>,
     overlay: Overlay,
+    /// When planning began (the outcome's `planning_ms`).
+    started: tokio::time::Instant,
 }
 
 impl<'a> Attempt<'a> {
@@ -139,6 +144,7 @@ impl<'a> Attempt<'a> {
             fixes: 0,
             stopped: None,
             overlay: Overlay::default(),
+            started: tokio::time::Instant::now(),
         }
     }
 
@@ -146,7 +152,12 @@ impl<'a> Attempt<'a> {
         let mut o = Outcome::rejected(self.req.id(), reason, &self.planner.cfg.name);
         o.messages = self.messages;
         o.holds_aborted = self.holds_aborted;
+        o.planning_ms = self.elapsed_ms();
         o
+    }
+
+    fn elapsed_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1000.0
     }
 
     fn lis(&self, site: &SiteId) -> Result<std::sync::Arc<dyn Participant>, ParticipantError> {
@@ -154,7 +165,7 @@ impl<'a> Attempt<'a> {
     }
 
     /// The `st` loop (seed 001, Fig. 2), then booking (or, for a dry run, releasing).
-    pub(crate) async fn run(mut self, opts: PlanOptions) -> PlanResult {
+    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> PlanResult {
         let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![] };
         match self.search_plan().await {
             Err(outcome) => rejected(outcome),
@@ -166,7 +177,7 @@ impl<'a> Attempt<'a> {
                 outcome.holds_aborted = self.holds_aborted;
                 rejected(outcome)
             }
-            Ok(()) => self.book().await,
+            Ok(()) => self.book(opts.log).await,
         }
     }
 
@@ -534,11 +545,11 @@ impl<'a> Attempt<'a> {
         for v in 0..self.jobs.len() {
             let f = self.jobs[v].clone().expect("complete plan");
             let p = self.lis(&f.site).map_err(|e| e.to_string())?;
+            let req = self.job_hold(v, &f.site);
             let hold = match f.hold {
                 Some(h) => h,
                 None => {
                     let job = &self.req.jobs()[v];
-                    let req = self.job_hold(v, &f.site);
                     self.messages += 1;
                     match p.prepare(&req).await {
                         Ok(h) => h.id,
@@ -549,7 +560,7 @@ impl<'a> Attempt<'a> {
                     }
                 }
             };
-            parts.push(Part { participant: p, target: ParticipantRef::Site(f.site.clone()), hold });
+            parts.push(Part { participant: p, target: ParticipantRef::Site(f.site.clone()), hold, request: req });
         }
         for e in 0..self.transfers.len() {
             let f = self.transfers[e].clone().expect("complete plan");
@@ -557,11 +568,11 @@ impl<'a> Attempt<'a> {
                 continue;
             }
             let nis = self.planner.services.nis.clone();
+            let req = self.transfer_hold(e, &f.route.links);
             let hold = match f.hold {
                 Some(h) => h,
                 None => {
                     let t = &self.req.transfers()[e];
-                    let req = self.transfer_hold(e, &f.route.links);
                     self.messages += 1;
                     match nis.prepare(&req).await {
                         Ok(h) => h.id,
@@ -572,7 +583,7 @@ impl<'a> Attempt<'a> {
                     }
                 }
             };
-            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold });
+            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold, request: req });
         }
         Ok(parts)
     }
@@ -583,8 +594,9 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    /// Phase 1 (BBR batch or BIR's holds), decision, phase 2.
-    async fn book(mut self) -> PlanResult {
+    /// Phase 1 (BBR batch or BIR's holds), decision, phase 2; with a commit log, the decision
+    /// is made durable in the order [`CommitLog::shares_fate`] asks for (see [`super::log`]).
+    async fn book(mut self, log: Option<&dyn CommitLog>) -> PlanResult {
         let parts = match self.prepare_all().await {
             Ok(parts) => parts,
             Err(reason) => {
@@ -594,21 +606,84 @@ impl<'a> Attempt<'a> {
             }
         };
         self.trail.clear(); // from here the parts own the holds
+        crash_point("after-prepare");
+        let Some(log) = log else {
+            return match self.commit_all(&parts).await {
+                Ok(()) => self.committed(parts),
+                Err(reason) => PlanResult { outcome: self.reject(reason), bookings: vec![] },
+            };
+        };
+        let decided: Vec<DecidedPart> = parts
+            .iter()
+            .map(|p| DecidedPart { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
+            .collect();
+        // The outcome as it will be once every commit is sent (one message each).
+        let mut outcome = self.outcome();
+        outcome.messages += parts.len() as u64;
+        let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
+        if log.shares_fate() {
+            // Participants in this process: commit in memory, then one durable write.
+            if let Err(reason) = self.commit_all(&parts).await {
+                return PlanResult { outcome: self.reject(reason), bookings: vec![] };
+            }
+            if let Err(e) = log.decide(&decision).await {
+                self.release_parts(&parts).await;
+                return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![] };
+            }
+            crash_point("after-decision");
+            return self.committed(parts);
+        }
+        if let Err(e) = log.decide(&decision).await {
+            self.abort_parts(&parts).await;
+            return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![] };
+        }
+        crash_point("after-decision");
+        let txn = self.txn;
+        match self.commit_all(&parts).await {
+            Ok(()) => {
+                if let Err(e) = log.finish(txn, Ok(())).await {
+                    // Every part is committed; a restarted coordinator commits them again
+                    // (idempotent) and then records the end.
+                    tracing::warn!(error = %e, %txn, "could not record the end of a committed transaction");
+                }
+                self.committed(parts)
+            }
+            Err(reason) => {
+                let outcome = self.reject(reason);
+                if let Err(e) = log.finish(txn, Err(&outcome)).await {
+                    tracing::error!(error = %e, %txn, "could not record a compensated transaction");
+                }
+                PlanResult { outcome, bookings: vec![] }
+            }
+        }
+    }
+
+    /// Phase 2: commits every part. All-or-nothing: if a participant refuses (its lease ran
+    /// out), every committed part is released and every other hold aborted; `Err` says why.
+    async fn commit_all(&mut self, parts: &[Part]) -> Result<(), String> {
         for (i, part) in parts.iter().enumerate() {
             self.messages += 1;
             if let Err(e) = part.participant.commit(part.hold).await {
-                // Compensate: nothing of the plan may stay booked.
-                for done in &parts[..i] {
-                    self.messages += 1;
-                    if let Err(err) = done.participant.release(done.hold).await {
-                        tracing::error!(error = %err, hold = %done.hold, "release during compensation failed");
-                    }
-                }
+                self.release_parts(&parts[..i]).await;
                 // The refused part too: a commit lost in transport may have left its hold live.
                 self.abort_parts(&parts[i..]).await;
-                return PlanResult { outcome: self.reject(format!("commit failed: {e}")), bookings: vec![] };
+                return Err(format!("commit failed: {e}"));
             }
         }
+        Ok(())
+    }
+
+    /// Compensation: gives back committed parts.
+    async fn release_parts(&mut self, parts: &[Part]) {
+        for part in parts {
+            self.messages += 1;
+            if let Err(err) = part.participant.release(part.hold).await {
+                tracing::error!(error = %err, hold = %part.hold, "release during compensation failed");
+            }
+        }
+    }
+
+    fn committed(&self, parts: Vec<Part>) -> PlanResult {
         let bookings = parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
         PlanResult { outcome: self.outcome(), bookings }
     }
@@ -659,7 +734,7 @@ impl<'a> Attempt<'a> {
             jobs,
             transfers,
             cost,
-            planning_ms: 0.0,
+            planning_ms: self.elapsed_ms(),
             planner: self.planner.cfg.name.clone(),
             messages: self.messages,
             holds_aborted: self.holds_aborted,

@@ -217,6 +217,9 @@ impl Participant for Slow {
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.0.release(hold).await
     }
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        self.0.extend(hold, lease_s).await
+    }
 }
 
 #[tokio::test]
@@ -280,6 +283,9 @@ impl Participant for FailingCommit {
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.0.release(hold).await
     }
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        self.0.extend(hold, lease_s).await
+    }
 }
 
 #[tokio::test]
@@ -335,7 +341,7 @@ async fn dry_run_books_nothing_and_cancel_releases_everything() {
     for method in ReservationMethod::ALL.iter().copied() {
         let l = local(&g);
         let p = planner(&l, SelectionPolicy::Time, method);
-        let dry = p.plan_with(&r, PlanOptions { dry_run: true }).await;
+        let dry = p.plan_with(&r, PlanOptions { dry_run: true, log: None }).await;
         assert_eq!(dry.outcome.status, OutcomeStatus::Planned, "{method}");
         assert_eq!(dry.outcome.jobs.len(), 2);
         assert!(dry.bookings.is_empty());

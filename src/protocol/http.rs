@@ -10,6 +10,7 @@
 //! | query | `POST {base}/query` | [`AvailabilityQuery`] -> [`Availability`] |
 //! | prepare | `POST {base}/prepare` | [`HoldRequest`] -> [`Hold`] |
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
+//! | extend | `POST {base}/holds/{id}/extend` | [`Extend`] -> [`Hold`] |
 //! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> `[SiteId]` |
 //!
 //! where `{base}` is `{server}/v1/participant/sites/{site}` for a LIS and
@@ -53,6 +54,7 @@ pub enum WireError {
     WrongParticipant { what: String },
     Invalid { detail: String },
     Transport { detail: String },
+    Durability { detail: String },
 }
 
 fn cal_to_wire(e: &CalendarError) -> WireError {
@@ -96,6 +98,7 @@ impl From<&ParticipantError> for WireError {
             P::WrongParticipant(w) => WireError::WrongParticipant { what: (*w).to_owned() },
             P::Invalid(d) => WireError::Invalid { detail: d.clone() },
             P::Transport(d) => WireError::Transport { detail: d.clone() },
+            P::Durability(d) => WireError::Durability { detail: d.clone() },
         }
     }
 }
@@ -122,6 +125,7 @@ impl From<WireError> for ParticipantError {
             WireError::WrongParticipant { what } => P::Invalid(format!("wrong participant: {what}")),
             WireError::Invalid { detail } => P::Invalid(detail),
             WireError::Transport { detail } => P::Transport(detail),
+            WireError::Durability { detail } => P::Durability(detail),
             _ => unreachable!("calendar errors are handled above"),
         }
     }
@@ -272,6 +276,21 @@ impl Participant for HttpParticipant {
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.remote.lifecycle(hold, "release").await
     }
+
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        let resp = self.remote.post(&format!("/holds/{hold}/extend"), Some(&Extend { lease_s }), Some(hold)).await?;
+        resp.json::<Hold>()
+            .await
+            .map_err(|e| transport(format!("{}/holds/{hold}/extend: bad answer: {e}", self.remote.base)))
+    }
+}
+
+/// Body of the participant protocol's extend call.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Extend {
+    /// New lease from now, seconds.
+    pub lease_s: i64,
 }
 
 /// A remote GIS spoken to over HTTP.

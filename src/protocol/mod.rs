@@ -13,8 +13,10 @@
 
 mod holds;
 pub mod http;
+mod journal;
 
 pub use holds::{HoldBook, HoldState};
+pub use journal::{Journal, JournalEntry, JournalError, Journaled};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -27,6 +29,40 @@ use crate::model::{ComputeDemand, LinkId, SiteId, Time};
 pub type HoldId = Uuid;
 /// Identifier of one planning transaction (all holds of one plan attempt share it).
 pub type TxnId = Uuid;
+
+/// Which participant keeps a hold: the LIS of a site, or the NIS.
+///
+/// JSON: `{"participant": "site", "site": "ID"}` or `{"participant": "network"}`; as text
+/// (the `participant` column of the store, logs): `site:ID` or `network`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "participant", content = "site", rename_all = "lowercase")]
+pub enum ParticipantRef {
+    /// The LIS of a site.
+    Site(SiteId),
+    /// The NIS.
+    Network,
+}
+
+impl std::fmt::Display for ParticipantRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParticipantRef::Site(s) => write!(f, "site:{s}"),
+            ParticipantRef::Network => f.write_str("network"),
+        }
+    }
+}
+
+impl std::str::FromStr for ParticipantRef {
+    type Err = String;
+    /// `site:ID` or `network`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "network" => Ok(ParticipantRef::Network),
+            Some(("site", id)) if !id.is_empty() => Ok(ParticipantRef::Site(id.to_owned())),
+            _ => Err(format!("bad participant `{s}`; expected site:ID or network")),
+        }
+    }
+}
 
 /// A question to a participant; answered by [`Participant::query`] with an [`Availability`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,6 +166,10 @@ pub enum ParticipantError {
     Invalid(String),
     #[error("transport: {0}")]
     Transport(String),
+    /// The participant could not make the change durable (its store failed); nothing was
+    /// promised. Retrying is safe.
+    #[error("durable store: {0}")]
+    Durability(String),
 }
 
 /// A resource manager taking part in planning and two-phase commit: a LIS or the NIS.
@@ -152,6 +192,13 @@ pub trait Participant: Send + Sync {
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError>;
     /// Gives back a committed reservation. Idempotent.
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError>;
+    /// Gives a live hold a new lease of `lease_s` seconds from now (a coordinator that needs
+    /// more time). Extending twice is fine.
+    ///
+    /// # Errors
+    /// `Invalid` for `lease_s <= 0`; `HoldExpired`, `Aborted`, `UnknownHold`, or
+    /// `AlreadyCommitted` for a committed hold (it has no lease).
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError>;
 }
 
 /// The site catalogue (GIS) as the planner sees it.

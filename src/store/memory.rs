@@ -7,7 +7,18 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{KeyClaim, PlanFilter, PlanRecord, PlanStatus, Store, StoreError, TokenRecord};
+use super::{DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, Store, StoreError, StoredHold, TokenRecord};
+use crate::model::{Grid, Outcome, Site, Time};
+use crate::planner::InDoubt;
+use crate::protocol::{HoldState, Journal, JournalEntry, JournalError, TxnId};
+
+/// A journaled hold: its record and whether it is still live.
+struct Row {
+    hold: StoredHold,
+    /// False once aborted, expired or released.
+    live: bool,
+    plan: Option<Uuid>,
+}
 
 #[derive(Default)]
 struct Inner {
@@ -17,6 +28,10 @@ struct Inner {
     /// `(user, key)` -> `None` while in progress, `Some((plan, fingerprint))` once done.
     keys: HashMap<(String, String), Option<(Uuid, String)>>,
     tokens: HashMap<String, TokenRecord>,
+    holds: HashMap<Uuid, Row>,
+    /// Decided transactions: `(in doubt, plan)`.
+    txns: HashMap<TxnId, (Option<InDoubt>, Uuid)>,
+    grid: Option<Grid>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -44,6 +59,44 @@ fn matches(p: &PlanRecord, f: &PlanFilter) -> bool {
 }
 
 #[async_trait]
+impl Journal for MemoryStore {
+    async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
+        let mut g = self.lock();
+        match entry {
+            JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
+                let stored = StoredHold {
+                    participant: participant.clone(),
+                    hold: *hold,
+                    request: request.clone(),
+                    state: HoldState::Held { expires_at: *expires_at },
+                    via_api: *via_api,
+                };
+                g.holds.entry(*hold).or_insert(Row { hold: stored, live: true, plan: None });
+            }
+            JournalEntry::Committed { hold } => {
+                if let Some(r) = g.holds.get_mut(hold) {
+                    r.hold.state = HoldState::Committed;
+                    r.live = true;
+                }
+            }
+            JournalEntry::Aborted { hold } | JournalEntry::Released { hold } => {
+                if let Some(r) = g.holds.get_mut(hold) {
+                    r.live = false;
+                }
+            }
+            JournalEntry::Extended { hold, expires_at } => {
+                if let Some(r) = g.holds.get_mut(hold) {
+                    if let HoldState::Held { .. } = r.hold.state {
+                        r.hold.state = HoldState::Held { expires_at: *expires_at };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
 impl Store for MemoryStore {
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
         let mut g = self.lock();
@@ -63,6 +116,9 @@ impl Store for MemoryStore {
 
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
         let mut g = self.lock();
+        for r in g.holds.values_mut().filter(|r| r.plan == Some(id)) {
+            r.live = false;
+        }
         Ok(g.plans.get_mut(&id).map(|p| {
             p.status = PlanStatus::Cancelled;
             p.cancelled_at.get_or_insert(at);
@@ -70,7 +126,8 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn claim_key(&self, user: &str, key: &str) -> Result<KeyClaim, StoreError> {
+    /// In one process a claim can only go stale with the process, so `stale_after_s` is moot.
+    async fn claim_key(&self, user: &str, key: &str, _stale_after_s: i64) -> Result<KeyClaim, StoreError> {
         let mut g = self.lock();
         let k = (user.to_owned(), key.to_owned());
         Ok(match g.keys.get(&k) {
@@ -106,6 +163,106 @@ impl Store for MemoryStore {
         Ok(self.lock().tokens.get(hash).cloned())
     }
 
+    async fn release_pending_keys(&self) -> Result<u64, StoreError> {
+        let mut g = self.lock();
+        let before = g.keys.len();
+        g.keys.retain(|_, v| v.is_some());
+        Ok((before - g.keys.len()) as u64)
+    }
+
+    async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        let d = &r.decision;
+        if r.reservations {
+            for p in d.parts {
+                let hold = StoredHold {
+                    participant: p.participant.clone(),
+                    hold: p.hold,
+                    request: p.request.clone(),
+                    state: HoldState::Committed,
+                    via_api: false,
+                };
+                g.holds.insert(p.hold, Row { hold, live: true, plan: Some(r.plan.id) });
+            }
+        }
+        let doubt =
+            (!r.reservations).then(|| InDoubt { txn: d.txn, parts: d.parts.to_vec(), outcome: d.outcome.clone() });
+        g.txns.insert(d.txn, (doubt, r.plan.id));
+        if let Some((key, print)) = r.key {
+            g.keys.insert((r.plan.user.clone(), key.to_owned()), Some((r.plan.id, print.to_owned())));
+        }
+        g.order.push(r.plan.id);
+        g.plans.insert(r.plan.id, r.plan.clone());
+        Ok(())
+    }
+
+    async fn finish_txn(&self, txn: TxnId, rejected: Option<&Outcome>) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        let Some((doubt, plan)) = g.txns.get_mut(&txn) else { return Ok(()) };
+        *doubt = None;
+        let plan = *plan;
+        if let Some(o) = rejected {
+            for r in g.holds.values_mut().filter(|r| r.plan == Some(plan)) {
+                r.live = false;
+            }
+            if let Some(p) = g.plans.get_mut(&plan) {
+                p.status = PlanStatus::Rejected;
+                p.outcome = o.clone();
+                p.bookings.clear();
+            }
+        }
+        Ok(())
+    }
+
+    async fn in_doubt(&self) -> Result<Vec<InDoubt>, StoreError> {
+        Ok(self.lock().txns.values().filter_map(|(d, _)| d.clone()).collect())
+    }
+
+    async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
+        let g = self.lock();
+        Ok(g.holds
+            .values()
+            .filter(|r| {
+                r.live
+                    && match r.hold.state {
+                        HoldState::Committed => true,
+                        HoldState::Held { expires_at } => expires_at > now,
+                    }
+            })
+            .map(|r| r.hold.clone())
+            .collect())
+    }
+
+    async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
+        let mut g = self.lock();
+        let mut n = 0;
+        for r in g.holds.values_mut() {
+            if r.live && matches!(r.hold.state, HoldState::Held { expires_at } if expires_at <= now) {
+                r.live = false;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError> {
+        self.lock().grid = Some(grid.clone());
+        Ok(())
+    }
+
+    async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
+        Ok(self.lock().grid.clone())
+    }
+
+    async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
+        if let Some(g) = self.lock().grid.as_mut() {
+            if let Some(s) = g.sites.iter_mut().find(|s| s.id == site.id) {
+                *s = site.clone();
+            }
+        }
+        Ok(())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
@@ -122,14 +279,14 @@ mod tests {
     #[tokio::test]
     async fn keys_are_claimed_once_and_released_only_while_in_progress() {
         let s = MemoryStore::new();
-        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::Claimed);
-        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::InProgress);
-        assert_eq!(s.claim_key("v", "k").await.unwrap(), KeyClaim::Claimed, "keys are per user");
+        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::InProgress);
+        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed, "keys are per user");
         let p = Uuid::new_v4();
         s.complete_key("u", "k", p, "f").await.unwrap();
         s.release_key("u", "k").await.unwrap();
-        assert_eq!(s.claim_key("u", "k").await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
+        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
         s.release_key("v", "k").await.unwrap();
-        assert_eq!(s.claim_key("v", "k").await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed);
     }
 }

@@ -4,12 +4,15 @@
 //!   with the bookings [`crate::planner::Planner::cancel`] needs;
 //! - **idempotency keys**: `(user, key)` -> the plan a first request made, so a retried POST
 //!   never books twice;
-//! - **API tokens**: only the SHA-256 of each bearer token, with its user and roles.
+//! - **API tokens**: only the SHA-256 of each bearer token, with its user and roles;
+//! - **the participants' journal** ([`crate::protocol::Journal`]): every hold and reservation
+//!   of the LISes and the NIS, from which their calendars are rebuilt at start;
+//! - **the coordinators' decision log** ([`crate::planner::log`]): one row per committed
+//!   transaction, written before phase 2; rows not finished are in doubt at start;
+//! - **the grid**: sites and topology, so a restart needs no `--grid`.
 //!
 //! [`Store`] is the seam for persistence: [`MemoryStore`] keeps everything in process (nothing
-//! survives a restart); [`PgStore`] keeps it in PostgreSQL (`DATABASE_URL`). The participants'
-//! calendars and holds are not in the store (they live in [`crate::local::LocalGrid`]) and are
-//! not persisted yet.
+//! survives a restart); [`PgStore`] keeps it in PostgreSQL (`DATABASE_URL`).
 
 mod memory;
 mod postgres;
@@ -22,8 +25,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::model::{Outcome, OutcomeStatus};
-use crate::planner::Booking;
+use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
+use crate::planner::log::Decision;
+use crate::planner::{Booking, InDoubt};
+use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
 /// The life of a stored plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -119,20 +124,53 @@ pub struct PlanFilter {
 #[error("store: {0}")]
 pub struct StoreError(pub String);
 
-/// The API's persistent state. Every method is atomic on its own.
+impl From<StoreError> for JournalError {
+    fn from(e: StoreError) -> Self {
+        JournalError(e.0)
+    }
+}
+
+/// A live hold or reservation read back from the journal ([`Store::live_holds`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredHold {
+    pub participant: ParticipantRef,
+    pub hold: HoldId,
+    pub request: HoldRequest,
+    pub state: HoldState,
+    /// Made through the REST hold endpoints.
+    pub via_api: bool,
+}
+
+/// What [`Store::record_decision`] writes, all in one database transaction.
+#[derive(Clone, Copy)]
+pub struct DecisionRecord<'a> {
+    pub decision: Decision<'a>,
+    /// The committed plan (status `committed`).
+    pub plan: &'a PlanRecord,
+    /// Also write every part as a committed reservation (participants that share the
+    /// coordinator's fate journal nothing themselves; see [`crate::planner::log`]); the
+    /// transaction is then finished at once.
+    pub reservations: bool,
+    /// The idempotency key `(key, fingerprint)` the plan completes (of `plan.user`).
+    pub key: Option<(&'a str, &'a str)>,
+}
+
+/// The service's persistent state. Every method is atomic on its own.
 #[async_trait]
-pub trait Store: Send + Sync {
+pub trait Store: Journal + Send + Sync {
     /// Adds a new plan.
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError>;
     /// The plan `id`, if any.
     async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError>;
     /// Plans matching `filter`, oldest first.
     async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError>;
-    /// Marks a plan cancelled (keeps the first `cancelled_at`); returns the updated record.
+    /// Marks a plan cancelled (keeps the first `cancelled_at`) and its reservations written
+    /// with its decision released; returns the updated record.
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError>;
 
-    /// Reserves `(user, key)` for one request, or says who has it.
-    async fn claim_key(&self, user: &str, key: &str) -> Result<KeyClaim, StoreError>;
+    /// Reserves `(user, key)` for one request, or says who has it. A claim older than
+    /// `stale_after_s` that made no plan is taken over (its request died with its process).
+    async fn claim_key(&self, user: &str, key: &str, stale_after_s: i64) -> Result<KeyClaim, StoreError>;
     /// Binds a claimed key to the plan it made.
     async fn complete_key(&self, user: &str, key: &str, plan: Uuid, fingerprint: &str) -> Result<(), StoreError>;
     /// Frees a claimed key whose request failed before making a plan (bad input): a retry
@@ -143,6 +181,31 @@ pub trait Store: Send + Sync {
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError>;
     /// The token with this hash, if any.
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError>;
+
+    /// Frees every claimed key that made no plan (at the start of the only process that
+    /// plans on this store: the claims of its previous life are dead).
+    async fn release_pending_keys(&self) -> Result<u64, StoreError>;
+
+    /// Writes a commit decision, its plan and key (and the reservations, when asked) in one
+    /// transaction.
+    async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError>;
+    /// Ends a decided transaction: `None` committed; `Some(rejected)` compensated: the plan
+    /// becomes rejected with that outcome and the reservations written with the decision are
+    /// released.
+    async fn finish_txn(&self, txn: TxnId, rejected: Option<&Outcome>) -> Result<(), StoreError>;
+    /// Decided transactions not finished, oldest first.
+    async fn in_doubt(&self) -> Result<Vec<InDoubt>, StoreError>;
+    /// Committed reservations, and holds whose lease ends after `now`.
+    async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError>;
+    /// Marks holds whose lease ended at or before `now` expired; returns how many.
+    async fn expire_holds(&self, now: Time) -> Result<u64, StoreError>;
+
+    /// Saves the grid (sites and topology), replacing what was there.
+    async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError>;
+    /// The saved grid, if any.
+    async fn load_grid(&self) -> Result<Option<Grid>, StoreError>;
+    /// Saves one site's new catalogue entry.
+    async fn save_site(&self, site: &Site) -> Result<(), StoreError>;
 
     /// Readiness probe: can the store answer?
     async fn ping(&self) -> Result<(), StoreError>;

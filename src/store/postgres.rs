@@ -11,9 +11,11 @@ use sqlx::types::Json;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::{KeyClaim, PlanFilter, PlanRecord, PlanStatus, Store, StoreError, TokenRecord};
-use crate::model::Outcome;
-use crate::planner::Booking;
+use super::{DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, Store, StoreError, StoredHold, TokenRecord};
+use crate::model::{from_time, Grid, Outcome, Site, Time};
+use crate::planner::log::DecidedPart;
+use crate::planner::{Booking, InDoubt};
+use crate::protocol::{HoldRequest, HoldState, Journal, JournalEntry, JournalError, TxnId};
 
 /// A pool of connections to one PostgreSQL database.
 #[derive(Clone)]
@@ -49,6 +51,60 @@ fn plan_from_row(row: &PgRow) -> Result<PlanRecord, StoreError> {
         created_at: row.try_get("created_at").map_err(err)?,
         cancelled_at: row.try_get("cancelled_at").map_err(err)?,
     })
+}
+
+/// The interval a hold request books.
+fn interval(r: &HoldRequest) -> (Time, Time) {
+    match r {
+        HoldRequest::Compute { start, end, .. } | HoldRequest::Network { start, end, .. } => (*start, *end),
+    }
+}
+
+#[async_trait]
+impl Journal for PgStore {
+    async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
+        // Each transition is guarded by the states it may leave, as in protocol::HoldBook; a
+        // commit the in-memory participant accepted wins over the lease sweeper's `expired`.
+        let q = match entry {
+            JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
+                let (start, end) = interval(request);
+                sqlx::query(
+                    "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8) ON CONFLICT (hold) DO NOTHING",
+                )
+                .bind(hold)
+                .bind(participant.to_string())
+                .bind(match request {
+                    HoldRequest::Compute { txn, .. } | HoldRequest::Network { txn, .. } => *txn,
+                })
+                .bind(Json(request))
+                .bind(from_time(start))
+                .bind(from_time(end))
+                .bind(from_time(*expires_at))
+                .bind(via_api)
+            }
+            JournalEntry::Committed { hold } => sqlx::query(
+                "UPDATE reservations SET state = 'committed', expires_at = NULL, updated_at = now()
+                 WHERE hold = $1 AND state IN ('held', 'expired')",
+            )
+            .bind(hold),
+            JournalEntry::Aborted { hold } => sqlx::query(
+                "UPDATE reservations SET state = 'aborted', updated_at = now() WHERE hold = $1 AND state = 'held'",
+            )
+            .bind(hold),
+            JournalEntry::Released { hold } => sqlx::query(
+                "UPDATE reservations SET state = 'released', updated_at = now() WHERE hold = $1 AND state = 'committed'",
+            )
+            .bind(hold),
+            JournalEntry::Extended { hold, expires_at } => sqlx::query(
+                "UPDATE reservations SET expires_at = $2, updated_at = now() WHERE hold = $1 AND state = 'held'",
+            )
+            .bind(hold)
+            .bind(from_time(*expires_at)),
+        };
+        q.execute(&self.pool).await.map_err(err)?;
+        Ok(())
+    }
 }
 
 impl PgStore {
@@ -125,7 +181,10 @@ impl Store for PgStore {
 
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query(&format!(
-            "UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
+            "WITH released AS (
+                 UPDATE reservations SET state = 'released', updated_at = now()
+                 WHERE plan_id = $1 AND state = 'committed')
+             UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
              WHERE id = $1 RETURNING {PLAN_COLUMNS}"
         ))
         .bind(id)
@@ -136,17 +195,23 @@ impl Store for PgStore {
         row.as_ref().map(plan_from_row).transpose()
     }
 
-    async fn claim_key(&self, user: &str, key: &str) -> Result<KeyClaim, StoreError> {
-        // Atomic across processes: exactly one INSERT wins the primary key.
-        let inserted =
-            sqlx::query(r#"INSERT INTO idempotency_keys ("user", key) VALUES ($1, $2) ON CONFLICT DO NOTHING"#)
-                .bind(user)
-                .bind(key)
-                .execute(&self.pool)
-                .await
-                .map_err(err)?
-                .rows_affected();
-        if inserted == 1 {
+    async fn claim_key(&self, user: &str, key: &str, stale_after_s: i64) -> Result<KeyClaim, StoreError> {
+        // Atomic across processes: exactly one statement wins the row, either by inserting it
+        // or by taking over a stale claim that made no plan.
+        let row = sqlx::query(
+            r#"INSERT INTO idempotency_keys ("user", key) VALUES ($1, $2)
+               ON CONFLICT ("user", key) DO UPDATE SET claimed_at = now()
+                 WHERE idempotency_keys.plan_id IS NULL
+                   AND idempotency_keys.claimed_at < now() - make_interval(secs => $3)
+               RETURNING plan_id"#,
+        )
+        .bind(user)
+        .bind(key)
+        .bind(stale_after_s as f64)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(err)?;
+        if row.is_some() {
             return Ok(KeyClaim::Claimed);
         }
         let row = sqlx::query(r#"SELECT plan_id, fingerprint FROM idempotency_keys WHERE "user" = $1 AND key = $2"#)
@@ -157,7 +222,7 @@ impl Store for PgStore {
             .map_err(err)?;
         let Some(row) = row else {
             // Released between our INSERT and SELECT: it is free again; try once more.
-            return self.claim_key(user, key).await;
+            return self.claim_key(user, key, stale_after_s).await;
         };
         let plan: Option<Uuid> = row.try_get("plan_id").map_err(err)?;
         let fingerprint: Option<String> = row.try_get("fingerprint").map_err(err)?;
@@ -222,6 +287,199 @@ impl Store for PgStore {
             })
         })
         .transpose()
+    }
+
+    async fn release_pending_keys(&self) -> Result<u64, StoreError> {
+        let r =
+            sqlx::query("DELETE FROM idempotency_keys WHERE plan_id IS NULL").execute(&self.pool).await.map_err(err)?;
+        Ok(r.rows_affected())
+    }
+
+    async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
+        // One statement (data-modifying CTEs), so one round trip and one durable commit.
+        let (plan, d) = (r.plan, &r.decision);
+        let rows: &[DecidedPart] = if r.reservations { d.parts } else { &[] };
+        let holds: Vec<Uuid> = rows.iter().map(|p| p.hold).collect();
+        let who: Vec<String> = rows.iter().map(|p| p.participant.to_string()).collect();
+        let requests: Vec<String> =
+            rows.iter().map(|p| serde_json::to_string(&p.request).expect("a hold request serialises")).collect();
+        let starts: Vec<DateTime<Utc>> = rows.iter().map(|p| from_time(interval(&p.request).0)).collect();
+        let ends: Vec<DateTime<Utc>> = rows.iter().map(|p| from_time(interval(&p.request).1)).collect();
+        let (key, fingerprint) = r.key.unzip();
+        sqlx::query(
+            r#"WITH t AS (
+                   INSERT INTO transactions (txn, plan_id, decision, parts, outcome, finished_at, result)
+                   VALUES ($1, $2, 'commit', $3, $4, CASE WHEN $5 THEN now() END, CASE WHEN $5 THEN 'committed' END)),
+               r AS (
+                   INSERT INTO reservations (hold, participant, txn, plan_id, request, start_at, end_at, state)
+                   SELECT h, w, $1, $2, q::jsonb, s, e, 'committed'
+                   FROM UNNEST($6::uuid[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[]) AS u(h, w, q, s, e)
+                   ON CONFLICT (hold) DO UPDATE SET state = 'committed', plan_id = EXCLUDED.plan_id, expires_at = NULL,
+                       updated_at = now()),
+               k AS (
+                   UPDATE idempotency_keys SET plan_id = $2, fingerprint = $15
+                   WHERE "user" = $11 AND key = $14)
+               INSERT INTO plans (id, "user", request_id, status, created_at, start, outcome, bookings)
+               VALUES ($2, $11, $12, 'committed', $13, $16, $4, $17)"#,
+        )
+        .bind(d.txn)
+        .bind(plan.id)
+        .bind(Json(d.parts))
+        .bind(Json(d.outcome))
+        .bind(r.reservations)
+        .bind(&holds)
+        .bind(&who)
+        .bind(&requests)
+        .bind(&starts)
+        .bind(&ends)
+        .bind(&plan.user)
+        .bind(&plan.outcome.request_id)
+        .bind(plan.created_at)
+        .bind(key)
+        .bind(fingerprint)
+        .bind(plan.outcome.start)
+        .bind(Json(&plan.bookings))
+        .execute(&self.pool)
+        .await
+        .map_err(err)?;
+        Ok(())
+    }
+
+    async fn finish_txn(&self, txn: TxnId, rejected: Option<&Outcome>) -> Result<(), StoreError> {
+        match rejected {
+            None => sqlx::query(
+                "UPDATE transactions SET finished_at = now(), result = 'committed' WHERE txn = $1 AND finished_at IS NULL",
+            )
+            .bind(txn),
+            Some(outcome) => sqlx::query(
+                "WITH t AS (
+                     UPDATE transactions SET finished_at = now(), result = 'compensated'
+                     WHERE txn = $1 RETURNING plan_id),
+                 r AS (
+                     UPDATE reservations SET state = 'released', updated_at = now()
+                     WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed')
+                 UPDATE plans SET status = 'rejected', outcome = $2, bookings = '[]', start = NULL
+                 WHERE id = (SELECT plan_id FROM t)",
+            )
+            .bind(txn)
+            .bind(Json(outcome)),
+        }
+        .execute(&self.pool)
+        .await
+        .map_err(err)?;
+        Ok(())
+    }
+
+    async fn in_doubt(&self) -> Result<Vec<InDoubt>, StoreError> {
+        let rows =
+            sqlx::query("SELECT txn, parts, outcome FROM transactions WHERE finished_at IS NULL ORDER BY decided_at")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(err)?;
+        rows.iter()
+            .map(|r| {
+                let Json(parts): Json<Vec<DecidedPart>> = r.try_get("parts").map_err(err)?;
+                let Json(outcome): Json<Outcome> = r.try_get("outcome").map_err(err)?;
+                Ok(InDoubt { txn: r.try_get("txn").map_err(err)?, parts, outcome })
+            })
+            .collect()
+    }
+
+    async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT hold, participant, request, state, expires_at, via_api FROM reservations
+             WHERE state = 'committed' OR (state = 'held' AND expires_at > $1)",
+        )
+        .bind(from_time(now))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(err)?;
+        rows.iter()
+            .map(|r| {
+                let participant: String = r.try_get("participant").map_err(err)?;
+                let Json(request): Json<HoldRequest> = r.try_get("request").map_err(err)?;
+                let state: String = r.try_get("state").map_err(err)?;
+                let expires_at: Option<DateTime<Utc>> = r.try_get("expires_at").map_err(err)?;
+                Ok(StoredHold {
+                    participant: participant.parse().map_err(err)?,
+                    hold: r.try_get("hold").map_err(err)?,
+                    request,
+                    state: match (state.as_str(), expires_at) {
+                        ("held", Some(t)) => HoldState::Held { expires_at: crate::model::to_time(&t) },
+                        _ => HoldState::Committed,
+                    },
+                    via_api: r.try_get("via_api").map_err(err)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
+        let r = sqlx::query(
+            "UPDATE reservations SET state = 'expired', updated_at = now() WHERE state = 'held' AND expires_at <= $1",
+        )
+        .bind(from_time(now))
+        .execute(&self.pool)
+        .await
+        .map_err(err)?;
+        Ok(r.rows_affected())
+    }
+
+    async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await.map_err(err)?;
+        sqlx::query(
+            "INSERT INTO topology (id, nodes, links) VALUES (1, $1, $2)
+             ON CONFLICT (id) DO UPDATE SET nodes = EXCLUDED.nodes, links = EXCLUDED.links, updated_at = now()",
+        )
+        .bind(Json(&grid.nodes))
+        .bind(Json(&grid.links))
+        .execute(&mut *tx)
+        .await
+        .map_err(err)?;
+        sqlx::query("DELETE FROM sites").execute(&mut *tx).await.map_err(err)?;
+        for site in &grid.sites {
+            sqlx::query("INSERT INTO sites (id, site) VALUES ($1, $2)")
+                .bind(&site.id)
+                .bind(Json(site))
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+        }
+        tx.commit().await.map_err(err)
+    }
+
+    async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
+        let Some(topology) = sqlx::query("SELECT nodes, links FROM topology WHERE id = 1")
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(err)?
+        else {
+            return Ok(None);
+        };
+        let sites = sqlx::query("SELECT site FROM sites ORDER BY seq").fetch_all(&self.pool).await.map_err(err)?;
+        let sites: Vec<serde_json::Value> = sites
+            .iter()
+            .map(|r| r.try_get::<Json<serde_json::Value>, _>("site").map(|j| j.0))
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        let Json(nodes): Json<serde_json::Value> = topology.try_get("nodes").map_err(err)?;
+        let Json(links): Json<serde_json::Value> = topology.try_get("links").map_err(err)?;
+        // Through the grid's own validation, like a grid file.
+        let grid = serde_json::from_value(serde_json::json!({ "nodes": nodes, "links": links, "sites": sites }))
+            .map_err(|e| StoreError(format!("the stored grid is invalid: {e}")))?;
+        Ok(Some(grid))
+    }
+
+    async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO sites (id, site) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET site = EXCLUDED.site, updated_at = now()",
+        )
+        .bind(&site.id)
+        .bind(Json(site))
+        .execute(&self.pool)
+        .await
+        .map_err(err)?;
+        Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

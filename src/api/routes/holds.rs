@@ -1,6 +1,6 @@
 //! `/v1/holds/{id}`: phase 2 of two-phase commit for holds made through the API, and lease
-//! extension. Every call is idempotent (commit twice, abort twice, extend again) and needs a
-//! service or admin token. Holds made by the broker's own planners are not listed here: they
+//! extension. Every call is idempotent (commit twice, abort twice, extend again), is durable
+//! in the store before it answers, and needs a service or admin token. Holds made by the broker's own planners are not listed here: they
 //! are committed or aborted by the planner within the request.
 
 use std::sync::Arc;
@@ -15,7 +15,6 @@ use crate::api::auth::Caller;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::from_time;
-use crate::planner::ParticipantRef;
 use crate::protocol::{Hold, HoldId, Participant};
 
 /// A hold: its id and lease end.
@@ -47,15 +46,11 @@ pub struct ExtendBody {
     pub lease_s: i64,
 }
 
-/// The participant of a hold made through the API, or 404.
-fn owner(state: &AppState, id: HoldId) -> Result<(ParticipantRef, Arc<dyn Participant>), ApiError> {
+/// The (journaled) participant of a hold made through the API, or 404.
+fn owner(state: &AppState, id: HoldId) -> Result<Arc<dyn Participant>, ApiError> {
     let r = state.holds.lock().expect("hold registry").get(&id).cloned();
     let r = r.ok_or_else(|| ApiError::not_found(format!("unknown hold {id}")))?;
-    let p: Arc<dyn Participant> = match &r {
-        ParticipantRef::Site(s) => state.lis(s)?.clone(),
-        ParticipantRef::Network => state.participants.nis.clone(),
-    };
-    Ok((r, p))
+    state.journaled(&r, true)
 }
 
 /// Commit a hold (idempotent).
@@ -73,8 +68,7 @@ pub async fn commit(
     id: web::Path<Uuid>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
     caller.require_service()?;
-    let (_, p) = owner(&state, *id)?;
-    p.commit(*id).await?;
+    owner(&state, *id)?.commit(*id).await?;
     Ok(web::Json(HoldResult { id: *id, state: "committed".into() }))
 }
 
@@ -93,8 +87,7 @@ pub async fn abort(
     id: web::Path<Uuid>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
     caller.require_service()?;
-    let (_, p) = owner(&state, *id)?;
-    p.abort(*id).await?;
+    owner(&state, *id)?.abort(*id).await?;
     state.metrics.aborted();
     Ok(web::Json(HoldResult { id: *id, state: "aborted".into() }))
 }
@@ -123,10 +116,6 @@ pub async fn extend(
             body.lease_s
         )));
     }
-    let (r, _) = owner(&state, *id)?;
-    let hold = match r {
-        ParticipantRef::Site(s) => state.lis(&s)?.extend(*id, body.lease_s)?,
-        ParticipantRef::Network => state.participants.nis.extend(*id, body.lease_s)?,
-    };
+    let hold = owner(&state, *id)?.extend(*id, body.lease_s).await?;
     Ok(web::Json(HoldView::from(hold)))
 }

@@ -140,7 +140,7 @@ pub async fn hold(
         start,
         end,
     };
-    let hold = state.participants.nis.prepare(&req).await?;
+    let hold = state.journaled(&ParticipantRef::Network, true)?.prepare(&req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Network);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }

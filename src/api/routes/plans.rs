@@ -18,6 +18,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
+use crate::api::commit_log::{PlanMeta, StoreLog};
 use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
@@ -254,7 +255,7 @@ pub async fn create(
     };
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
-        let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true }).await;
+        let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true, log: None }).await;
         let o = &result.outcome;
         let status = PlanStatus::from(o.status);
         state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
@@ -262,7 +263,7 @@ pub async fn create(
     }
     let print = fingerprint(&body);
     if let Some(key) = &key {
-        match state.store.claim_key(&caller.user, key).await? {
+        match state.store.claim_key(&caller.user, key, state.key_claim_timeout_s()).await? {
             KeyClaim::Claimed => {}
             KeyClaim::InProgress => {
                 return Err(ApiError::conflict(
@@ -295,25 +296,38 @@ pub async fn create(
     let st = state.clone();
     let user = caller.user.clone();
     let task = actix_web::rt::spawn(async move {
-        let result = st.planners.lend().plan_with(&plan, PlanOptions::default()).await;
+        let meta = PlanMeta {
+            id: Uuid::new_v4(),
+            user: &user,
+            created_at: st.now_utc(),
+            key: key.as_deref().map(|k| (k, print.as_str())),
+        };
+        let (id, created_at) = (meta.id, meta.created_at);
+        // The decision, this plan and its key are one durable write (see api::commit_log).
+        let log = StoreLog::new(st.store.as_ref(), st.shares_fate(), Some(meta));
+        let result = st.planners.lend().plan_with(&plan, PlanOptions { dry_run: false, log: Some(&log) }).await;
         let o = result.outcome;
         let status = PlanStatus::from(o.status);
         st.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
         tracing::info!(request = %o.request_id, user = %user, status = ?status, ms = o.planning_ms, "planned");
+        if let Some(rec) = log.decided() {
+            return Ok::<_, ApiError>(rec);
+        }
+        // Rejected before any decision: nothing is booked; store the rejection.
         let rec = PlanRecord {
-            id: Uuid::new_v4(),
+            id,
             user: user.clone(),
             status,
             outcome: o,
             bookings: result.bookings,
-            created_at: st.now_utc(),
+            created_at,
             cancelled_at: None,
         };
         st.store.insert_plan(rec.clone()).await?;
         if let Some(key) = &key {
             st.store.complete_key(&user, key, rec.id, &print).await?;
         }
-        Ok::<_, ApiError>(rec)
+        Ok(rec)
     });
     let rec = task.await.map_err(|e| ApiError::internal(format!("planning task failed: {e}")))??;
     Ok(created(&PlanView::from(&rec)))

@@ -156,6 +156,7 @@ pub async fn put(
     // The LIS checks what may change; the GIS follows only if it accepted.
     lis.update_site(site.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
     state.participants.gis.upsert(site.clone());
+    state.store.save_site(&site).await?;
     tracing::info!(site = %site.id, os = %site.os, price = site.price_per_cpu_hour, "site updated");
     Ok(web::Json(site))
 }
@@ -252,7 +253,7 @@ pub async fn hold(
     body: web::Json<SiteHoldBody>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_service()?;
-    let lis = state.lis(&id)?;
+    state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
     let req = HoldRequest::Compute {
         txn: body.txn.unwrap_or_else(Uuid::new_v4),
@@ -261,7 +262,8 @@ pub async fn hold(
         start,
         end,
     };
-    let hold = lis.prepare(&req).await?;
-    state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Site(id.into_inner()));
+    let who = ParticipantRef::Site(id.into_inner());
+    let hold = state.journaled(&who, true)?.prepare(&req).await?;
+    state.holds.lock().expect("hold registry").insert(hold.id, who);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }

@@ -1,0 +1,75 @@
+//! The coordinator's side of durable two-phase commit: the decision log.
+//!
+//! The planner is the 2PC coordinator of each plan. With a [`CommitLog`] (the service passes
+//! one per request; replay, the CLI and the simulator pass none) it writes its decision
+//! before any participant hears it, so a restarted coordinator can finish what it started
+//! (presumed abort: a transaction with no logged decision was never committed anywhere, and
+//! its holds end at their lease).
+//!
+//! Two orders, chosen by [`CommitLog::shares_fate`]:
+//! - **remote, durable participants** (role-separated deployment): holds are journaled by
+//!   the participants ([`crate::protocol::Journaled`]); the planner logs the decision
+//!   ([`CommitLog::decide`]), sends every commit, then logs the end ([`CommitLog::finish`]).
+//!   On restart, [`crate::planner::Planner::recover`] commits every decided, unfinished
+//!   transaction again.
+//! - **participants in the coordinator's own process** (all-in-one): their holds are not
+//!   journaled (a crash takes coordinator and participants down together, so a hold nobody
+//!   decided on dies with them, which is exactly presumed abort). The planner commits in
+//!   memory, then [`CommitLog::decide`] writes the decision *and the reservations* in one
+//!   database transaction: one durable write per booked plan. If that write fails, the
+//!   in-memory reservations are released and the request is rejected.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::model::Outcome;
+use crate::protocol::{HoldId, HoldRequest, ParticipantRef, TxnId};
+
+/// One part of a decided transaction: who holds it, its id there, and what it books.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecidedPart {
+    pub participant: ParticipantRef,
+    pub hold: HoldId,
+    pub request: HoldRequest,
+}
+
+/// The decision to commit transaction `txn`: its parts and the outcome the client will see.
+#[derive(Debug, Clone, Copy)]
+pub struct Decision<'a> {
+    pub txn: TxnId,
+    pub parts: &'a [DecidedPart],
+    /// The committed outcome (status `committed`).
+    pub outcome: &'a Outcome,
+}
+
+/// A failed log write.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("commit log: {0}")]
+pub struct LogError(pub String);
+
+/// The coordinator's durable decision log (see the module docs).
+#[async_trait]
+pub trait CommitLog: Send + Sync {
+    /// True when the participants live in this process and journal none of the planner's
+    /// holds: then the planner commits in memory first and [`CommitLog::decide`] must make
+    /// the parts durable as reservations.
+    fn shares_fate(&self) -> bool;
+    /// Records the commit decision; durable when it returns `Ok`.
+    async fn decide(&self, d: &Decision<'_>) -> Result<(), LogError>;
+    /// Records that phase 2 of a decided transaction ended: `Ok(())` every part committed;
+    /// `Err(rejected)` a part refused its commit, everything was released (compensation), and
+    /// `rejected` is the outcome the client sees instead.
+    async fn finish(&self, txn: TxnId, result: Result<(), &Outcome>) -> Result<(), LogError>;
+}
+
+/// Fault injection for the crash tests: when the environment variable `CORESERVE_CRASH_AT`
+/// names `point`, the process aborts on the spot (as `kill -9` would, with no cleanup).
+/// Points: `after-prepare` (every hold granted, no decision), `after-decision` (the decision
+/// is durable, phase 2 not sent).
+pub fn crash_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT.get_or_init(|| std::env::var("CORESERVE_CRASH_AT").ok()).as_deref() == Some(point) {
+        eprintln!("CORESERVE_CRASH_AT={point}: aborting");
+        std::process::abort();
+    }
+}

@@ -1,0 +1,126 @@
+//! Durable participants: every prepare-OK, commit, abort, release and lease extension a
+//! participant answers is written to a [`Journal`] before the answer leaves.
+//!
+//! [`Journaled`] wraps any in-memory [`Participant`] (a LIS or the NIS) so that it keeps its
+//! promises across its own crash (SPEC section 8; OGF NSI CS v2): a hold is durable before
+//! prepare answers OK, so after a restart the participant rebuilds its calendar from the
+//! journal ([`crate::lis::Lis::restore`], [`crate::nis::Nis::restore`]) and the hold is still
+//! there until its lease ends. Order of each call: the in-memory participant decides (it may
+//! refuse: nothing is written), then the journal records the change, then the caller is
+//! answered. If the journal fails, the caller gets [`ParticipantError::Durability`]:
+//! - prepare: the in-memory hold is aborted again, so nothing was promised;
+//! - commit, abort, release, extend: the in-memory change stays; every one of them is
+//!   idempotent, so the coordinator's retry (it must retry: it has no answer) writes the record.
+//!
+//! A crash between the in-memory change and the journal write loses only that change, which
+//! was never acknowledged: a commit not journaled comes back as a hold (with its journaled
+//! lease), which the coordinator commits again on recovery.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, Participant, ParticipantError, ParticipantRef,
+};
+use crate::model::Time;
+
+/// One change to a participant's holds and reservations, as journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JournalEntry {
+    /// Prepare-OK: `request` is held as `hold` until `expires_at`. `via_api`: made through the
+    /// REST hold endpoints (`POST /v1/sites/{id}/holds`, `POST /v1/network/holds`), whose
+    /// phase 2 is driven through `/v1/holds/{id}/...`.
+    Held { participant: ParticipantRef, hold: HoldId, request: HoldRequest, expires_at: Time, via_api: bool },
+    /// The hold became a reservation.
+    Committed { hold: HoldId },
+    /// The hold was released before commit.
+    Aborted { hold: HoldId },
+    /// The reservation was given back.
+    Released { hold: HoldId },
+    /// The hold's lease now ends at `expires_at`.
+    Extended { hold: HoldId, expires_at: Time },
+}
+
+/// Why a journal write failed (a lost database connection, say).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("journal: {0}")]
+pub struct JournalError(pub String);
+
+/// Where participants make their changes durable (implemented by [`crate::store`]).
+#[async_trait]
+pub trait Journal: Send + Sync {
+    /// Writes `entry`; it is durable when this returns `Ok`.
+    async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError>;
+}
+
+/// A participant whose every acknowledged change is journaled first (see the module docs).
+pub struct Journaled {
+    inner: Arc<dyn Participant>,
+    who: ParticipantRef,
+    journal: Arc<dyn Journal>,
+    via_api: bool,
+}
+
+impl Journaled {
+    /// Wraps `inner` (the participant `who`); `via_api` marks the holds it makes as made
+    /// through the REST hold endpoints.
+    pub fn new(inner: Arc<dyn Participant>, who: ParticipantRef, journal: Arc<dyn Journal>, via_api: bool) -> Self {
+        Journaled { inner, who, journal, via_api }
+    }
+
+    async fn write(&self, entry: JournalEntry) -> Result<(), ParticipantError> {
+        self.journal.append(&entry).await.map_err(|e| {
+            tracing::error!(error = %e, participant = %self.who, "journal write failed");
+            ParticipantError::Durability(e.0)
+        })
+    }
+}
+
+#[async_trait]
+impl Participant for Journaled {
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+        self.inner.query(q).await
+    }
+
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+        let hold = self.inner.prepare(req).await?;
+        let entry = JournalEntry::Held {
+            participant: self.who.clone(),
+            hold: hold.id,
+            request: req.clone(),
+            expires_at: hold.expires_at,
+            via_api: self.via_api,
+        };
+        if let Err(e) = self.write(entry).await {
+            // Not durable, so not promised: give the capacity back.
+            if let Err(abort) = self.inner.abort(hold.id).await {
+                tracing::error!(error = %abort, hold = %hold.id, "abort of an unjournaled hold failed");
+            }
+            return Err(e);
+        }
+        Ok(hold)
+    }
+
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.inner.commit(hold).await?;
+        self.write(JournalEntry::Committed { hold }).await
+    }
+
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.inner.abort(hold).await?;
+        self.write(JournalEntry::Aborted { hold }).await
+    }
+
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.inner.release(hold).await?;
+        self.write(JournalEntry::Released { hold }).await
+    }
+
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        let h = self.inner.extend(hold, lease_s).await?;
+        self.write(JournalEntry::Extended { hold, expires_at: h.expires_at }).await?;
+        Ok(h)
+    }
+}
