@@ -362,3 +362,119 @@ async fn dry_run_books_nothing_and_cancel_releases_everything() {
         assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0), "{method}: and the bandwidth");
     }
 }
+
+/// A decision log in memory: what was decided and finished, and whether to fail.
+#[derive(Default)]
+struct FakeLog {
+    shares_fate: bool,
+    fail: bool,
+    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<log::DecidedPart>)>>,
+    finished: std::sync::Mutex<Vec<(crate::protocol::TxnId, bool)>>,
+    /// (CPUs booked at s1, live holds at s1) when the decision was written: the order check.
+    s1_at_decision: std::sync::Mutex<Option<(u64, usize)>>,
+    lis: Option<Arc<crate::lis::Lis>>,
+}
+
+#[async_trait]
+impl log::CommitLog for FakeLog {
+    fn shares_fate(&self) -> bool {
+        self.shares_fate
+    }
+    async fn decide(&self, d: &log::Decision<'_>) -> Result<(), log::LogError> {
+        if self.fail {
+            return Err(log::LogError("disk full".into()));
+        }
+        assert_eq!(d.outcome.status, OutcomeStatus::Committed);
+        *self.s1_at_decision.lock().unwrap() = self.lis.as_ref().map(|l| (l.usage_at(T0 + 1), l.holds_outstanding()));
+        self.decided.lock().unwrap().push((d.txn, d.parts.to_vec()));
+        Ok(())
+    }
+    async fn finish(&self, txn: crate::protocol::TxnId, result: Result<(), &Outcome>) -> Result<(), log::LogError> {
+        self.finished.lock().unwrap().push((txn, result.is_ok()));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_decision_is_logged_before_phase_two_and_its_failure_books_nothing() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let r = pair("linux", "bsd", 8, 500, 10_000);
+    for shares_fate in [false, true] {
+        for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+            let l = local(&g);
+            let p = planner(&l, SelectionPolicy::Time, method);
+            let log = FakeLog { shares_fate, lis: Some(l.lis["s1"].clone()), ..Default::default() };
+            let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+            assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{method} {shares_fate}");
+            let decided = log.decided.lock().unwrap().clone();
+            assert_eq!(decided.len(), 1);
+            assert_eq!(decided[0].1.len(), 3, "two jobs and one path, with their prepare messages");
+            let holds: Vec<_> = decided[0].1.iter().map(|d| d.hold).collect();
+            assert_eq!(holds, res.bookings.iter().map(|b| b.hold).collect::<Vec<_>>());
+            // Remote participants: decision first, then commits, then the end is recorded.
+            // Participants in process: commits first (in memory), then the one durable write.
+            let finished = log.finished.lock().unwrap().clone();
+            if shares_fate {
+                assert!(finished.is_empty(), "the decision is the end");
+            } else {
+                assert_eq!(finished, vec![(decided[0].0, true)]);
+            }
+            let holds_at_decision = if shares_fate { 0 } else { 1 };
+            assert_eq!(
+                *log.s1_at_decision.lock().unwrap(),
+                Some((8, holds_at_decision)),
+                "{method} {shares_fate}: held (remote) or already committed in memory (in process)"
+            );
+            assert_eq!(l.holds_outstanding(), 0);
+
+            // A log that cannot be written: nothing stays booked, nothing is held.
+            let l = local(&g);
+            let p = planner(&l, SelectionPolicy::Time, method);
+            let log = FakeLog { shares_fate, fail: true, ..Default::default() };
+            let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+            assert_eq!(res.outcome.status, OutcomeStatus::Rejected);
+            assert!(res.outcome.reason.as_deref().unwrap().contains("disk full"), "{:?}", res.outcome.reason);
+            assert_eq!(l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1), 0, "{method} {shares_fate}");
+            assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0));
+            assert_eq!(l.holds_outstanding(), 0);
+        }
+    }
+}
+
+#[tokio::test]
+async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_out() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let clock = Arc::new(ManualClock::new(T0));
+    let l = LocalGrid::new(&g, clock.clone(), 120, Routing::Shortest);
+    let p = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir);
+    // Two transactions a crashed coordinator had decided: holds granted, no commit sent.
+    let mut in_doubt = Vec::new();
+    for (site_a, start) in [("s1", T0), ("s1", T0 + 5000)] {
+        let txn = uuid::Uuid::new_v4();
+        let mut parts = Vec::new();
+        for (site, cpus) in [(site_a, 8), ("s2", 8)] {
+            let request = HoldRequest::Compute { txn, site: site.into(), cpus, start, end: start + 600 };
+            let hold = l.lis[site].prepare(&request).await.unwrap().id;
+            parts.push(log::DecidedPart { participant: ParticipantRef::Site(site.into()), hold, request });
+        }
+        let mut outcome = Outcome::rejected("r", "", "planner-0");
+        outcome.status = OutcomeStatus::Committed;
+        in_doubt.push(InDoubt { txn, parts, outcome });
+    }
+    // The second one's s2 hold lapses (aborted here; its lease would end the same way).
+    l.lis["s2"].abort(in_doubt[1].parts[1].hold).await.unwrap();
+    let log = FakeLog::default();
+    let report = p.recover(&in_doubt, &log).await.unwrap();
+    assert_eq!(report, Recovery { committed: 1, compensated: 1 });
+    assert_eq!(*log.finished.lock().unwrap(), vec![(in_doubt[0].txn, true), (in_doubt[1].txn, false)]);
+    clock.advance_to(T0 + 1000); // past every lease: only commits remain
+    assert_eq!(l.lis["s1"].usage_at(T0 + 1), 8, "the first plan is committed");
+    assert_eq!(l.lis["s2"].usage_at(T0 + 1), 8);
+    assert_eq!(l.lis["s1"].usage_at(T0 + 5001), 0, "the second is all-or-nothing: released");
+    assert_eq!(l.holds_outstanding(), 0);
+    // Recovering again is harmless (commit is idempotent).
+    let again = p.recover(&in_doubt[..1], &log).await.unwrap();
+    assert_eq!(again.committed, 1);
+}

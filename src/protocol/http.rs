@@ -173,7 +173,17 @@ impl Remote {
         if let Some(b) = body {
             r = r.json(b);
         }
-        let resp = r.send().await.map_err(|e| transport(format!("POST {url}: {e}")))?;
+        // A pooled connection to a participant that restarted fails on first use; every call
+        // but prepare is idempotent, so it is retried once on a fresh connection.
+        let again = if path.ends_with("/prepare") { None } else { r.try_clone() };
+        let resp = match (r.send().await, again) {
+            (Err(e), Some(again)) if e.is_request() || e.is_connect() => {
+                tracing::debug!(error = %e, %url, "retrying on a fresh connection");
+                again.send().await
+            }
+            (first, _) => first,
+        }
+        .map_err(|e| transport(format!("POST {url}: {e}")))?;
         if resp.status().is_success() {
             return Ok(resp);
         }

@@ -124,3 +124,83 @@ impl Participant for Journaled {
         Ok(h)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::lis::Lis;
+    use crate::model::Site;
+
+    #[derive(Default)]
+    struct Recorder {
+        entries: Mutex<Vec<JournalEntry>>,
+        fail: bool,
+    }
+
+    #[async_trait]
+    impl Journal for Recorder {
+        async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
+            if self.fail {
+                return Err(JournalError("connection lost".into()));
+            }
+            self.entries.lock().unwrap().push(entry.clone());
+            Ok(())
+        }
+    }
+
+    fn lis() -> Arc<Lis> {
+        let site = Site { id: "s1".into(), node: "n1".into(), cpus: 8, os: "linux".into(), price_per_cpu_hour: 1.0 };
+        Arc::new(Lis::new(site, Arc::new(ManualClock::new(0)), 120))
+    }
+
+    fn req(cpus: u32) -> HoldRequest {
+        HoldRequest::Compute { txn: uuid::Uuid::nil(), site: "s1".into(), cpus, start: 0, end: 100 }
+    }
+
+    #[tokio::test]
+    async fn every_acknowledged_change_is_journaled_in_order() {
+        let (inner, journal) = (lis(), Arc::new(Recorder::default()));
+        let who = ParticipantRef::Site("s1".into());
+        let p = Journaled::new(inner.clone(), who.clone(), journal.clone(), true);
+        let h = p.prepare(&req(8)).await.unwrap();
+        assert!(p.prepare(&req(1)).await.unwrap_err().to_string().contains("capacity"));
+        p.extend(h.id, 300).await.unwrap();
+        p.commit(h.id).await.unwrap();
+        p.release(h.id).await.unwrap();
+        let h2 = p.prepare(&req(2)).await.unwrap();
+        p.abort(h2.id).await.unwrap();
+        let e = journal.entries.lock().unwrap().clone();
+        assert_eq!(
+            e,
+            vec![
+                JournalEntry::Held {
+                    participant: who.clone(),
+                    hold: h.id,
+                    request: req(8),
+                    expires_at: 120,
+                    via_api: true
+                },
+                JournalEntry::Extended { hold: h.id, expires_at: 300 },
+                JournalEntry::Committed { hold: h.id },
+                JournalEntry::Released { hold: h.id },
+                JournalEntry::Held { participant: who, hold: h2.id, request: req(2), expires_at: 120, via_api: true },
+                JournalEntry::Aborted { hold: h2.id },
+            ],
+            "a refused prepare writes nothing"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prepare_that_cannot_be_journaled_is_not_promised() {
+        let inner = lis();
+        let journal = Arc::new(Recorder { fail: true, ..Default::default() });
+        let p = Journaled::new(inner.clone(), ParticipantRef::Site("s1".into()), journal, false);
+        let e = p.prepare(&req(8)).await.unwrap_err();
+        assert!(matches!(e, ParticipantError::Durability(_)), "{e}");
+        assert_eq!(inner.usage_at(50), 0, "the in-memory hold was given back");
+        assert_eq!(inner.holds_outstanding(), 0);
+    }
+}

@@ -1,0 +1,523 @@
+//! Crash tests of durable two-phase commit: real `coreserve serve` processes on PostgreSQL,
+//! killed with SIGKILL (`kill -9`) or aborted at a fault-injection point
+//! (`CORESERVE_CRASH_AT=after-prepare|after-decision`, see `coreserve::planner::log`), then
+//! restarted on the same database. After every restart:
+//! - every plan a client saw committed is still committed, and booked in full;
+//! - no site is overbooked (the calendars rebuilt from the journal are checked against every
+//!   committed plan);
+//! - no hold outlives its lease (`coreserve_holds_outstanding` and the journal's rows).
+//!
+//! Each test runs on a fresh database on the server of `CORESERVE_TEST_PG` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); an unreachable server fails the tests.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::panic::AssertUnwindSafe;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use futures::FutureExt;
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use sqlx::{Connection, Executor, PgConnection, Row};
+use uuid::Uuid;
+
+const ADMIN: &str = "crash-admin-token";
+const SERVICE: &str = "crash-service-token";
+const LEASE_S: i64 = 3;
+
+fn server_url() -> String {
+    std::env::var("CORESERVE_TEST_PG")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// `server` with its database name replaced by `db`.
+fn url_of(server: &str, db: &str) -> String {
+    let (base, query) = server.split_once('?').map_or((server, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[scheme_end..].find('/') {
+        Some(i) => &base[..scheme_end + i],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+async fn admin_conn(server: &str) -> PgConnection {
+    PgConnection::connect(server)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL is required for the crash tests and is unreachable at {server}: {e}"))
+}
+
+/// Runs `test` with the URL of a fresh database, then drops it (also on failure).
+async fn with_db<F, Fut>(test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let server = server_url();
+    let db = format!("crash_{}", Uuid::new_v4().simple());
+    admin_conn(&server).await.execute(format!("CREATE DATABASE {db}").as_str()).await.unwrap();
+    let result = AssertUnwindSafe(test(url_of(&server, &db))).catch_unwind().await;
+    admin_conn(&server).await.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await.unwrap();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// One `coreserve serve` process (killed when dropped).
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Starts `coreserve serve ARGS` on database `db` (and `--grid grid` when given), with the
+    /// fault-injection point `crash_at`; returns once it listens (its start line). Defaults:
+    /// `--listen 127.0.0.1:0 --lease-s 3`.
+    fn start(db: &str, grid: Option<&std::path::Path>, args: &[&str], crash_at: Option<&str>) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_coreserve"));
+        cmd.arg("serve").args([
+            "--workers",
+            "2",
+            "--admin-token",
+            ADMIN,
+            "--service-token",
+            SERVICE,
+            "--w-interval-s",
+            "60",
+        ]);
+        // Defaults that `args` may override.
+        for (flag, value) in [("--listen", "127.0.0.1:0".to_owned()), ("--lease-s", LEASE_S.to_string())] {
+            if !args.contains(&flag) {
+                cmd.args([flag, &value]);
+            }
+        }
+        cmd.args(args)
+            .env("DATABASE_URL", db)
+            .env_remove("CORESERVE_CRASH_AT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(g) = grid {
+            cmd.arg("--grid").arg(g);
+        }
+        if let Some(point) = crash_at {
+            cmd.env("CORESERVE_CRASH_AT", point);
+        }
+        let mut child = cmd.spawn().expect("coreserve starts");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(url.to_owned());
+                    }
+                }
+                if line.contains("ERROR") || line.contains("Error") || line.contains("abort") {
+                    eprintln!("[serve] {line}");
+                }
+            }
+        });
+        let url = rx.recv_timeout(Duration::from_secs(60)).expect("coreserve printed its address");
+        Server { child, url }
+    }
+
+    /// `kill -9`.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits for the process to die on its own (a fault-injection abort).
+    fn wait_for_crash(mut self) {
+        let status = self.child.wait().unwrap();
+        assert!(!status.success(), "the process aborted at its crash point: {status}");
+    }
+}
+
+/// A client that keeps no idle connections: servers are killed and restarted on the same port.
+fn client() -> Client {
+    Client::builder().pool_max_idle_per_host(0).build().unwrap()
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Sites s1 (16 CPUs, linux) and s2 (16 CPUs, linux) on a 1 Gbit/s link.
+fn write_grid(dir: &std::path::Path) -> std::path::PathBuf {
+    let g = json!({
+        "nodes": [{"id": "n1", "label": "one"}, {"id": "n2", "label": "two"}],
+        "links": [{"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}],
+        "sites": [
+            {"id": "s1", "node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0},
+            {"id": "s2", "node": "n2", "cpus": 16, "os": "linux", "price_per_cpu_hour": 2.0}
+        ]
+    });
+    let path = dir.join("grid.json");
+    std::fs::write(&path, g.to_string()).unwrap();
+    path
+}
+
+/// A co-allocation of two `cpus`-CPU jobs for an hour plus a transfer, due in 3 days.
+fn pair(id: &str, cpus: u32) -> Value {
+    json!({
+        "id": id,
+        "deadline": ts(Utc::now() + chrono::Duration::days(3)),
+        "jobs": [
+            {"name": "A", "os": "linux", "cpus": cpus, "offset_s": 0, "duration_s": 3600},
+            {"name": "B", "os": "linux", "cpus": cpus, "offset_s": 0, "duration_s": 3600}
+        ],
+        "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 600}]
+    })
+}
+
+async fn post_plan(c: &Client, base: &str, body: &Value, key: &str) -> reqwest::Result<reqwest::Response> {
+    c.post(format!("{base}/v1/plans")).bearer_auth(ADMIN).header("Idempotency-Key", key).json(body).send().await
+}
+
+async fn get(c: &Client, url: String) -> Value {
+    let r = c.get(&url).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "GET {url}");
+    r.json().await.unwrap()
+}
+
+/// Every plan (admin view).
+async fn plans(c: &Client, base: &str) -> Vec<Value> {
+    get(c, format!("{base}/v1/plans")).await.as_array().unwrap().clone()
+}
+
+/// Reservations and holds of a site over the next week.
+async fn reservations(c: &Client, base: &str, site: &str) -> Vec<Value> {
+    let (from, to) = (ts(Utc::now() - chrono::Duration::hours(1)), ts(Utc::now() + chrono::Duration::days(7)));
+    get(c, format!("{base}/v1/sites/{site}/reservations?from={from}&to={to}")).await.as_array().unwrap().clone()
+}
+
+async fn holds_outstanding(c: &Client, base: &str) -> u64 {
+    let text = c.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    let line = text.lines().find(|l| l.starts_with("coreserve_holds_outstanding ")).expect("the gauge is exported");
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// The journal's rows per state.
+async fn journal_states(db: &str) -> HashMap<String, i64> {
+    let mut conn = PgConnection::connect(db).await.unwrap();
+    let rows = sqlx::query("SELECT state, count(*) AS n FROM reservations GROUP BY state").fetch_all(&mut conn).await;
+    rows.unwrap().iter().map(|r| (r.get::<String, _>("state"), r.get::<i64, _>("n"))).collect()
+}
+
+/// The checks after a restart: every site's committed reservations are exactly the jobs of
+/// the committed plans placed there, no site is overbooked at any instant, and every plan in
+/// `seen_committed` is still committed.
+async fn check_consistent(c: &Client, base: &str, seen_committed: &[String]) {
+    let all = plans(c, base).await;
+    let by_id: HashMap<&str, &Value> = all.iter().map(|p| (p["id"].as_str().unwrap(), p)).collect();
+    for id in seen_committed {
+        let p = by_id.get(id.as_str()).unwrap_or_else(|| panic!("plan {id} the client saw is gone"));
+        assert_eq!(p["status"], "committed", "plan {id} the client saw committed: {p}");
+    }
+    for site in ["s1", "s2"] {
+        // Expected: every job of every committed plan at this site, as (start, end, cpus).
+        let mut want: Vec<(String, String, u64)> = all
+            .iter()
+            .filter(|p| p["status"] == "committed")
+            .flat_map(|p| p["jobs"].as_array().unwrap().clone())
+            .filter(|j| j["site"] == site)
+            .map(|j| {
+                (j["start"].as_str().unwrap().into(), j["end"].as_str().unwrap().into(), j["cpus"].as_u64().unwrap())
+            })
+            .collect();
+        let res = reservations(c, base, site).await;
+        let mut got: Vec<(String, String, u64)> = res
+            .iter()
+            .filter(|r| r["state"] == "committed")
+            .map(|r| {
+                (r["start"].as_str().unwrap().into(), r["end"].as_str().unwrap().into(), r["cpus"].as_u64().unwrap())
+            })
+            .collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{site}: the rebuilt calendar holds exactly the committed plans' jobs");
+        // Peak usage over every reservation and hold.
+        let mut events: Vec<(DateTime<Utc>, i64)> = res
+            .iter()
+            .flat_map(|r| {
+                let cpus = r["cpus"].as_i64().unwrap();
+                let at = |k: &str| r[k].as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
+                [(at("start"), cpus), (at("end"), -cpus)]
+            })
+            .collect();
+        events.sort();
+        let mut usage = 0;
+        for (t, d) in events {
+            usage += d;
+            assert!(usage <= 16, "{site} overbooked at {t}: {usage} CPUs of 16");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_crash_after_the_decision_keeps_the_plan_and_its_retry_books_nothing_more() {
+    with_db(|db| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = write_grid(dir.path());
+        let c = client();
+        let s = Server::start(&db, Some(&grid), &[], Some("after-decision"));
+        // 12 + 12 CPUs: one job per site, and the path between them.
+        let r = post_plan(&c, &s.url, &pair("p1", 12), "key-1").await;
+        assert!(r.is_err(), "the server died before answering: {r:?}");
+        s.wait_for_crash();
+
+        // Restart without --grid: the grid comes from the database.
+        let s = Server::start(&db, None, &[], None);
+        let all = plans(&c, &s.url).await;
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert_eq!(all[0]["status"], "committed", "the decision was durable: the plan stands");
+        let id = all[0]["id"].as_str().unwrap().to_owned();
+        check_consistent(&c, &s.url, std::slice::from_ref(&id)).await;
+        // The client's retry finds the plan: booked once.
+        let r = post_plan(&c, &s.url, &pair("p1", 12), "key-1").await.unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        assert_eq!(r.json::<Value>().await.unwrap()["id"], id.as_str());
+        assert_eq!(plans(&c, &s.url).await.len(), 1);
+        assert_eq!(holds_outstanding(&c, &s.url).await, 0);
+        assert_eq!(journal_states(&db).await, HashMap::from([("committed".into(), 3)]), "2 jobs + 1 path");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_crash_between_prepare_and_commit_books_nothing_and_the_retry_plans_again() {
+    with_db(|db| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = write_grid(dir.path());
+        let c = client();
+        let s = Server::start(&db, Some(&grid), &[], Some("after-prepare"));
+        assert!(post_plan(&c, &s.url, &pair("p1", 16), "key-1").await.is_err());
+        s.wait_for_crash();
+
+        let s = Server::start(&db, None, &[], None);
+        assert!(plans(&c, &s.url).await.is_empty(), "no decision, no plan (presumed abort)");
+        assert!(reservations(&c, &s.url, "s1").await.is_empty(), "the holds died with the process");
+        assert_eq!(holds_outstanding(&c, &s.url).await, 0);
+        // The key's claim died with its request: the retry plans and books, all 16 CPUs free.
+        let r = post_plan(&c, &s.url, &pair("p1", 16), "key-1").await.unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let plan: Value = r.json().await.unwrap();
+        assert_eq!(plan["status"], "committed", "{plan}");
+        check_consistent(&c, &s.url, &[plan["id"].as_str().unwrap().to_owned()]).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_prepared_hold_survives_kill_9_until_its_lease_ends() {
+    with_db(|db| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = write_grid(dir.path());
+        let c = client();
+        let (start, end) = (Utc::now() + chrono::Duration::hours(2), Utc::now() + chrono::Duration::hours(3));
+        let hold = |cpus: u32| json!({"cpus": cpus, "start": ts(start), "end": ts(end)});
+        let prepare = |base: String, body: Value| {
+            let c = c.clone();
+            async move { c.post(format!("{base}/v1/sites/s1/holds")).bearer_auth(SERVICE).json(&body).send().await.unwrap() }
+        };
+
+        // Prepare-OK for all 16 CPUs, then kill -9 before commit.
+        let s = Server::start(&db, Some(&grid), &[], None);
+        let r = prepare(s.url.clone(), hold(16)).await;
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let h1 = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+        s.kill();
+
+        // The promise holds across the crash: the hold is back, its CPUs are taken.
+        let s = Server::start(&db, None, &[], None);
+        let res = reservations(&c, &s.url, "s1").await;
+        assert_eq!(res.len(), 1);
+        assert_eq!((res[0]["hold"].as_str().unwrap(), &res[0]["state"]), (h1.as_str(), &json!("held")));
+        assert_eq!(prepare(s.url.clone(), hold(1)).await.status(), StatusCode::CONFLICT, "no overbooking");
+        assert_eq!(holds_outstanding(&c, &s.url).await, 1);
+        for _ in 0..2 {
+            let r = c.post(format!("{}/v1/holds/{h1}/commit", s.url)).bearer_auth(SERVICE).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "commit after the restart, idempotent");
+        }
+        let r = c.post(format!("{}/v1/holds/{h1}/abort", s.url)).bearer_auth(SERVICE).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::CONFLICT, "abort after commit");
+
+        // A second hold on the other site, never committed: kill -9, restart, wait out its lease.
+        let r = c
+            .post(format!("{}/v1/sites/s2/holds", s.url))
+            .bearer_auth(SERVICE)
+            .json(&hold(4))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::CREATED);
+        s.kill();
+        let s = Server::start(&db, None, &[], None);
+        assert_eq!(holds_outstanding(&c, &s.url).await, 1, "the hold is back");
+        tokio::time::sleep(Duration::from_secs(LEASE_S as u64 + 1)).await;
+        assert_eq!(holds_outstanding(&c, &s.url).await, 0, "no orphan hold after the lease");
+        assert!(reservations(&c, &s.url, "s2").await.is_empty());
+        assert_eq!(reservations(&c, &s.url, "s1").await.len(), 1, "the committed one stays");
+        // The sweeper marks it in the journal too (it runs every min(lease, 10) s).
+        tokio::time::sleep(Duration::from_secs(LEASE_S as u64)).await;
+        let states = journal_states(&db).await;
+        assert_eq!(states.get("held"), None, "{states:?}");
+        assert_eq!(states.get("expired"), Some(&1), "{states:?}");
+        assert_eq!(states.get("committed"), Some(&1), "{states:?}");
+        // And after yet another restart nothing comes back.
+        s.kill();
+        let s = Server::start(&db, None, &[], None);
+        assert_eq!(holds_outstanding(&c, &s.url).await, 0);
+        assert_eq!(reservations(&c, &s.url, "s1").await.len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kill_9_under_load_loses_no_committed_plan_and_overbooks_nothing() {
+    with_db(|db| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = write_grid(dir.path());
+        let c = client();
+        let mut seen_committed = Vec::new();
+        let mut sent = 0usize;
+        for round in 0..3u64 {
+            let s = Server::start(&db, if round == 0 { Some(&grid) } else { None }, &[], None);
+            // 6 clients plan as fast as they can; the server is killed mid-stream.
+            let clients: Vec<_> = (0..6)
+                .map(|k| {
+                    let (c, base) = (c.clone(), s.url.clone());
+                    tokio::spawn(async move {
+                        let mut committed = Vec::new();
+                        let mut n = 0;
+                        loop {
+                            let body = pair(&format!("r{round}-{k}-{n}"), 2 + (n as u32 % 5));
+                            let Ok(r) = post_plan(&c, &base, &body, &format!("k{round}-{k}-{n}")).await else {
+                                return (committed, n); // the server is gone
+                            };
+                            n += 1;
+                            if r.status() != StatusCode::CREATED {
+                                continue;
+                            }
+                            let Ok(p) = r.json::<Value>().await else { return (committed, n) };
+                            if p["status"] == "committed" {
+                                committed.push(p["id"].as_str().unwrap().to_owned());
+                            }
+                        }
+                    })
+                })
+                .collect();
+            tokio::time::sleep(Duration::from_millis(700 + 300 * round)).await;
+            s.kill();
+            for t in clients {
+                let (committed, n) = t.await.unwrap();
+                seen_committed.extend(committed);
+                sent += n;
+            }
+            let s = Server::start(&db, None, &[], None);
+            check_consistent(&c, &s.url, &seen_committed).await;
+            assert_eq!(holds_outstanding(&c, &s.url).await, 0, "round {round}");
+            s.kill();
+        }
+        assert!(seen_committed.len() >= 10, "the load committed plans: {} of {sent}", seen_committed.len());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants_keep_their_holds() {
+    with_db(|db| async move {
+        let dir = tempfile::tempdir().unwrap();
+        let grid = write_grid(dir.path());
+        let c = client();
+        // Participants on the shared database; the planner talks to them over HTTP.
+        // Leases of 6 s: long enough for the restarts of step 1, short enough to wait out.
+        let lis = |site: &'static str| ["--role", "lis", "--site", site, "--lease-s", "6"];
+        let gis = Server::start(&db, Some(&grid), &["--role", "gis"], None);
+        let nis = Server::start(&db, Some(&grid), &["--role", "nis", "--lease-s", "6"], None);
+        let s1 = Server::start(&db, Some(&grid), &lis("s1"), None);
+        let s2 = Server::start(&db, Some(&grid), &lis("s2"), None);
+        let (s1_url, s2_url, nis_url) = (s1.url.clone(), s2.url.clone(), nis.url.clone());
+        let planner_args = |gis: &str| {
+            vec![
+                "--role".to_owned(),
+                "planner".into(),
+                "--gis".into(),
+                gis.to_owned(),
+                "--nis".into(),
+                nis_url.clone(),
+                "--lis".into(),
+                format!("s1={s1_url}"),
+                "--lis".into(),
+                format!("s2={s2_url}"),
+            ]
+        };
+        let args = planner_args(&gis.url);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+        // 1. The planner dies right after logging its decision: the participants hold durable
+        //    holds, and the restarted planner commits them.
+        // 12 + 12 CPUs: one job per site, and the path between them.
+        let p = Server::start(&db, None, &args, Some("after-decision"));
+        assert!(post_plan(&c, &p.url, &pair("p1", 12), "key-1").await.is_err());
+        p.wait_for_crash();
+        let held = reservations(&c, &s1.url, "s1").await;
+        assert_eq!(held.len(), 1);
+        assert_eq!(held[0]["state"], "held", "prepared, not committed yet");
+        // The LIS crashes too, between prepare and commit: its hold survives.
+        s1.kill();
+        let mut restart = lis("s1").to_vec();
+        restart.extend(["--listen", &s1_url["http://".len()..]]);
+        let s1 = Server::start(&db, None, &restart, None);
+        assert_eq!(reservations(&c, &s1.url, "s1").await[0]["state"], "held");
+        let p = Server::start(&db, None, &args, None);
+        let all = plans(&c, &p.url).await;
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0]["status"], "committed");
+        for (base, site) in [(&s1.url, "s1"), (&s2.url, "s2")] {
+            let r = reservations(&c, base, site).await;
+            assert_eq!(r.len(), 1, "{site}");
+            assert_eq!(r[0]["state"], "committed", "{site}: recovery sent the commit");
+        }
+
+        // 2. The planner dies after prepare, before any decision: the participants' holds end
+        //    at their lease (presumed abort), and nothing is committed.
+        p.kill();
+        let p = Server::start(&db, None, &args, Some("after-prepare"));
+        assert!(post_plan(&c, &p.url, &pair("p2", 12), "key-2").await.is_err());
+        p.wait_for_crash();
+        assert_eq!(
+            holds_outstanding(&c, &s1.url).await + holds_outstanding(&c, &s2.url).await,
+            2,
+            "p2's jobs are held"
+        );
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        for base in [&s1.url, &s2.url, &nis.url] {
+            assert_eq!(holds_outstanding(&c, base).await, 0, "{base}: no orphan hold after the lease");
+        }
+        let p = Server::start(&db, None, &args, None);
+        assert_eq!(plans(&c, &p.url).await.len(), 1, "p2 was never decided");
+        for (base, site) in [(&s1.url, "s1"), (&s2.url, "s2")] {
+            assert_eq!(reservations(&c, base, site).await.len(), 1, "{site}: only p1");
+        }
+        drop((gis, nis, s2));
+    })
+    .await;
+}
