@@ -5,28 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use coreserve::api::{AppState, Application, ServeConfig};
-use coreserve::model::Grid;
+use coreserve::api::{AppState, ServeConfig};
 use coreserve::store::MemoryStore;
 use reqwest::{Client, Method, Response, StatusCode};
 use serde_json::{json, Value};
 
-const ADMIN: &str = "test-admin-token";
-
-/// Two nodes joined by one 1 Gbit/s link; two 16-CPU linux sites (one per node) and one 8-CPU
-/// bsd site.
-fn grid() -> Grid {
-    serde_json::from_value(json!({
-        "nodes": [{"id": "n1", "label": "one"}, {"id": "n2", "label": "two"}],
-        "links": [{"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}],
-        "sites": [
-            {"id": "s1", "node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0},
-            {"id": "s2", "node": "n2", "cpus": 16, "os": "linux", "price_per_cpu_hour": 2.0},
-            {"id": "s3", "node": "n2", "cpus": 8, "os": "bsd", "price_per_cpu_hour": 1.5}
-        ]
-    }))
-    .unwrap()
-}
+mod common;
+use common::{in_hours, spawn_app, ts, workflow, ADMIN};
 
 struct TestApp {
     base: String,
@@ -34,32 +19,15 @@ struct TestApp {
     state: actix_web::web::Data<AppState>,
 }
 
+/// The application over [`common::grid`] with a fresh in-memory store; `tweak` changes the
+/// configuration.
 async fn spawn_with(tweak: impl FnOnce(&mut ServeConfig)) -> TestApp {
-    let mut config = ServeConfig {
-        listen: "127.0.0.1:0".into(),
-        planners: 2,
-        w_interval_s: 60,
-        admin_token: Some(ADMIN.into()),
-        workers: Some(1),
-        ..ServeConfig::default()
-    };
-    tweak(&mut config);
-    let app = Application::build(config, grid(), Arc::new(MemoryStore::new())).await.unwrap();
-    let (port, state) = (app.port(), app.state());
-    tokio::spawn(app.run_until_stopped());
-    TestApp { base: format!("http://127.0.0.1:{port}"), client: Client::new(), state }
+    let app = spawn_app(Arc::new(MemoryStore::new()), tweak).await;
+    TestApp { base: app.base, client: Client::new(), state: app.state }
 }
 
 async fn spawn() -> TestApp {
     spawn_with(|_| {}).await
-}
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-fn in_hours(h: i64) -> String {
-    ts(Utc::now() + chrono::Duration::hours(h))
 }
 
 impl TestApp {
@@ -104,19 +72,6 @@ impl TestApp {
         assert_eq!(r.status(), StatusCode::OK);
         r.json().await.unwrap()
     }
-}
-
-/// Two 12-CPU jobs (so they need both linux sites) and a transfer between them.
-fn workflow() -> Value {
-    json!({
-        "id": "wf-1",
-        "deadline": in_hours(24),
-        "jobs": [
-            {"name": "A", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600},
-            {"name": "B", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600}
-        ],
-        "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}]
-    })
 }
 
 /// Asserts an RFC 9457 problem answer and returns its body.

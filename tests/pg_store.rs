@@ -1,70 +1,25 @@
 //! The PostgreSQL store ([`PgStore`]): the memory store's behaviours against a real server,
 //! plus persistence across a restart of the API and `coreserve token create`.
 //!
-//! Every test runs on a fresh database `test_<uuid>` created on the server of
-//! `CORESERVE_TEST_PG` (default `postgres://postgres@127.0.0.1:5432/postgres`) and dropped
-//! afterwards. An unreachable server fails the tests: they are never skipped.
+//! Every test runs on a fresh database `test_<uuid>` ([`common::with_db`]) created on the server
+//! of `CORESERVE_TEST_PG` and dropped afterwards. The test command `.ci/test` starts a throwaway
+//! PostgreSQL cluster for them and sets `CORESERVE_TEST_PG` unless it is already set; a bare
+//! `cargo test` defaults to `postgres://postgres@127.0.0.1:5432/postgres`. An unreachable server
+//! fails the tests: they are never skipped.
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use chrono::{DateTime, TimeZone, Utc};
-use coreserve::api::{Application, ServeConfig};
-use coreserve::model::{Grid, Outcome, OutcomeStatus};
+use coreserve::model::{Outcome, OutcomeStatus};
 use coreserve::planner::{Booking, ParticipantRef};
 use coreserve::store::{KeyClaim, PgStore, PlanFilter, PlanRecord, PlanStatus, Store, TokenRecord};
-use futures::FutureExt;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use sqlx::{Connection, Executor, PgConnection};
+use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-const DEFAULT_SERVER: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-fn server_url() -> String {
-    std::env::var("CORESERVE_TEST_PG").ok().filter(|u| !u.trim().is_empty()).unwrap_or_else(|| DEFAULT_SERVER.into())
-}
-
-/// `server` with its database name replaced by `db`.
-fn url_of(server: &str, db: &str) -> String {
-    let (base, query) = server.split_once('?').map_or((server, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
-}
-
-async fn admin_conn(server: &str) -> PgConnection {
-    PgConnection::connect(server).await.unwrap_or_else(|e| {
-        panic!(
-            "PostgreSQL is required for these tests and is unreachable at {server}: {e}\n\
-             start it (see .ci/run) or point CORESERVE_TEST_PG at a server"
-        )
-    })
-}
-
-/// Runs `test` with the URL of a fresh database, then drops the database (also on failure).
-async fn with_db<F, Fut>(test: F)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let server = server_url();
-    let db = format!("test_{}", Uuid::new_v4().simple());
-    admin_conn(&server).await.execute(format!("CREATE DATABASE {db}").as_str()).await.unwrap();
-    let result = AssertUnwindSafe(test(url_of(&server, &db))).catch_unwind().await;
-    let mut conn = admin_conn(&server).await;
-    conn.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await.unwrap();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
-}
+mod common;
+use common::{spawn_app, with_db, workflow, ADMIN};
 
 fn at(h: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2030, 1, 1, h, 0, 0).unwrap()
@@ -213,48 +168,9 @@ async fn an_unreachable_database_is_an_error() {
 
 // ---- API level -------------------------------------------------------------------------------
 
-const ADMIN: &str = "test-admin-token";
-
-fn grid() -> Grid {
-    serde_json::from_value(json!({
-        "nodes": [{"id": "n1", "label": "one"}, {"id": "n2", "label": "two"}],
-        "links": [{"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}],
-        "sites": [
-            {"id": "s1", "node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0},
-            {"id": "s2", "node": "n2", "cpus": 16, "os": "linux", "price_per_cpu_hour": 2.0}
-        ]
-    }))
-    .unwrap()
-}
-
 /// Starts the API on `url`'s database; returns its base URL.
 async fn spawn(url: &str) -> String {
-    let config = ServeConfig {
-        listen: "127.0.0.1:0".into(),
-        planners: 2,
-        w_interval_s: 60,
-        admin_token: Some(ADMIN.into()),
-        workers: Some(1),
-        ..ServeConfig::default()
-    };
-    let store = Arc::new(PgStore::connect(url).await.unwrap());
-    let app = Application::build(config, grid(), store).await.unwrap();
-    let port = app.port();
-    tokio::spawn(app.run_until_stopped());
-    format!("http://127.0.0.1:{port}")
-}
-
-fn workflow() -> Value {
-    let deadline = (Utc::now() + chrono::Duration::hours(24)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    json!({
-        "id": "wf-1",
-        "deadline": deadline,
-        "jobs": [
-            {"name": "A", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600},
-            {"name": "B", "os": "linux", "cpus": 12, "offset_s": 0, "duration_s": 3600}
-        ],
-        "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}]
-    })
+    spawn_app(Arc::new(PgStore::connect(url).await.unwrap()), |_| {}).await.base
 }
 
 #[tokio::test]
