@@ -7,69 +7,24 @@
 //!   committed plan);
 //! - no hold outlives its lease (`coreserve_holds_outstanding` and the journal's rows).
 //!
-//! Each test runs on a fresh database on the server of `CORESERVE_TEST_PG` (default
-//! `postgres://postgres@127.0.0.1:5432/postgres`); an unreachable server fails the tests.
+//! Each test runs on a fresh database ([`common::with_db`]; `.ci/test` provides the server).
+
+mod common;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::io::{BufRead, BufReader};
-use std::panic::AssertUnwindSafe;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
-use futures::FutureExt;
+use chrono::{DateTime, Utc};
+use common::{ts, with_db};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
-use sqlx::{Connection, Executor, PgConnection, Row};
-use uuid::Uuid;
+use sqlx::{Connection, PgConnection, Row};
 
 const ADMIN: &str = "crash-admin-token";
 const SERVICE: &str = "crash-service-token";
 const LEASE_S: i64 = 3;
-
-fn server_url() -> String {
-    std::env::var("CORESERVE_TEST_PG")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-/// `server` with its database name replaced by `db`.
-fn url_of(server: &str, db: &str) -> String {
-    let (base, query) = server.split_once('?').map_or((server, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
-}
-
-async fn admin_conn(server: &str) -> PgConnection {
-    PgConnection::connect(server)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL is required for the crash tests and is unreachable at {server}: {e}"))
-}
-
-/// Runs `test` with the URL of a fresh database, then drops it (also on failure).
-async fn with_db<F, Fut>(test: F)
-where
-    F: FnOnce(String) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let server = server_url();
-    let db = format!("crash_{}", Uuid::new_v4().simple());
-    admin_conn(&server).await.execute(format!("CREATE DATABASE {db}").as_str()).await.unwrap();
-    let result = AssertUnwindSafe(test(url_of(&server, &db))).catch_unwind().await;
-    admin_conn(&server).await.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await.unwrap();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
-}
 
 /// One `coreserve serve` process (killed when dropped).
 struct Server {
@@ -153,10 +108,6 @@ impl Server {
 /// A client that keeps no idle connections: servers are killed and restarted on the same port.
 fn client() -> Client {
     Client::builder().pool_max_idle_per_host(0).build().unwrap()
-}
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// Sites s1 (16 CPUs, linux) and s2 (16 CPUs, linux) on a 1 Gbit/s link.
