@@ -165,6 +165,15 @@ async fn server_info(dbs: &Databases) -> Result<String> {
     Ok(format!("PostgreSQL {version} (synchronous_commit {sync}, fsync {fsync})"))
 }
 
+/// Transactions committed or rolled back so far in database `name` (pg_stat_database).
+async fn xacts(dbs: &Databases, name: &str) -> Result<i64> {
+    let row = sqlx::query("SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = $1")
+        .bind(name)
+        .fetch_one(&mut dbs.admin().await?)
+        .await?;
+    Ok(row.try_get(0)?)
+}
+
 struct Pgbench {
     tps: f64,
     latency_ms: f64,
@@ -566,6 +575,10 @@ struct PlanAnswer {
     reason: Option<String>,
     /// The planner's own time (search and two-phase commit), inside the server.
     planning_ms: f64,
+    /// Participant messages the planner sent for this plan.
+    messages: u64,
+    /// Holds it made and aborted again (BIR's backtracking and shifts).
+    holds_aborted: u64,
 }
 
 #[derive(Default)]
@@ -573,6 +586,8 @@ struct ClientLog {
     /// Milliseconds.
     latencies: Vec<f64>,
     planning: Vec<f64>,
+    messages: u64,
+    holds_aborted: u64,
     committed: usize,
     rejected: usize,
     reasons: BTreeMap<String, usize>,
@@ -589,6 +604,12 @@ struct RoundResult {
     latency_ms: [f64; 4],
     /// The planner's share of it (the answers' `planning_ms`): p50, p99.
     planning_ms: [f64; 2],
+    /// Means over the measured plans.
+    messages_per_plan: f64,
+    holds_aborted_per_plan: f64,
+    /// Transactions (commits and rollbacks, read-only ones too) in the round's database during
+    /// the window, per plan (pg_stat_database; its counters lag by up to about a second).
+    pg_xacts_per_plan: f64,
     cpu: CpuSplit,
     problems: usize,
 }
@@ -646,13 +667,17 @@ async fn user_tokens(client: &reqwest::Client, url: &str, admin: &str, users: &[
 /// `settings.clients` closed-loop clients POST the workload's requests (in order, from a shared
 /// counter) for warm-up + measure; only requests that complete inside the measured window
 /// count. The CPU of every process is sampled at the window's ends.
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     s: &Settings,
+    dbs: &Databases,
+    db: &str,
     url: &str,
     tokens: Arc<Vec<String>>,
     workload: Arc<Workload>,
     procs: &Procs,
 ) -> Result<RoundResult> {
+    let db = db.rsplit('/').next().unwrap_or_default().split('?').next().unwrap_or_default();
     let client = reqwest::Client::builder().pool_max_idle_per_host(s.clients).build()?;
     let base = Utc::now().timestamp() + BASE_MARGIN_S;
     let next = Arc::new(AtomicUsize::new(0));
@@ -692,6 +717,8 @@ async fn drive(
                         let answer = serde_json::from_slice::<PlanAnswer>(&bytes);
                         if let Ok(a) = &answer {
                             log.planning.push(a.planning_ms);
+                            log.messages += a.messages;
+                            log.holds_aborted += a.holds_aborted;
                         }
                         match answer {
                             Ok(a) if a.status == "committed" => log.committed += 1,
@@ -724,8 +751,10 @@ async fn drive(
     let pids = procs.pids();
     tokio::time::sleep_until(from.into()).await;
     let a = snapshot(&pids);
+    let xa = xacts(dbs, db).await?;
     tokio::time::sleep_until(to.into()).await;
     let b = snapshot(&pids);
+    let xb = xacts(dbs, db).await?;
     let cpu = CpuSplit::of(&a, &b, s.measure.as_secs_f64(), clk_tck());
 
     let mut all = ClientLog::default();
@@ -733,6 +762,8 @@ async fn drive(
         let log = t.await?;
         all.latencies.extend(log.latencies);
         all.planning.extend(log.planning);
+        all.messages += log.messages;
+        all.holds_aborted += log.holds_aborted;
         all.committed += log.committed;
         all.rejected += log.rejected;
         for (k, v) in log.reasons {
@@ -753,6 +784,9 @@ async fn drive(
         reasons: all.reasons,
         latency_ms: [percentile(l, 0.50), percentile(l, 0.90), percentile(l, 0.99), percentile(l, 1.0)],
         planning_ms: [percentile(p, 0.50), percentile(p, 0.99)],
+        messages_per_plan: all.messages as f64 / all.planning.len().max(1) as f64,
+        holds_aborted_per_plan: all.holds_aborted as f64 / all.planning.len().max(1) as f64,
+        pg_xacts_per_plan: (xb - xa) as f64 / (all.committed + all.rejected).max(1) as f64,
         cpu,
         problems: procs.problems.load(Ordering::Relaxed),
     })
@@ -767,7 +801,7 @@ async fn round(s: &Settings, dbs: &Databases, mode: Mode, sc: &Scenario) -> Resu
     let client = reqwest::Client::new();
     wait_ready(&client, &url).await?;
     let tokens = Arc::new(user_tokens(&client, &url, &admin, &sc.workload.users).await?);
-    let result = drive(s, &url, tokens, sc.workload.clone(), &procs).await;
+    let result = drive(s, dbs, &db, &url, tokens, sc.workload.clone(), &procs).await;
     drop(procs);
     result
 }
@@ -816,8 +850,8 @@ fn summary_line(m: &Measured, pg: &Pgbench) -> String {
     let errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{v} {k}")).collect();
     format!(
         "{} on {} ({}): {:.0} plans/s (rounds {:.0}-{:.0}), ratio to pgbench {:.3}; latency p50 {:.2} ms, p90 {:.2} ms, \
-         p99 {:.2} ms, max {:.2} ms (in the planner: p50 {:.2} ms, p99 {:.2} ms); {} committed, {} rejected (commit rate {:.3}{}{}), errors {}; CPU in cores: {}; \
-         server log warnings {}",
+         p99 {:.2} ms, max {:.2} ms (in the planner: p50 {:.2} ms, p99 {:.2} ms); {} committed, {} rejected (commit rate {:.3}{}{}), errors {}; per plan {:.0} messages, {:.1} holds aborted, \
+         {:.1} PostgreSQL transactions; CPU in cores: {}; server log warnings {}",
         m.mode.name(),
         m.scenario,
         m.processes,
@@ -837,6 +871,9 @@ fn summary_line(m: &Measured, pg: &Pgbench) -> String {
         if reasons.is_empty() { "" } else { "; rejected: " },
         reasons.join(", "),
         if errors.is_empty() { "0".to_owned() } else { errors.join(", ") },
+        r.messages_per_plan,
+        r.holds_aborted_per_plan,
+        r.pg_xacts_per_plan,
         r.cpu.describe(),
         r.problems
     )
@@ -856,8 +893,8 @@ fn write_report(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Measured]
          then {measure} s measured. plans/s = `201` answers (committed or rejected plans) completed in the measured \
          window per second; the figures are those of the median round by plans/s (range over the rounds beside it). \
          Ceiling: each plan needs at least one durable commit, so pgbench's TPS on the same server, measured in the \
-         same run just before, bounds it. CPU: cores used during the median round's window, from /proc; planner \
-         time: the answers' `planning_ms` (search and two-phase commit inside the server).\n\n",
+         same run just before, bounds it. CPU from /proc; planner time: the answers' `planning_ms` (search and \
+         two-phase commit inside the server).\n\n",
         clients = s.clients,
         margin = BASE_MARGIN_S / 60,
         rounds = s.rounds,
@@ -895,16 +932,14 @@ fn write_report(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Measured]
         ));
     }
     body.push_str(
-        "\n| deployment | grid | coreserve (cores) | PostgreSQL | load generator | other | idle | CPU ms per plan \
-         (coreserve / PostgreSQL) | planner time p50 / p99 |\n|---|---|---|---|---|---|---|---|---|\n",
+        "\nCPU during the measured window, in cores (of 2):\n\n| deployment | grid | coreserve | PostgreSQL | \
+         load generator | other | idle |\n|---|---|---|---|---|---|---|\n",
     );
     for m in measured {
-        let r = m.median();
-        let c = &r.cpu;
+        let c = &m.median().cpu;
         let roles: Vec<String> = c.servers.iter().map(|(role, v)| format!("{role} {v:.2}")).collect();
-        let per_plan = |cores: f64| cores / r.plans_per_s.max(f64::MIN_POSITIVE) * 1e3;
         body.push_str(&format!(
-            "| {} | {} | {:.2} ({}) | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} / {:.2} | {:.2} / {:.2} ms |\n",
+            "| {} | {} | {:.2} ({}) | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             m.mode.name(),
             m.scenario,
             c.coreserve(),
@@ -912,11 +947,29 @@ fn write_report(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Measured]
             c.postgres,
             c.generator,
             c.other,
-            c.idle,
-            per_plan(c.coreserve()),
-            per_plan(c.postgres),
+            c.idle
+        ));
+    }
+    body.push_str(
+        "\nPer plan: the planner's own time, its participant messages and aborted holds (means), PostgreSQL \
+         transactions in the deployment's database (commits and rollbacks, read-only ones included), CPU time.\n\n\
+         | deployment | grid | planner time p50 / p99 | messages | holds aborted | PostgreSQL transactions | CPU \
+         coreserve / PostgreSQL |\n|---|---|---|---|---|---|---|\n",
+    );
+    for m in measured {
+        let r = m.median();
+        let per_plan = |cores: f64| cores / r.plans_per_s.max(f64::MIN_POSITIVE) * 1e3;
+        body.push_str(&format!(
+            "| {} | {} | {:.2} / {:.2} ms | {:.0} | {:.1} | {:.1} | {:.2} / {:.2} ms |\n",
+            m.mode.name(),
+            m.scenario,
             r.planning_ms[0],
-            r.planning_ms[1]
+            r.planning_ms[1],
+            r.messages_per_plan,
+            r.holds_aborted_per_plan,
+            r.pg_xacts_per_plan,
+            per_plan(r.cpu.coreserve()),
+            per_plan(r.cpu.postgres)
         ));
     }
     report::write_markdown("load", &body);
@@ -951,12 +1004,15 @@ async fn run(s: &Settings, dbs: &Databases) -> Result<()> {
             let r = round(s, dbs, mode, sc).await?;
             dbs.drop_all().await?;
             eprintln!(
-                "  {:.0} plans/s, p50 {:.2} ms, p99 {:.2} ms, commit rate {:.3}, errors {}; CPU: {}",
+                "  {:.0} plans/s, p50 {:.2} ms, p99 {:.2} ms, commit rate {:.3}, errors {}; per plan {:.0} messages, \
+                 {:.1} PostgreSQL transactions; CPU: {}",
                 r.plans_per_s,
                 r.latency_ms[0],
                 r.latency_ms[2],
                 r.commit_rate(),
                 r.errors(),
+                r.messages_per_plan,
+                r.pg_xacts_per_plan,
                 r.cpu.describe()
             );
             m.rounds.push(r);
