@@ -57,7 +57,8 @@ fn fmt_ns(ns: f64) -> String {
     }
 }
 
-fn machine() -> String {
+/// The CPU model (from /proc/cpuinfo) and the number of cores.
+pub fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -70,12 +71,20 @@ fn machine() -> String {
     format!("{cpu}, {cores} cores")
 }
 
+/// The heading of a section: its title, the machine, the command and the date.
+pub fn heading(title: &str, command: &str) -> String {
+    format!(
+        "## {title}\n\n- machine: {}\n- command: `{command}`\n- date: {}\n",
+        machine(),
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+    )
+}
+
 /// Replaces (or appends) section `name` of BENCHMARKS.md.
 pub fn write_section(name: &str, title: &str, command: &str, notes: &str, rows: &[Row]) {
     let mut body = format!(
-        "<!-- bench:{name} -->\n## {title}\n\n- machine: {}\n- command: `{command}`\n- date: {}\n\n{notes}\n\n| benchmark | what | median | baseline median | baseline / median | target |\n|---|---|---|---|---|---|\n",
-        machine(),
-        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+        "{}\n{notes}\n\n| benchmark | what | median | baseline median | baseline / median | target |\n|---|---|---|---|---|---|\n",
+        heading(title, command)
     );
     for r in rows {
         let Some(m) = r.median.ns() else { continue };
@@ -88,7 +97,13 @@ pub fn write_section(name: &str, title: &str, command: &str, notes: &str, rows: 
             .map_or("-".to_string(), |t| format!("<= {} {}", fmt_ns(t), if m <= t { "(met)" } else { "(MISSED)" }));
         body.push_str(&format!("| `{}` | {} | {} | {} | {} | {} |\n", r.name, r.what, fmt_ns(m), b, ratio, target));
     }
-    body.push_str(&format!("<!-- /bench:{name} -->\n"));
+    write_markdown(name, &body);
+}
+
+/// Replaces (or appends) section `name` of BENCHMARKS.md with `body` (markdown ending in a
+/// newline; the `<!-- bench:NAME -->` markers are added here).
+pub fn write_markdown(name: &str, body: &str) {
+    let body = format!("<!-- bench:{name} -->\n{body}<!-- /bench:{name} -->\n");
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n\nFigures written by the bench binaries themselves (`cargo bench`); medians from criterion.\n".into());
     let (start, end) = (format!("<!-- bench:{name} -->"), format!("<!-- /bench:{name} -->\n"));
