@@ -98,7 +98,7 @@ impl FromRequest for Caller {
                 .map(str::trim)
                 .filter(|t| !t.is_empty())
                 .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
-            let rec = state.store.token(&hash_token(token)).await?;
+            let rec = state.token(&hash_token(token)).await?;
             let rec = rec.ok_or_else(|| ApiError::unauthorized("unknown token"))?;
             Ok(Caller { user: rec.user, admin: rec.admin, service: rec.service })
         })

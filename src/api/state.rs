@@ -16,7 +16,7 @@ use crate::model::{from_time, to_time, Grid, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{HttpCatalogue, HttpParticipant};
 use crate::protocol::{HoldId, Journal, Journaled, Participant};
-use crate::store::Store;
+use crate::store::{Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
 pub struct AppState {
@@ -31,7 +31,12 @@ pub struct AppState {
     /// hold id -> the participant that keeps it, for commit / abort / extend.
     pub holds: Mutex<HashMap<HoldId, ParticipantRef>>,
     pub metrics: Metrics,
+    /// Tokens found in the store, by hash, with when they were read (see [`AppState::token`]).
+    tokens: Mutex<HashMap<String, (TokenRecord, std::time::Instant)>>,
 }
+
+/// How long a token read from the store is trusted without asking the store again.
+pub const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl AppState {
     /// Participants over `grid` on the wall clock, `config.planners` planners, `store`.
@@ -76,7 +81,29 @@ impl AppState {
             store,
             holds: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
+            tokens: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The token with this hash. Found tokens are cached for [`TOKEN_CACHE_TTL`] (every
+    /// participant call of a separated deployment is authenticated; without the cache each
+    /// costs a database round trip), so a changed role takes effect within that time; unknown
+    /// hashes are always looked up.
+    pub async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
+        if let Some((rec, at)) = self.tokens.lock().expect("token cache").get(hash) {
+            if at.elapsed() < TOKEN_CACHE_TTL {
+                return Ok(Some(rec.clone()));
+            }
+        }
+        let rec = self.store.token(hash).await?;
+        if let Some(r) = &rec {
+            let mut cache = self.tokens.lock().expect("token cache");
+            if cache.len() >= 10_000 {
+                cache.clear();
+            }
+            cache.insert(hash.to_owned(), (r.clone(), std::time::Instant::now()));
+        }
+        Ok(rec)
     }
 
     /// True in the all-in-one deployment: the planners' participants live in this process and

@@ -261,7 +261,7 @@ pub struct ServeArgs {
     /// Request timestamps must lie within this many days of now.
     #[arg(long, default_value_t = 365)]
     horizon_days: i64,
-    /// The admin bearer token (also read from CORESERVE_ADMIN_TOKEN or COREDERVE_ADMIN_TOKEN);
+    /// The admin bearer token (also read from CORESERVE_ADMIN_TOKEN);
     /// without one, a token is generated and printed once.
     #[arg(long, env = "CORESERVE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -320,7 +320,7 @@ async fn serve(a: ServeArgs) -> Result<()> {
         bail!("--planners, --lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
     }
     let (role, file_grid) = serve_role(&a)?;
-    let admin_token = a.admin_token.or_else(|| std::env::var("COREDERVE_ADMIN_TOKEN").ok());
+    let admin_token = a.admin_token;
     let config = ServeConfig {
         listen: a.listen,
         planners: a.planners,
