@@ -316,6 +316,9 @@ async fn bad_input_is_refused_with_a_problem_and_changes_nothing() {
     let mut huge = workflow();
     huge["id"] = json!("x".repeat(300 * 1024));
     problem(app.post("/v1/plans", ADMIN, &huge).await, StatusCode::PAYLOAD_TOO_LARGE).await;
+    let p =
+        problem(app.call(Method::PATCH, "/v1/plans", Some(ADMIN), None).await, StatusCode::METHOD_NOT_ALLOWED).await;
+    assert!(p["detail"].as_str().unwrap().contains("PATCH"), "{p}");
 
     assert!(app.plans(ADMIN, "").await.is_empty(), "no plan stored");
     assert_eq!(app.booked_anywhere().await, 0, "nothing booked");

@@ -230,7 +230,8 @@ async fn a_crash_after_the_decision_keeps_the_plan_and_its_retry_books_nothing_m
         let c = client();
         let s = Server::start(&db, Some(&grid), &[], Some("after-decision"));
         // 12 + 12 CPUs: one job per site, and the path between them.
-        let r = post_plan(&c, &s.url, &pair("p1", 12), "key-1").await;
+        let body = pair("p1", 12);
+        let r = post_plan(&c, &s.url, &body, "key-1").await;
         assert!(r.is_err(), "the server died before answering: {r:?}");
         s.wait_for_crash();
 
@@ -242,7 +243,7 @@ async fn a_crash_after_the_decision_keeps_the_plan_and_its_retry_books_nothing_m
         let id = all[0]["id"].as_str().unwrap().to_owned();
         check_consistent(&c, &s.url, std::slice::from_ref(&id)).await;
         // The client's retry finds the plan: booked once.
-        let r = post_plan(&c, &s.url, &pair("p1", 12), "key-1").await.unwrap();
+        let r = post_plan(&c, &s.url, &body, "key-1").await.unwrap();
         assert_eq!(r.status(), StatusCode::CREATED);
         assert_eq!(r.json::<Value>().await.unwrap()["id"], id.as_str());
         assert_eq!(plans(&c, &s.url).await.len(), 1);

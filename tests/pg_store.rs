@@ -265,3 +265,122 @@ async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database(
     })
     .await;
 }
+
+/// Every row of every table of the service, as JSON text, in a stable order.
+async fn snapshot(url: &str) -> Vec<String> {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    let mut rows = Vec::new();
+    for table in ["topology", "sites", "reservations", "transactions", "plans", "idempotency_keys", "tokens"] {
+        let q = format!("SELECT to_jsonb(t)::text AS row FROM {table} t ORDER BY 1");
+        for r in sqlx::query(&q).fetch_all(&mut conn).await.unwrap() {
+            rows.push(format!("{table}: {}", sqlx::Row::get::<String, _>(&r, "row")));
+        }
+    }
+    rows
+}
+
+#[tokio::test]
+async fn bad_input_leaves_the_database_unchanged() {
+    with_db(|url| async move {
+        let c = Client::new();
+        let base = spawn(&url).await;
+        let send = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
+            let mut r = c.request(method, format!("{base}{path}")).bearer_auth(token);
+            if let Some(b) = body {
+                r = r.json(&b);
+            }
+            async move { r.send().await.unwrap() }
+        };
+        use reqwest::Method as M;
+        // State to refuse changes to: a user, a committed plan with a key, a committed hold and
+        // an aborted one.
+        let r = send(M::POST, "/v1/tokens", ADMIN, Some(json!({"user": "bob"}))).await;
+        let bob = r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned();
+        let r = c.post(format!("{base}/v1/plans")).bearer_auth(&bob).header("Idempotency-Key", "k").json(&workflow());
+        let plan: Value = r.send().await.unwrap().json().await.unwrap();
+        assert_eq!(plan["status"], "committed");
+        let hold = json!({"cpus": 1, "start": common::in_hours(30), "end": common::in_hours(31)});
+        let mut holds = Vec::new();
+        for _ in 0..2 {
+            let r = send(M::POST, "/v1/sites/s1/holds", ADMIN, Some(hold.clone())).await;
+            assert_eq!(r.status(), StatusCode::CREATED);
+            holds.push(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+        }
+        let (committed, aborted) = (&holds[0], &holds[1]);
+        assert_eq!(send(M::POST, &format!("/v1/holds/{committed}/commit"), ADMIN, None).await.status(), 200);
+        assert_eq!(send(M::POST, &format!("/v1/holds/{aborted}/abort"), ADMIN, None).await.status(), 200);
+        let before = snapshot(&url).await;
+        assert!(before.iter().any(|r| r.starts_with("reservations: ")), "the journal has rows");
+
+        let mut bad_plans = Vec::new();
+        let mut unknown_field = workflow();
+        unknown_field["priority"] = json!(1);
+        bad_plans.push(unknown_field);
+        let mut zero_cpus = workflow();
+        zero_cpus["jobs"][0]["cpus"] = json!(0);
+        bad_plans.push(zero_cpus);
+        let mut past_horizon = workflow();
+        past_horizon["deadline"] = json!(common::in_hours(24 * 400));
+        bad_plans.push(past_horizon);
+        for body in bad_plans {
+            assert_eq!(send(M::POST, "/v1/plans", &bob, Some(body)).await.status(), 422);
+        }
+        let malformed = c.post(format!("{base}/v1/plans")).bearer_auth(&bob).header("content-type", "application/json");
+        assert_eq!(malformed.body("{\"jobs\": [").send().await.unwrap().status(), 400);
+        let mut other = workflow();
+        other["id"] = json!("another");
+        let reuse = c.post(format!("{base}/v1/plans")).bearer_auth(&bob).header("Idempotency-Key", "k").json(&other);
+        assert_eq!(reuse.send().await.unwrap().status(), 422, "a key reused for another body");
+        let id = plan["id"].as_str().unwrap();
+        let nobody = Uuid::new_v4();
+        let refusals = [
+            (send(M::DELETE, &format!("/v1/plans/{id}"), "not-a-token", None).await, 401),
+            (send(M::DELETE, &format!("/v1/plans/{nobody}"), &bob, None).await, 404),
+            (send(M::POST, &format!("/v1/holds/{committed}/abort"), ADMIN, None).await, 409),
+            (send(M::POST, &format!("/v1/holds/{aborted}/commit"), ADMIN, None).await, 409),
+            (send(M::POST, &format!("/v1/holds/{nobody}/commit"), ADMIN, None).await, 404),
+            (send(M::POST, &format!("/v1/holds/{committed}/commit"), &bob, None).await, 403),
+            (send(M::POST, &format!("/v1/holds/{aborted}/extend"), ADMIN, Some(json!({"lease_s": 60}))).await, 409),
+            (
+                send(
+                    M::POST,
+                    "/v1/sites/s1/holds",
+                    ADMIN,
+                    Some(json!({"cpus": 17, "start": common::in_hours(40), "end": common::in_hours(41)})),
+                )
+                .await,
+                409,
+            ),
+            (send(M::POST, "/v1/sites/s1/holds", &bob, Some(hold.clone())).await, 403),
+            (
+                send(
+                    M::PUT,
+                    "/v1/sites/s1",
+                    ADMIN,
+                    Some(json!({"node": "n1", "cpus": 64, "os": "linux", "price_per_cpu_hour": 1.0})),
+                )
+                .await,
+                422,
+            ),
+            (
+                send(
+                    M::PUT,
+                    "/v1/sites/s1",
+                    &bob,
+                    Some(json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 9.0})),
+                )
+                .await,
+                403,
+            ),
+        ];
+        for (i, (r, status)) in refusals.into_iter().enumerate() {
+            assert_eq!(r.status(), status, "refusal {i}");
+            assert_eq!(r.headers()["content-type"], "application/problem+json", "refusal {i}");
+        }
+        // Idempotent repeats change nothing either.
+        assert_eq!(send(M::POST, &format!("/v1/holds/{committed}/commit"), ADMIN, None).await.status(), 200);
+        assert_eq!(send(M::POST, &format!("/v1/holds/{aborted}/abort"), ADMIN, None).await.status(), 200);
+        assert_eq!(snapshot(&url).await, before, "no refused request changed a row");
+    })
+    .await;
+}

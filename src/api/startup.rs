@@ -4,7 +4,8 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::{Server, Service};
-use actix_web::{web, App, HttpServer};
+use actix_web::http::StatusCode;
+use actix_web::{web, App, HttpServer, ResponseError};
 
 use super::auth::{generate_token, register_token};
 use super::config::{ServeConfig, MAX_BODY_BYTES};
@@ -90,7 +91,18 @@ impl Application {
                         let res = fut.await?;
                         tracing::debug!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
-                        Ok(res)
+                        // actix answers a known path with the wrong method by an empty 405.
+                        if res.status() == StatusCode::METHOD_NOT_ALLOWED {
+                            let detail = format!("{method} is not allowed on {path}");
+                            let problem = ApiError::new(
+                                StatusCode::METHOD_NOT_ALLOWED,
+                                "method-not-allowed",
+                                "Method not allowed",
+                                detail,
+                            );
+                            return Ok(res.into_response(problem.error_response()).map_into_right_body());
+                        }
+                        Ok(res.map_into_left_body())
                     }
                 })
                 .configure(|c| routes::configure_role(c, &role))
