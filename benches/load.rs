@@ -105,16 +105,9 @@ impl Settings {
 
 /// `server` with its database name replaced by `db`.
 fn url_of(server: &str, db: &str) -> String {
-    let (base, query) = server.split_once('?').map_or((server, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[scheme_end..].find('/') {
-        Some(i) => &base[..scheme_end + i],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{db}?{q}"),
-        None => format!("{base}/{db}"),
-    }
+    use sqlx::ConnectOptions;
+    let options: sqlx::postgres::PgConnectOptions = server.parse().expect("a PostgreSQL URL");
+    options.database(db).to_url_lossy().to_string()
 }
 
 /// The databases this run created (all dropped at the end, also after a failure).

@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::model::{Site, Time};
 use crate::protocol::{
     Availability, AvailabilityQuery, ComputeOffer, Hold, HoldBook, HoldId, HoldRequest, HoldState, Participant,
-    ParticipantError,
+    ParticipantError, TxnId,
 };
 
 /// One hold or reservation in a LIS's book, as [`Lis::reservations`] lists it.
@@ -93,16 +93,21 @@ impl Lis {
     /// `WrongParticipant` / `UnknownSite` for a request not for this site; `Capacity` if it does
     /// not fit (the journal contradicts the site's capacity: the caller must stop).
     pub fn restore(&self, id: HoldId, req: &HoldRequest, state: HoldState) -> Result<(), ParticipantError> {
+        let mut st = self.state();
+        let (txn, span) = self.book(&mut st, req)?;
+        restore_hold(&mut st.holds, id, txn, span, state);
+        Ok(())
+    }
+
+    /// Books `req`'s CPUs in the calendar (check and book in one step, under the state lock).
+    fn book(&self, st: &mut State, req: &HoldRequest) -> Result<(TxnId, SpanId), ParticipantError> {
         let HoldRequest::Compute { txn, site, cpus, start, end } = req else {
             return Err(ParticipantError::WrongParticipant("network"));
         };
         if *site != self.site.read().expect("LIS site lock").id {
             return Err(ParticipantError::UnknownSite(site.clone()));
         }
-        let mut st = self.state();
-        let span = st.calendar.add(*start, *end, u64::from(*cpus))?;
-        restore_hold(&mut st.holds, id, *txn, span, state);
-        Ok(())
+        Ok((*txn, st.calendar.add(*start, *end, u64::from(*cpus))?))
     }
 
     /// Holds and reservations overlapping `[from, to)`, sorted by start then id.
@@ -182,16 +187,10 @@ impl Participant for Lis {
     }
 
     async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
-        let HoldRequest::Compute { txn, site, cpus, start, end } = req else {
-            return Err(ParticipantError::WrongParticipant("network"));
-        };
-        if *site != self.site.read().expect("LIS site lock").id {
-            return Err(ParticipantError::UnknownSite(site.clone()));
-        }
         let mut st = self.state();
-        let span = st.calendar.add(*start, *end, u64::from(*cpus))?;
+        let (txn, span) = self.book(&mut st, req)?;
         let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
-        st.holds.hold(hold.id, *txn, span, hold.expires_at);
+        st.holds.hold(hold.id, txn, span, hold.expires_at);
         Ok(hold)
     }
 
