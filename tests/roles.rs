@@ -1,8 +1,12 @@
 //! Role-separated deployment, end to end: real `coreserve serve` processes — one LIS per site
 //! of a small grid, one NIS, one GIS — and three planner processes competing for them over
-//! HTTP. Concurrent plan requests go to all three planners with tight resources; afterwards no
-//! site or link may be overbooked ([`coreserve::check::check_outcomes`]) and each LIS's
-//! committed reservations must be exactly the jobs of the committed plans at that site.
+//! HTTP, every process on one fresh PostgreSQL database ([`common::with_db`]). Concurrent plan
+//! requests go to all three planners with tight resources; afterwards no site or link may be
+//! overbooked ([`coreserve::check::check_outcomes`]) and each LIS's committed reservations
+//! must be exactly the jobs of the committed plans at that site, also in a LIS process started
+//! afterwards (its calendar rebuilt from the journal).
+
+mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -20,8 +24,9 @@ const ADMIN: &str = "roles-admin-token";
 const SERVICE: &str = "roles-service-token";
 const W_INTERVAL_S: i64 = 60;
 
-/// Kills every child process when dropped (also when the test panics).
-struct Procs(Vec<Child>, Arc<AtomicUsize>);
+/// Kills every child process when dropped (also when the test panics): the children, a count
+/// of failed participant calls in their logs, and their `DATABASE_URL`.
+struct Procs(Vec<Child>, Arc<AtomicUsize>, String);
 
 impl Drop for Procs {
     fn drop(&mut self) {
@@ -41,7 +46,7 @@ impl Procs {
             .args(["--listen", "127.0.0.1:0", "--workers", "2", "--admin-token", ADMIN, "--service-token", SERVICE])
             .args(["--w-interval-s", &W_INTERVAL_S.to_string()])
             .args(args)
-            .env_remove("DATABASE_URL")
+            .env("DATABASE_URL", &self.2)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -112,13 +117,17 @@ fn body(i: usize, now: DateTime<Utc>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn separate_roles_never_overbook() {
+    common::with_db(separate_roles_on).await;
+}
+
+async fn separate_roles_on(db: String) {
     let dir = tempfile::tempdir().unwrap();
     let grid_path = dir.path().join("grid.json");
     std::fs::write(&grid_path, serde_json::to_vec(&grid()).unwrap()).unwrap();
     let g = grid_path.to_str().unwrap();
     let sites = ["s1", "s2", "s3", "s4"];
 
-    let mut procs = Procs(Vec::new(), Arc::new(AtomicUsize::new(0)));
+    let mut procs = Procs(Vec::new(), Arc::new(AtomicUsize::new(0)), db);
     let mut lis_urls = Vec::new();
     for s in sites {
         lis_urls.push((s, procs.serve(&["--role", "lis", "--site", s, "--grid", g])));
@@ -175,13 +184,16 @@ async fn separate_roles_never_overbook() {
         t.await.unwrap();
     }
 
-    // Every outcome, from every planner.
-    let mut outcomes: Vec<Outcome> = Vec::new();
+    // Every outcome: the planners share the database, so each lists every plan.
+    let mut lists = Vec::new();
     for p in planners.iter() {
         let list: Vec<Value> =
             client.get(format!("{p}/v1/plans")).bearer_auth(ADMIN).send().await.unwrap().json().await.unwrap();
-        outcomes.extend(list.into_iter().map(|v| serde_json::from_value::<Outcome>(v).unwrap()));
+        lists.push(list);
     }
+    assert!(lists.iter().all(|l| *l == lists[0]), "the planners share plans");
+    let outcomes: Vec<Outcome> =
+        lists[0].iter().map(|v| serde_json::from_value::<Outcome>(v.clone()).unwrap()).collect();
     assert_eq!(outcomes.len(), n);
     let committed = outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed).count();
     let mut reasons: HashMap<String, usize> = HashMap::new();
@@ -203,9 +215,12 @@ async fn separate_roles_never_overbook() {
     let violations = coreserve::check::check_outcomes(&grid, &requests, &outcomes, W_INTERVAL_S);
     assert!(violations.is_empty(), "{violations:?}");
 
-    // Each LIS books exactly the committed plans' jobs at its site, and holds nothing.
+    // Each LIS books exactly the committed plans' jobs at its site, and holds nothing; so does
+    // a second LIS process of the site started now, whose calendar comes from the journal.
     let (from, to) = (ts(now - chrono::Duration::hours(1)), ts(now + chrono::Duration::hours(8)));
-    for (s, url) in &lis_urls {
+    let restarted: Vec<(&str, String)> =
+        sites.iter().map(|s| (*s, procs.serve(&["--role", "lis", "--site", s]))).collect();
+    for (s, url) in lis_urls.iter().chain(&restarted) {
         let list: Vec<Value> = client
             .get(format!("{url}/v1/sites/{s}/reservations?from={from}&to={to}"))
             .bearer_auth(ADMIN)
