@@ -384,3 +384,43 @@ async fn bad_input_leaves_the_database_unchanged() {
     })
     .await;
 }
+
+/// A commit or extension the participant accepted before its lease ended wins over the lease
+/// sweeper of another process that marked the row `expired` before the journal write landed;
+/// an abort or release is final.
+#[tokio::test]
+async fn journal_transitions_follow_the_participant_not_the_sweeper() {
+    use coreserve::protocol::{HoldRequest, HoldState, Journal, JournalEntry};
+    with_db(|url| async move {
+        let s = PgStore::connect(&url).await.unwrap();
+        let who = ParticipantRef::Site("s1".into());
+        let request = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s1".into(), cpus: 2, start: 100, end: 200 };
+        let held = |hold| JournalEntry::Held {
+            participant: who.clone(),
+            hold,
+            request: request.clone(),
+            expires_at: 10,
+            via_api: false,
+        };
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        for h in [a, b, c] {
+            s.append(&held(h)).await.unwrap();
+        }
+        s.append(&JournalEntry::Aborted { hold: c }).await.unwrap();
+        assert_eq!(s.expire_holds(20).await.unwrap(), 2, "a and b lapse (c was aborted)");
+        s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+        s.append(&JournalEntry::Extended { hold: b, expires_at: 50 }).await.unwrap();
+        s.append(&JournalEntry::Committed { hold: c }).await.unwrap();
+        s.append(&JournalEntry::Extended { hold: c, expires_at: 50 }).await.unwrap();
+        let mut live: Vec<(Uuid, HoldState)> =
+            s.live_holds(20).await.unwrap().into_iter().map(|h| (h.hold, h.state)).collect();
+        live.sort_by_key(|(h, _)| *h);
+        let mut want = vec![(a, HoldState::Committed), (b, HoldState::Held { expires_at: 50 })];
+        want.sort_by_key(|(h, _)| *h);
+        assert_eq!(live, want, "the aborted hold stays gone");
+        s.append(&JournalEntry::Released { hold: a }).await.unwrap();
+        s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+        assert_eq!(s.live_holds(20).await.unwrap().len(), 1, "a release is final");
+    })
+    .await;
+}

@@ -12,11 +12,22 @@ use crate::model::{Grid, Outcome, Site, Time};
 use crate::planner::InDoubt;
 use crate::protocol::{HoldState, Journal, JournalEntry, JournalError, TxnId};
 
-/// A journaled hold: its record and whether it is still live.
+/// Where a journaled hold stands beyond its [`HoldState`] (the `state` column in PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    /// Held or committed.
+    Live,
+    /// Its lease ended (the sweeper); a commit or extension the participant accepted before
+    /// that still wins.
+    Expired,
+    /// Aborted or released: final.
+    Ended,
+}
+
+/// A journaled hold.
 struct Row {
     hold: StoredHold,
-    /// False once aborted, expired or released.
-    live: bool,
+    life: Life,
     plan: Option<Uuid>,
 }
 
@@ -71,23 +82,26 @@ impl Journal for MemoryStore {
                     state: HoldState::Held { expires_at: *expires_at },
                     via_api: *via_api,
                 };
-                g.holds.entry(*hold).or_insert(Row { hold: stored, live: true, plan: None });
+                g.holds.entry(*hold).or_insert(Row { hold: stored, life: Life::Live, plan: None });
             }
             JournalEntry::Committed { hold } => {
-                if let Some(r) = g.holds.get_mut(hold) {
+                if let Some(r) = g.holds.get_mut(hold).filter(|r| r.life != Life::Ended) {
                     r.hold.state = HoldState::Committed;
-                    r.live = true;
+                    r.life = Life::Live;
                 }
             }
             JournalEntry::Aborted { hold } | JournalEntry::Released { hold } => {
                 if let Some(r) = g.holds.get_mut(hold) {
-                    r.live = false;
+                    r.life = Life::Ended;
                 }
             }
             JournalEntry::Extended { hold, expires_at } => {
-                if let Some(r) = g.holds.get_mut(hold) {
+                // As in PostgreSQL: the participant accepted it before the lease ended, so it
+                // wins over the sweeper's expiry.
+                if let Some(r) = g.holds.get_mut(hold).filter(|r| r.life != Life::Ended) {
                     if let HoldState::Held { .. } = r.hold.state {
                         r.hold.state = HoldState::Held { expires_at: *expires_at };
+                        r.life = Life::Live;
                     }
                 }
             }
@@ -117,7 +131,7 @@ impl Store for MemoryStore {
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
         let mut g = self.lock();
         for r in g.holds.values_mut().filter(|r| r.plan == Some(id)) {
-            r.live = false;
+            r.life = Life::Ended;
         }
         Ok(g.plans.get_mut(&id).map(|p| {
             p.status = PlanStatus::Cancelled;
@@ -182,7 +196,7 @@ impl Store for MemoryStore {
                     state: HoldState::Committed,
                     via_api: false,
                 };
-                g.holds.insert(p.hold, Row { hold, live: true, plan: Some(r.plan.id) });
+                g.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(r.plan.id) });
             }
         }
         let doubt =
@@ -203,7 +217,7 @@ impl Store for MemoryStore {
         let plan = *plan;
         if let Some(o) = rejected {
             for r in g.holds.values_mut().filter(|r| r.plan == Some(plan)) {
-                r.live = false;
+                r.life = Life::Ended;
             }
             if let Some(p) = g.plans.get_mut(&plan) {
                 p.status = PlanStatus::Rejected;
@@ -223,7 +237,7 @@ impl Store for MemoryStore {
         Ok(g.holds
             .values()
             .filter(|r| {
-                r.live
+                r.life == Life::Live
                     && match r.hold.state {
                         HoldState::Committed => true,
                         HoldState::Held { expires_at } => expires_at > now,
@@ -237,8 +251,8 @@ impl Store for MemoryStore {
         let mut g = self.lock();
         let mut n = 0;
         for r in g.holds.values_mut() {
-            if r.live && matches!(r.hold.state, HoldState::Held { expires_at } if expires_at <= now) {
-                r.live = false;
+            if r.life == Life::Live && matches!(r.hold.state, HoldState::Held { expires_at } if expires_at <= now) {
+                r.life = Life::Expired;
                 n += 1;
             }
         }

@@ -63,8 +63,9 @@ fn interval(r: &HoldRequest) -> (Time, Time) {
 #[async_trait]
 impl Journal for PgStore {
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
-        // Each transition is guarded by the states it may leave, as in protocol::HoldBook; a
-        // commit the in-memory participant accepted wins over the lease sweeper's `expired`.
+        // Each transition is guarded by the states it may leave, as in protocol::HoldBook. The
+        // in-memory participant decided first, before the lease ended, so its commit or
+        // extension wins over an `expired` the sweeper (of any process) wrote meanwhile.
         let q = match entry {
             JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
                 let (start, end) = interval(request);
@@ -97,7 +98,8 @@ impl Journal for PgStore {
             )
             .bind(hold),
             JournalEntry::Extended { hold, expires_at } => sqlx::query(
-                "UPDATE reservations SET expires_at = $2, updated_at = now() WHERE hold = $1 AND state = 'held'",
+                "UPDATE reservations SET state = 'held', expires_at = $2, updated_at = now()
+                 WHERE hold = $1 AND state IN ('held', 'expired')",
             )
             .bind(hold)
             .bind(from_time(*expires_at)),
