@@ -60,7 +60,7 @@ fn owner(state: &AppState, id: HoldId) -> Result<Arc<dyn Participant>, ApiError>
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Expired or aborted", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The change could not be made durable (store unavailable); nothing was promised, retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn commit(
@@ -80,7 +80,7 @@ pub async fn commit(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already committed", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The change could not be made durable (store unavailable); nothing was promised, retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn abort(
@@ -101,7 +101,7 @@ pub async fn abort(
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Expired, aborted or committed", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The change could not be made durable (store unavailable); nothing was promised, retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "lease_s out of range", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]

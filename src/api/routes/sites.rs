@@ -243,7 +243,7 @@ pub async fn reservations(
         (status = 403, description = "A user token", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not enough CPUs", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The change could not be made durable (store unavailable); nothing was promised, retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
