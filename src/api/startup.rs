@@ -27,7 +27,8 @@ impl Application {
     /// Builds the state over `grid` and `store`, registers the admin token (the configured one,
     /// or a generated one), saves the grid in the store, binds `config.listen`, recovers
     /// (calendars rebuilt from the journal, in-doubt transactions finished:
-    /// [`AppState::recover`]) and starts the lease sweeper (every `min(lease_s, 10)` s).
+    /// [`AppState::recover`]) and starts the lease sweeper (every `min(lease_s, 10)` s; hourly it
+    /// also prunes history beyond the horizon: [`AppState::prune_history`]).
     ///
     /// # Errors
     /// The address cannot be bound, the store fails, or recovery fails.
@@ -63,10 +64,16 @@ impl Application {
         }
         let sweeper = state.clone();
         tokio::spawn(async move {
+            let mut pruned_at = std::time::Instant::now();
             loop {
                 tokio::time::sleep(sweep_every).await;
                 if let Err(e) = sweeper.sweep().await {
                     tracing::warn!(error = %e, "lease sweep failed");
+                }
+                if pruned_at.elapsed() >= std::time::Duration::from_secs(3600) {
+                    pruned_at = std::time::Instant::now();
+                    let n = sweeper.prune_history();
+                    tracing::info!(spans = n, "pruned history beyond the horizon");
                 }
             }
         });

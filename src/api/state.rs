@@ -182,9 +182,16 @@ impl AppState {
 
     /// Lease expiry in the background: releases lapsed holds in memory and marks them
     /// expired in the store. Returns the holds marked.
-    pub async fn sweep(&self) -> Result<u64, crate::store::StoreError> {
+    pub async fn sweep(&self) -> Result<u64, StoreError> {
         self.participants.holds_outstanding(); // expires in memory as a side effect
         self.store.expire_holds(self.now()).await
+    }
+
+    /// Forgets, in memory, reservations that ended more than the horizon ago: no request can
+    /// reach them (timestamps are refused beyond `--horizon-days`). The journal keeps them.
+    /// Returns the spans pruned. O(spans): the sweeper calls it hourly.
+    pub fn prune_history(&self) -> usize {
+        self.participants.prune_before(self.now() - self.config.horizon_s())
     }
 
     /// How long an idempotency key's claim may stay in progress before another request may
