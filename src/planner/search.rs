@@ -533,9 +533,18 @@ impl<'a> Attempt<'a> {
     async fn abort(&mut self, p: &std::sync::Arc<dyn Participant>, hold: HoldId) {
         self.messages += 1;
         self.holds_aborted += 1;
-        if let Err(e) = p.abort(hold).await {
+        match p.abort(hold).await {
+            Ok(()) => {}
+            // A commit whose answer was lost (compensation after a failed commit): give the
+            // reservation back instead.
+            Err(ParticipantError::AlreadyCommitted(_)) => {
+                self.messages += 1;
+                if let Err(e) = p.release(hold).await {
+                    tracing::error!(error = %e, %hold, "release of a hold committed behind our back failed");
+                }
+            }
             // The lease will release it anyway.
-            tracing::warn!(error = %e, %hold, "abort failed");
+            Err(e) => tracing::warn!(error = %e, %hold, "abort failed"),
         }
     }
 

@@ -478,3 +478,44 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
     let again = p.recover(&in_doubt[..1], &log).await.unwrap();
     assert_eq!(again.committed, 1);
 }
+
+/// A LIS that commits but whose answer is lost on the way back.
+struct LostCommitAnswer(Arc<crate::lis::Lis>);
+
+#[async_trait]
+impl Participant for LostCommitAnswer {
+    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.commit(hold).await?;
+        Err(ParticipantError::Transport("connection reset before the answer".into()))
+    }
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.abort(hold).await
+    }
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.release(hold).await
+    }
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        self.0.extend(hold, lease_s).await
+    }
+}
+
+#[tokio::test]
+async fn a_commit_whose_answer_is_lost_is_given_back_by_the_compensation() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let l = local(&g);
+    let mut services = l.services();
+    services.lis.insert("s2".into(), Arc::new(LostCommitAnswer(l.lis["s2"].clone())));
+    let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
+    let o = p.plan(&pair("linux", "bsd", 8, 500, 10_000)).await;
+    assert_eq!(o.status, OutcomeStatus::Rejected);
+    assert_eq!(l.lis["s2"].usage_at(T0 + 10), 0, "s2 committed, then released: the plan is all or nothing");
+    assert_eq!(l.lis["s1"].usage_at(T0 + 10) + l.nis.usage_at("l13", T0 + 10).unwrap(), 0);
+    assert_eq!(l.holds_outstanding(), 0);
+}
