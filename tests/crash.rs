@@ -24,7 +24,7 @@ use sqlx::{Connection, PgConnection, Row};
 
 const ADMIN: &str = "crash-admin-token";
 const SERVICE: &str = "crash-service-token";
-const LEASE_S: i64 = 3;
+const LEASE_S: i64 = 5;
 
 /// One `coreserve serve` process (killed when dropped).
 struct Server {
@@ -42,7 +42,7 @@ impl Drop for Server {
 impl Server {
     /// Starts `coreserve serve ARGS` on database `db` (and `--grid grid` when given), with the
     /// fault-injection point `crash_at`; returns once it listens (its start line). Defaults:
-    /// `--listen 127.0.0.1:0 --lease-s 3`.
+    /// `--listen 127.0.0.1:0 --lease-s 5`.
     fn start(db: &str, grid: Option<&std::path::Path>, args: &[&str], crash_at: Option<&str>) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_coreserve"));
         cmd.arg("serve").args([
@@ -400,10 +400,10 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
         let grid = write_grid(dir.path());
         let c = client();
         // Participants on the shared database; the planner talks to them over HTTP.
-        // Leases of 6 s: long enough for the restarts of step 1, short enough to wait out.
-        let lis = |site: &'static str| ["--role", "lis", "--site", site, "--lease-s", "6"];
+        // Leases of 8 s: long enough for the restarts of step 1, short enough to wait out.
+        let lis = |site: &'static str| ["--role", "lis", "--site", site, "--lease-s", "8"];
         let gis = Server::start(&db, Some(&grid), &["--role", "gis"], None);
-        let nis = Server::start(&db, Some(&grid), &["--role", "nis", "--lease-s", "6"], None);
+        let nis = Server::start(&db, Some(&grid), &["--role", "nis", "--lease-s", "8"], None);
         let s1 = Server::start(&db, Some(&grid), &lis("s1"), None);
         let s2 = Server::start(&db, Some(&grid), &lis("s2"), None);
         let (s1_url, s2_url, nis_url) = (s1.url.clone(), s2.url.clone(), nis.url.clone());
@@ -460,7 +460,7 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
             2,
             "p2's jobs are held"
         );
-        tokio::time::sleep(Duration::from_secs(7)).await;
+        tokio::time::sleep(Duration::from_secs(9)).await;
         for base in [&s1.url, &s2.url, &nis.url] {
             assert_eq!(holds_outstanding(&c, base).await, 0, "{base}: no orphan hold after the lease");
         }
