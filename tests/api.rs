@@ -1,29 +1,33 @@
-//! End-to-end tests of `coreserve serve` (all-in-one, in-memory store): each test spawns the
-//! application on 127.0.0.1:0 over a small hand-made grid, with fresh state, and talks HTTP.
+//! End-to-end tests of `coreserve serve` (all-in-one, on PostgreSQL): each test spawns the
+//! application on 127.0.0.1:0 over a small hand-made grid, with a fresh database
+//! ([`common::FreshDb`]), and talks HTTP.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use coreserve::api::{AppState, ServeConfig};
-use coreserve::store::MemoryStore;
+use coreserve::store::PgStore;
 use reqwest::{Client, Method, Response, StatusCode};
 use serde_json::{json, Value};
 
 mod common;
-use common::{in_hours, spawn_app, ts, workflow, ADMIN};
+use common::{in_hours, spawn_app, ts, workflow, FreshDb, ADMIN};
 
 struct TestApp {
     base: String,
     client: Client,
     state: actix_web::web::Data<AppState>,
+    /// Dropped with the test.
+    _db: FreshDb,
 }
 
-/// The application over [`common::grid`] with a fresh in-memory store; `tweak` changes the
+/// The application over [`common::grid`] on a fresh database; `tweak` changes the
 /// configuration.
 async fn spawn_with(tweak: impl FnOnce(&mut ServeConfig)) -> TestApp {
-    let app = spawn_app(Arc::new(MemoryStore::new()), tweak).await;
-    TestApp { base: app.base, client: Client::new(), state: app.state }
+    let db = FreshDb::new().await;
+    let app = spawn_app(Arc::new(PgStore::connect(&db.url).await.unwrap()), tweak).await;
+    TestApp { base: app.base, client: Client::new(), state: app.state, _db: db }
 }
 
 async fn spawn() -> TestApp {
@@ -93,6 +97,9 @@ async fn probes_metrics_and_openapi_answer_without_a_token() {
     let r = app.call(Method::GET, "/healthz", None, None).await;
     assert_eq!(r.status(), StatusCode::OK);
     let r = app.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ready", "store": "postgres"}));
+    let memory = spawn_app(Arc::new(coreserve::store::MemoryStore::new()), |_| {}).await;
+    let r = app.client.get(format!("{}/readyz", memory.base)).send().await.unwrap();
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ready", "store": "memory"}));
     let r = app.call(Method::GET, "/openapi.json", None, None).await;
     let doc: Value = r.json().await.unwrap();

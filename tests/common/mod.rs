@@ -10,7 +10,6 @@
 #![allow(dead_code)]
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use actix_web::web::Data;
@@ -18,7 +17,6 @@ use chrono::{DateTime, Utc};
 use coreserve::api::{AppState, Application, ServeConfig};
 use coreserve::model::Grid;
 use coreserve::store::Store;
-use futures::FutureExt;
 use serde_json::{json, Value};
 use sqlx::{Connection, Executor, PgConnection};
 use uuid::Uuid;
@@ -112,20 +110,44 @@ async fn admin_conn(server: &str) -> PgConnection {
     })
 }
 
-/// Runs `test` with the URL of a fresh database `test_<uuid>` on [`server_url`], then drops the
-/// database (also on failure).
+/// A fresh database `test_<uuid>` on [`server_url`], dropped (its connections closed) when
+/// this is dropped, also when the test panics.
+pub struct FreshDb {
+    /// Its URL.
+    pub url: String,
+    name: String,
+}
+
+impl FreshDb {
+    pub async fn new() -> FreshDb {
+        let server = server_url();
+        let name = format!("test_{}", Uuid::new_v4().simple());
+        admin_conn(&server).await.execute(format!("CREATE DATABASE {name}").as_str()).await.unwrap();
+        FreshDb { url: url_of(&server, &name), name }
+    }
+}
+
+impl Drop for FreshDb {
+    fn drop(&mut self) {
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        // Drop may run inside the test's runtime: use a thread with a runtime of its own.
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move { admin_conn(&server_url()).await.execute(sql.as_str()).await.map(|_| ()) })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) && !std::thread::panicking() {
+            panic!("could not drop test database {}: {dropped:?}", self.name);
+        }
+    }
+}
+
+/// Runs `test` with the URL of a [`FreshDb`].
 pub async fn with_db<F, Fut>(test: F)
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let server = server_url();
-    let db = format!("test_{}", Uuid::new_v4().simple());
-    admin_conn(&server).await.execute(format!("CREATE DATABASE {db}").as_str()).await.unwrap();
-    let result = AssertUnwindSafe(test(url_of(&server, &db))).catch_unwind().await;
-    let mut conn = admin_conn(&server).await;
-    conn.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await.unwrap();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    let db = FreshDb::new().await;
+    test(db.url.clone()).await;
 }
