@@ -16,8 +16,11 @@ use crate::store::{DecisionRecord, PlanRecord, PlanStatus, Store};
 
 /// The plan a request will store if the planner decides to commit.
 pub struct PlanMeta<'a> {
+    /// The plan's own id (`/v1/plans/{id}`).
     pub id: Uuid,
+    /// Its owner (the token's user).
     pub user: &'a str,
+    /// When the request was received.
     pub created_at: DateTime<Utc>,
     /// `(Idempotency-Key, body fingerprint)` of the request, if it sent one.
     pub key: Option<(&'a str, &'a str)>,

@@ -20,16 +20,20 @@ use crate::store::{Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
 pub struct AppState {
+    /// The settings of `serve`.
     pub config: ServeConfig,
     /// The topology as loaded (nodes and links do not change at run time).
     pub grid: Grid,
     /// GIS, every LIS, the NIS (a LIS process: its site only; a planner process: none used).
     pub participants: LocalGrid,
+    /// The planners requests are lent to.
     pub planners: PlannerPool,
+    /// The service's persistent state (memory or PostgreSQL).
     pub store: Arc<dyn Store>,
     /// Holds made through the API (`POST /v1/sites/{id}/holds`, `POST /v1/network/holds`):
     /// hold id -> the participant that keeps it, for commit / abort / extend.
     pub holds: Mutex<HashMap<HoldId, ParticipantRef>>,
+    /// Counters and histograms behind `/metrics`.
     pub metrics: Metrics,
     /// Tokens found in the store, by hash, with when they were read (see [`AppState::token`]).
     tokens: Mutex<HashMap<String, (TokenRecord, std::time::Instant)>>,
@@ -277,10 +281,12 @@ impl PlannerPool {
         Lent { pool: self, i }
     }
 
+    /// Planners in the pool.
     pub fn len(&self) -> usize {
         self.planners.len()
     }
 
+    /// Never true: a pool has at least one planner.
     pub fn is_empty(&self) -> bool {
         self.planners.is_empty()
     }

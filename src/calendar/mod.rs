@@ -2,7 +2,7 @@
 //! at every instant, and the queries the planner needs over that step function.
 //!
 //! The index is in the spirit of Flux Fluxion's `planner` (SPEC section 8): instead of a list of
-//! spans, a balanced search tree (a treap, [`tree`]) keyed by the *change points* of the usage
+//! spans, a balanced search tree (a treap, module `tree`) keyed by the *change points* of the usage
 //! step function. Each tree node holds the usage change at its instant; subtrees are augmented
 //! with the sum of changes and the maximum / minimum running sum (prefix), so that
 //! "usage at t", "peak usage over [t0, t1)", "first instant after t where usage rises above /

@@ -28,15 +28,20 @@ use crate::protocol::{HoldId, HoldRequest, ParticipantRef, TxnId};
 /// One part of a decided transaction: who holds it, its id there, and what it books.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecidedPart {
+    /// The LIS or the NIS that keeps the hold.
     pub participant: ParticipantRef,
+    /// The hold's id there.
     pub hold: HoldId,
+    /// The prepare message that made it (what it books: site or links, amount, interval).
     pub request: HoldRequest,
 }
 
 /// The decision to commit transaction `txn`: its parts and the outcome the client will see.
 #[derive(Debug, Clone, Copy)]
 pub struct Decision<'a> {
+    /// The transaction (one plan attempt).
     pub txn: TxnId,
+    /// Every hold of the plan.
     pub parts: &'a [DecidedPart],
     /// The committed outcome (status `committed`).
     pub outcome: &'a Outcome,

@@ -10,7 +10,9 @@ use crate::protocol::{Participant, ParticipantError, ParticipantRef, TxnId};
 /// A transaction whose commit decision is logged but whose end is not (read at start).
 #[derive(Debug, Clone)]
 pub struct InDoubt {
+    /// The transaction.
     pub txn: TxnId,
+    /// Its parts, as logged with the decision.
     pub parts: Vec<DecidedPart>,
     /// The committed outcome logged with the decision.
     pub outcome: Outcome,

@@ -29,18 +29,42 @@ use crate::model::Time;
 /// One change to a participant's holds and reservations, as journaled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum JournalEntry {
-    /// Prepare-OK: `request` is held as `hold` until `expires_at`. `via_api`: made through the
-    /// REST hold endpoints (`POST /v1/sites/{id}/holds`, `POST /v1/network/holds`), whose
-    /// phase 2 is driven through `/v1/holds/{id}/...`.
-    Held { participant: ParticipantRef, hold: HoldId, request: HoldRequest, expires_at: Time, via_api: bool },
-    /// The hold became a reservation.
-    Committed { hold: HoldId },
-    /// The hold was released before commit.
-    Aborted { hold: HoldId },
-    /// The reservation was given back.
-    Released { hold: HoldId },
-    /// The hold's lease now ends at `expires_at`.
-    Extended { hold: HoldId, expires_at: Time },
+    /// Prepare-OK: `request` is held as `hold` until `expires_at`.
+    Held {
+        /// The participant that granted it.
+        participant: ParticipantRef,
+        /// The hold's id.
+        hold: HoldId,
+        /// The prepare message (what it books: site or links, amount, interval).
+        request: HoldRequest,
+        /// The lease end (seconds since the epoch, like every `Time`).
+        expires_at: Time,
+        /// Made through the REST hold endpoints (`POST /v1/sites/{id}/holds`,
+        /// `POST /v1/network/holds`), whose phase 2 is driven through `/v1/holds/{id}/...`.
+        via_api: bool,
+    },
+    /// The hold `hold` became a reservation.
+    Committed {
+        /// The hold.
+        hold: HoldId,
+    },
+    /// The hold `hold` was released before commit.
+    Aborted {
+        /// The hold.
+        hold: HoldId,
+    },
+    /// The reservation `hold` was given back.
+    Released {
+        /// The hold.
+        hold: HoldId,
+    },
+    /// The lease of `hold` now ends at `expires_at`.
+    Extended {
+        /// The hold.
+        hold: HoldId,
+        /// The new lease end.
+        expires_at: Time,
+    },
 }
 
 /// Why a journal write failed (a lost database connection, say).

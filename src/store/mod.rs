@@ -74,12 +74,15 @@ pub struct PlanRecord {
     pub id: Uuid,
     /// The owner (the user of the token that made it).
     pub user: String,
+    /// Committed, rejected or cancelled.
     pub status: PlanStatus,
     /// The planner's outcome (its `request_id` is the client's reference).
     pub outcome: Outcome,
     /// What to release on cancel (empty unless committed).
     pub bookings: Vec<Booking>,
+    /// When the request was received.
     pub created_at: DateTime<Utc>,
+    /// When it was first cancelled.
     pub cancelled_at: Option<DateTime<Utc>>,
 }
 
@@ -91,8 +94,13 @@ pub enum KeyClaim {
     Claimed,
     /// Another request with this key is being planned right now.
     InProgress,
-    /// A request with this key made plan `plan`; `fingerprint` is that request's body hash.
-    Done { plan: Uuid, fingerprint: String },
+    /// A request with this key made plan `plan`.
+    Done {
+        /// The plan.
+        plan: Uuid,
+        /// That request's body hash (hex SHA-256).
+        fingerprint: String,
+    },
 }
 
 /// A stored API token (never the token itself).
@@ -100,6 +108,7 @@ pub enum KeyClaim {
 pub struct TokenRecord {
     /// Hex SHA-256 of the bearer token.
     pub hash: String,
+    /// The user it acts as.
     pub user: String,
     /// May do everything: grid changes, every user's plans, tokens.
     pub admin: bool,
@@ -112,6 +121,7 @@ pub struct TokenRecord {
 pub struct PlanFilter {
     /// Only this user's plans (`None`: everyone's, for admins).
     pub user: Option<String>,
+    /// Only plans in this state.
     pub status: Option<PlanStatus>,
     /// Only plans whose start is >= this (plans without a start never match a bound).
     pub from: Option<DateTime<Utc>>,
@@ -133,9 +143,13 @@ impl From<StoreError> for JournalError {
 /// A live hold or reservation read back from the journal ([`Store::live_holds`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredHold {
+    /// The LIS or the NIS that keeps it.
     pub participant: ParticipantRef,
+    /// Its id.
     pub hold: HoldId,
+    /// The prepare message that made it.
     pub request: HoldRequest,
+    /// Held (with its lease end) or committed.
     pub state: HoldState,
     /// Made through the REST hold endpoints.
     pub via_api: bool,
@@ -144,6 +158,7 @@ pub struct StoredHold {
 /// What [`Store::record_decision`] writes, all in one database transaction.
 #[derive(Clone, Copy)]
 pub struct DecisionRecord<'a> {
+    /// The coordinator's decision.
     pub decision: Decision<'a>,
     /// The committed plan (status `committed`).
     pub plan: &'a PlanRecord,
