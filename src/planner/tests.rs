@@ -263,11 +263,20 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     assert_eq!(o.jobs[0].site, "dear", "load prefers the less used site");
 }
 
-/// A LIS whose commit always fails (its lease "ran out"), to drive the compensation path.
-struct FailingCommit(Arc<crate::lis::Lis>);
+/// How [`FaultyCommit`] fails a commit.
+#[derive(Clone, Copy)]
+enum CommitFault {
+    /// Refused, as when the lease ran out: nothing is committed.
+    Refused,
+    /// Committed, but the answer is lost on the way back.
+    AnswerLost,
+}
+
+/// A LIS whose every commit fails, to drive the compensation path.
+struct FaultyCommit(Arc<crate::lis::Lis>, CommitFault);
 
 #[async_trait]
-impl Participant for FailingCommit {
+impl Participant for FaultyCommit {
     async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
         self.0.query(q).await
     }
@@ -275,7 +284,13 @@ impl Participant for FailingCommit {
         self.0.prepare(req).await
     }
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        Err(ParticipantError::HoldExpired(hold))
+        match self.1 {
+            CommitFault::Refused => Err(ParticipantError::HoldExpired(hold)),
+            CommitFault::AnswerLost => {
+                self.0.commit(hold).await?;
+                Err(ParticipantError::Transport("connection reset before the answer".into()))
+            }
+        }
     }
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.0.abort(hold).await
@@ -295,7 +310,7 @@ async fn a_refused_commit_releases_every_other_part() {
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let l = local(&g);
         let mut services = l.services();
-        services.lis.insert("s2".into(), Arc::new(FailingCommit(l.lis["s2"].clone())));
+        services.lis.insert("s2".into(), Arc::new(FaultyCommit(l.lis["s2"].clone(), CommitFault::Refused)));
         let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
         let r = pair("linux", "bsd", 8, 500, 10_000);
         let o = p.plan(&r).await;
@@ -479,39 +494,13 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
     assert_eq!(again.committed, 1);
 }
 
-/// A LIS that commits but whose answer is lost on the way back.
-struct LostCommitAnswer(Arc<crate::lis::Lis>);
-
-#[async_trait]
-impl Participant for LostCommitAnswer {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
-        self.0.query(q).await
-    }
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
-        self.0.prepare(req).await
-    }
-    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.commit(hold).await?;
-        Err(ParticipantError::Transport("connection reset before the answer".into()))
-    }
-    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.abort(hold).await
-    }
-    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.release(hold).await
-    }
-    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        self.0.extend(hold, lease_s).await
-    }
-}
-
 #[tokio::test]
 async fn a_commit_whose_answer_is_lost_is_given_back_by_the_compensation() {
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let mut services = l.services();
-    services.lis.insert("s2".into(), Arc::new(LostCommitAnswer(l.lis["s2"].clone())));
+    services.lis.insert("s2".into(), Arc::new(FaultyCommit(l.lis["s2"].clone(), CommitFault::AnswerLost)));
     let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
     let o = p.plan(&pair("linux", "bsd", 8, 500, 10_000)).await;
     assert_eq!(o.status, OutcomeStatus::Rejected);
