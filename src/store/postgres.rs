@@ -305,8 +305,13 @@ impl Store for PgStore {
         let who: Vec<String> = rows.iter().map(|p| p.participant.to_string()).collect();
         let requests: Vec<String> =
             rows.iter().map(|p| serde_json::to_string(&p.request).expect("a hold request serialises")).collect();
-        let starts: Vec<DateTime<Utc>> = rows.iter().map(|p| from_time(interval(&p.request).0)).collect();
-        let ends: Vec<DateTime<Utc>> = rows.iter().map(|p| from_time(interval(&p.request).1)).collect();
+        let (starts, ends): (Vec<DateTime<Utc>>, Vec<DateTime<Utc>>) = rows
+            .iter()
+            .map(|p| {
+                let (start, end) = interval(&p.request);
+                (from_time(start), from_time(end))
+            })
+            .unzip();
         let (key, fingerprint) = r.key.unzip();
         sqlx::query(
             r#"WITH t AS (
