@@ -103,11 +103,13 @@ impl Settings {
 // ---------------------------------------------------------------------------------------------
 // PostgreSQL: fresh databases, pgbench
 
-/// `server` with its database name replaced by `db`.
+/// `server` with its database name replaced by `db`, every other part (user, host, port,
+/// query parameters such as `sslmode`) as given: a URL both libpq (pgbench) and sqlx accept.
+/// (sqlx's own `to_url_lossy` adds `statement-cache-capacity`, which pgbench refuses.)
 fn url_of(server: &str, db: &str) -> String {
-    use sqlx::ConnectOptions;
-    let options: sqlx::postgres::PgConnectOptions = server.parse().expect("a PostgreSQL URL");
-    options.database(db).to_url_lossy().to_string()
+    let mut url = url::Url::parse(server).expect("a PostgreSQL URL");
+    url.set_path(&format!("/{db}"));
+    url.to_string()
 }
 
 /// The databases this run created (all dropped at the end, also after a failure).

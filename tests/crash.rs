@@ -419,6 +419,8 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
                 format!("s1={s1_url}"),
                 "--lis".into(),
                 format!("s2={s2_url}"),
+                "--claim-lease-s".into(),
+                "2".into(),
             ]
         };
         let args = planner_args(&gis.url);
@@ -440,7 +442,16 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
         let s1 = Server::start(&db, None, &restart, None);
         assert_eq!(reservations(&c, &s1.url, "s1").await[0]["state"], "held");
         let p = Server::start(&db, None, &args, None);
-        let all = plans(&c, &p.url).await;
+        // The dead planner's claim on the transaction lapses (--claim-lease-s 2 below), then
+        // the restarted planner's recovery loop takes it over and commits it.
+        let mut all = plans(&c, &p.url).await;
+        for _ in 0..100 {
+            if all.len() == 1 && all[0]["status"] != "pending" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            all = plans(&c, &p.url).await;
+        }
         assert_eq!(all.len(), 1);
         assert_eq!(all[0]["status"], "committed");
         for (base, site) in [(&s1.url, "s1"), (&s2.url, "s2")] {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeZone, Utc};
 use coreserve::model::{Outcome, OutcomeStatus};
 use coreserve::planner::{Booking, ParticipantRef};
-use coreserve::store::{KeyClaim, PgStore, PlanFilter, PlanRecord, PlanStatus, Store, TokenRecord};
+use coreserve::store::{Claim, KeyClaim, PgStore, PlanFilter, PlanRecord, PlanStatus, Store, TokenRecord};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
@@ -52,21 +52,140 @@ fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRec
     }
 }
 
-#[tokio::test]
-async fn keys_are_claimed_once_and_released_only_while_in_progress() {
-    with_db(|url| async move {
-        let s = PgStore::connect(&url).await.unwrap();
-        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Claimed);
-        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::InProgress);
-        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed, "keys are per user");
-        let p = Uuid::new_v4();
-        s.complete_key("u", "k", p, "f").await.unwrap();
-        s.release_key("u", "k").await.unwrap();
-        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
-        s.release_key("v", "k").await.unwrap();
-        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed);
-    })
-    .await;
+/// The claim rules every store keeps (run against the memory store and PostgreSQL).
+mod claims_contract {
+    use super::*;
+    use coreserve::planner::log::{DecidedPart, Decision};
+    use coreserve::protocol::HoldRequest;
+    use coreserve::store::{Claim, DecisionRecord, MemoryStore, RejectionRecord, StoreError};
+    use std::time::Duration;
+
+    /// Past a lease of 1 s, measured by the store's own clock.
+    async fn lapse() {
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+    }
+
+    fn decided_plan(user: &str) -> (PlanRecord, Vec<DecidedPart>, Uuid) {
+        let mut plan = record(user, "wf", Some(at(10)));
+        plan.status = PlanStatus::Pending;
+        let txn = Uuid::new_v4();
+        let parts = vec![DecidedPart {
+            participant: ParticipantRef::Site("s1".into()),
+            hold: plan.bookings[0].hold,
+            request: HoldRequest::Compute { txn, site: "s1".into(), cpus: 4, start: 0, end: 3600 },
+        }];
+        (plan, parts, txn)
+    }
+
+    async fn decide(s: &dyn Store, plan: &PlanRecord, parts: &[DecidedPart], txn: Uuid, key: Option<(&str, &str)>, claim: &Claim) -> Result<(), StoreError> {
+        let d = Decision { txn, parts, outcome: &plan.outcome };
+        s.record_decision(&DecisionRecord { decision: d, plan, reservations: false, key, claim }).await
+    }
+
+    /// Keys: one claim at a time, per user; only the holder releases; a lapsed claim is taken
+    /// over, and the old claim can then write nothing (one key never yields two plans).
+    pub async fn keys(s: &dyn Store) {
+        let (a, b) = (Claim::new("a", 1), Claim::new("b", 1));
+        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress);
+        assert_eq!(s.claim_key("v", "k", &b).await.unwrap(), KeyClaim::Claimed, "keys are per user");
+        s.release_key("u", "k", &b).await.unwrap();
+        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress, "only the holder releases");
+        s.release_key("u", "k", &a).await.unwrap();
+        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Claimed, "released: free at once");
+
+        // b stops renewing (its process stalled); a takes the key over after the lease.
+        lapse().await;
+        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed, "a lapsed claim is taken over");
+        let stale = record("u", "wf-b", None);
+        let r = s.record_rejection(&RejectionRecord { plan: &stale, key: Some(("k", "fb")), claim: &b }).await;
+        assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
+        let (plan, parts, txn) = decided_plan("u");
+        let r = decide(s, &plan, &parts, txn, Some(("k", "fb")), &b).await;
+        assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
+        let mine = record("u", "wf-a", None);
+        s.record_rejection(&RejectionRecord { plan: &mine, key: Some(("k", "fa")), claim: &a }).await.unwrap();
+        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Done { plan: mine.id, fingerprint: "fa".into() });
+        let plans = s.list_plans(&PlanFilter::default()).await.unwrap();
+        assert_eq!(plans.iter().map(|p| p.id).collect::<Vec<_>>(), vec![mine.id], "one key, one plan");
+        assert_eq!(s.plan(plan.id).await.unwrap(), None, "nothing of b's decision was written");
+
+        // Renewal keeps a claim alive past its first lease.
+        let c = Claim::new("c", 1);
+        assert_eq!(s.claim_key("u", "k2", &c).await.unwrap(), KeyClaim::Claimed);
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            s.renew_claims(&[c.id], 1).await.unwrap();
+        }
+        assert_eq!(s.claim_key("u", "k2", &a).await.unwrap(), KeyClaim::InProgress, "renewed, not taken over");
+        // All-in-one start: every claim of the previous life ends at once.
+        assert_eq!(s.end_all_claims().await.unwrap(), 2, "u/k2 and v/k");
+        assert_eq!(s.claim_key("u", "k2", &a).await.unwrap(), KeyClaim::Claimed);
+    }
+
+    /// A decided transaction is worked on by one claim at a time: taken over only once its lease
+    /// lapsed, settled only by its current claim; its key stays bound to its (pending) plan.
+    pub async fn transactions(s: &dyn Store) {
+        let (a, b) = (Claim::new("a", 1), Claim::new("b", 1));
+        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
+        let (plan, parts, txn) = decided_plan("u");
+        decide(s, &plan, &parts, txn, Some(("k", "f")), &a).await.unwrap();
+        assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Pending, "not committed before its end");
+        assert!(s.take_in_doubt(&b, 10).await.unwrap().is_empty(), "a's lease runs");
+        assert!(matches!(s.finish_txn(txn, &b, None).await, Err(StoreError::Superseded)));
+        assert!(matches!(s.mark_compensating(txn, &b).await, Err(StoreError::Superseded)));
+
+        // a stalls; b takes over; a can no longer settle it.
+        lapse().await;
+        assert_eq!(
+            s.claim_key("u", "k", &b).await.unwrap(),
+            KeyClaim::Done { plan: plan.id, fingerprint: "f".into() },
+            "a decided key is bound to its plan: never planned twice"
+        );
+        let taken = s.take_in_doubt(&b, 10).await.unwrap();
+        assert_eq!(taken.iter().map(|t| (t.txn, t.compensating)).collect::<Vec<_>>(), vec![(txn, false)]);
+        assert!(s.take_in_doubt(&a, 10).await.unwrap().is_empty(), "b holds it now");
+        assert!(matches!(s.finish_txn(txn, &a, None).await, Err(StoreError::Superseded)));
+        s.mark_compensating(txn, &b).await.unwrap();
+        // b dies too: the next taker sees that compensation was decided.
+        lapse().await;
+        let c = Claim::new("c", 1);
+        let taken = s.take_in_doubt(&c, 10).await.unwrap();
+        assert_eq!(taken.iter().map(|t| (t.txn, t.compensating)).collect::<Vec<_>>(), vec![(txn, true)]);
+        let rejected = Outcome::rejected("wf", "a part refused its commit", "p0");
+        s.finish_txn(txn, &c, Some(&rejected)).await.unwrap();
+        let rec = s.plan(plan.id).await.unwrap().unwrap();
+        assert_eq!((rec.status, rec.bookings.len()), (PlanStatus::Rejected, 0));
+        assert!(matches!(s.finish_txn(txn, &c, None).await, Err(StoreError::Superseded)), "finished once");
+        lapse().await;
+        assert!(s.take_in_doubt(&c, 10).await.unwrap().is_empty());
+
+        // The normal end: a pending plan becomes committed when its end is logged.
+        let (plan, parts, txn) = decided_plan("u");
+        decide(s, &plan, &parts, txn, None, &a).await.unwrap();
+        s.finish_txn(txn, &a, None).await.unwrap();
+        assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Committed);
+    }
+
+    #[tokio::test]
+    async fn memory_store_keys() {
+        keys(&MemoryStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn memory_store_transactions() {
+        transactions(&MemoryStore::new()).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_store_keys() {
+        with_db(|url| async move { keys(&PgStore::connect(&url).await.unwrap()).await }).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_store_transactions() {
+        with_db(|url| async move { transactions(&PgStore::connect(&url).await.unwrap()).await }).await;
+    }
 }
 
 #[tokio::test]
@@ -78,8 +197,10 @@ async fn a_key_is_claimed_once_across_processes() {
             .into_iter()
             .map(Result::unwrap)
             .collect();
+        let owners: Vec<Claim> = (0..32).map(|i| Claim::new(&format!("p{i}"), 60)).collect();
         let claims =
-            futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race", 60))).await;
+            futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race", &owners[i])))
+                .await;
         let claimed = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::Claimed))).count();
         let waiting = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::InProgress))).count();
         assert_eq!((claimed, waiting), (1, 31), "{claims:?}");

@@ -12,7 +12,7 @@ use crate::model::Outcome;
 use crate::planner::log::{CommitLog, Decision, LogError};
 use crate::planner::Booking;
 use crate::protocol::TxnId;
-use crate::store::{DecisionRecord, PlanRecord, PlanStatus, Store};
+use crate::store::{Claim, DecisionRecord, PlanRecord, PlanStatus, Store, StoreError};
 
 /// The plan a request will store if the planner decides to commit.
 pub struct PlanMeta<'a> {
@@ -26,11 +26,13 @@ pub struct PlanMeta<'a> {
     pub key: Option<(&'a str, &'a str)>,
 }
 
-/// A decision log over a store, for one request (`plan`) or for recovery (`None`: only
-/// [`CommitLog::finish`] is used).
+/// A decision log over a store, for one request (`plan`) or for recovery (`None`: no new
+/// decisions). Every write is made under `claim`: the request's claim on its key and its
+/// transaction, or the recovery round's claim on the transactions it took over.
 pub struct StoreLog<'a> {
     store: &'a dyn Store,
     shares_fate: bool,
+    claim: &'a Claim,
     plan: Option<PlanMeta<'a>>,
     /// The plan record as written with the decision (and updated by a compensation).
     decided: Mutex<Option<PlanRecord>>,
@@ -38,11 +40,12 @@ pub struct StoreLog<'a> {
 
 impl<'a> StoreLog<'a> {
     /// `shares_fate`: the planner's participants live in this process (all-in-one).
-    pub fn new(store: &'a dyn Store, shares_fate: bool, plan: Option<PlanMeta<'a>>) -> Self {
-        StoreLog { store, shares_fate, plan, decided: Mutex::new(None) }
+    pub fn new(store: &'a dyn Store, shares_fate: bool, claim: &'a Claim, plan: Option<PlanMeta<'a>>) -> Self {
+        StoreLog { store, shares_fate, claim, plan, decided: Mutex::new(None) }
     }
 
-    /// The stored plan, if a decision was written (committed, or rejected by compensation).
+    /// The stored plan, if a decision was written: committed, pending (its end is not
+    /// recorded), or rejected by compensation.
     pub fn decided(self) -> Option<PlanRecord> {
         self.decided.into_inner().expect("decision lock")
     }
@@ -55,35 +58,91 @@ impl CommitLog for StoreLog<'_> {
     }
 
     async fn decide(&self, d: &Decision<'_>) -> Result<(), LogError> {
-        let meta = self.plan.as_ref().ok_or_else(|| LogError("a recovery log records no new decisions".into()))?;
+        let meta = self.plan.as_ref().expect("a recovery log records no new decisions");
         let plan = PlanRecord {
             id: meta.id,
             user: meta.user.to_owned(),
-            status: PlanStatus::Committed,
+            // In process, the decision is the end; remote, committed once the end is logged.
+            status: if self.shares_fate { PlanStatus::Committed } else { PlanStatus::Pending },
             outcome: d.outcome.clone(),
             bookings: d.parts.iter().map(|p| Booking { participant: p.participant.clone(), hold: p.hold }).collect(),
             created_at: meta.created_at,
             cancelled_at: None,
         };
-        let record = DecisionRecord { decision: *d, plan: &plan, reservations: self.shares_fate, key: meta.key };
-        self.store.record_decision(&record).await.map_err(|e| LogError(e.to_string()))?;
+        let record =
+            DecisionRecord { decision: *d, plan: &plan, reservations: self.shares_fate, key: meta.key, claim: self.claim };
+        self.store.record_decision(&record).await.map_err(log_error)?;
         *self.decided.lock().expect("decision lock") = Some(plan);
         Ok(())
+    }
+
+    async fn compensating(&self, txn: TxnId) -> Result<(), LogError> {
+        self.store.mark_compensating(txn, self.claim).await.map_err(log_error)
     }
 
     async fn finish(&self, txn: TxnId, result: Result<(), &Outcome>) -> Result<(), LogError> {
         match result {
             // All-in-one: the decision was written finished.
             Ok(()) if self.shares_fate => return Ok(()),
-            Ok(()) => self.store.finish_txn(txn, None).await,
-            Err(rejected) => self.store.finish_txn(txn, Some(rejected)).await,
+            Ok(()) => self.store.finish_txn(txn, self.claim, None).await,
+            Err(rejected) => self.store.finish_txn(txn, self.claim, Some(rejected)).await,
         }
-        .map_err(|e| LogError(e.to_string()))?;
-        if let (Err(rejected), Some(plan)) = (result, self.decided.lock().expect("decision lock").as_mut()) {
-            plan.status = PlanStatus::Rejected;
-            plan.outcome = rejected.clone();
-            plan.bookings.clear();
+        .map_err(log_error)?;
+        if let Some(plan) = self.decided.lock().expect("decision lock").as_mut() {
+            match result {
+                Ok(()) => plan.status = PlanStatus::Committed,
+                Err(rejected) => {
+                    plan.status = PlanStatus::Rejected;
+                    plan.outcome = rejected.clone();
+                    plan.bookings.clear();
+                }
+            }
         }
         Ok(())
+    }
+}
+
+fn log_error(e: StoreError) -> LogError {
+    match e {
+        StoreError::Superseded => LogError::Superseded,
+        e => LogError::Unavailable(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OutcomeStatus;
+    use crate::planner::log::{DecidedPart, Decision};
+    use crate::protocol::{HoldRequest, ParticipantRef};
+    use crate::store::MemoryStore;
+
+    /// Issue: a plan whose phase 2 had failed was answered and stored `committed`. Remote
+    /// participants: the plan written with the decision is `pending`, and only the recorded
+    /// end makes it `committed`, in the store and in what the request answers.
+    #[tokio::test]
+    async fn a_remote_decision_stores_a_pending_plan_committed_only_at_its_end() {
+        let store = MemoryStore::new();
+        let claim = Claim::new("test", 60);
+        let meta = PlanMeta { id: Uuid::new_v4(), user: "u", created_at: Utc::now(), key: None };
+        let id = meta.id;
+        let log = StoreLog::new(&store, false, &claim, Some(meta));
+        let mut outcome = Outcome::rejected("r", "", "p0");
+        outcome.status = OutcomeStatus::Committed;
+        let txn = Uuid::new_v4();
+        let parts = [DecidedPart {
+            participant: ParticipantRef::Site("s1".into()),
+            hold: Uuid::new_v4(),
+            request: HoldRequest::Compute { txn, site: "s1".into(), cpus: 1, start: 0, end: 60 },
+        }];
+        log.decide(&Decision { txn, parts: &parts, outcome: &outcome }).await.unwrap();
+        assert_eq!(store.plan(id).await.unwrap().unwrap().status, PlanStatus::Pending);
+        log.finish(txn, Ok(())).await.unwrap();
+        assert_eq!(store.plan(id).await.unwrap().unwrap().status, PlanStatus::Committed);
+        assert_eq!(log.decided().unwrap().status, PlanStatus::Committed);
+        // A finish under a claim that does not own the transaction is refused.
+        let other = Claim::new("other", 60);
+        let stale = StoreLog::new(&store, false, &other, None);
+        assert!(matches!(stale.finish(txn, Ok(())).await, Err(LogError::Superseded)));
     }
 }

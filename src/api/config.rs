@@ -7,6 +7,9 @@ use crate::nis::Routing;
 pub const MAX_JOBS: usize = 64;
 /// At most this many transfers in one plan request.
 pub const MAX_TRANSFERS: usize = 256;
+/// Default of [`ServeConfig::claim_lease_s`]: a stalled or dead process's claims are taken
+/// over within this many seconds (plus one renewal period).
+pub const DEFAULT_CLAIM_LEASE_S: i64 = 8;
 /// Largest accepted request body (bytes); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
@@ -63,6 +66,12 @@ pub struct ServeConfig {
     pub workers: Option<usize>,
     /// This process's role (default: all in one).
     pub role: Role,
+    /// Seconds an idempotency key's or a decided transaction's claim lives without renewal:
+    /// another process takes over the work of a process that stopped renewing after this long
+    /// (renewed every quarter of it).
+    pub claim_lease_s: i64,
+    /// This process's name in claims (logs, diagnostics); `None`: `ROLE@LISTEN#PID`.
+    pub instance: Option<String>,
     /// The token processes of a separated deployment share: participants accept it as a
     /// service token, planners send it to their participants.
     pub service_token: Option<String>,
@@ -82,6 +91,8 @@ impl Default for ServeConfig {
             admin_token: None,
             workers: None,
             role: Role::All,
+            claim_lease_s: DEFAULT_CLAIM_LEASE_S,
+            instance: None,
             service_token: None,
         }
     }

@@ -1,7 +1,10 @@
 //! Prometheus metrics, hand-written text exposition (format 0.0.4).
 //!
 //! - `coreserve_plans_total{status}`: plans by outcome (`committed`, `rejected`, `planned` =
-//!   dry runs) and cancellations (`cancelled`);
+//!   dry runs, `pending` = answered 503 because phase 2 could not be confirmed) and
+//!   cancellations (`cancelled`);
+//! - `coreserve_recovered_total{result}`: in-doubt transactions the recovery loop settled
+//!   (`committed`, `compensated`);
 //! - `coreserve_planning_seconds`: planning latency histogram (every POST /v1/plans that
 //!   reached a planner);
 //! - `coreserve_holds_outstanding`: live holds over every participant (read at scrape time);
@@ -15,13 +18,15 @@ use crate::store::PlanStatus;
 
 /// Upper bounds of the latency buckets, seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
-const STATUSES: [PlanStatus; 4] =
-    [PlanStatus::Committed, PlanStatus::Rejected, PlanStatus::Planned, PlanStatus::Cancelled];
+const STATUSES: [PlanStatus; 5] =
+    [PlanStatus::Committed, PlanStatus::Rejected, PlanStatus::Planned, PlanStatus::Pending, PlanStatus::Cancelled];
 
 /// The counters (lock-free; shared by every worker).
 #[derive(Debug, Default)]
 pub struct Metrics {
-    plans: [AtomicU64; 4],
+    plans: [AtomicU64; STATUSES.len()],
+    /// Recovered transactions: committed, compensated.
+    recovered: [AtomicU64; 2],
     /// Cumulative counts per bucket of [`BUCKETS`], then +Inf.
     latency: [AtomicU64; BUCKETS.len() + 1],
     latency_sum_us: AtomicU64,
@@ -37,6 +42,7 @@ fn name(s: PlanStatus) -> &'static str {
         PlanStatus::Committed => "committed",
         PlanStatus::Rejected => "rejected",
         PlanStatus::Planned => "planned",
+        PlanStatus::Pending => "pending",
         PlanStatus::Cancelled => "cancelled",
     }
 }
@@ -60,6 +66,12 @@ impl Metrics {
         self.plans[index(PlanStatus::Cancelled)].fetch_add(1, Relaxed);
     }
 
+    /// The recovery loop settled `committed` + `compensated` in-doubt transactions.
+    pub fn recovered(&self, committed: usize, compensated: usize) {
+        self.recovered[0].fetch_add(committed as u64, Relaxed);
+        self.recovered[1].fetch_add(compensated as u64, Relaxed);
+    }
+
     /// One hold was aborted through the API.
     pub fn aborted(&self) {
         self.aborts.fetch_add(1, Relaxed);
@@ -73,6 +85,11 @@ impl Metrics {
         for st in STATUSES {
             let _ =
                 writeln!(s, "coreserve_plans_total{{status=\"{}\"}} {}", name(st), self.plans[index(st)].load(Relaxed));
+        }
+        s.push_str("# HELP coreserve_recovered_total In-doubt transactions settled by recovery.\n");
+        s.push_str("# TYPE coreserve_recovered_total counter\n");
+        for (i, result) in ["committed", "compensated"].iter().enumerate() {
+            let _ = writeln!(s, "coreserve_recovered_total{{result=\"{result}\"}} {}", self.recovered[i].load(Relaxed));
         }
         s.push_str("# HELP coreserve_planning_seconds Time to plan and book one request.\n");
         s.push_str("# TYPE coreserve_planning_seconds histogram\n");

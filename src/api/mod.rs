@@ -32,6 +32,6 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 
-pub use config::{RemoteServices, Role, ServeConfig};
+pub use config::{RemoteServices, Role, ServeConfig, DEFAULT_CLAIM_LEASE_S};
 pub use startup::Application;
 pub use state::AppState;

@@ -53,6 +53,8 @@ pub struct ApiError {
     pub detail: String,
     /// The participant error this answer reports, if any (rendered as `participant_error`).
     pub participant_error: Option<WireError>,
+    /// Seconds after which a retry may succeed (the `Retry-After` header), if any.
+    pub retry_after_s: Option<u64>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -63,7 +65,12 @@ impl std::fmt::Display for ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, slug: &'static str, title: &'static str, detail: impl Into<String>) -> Self {
-        ApiError { status, slug, title, detail: detail.into(), participant_error: None }
+        ApiError { status, slug, title, detail: detail.into(), participant_error: None, retry_after_s: None }
+    }
+    /// The same answer with a `Retry-After: seconds` header.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_s = Some(seconds);
+        self
     }
     pub fn bad_request(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad-request", "Malformed request", detail)
@@ -109,6 +116,9 @@ impl ResponseError for ApiError {
         r.insert_header((header::CONTENT_TYPE, PROBLEM_JSON));
         if self.status == StatusCode::UNAUTHORIZED {
             r.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+        }
+        if let Some(s) = self.retry_after_s {
+            r.insert_header((header::RETRY_AFTER, s.to_string()));
         }
         r.body(serde_json::to_string(&self.problem()).expect("a problem serialises"))
     }

@@ -28,7 +28,8 @@ impl Application {
     /// or a generated one), saves the grid in the store, binds `config.listen`, recovers
     /// (calendars rebuilt from the journal, in-doubt transactions finished:
     /// [`AppState::recover`]) and starts the lease sweeper (every `min(lease_s, 10)` s; hourly it
-    /// also prunes history beyond the horizon: [`AppState::prune_history`]).
+    /// also prunes history beyond the horizon: [`AppState::prune_history`]), the claim renewer
+    /// and, in a planning process, the recovery loop (both every `claim_lease_s / 4`).
     ///
     /// # Errors
     /// The address cannot be bound, the store fails, or recovery fails.
@@ -53,6 +54,7 @@ impl Application {
         let port = listener.local_addr()?.port();
         let workers = config.workers;
         let sweep_every = std::time::Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
+        let claim_every = std::time::Duration::from_millis((config.claim_lease_s.max(1) * 250) as u64);
         let state = web::Data::new(AppState::new(config, grid, store));
         let (restored, recovery) = state.recover().await?;
         if restored > 0 || recovery != Default::default() {
@@ -77,6 +79,29 @@ impl Application {
                 }
             }
         });
+        // Claims: renewed while this process works on them; a planning process also takes over
+        // and settles the in-doubt transactions whose claim lapsed (a separate task, so that a
+        // slow recovery never delays a renewal).
+        let renewer = state.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(claim_every).await;
+                if let Err(e) = renewer.renew_claims().await {
+                    tracing::warn!(error = %e, "claim renewal failed");
+                }
+            }
+        });
+        if state.plans() {
+            let recoverer = state.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(claim_every).await;
+                    if let Err(e) = recoverer.recover_in_doubt().await {
+                        tracing::warn!(error = %e, "recovery round failed");
+                    }
+                }
+            });
+        }
         let data = state.clone();
         let mut server = HttpServer::new(move || {
             App::new()

@@ -1,10 +1,11 @@
 //! The application state shared by every worker: participants, planners, store, holds.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use super::config::{Role, ServeConfig};
 use super::metrics::Metrics;
@@ -16,7 +17,7 @@ use crate::model::{from_time, to_time, Grid, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{HttpCatalogue, HttpParticipant};
 use crate::protocol::{HoldId, Journal, Journaled, Participant};
-use crate::store::{Store, StoreError, TokenRecord};
+use crate::store::{Claim, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
 pub struct AppState {
@@ -37,6 +38,25 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Tokens found in the store, by hash, with when they were read (see [`AppState::token`]).
     tokens: Mutex<HashMap<String, (TokenRecord, std::time::Instant)>>,
+    /// This process's name in claims (see [`ServeConfig::instance`]).
+    pub instance: String,
+    /// The claims this process works on right now, renewed by [`AppState::renew_claims`].
+    claims: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+/// A claim this process works on: renewed while this lives ([`AppState::renew_claims`]).
+/// Dropped (the request ended, even by a panic), the claim is no longer renewed and lapses
+/// after its lease unless it was settled first.
+pub struct ClaimGuard {
+    registry: Arc<Mutex<HashSet<Uuid>>>,
+    /// The claim.
+    pub claim: Claim,
+}
+
+impl Drop for ClaimGuard {
+    fn drop(&mut self) {
+        self.registry.lock().expect("claim registry").remove(&self.claim.id);
+    }
 }
 
 /// How long a token read from the store is trusted without asking the store again.
@@ -77,7 +97,19 @@ impl AppState {
             _ => participants.services(),
         };
         let planners = PlannerPool::new(&config, services);
+        let instance = config.instance.clone().unwrap_or_else(|| {
+            let role = match &config.role {
+                Role::All => "all".to_owned(),
+                Role::Lis { site } => format!("lis:{site}"),
+                Role::Nis => "nis".into(),
+                Role::Gis => "gis".into(),
+                Role::Planner(_) => "planner".into(),
+            };
+            format!("{role}@{}#{}", config.listen, std::process::id())
+        });
         AppState {
+            instance,
+            claims: Arc::new(Mutex::new(HashSet::new())),
             config,
             grid,
             participants,
@@ -142,9 +174,9 @@ impl AppState {
     /// 1. the participants of this process rebuild their calendars from the journal
     ///    (committed reservations, and holds whose lease still runs, with that lease);
     ///    holds whose lease ended while the process was down are marked expired;
-    /// 2. the planners finish every in-doubt transaction ([`Planner::recover`]);
-    /// 3. the only planning process of its store (all-in-one) frees the idempotency keys its
-    ///    previous life claimed and never completed.
+    /// 2. the only planning process of its store (all-in-one) ends the claims of its previous
+    ///    life at once (keys without a plan are freed, unfinished transactions become free);
+    /// 3. a planning process runs a first recovery round ([`AppState::recover_in_doubt`]).
     ///
     /// # Errors
     /// The store fails, or the journal does not fit the grid (a reservation over capacity, an
@@ -170,18 +202,48 @@ impl AppState {
             }
             restored += 1;
         }
-        let mut report = Recovery::default();
-        if matches!(self.config.role, Role::All | Role::Planner(_)) {
-            let in_doubt = self.store.in_doubt().await?;
-            if !in_doubt.is_empty() {
-                let log = super::commit_log::StoreLog::new(self.store.as_ref(), self.shares_fate(), None);
-                report = self.planners.lend().recover(&in_doubt, &log).await?;
-            }
-        }
         if self.shares_fate() {
-            self.store.release_pending_keys().await?;
+            self.store.end_all_claims().await?;
         }
+        let report = if self.plans() { self.recover_in_doubt().await? } else { Recovery::default() };
         Ok((restored, report))
+    }
+
+    /// Does this process plan (all-in-one or planner role)?
+    pub fn plans(&self) -> bool {
+        matches!(self.config.role, Role::All | Role::Planner(_))
+    }
+
+    /// A fresh claim of this process, renewed until the guard drops.
+    pub fn claim(&self) -> ClaimGuard {
+        let claim = Claim::new(&self.instance, self.config.claim_lease_s);
+        self.claims.lock().expect("claim registry").insert(claim.id);
+        ClaimGuard { registry: self.claims.clone(), claim }
+    }
+
+    /// Renews every claim this process works on (the background loop calls it every quarter
+    /// of [`ServeConfig::claim_lease_s`]).
+    pub async fn renew_claims(&self) -> Result<(), StoreError> {
+        let claims: Vec<Uuid> = self.claims.lock().expect("claim registry").iter().copied().collect();
+        if claims.is_empty() {
+            return Ok(());
+        }
+        self.store.renew_claims(&claims, self.config.claim_lease_s).await
+    }
+
+    /// One recovery round: takes over the decided, unfinished transactions whose claim lapsed
+    /// (their coordinator crashed, stalled, or gave up answering 503) and settles them
+    /// ([`Planner::recover`]); what cannot be settled now lapses again for a later round.
+    pub async fn recover_in_doubt(&self) -> Result<Recovery, StoreError> {
+        let guard = self.claim();
+        let in_doubt = self.store.take_in_doubt(&guard.claim, 64).await?;
+        if in_doubt.is_empty() {
+            return Ok(Recovery::default());
+        }
+        let log = super::commit_log::StoreLog::new(self.store.as_ref(), self.shares_fate(), &guard.claim, None);
+        let report = self.planners.lend().recover(&in_doubt, &log).await;
+        self.metrics.recovered(report.committed, report.compensated);
+        Ok(report)
     }
 
     /// Lease expiry in the background: releases lapsed holds in memory and marks them
@@ -196,12 +258,6 @@ impl AppState {
     /// Returns the spans pruned. O(spans): the sweeper calls it hourly.
     pub fn prune_history(&self) -> usize {
         self.participants.prune_before(self.now() - self.config.horizon_s())
-    }
-
-    /// How long an idempotency key's claim may stay in progress before another request may
-    /// take it over: the planning limit (`w_interval`) plus a lease.
-    pub fn key_claim_timeout_s(&self) -> i64 {
-        self.config.w_interval_s + self.config.lease_s
     }
 
     /// Now, by the participants' clock.

@@ -268,6 +268,14 @@ pub struct ServeArgs {
     /// actix worker threads (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
+    /// Seconds an idempotency key's or a decided transaction's claim lives without renewal:
+    /// another planner process takes over the work of one that stopped (crashed, stalled)
+    /// after this long.
+    #[arg(long, default_value_t = crate::api::DEFAULT_CLAIM_LEASE_S)]
+    claim_lease_s: i64,
+    /// This process's name in claims and logs (default: ROLE@LISTEN#PID).
+    #[arg(long)]
+    instance: Option<String>,
 }
 
 /// `coreserve serve --role`.
@@ -316,8 +324,8 @@ fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, Option<crate::model::G
 /// `coreserve serve`.
 async fn serve(a: ServeArgs) -> Result<()> {
     use crate::api::{Application, ServeConfig};
-    if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 {
-        bail!("--planners, --lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
+    if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 || a.claim_lease_s <= 0 {
+        bail!("--planners, --lease-s, --claim-lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
     }
     let (role, file_grid) = serve_role(&a)?;
     let admin_token = a.admin_token;
@@ -333,6 +341,8 @@ async fn serve(a: ServeArgs) -> Result<()> {
         admin_token,
         workers: a.workers,
         role,
+        claim_lease_s: a.claim_lease_s,
+        instance: a.instance,
         service_token: a.service_token,
     };
     let role_name = format!("{:?}", a.role).to_lowercase();

@@ -10,8 +10,12 @@
 //! - **remote, durable participants** (role-separated deployment): holds are journaled by
 //!   the participants ([`crate::protocol::Journaled`]); the planner logs the decision
 //!   ([`CommitLog::decide`]), sends every commit, then logs the end ([`CommitLog::finish`]).
-//!   On restart, [`crate::planner::Planner::recover`] commits every decided, unfinished
-//!   transaction again.
+//!   A commit that gets no answer is retried (commit is idempotent); a participant that
+//!   refuses (its lease ran out) makes the coordinator log that it gives the transaction up
+//!   ([`CommitLog::compensating`]) *before* releasing anything, then compensate, then log the
+//!   end as rejected. If any of this cannot be done now (a participant or the log does not
+//!   answer), the plan stays in doubt and is never reported committed: a recovery loop
+//!   ([`crate::planner::Planner::recover`]) settles it once everything answers again.
 //! - **participants in the coordinator's own process** (all-in-one): their holds are not
 //!   journaled (a crash takes coordinator and participants down together, so a hold nobody
 //!   decided on dies with them, which is exactly presumed abort). The planner commits in
@@ -47,10 +51,17 @@ pub struct Decision<'a> {
     pub outcome: &'a Outcome,
 }
 
-/// A failed log write.
+/// A failed log write: nothing was written.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("commit log: {0}")]
-pub struct LogError(pub String);
+pub enum LogError {
+    /// The log's store did not answer; retrying later is safe.
+    #[error("decision log unavailable: {0}")]
+    Unavailable(String),
+    /// The request or transaction has passed to another coordinator (this one stalled past
+    /// its claim's lease); this coordinator must leave it alone.
+    #[error("the transaction has passed to another coordinator")]
+    Superseded,
+}
 
 /// The coordinator's durable decision log (see the module docs).
 #[async_trait]
@@ -61,6 +72,9 @@ pub trait CommitLog: Send + Sync {
     fn shares_fate(&self) -> bool;
     /// Records the commit decision; durable when it returns `Ok`.
     async fn decide(&self, d: &Decision<'_>) -> Result<(), LogError>;
+    /// Records that the coordinator gives the decided transaction `txn` up (a part refused
+    /// its commit); durable when it returns `Ok`, before any part is released.
+    async fn compensating(&self, txn: TxnId) -> Result<(), LogError>;
     /// Records that phase 2 of a decided transaction ended: `Ok(())` every part committed;
     /// `Err(rejected)` a part refused its commit, everything was released (compensation), and
     /// `rejected` is the outcome the client sees instead.
@@ -70,7 +84,8 @@ pub trait CommitLog: Send + Sync {
 /// Fault injection for the crash tests: when the environment variable `CORESERVE_CRASH_AT`
 /// names `point`, the process aborts on the spot (as `kill -9` would, with no cleanup).
 /// Points: `after-prepare` (every hold granted, no decision), `after-decision` (the decision
-/// is durable, phase 2 not sent).
+/// is durable, phase 2 not sent), `after-commit` (every commit answered, the end not logged),
+/// `after-compensating` (the coordinator logged that it gives up, nothing released yet).
 pub fn crash_point(point: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT.get_or_init(|| std::env::var("CORESERVE_CRASH_AT").ok()).as_deref() == Some(point) {

@@ -26,11 +26,14 @@
 //! Time limits: the search stops when the planner's clock passes arrival + `w_interval` (the
 //! planner's own deadline for building a plan), or after `max_fixes` tentative fixes.
 //! Commit is all-or-nothing: if a participant refuses a commit (its lease ran out), every other
-//! hold is aborted and every committed part released before the request is rejected.
+//! hold is aborted and every committed part released before the request is rejected. With a
+//! decision log, a plan whose phase 2 cannot be finished now is left in doubt, never reported
+//! committed ([`Settlement::InDoubt`]; see [`log`]).
 //!
 //! The planner only sees participants through [`crate::protocol`], so the same code runs
 //! in-process, over HTTP and in the simulator.
 
+mod commit;
 pub mod log;
 mod recover;
 mod search;
@@ -108,8 +111,30 @@ pub struct Booking {
 /// What [`Planner::plan_with`] returns: the outcome and, for a committed plan, its bookings.
 #[derive(Debug, Clone)]
 pub struct PlanResult {
+    /// Committed, rejected or (dry run) planned. Only final when `settlement` is
+    /// [`Settlement::Final`].
     pub outcome: Outcome,
+    /// The committed parts (empty unless committed).
     pub bookings: Vec<Booking>,
+    /// Whether `outcome` may be reported (always [`Settlement::Final`] without a log).
+    pub settlement: Settlement,
+}
+
+/// How a plan attempt ended for its caller, beyond its outcome (see [`log`]).
+#[derive(Debug, Clone)]
+pub enum Settlement {
+    /// The outcome is final and, with a log, recorded: committed (every part durable at its
+    /// participant and the end logged) or rejected (nothing booked).
+    Final,
+    /// The log refused the decision: nothing is booked and nothing recorded; the outcome is
+    /// a rejection naming the log's error. [`log::LogError::Superseded`]: the request's
+    /// idempotency key passed to another request, which answers for it.
+    Undecided(log::LogError),
+    /// A commit decision is logged but its end is not (a participant or the log did not
+    /// answer, or another coordinator took the transaction over): the plan is neither booked
+    /// for sure nor rejected. Its outcome must not be reported; the recovery loop settles it.
+    /// The text says why.
+    InDoubt(String),
 }
 
 /// Per-call options of [`Planner::plan_with`].

@@ -1,13 +1,15 @@
-//! Coordinator recovery: finishing the transactions a crashed planner had decided to commit.
+//! Coordinator recovery: settling the transactions whose commit decision is logged but whose
+//! end is not (their coordinator crashed, stalled, or could not reach a participant or the log).
 
 use std::sync::Arc;
 
-use super::log::{CommitLog, DecidedPart, LogError};
+use super::commit::{commit_parts, compensate, Phase2, Tally};
+use super::log::{CommitLog, DecidedPart};
 use super::Planner;
 use crate::model::Outcome;
-use crate::protocol::{Participant, ParticipantError, ParticipantRef, TxnId};
+use crate::protocol::{HoldId, Participant, ParticipantError, ParticipantRef, TxnId};
 
-/// A transaction whose commit decision is logged but whose end is not (read at start).
+/// A transaction whose commit decision is logged but whose end is not.
 #[derive(Debug, Clone)]
 pub struct InDoubt {
     /// The transaction.
@@ -16,6 +18,9 @@ pub struct InDoubt {
     pub parts: Vec<DecidedPart>,
     /// The committed outcome logged with the decision.
     pub outcome: Outcome,
+    /// Its coordinator logged that it gives the transaction up ([`CommitLog::compensating`]):
+    /// only the compensation remains to be finished.
+    pub compensating: bool,
 }
 
 /// What [`Planner::recover`] did.
@@ -24,8 +29,11 @@ pub struct Recovery {
     /// Transactions whose every part is now committed.
     pub committed: usize,
     /// Transactions a part of which could not commit any more: every part was released and
-    /// the plan rejected (it was never reported committed: the coordinator died first).
+    /// the plan rejected (it was never reported committed).
     pub compensated: usize,
+    /// Transactions left in doubt for a later round (a participant or the log did not
+    /// answer).
+    pub unsettled: usize,
 }
 
 impl Planner {
@@ -38,57 +46,69 @@ impl Planner {
         }
     }
 
-    /// Finishes every in-doubt transaction (decision logged -> commit again; commit is
-    /// idempotent), then records its end in `log`. A part already released (the plan was
-    /// cancelled after committing) counts as done. A part that refuses (its lease ended while
-    /// the coordinator was down, or its participant forgot it) makes the plan all-or-nothing
-    /// again: the other parts are released or aborted and the transaction is recorded as
-    /// compensated with a rejected outcome.
+    /// Settles every in-doubt transaction of `in_doubt` and records its end in `log`:
+    /// - decided, not compensating: commit every part again (commit is idempotent). All
+    ///   committed -> the end is logged and the plan stands. A part refuses (its lease ended
+    ///   while the coordinator was away, or it was released) -> all-or-nothing again: the log
+    ///   first says the transaction is given up, then every part is released or aborted, then
+    ///   the plan is recorded rejected.
+    /// - compensating: finish the compensation, then record the plan rejected.
     ///
-    /// Transactions with no logged decision need nothing: presumed abort, their holds end at
-    /// their lease.
-    ///
-    /// # Errors
-    /// The log cannot be written; the remaining transactions stay in doubt for the next start.
-    pub async fn recover(&self, in_doubt: &[InDoubt], log: &dyn CommitLog) -> Result<Recovery, LogError> {
+    /// A transaction whose participants or log do not answer definitely stays in doubt
+    /// (counted in [`Recovery::unsettled`]) for the next round; so does one another
+    /// coordinator took over ([`super::log::LogError::Superseded`]). Transactions with no logged decision
+    /// need nothing: presumed abort, their holds end at their lease.
+    pub async fn recover(&self, in_doubt: &[InDoubt], log: &dyn CommitLog) -> Recovery {
         let mut report = Recovery::default();
         for t in in_doubt {
-            let mut refused = None;
-            for part in &t.parts {
-                let r = match self.participant(&part.participant) {
-                    Ok(p) => p.commit(part.hold).await,
-                    Err(e) => Err(e),
-                };
-                match r {
-                    Ok(()) | Err(ParticipantError::NotCommitted(_)) => {}
-                    Err(e) => {
-                        refused = Some(format!("commit failed after a coordinator restart: {e}"));
-                        break;
-                    }
+            match self.settle(t, log).await {
+                Ok(true) => report.committed += 1,
+                Ok(false) => report.compensated += 1,
+                Err(reason) => {
+                    tracing::warn!(txn = %t.txn, %reason, "an in-doubt transaction stays in doubt");
+                    report.unsettled += 1;
                 }
             }
-            match refused {
-                None => {
-                    log.finish(t.txn, Ok(())).await?;
-                    report.committed += 1;
-                }
-                Some(reason) => {
-                    for part in &t.parts {
-                        if let Ok(p) = self.participant(&part.participant) {
-                            // Committed parts are released, held ones aborted; one of the two
-                            // refuses harmlessly.
-                            let _ = p.release(part.hold).await;
-                            let _ = p.abort(part.hold).await;
-                        }
-                    }
-                    let mut rejected = Outcome::rejected(&t.outcome.request_id, reason, &t.outcome.planner);
-                    rejected.messages = t.outcome.messages;
-                    log.finish(t.txn, Err(&rejected)).await?;
-                    report.compensated += 1;
-                }
-            }
-            tracing::info!(txn = %t.txn, ?report, "recovered an in-doubt transaction");
         }
-        Ok(report)
+        if report != Recovery::default() {
+            tracing::info!(?report, "recovery round");
+        }
+        report
+    }
+
+    /// Settles one transaction: `Ok(true)` committed, `Ok(false)` compensated, `Err` still in
+    /// doubt (why).
+    async fn settle(&self, t: &InDoubt, log: &dyn CommitLog) -> Result<bool, String> {
+        let parts: Vec<(Arc<dyn Participant>, HoldId)> = t
+            .parts
+            .iter()
+            .map(|p| self.participant(&p.participant).map(|c| (c, p.hold)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("a part's participant is unknown: {e}"))?;
+        let mut messages = 0;
+        let (reason, committed) = if t.compensating {
+            ("its coordinator gave it up (a part refused its commit)".to_owned(), Vec::new())
+        } else {
+            match commit_parts(&parts, &mut messages).await {
+                Phase2::Committed => {
+                    log.finish(t.txn, Ok(())).await.map_err(|e| e.to_string())?;
+                    tracing::info!(txn = %t.txn, "recovered an in-doubt transaction: committed");
+                    return Ok(true);
+                }
+                Phase2::Unreachable { reason } => return Err(reason),
+                Phase2::Refused { committed, reason } => {
+                    log.compensating(t.txn).await.map_err(|e| e.to_string())?;
+                    (format!("{reason} (after its coordinator was interrupted)"), committed)
+                }
+            }
+        };
+        let mut tally = Tally::default();
+        compensate(&parts, &committed, &mut tally).await?;
+        let mut rejected = Outcome::rejected(&t.outcome.request_id, reason, &t.outcome.planner);
+        rejected.messages = t.outcome.messages + messages + tally.messages;
+        rejected.holds_aborted = t.outcome.holds_aborted + tally.holds_aborted;
+        log.finish(t.txn, Err(&rejected)).await.map_err(|e| e.to_string())?;
+        tracing::info!(txn = %t.txn, "recovered an in-doubt transaction: compensated");
+        Ok(false)
     }
 }

@@ -11,8 +11,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
+use super::commit::{self, Phase2};
 use super::log::{crash_point, CommitLog, DecidedPart, Decision};
-use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Planner};
+use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Planner, Settlement};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
     from_time, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
@@ -166,7 +167,7 @@ impl<'a> Attempt<'a> {
 
     /// The `st` loop (seed 001, Fig. 2), then booking (or, for a dry run, releasing).
     pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> PlanResult {
-        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![] };
+        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
         match self.search_plan().await {
             Err(outcome) => rejected(outcome),
             Ok(()) if opts.dry_run => {
@@ -563,7 +564,7 @@ impl<'a> Attempt<'a> {
                     match p.prepare(&req).await {
                         Ok(h) => h.id,
                         Err(e) => {
-                            self.abort_parts(&parts).await;
+                            let _ = self.compensate(&parts, &[]).await;
                             return Err(format!("batch prepare failed: job `{}` on site `{}`: {e}", job.name, f.site));
                         }
                     }
@@ -586,7 +587,7 @@ impl<'a> Attempt<'a> {
                     match nis.prepare(&req).await {
                         Ok(h) => h.id,
                         Err(err) => {
-                            self.abort_parts(&parts).await;
+                            let _ = self.compensate(&parts, &[]).await;
                             return Err(format!("batch prepare failed: transfer {}->{}: {err}", t.from, t.to));
                         }
                     }
@@ -597,29 +598,57 @@ impl<'a> Attempt<'a> {
         Ok(parts)
     }
 
-    async fn abort_parts(&mut self, parts: &[Part]) {
-        for part in parts {
-            self.abort(&part.participant, part.hold).await;
-        }
+    /// Every part as its participant and hold id (what phase 2 sends).
+    fn targets(parts: &[Part]) -> Vec<(std::sync::Arc<dyn Participant>, HoldId)> {
+        parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
+    }
+
+    /// Phase 2: commits every part (see [`commit::commit_parts`]).
+    async fn phase2(&mut self, parts: &[Part]) -> Phase2 {
+        commit::commit_parts(&Self::targets(parts), &mut self.messages).await
+    }
+
+    /// Gives every part back: releases those known committed (`committed[i]`), aborts the
+    /// others (see [`commit::compensate`]). `Err`: a participant did not answer.
+    async fn compensate(&mut self, parts: &[Part], committed: &[bool]) -> Result<(), String> {
+        let mut tally = commit::Tally::default();
+        let r = commit::compensate(&Self::targets(parts), committed, &mut tally).await;
+        self.messages += tally.messages;
+        self.holds_aborted += tally.holds_aborted;
+        r
+    }
+
+    /// A final rejection (nothing booked).
+    fn rejected(&self, reason: impl Into<String>) -> PlanResult {
+        PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
     }
 
     /// Phase 1 (BBR batch or BIR's holds), decision, phase 2; with a commit log, the decision
-    /// is made durable in the order [`CommitLog::shares_fate`] asks for (see [`super::log`]).
+    /// is made durable in the order [`CommitLog::shares_fate`] asks for, and a plan whose
+    /// phase 2 cannot be finished now is left in doubt (see [`super::log`]).
     async fn book(mut self, log: Option<&dyn CommitLog>) -> PlanResult {
         let parts = match self.prepare_all().await {
             Ok(parts) => parts,
             Err(reason) => {
                 // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
                 self.undo_to(0).await;
-                return PlanResult { outcome: self.reject(reason), bookings: vec![] };
+                return self.rejected(reason);
             }
         };
         self.trail.clear(); // from here the parts own the holds
         crash_point("after-prepare");
         let Some(log) = log else {
-            return match self.commit_all(&parts).await {
-                Ok(()) => self.committed(parts),
-                Err(reason) => PlanResult { outcome: self.reject(reason), bookings: vec![] },
+            // No log, so no recovery: whatever stops phase 2 ends in compensation.
+            return match self.phase2(&parts).await {
+                Phase2::Committed => self.committed(parts),
+                Phase2::Refused { committed, reason } => {
+                    let _ = self.compensate(&parts, &committed).await;
+                    self.rejected(reason)
+                }
+                Phase2::Unreachable { reason } => {
+                    let _ = self.compensate(&parts, &[]).await;
+                    self.rejected(reason)
+                }
             };
         };
         let decided: Vec<DecidedPart> = parts
@@ -632,69 +661,69 @@ impl<'a> Attempt<'a> {
         let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
         if log.shares_fate() {
             // Participants in this process: commit in memory, then one durable write.
-            if let Err(reason) = self.commit_all(&parts).await {
-                return PlanResult { outcome: self.reject(reason), bookings: vec![] };
+            match self.phase2(&parts).await {
+                Phase2::Committed => {}
+                Phase2::Refused { committed, reason } => {
+                    let _ = self.compensate(&parts, &committed).await;
+                    return self.rejected(reason);
+                }
+                Phase2::Unreachable { reason } => {
+                    let _ = self.compensate(&parts, &[]).await;
+                    return self.rejected(reason);
+                }
             }
             if let Err(e) = log.decide(&decision).await {
-                self.release_parts(&parts).await;
-                return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![] };
+                let _ = self.compensate(&parts, &vec![true; parts.len()]).await;
+                return PlanResult {
+                    outcome: self.reject(e.to_string()),
+                    bookings: vec![],
+                    settlement: Settlement::Undecided(e),
+                };
             }
             crash_point("after-decision");
             return self.committed(parts);
         }
         if let Err(e) = log.decide(&decision).await {
-            self.abort_parts(&parts).await;
-            return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![] };
+            let _ = self.compensate(&parts, &[]).await;
+            return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![], settlement: Settlement::Undecided(e) };
         }
         crash_point("after-decision");
         let txn = self.txn;
-        match self.commit_all(&parts).await {
-            Ok(()) => {
-                if let Err(e) = log.finish(txn, Ok(())).await {
-                    // Every part is committed; a restarted coordinator commits them again
-                    // (idempotent) and then records the end.
-                    tracing::warn!(error = %e, %txn, "could not record the end of a committed transaction");
+        let in_doubt = |reason: String| {
+            tracing::warn!(%txn, %reason, "a decided transaction stays in doubt");
+            PlanResult { outcome: outcome.clone(), bookings: vec![], settlement: Settlement::InDoubt(reason) }
+        };
+        match self.phase2(&parts).await {
+            Phase2::Committed => {
+                crash_point("after-commit");
+                match log.finish(txn, Ok(())).await {
+                    Ok(()) => self.committed(parts),
+                    Err(e) => in_doubt(format!("every part is committed, but the end could not be recorded: {e}")),
                 }
-                self.committed(parts)
             }
-            Err(reason) => {
-                let outcome = self.reject(reason);
-                if let Err(e) = log.finish(txn, Err(&outcome)).await {
-                    tracing::error!(error = %e, %txn, "could not record a compensated transaction");
+            Phase2::Unreachable { reason } => in_doubt(reason),
+            Phase2::Refused { committed, reason } => {
+                // Logged before anything is given back: recovery must know a released part
+                // was compensated, not cancelled.
+                if let Err(e) = log.compensating(txn).await {
+                    return in_doubt(format!("{reason}; giving the plan up could not be recorded: {e}"));
                 }
-                PlanResult { outcome, bookings: vec![] }
-            }
-        }
-    }
-
-    /// Phase 2: commits every part. All-or-nothing: if a participant refuses (its lease ran
-    /// out), every committed part is released and every other hold aborted; `Err` says why.
-    async fn commit_all(&mut self, parts: &[Part]) -> Result<(), String> {
-        for (i, part) in parts.iter().enumerate() {
-            self.messages += 1;
-            if let Err(e) = part.participant.commit(part.hold).await {
-                self.release_parts(&parts[..i]).await;
-                // The refused part too: a commit lost in transport may have left its hold live.
-                self.abort_parts(&parts[i..]).await;
-                return Err(format!("commit failed: {e}"));
-            }
-        }
-        Ok(())
-    }
-
-    /// Compensation: gives back committed parts.
-    async fn release_parts(&mut self, parts: &[Part]) {
-        for part in parts {
-            self.messages += 1;
-            if let Err(err) = part.participant.release(part.hold).await {
-                tracing::error!(error = %err, hold = %part.hold, "release during compensation failed");
+                crash_point("after-compensating");
+                if let Err(e) = self.compensate(&parts, &committed).await {
+                    return in_doubt(format!("{reason}; {e}"));
+                }
+                let rejected = self.reject(reason);
+                match log.finish(txn, Err(&rejected)).await {
+                    Ok(()) => PlanResult { outcome: rejected, bookings: vec![], settlement: Settlement::Final },
+                    Err(e) => in_doubt(format!("compensated, but the end could not be recorded: {e}")),
+                }
             }
         }
     }
 
     fn committed(&self, parts: Vec<Part>) -> PlanResult {
         let bookings = parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
-        PlanResult { outcome: self.outcome(), bookings }
+        PlanResult { outcome: self.outcome(), bookings, settlement: Settlement::Final }
     }
 
     fn outcome(&self) -> Outcome {

@@ -268,12 +268,21 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
 enum CommitFault {
     /// Refused, as when the lease ran out: nothing is committed.
     Refused,
-    /// Committed, but the answer is lost on the way back.
+    /// Committed, but the answer is lost on the way back (every time).
     AnswerLost,
+    /// Committed, but the first answer is lost; the retry is answered.
+    FirstAnswerLost,
 }
 
-/// A LIS whose every commit fails, to drive the compensation path.
-struct FaultyCommit(Arc<crate::lis::Lis>, CommitFault);
+/// A LIS whose commits fail, to drive the retry, in-doubt and compensation paths. The counter
+/// counts commits received.
+struct FaultyCommit(Arc<crate::lis::Lis>, CommitFault, std::sync::atomic::AtomicU32);
+
+impl FaultyCommit {
+    fn new(lis: Arc<crate::lis::Lis>, fault: CommitFault) -> Self {
+        FaultyCommit(lis, fault, std::sync::atomic::AtomicU32::new(0))
+    }
+}
 
 #[async_trait]
 impl Participant for FaultyCommit {
@@ -284,12 +293,18 @@ impl Participant for FaultyCommit {
         self.0.prepare(req).await
     }
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        let n = self.2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         match self.1 {
             CommitFault::Refused => Err(ParticipantError::HoldExpired(hold)),
             CommitFault::AnswerLost => {
                 self.0.commit(hold).await?;
                 Err(ParticipantError::Transport("connection reset before the answer".into()))
             }
+            CommitFault::FirstAnswerLost if n == 0 => {
+                self.0.commit(hold).await?;
+                Err(ParticipantError::Transport("connection reset before the answer".into()))
+            }
+            CommitFault::FirstAnswerLost => self.0.commit(hold).await,
         }
     }
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
@@ -310,7 +325,7 @@ async fn a_refused_commit_releases_every_other_part() {
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let l = local(&g);
         let mut services = l.services();
-        services.lis.insert("s2".into(), Arc::new(FaultyCommit(l.lis["s2"].clone(), CommitFault::Refused)));
+        services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Refused)));
         let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
         let r = pair("linux", "bsd", 8, 500, 10_000);
         let o = p.plan(&r).await;
@@ -382,7 +397,11 @@ async fn dry_run_books_nothing_and_cancel_releases_everything() {
 #[derive(Default)]
 struct FakeLog {
     shares_fate: bool,
+    /// Refuse the decision.
     fail: bool,
+    /// Refuse to record compensation and ends (a store outage during phase 2).
+    fail_after_decision: bool,
+    compensating: std::sync::Mutex<Vec<crate::protocol::TxnId>>,
     decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<log::DecidedPart>)>>,
     finished: std::sync::Mutex<Vec<(crate::protocol::TxnId, bool)>>,
     /// (CPUs booked at s1, live holds at s1) when the decision was written: the order check.
@@ -397,14 +416,24 @@ impl log::CommitLog for FakeLog {
     }
     async fn decide(&self, d: &log::Decision<'_>) -> Result<(), log::LogError> {
         if self.fail {
-            return Err(log::LogError("disk full".into()));
+            return Err(log::LogError::Unavailable("disk full".into()));
         }
         assert_eq!(d.outcome.status, OutcomeStatus::Committed);
         *self.s1_at_decision.lock().unwrap() = self.lis.as_ref().map(|l| (l.usage_at(T0 + 1), l.holds_outstanding()));
         self.decided.lock().unwrap().push((d.txn, d.parts.to_vec()));
         Ok(())
     }
+    async fn compensating(&self, txn: crate::protocol::TxnId) -> Result<(), log::LogError> {
+        if self.fail_after_decision {
+            return Err(log::LogError::Unavailable("store down".into()));
+        }
+        self.compensating.lock().unwrap().push(txn);
+        Ok(())
+    }
     async fn finish(&self, txn: crate::protocol::TxnId, result: Result<(), &Outcome>) -> Result<(), log::LogError> {
+        if self.fail_after_decision {
+            return Err(log::LogError::Unavailable("store down".into()));
+        }
         self.finished.lock().unwrap().push((txn, result.is_ok()));
         Ok(())
     }
@@ -476,13 +505,13 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         }
         let mut outcome = Outcome::rejected("r", "", "planner-0");
         outcome.status = OutcomeStatus::Committed;
-        in_doubt.push(InDoubt { txn, parts, outcome });
+        in_doubt.push(InDoubt { txn, parts, outcome, compensating: false });
     }
     // The second one's s2 hold lapses (aborted here; its lease would end the same way).
     l.lis["s2"].abort(in_doubt[1].parts[1].hold).await.unwrap();
     let log = FakeLog::default();
-    let report = p.recover(&in_doubt, &log).await.unwrap();
-    assert_eq!(report, Recovery { committed: 1, compensated: 1 });
+    let report = p.recover(&in_doubt, &log).await;
+    assert_eq!(report, Recovery { committed: 1, compensated: 1, unsettled: 0 });
     assert_eq!(*log.finished.lock().unwrap(), vec![(in_doubt[0].txn, true), (in_doubt[1].txn, false)]);
     clock.advance_to(T0 + 1000); // past every lease: only commits remain
     assert_eq!(l.lis["s1"].usage_at(T0 + 1), 8, "the first plan is committed");
@@ -490,7 +519,7 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
     assert_eq!(l.lis["s1"].usage_at(T0 + 5001), 0, "the second is all-or-nothing: released");
     assert_eq!(l.holds_outstanding(), 0);
     // Recovering again is harmless (commit is idempotent).
-    let again = p.recover(&in_doubt[..1], &log).await.unwrap();
+    let again = p.recover(&in_doubt[..1], &log).await;
     assert_eq!(again.committed, 1);
 }
 
@@ -500,11 +529,93 @@ async fn a_commit_whose_answer_is_lost_is_given_back_by_the_compensation() {
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let mut services = l.services();
-    services.lis.insert("s2".into(), Arc::new(FaultyCommit(l.lis["s2"].clone(), CommitFault::AnswerLost)));
+    services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::AnswerLost)));
     let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
     let o = p.plan(&pair("linux", "bsd", 8, 500, 10_000)).await;
     assert_eq!(o.status, OutcomeStatus::Rejected);
     assert_eq!(l.lis["s2"].usage_at(T0 + 10), 0, "s2 committed, then released: the plan is all or nothing");
     assert_eq!(l.lis["s1"].usage_at(T0 + 10) + l.nis.usage_at("l13", T0 + 10).unwrap(), 0);
     assert_eq!(l.holds_outstanding(), 0);
+}
+
+/// The decided transaction of `log` as a recovery round would read it.
+fn in_doubt_of(log: &FakeLog, outcome: &Outcome) -> InDoubt {
+    let (txn, parts) = log.decided.lock().unwrap()[0].clone();
+    InDoubt { txn, parts, outcome: outcome.clone(), compensating: log.compensating.lock().unwrap().contains(&txn) }
+}
+
+/// Issue: "committed, yet nothing booked". A commit whose answer never comes, or a log that
+/// cannot record the end, leaves the plan in doubt: never reported committed, nothing given
+/// back on a guess; recovery settles it once everything answers again.
+#[tokio::test]
+async fn phase_two_never_reports_committed_unless_every_commit_and_the_end_are_durable() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let r = pair("linux", "bsd", 8, 500, 10_000);
+    let booked = |l: &LocalGrid| (l.lis["s1"].usage_at(T0 + 1), l.lis["s2"].usage_at(T0 + 1), l.nis.usage_at("l13", T0 + 1));
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+        // (a) s2's commit answers are lost (it did commit): in doubt, nothing released.
+        let l = local(&g);
+        let mut services = l.services();
+        services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::AnswerLost)));
+        let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
+        let log = FakeLog::default();
+        let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{method}: {:?}", res.settlement);
+        assert!(log.finished.lock().unwrap().is_empty(), "no end is recorded");
+        assert_eq!(booked(&l), (8, 8, Some(500)), "{method}: every part committed, none given back on a guess");
+        // Recovery (s2 answers again): commit is idempotent, the end is recorded.
+        let healthy = planner(&l, SelectionPolicy::Time, method);
+        let report = healthy.recover(&[in_doubt_of(&log, &res.outcome)], &log).await;
+        assert_eq!(report.committed, 1, "{method}");
+        assert_eq!(booked(&l), (8, 8, Some(500)), "{method}: booked once");
+
+        // (b) s2 refuses and the store is down: giving up cannot be recorded, so nothing is
+        // released yet (s1 stays committed); recovery later compensates.
+        let l = local(&g);
+        let mut services = l.services();
+        services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Refused)));
+        let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services.clone());
+        let log = FakeLog { fail_after_decision: true, ..Default::default() };
+        let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{method}: {:?}", res.settlement);
+        assert_eq!(booked(&l).0, 8, "{method}: s1 stays committed until compensation is recorded");
+        let log = FakeLog { decided: std::sync::Mutex::new(log.decided.lock().unwrap().clone()), ..Default::default() };
+        let report = p.recover(&[in_doubt_of(&log, &res.outcome)], &log).await;
+        assert_eq!(report.compensated, 1, "{method}");
+        assert_eq!(log.compensating.lock().unwrap().len(), 1, "giving up is recorded before releasing");
+        assert_eq!(booked(&l), (0, 0, Some(0)), "{method}: all or nothing");
+        assert_eq!(l.holds_outstanding(), 0);
+
+        // (c) every commit is answered but the end cannot be recorded: in doubt, all booked.
+        let l = local(&g);
+        let p = planner(&l, SelectionPolicy::Time, method);
+        let log = FakeLog { fail_after_decision: true, ..Default::default() };
+        let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{method}: {:?}", res.settlement);
+        assert_eq!(booked(&l), (8, 8, Some(500)));
+    }
+}
+
+/// A commit whose first answer is lost is sent again (commit is idempotent): the plan is
+/// committed and booked once, with or without a log.
+#[tokio::test]
+async fn a_lost_commit_answer_is_retried_not_compensated() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    for with_log in [false, true] {
+        let l = local(&g);
+        let mut services = l.services();
+        let s2 = Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::FirstAnswerLost));
+        services.lis.insert("s2".into(), s2.clone());
+        let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
+        let log = FakeLog::default();
+        let opts = PlanOptions { dry_run: false, log: with_log.then_some(&log as &dyn log::CommitLog) };
+        let res = p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), opts).await;
+        assert_eq!(res.outcome.status, OutcomeStatus::Committed, "log {with_log}");
+        assert!(matches!(res.settlement, Settlement::Final));
+        assert_eq!(s2.2.load(std::sync::atomic::Ordering::SeqCst), 2, "sent twice");
+        assert_eq!(l.lis["s2"].usage_at(T0 + 1), 8, "booked once");
+        assert_eq!(l.holds_outstanding(), 0);
+    }
 }

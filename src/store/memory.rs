@@ -2,12 +2,16 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, Store, StoreError, StoredHold, TokenRecord};
+use super::{
+    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold,
+    TokenRecord,
+};
 use crate::model::{Grid, Outcome, Site, Time};
 use crate::planner::InDoubt;
 use crate::protocol::{HoldState, Journal, JournalEntry, JournalError, TxnId};
@@ -24,6 +28,28 @@ enum Life {
     Ended,
 }
 
+/// An idempotency key: its claim and lease, and the plan once done.
+struct KeyRow {
+    claim: Uuid,
+    lease_until: Instant,
+    done: Option<(Uuid, String)>,
+}
+
+/// A decided transaction.
+struct TxnRow {
+    /// `Some` while in doubt (not finished).
+    doubt: Option<InDoubt>,
+    plan: Uuid,
+    claim: Uuid,
+    lease_until: Instant,
+    /// Decision order (oldest first for recovery).
+    seq: u64,
+}
+
+fn lease(lease_s: i64) -> Instant {
+    Instant::now() + Duration::from_secs(lease_s.max(0) as u64)
+}
+
 /// A journaled hold.
 struct Row {
     hold: StoredHold,
@@ -36,12 +62,12 @@ struct Inner {
     plans: HashMap<Uuid, PlanRecord>,
     /// Insertion order of `plans` (listing is oldest first).
     order: Vec<Uuid>,
-    /// `(user, key)` -> `None` while in progress, `Some((plan, fingerprint))` once done.
-    keys: HashMap<(String, String), Option<(Uuid, String)>>,
+    /// `(user, key)` -> its claim, and `(plan, fingerprint)` once done.
+    keys: HashMap<(String, String), KeyRow>,
     tokens: HashMap<String, TokenRecord>,
     holds: HashMap<Uuid, Row>,
-    /// Decided transactions: `(in doubt, plan)`.
-    txns: HashMap<TxnId, (Option<InDoubt>, Uuid)>,
+    /// Decided transactions.
+    txns: HashMap<TxnId, TxnRow>,
     grid: Option<Grid>,
 }
 
@@ -59,6 +85,17 @@ impl MemoryStore {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().expect("memory store lock")
+    }
+}
+
+/// Binds `(user, key)`, still held by `claim`, to `plan`.
+fn complete_key(g: &mut Inner, user: &str, key: &str, print: &str, claim: &Claim, plan: Uuid) -> Result<(), StoreError> {
+    match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
+        Some(row) if row.claim == claim.id && row.done.is_none() => {
+            row.done = Some((plan, print.to_owned()));
+            Ok(())
+        }
+        _ => Err(StoreError::Superseded),
     }
 }
 
@@ -141,30 +178,42 @@ impl Store for MemoryStore {
         }))
     }
 
-    /// In one process a claim can only go stale with the process, so `stale_after_s` is moot.
-    async fn claim_key(&self, user: &str, key: &str, _stale_after_s: i64) -> Result<KeyClaim, StoreError> {
+    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         let mut g = self.lock();
-        let k = (user.to_owned(), key.to_owned());
-        Ok(match g.keys.get(&k) {
+        let fresh = KeyRow { claim: claim.id, lease_until: lease(claim.lease_s), done: None };
+        Ok(match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
             None => {
-                g.keys.insert(k, None);
+                g.keys.insert((user.to_owned(), key.to_owned()), fresh);
                 KeyClaim::Claimed
             }
-            Some(None) => KeyClaim::InProgress,
-            Some(Some((plan, fingerprint))) => KeyClaim::Done { plan: *plan, fingerprint: fingerprint.clone() },
+            Some(row) => match &row.done {
+                Some((plan, fingerprint)) => KeyClaim::Done { plan: *plan, fingerprint: fingerprint.clone() },
+                None if row.lease_until < Instant::now() => {
+                    *row = fresh;
+                    KeyClaim::Claimed
+                }
+                None => KeyClaim::InProgress,
+            },
         })
     }
 
-    async fn complete_key(&self, user: &str, key: &str, plan: Uuid, fingerprint: &str) -> Result<(), StoreError> {
-        self.lock().keys.insert((user.to_owned(), key.to_owned()), Some((plan, fingerprint.to_owned())));
+    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        let k = (user.to_owned(), key.to_owned());
+        if g.keys.get(&k).is_some_and(|r| r.done.is_none() && r.claim == claim.id) {
+            g.keys.remove(&k);
+        }
         Ok(())
     }
 
-    async fn release_key(&self, user: &str, key: &str) -> Result<(), StoreError> {
+    async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
         let mut g = self.lock();
-        let k = (user.to_owned(), key.to_owned());
-        if matches!(g.keys.get(&k), Some(None)) {
-            g.keys.remove(&k);
+        let until = lease(lease_s);
+        for r in g.keys.values_mut().filter(|r| r.done.is_none() && claims.contains(&r.claim)) {
+            r.lease_until = until;
+        }
+        for t in g.txns.values_mut().filter(|t| t.doubt.is_some() && claims.contains(&t.claim)) {
+            t.lease_until = until;
         }
         Ok(())
     }
@@ -178,16 +227,23 @@ impl Store for MemoryStore {
         Ok(self.lock().tokens.get(hash).cloned())
     }
 
-    async fn release_pending_keys(&self) -> Result<u64, StoreError> {
+    async fn end_all_claims(&self) -> Result<u64, StoreError> {
         let mut g = self.lock();
+        let now = Instant::now();
+        for t in g.txns.values_mut().filter(|t| t.doubt.is_some()) {
+            t.lease_until = now;
+        }
         let before = g.keys.len();
-        g.keys.retain(|_, v| v.is_some());
+        g.keys.retain(|_, r| r.done.is_some());
         Ok((before - g.keys.len()) as u64)
     }
 
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let d = &r.decision;
+        if let Some((key, print)) = r.key {
+            complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
+        }
         if r.reservations {
             for p in d.parts {
                 let hold = StoredHold {
@@ -200,37 +256,77 @@ impl Store for MemoryStore {
                 g.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(r.plan.id) });
             }
         }
-        let doubt =
-            (!r.reservations).then(|| InDoubt { txn: d.txn, parts: d.parts.to_vec(), outcome: d.outcome.clone() });
-        g.txns.insert(d.txn, (doubt, r.plan.id));
+        let doubt = (!r.reservations).then(|| InDoubt {
+            txn: d.txn,
+            parts: d.parts.to_vec(),
+            outcome: d.outcome.clone(),
+            compensating: false,
+        });
+        let seq = g.txns.len() as u64;
+        let row = TxnRow { doubt, plan: r.plan.id, claim: r.claim.id, lease_until: lease(r.claim.lease_s), seq };
+        g.txns.insert(d.txn, row);
+        g.order.push(r.plan.id);
+        g.plans.insert(r.plan.id, r.plan.clone());
+        Ok(())
+    }
+
+    async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
+        let mut g = self.lock();
         if let Some((key, print)) = r.key {
-            g.keys.insert((r.plan.user.clone(), key.to_owned()), Some((r.plan.id, print.to_owned())));
+            complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
         }
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
         Ok(())
     }
 
-    async fn finish_txn(&self, txn: TxnId, rejected: Option<&Outcome>) -> Result<(), StoreError> {
+    async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
         let mut g = self.lock();
-        let Some((doubt, plan)) = g.txns.get_mut(&txn) else { return Ok(()) };
-        *doubt = None;
-        let plan = *plan;
-        if let Some(o) = rejected {
+        let t = g.txns.get_mut(&txn).filter(|t| t.claim == claim.id).and_then(|t| t.doubt.as_mut());
+        t.map(|d| d.compensating = true).ok_or(StoreError::Superseded)
+    }
+
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        let Some(t) = g.txns.get_mut(&txn).filter(|t| t.claim == claim.id && t.doubt.is_some()) else {
+            return Err(StoreError::Superseded);
+        };
+        t.doubt = None;
+        let plan = t.plan;
+        if rejected.is_some() {
             for r in g.holds.values_mut().filter(|r| r.plan == Some(plan)) {
                 r.life = Life::Ended;
             }
-            if let Some(p) = g.plans.get_mut(&plan) {
-                p.status = PlanStatus::Rejected;
-                p.outcome = o.clone();
-                p.bookings.clear();
+        }
+        if let Some(p) = g.plans.get_mut(&plan) {
+            match rejected {
+                None if p.status == PlanStatus::Pending => p.status = PlanStatus::Committed,
+                None => {}
+                Some(o) => {
+                    p.status = PlanStatus::Rejected;
+                    p.outcome = o.clone();
+                    p.bookings.clear();
+                }
             }
         }
         Ok(())
     }
 
-    async fn in_doubt(&self) -> Result<Vec<InDoubt>, StoreError> {
-        Ok(self.lock().txns.values().filter_map(|(d, _)| d.clone()).collect())
+    async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
+        let mut g = self.lock();
+        let now = Instant::now();
+        let mut lapsed: Vec<&mut TxnRow> =
+            g.txns.values_mut().filter(|t| t.doubt.is_some() && t.lease_until < now).collect();
+        lapsed.sort_by_key(|t| t.seq);
+        Ok(lapsed
+            .into_iter()
+            .take(limit)
+            .map(|t| {
+                t.claim = claim.id;
+                t.lease_until = lease(claim.lease_s);
+                t.doubt.clone().expect("filtered on doubt")
+            })
+            .collect())
     }
 
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
@@ -292,16 +388,18 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn keys_are_claimed_once_and_released_only_while_in_progress() {
+    async fn keys_are_claimed_once_and_taken_over_only_after_their_lease() {
         let s = MemoryStore::new();
-        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Claimed);
-        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::InProgress);
-        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed, "keys are per user");
-        let p = Uuid::new_v4();
-        s.complete_key("u", "k", p, "f").await.unwrap();
-        s.release_key("u", "k").await.unwrap();
-        assert_eq!(s.claim_key("u", "k", 60).await.unwrap(), KeyClaim::Done { plan: p, fingerprint: "f".into() });
-        s.release_key("v", "k").await.unwrap();
-        assert_eq!(s.claim_key("v", "k", 60).await.unwrap(), KeyClaim::Claimed);
+        let (a, b) = (Claim::new("a", 60), Claim::new("b", 60));
+        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
+        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress);
+        assert_eq!(s.claim_key("v", "k", &b).await.unwrap(), KeyClaim::Claimed, "keys are per user");
+        s.release_key("u", "k", &b).await.unwrap();
+        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress, "only the holder releases");
+        s.release_key("u", "k", &a).await.unwrap();
+        let short = Claim::new("c", 0);
+        assert_eq!(s.claim_key("u", "k", &short).await.unwrap(), KeyClaim::Claimed);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed, "a lapsed claim is taken over");
     }
 }

@@ -36,6 +36,10 @@ use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalError, Par
 pub enum PlanStatus {
     /// Only in dry-run answers: nothing was booked and nothing is stored.
     Planned,
+    /// The coordinator decided to commit, but phase 2 is not confirmed yet (a participant or
+    /// the store did not answer): not reported as booked. A recovery loop settles it as
+    /// `committed` or `rejected` within seconds of the participants and the store answering.
+    Pending,
     /// Every reservation is booked.
     Committed,
     /// Nothing was booked; the outcome's `reason` says why.
@@ -59,10 +63,11 @@ impl std::str::FromStr for PlanStatus {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "planned" => Ok(PlanStatus::Planned),
+            "pending" => Ok(PlanStatus::Pending),
             "committed" => Ok(PlanStatus::Committed),
             "rejected" => Ok(PlanStatus::Rejected),
             "cancelled" => Ok(PlanStatus::Cancelled),
-            other => Err(format!("unknown status `{other}`; expected committed, rejected or cancelled")),
+            other => Err(format!("unknown status `{other}`; expected pending, committed, rejected or cancelled")),
         }
     }
 }
@@ -74,7 +79,7 @@ pub struct PlanRecord {
     pub id: Uuid,
     /// The owner (the user of the token that made it).
     pub user: String,
-    /// Committed, rejected or cancelled.
+    /// Pending, committed, rejected or cancelled.
     pub status: PlanStatus,
     /// The planner's outcome (its `request_id` is the client's reference).
     pub outcome: Outcome,
@@ -89,10 +94,12 @@ pub struct PlanRecord {
 /// What the store knows about an idempotency key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyClaim {
-    /// The key is new and now reserved for the caller, who must
-    /// [`Store::complete_key`] or [`Store::release_key`] it.
+    /// The key is new (or its previous claim's lease ran out) and is now reserved for the
+    /// caller's [`Claim`], which must keep renewing it ([`Store::renew_claims`]) until the
+    /// plan is stored with it ([`Store::record_decision`], [`Store::record_rejection`]) or it
+    /// is released ([`Store::release_key`]).
     Claimed,
-    /// Another request with this key is being planned right now.
+    /// Another request with this key is being planned right now (its claim's lease runs).
     InProgress,
     /// A request with this key made plan `plan`.
     Done {
@@ -129,14 +136,50 @@ pub struct PlanFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
-/// A store failure (a lost database connection; the memory store never fails).
+/// A store failure.
 #[derive(Debug, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The database did not answer or refused the statement (a lost connection, an outage);
+    /// nothing was written. Retrying later is safe.
+    #[error("store unavailable (postgres): {0}")]
+    Unavailable(#[from] sqlx::Error),
+    /// What the store holds cannot be read back (a stored grid or record that no longer
+    /// parses).
+    #[error("store corrupt: {0}")]
+    Corrupt(String),
+    /// The caller's [`Claim`] on an idempotency key or a transaction has passed to another
+    /// claim (its lease ran out while the caller was stalled): nothing was written.
+    #[error("the claim has passed to another process")]
+    Superseded,
+}
 
 impl From<StoreError> for JournalError {
     fn from(e: StoreError) -> Self {
-        JournalError(e.0)
+        JournalError(e.to_string())
+    }
+}
+
+/// Who works on an idempotency key or a decided transaction, for how long without renewal.
+///
+/// Every planning request takes a fresh claim id; its process renews the claim every few
+/// seconds while it works ([`Store::renew_claims`]). A claim whose lease ran out (the process
+/// died or stalled) is taken over by the next claimant, and every later write under the old
+/// claim fails with [`StoreError::Superseded`], so one key never yields two plans and one
+/// transaction is settled by one process at a time.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// This claim (fresh per request or recovery round).
+    pub id: Uuid,
+    /// The process that holds it (logs and diagnostics), e.g. `planner@host:8080#pid`.
+    pub owner: String,
+    /// Seconds the claim lives without renewal.
+    pub lease_s: i64,
+}
+
+impl Claim {
+    /// A fresh claim of `owner` with a lease of `lease_s` seconds.
+    pub fn new(owner: &str, lease_s: i64) -> Self {
+        Claim { id: Uuid::new_v4(), owner: owner.to_owned(), lease_s }
     }
 }
 
@@ -160,7 +203,8 @@ pub struct StoredHold {
 pub struct DecisionRecord<'a> {
     /// The coordinator's decision.
     pub decision: Decision<'a>,
-    /// The committed plan (status `committed`).
+    /// The plan: status `committed` when `reservations` (the decision is the end), else
+    /// `pending` until [`Store::finish_txn`].
     pub plan: &'a PlanRecord,
     /// Also write every part as a committed reservation (participants that share the
     /// coordinator's fate journal nothing themselves; see [`crate::planner::log`]); the
@@ -168,12 +212,26 @@ pub struct DecisionRecord<'a> {
     pub reservations: bool,
     /// The idempotency key `(key, fingerprint)` the plan completes (of `plan.user`).
     pub key: Option<(&'a str, &'a str)>,
+    /// The request's claim: it must still hold the key, and it owns the transaction until
+    /// the transaction is finished.
+    pub claim: &'a Claim,
+}
+
+/// What [`Store::record_rejection`] writes, in one database transaction.
+#[derive(Clone, Copy)]
+pub struct RejectionRecord<'a> {
+    /// The rejected plan (nothing booked).
+    pub plan: &'a PlanRecord,
+    /// The idempotency key `(key, fingerprint)` it completes (of `plan.user`).
+    pub key: Option<(&'a str, &'a str)>,
+    /// The request's claim, which must still hold the key.
+    pub claim: &'a Claim,
 }
 
 /// The service's persistent state. Every method is atomic on its own.
 #[async_trait]
 pub trait Store: Journal + Send + Sync {
-    /// Adds a new plan.
+    /// Adds a new plan (no key, no decision: fixtures and imports).
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError>;
     /// The plan `id`, if any.
     async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError>;
@@ -183,33 +241,55 @@ pub trait Store: Journal + Send + Sync {
     /// with its decision released; returns the updated record.
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError>;
 
-    /// Reserves `(user, key)` for one request, or says who has it. A claim older than
-    /// `stale_after_s` that made no plan is taken over (its request died with its process).
-    async fn claim_key(&self, user: &str, key: &str, stale_after_s: i64) -> Result<KeyClaim, StoreError>;
-    /// Binds a claimed key to the plan it made.
-    async fn complete_key(&self, user: &str, key: &str, plan: Uuid, fingerprint: &str) -> Result<(), StoreError>;
-    /// Frees a claimed key whose request failed before making a plan (bad input): a retry
-    /// with a corrected body may use it again.
-    async fn release_key(&self, user: &str, key: &str) -> Result<(), StoreError>;
+    /// Reserves `(user, key)` for `claim`, or says who has it. A claim whose lease ran out
+    /// and that made no plan is taken over (its request died or stalled with its process).
+    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError>;
+    /// Frees a key `claim` holds whose request failed before making a plan (bad input, a
+    /// store error): a retry may use it again at once. A key `claim` no longer holds is left.
+    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError>;
+    /// Extends the lease of every claim in `claims` (keys without a plan, transactions not
+    /// finished) by its owner's `lease_s` from now.
+    async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError>;
 
     /// Adds a token (by hash).
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError>;
     /// The token with this hash, if any.
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError>;
 
-    /// Frees every claimed key that made no plan (at the start of the only process that
-    /// plans on this store: the claims of its previous life are dead).
-    async fn release_pending_keys(&self) -> Result<u64, StoreError>;
+    /// Ends every claim at once: keys without a plan are freed and unfinished transactions
+    /// become free for recovery (at the start of the only process that plans on this store,
+    /// the all-in-one: the claims of its previous life are dead). Returns the keys freed.
+    async fn end_all_claims(&self) -> Result<u64, StoreError>;
 
     /// Writes a commit decision, its plan and key (and the reservations, when asked) in one
     /// transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] if the request's key has passed to another claim: nothing
+    /// is written.
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError>;
-    /// Ends a decided transaction: `None` committed; `Some(rejected)` compensated: the plan
-    /// becomes rejected with that outcome and the reservations written with the decision are
-    /// released.
-    async fn finish_txn(&self, txn: TxnId, rejected: Option<&Outcome>) -> Result<(), StoreError>;
-    /// Decided transactions not finished, oldest first.
-    async fn in_doubt(&self) -> Result<Vec<InDoubt>, StoreError>;
+    /// Stores a rejected plan and completes its key in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] if the key has passed to another claim: nothing is written.
+    async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError>;
+    /// Records that `claim` gives up the decided transaction `txn` (a part refused its
+    /// commit): compensation follows. Durable before any part is released, so that recovery
+    /// never mistakes a compensated part for a cancelled one.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] unless `claim` owns the unfinished transaction.
+    async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError>;
+    /// Ends a decided transaction `claim` owns: `None` committed (a pending plan becomes
+    /// committed); `Some(rejected)` compensated: the plan becomes rejected with that outcome
+    /// and the reservations written with the decision are released.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] unless `claim` owns the unfinished transaction.
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError>;
+    /// Takes over, for `claim`, up to `limit` decided transactions not finished whose lease
+    /// ran out (oldest first), and returns them.
+    async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError>;
     /// Committed reservations, and holds whose lease ends after `now`.
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError>;
     /// Marks holds whose lease ended at or before `now` expired; returns how many.

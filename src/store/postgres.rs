@@ -11,7 +11,10 @@ use sqlx::types::Json;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::{DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, Store, StoreError, StoredHold, TokenRecord};
+use super::{
+    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold,
+    TokenRecord,
+};
 use crate::model::{from_time, Grid, Outcome, Site, Time};
 use crate::planner::log::DecidedPart;
 use crate::planner::{Booking, InDoubt};
@@ -23,13 +26,15 @@ pub struct PgStore {
     pool: PgPool,
 }
 
-fn err(e: impl std::fmt::Display) -> StoreError {
-    StoreError(format!("postgres: {e}"))
+/// A stored value that does not parse back.
+fn corrupt(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(e.to_string())
 }
 
 fn status_str(s: PlanStatus) -> &'static str {
     match s {
         PlanStatus::Planned => "planned",
+        PlanStatus::Pending => "pending",
         PlanStatus::Committed => "committed",
         PlanStatus::Rejected => "rejected",
         PlanStatus::Cancelled => "cancelled",
@@ -39,17 +44,17 @@ fn status_str(s: PlanStatus) -> &'static str {
 const PLAN_COLUMNS: &str = r#"id, "user", status, created_at, cancelled_at, outcome, bookings"#;
 
 fn plan_from_row(row: &PgRow) -> Result<PlanRecord, StoreError> {
-    let status: String = row.try_get("status").map_err(err)?;
-    let Json(outcome): Json<Outcome> = row.try_get("outcome").map_err(err)?;
-    let Json(bookings): Json<Vec<Booking>> = row.try_get("bookings").map_err(err)?;
+    let status: String = row.try_get("status")?;
+    let Json(outcome): Json<Outcome> = row.try_get("outcome")?;
+    let Json(bookings): Json<Vec<Booking>> = row.try_get("bookings")?;
     Ok(PlanRecord {
-        id: row.try_get("id").map_err(err)?,
-        user: row.try_get("user").map_err(err)?,
-        status: status.parse().map_err(err)?,
+        id: row.try_get("id")?,
+        user: row.try_get("user")?,
+        status: status.parse().map_err(corrupt)?,
         outcome,
         bookings,
-        created_at: row.try_get("created_at").map_err(err)?,
-        cancelled_at: row.try_get("cancelled_at").map_err(err)?,
+        created_at: row.try_get("created_at")?,
+        cancelled_at: row.try_get("cancelled_at")?,
     })
 }
 
@@ -104,7 +109,7 @@ impl Journal for PgStore {
             .bind(hold)
             .bind(from_time(*expires_at)),
         };
-        q.execute(&self.pool).await.map_err(err)?;
+        q.execute(&self.pool).await.map_err(|e| JournalError(StoreError::from(e).to_string()))?;
         Ok(())
     }
 }
@@ -120,8 +125,8 @@ impl PgStore {
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect(url)
             .await
-            .map_err(err)?;
-        sqlx::migrate!().run(&pool).await.map_err(err)?;
+            ?;
+        sqlx::migrate!().run(&pool).await.map_err(|e| corrupt(format!("migration: {e}")))?;
         Ok(PgStore { pool })
     }
 
@@ -149,7 +154,7 @@ impl Store for PgStore {
         .bind(Json(&plan.bookings))
         .execute(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         Ok(())
     }
 
@@ -158,7 +163,7 @@ impl Store for PgStore {
             .bind(id)
             .fetch_optional(&self.pool)
             .await
-            .map_err(err)?;
+            ?;
         row.as_ref().map(plan_from_row).transpose()
     }
 
@@ -177,7 +182,7 @@ impl Store for PgStore {
         .bind(filter.to)
         .fetch_all(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         rows.iter().map(plan_from_row).collect()
     }
 
@@ -193,26 +198,29 @@ impl Store for PgStore {
         .bind(at)
         .fetch_optional(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         row.as_ref().map(plan_from_row).transpose()
     }
 
-    async fn claim_key(&self, user: &str, key: &str, stale_after_s: i64) -> Result<KeyClaim, StoreError> {
+    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         // Atomic across processes: exactly one statement wins the row, either by inserting it
-        // or by taking over a stale claim that made no plan.
+        // or by taking over a claim whose lease ran out and that made no plan.
         let row = sqlx::query(
-            r#"INSERT INTO idempotency_keys ("user", key) VALUES ($1, $2)
-               ON CONFLICT ("user", key) DO UPDATE SET claimed_at = now()
-                 WHERE idempotency_keys.plan_id IS NULL
-                   AND idempotency_keys.claimed_at < now() - make_interval(secs => $3)
+            r#"INSERT INTO idempotency_keys ("user", key, claim, owner, lease_until)
+               VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
+               ON CONFLICT ("user", key) DO UPDATE
+                 SET claim = EXCLUDED.claim, owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until,
+                     claimed_at = now()
+                 WHERE idempotency_keys.plan_id IS NULL AND idempotency_keys.lease_until < now()
                RETURNING plan_id"#,
         )
         .bind(user)
         .bind(key)
-        .bind(stale_after_s as f64)
+        .bind(claim.id)
+        .bind(&claim.owner)
+        .bind(claim.lease_s as f64)
         .fetch_optional(&self.pool)
-        .await
-        .map_err(err)?;
+        .await?;
         if row.is_some() {
             return Ok(KeyClaim::Claimed);
         }
@@ -220,42 +228,41 @@ impl Store for PgStore {
             .bind(user)
             .bind(key)
             .fetch_optional(&self.pool)
-            .await
-            .map_err(err)?;
+            .await?;
         let Some(row) = row else {
             // Released between our INSERT and SELECT: it is free again; try once more.
-            return self.claim_key(user, key, stale_after_s).await;
+            return self.claim_key(user, key, claim).await;
         };
-        let plan: Option<Uuid> = row.try_get("plan_id").map_err(err)?;
-        let fingerprint: Option<String> = row.try_get("fingerprint").map_err(err)?;
+        let plan: Option<Uuid> = row.try_get("plan_id")?;
+        let fingerprint: Option<String> = row.try_get("fingerprint")?;
         Ok(match plan {
             None => KeyClaim::InProgress,
             Some(plan) => KeyClaim::Done { plan, fingerprint: fingerprint.unwrap_or_default() },
         })
     }
 
-    async fn complete_key(&self, user: &str, key: &str, plan: Uuid, fingerprint: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            r#"INSERT INTO idempotency_keys ("user", key, plan_id, fingerprint) VALUES ($1, $2, $3, $4)
-               ON CONFLICT ("user", key) DO UPDATE SET plan_id = EXCLUDED.plan_id, fingerprint = EXCLUDED.fingerprint"#,
-        )
-        .bind(user)
-        .bind(key)
-        .bind(plan)
-        .bind(fingerprint)
-        .execute(&self.pool)
-        .await
-        .map_err(err)?;
+    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
+        sqlx::query(r#"DELETE FROM idempotency_keys WHERE "user" = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#)
+            .bind(user)
+            .bind(key)
+            .bind(claim.id)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
-    async fn release_key(&self, user: &str, key: &str) -> Result<(), StoreError> {
-        sqlx::query(r#"DELETE FROM idempotency_keys WHERE "user" = $1 AND key = $2 AND plan_id IS NULL"#)
-            .bind(user)
-            .bind(key)
-            .execute(&self.pool)
-            .await
-            .map_err(err)?;
+    async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "WITH k AS (
+                 UPDATE idempotency_keys SET lease_until = now() + make_interval(secs => $2)
+                 WHERE claim = ANY($1) AND plan_id IS NULL)
+             UPDATE transactions SET lease_until = now() + make_interval(secs => $2)
+             WHERE claim = ANY($1) AND finished_at IS NULL",
+        )
+        .bind(claims)
+        .bind(lease_s as f64)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -270,7 +277,7 @@ impl Store for PgStore {
         .bind(token.service)
         .execute(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         Ok(())
     }
 
@@ -279,26 +286,32 @@ impl Store for PgStore {
             .bind(hash)
             .fetch_optional(&self.pool)
             .await
-            .map_err(err)?;
+            ?;
         row.map(|r| {
             Ok(TokenRecord {
-                hash: r.try_get("hash").map_err(err)?,
-                user: r.try_get("user").map_err(err)?,
-                admin: r.try_get("admin").map_err(err)?,
-                service: r.try_get("service").map_err(err)?,
+                hash: r.try_get("hash")?,
+                user: r.try_get("user")?,
+                admin: r.try_get("admin")?,
+                service: r.try_get("service")?,
             })
         })
         .transpose()
     }
 
-    async fn release_pending_keys(&self) -> Result<u64, StoreError> {
-        let r =
-            sqlx::query("DELETE FROM idempotency_keys WHERE plan_id IS NULL").execute(&self.pool).await.map_err(err)?;
+    async fn end_all_claims(&self) -> Result<u64, StoreError> {
+        let r = sqlx::query(
+            "WITH t AS (
+                 UPDATE transactions SET lease_until = now() - interval '1 second' WHERE finished_at IS NULL)
+             DELETE FROM idempotency_keys WHERE plan_id IS NULL",
+        )
+        .execute(&self.pool)
+        .await?;
         Ok(r.rows_affected())
     }
 
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
-        // One statement (data-modifying CTEs), so one round trip and one durable commit.
+        // One statement (data-modifying CTEs), so one round trip and one durable commit. Every
+        // write is conditional on `ok`: the request's claim still holds its key (if it has one).
         let (plan, d) = (r.plan, &r.decision);
         let rows: &[DecidedPart] = if r.reservations { d.parts } else { &[] };
         let holds: Vec<Uuid> = rows.iter().map(|p| p.hold).collect();
@@ -313,21 +326,28 @@ impl Store for PgStore {
             })
             .unzip();
         let (key, fingerprint) = r.key.unzip();
-        sqlx::query(
-            r#"WITH t AS (
-                   INSERT INTO transactions (txn, plan_id, decision, parts, outcome, finished_at, result)
-                   VALUES ($1, $2, 'commit', $3, $4, CASE WHEN $5 THEN now() END, CASE WHEN $5 THEN 'committed' END)),
+        let written = sqlx::query(
+            r#"WITH k AS (
+                   UPDATE idempotency_keys SET plan_id = $2, fingerprint = $15
+                   WHERE "user" = $11 AND key = $14 AND claim = $18 AND plan_id IS NULL
+                   RETURNING 1),
+               ok AS (SELECT ($14::text IS NULL OR EXISTS (SELECT 1 FROM k)) AS go),
+               t AS (
+                   INSERT INTO transactions
+                       (txn, plan_id, decision, parts, outcome, finished_at, result, claim, owner, lease_until)
+                   SELECT $1, $2, 'commit', $3, $4, CASE WHEN $5 THEN now() END, CASE WHEN $5 THEN 'committed' END,
+                       $18, $19, now() + make_interval(secs => $20)
+                   FROM ok WHERE go),
                r AS (
                    INSERT INTO reservations (hold, participant, txn, plan_id, request, start_at, end_at, state)
                    SELECT h, w, $1, $2, q::jsonb, s, e, 'committed'
                    FROM UNNEST($6::uuid[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[]) AS u(h, w, q, s, e)
+                   CROSS JOIN ok WHERE ok.go
                    ON CONFLICT (hold) DO UPDATE SET state = 'committed', plan_id = EXCLUDED.plan_id, expires_at = NULL,
-                       updated_at = now()),
-               k AS (
-                   UPDATE idempotency_keys SET plan_id = $2, fingerprint = $15
-                   WHERE "user" = $11 AND key = $14)
+                       updated_at = now())
                INSERT INTO plans (id, "user", request_id, status, created_at, start, outcome, bookings)
-               VALUES ($2, $11, $12, 'committed', $13, $16, $4, $17)"#,
+               SELECT $2, $11, $12, $21, $13, $16, $4, $17 FROM ok WHERE go
+               RETURNING id"#,
         )
         .bind(d.txn)
         .bind(plan.id)
@@ -346,50 +366,121 @@ impl Store for PgStore {
         .bind(fingerprint)
         .bind(plan.outcome.start)
         .bind(Json(&plan.bookings))
+        .bind(r.claim.id)
+        .bind(&r.claim.owner)
+        .bind(r.claim.lease_s as f64)
+        .bind(status_str(plan.status))
+        .fetch_optional(&self.pool)
+        .await?;
+        written.map(|_| ()).ok_or(StoreError::Superseded)
+    }
+
+    async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
+        let plan = r.plan;
+        let (key, fingerprint) = r.key.unzip();
+        let written = sqlx::query(
+            r#"WITH k AS (
+                   UPDATE idempotency_keys SET plan_id = $1, fingerprint = $11
+                   WHERE "user" = $2 AND key = $10 AND claim = $12 AND plan_id IS NULL
+                   RETURNING 1)
+               INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings)
+               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
+               WHERE $10::text IS NULL OR EXISTS (SELECT 1 FROM k)
+               RETURNING id"#,
+        )
+        .bind(plan.id)
+        .bind(&plan.user)
+        .bind(&plan.outcome.request_id)
+        .bind(status_str(plan.status))
+        .bind(plan.created_at)
+        .bind(plan.cancelled_at)
+        .bind(plan.outcome.start)
+        .bind(Json(&plan.outcome))
+        .bind(Json(&plan.bookings))
+        .bind(key)
+        .bind(fingerprint)
+        .bind(r.claim.id)
+        .fetch_optional(&self.pool)
+        .await?;
+        written.map(|_| ()).ok_or(StoreError::Superseded)
+    }
+
+    async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
+        let r = sqlx::query(
+            "UPDATE transactions SET compensating = true WHERE txn = $1 AND claim = $2 AND finished_at IS NULL",
+        )
+        .bind(txn)
+        .bind(claim.id)
         .execute(&self.pool)
-        .await
-        .map_err(err)?;
+        .await?;
+        if r.rows_affected() == 0 {
+            return Err(StoreError::Superseded);
+        }
         Ok(())
     }
 
-    async fn finish_txn(&self, txn: TxnId, rejected: Option<&Outcome>) -> Result<(), StoreError> {
-        match rejected {
-            None => sqlx::query(
-                "UPDATE transactions SET finished_at = now(), result = 'committed' WHERE txn = $1 AND finished_at IS NULL",
-            )
-            .bind(txn),
-            Some(outcome) => sqlx::query(
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError> {
+        let finished: i64 = match rejected {
+            None => sqlx::query_scalar(
                 "WITH t AS (
-                     UPDATE transactions SET finished_at = now(), result = 'compensated'
-                     WHERE txn = $1 RETURNING plan_id),
-                 r AS (
-                     UPDATE reservations SET state = 'released', updated_at = now()
-                     WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed')
-                 UPDATE plans SET status = 'rejected', outcome = $2, bookings = '[]', start = NULL
-                 WHERE id = (SELECT plan_id FROM t)",
+                     UPDATE transactions SET finished_at = now(), result = 'committed'
+                     WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
+                 p AS (
+                     UPDATE plans SET status = 'committed' WHERE id = (SELECT plan_id FROM t) AND status = 'pending')
+                 SELECT count(*) FROM t",
             )
             .bind(txn)
+            .bind(claim.id),
+            Some(outcome) => sqlx::query_scalar(
+                "WITH t AS (
+                     UPDATE transactions SET finished_at = now(), result = 'compensated'
+                     WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
+                 r AS (
+                     UPDATE reservations SET state = 'released', updated_at = now()
+                     WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed' AND EXISTS (SELECT 1 FROM t)),
+                 p AS (
+                     UPDATE plans SET status = 'rejected', outcome = $3, bookings = '[]', start = NULL
+                     WHERE id = (SELECT plan_id FROM t))
+                 SELECT count(*) FROM t",
+            )
+            .bind(txn)
+            .bind(claim.id)
             .bind(Json(outcome)),
         }
-        .execute(&self.pool)
-        .await
-        .map_err(err)?;
+        .fetch_one(&self.pool)
+        .await?;
+        if finished == 0 {
+            return Err(StoreError::Superseded);
+        }
         Ok(())
     }
 
-    async fn in_doubt(&self) -> Result<Vec<InDoubt>, StoreError> {
-        let rows =
-            sqlx::query("SELECT txn, parts, outcome FROM transactions WHERE finished_at IS NULL ORDER BY decided_at")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(err)?;
-        rows.iter()
+    async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE transactions SET claim = $1, owner = $2, lease_until = now() + make_interval(secs => $3)
+             WHERE txn IN (
+                 SELECT txn FROM transactions WHERE finished_at IS NULL AND lease_until < now()
+                 ORDER BY decided_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+             RETURNING txn, parts, outcome, compensating, decided_at",
+        )
+        .bind(claim.id)
+        .bind(&claim.owner)
+        .bind(claim.lease_s as f64)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut taken = rows
+            .iter()
             .map(|r| {
-                let Json(parts): Json<Vec<DecidedPart>> = r.try_get("parts").map_err(err)?;
-                let Json(outcome): Json<Outcome> = r.try_get("outcome").map_err(err)?;
-                Ok(InDoubt { txn: r.try_get("txn").map_err(err)?, parts, outcome })
+                let Json(parts): Json<Vec<DecidedPart>> = r.try_get("parts")?;
+                let Json(outcome): Json<Outcome> = r.try_get("outcome")?;
+                let decided_at: DateTime<Utc> = r.try_get("decided_at")?;
+                let t = InDoubt { txn: r.try_get("txn")?, parts, outcome, compensating: r.try_get("compensating")? };
+                Ok((decided_at, t))
             })
-            .collect()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        taken.sort_by_key(|(at, _)| *at);
+        Ok(taken.into_iter().map(|(_, t)| t).collect())
     }
 
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
@@ -400,22 +491,22 @@ impl Store for PgStore {
         .bind(from_time(now))
         .fetch_all(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         rows.iter()
             .map(|r| {
-                let participant: String = r.try_get("participant").map_err(err)?;
-                let Json(request): Json<HoldRequest> = r.try_get("request").map_err(err)?;
-                let state: String = r.try_get("state").map_err(err)?;
-                let expires_at: Option<DateTime<Utc>> = r.try_get("expires_at").map_err(err)?;
+                let participant: String = r.try_get("participant")?;
+                let Json(request): Json<HoldRequest> = r.try_get("request")?;
+                let state: String = r.try_get("state")?;
+                let expires_at: Option<DateTime<Utc>> = r.try_get("expires_at")?;
                 Ok(StoredHold {
-                    participant: participant.parse().map_err(err)?,
-                    hold: r.try_get("hold").map_err(err)?,
+                    participant: participant.parse().map_err(corrupt)?,
+                    hold: r.try_get("hold")?,
                     request,
                     state: match (state.as_str(), expires_at) {
                         ("held", Some(t)) => HoldState::Held { expires_at: crate::model::to_time(&t) },
                         _ => HoldState::Committed,
                     },
-                    via_api: r.try_get("via_api").map_err(err)?,
+                    via_api: r.try_get("via_api")?,
                 })
             })
             .collect()
@@ -428,12 +519,12 @@ impl Store for PgStore {
         .bind(from_time(now))
         .execute(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         Ok(r.rows_affected())
     }
 
     async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(err)?;
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO topology (id, nodes, links) VALUES (1, $1, $2)
              ON CONFLICT (id) DO UPDATE SET nodes = EXCLUDED.nodes, links = EXCLUDED.links, updated_at = now()",
@@ -442,38 +533,39 @@ impl Store for PgStore {
         .bind(Json(&grid.links))
         .execute(&mut *tx)
         .await
-        .map_err(err)?;
-        sqlx::query("DELETE FROM sites").execute(&mut *tx).await.map_err(err)?;
+        ?;
+        sqlx::query("DELETE FROM sites").execute(&mut *tx).await?;
         for site in &grid.sites {
             sqlx::query("INSERT INTO sites (id, site) VALUES ($1, $2)")
                 .bind(&site.id)
                 .bind(Json(site))
                 .execute(&mut *tx)
                 .await
-                .map_err(err)?;
+                ?;
         }
-        tx.commit().await.map_err(err)
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
         let Some(topology) = sqlx::query("SELECT nodes, links FROM topology WHERE id = 1")
             .fetch_optional(&self.pool)
             .await
-            .map_err(err)?
+            ?
         else {
             return Ok(None);
         };
-        let sites = sqlx::query("SELECT site FROM sites ORDER BY seq").fetch_all(&self.pool).await.map_err(err)?;
+        let sites = sqlx::query("SELECT site FROM sites ORDER BY seq").fetch_all(&self.pool).await?;
         let sites: Vec<serde_json::Value> = sites
             .iter()
             .map(|r| r.try_get::<Json<serde_json::Value>, _>("site").map(|j| j.0))
             .collect::<Result<_, _>>()
-            .map_err(err)?;
-        let Json(nodes): Json<serde_json::Value> = topology.try_get("nodes").map_err(err)?;
-        let Json(links): Json<serde_json::Value> = topology.try_get("links").map_err(err)?;
+            ?;
+        let Json(nodes): Json<serde_json::Value> = topology.try_get("nodes")?;
+        let Json(links): Json<serde_json::Value> = topology.try_get("links")?;
         // Through the grid's own validation, like a grid file.
         let grid = serde_json::from_value(serde_json::json!({ "nodes": nodes, "links": links, "sites": sites }))
-            .map_err(|e| StoreError(format!("the stored grid is invalid: {e}")))?;
+            .map_err(|e| corrupt(format!("the stored grid is invalid: {e}")))?;
         Ok(Some(grid))
     }
 
@@ -485,12 +577,12 @@ impl Store for PgStore {
         .bind(Json(site))
         .execute(&self.pool)
         .await
-        .map_err(err)?;
+        ?;
         Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(err)?;
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
 

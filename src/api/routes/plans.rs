@@ -9,7 +9,7 @@
 //! can never leave a plan half-booked or booked but unrecorded; its retry with the same
 //! `Idempotency-Key` finds the plan.
 
-use actix_web::http::header;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -26,8 +26,9 @@ use crate::model::{
     ComputeDemand, JobPlacement, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod,
     SelectionPolicy, TransferPlacement,
 };
-use crate::planner::PlanOptions;
-use crate::store::{KeyClaim, PlanFilter, PlanRecord, PlanStatus};
+use crate::planner::log::LogError;
+use crate::planner::{PlanOptions, Settlement};
+use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
 
 /// One job (compute demand) of a plan request.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -229,9 +230,10 @@ fn created(view: &PlanView) -> HttpResponse {
         (status = 200, description = "Dry run: the plan it would make; nothing booked or stored", body = PlanView),
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "No or unknown token", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A request with this Idempotency-Key is in progress", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A request with this Idempotency-Key is in progress, or its plan is pending (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 256 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The plan could not be recorded (nothing booked), or its commit is not confirmed yet (plan-in-doubt: pending, settled within seconds). Retry with the same Idempotency-Key (Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -262,16 +264,13 @@ pub async fn create(
         return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
     }
     let print = fingerprint(&body);
+    // The request's claim on its key and, once decided, on its transaction: renewed while this
+    // request works, taken over by another process if this one stops (see store::Claim).
+    let guard = state.claim();
     if let Some(key) = &key {
-        match state.store.claim_key(&caller.user, key, state.key_claim_timeout_s()).await? {
+        match state.store.claim_key(&caller.user, key, &guard.claim).await? {
             KeyClaim::Claimed => {}
-            KeyClaim::InProgress => {
-                return Err(ApiError::conflict(
-                    "idempotency-in-progress",
-                    "A request with this key is in progress",
-                    format!("a request with Idempotency-Key `{key}` is still being planned; retry later"),
-                ))
-            }
+            KeyClaim::InProgress => return Err(in_progress(&state, key)),
             KeyClaim::Done { plan, fingerprint } => {
                 if fingerprint != print {
                     return Err(ApiError::invalid(format!(
@@ -279,6 +278,9 @@ pub async fn create(
                     )));
                 }
                 let rec = state.store.plan(plan).await?.ok_or_else(|| ApiError::internal("keyed plan is missing"))?;
+                if rec.status == PlanStatus::Pending {
+                    return Err(in_progress(&state, key));
+                }
                 return Ok(created(&PlanView::from(&rec)));
             }
         }
@@ -287,7 +289,7 @@ pub async fn create(
         Ok(p) => p,
         Err(e) => {
             if let Some(key) = &key {
-                state.store.release_key(&caller.user, key).await?;
+                state.store.release_key(&caller.user, key, &guard.claim).await?;
             }
             return Err(e);
         }
@@ -296,6 +298,7 @@ pub async fn create(
     let st = state.clone();
     let user = caller.user.clone();
     let task = actix_web::rt::spawn(async move {
+        let claim = &guard.claim;
         let meta = PlanMeta {
             id: Uuid::new_v4(),
             user: &user,
@@ -304,33 +307,93 @@ pub async fn create(
         };
         let (id, created_at) = (meta.id, meta.created_at);
         // The decision, this plan and its key are one durable write (see api::commit_log).
-        let log = StoreLog::new(st.store.as_ref(), st.shares_fate(), Some(meta));
+        let log = StoreLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
         let result = st.planners.lend().plan_with(&plan, PlanOptions { dry_run: false, log: Some(&log) }).await;
         let o = result.outcome;
-        let status = PlanStatus::from(o.status);
-        st.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
-        tracing::info!(request = %o.request_id, user = %user, status = ?status, ms = o.planning_ms, "planned");
-        if let Some(rec) = log.decided() {
-            return Ok::<_, ApiError>(rec);
-        }
-        // Rejected before any decision: nothing is booked; store the rejection.
-        let rec = PlanRecord {
-            id,
-            user: user.clone(),
-            status,
-            outcome: o,
-            bookings: result.bookings,
-            created_at,
-            cancelled_at: None,
+        let seconds = o.planning_ms / 1000.0;
+        let rec = match result.settlement {
+            Settlement::Final => match log.decided() {
+                Some(rec) => rec,
+                None => {
+                    // Rejected before any decision: nothing is booked; the rejection and its
+                    // key are one write.
+                    let rec = PlanRecord {
+                        id,
+                        user: user.clone(),
+                        status: PlanStatus::Rejected,
+                        outcome: o,
+                        bookings: vec![],
+                        created_at,
+                        cancelled_at: None,
+                    };
+                    let key = key.as_deref().map(|k| (k, print.as_str()));
+                    match st.store.record_rejection(&RejectionRecord { plan: &rec, key, claim }).await {
+                        Ok(()) => rec,
+                        Err(StoreError::Superseded) => return Err(in_progress(&st, key.unwrap_or_default().0)),
+                        Err(e) => return Err(unrecorded(&st, &user, key.map(|k| k.0), claim, e).await),
+                    }
+                }
+            },
+            Settlement::Undecided(LogError::Superseded) => {
+                return Err(in_progress(&st, key.as_deref().unwrap_or_default()));
+            }
+            Settlement::Undecided(LogError::Unavailable(e)) => {
+                return Err(unrecorded(&st, &user, key.as_deref(), claim, e).await);
+            }
+            Settlement::InDoubt(reason) => {
+                st.metrics.plan_done(PlanStatus::Pending, seconds, o.holds_aborted);
+                tracing::warn!(request = %o.request_id, plan = %id, %reason, "plan in doubt: answered 503");
+                return Err(ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "plan-in-doubt",
+                    "The plan's commit is not confirmed yet",
+                    format!(
+                        "plan {id} is pending: {reason}. It is neither booked for sure nor rejected; it is settled \
+                         within seconds of the participants and the store answering. Retry with the same \
+                         Idempotency-Key, or read GET /v1/plans/{id}."
+                    ),
+                )
+                .retry_after(st.config.claim_lease_s as u64));
+            }
         };
-        st.store.insert_plan(rec.clone()).await?;
-        if let Some(key) = &key {
-            st.store.complete_key(&user, key, rec.id, &print).await?;
-        }
-        Ok(rec)
+        st.metrics.plan_done(rec.status, seconds, rec.outcome.holds_aborted);
+        tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
+        Ok::<_, ApiError>(rec)
     });
     let rec = task.await.map_err(|e| ApiError::internal(format!("planning task failed: {e}")))??;
     Ok(created(&PlanView::from(&rec)))
+}
+
+/// 409: another request with this key is being planned (or its plan is pending).
+fn in_progress(state: &AppState, key: &str) -> ApiError {
+    ApiError::conflict(
+        "idempotency-in-progress",
+        "A request with this key is in progress",
+        format!("a request with Idempotency-Key `{key}` is still being planned or committed; retry later"),
+    )
+    .retry_after(state.config.claim_lease_s.clamp(1, 10) as u64 / 2 + 1)
+}
+
+/// 503: the store refused to record the plan; nothing is booked. The key is freed at once
+/// when the store allows it (else its claim lapses), so that a retry plans again.
+async fn unrecorded(
+    state: &AppState,
+    user: &str,
+    key: Option<&str>,
+    claim: &Claim,
+    e: impl std::fmt::Display,
+) -> ApiError {
+    tracing::error!(error = %e, "a plan could not be recorded; nothing is booked");
+    if let Some(key) = key {
+        let _ = state.store.release_key(user, key, claim).await;
+    }
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store-unavailable",
+        "The store is unavailable",
+        "the plan could not be recorded, so nothing was booked; retry (with the same Idempotency-Key)",
+    )
+    .retry_after(1)
 }
 
 /// The caller's plans (an admin: everyone's), oldest first.
@@ -390,7 +453,7 @@ pub async fn get(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A rejected plan has nothing to cancel", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A rejected plan has nothing to cancel; a pending plan is not settled yet (Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -408,6 +471,14 @@ pub async fn cancel(
                 "Only a committed plan can be cancelled",
                 format!("plan {} was rejected; nothing is booked", rec.id),
             ))
+        }
+        PlanStatus::Pending => {
+            return Err(ApiError::conflict(
+                "plan-pending",
+                "The plan's commit is not confirmed yet",
+                format!("plan {} is pending; it becomes committed or rejected within seconds: retry then", rec.id),
+            )
+            .retry_after(state.config.claim_lease_s as u64))
         }
         PlanStatus::Committed => {}
     }
