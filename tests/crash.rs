@@ -480,6 +480,19 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
         for (base, site) in [(&s1.url, "s1"), (&s2.url, "s2")] {
             assert_eq!(reservations(&c, base, site).await.len(), 1, "{site}: only p1");
         }
+        // 3. The dead planner's claim on key-2 lapsed with it: the client's retry plans within
+        //    seconds (it used to wait w_interval + lease, 32 min by default).
+        let started = std::time::Instant::now();
+        let plan = loop {
+            let r = post_plan(&c, &p.url, &pair("p2", 4), "key-2").await.unwrap();
+            if r.status() != StatusCode::CONFLICT {
+                assert_eq!(r.status(), StatusCode::CREATED);
+                break r.json::<Value>().await.unwrap();
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "key-2 still claimed after 10 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(plan["status"], "committed", "{plan}");
         drop((gis, nis, s2));
     })
     .await;
