@@ -10,6 +10,10 @@ pub const MAX_TRANSFERS: usize = 256;
 /// Default of [`ServeConfig::claim_lease_s`]: a stalled or dead process's claims are taken
 /// over within this many seconds (plus one renewal period).
 pub const DEFAULT_CLAIM_LEASE_S: i64 = 8;
+/// Default of [`ServeConfig::max_in_flight_per_user`].
+pub const DEFAULT_MAX_IN_FLIGHT_PER_USER: usize = 8;
+/// Default of [`ServeConfig::planning_slots`].
+pub const DEFAULT_PLANNING_SLOTS: usize = 16;
 /// Largest accepted request body (bytes); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
@@ -70,6 +74,12 @@ pub struct ServeConfig {
     /// another process takes over the work of a process that stopped renewing after this long
     /// (renewed every quarter of it).
     pub claim_lease_s: i64,
+    /// At most this many plan requests plan at the same time, shared fairly between users
+    /// (see [`crate::api::fair`]).
+    pub planning_slots: usize,
+    /// At most this many plan requests of one user in flight (waiting or planning) at once;
+    /// one more is answered 429 (see [`crate::api::fair`]).
+    pub max_in_flight_per_user: usize,
     /// This process's name in claims (logs, diagnostics); `None`: `ROLE@LISTEN#PID`.
     pub instance: Option<String>,
     /// The token processes of a separated deployment share: participants accept it as a
@@ -93,6 +103,8 @@ impl Default for ServeConfig {
             role: Role::All,
             claim_lease_s: DEFAULT_CLAIM_LEASE_S,
             instance: None,
+            max_in_flight_per_user: DEFAULT_MAX_IN_FLIGHT_PER_USER,
+            planning_slots: DEFAULT_PLANNING_SLOTS,
             service_token: None,
         }
     }

@@ -25,6 +25,7 @@
 pub mod auth;
 pub mod commit_log;
 pub mod config;
+pub mod fair;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::config::{Role, ServeConfig};
+use super::fair::FairQueue;
 use super::metrics::Metrics;
 use super::problem::ApiError;
 use crate::clock::{Clock, SystemClock};
@@ -16,7 +17,7 @@ use crate::local::LocalGrid;
 use crate::model::{from_time, to_time, Grid, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{HttpCatalogue, HttpParticipant};
-use crate::protocol::{HoldId, Journal, Journaled, Participant};
+use crate::protocol::{HoldId, Journal, Journaled, Participant, Yielding};
 use crate::store::{Claim, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
@@ -29,6 +30,8 @@ pub struct AppState {
     pub participants: LocalGrid,
     /// The planners requests are lent to.
     pub planners: PlannerPool,
+    /// Fair admission to the planners: a limit per user, slots shared between users.
+    pub fair: FairQueue,
     /// The service's persistent state (memory or PostgreSQL).
     pub store: Arc<dyn Store>,
     /// Holds made through the API (`POST /v1/sites/{id}/holds`, `POST /v1/network/holds`):
@@ -94,7 +97,16 @@ impl AppState {
                     clock,
                 }
             }
-            _ => participants.services(),
+            _ => {
+                // In process: yield before each message, so that long searches share their
+                // worker thread (see protocol::Yielding).
+                let mut s = participants.services();
+                for p in s.lis.values_mut() {
+                    *p = Arc::new(Yielding(p.clone()));
+                }
+                s.nis = Arc::new(Yielding(s.nis.clone()));
+                s
+            }
         };
         let planners = PlannerPool::new(&config, services);
         let instance = config.instance.clone().unwrap_or_else(|| {
@@ -107,7 +119,9 @@ impl AppState {
             };
             format!("{role}@{}#{}", config.listen, std::process::id())
         });
+        let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user);
         AppState {
+            fair,
             instance,
             claims: Arc::new(Mutex::new(HashSet::new())),
             config,

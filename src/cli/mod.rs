@@ -276,6 +276,12 @@ pub struct ServeArgs {
     /// This process's name in claims and logs (default: ROLE@LISTEN#PID).
     #[arg(long)]
     instance: Option<String>,
+    /// At most this many plan requests of one user in flight at once (429 beyond).
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_MAX_IN_FLIGHT_PER_USER)]
+    max_in_flight_per_user: usize,
+    /// At most this many plan requests plan at once, shared fairly between users.
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_PLANNING_SLOTS)]
+    planning_slots: usize,
 }
 
 /// `coreserve serve --role`.
@@ -324,8 +330,14 @@ fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, Option<crate::model::G
 /// `coreserve serve`.
 async fn serve(a: ServeArgs) -> Result<()> {
     use crate::api::{Application, ServeConfig};
-    if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 || a.claim_lease_s <= 0 {
-        bail!("--planners, --lease-s, --claim-lease-s and --horizon-days must be > 0 and --w-interval-s >= 0");
+    if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 || a.claim_lease_s <= 0
+        || a.max_in_flight_per_user == 0
+        || a.planning_slots == 0
+    {
+        bail!(
+            "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots and --horizon-days must be > 0 \
+             and --w-interval-s >= 0"
+        );
     }
     let (role, file_grid) = serve_role(&a)?;
     let admin_token = a.admin_token;
@@ -343,6 +355,8 @@ async fn serve(a: ServeArgs) -> Result<()> {
         role,
         claim_lease_s: a.claim_lease_s,
         instance: a.instance,
+        max_in_flight_per_user: a.max_in_flight_per_user,
+        planning_slots: a.planning_slots,
         service_token: a.service_token,
     };
     let role_name = format!("{:?}", a.role).to_lowercase();

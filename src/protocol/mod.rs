@@ -14,9 +14,11 @@
 mod holds;
 pub mod http;
 mod journal;
+mod yielding;
 
 pub use holds::{HoldBook, HoldState};
 pub use journal::{Journal, JournalEntry, JournalError, Journaled};
+pub use yielding::Yielding;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

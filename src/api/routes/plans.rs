@@ -233,6 +233,7 @@ fn created(view: &PlanView) -> HttpResponse {
         (status = 409, description = "A request with this Idempotency-Key is in progress, or its plan is pending (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 256 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The caller already has --max-in-flight-per-user plan requests in flight (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The plan could not be recorded (nothing booked), or its commit is not confirmed yet (plan-in-doubt: pending, settled within seconds). Retry with the same Idempotency-Key (Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
@@ -255,8 +256,14 @@ pub async fn create(
                 .to_owned(),
         ),
     };
+    // Fair admission: a limit per user, then a planning slot in turn (see api::fair).
+    let admission = state.fair.admit(&caller.user).map_err(|e| {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too-many-requests", "Too many plan requests in flight", e.to_string())
+            .retry_after(1)
+    })?;
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
+        let _slot = admission.into_slot().await;
         let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true, log: None }).await;
         let o = &result.outcome;
         let status = PlanStatus::from(o.status);
@@ -298,6 +305,7 @@ pub async fn create(
     let st = state.clone();
     let user = caller.user.clone();
     let task = actix_web::rt::spawn(async move {
+        let _slot = admission.into_slot().await;
         let claim = &guard.claim;
         let meta = PlanMeta {
             id: Uuid::new_v4(),

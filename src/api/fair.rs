@@ -1,0 +1,246 @@
+//! Fair admission to planning: a limit per user and the planning slots shared between users.
+//!
+//! Every `POST /v1/plans` (dry runs too) is admitted here before it plans:
+//! - **in flight**: at most `max_in_flight_per_user` requests of one user are admitted at once
+//!   (waiting or planning); one more is refused at once (`429 Too Many Requests` with
+//!   `Retry-After`), so a flood costs its sender, not the others;
+//! - **slots**: at most `slots` requests plan at the same time. When they are all busy,
+//!   waiting requests queue per user, and a freed slot goes to the waiting user with the fewest
+//!   requests planning (ties: the one served longest ago), not to the oldest request: one
+//!   user's backlog cannot starve another user's single request. With more slots than the
+//!   per-user limit (the defaults: 16 and 8), a newcomer never waits for a slot at all.
+//!
+//! The requests that plan share the CPU: the all-in-one's in-process participants yield
+//! before every message ([`crate::protocol::Yielding`]), so a small request is not stuck
+//! behind a long search on its worker thread. The queue is in-process (each planning process
+//! shares its own planners fairly).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+/// Why a request was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{user} already has {in_flight} plan requests in flight (at most {limit})")]
+pub struct TooManyInFlight {
+    /// The user.
+    pub user: String,
+    /// Requests of theirs admitted right now.
+    pub in_flight: usize,
+    /// The limit.
+    pub limit: usize,
+}
+
+#[derive(Default)]
+struct State {
+    free: usize,
+    /// Per user: admitted requests (waiting or running) and running ones.
+    in_flight: HashMap<String, usize>,
+    running: HashMap<String, usize>,
+    /// Per user: the requests waiting for a slot, oldest first.
+    waiting: HashMap<String, VecDeque<oneshot::Sender<Slot>>>,
+    /// Per user: when it was last given a slot (a counter).
+    served: HashMap<String, u64>,
+    grants: u64,
+}
+
+struct Inner {
+    max_in_flight_per_user: usize,
+    state: Mutex<State>,
+}
+
+/// The fair admission queue of one planning process (see the module docs).
+#[derive(Clone)]
+pub struct FairQueue {
+    inner: Arc<Inner>,
+}
+
+/// An admitted request: counts against its user's in-flight limit until dropped.
+pub struct Admission {
+    inner: Arc<Inner>,
+    user: String,
+}
+
+/// A planning slot: held while the request plans; freeing it hands it to the next user (and
+/// then ends the request's admission).
+pub struct Slot {
+    inner: Arc<Inner>,
+    user: String,
+    /// False for a slot whose hand-over failed (its accounting was undone already).
+    armed: bool,
+    /// The admission it was granted to (dropped after the slot is freed).
+    _admission: Option<Admission>,
+}
+
+impl FairQueue {
+    /// `slots` requests plan at once (at least 1); a user may have `max_in_flight_per_user`
+    /// requests admitted (at least 1).
+    pub fn new(slots: usize, max_in_flight_per_user: usize) -> Self {
+        let state = State { free: slots.max(1), ..State::default() };
+        FairQueue {
+            inner: Arc::new(Inner {
+                max_in_flight_per_user: max_in_flight_per_user.max(1),
+                state: Mutex::new(state),
+            }),
+        }
+    }
+
+    /// Admits one request of `user`, or refuses it at once.
+    ///
+    /// # Errors
+    /// [`TooManyInFlight`] when `user` is at the limit.
+    pub fn admit(&self, user: &str) -> Result<Admission, TooManyInFlight> {
+        let mut s = self.inner.state.lock().expect("fair queue");
+        let n = s.in_flight.entry(user.to_owned()).or_default();
+        if *n >= self.inner.max_in_flight_per_user {
+            return Err(TooManyInFlight {
+                user: user.to_owned(),
+                in_flight: *n,
+                limit: self.inner.max_in_flight_per_user,
+            });
+        }
+        *n += 1;
+        Ok(Admission { inner: self.inner.clone(), user: user.to_owned() })
+    }
+
+    /// Requests of `user` admitted right now.
+    pub fn in_flight(&self, user: &str) -> usize {
+        self.inner.state.lock().expect("fair queue").in_flight.get(user).copied().unwrap_or(0)
+    }
+}
+
+impl Admission {
+    /// Waits for a planning slot, fairly between users; the slot keeps this admission.
+    pub async fn into_slot(self) -> Slot {
+        let mut slot = self.wait().await;
+        slot._admission = Some(self);
+        slot
+    }
+
+    async fn wait(&self) -> Slot {
+        let rx = {
+            let mut s = self.inner.state.lock().expect("fair queue");
+            let (tx, rx) = oneshot::channel();
+            s.waiting.entry(self.user.clone()).or_default().push_back(tx);
+            self.inner.dispatch(&mut s);
+            rx
+        };
+        rx.await.expect("a waiter is only dropped with its slot handed over")
+    }
+}
+
+impl Inner {
+    /// Hands free slots to waiting requests: each to the waiting user with the fewest
+    /// requests planning, ties to the one served longest ago.
+    fn dispatch(self: &Arc<Self>, s: &mut State) {
+        while s.free > 0 {
+            let next = s
+                .waiting
+                .keys()
+                .min_by_key(|u| {
+                    (s.running.get(*u).copied().unwrap_or(0), s.served.get(*u).copied().unwrap_or(0), (*u).clone())
+                })
+                .cloned();
+            let Some(user) = next else { break };
+            let queue = s.waiting.get_mut(&user).expect("a waiting user");
+            let tx = queue.pop_front().expect("a waiting user has a waiter");
+            if queue.is_empty() {
+                s.waiting.remove(&user);
+            }
+            s.grants += 1;
+            s.served.insert(user.clone(), s.grants);
+            s.free -= 1;
+            *s.running.entry(user.clone()).or_default() += 1;
+            let slot = Slot { inner: self.clone(), user: user.clone(), armed: true, _admission: None };
+            if let Err(mut slot) = tx.send(slot) {
+                // The waiter went away: undo, and drop the slot without re-entering.
+                slot.armed = false;
+                s.free += 1;
+                Self::less(&mut s.running, &user);
+            }
+        }
+    }
+
+    fn less(map: &mut HashMap<String, usize>, user: &str) {
+        if let Some(n) = map.get_mut(user) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(user);
+            }
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut s = self.inner.state.lock().expect("fair queue");
+        s.free += 1;
+        Inner::less(&mut s.running, &self.user);
+        self.inner.dispatch(&mut s);
+    }
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        let mut s = self.inner.state.lock().expect("fair queue");
+        Inner::less(&mut s.in_flight, &self.user);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_user_beyond_the_limit_is_refused_and_admitted_again_once_one_ends() {
+        let q = FairQueue::new(2, 2);
+        let a1 = q.admit("a").unwrap();
+        let _a2 = q.admit("a").unwrap();
+        let e = q.admit("a").err().unwrap();
+        assert_eq!((e.in_flight, e.limit), (2, 2));
+        assert!(q.admit("b").is_ok(), "the limit is per user");
+        drop(a1);
+        assert!(q.admit("a").is_ok());
+    }
+
+    /// The slot, if it is granted within 50 ms.
+    async fn granted(rx: &mut tokio::task::JoinHandle<Slot>) -> Option<Slot> {
+        tokio::time::timeout(Duration::from_millis(50), rx).await.ok().map(Result::unwrap)
+    }
+
+    #[tokio::test]
+    async fn a_freed_slot_goes_to_the_next_user_not_to_the_oldest_request() {
+        let q = FairQueue::new(1, 100);
+        let first = q.admit("a").unwrap().into_slot().await;
+        // a queues three more, then b one.
+        let mut a_waiting: Vec<_> = (0..3).map(|_| tokio::spawn(q.admit("a").unwrap().into_slot())).collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut b = tokio::spawn(q.admit("b").unwrap().into_slot());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(granted(&mut b).await.is_none(), "no slot free yet");
+        drop(first);
+        let b_slot = tokio::time::timeout(Duration::from_secs(1), &mut b).await.expect("b is next").unwrap();
+        assert!(granted(&mut a_waiting[0]).await.is_none(), "a waits behind b");
+        drop(b_slot);
+        assert!(granted(&mut a_waiting[0]).await.is_some(), "then a again");
+    }
+
+    #[tokio::test]
+    async fn a_slot_goes_to_the_user_with_the_fewest_planning() {
+        let q = FairQueue::new(3, 100);
+        let mut a: Vec<Slot> = futures::future::join_all((0..3).map(|_| q.admit("a").unwrap().into_slot())).await;
+        let mut a4 = tokio::spawn(q.admit("a").unwrap().into_slot());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut b = tokio::spawn(q.admit("b").unwrap().into_slot());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        drop(a.remove(0));
+        // a queued first, but a still plans 2 and b none: b gets it.
+        let _b = granted(&mut b).await.expect("b starts");
+        assert!(granted(&mut a4).await.is_none());
+    }
+}
