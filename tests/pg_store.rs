@@ -176,6 +176,7 @@ async fn spawn(url: &str) -> String {
 #[tokio::test]
 async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
     with_db(|url| async move {
+        coreserve::protocol::http::install_crypto_provider();
         let client = Client::new();
         let first = spawn(&url).await;
         let r = client
@@ -276,6 +277,7 @@ async fn snapshot(url: &str) -> Vec<String> {
 #[tokio::test]
 async fn bad_input_leaves_the_database_unchanged() {
     with_db(|url| async move {
+        coreserve::protocol::http::install_crypto_provider();
         let c = Client::new();
         let base = spawn(&url).await;
         let send = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
@@ -395,6 +397,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper() {
             request: request.clone(),
             expires_at: 10,
             via_api: false,
+            owner: None,
         };
         let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
         for h in [a, b, c] {

@@ -43,6 +43,8 @@ struct Inner {
     /// Decided transactions: `(in doubt, plan)`.
     txns: HashMap<TxnId, (Option<InDoubt>, Uuid)>,
     grid: Option<Grid>,
+    /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
+    owners: HashMap<Uuid, String>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -75,7 +77,10 @@ impl Journal for MemoryStore {
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
         let mut g = self.lock();
         match entry {
-            JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
+            JournalEntry::Held { participant, hold, request, expires_at, via_api, owner } => {
+                if let Some(o) = owner {
+                    g.owners.entry(*hold).or_insert_with(|| o.clone());
+                }
                 let stored = StoredHold {
                     participant: participant.clone(),
                     hold: *hold,
@@ -246,6 +251,12 @@ impl Store for MemoryStore {
             })
             .map(|r| r.hold.clone())
             .collect())
+    }
+
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let live = self.live_holds(now).await?;
+        let g = self.lock();
+        Ok(live.into_iter().filter_map(|h| g.owners.get(&h.hold).map(|o| (h.hold, o.clone()))).collect())
     }
 
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {

@@ -67,11 +67,11 @@ impl Journal for PgStore {
         // in-memory participant decided first, before the lease ended, so its commit or
         // extension wins over an `expired` the sweeper (of any process) wrote meanwhile.
         let q = match entry {
-            JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
+            JournalEntry::Held { participant, hold, request, expires_at, via_api, owner } => {
                 let (start, end) = interval(request);
                 sqlx::query(
-                    "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api)
-                     VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8) ON CONFLICT (hold) DO NOTHING",
+                    "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api, owner)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8, $9) ON CONFLICT (hold) DO NOTHING",
                 )
                 .bind(hold)
                 .bind(participant.to_string())
@@ -83,6 +83,7 @@ impl Journal for PgStore {
                 .bind(from_time(end))
                 .bind(from_time(*expires_at))
                 .bind(via_api)
+                .bind(owner)
             }
             JournalEntry::Committed { hold } => sqlx::query(
                 "UPDATE reservations SET state = 'committed', expires_at = NULL, updated_at = now()
@@ -419,6 +420,17 @@ impl Store for PgStore {
                 })
             })
             .collect()
+    }
+
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
+        sqlx::query_as(
+            "SELECT hold, owner FROM reservations
+             WHERE owner IS NOT NULL AND (state = 'committed' OR (state = 'held' AND expires_at > $1))",
+        )
+        .bind(from_time(now))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(err)
     }
 
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
