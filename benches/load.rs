@@ -673,6 +673,7 @@ async fn drive(
     procs: &Procs,
 ) -> Result<RoundResult> {
     let db = db.rsplit('/').next().unwrap_or_default().split('?').next().unwrap_or_default();
+    coreserve::protocol::http::install_crypto_provider();
     let client = reqwest::Client::builder().pool_max_idle_per_host(s.clients).build()?;
     let base = Utc::now().timestamp() + BASE_MARGIN_S;
     let next = Arc::new(AtomicUsize::new(0));
@@ -793,6 +794,7 @@ async fn round(s: &Settings, dbs: &Databases, mode: Mode, sc: &Scenario) -> Resu
     let admin = format!("load-admin-{}", uuid::Uuid::new_v4().simple());
     let service = format!("load-service-{}", uuid::Uuid::new_v4().simple());
     let (procs, url) = deploy(mode, sc, &db, &admin, &service)?;
+    coreserve::protocol::http::install_crypto_provider();
     let client = reqwest::Client::new();
     wait_ready(&client, &url).await?;
     let tokens = Arc::new(user_tokens(&client, &url, &admin, &sc.workload.users).await?);

@@ -412,9 +412,11 @@ async fn holds_go_through_two_phase_commit_over_http() {
     let h2: Value = app.post("/v1/sites/s1/holds", ADMIN, &hold(6)).await.json().await.unwrap();
     let id2 = h2["id"].as_str().unwrap();
     for _ in 0..2 {
-        assert_eq!(app.post(&format!("/v1/holds/{id2}/abort"), &svc, &json!({})).await.status(), StatusCode::OK);
+        // The admin's own hold: only the admin (its owner) may drive it; the service gets 403.
+        assert_eq!(app.post(&format!("/v1/holds/{id2}/abort"), ADMIN, &json!({})).await.status(), StatusCode::OK);
     }
-    let p = problem(app.post(&format!("/v1/holds/{id2}/commit"), &svc, &json!({})).await, StatusCode::CONFLICT).await;
+    problem(app.post(&format!("/v1/holds/{id2}/abort"), &svc, &json!({})).await, StatusCode::FORBIDDEN).await;
+    let p = problem(app.post(&format!("/v1/holds/{id2}/commit"), ADMIN, &json!({})).await, StatusCode::CONFLICT).await;
     assert_eq!(p["type"], "urn:coreserve:problem:hold-aborted");
     problem(
         app.post(&format!("/v1/holds/{}/commit", uuid::Uuid::new_v4()), &svc, &json!({})).await,

@@ -107,6 +107,7 @@ impl Server {
 
 /// A client that keeps no idle connections: servers are killed and restarted on the same port.
 fn client() -> Client {
+    coreserve::protocol::http::install_crypto_provider();
     Client::builder().pool_max_idle_per_host(0).build().unwrap()
 }
 

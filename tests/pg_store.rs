@@ -77,7 +77,14 @@ mod claims_contract {
         (plan, parts, txn)
     }
 
-    async fn decide(s: &dyn Store, plan: &PlanRecord, parts: &[DecidedPart], txn: Uuid, key: Option<(&str, &str)>, claim: &Claim) -> Result<(), StoreError> {
+    async fn decide(
+        s: &dyn Store,
+        plan: &PlanRecord,
+        parts: &[DecidedPart],
+        txn: Uuid,
+        key: Option<(&str, &str)>,
+        claim: &Claim,
+    ) -> Result<(), StoreError> {
         let d = Decision { txn, parts, outcome: &plan.outcome };
         s.record_decision(&DecisionRecord { decision: d, plan, reservations: false, key, claim }).await
     }
@@ -105,7 +112,10 @@ mod claims_contract {
         assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
         let mine = record("u", "wf-a", None);
         s.record_rejection(&RejectionRecord { plan: &mine, key: Some(("k", "fa")), claim: &a }).await.unwrap();
-        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Done { plan: mine.id, fingerprint: "fa".into() });
+        assert_eq!(
+            s.claim_key("u", "k", &b).await.unwrap(),
+            KeyClaim::Done { plan: mine.id, fingerprint: "fa".into() }
+        );
         let plans = s.list_plans(&PlanFilter::default()).await.unwrap();
         assert_eq!(plans.iter().map(|p| p.id).collect::<Vec<_>>(), vec![mine.id], "one key, one plan");
         assert_eq!(s.plan(plan.id).await.unwrap(), None, "nothing of b's decision was written");
@@ -297,6 +307,7 @@ async fn spawn(url: &str) -> String {
 #[tokio::test]
 async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
     with_db(|url| async move {
+        coreserve::protocol::http::install_crypto_provider();
         let client = Client::new();
         let first = spawn(&url).await;
         let r = client
@@ -397,6 +408,7 @@ async fn snapshot(url: &str) -> Vec<String> {
 #[tokio::test]
 async fn bad_input_leaves_the_database_unchanged() {
     with_db(|url| async move {
+        coreserve::protocol::http::install_crypto_provider();
         let c = Client::new();
         let base = spawn(&url).await;
         let send = |method: reqwest::Method, path: &str, token: &str, body: Option<Value>| {
@@ -516,6 +528,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper() {
             request: request.clone(),
             expires_at: 10,
             via_api: false,
+            owner: None,
         };
         let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
         for h in [a, b, c] {

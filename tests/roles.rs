@@ -143,6 +143,7 @@ async fn separate_roles_on(db: String) {
     let planner_args: Vec<&str> = planner_args.iter().map(String::as_str).collect();
     let planners: Vec<String> = (0..3).map(|_| procs.serve(&planner_args)).collect();
 
+    coreserve::protocol::http::install_crypto_provider();
     let client = Client::new();
     // Roles serve only their endpoints.
     let r = client.get(format!("{}/v1/plans", lis_urls[0].1)).bearer_auth(ADMIN).send().await.unwrap();

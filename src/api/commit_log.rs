@@ -69,8 +69,13 @@ impl CommitLog for StoreLog<'_> {
             created_at: meta.created_at,
             cancelled_at: None,
         };
-        let record =
-            DecisionRecord { decision: *d, plan: &plan, reservations: self.shares_fate, key: meta.key, claim: self.claim };
+        let record = DecisionRecord {
+            decision: *d,
+            plan: &plan,
+            reservations: self.shares_fate,
+            key: meta.key,
+            claim: self.claim,
+        };
         self.store.record_decision(&record).await.map_err(log_error)?;
         *self.decided.lock().expect("decision lock") = Some(plan);
         Ok(())

@@ -82,9 +82,34 @@ pub struct ServeConfig {
     pub max_in_flight_per_user: usize,
     /// This process's name in claims (logs, diagnostics); `None`: `ROLE@LISTEN#PID`.
     pub instance: Option<String>,
-    /// The token processes of a separated deployment share: participants accept it as a
-    /// service token, planners send it to their participants.
+    /// Bootstrap token shared by the processes of a separated deployment: participants accept
+    /// it as a service token (principal `service`), and planners without a
+    /// [`ServeConfig::participant_token`] send it. Every planner that sends it acts as the same
+    /// principal, so they may drive each other's holds: give each planner its own token.
     pub service_token: Option<String>,
+    /// This planner process's own credential towards its participants (a service token made
+    /// with `coreserve token create --user NAME --service`): the participants record its user
+    /// as the owner of the holds it prepares, and refuse phase 2 of them from anyone else.
+    pub participant_token: Option<String>,
+    /// TLS for the listener: PEM certificate chain and private key (`None`: plain HTTP).
+    pub tls: Option<TlsFiles>,
+    /// PEM file of the CA(s) a planner trusts for `https://` participants (`None`: the
+    /// system's roots).
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// A planner's client certificate and key (PEM) for participants that ask for one.
+    pub tls_client: Option<TlsFiles>,
+    /// With [`ServeConfig::tls`]: require a client certificate signed by this CA (PEM) of every
+    /// caller (mutual TLS between the processes of a separated deployment).
+    pub tls_client_ca: Option<std::path::PathBuf>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain, leaf first (PEM).
+    pub cert: std::path::PathBuf,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
 }
 
 impl Default for ServeConfig {
@@ -106,11 +131,25 @@ impl Default for ServeConfig {
             max_in_flight_per_user: DEFAULT_MAX_IN_FLIGHT_PER_USER,
             planning_slots: DEFAULT_PLANNING_SLOTS,
             service_token: None,
+            participant_token: None,
+            tls: None,
+            tls_ca: None,
+            tls_client: None,
+            tls_client_ca: None,
         }
     }
 }
 
 impl ServeConfig {
+    /// The credential a planner process sends to its participants: its own
+    /// [`ServeConfig::participant_token`], else the bootstrap [`ServeConfig::service_token`].
+    pub fn participant_credential(&self) -> Option<&str> {
+        fn set(t: &Option<String>) -> Option<&str> {
+            t.as_deref().map(str::trim).filter(|t| !t.is_empty())
+        }
+        set(&self.participant_token).or_else(|| set(&self.service_token))
+    }
+
     /// The horizon in seconds.
     pub fn horizon_s(&self) -> i64 {
         self.horizon_days.saturating_mul(86_400)

@@ -79,10 +79,7 @@ impl FairQueue {
     pub fn new(slots: usize, max_in_flight_per_user: usize) -> Self {
         let state = State { free: slots.max(1), ..State::default() };
         FairQueue {
-            inner: Arc::new(Inner {
-                max_in_flight_per_user: max_in_flight_per_user.max(1),
-                state: Mutex::new(state),
-            }),
+            inner: Arc::new(Inner { max_in_flight_per_user: max_in_flight_per_user.max(1), state: Mutex::new(state) }),
         }
     }
 

@@ -15,6 +15,7 @@
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
+//! | [`body`] | JSON bodies parsed after the caller's role is checked |
 //! | [`metrics`] | Prometheus text exposition |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
 //!
@@ -23,6 +24,7 @@
 //! [`Caller`]: auth::Caller
 
 pub mod auth;
+pub mod body;
 pub mod commit_log;
 pub mod config;
 pub mod fair;

@@ -15,6 +15,47 @@ use super::state::AppState;
 use crate::model::Grid;
 use crate::store::Store;
 
+/// The listener's TLS settings from `config.tls` (certificate chain and key) and
+/// `config.tls_client_ca` (require client certificates signed by it); `None` without
+/// `config.tls`. rustls with the `ring` provider; TLS 1.2 and 1.3.
+///
+/// # Errors
+/// A file cannot be read or holds no certificate or key, the key does not match the
+/// certificate, or `tls_client_ca` is given without `tls`.
+pub fn server_tls(config: &ServeConfig) -> anyhow::Result<Option<rustls::ServerConfig>> {
+    use anyhow::Context;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let Some(files) = &config.tls else {
+        anyhow::ensure!(config.tls_client_ca.is_none(), "--tls-client-ca needs --tls-cert and --tls-key");
+        return Ok(None);
+    };
+    crate::protocol::http::install_crypto_provider();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certs = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .with_context(|| format!("reading certificates from {}", files.cert.display()))?;
+    anyhow::ensure!(!certs.is_empty(), "{} holds no PEM certificate", files.cert.display());
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .with_context(|| format!("reading a private key from {}", files.key.display()))?;
+    let builder =
+        rustls::ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+    let builder = match &config.tls_client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(ca).with_context(|| format!("reading {}", ca.display()))? {
+                roots.add(c.with_context(|| format!("reading {}", ca.display()))?)?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .context("client certificate verifier")?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    Ok(Some(builder.with_single_cert(certs, key).context("the TLS certificate and key do not fit")?))
+}
+
 /// A bound, not yet running server.
 pub struct Application {
     port: u16,
@@ -34,6 +75,7 @@ impl Application {
     /// # Errors
     /// The address cannot be bound, the store fails, or recovery fails.
     pub async fn build(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        crate::protocol::http::install_crypto_provider();
         let (admin, generated) = match &config.admin_token {
             Some(t) if !t.trim().is_empty() => (t.trim().to_owned(), None),
             _ => {
@@ -49,13 +91,19 @@ impl Application {
         if !matches!(role, super::Role::Planner(_)) {
             store.save_grid(&grid).await?;
         }
+        let tls = server_tls(&config)?;
         let listener = TcpListener::bind(&config.listen)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let port = listener.local_addr()?.port();
+        let addr = listener.local_addr()?;
+        if tls.is_none() && role != super::Role::All && !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "a separated role listens without TLS on a non-loopback address: tokens and bookings cross the network in clear (use --tls-cert and --tls-key)");
+            eprintln!("warning: role {role:?} listens on {addr} without TLS; use --tls-cert and --tls-key across administrative domains");
+        }
         let workers = config.workers;
         let sweep_every = std::time::Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
         let claim_every = std::time::Duration::from_millis((config.claim_lease_s.max(1) * 250) as u64);
-        let state = web::Data::new(AppState::new(config, grid, store));
+        let state = web::Data::new(AppState::new(config, grid, store)?);
         let (restored, recovery) = state.recover().await?;
         if restored > 0 || recovery != Default::default() {
             tracing::info!(restored, committed = recovery.committed, compensated = recovery.compensated, "recovered");
@@ -103,7 +151,7 @@ impl Application {
             });
         }
         let data = state.clone();
-        let mut server = HttpServer::new(move || {
+        let server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
                 .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| json_error(e).into()))
@@ -139,8 +187,11 @@ impl Application {
                 })
                 .configure(|c| routes::configure_role(c, &role))
                 .default_service(web::to(routes::not_found))
-        })
-        .listen(listener)?;
+        });
+        let mut server = match tls {
+            Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+            None => server.listen(listener)?,
+        };
         if let Some(w) = workers {
             server = server.workers(w);
         }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use super::auth::Caller;
 use super::config::{Role, ServeConfig};
 use super::fair::FairQueue;
 use super::metrics::Metrics;
@@ -16,7 +17,7 @@ use crate::lis::Lis;
 use crate::local::LocalGrid;
 use crate::model::{from_time, to_time, Grid, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
-use crate::protocol::http::{HttpCatalogue, HttpParticipant};
+use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
 use crate::protocol::{HoldId, Journal, Journaled, Participant, Yielding};
 use crate::store::{Claim, Store, StoreError, TokenRecord};
 
@@ -72,7 +73,10 @@ impl AppState {
     /// a planner process's planners talk to the remote participants of
     /// [`Role::Planner`] over HTTP ([`crate::protocol::http`]) and its local participants
     /// are unused.
-    pub fn new(config: ServeConfig, mut grid: Grid, store: Arc<dyn Store>) -> Self {
+    ///
+    /// # Errors
+    /// A planner process's TLS files (`tls_ca`, `tls_client`) cannot be read or parsed.
+    pub fn new(config: ServeConfig, mut grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         if let Role::Lis { site } = &config.role {
             grid.sites.retain(|s| &s.id == site);
@@ -80,20 +84,22 @@ impl AppState {
         let participants = LocalGrid::new(&grid, clock.clone(), config.lease_s, config.routing);
         let services = match &config.role {
             Role::Planner(remote) => {
-                let token = config.service_token.clone();
+                let token = config.participant_credential().map(str::to_owned);
+                let client = participant_client(&config)?;
                 Services {
-                    gis: Arc::new(HttpCatalogue::new(&remote.gis, token.clone())),
+                    gis: Arc::new(HttpCatalogue::new(&remote.gis, token.clone()).with_client(client.clone())),
                     lis: remote
                         .lis
                         .iter()
                         .map(|(site, url)| {
                             (
                                 site.clone(),
-                                Arc::new(HttpParticipant::site(url, site, token.clone())) as Arc<dyn Participant>,
+                                Arc::new(HttpParticipant::site(url, site, token.clone()).with_client(client.clone()))
+                                    as Arc<dyn Participant>,
                             )
                         })
                         .collect(),
-                    nis: Arc::new(HttpParticipant::network(&remote.nis, token)),
+                    nis: Arc::new(HttpParticipant::network(&remote.nis, token).with_client(client)),
                     clock,
                 }
             }
@@ -120,7 +126,7 @@ impl AppState {
             format!("{role}@{}#{}", config.listen, std::process::id())
         });
         let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user);
-        AppState {
+        Ok(AppState {
             fair,
             instance,
             claims: Arc::new(Mutex::new(HashSet::new())),
@@ -132,7 +138,7 @@ impl AppState {
             holds: Mutex::new(HashMap::new()),
             metrics: Metrics::default(),
             tokens: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     /// The token with this hash. Found tokens are cached for [`TOKEN_CACHE_TTL`] (every
@@ -184,6 +190,66 @@ impl AppState {
         Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api)))
     }
 
+    /// Like [`AppState::journaled`], acting for `caller`: the holds it prepares are recorded
+    /// and journaled as owned by `caller.user` ([`Journaled::owned_by`]).
+    pub fn journaled_for(
+        &self,
+        who: &ParticipantRef,
+        via_api: bool,
+        caller: &Caller,
+    ) -> Result<Arc<dyn Participant>, ApiError> {
+        let inner: Arc<dyn Participant> = match who {
+            ParticipantRef::Site(s) => self.lis(s)?.clone(),
+            ParticipantRef::Network if self.keeps(who) => self.participants.nis.clone(),
+            ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
+        };
+        let journal: Arc<dyn Journal> = self.store.clone();
+        Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api).owned_by(caller.user.clone())))
+    }
+
+    /// May `caller` `verb` (commit, abort, release, extend) hold `hold` of the local
+    /// participant `who`? Checked before anything changes.
+    ///
+    /// - the principal that prepared the hold may;
+    /// - an admin may, and the override is logged (`tracing::warn!`, target `audit`);
+    /// - a hold without a recorded owner was made by this process's own planners (all-in-one)
+    ///   and only an admin may touch it from outside; in a participant-only process such a
+    ///   hold was journaled before owners were recorded (migration 0004) and any service
+    ///   principal may, as before;
+    /// - an unknown hold is left to the participant, which answers for it (nothing changes).
+    ///
+    /// # Errors
+    /// 403 for anyone else; 404 if this process does not keep `who`.
+    pub fn authorize_hold(
+        &self,
+        caller: &Caller,
+        who: &ParticipantRef,
+        hold: HoldId,
+        verb: &str,
+    ) -> Result<(), ApiError> {
+        let owner = match who {
+            ParticipantRef::Site(s) => self.lis(s)?.owner(hold),
+            ParticipantRef::Network if self.keeps(who) => self.participants.nis.owner(hold),
+            ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
+        };
+        let Some(owner) = owner else { return Ok(()) };
+        if owner.as_deref() == Some(caller.user.as_str()) {
+            return Ok(());
+        }
+        let owner_name = owner.as_deref().unwrap_or("this broker's planners");
+        if caller.admin {
+            tracing::warn!(target: "audit", principal = %caller.user, owner = owner_name, %hold, participant = %who, verb,
+                "admin acts on a hold of another principal");
+            return Ok(());
+        }
+        if owner.is_none() && !self.shares_fate() {
+            return Ok(()); // journaled before owners were recorded
+        }
+        tracing::warn!(target: "audit", principal = %caller.user, owner = owner_name, %hold, participant = %who, verb,
+            "refused: hold of another principal");
+        Err(ApiError::forbidden(format!("hold {hold} belongs to another principal; only it or an admin may {verb} it")))
+    }
+
     /// Start-up recovery, before the first request:
     /// 1. the participants of this process rebuild their calendars from the journal
     ///    (committed reservations, and holds whose lease still runs, with that lease);
@@ -215,6 +281,13 @@ impl AppState {
                 self.holds.lock().expect("hold registry").insert(h.hold, h.participant.clone());
             }
             restored += 1;
+        }
+        for (hold, owner) in self.store.live_hold_owners(now).await? {
+            match self.participants.lis.values().find(|l| l.owner(hold).is_some()) {
+                Some(lis) => lis.set_owner(hold, Some(owner)),
+                None if self.keeps(&ParticipantRef::Network) => self.participants.nis.set_owner(hold, Some(owner)),
+                None => {}
+            }
         }
         if self.shares_fate() {
             self.store.end_all_claims().await?;
@@ -301,6 +374,27 @@ impl AppState {
     pub fn lis(&self, site: &str) -> Result<&Arc<Lis>, ApiError> {
         self.participants.lis.get(site).ok_or_else(|| ApiError::not_found(format!("unknown site `{site}`")))
     }
+}
+
+/// The HTTP client a planner process speaks to its participants with: it trusts the CA of
+/// `config.tls_ca` (else the system's roots) and presents `config.tls_client` (mutual TLS).
+///
+/// # Errors
+/// A file cannot be read, or holds no usable certificate or key.
+pub fn participant_client(config: &ServeConfig) -> anyhow::Result<reqwest::Client> {
+    use anyhow::Context;
+    let read = |p: &std::path::Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    let mut tls = ClientTls::default();
+    if let Some(ca) = &config.tls_ca {
+        tls.ca_pem = Some(read(ca)?);
+    }
+    if let Some(id) = &config.tls_client {
+        let mut pem = read(&id.cert)?;
+        pem.push(b'\n');
+        pem.extend(read(&id.key)?);
+        tls.identity_pem = Some(pem);
+    }
+    crate::protocol::http::client(&tls).map_err(|e| anyhow::anyhow!("participant client TLS: {e}"))
 }
 
 /// N planners over one set of participants; each request goes to the least busy one.

@@ -236,10 +236,35 @@ pub struct ServeArgs {
     /// SITE=URL: the LIS of a site (`planner` role; once per site).
     #[arg(long = "lis", value_name = "SITE=URL")]
     lis: Vec<String>,
-    /// Token shared by the processes of a separated deployment: participants accept it as a
-    /// service token, planners send it.
+    /// Bootstrap token shared by the processes of a separated deployment: participants accept
+    /// it as a service token (principal `service`); planners without --participant-token send
+    /// it (and then act as one principal). Prefer one --participant-token per planner.
     #[arg(long, env = "CORESERVE_SERVICE_TOKEN", hide_env_values = true)]
     service_token: Option<String>,
+    /// This planner's own credential towards its participants (made with `coreserve token
+    /// create --user NAME --service`): its holds are owned by NAME, and no other principal but
+    /// an admin may commit, abort, release or extend them.
+    #[arg(long, env = "CORESERVE_PARTICIPANT_TOKEN", hide_env_values = true)]
+    participant_token: Option<String>,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "CORESERVE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "CORESERVE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With --tls-cert: require a client certificate signed by this PEM CA (mutual TLS).
+    #[arg(long, env = "CORESERVE_TLS_CLIENT_CA")]
+    tls_client_ca: Option<PathBuf>,
+    /// A planner trusts only this PEM CA for https:// participants (default: the system's roots).
+    #[arg(long, env = "CORESERVE_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// A planner's PEM client certificate for participants that require one (with
+    /// --tls-client-key).
+    #[arg(long, env = "CORESERVE_TLS_CLIENT_CERT", requires = "tls_client_key")]
+    tls_client_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-client-cert.
+    #[arg(long, env = "CORESERVE_TLS_CLIENT_KEY", requires = "tls_client_cert")]
+    tls_client_key: Option<PathBuf>,
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
     /// Planners in the pool (each request goes to the least busy one).
@@ -330,7 +355,11 @@ fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, Option<crate::model::G
 /// `coreserve serve`.
 async fn serve(a: ServeArgs) -> Result<()> {
     use crate::api::{Application, ServeConfig};
-    if a.planners == 0 || a.lease_s <= 0 || a.w_interval_s < 0 || a.horizon_days <= 0 || a.claim_lease_s <= 0
+    if a.planners == 0
+        || a.lease_s <= 0
+        || a.w_interval_s < 0
+        || a.horizon_days <= 0
+        || a.claim_lease_s <= 0
         || a.max_in_flight_per_user == 0
         || a.planning_slots == 0
     {
@@ -358,6 +387,14 @@ async fn serve(a: ServeArgs) -> Result<()> {
         max_in_flight_per_user: a.max_in_flight_per_user,
         planning_slots: a.planning_slots,
         service_token: a.service_token,
+        participant_token: a.participant_token,
+        tls: a.tls_cert.zip(a.tls_key).map(|(cert, key)| crate::api::config::TlsFiles { cert, key }),
+        tls_ca: a.tls_ca,
+        tls_client: a
+            .tls_client_cert
+            .zip(a.tls_client_key)
+            .map(|(cert, key)| crate::api::config::TlsFiles { cert, key }),
+        tls_client_ca: a.tls_client_ca,
     };
     let role_name = format!("{:?}", a.role).to_lowercase();
     let store: std::sync::Arc<dyn crate::store::Store> = match database_url() {

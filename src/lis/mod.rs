@@ -27,6 +27,10 @@ pub struct Reservation {
     pub cpus: u64,
     /// Held (with its lease end) or committed.
     pub state: HoldState,
+    /// The principal that prepared it through this LIS's HTTP endpoints; `None` for holds of
+    /// the process's own planners (all-in-one) and for holds journaled before owners were
+    /// recorded.
+    pub owner: Option<String>,
 }
 
 #[derive(Debug)]
@@ -110,6 +114,26 @@ impl Lis {
         Ok((*txn, st.calendar.add(*start, *end, u64::from(*cpus))?))
     }
 
+    /// The owner of hold `id` (see [`HoldBook::owner`]): `None` for an unknown hold,
+    /// `Some(None)` for one without a recorded owner.
+    pub fn owner(&self, id: HoldId) -> Option<Option<String>> {
+        self.state().holds.owner(id).map(|o| o.map(str::to_owned))
+    }
+
+    /// Sets the owner of hold `id` (at start, after [`Lis::restore`], from the journal).
+    pub fn set_owner(&self, id: HoldId, owner: Option<String>) {
+        self.state().holds.set_owner(id, owner);
+    }
+
+    fn prepare_owned(&self, req: &HoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
+        let mut st = self.state();
+        let (txn, span) = self.book(&mut st, req)?;
+        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
+        st.holds.hold(hold.id, txn, span, hold.expires_at);
+        st.holds.set_owner(hold.id, owner.map(str::to_owned));
+        Ok(hold)
+    }
+
     /// Holds and reservations overlapping `[from, to)`, sorted by start then id.
     pub fn reservations(&self, from: Time, to: Time) -> Vec<Reservation> {
         let st = self.state();
@@ -124,6 +148,7 @@ impl Lis {
                     end: s.end,
                     cpus: s.amount,
                     state,
+                    owner: st.holds.owner(hold).flatten().map(str::to_owned),
                 })
             })
             .collect();
@@ -187,11 +212,11 @@ impl Participant for Lis {
     }
 
     async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
-        let mut st = self.state();
-        let (txn, span) = self.book(&mut st, req)?;
-        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
-        st.holds.hold(hold.id, txn, span, hold.expires_at);
-        Ok(hold)
+        self.prepare_owned(req, None)
+    }
+
+    async fn prepare_for(&self, req: &HoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
+        self.prepare_owned(req, Some(owner))
     }
 
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {

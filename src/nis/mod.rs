@@ -188,6 +188,29 @@ impl Nis {
         self.state().holds.outstanding()
     }
 
+    /// The owner of hold `id`: `None` for an unknown hold, `Some(None)` for one without a
+    /// recorded owner (see [`crate::lis::Lis::owner`]).
+    pub fn owner(&self, id: HoldId) -> Option<Option<String>> {
+        self.state().holds.owner(id).map(|o| o.map(str::to_owned))
+    }
+
+    /// Sets the owner of hold `id` (at start, after [`Nis::restore`], from the journal).
+    pub fn set_owner(&self, id: HoldId, owner: Option<String>) {
+        self.state().holds.set_owner(id, owner);
+    }
+
+    fn prepare_owned(&self, req: &HoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
+        let HoldRequest::Network { txn, .. } = req else {
+            return Err(ParticipantError::WrongParticipant("compute"));
+        };
+        let mut st = self.state();
+        let booked = self.book(&mut st, req)?;
+        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
+        st.holds.hold(hold.id, *txn, booked, hold.expires_at);
+        st.holds.set_owner(hold.id, owner.map(str::to_owned));
+        Ok(hold)
+    }
+
     /// Forgets reservations (and holds) that ended at or before `horizon` on every link.
     /// Returns how many link spans were pruned.
     pub fn prune_before(&self, horizon: Time) -> usize {
@@ -279,14 +302,11 @@ impl Participant for Nis {
     }
 
     async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
-        let HoldRequest::Network { txn, .. } = req else {
-            return Err(ParticipantError::WrongParticipant("compute"));
-        };
-        let mut st = self.state();
-        let booked = self.book(&mut st, req)?;
-        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
-        st.holds.hold(hold.id, *txn, booked, hold.expires_at);
-        Ok(hold)
+        self.prepare_owned(req, None)
+    }
+
+    async fn prepare_for(&self, req: &HoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
+        self.prepare_owned(req, Some(owner))
     }
 
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {

@@ -685,7 +685,11 @@ impl<'a> Attempt<'a> {
         }
         if let Err(e) = log.decide(&decision).await {
             let _ = self.compensate(&parts, &[]).await;
-            return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![], settlement: Settlement::Undecided(e) };
+            return PlanResult {
+                outcome: self.reject(e.to_string()),
+                bookings: vec![],
+                settlement: Settlement::Undecided(e),
+            };
         }
         crash_point("after-decision");
         let txn = self.txn;

@@ -552,7 +552,8 @@ async fn phase_two_never_reports_committed_unless_every_commit_and_the_end_are_d
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
     let g = grid(sites, [1000; 3]);
     let r = pair("linux", "bsd", 8, 500, 10_000);
-    let booked = |l: &LocalGrid| (l.lis["s1"].usage_at(T0 + 1), l.lis["s2"].usage_at(T0 + 1), l.nis.usage_at("l13", T0 + 1));
+    let booked =
+        |l: &LocalGrid| (l.lis["s1"].usage_at(T0 + 1), l.lis["s2"].usage_at(T0 + 1), l.nis.usage_at("l13", T0 + 1));
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         // (a) s2's commit answers are lost (it did commit): in doubt, nothing released.
         let l = local(&g);

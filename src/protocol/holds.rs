@@ -37,6 +37,8 @@ struct Entry<P> {
     state: State,
     txn: TxnId,
     payload: P,
+    /// The principal that prepared it (see [`HoldBook::owner`]).
+    owner: Option<String>,
 }
 
 /// Holds and reservations of one participant, with payload `P` (what to free on release).
@@ -55,8 +57,24 @@ impl<P> Default for HoldBook<P> {
 impl<P: Clone> HoldBook<P> {
     /// Records a new hold that lives until `expires_at`.
     pub fn hold(&mut self, id: HoldId, txn: TxnId, payload: P, expires_at: Time) {
-        self.entries.insert(id, Entry { state: State::Held { expires_at }, txn, payload });
+        self.entries.insert(id, Entry { state: State::Held { expires_at }, txn, payload, owner: None });
         self.expiry.insert((expires_at, id));
+    }
+
+    /// Records `owner` (a principal name: the `user` of the token that prepared the hold) as
+    /// the owner of hold `id`; nothing happens for an unknown hold. Holds are made without an
+    /// owner ([`HoldBook::hold`]); the participant sets it right after, under the same lock.
+    pub fn set_owner(&mut self, id: HoldId, owner: Option<String>) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.owner = owner;
+        }
+    }
+
+    /// The owner of hold `id`: `None` when the hold is unknown (never made, or pruned),
+    /// `Some(None)` when it has no recorded owner (made by the participant's own process, or
+    /// journaled before owners were recorded), `Some(Some(principal))` otherwise.
+    pub fn owner(&self, id: HoldId) -> Option<Option<&str>> {
+        self.entries.get(&id).map(|e| e.owner.as_deref())
     }
 
     /// Expires every hold whose lease ended at or before `now`; returns their payloads, which
@@ -241,5 +259,21 @@ mod tests {
         assert_eq!(b.extend(Uuid::nil(), 5), Err(ParticipantError::UnknownHold(Uuid::nil())));
         assert_eq!(b.active().map(|(_, st, _)| st).collect::<Vec<_>>(), vec![HoldState::Committed]);
         assert_eq!(b.expire(1_000), Vec::<i32>::new());
+    }
+
+    #[test]
+    fn owner_is_recorded_per_hold_and_outlives_commit() {
+        let mut b = HoldBook::default();
+        let (h1, h2, t) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        b.hold(h1, t, 1, 100);
+        b.hold(h2, t, 2, 100);
+        b.set_owner(h1, Some("planner-a".into()));
+        b.set_owner(Uuid::nil(), Some("nobody".into()));
+        assert_eq!(b.owner(h1), Some(Some("planner-a")));
+        assert_eq!(b.owner(h2), Some(None), "a hold made without an owner has none");
+        assert_eq!(b.owner(Uuid::nil()), None, "unknown holds have no entry");
+        b.commit(h1).unwrap();
+        b.release(h1).unwrap();
+        assert_eq!(b.owner(h1), Some(Some("planner-a")));
     }
 }

@@ -2,8 +2,9 @@
 //! [`HttpCatalogue`] (a remote GIS), the client half of role-separated deployment
 //! (`coreserve serve --role planner`). The server half is [`crate::api::routes::participant`].
 //!
-//! Endpoints (JSON bodies are the protocol's own serde types; every call sends the service
-//! token as `Authorization: Bearer`):
+//! Endpoints (JSON bodies are the protocol's own serde types; every call sends the planner's
+//! credential as `Authorization: Bearer`; the participant records its principal as the owner of
+//! the holds it prepares and refuses phase 2 of them from any other principal but an admin):
 //!
 //! | call | endpoint | body -> answer |
 //! |---|---|---|
@@ -20,6 +21,9 @@
 //! [`WireError`]), which maps back to the exact [`ParticipantError`]; without it, the problem
 //! `type` slug and status are used (409 hold conflicts, 409 capacity, 404 unknown hold).
 //! Connection failures, timeouts and unexpected answers are [`ParticipantError::Transport`].
+//!
+//! `https://` participants are verified with rustls against the CA of [`ClientTls`] (or the
+//! system's roots); a client certificate may be presented (mutual TLS).
 
 use std::time::Duration;
 
@@ -33,6 +37,50 @@ use crate::model::{ComputeDemand, LinkId, SiteId, Time};
 
 /// Per-call timeout of the HTTP transport.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Makes rustls's `ring` implementation the process's default crypto provider (once; later
+/// calls, and a provider installed by someone else first, change nothing). Every
+/// `reqwest::Client` of this build needs one: call it before building a client of your own
+/// (`coreserve` does for its participant clients and at start).
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// TLS settings of a planner's participant client: PEM contents, not paths.
+#[derive(Debug, Clone, Default)]
+pub struct ClientTls {
+    /// CA certificate(s) to trust for `https://` participants, instead of the system's roots
+    /// (`None`: the system's roots).
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate chain and private key, concatenated (mutual TLS), if the
+    /// participants ask for one.
+    pub identity_pem: Option<Vec<u8>>,
+}
+
+/// An HTTP client for the participant protocol: [`CALL_TIMEOUT`] per call, rustls for
+/// `https://` URLs with the trust and identity of `tls`; plain `http://` URLs work too.
+///
+/// # Errors
+/// [`ParticipantError::Invalid`] when a PEM holds no certificate, or a bad one or key.
+pub fn client(tls: &ClientTls) -> Result<reqwest::Client, ParticipantError> {
+    install_crypto_provider();
+    let bad = |what: &str, e: reqwest::Error| ParticipantError::Invalid(format!("{what}: {e}"));
+    let mut b = reqwest::Client::builder().timeout(CALL_TIMEOUT);
+    if let Some(pem) = &tls.ca_pem {
+        let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| bad("CA certificates", e))?;
+        if certs.is_empty() {
+            return Err(ParticipantError::Invalid("the CA file holds no PEM certificate".into()));
+        }
+        b = b.tls_certs_only(certs);
+    }
+    if let Some(pem) = &tls.identity_pem {
+        b = b.identity(reqwest::Identity::from_pem(pem).map_err(|e| bad("client certificate and key", e))?);
+    }
+    b.build().map_err(|e| bad("HTTP client", e))
+}
 
 /// A [`ParticipantError`] as carried in problem bodies (`participant_error`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,8 +200,7 @@ struct Remote {
 
 impl Remote {
     fn new(base: String, token: Option<String>) -> Self {
-        let client =
-            reqwest::Client::builder().timeout(CALL_TIMEOUT).build().expect("an HTTP client without TLS builds");
+        let client = client(&ClientTls::default()).expect("an HTTP client with the system's roots builds");
         Remote { client, base: base.trim_end_matches('/').to_owned(), token }
     }
 
@@ -263,6 +310,13 @@ impl HttpParticipant {
     pub fn base(&self) -> &str {
         &self.remote.base
     }
+
+    /// The same participant spoken to through `client` (from [`client`]: TLS trust and
+    /// identity).
+    pub fn with_client(mut self, client: reqwest::Client) -> Self {
+        self.remote.client = client;
+        self
+    }
 }
 
 #[async_trait]
@@ -313,6 +367,12 @@ impl HttpCatalogue {
     /// The GIS served at `server`.
     pub fn new(server: &str, token: Option<String>) -> Self {
         HttpCatalogue { remote: Remote::new(format!("{}/v1/participant/gis", server.trim_end_matches('/')), token) }
+    }
+
+    /// The same catalogue spoken to through `client` (see [`HttpParticipant::with_client`]).
+    pub fn with_client(mut self, client: reqwest::Client) -> Self {
+        self.remote.client = client;
+        self
     }
 }
 

@@ -42,6 +42,11 @@ pub enum JournalEntry {
         /// Made through the REST hold endpoints (`POST /v1/sites/{id}/holds`,
         /// `POST /v1/network/holds`), whose phase 2 is driven through `/v1/holds/{id}/...`.
         via_api: bool,
+        /// The principal that prepared it (the token's `user`); only it (or an admin) may
+        /// commit, abort, release or extend it through the HTTP endpoints. `None`: prepared by
+        /// the participant's own process, or journaled before owners were recorded.
+        #[serde(default)]
+        owner: Option<String>,
     },
     /// The hold `hold` became a reservation.
     Committed {
@@ -85,13 +90,21 @@ pub struct Journaled {
     who: ParticipantRef,
     journal: Arc<dyn Journal>,
     via_api: bool,
+    owner: Option<String>,
 }
 
 impl Journaled {
     /// Wraps `inner` (the participant `who`); `via_api` marks the holds it makes as made
     /// through the REST hold endpoints.
     pub fn new(inner: Arc<dyn Participant>, who: ParticipantRef, journal: Arc<dyn Journal>, via_api: bool) -> Self {
-        Journaled { inner, who, journal, via_api }
+        Journaled { inner, who, journal, via_api, owner: None }
+    }
+
+    /// The same participant acting for the principal `owner`: its prepares record and journal
+    /// `owner` as the holds' owner ([`Participant::prepare_for`]).
+    pub fn owned_by(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
     }
 
     async fn write(&self, entry: JournalEntry) -> Result<(), ParticipantError> {
@@ -109,13 +122,17 @@ impl Participant for Journaled {
     }
 
     async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
-        let hold = self.inner.prepare(req).await?;
+        let hold = match &self.owner {
+            Some(owner) => self.inner.prepare_for(req, owner).await?,
+            None => self.inner.prepare(req).await?,
+        };
         let entry = JournalEntry::Held {
             participant: self.who.clone(),
             hold: hold.id,
             request: req.clone(),
             expires_at: hold.expires_at,
             via_api: self.via_api,
+            owner: self.owner.clone(),
         };
         if let Err(e) = self.write(entry).await {
             // Not durable, so not promised: give the capacity back.
@@ -188,8 +205,9 @@ mod tests {
     async fn every_acknowledged_change_is_journaled_in_order() {
         let (inner, journal) = (lis(), Arc::new(Recorder::default()));
         let who = ParticipantRef::Site("s1".into());
-        let p = Journaled::new(inner.clone(), who.clone(), journal.clone(), true);
+        let p = Journaled::new(inner.clone(), who.clone(), journal.clone(), true).owned_by("planner-a");
         let h = p.prepare(&req(8)).await.unwrap();
+        assert_eq!(inner.owner(h.id), Some(Some("planner-a".into())), "the LIS records the owner too");
         assert!(p.prepare(&req(1)).await.unwrap_err().to_string().contains("capacity"));
         p.extend(h.id, 300).await.unwrap();
         p.commit(h.id).await.unwrap();
@@ -205,12 +223,20 @@ mod tests {
                     hold: h.id,
                     request: req(8),
                     expires_at: 120,
-                    via_api: true
+                    via_api: true,
+                    owner: Some("planner-a".into()),
                 },
                 JournalEntry::Extended { hold: h.id, expires_at: 300 },
                 JournalEntry::Committed { hold: h.id },
                 JournalEntry::Released { hold: h.id },
-                JournalEntry::Held { participant: who, hold: h2.id, request: req(2), expires_at: 120, via_api: true },
+                JournalEntry::Held {
+                    participant: who,
+                    hold: h2.id,
+                    request: req(2),
+                    expires_at: 120,
+                    via_api: true,
+                    owner: Some("planner-a".into()),
+                },
                 JournalEntry::Aborted { hold: h2.id },
             ],
             "a refused prepare writes nothing"

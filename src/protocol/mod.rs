@@ -181,6 +181,14 @@ pub trait Participant: Send + Sync {
     async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError>;
     /// Phase 1: check and set aside capacity atomically, with a lease.
     async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError>;
+    /// Phase 1 on behalf of the principal `owner` (the `user` of the token that asked): like
+    /// [`Participant::prepare`], and the participant records `owner` with the hold, so that
+    /// its HTTP endpoints can refuse phase 2 from anyone else. The default implementation (for
+    /// transports and test doubles, which record nothing) is `prepare`.
+    async fn prepare_for(&self, req: &HoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
+        let _ = owner;
+        self.prepare(req).await
+    }
     /// Phase 2 (commit): makes a live hold a reservation. Idempotent.
     ///
     /// # Errors

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold,
-    TokenRecord,
+    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
+    StoredHold, TokenRecord,
 };
 use crate::model::{Grid, Outcome, Site, Time};
 use crate::planner::InDoubt;
@@ -69,6 +69,8 @@ struct Inner {
     /// Decided transactions.
     txns: HashMap<TxnId, TxnRow>,
     grid: Option<Grid>,
+    /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
+    owners: HashMap<Uuid, String>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -89,7 +91,14 @@ impl MemoryStore {
 }
 
 /// Binds `(user, key)`, still held by `claim`, to `plan`.
-fn complete_key(g: &mut Inner, user: &str, key: &str, print: &str, claim: &Claim, plan: Uuid) -> Result<(), StoreError> {
+fn complete_key(
+    g: &mut Inner,
+    user: &str,
+    key: &str,
+    print: &str,
+    claim: &Claim,
+    plan: Uuid,
+) -> Result<(), StoreError> {
     match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
         Some(row) if row.claim == claim.id && row.done.is_none() => {
             row.done = Some((plan, print.to_owned()));
@@ -112,7 +121,10 @@ impl Journal for MemoryStore {
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
         let mut g = self.lock();
         match entry {
-            JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
+            JournalEntry::Held { participant, hold, request, expires_at, via_api, owner } => {
+                if let Some(o) = owner {
+                    g.owners.entry(*hold).or_insert_with(|| o.clone());
+                }
                 let stored = StoredHold {
                     participant: participant.clone(),
                     hold: *hold,
@@ -342,6 +354,12 @@ impl Store for MemoryStore {
             })
             .map(|r| r.hold.clone())
             .collect())
+    }
+
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
+        let live = self.live_holds(now).await?;
+        let g = self.lock();
+        Ok(live.into_iter().filter_map(|h| g.owners.get(&h.hold).map(|o| (h.hold, o.clone()))).collect())
     }
 
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {

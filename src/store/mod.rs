@@ -294,6 +294,9 @@ pub trait Store: Journal + Send + Sync {
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError>;
     /// Marks holds whose lease ended at or before `now` expired; returns how many.
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError>;
+    /// The recorded owner (principal) of every hold [`Store::live_holds`] returns that has
+    /// one (see `JournalEntry::Held::owner`), as `(hold, owner)` pairs in no order.
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError>;
 
     /// Saves the grid (sites and topology), replacing what was there.
     async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError>;

@@ -12,8 +12,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::{
-    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold,
-    TokenRecord,
+    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
+    StoredHold, TokenRecord,
 };
 use crate::model::{from_time, Grid, Outcome, Site, Time};
 use crate::planner::log::DecidedPart;
@@ -72,11 +72,11 @@ impl Journal for PgStore {
         // in-memory participant decided first, before the lease ended, so its commit or
         // extension wins over an `expired` the sweeper (of any process) wrote meanwhile.
         let q = match entry {
-            JournalEntry::Held { participant, hold, request, expires_at, via_api } => {
+            JournalEntry::Held { participant, hold, request, expires_at, via_api, owner } => {
                 let (start, end) = interval(request);
                 sqlx::query(
-                    "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api)
-                     VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8) ON CONFLICT (hold) DO NOTHING",
+                    "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api, owner)
+                     VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8, $9) ON CONFLICT (hold) DO NOTHING",
                 )
                 .bind(hold)
                 .bind(participant.to_string())
@@ -88,6 +88,7 @@ impl Journal for PgStore {
                 .bind(from_time(end))
                 .bind(from_time(*expires_at))
                 .bind(via_api)
+                .bind(owner)
             }
             JournalEntry::Committed { hold } => sqlx::query(
                 "UPDATE reservations SET state = 'committed', expires_at = NULL, updated_at = now()
@@ -124,8 +125,7 @@ impl PgStore {
             .max_connections(8)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect(url)
-            .await
-            ?;
+            .await?;
         sqlx::migrate!().run(&pool).await.map_err(|e| corrupt(format!("migration: {e}")))?;
         Ok(PgStore { pool })
     }
@@ -153,8 +153,7 @@ impl Store for PgStore {
         .bind(Json(&plan.outcome))
         .bind(Json(&plan.bookings))
         .execute(&self.pool)
-        .await
-        ?;
+        .await?;
         Ok(())
     }
 
@@ -162,8 +161,7 @@ impl Store for PgStore {
         let row = sqlx::query(&format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
-            .await
-            ?;
+            .await?;
         row.as_ref().map(plan_from_row).transpose()
     }
 
@@ -181,8 +179,7 @@ impl Store for PgStore {
         .bind(filter.from)
         .bind(filter.to)
         .fetch_all(&self.pool)
-        .await
-        ?;
+        .await?;
         rows.iter().map(plan_from_row).collect()
     }
 
@@ -197,8 +194,7 @@ impl Store for PgStore {
         .bind(id)
         .bind(at)
         .fetch_optional(&self.pool)
-        .await
-        ?;
+        .await?;
         row.as_ref().map(plan_from_row).transpose()
     }
 
@@ -242,12 +238,14 @@ impl Store for PgStore {
     }
 
     async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
-        sqlx::query(r#"DELETE FROM idempotency_keys WHERE "user" = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#)
-            .bind(user)
-            .bind(key)
-            .bind(claim.id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            r#"DELETE FROM idempotency_keys WHERE "user" = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#,
+        )
+        .bind(user)
+        .bind(key)
+        .bind(claim.id)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -285,8 +283,7 @@ impl Store for PgStore {
         let row = sqlx::query(r#"SELECT hash, "user", admin, service FROM tokens WHERE hash = $1"#)
             .bind(hash)
             .fetch_optional(&self.pool)
-            .await
-            ?;
+            .await?;
         row.map(|r| {
             Ok(TokenRecord {
                 hash: r.try_get("hash")?,
@@ -490,8 +487,7 @@ impl Store for PgStore {
         )
         .bind(from_time(now))
         .fetch_all(&self.pool)
-        .await
-        ?;
+        .await?;
         rows.iter()
             .map(|r| {
                 let participant: String = r.try_get("participant")?;
@@ -512,14 +508,24 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
+        sqlx::query_as(
+            "SELECT hold, owner FROM reservations
+             WHERE owner IS NOT NULL AND (state = 'committed' OR (state = 'held' AND expires_at > $1))",
+        )
+        .bind(from_time(now))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(StoreError::from)
+    }
+
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
         let r = sqlx::query(
             "UPDATE reservations SET state = 'expired', updated_at = now() WHERE state = 'held' AND expires_at <= $1",
         )
         .bind(from_time(now))
         .execute(&self.pool)
-        .await
-        ?;
+        .await?;
         Ok(r.rows_affected())
     }
 
@@ -532,26 +538,22 @@ impl Store for PgStore {
         .bind(Json(&grid.nodes))
         .bind(Json(&grid.links))
         .execute(&mut *tx)
-        .await
-        ?;
+        .await?;
         sqlx::query("DELETE FROM sites").execute(&mut *tx).await?;
         for site in &grid.sites {
             sqlx::query("INSERT INTO sites (id, site) VALUES ($1, $2)")
                 .bind(&site.id)
                 .bind(Json(site))
                 .execute(&mut *tx)
-                .await
-                ?;
+                .await?;
         }
         tx.commit().await?;
         Ok(())
     }
 
     async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
-        let Some(topology) = sqlx::query("SELECT nodes, links FROM topology WHERE id = 1")
-            .fetch_optional(&self.pool)
-            .await
-            ?
+        let Some(topology) =
+            sqlx::query("SELECT nodes, links FROM topology WHERE id = 1").fetch_optional(&self.pool).await?
         else {
             return Ok(None);
         };
@@ -559,8 +561,7 @@ impl Store for PgStore {
         let sites: Vec<serde_json::Value> = sites
             .iter()
             .map(|r| r.try_get::<Json<serde_json::Value>, _>("site").map(|j| j.0))
-            .collect::<Result<_, _>>()
-            ?;
+            .collect::<Result<_, _>>()?;
         let Json(nodes): Json<serde_json::Value> = topology.try_get("nodes")?;
         let Json(links): Json<serde_json::Value> = topology.try_get("links")?;
         // Through the grid's own validation, like a grid file.

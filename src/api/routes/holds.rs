@@ -1,17 +1,20 @@
 //! `/v1/holds/{id}`: phase 2 of two-phase commit for holds made through the API, and lease
 //! extension. Every call is idempotent (commit twice, abort twice, extend again), is durable
-//! in the store before it answers, and needs a service or admin token. Holds made by the broker's own planners are not listed here: they
+//! in the store before it answers, and needs the token of the principal that prepared the hold
+//! (or an admin's: logged as an audit line); another principal gets 403, before the body is
+//! read. Holds made by the broker's own planners are not listed here: they
 //! are committed or aborted by the planner within the request.
 
 use std::sync::Arc;
 
-use actix_web::web;
+use actix_web::{web, HttpRequest};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
+use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::from_time;
@@ -46,18 +49,22 @@ pub struct ExtendBody {
     pub lease_s: i64,
 }
 
-/// The (journaled) participant of a hold made through the API, or 404.
-fn owner(state: &AppState, id: HoldId) -> Result<Arc<dyn Participant>, ApiError> {
+/// The (journaled) participant of a hold made through the API, once `caller` is found to be
+/// allowed to `verb` it ([`AppState::authorize_hold`]: its owner, or an admin); 404 for an
+/// unknown hold, 403 for another principal's.
+fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Arc<dyn Participant>, ApiError> {
+    caller.require_service()?;
     let r = state.holds.lock().expect("hold registry").get(&id).cloned();
     let r = r.ok_or_else(|| ApiError::not_found(format!("unknown hold {id}")))?;
-    state.journaled(&r, true)
+    state.authorize_hold(caller, &r, id, verb)?;
+    state.journaled_for(&r, true, caller)
 }
 
 /// Commit a hold (idempotent).
 #[utoipa::path(post, path = "/v1/holds/{id}/commit", operation_id = "commit_hold", tag = "holds", params(("id" = Uuid, Path)),
     responses(
         (status = 200, body = HoldResult),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Expired or aborted", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
@@ -68,8 +75,7 @@ pub async fn commit(
     caller: Caller,
     id: web::Path<Uuid>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
-    caller.require_service()?;
-    owner(&state, *id)?.commit(*id).await?;
+    owner(&state, &caller, *id, "commit")?.commit(*id).await?;
     Ok(web::Json(HoldResult { id: *id, state: "committed".into() }))
 }
 
@@ -77,7 +83,7 @@ pub async fn commit(
 #[utoipa::path(post, path = "/v1/holds/{id}/abort", operation_id = "abort_hold", tag = "holds", params(("id" = Uuid, Path)),
     responses(
         (status = 200, body = HoldResult),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already committed", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
@@ -88,8 +94,7 @@ pub async fn abort(
     caller: Caller,
     id: web::Path<Uuid>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
-    caller.require_service()?;
-    owner(&state, *id)?.abort(*id).await?;
+    owner(&state, &caller, *id, "abort")?.abort(*id).await?;
     state.metrics.aborted();
     Ok(web::Json(HoldResult { id: *id, state: "aborted".into() }))
 }
@@ -98,7 +103,7 @@ pub async fn abort(
 #[utoipa::path(post, path = "/v1/holds/{id}/extend", operation_id = "extend_hold", tag = "holds", params(("id" = Uuid, Path)), request_body = ExtendBody,
     responses(
         (status = 200, body = HoldView),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Expired, aborted or committed", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
@@ -109,9 +114,11 @@ pub async fn extend(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<Uuid>,
-    body: web::Json<ExtendBody>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<HoldView>, ApiError> {
-    caller.require_service()?;
+    let p = owner(&state, &caller, *id, "extend")?;
+    let body: ExtendBody = parse(&req, &body)?;
     if body.lease_s <= 0 || body.lease_s > state.config.horizon_s() {
         return Err(ApiError::invalid(format!(
             "lease_s must be in 1..={} (got {})",
@@ -119,6 +126,6 @@ pub async fn extend(
             body.lease_s
         )));
     }
-    let hold = owner(&state, *id)?.extend(*id, body.lease_s).await?;
+    let hold = p.extend(*id, body.lease_s).await?;
     Ok(web::Json(HoldView::from(hold)))
 }

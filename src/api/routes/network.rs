@@ -1,6 +1,6 @@
 //! `/v1/network`: the NIS (topology, routes, bandwidth holds).
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::holds::HoldView;
 use crate::api::auth::Caller;
+use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{Link, LinkId, Node};
@@ -112,7 +113,7 @@ pub async fn route(
     }))
 }
 
-/// Prepare a bandwidth hold (service or admin token).
+/// Prepare a bandwidth hold (service or admin token; the hold is owned by the caller's principal).
 #[utoipa::path(post, path = "/v1/network/holds", operation_id = "prepare_network_hold", tag = "holds", request_body = NetworkHoldBody,
     responses(
         (status = 201, body = HoldView),
@@ -126,22 +127,24 @@ pub async fn route(
 pub async fn hold(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<NetworkHoldBody>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_service()?;
+    let body: NetworkHoldBody = parse(&req, &body)?;
     let (start, end) = interval(&state, &body.start, &body.end)?;
     if body.links.is_empty() {
         return Err(ApiError::invalid("a network hold needs at least one link"));
     }
-    let b = body.into_inner();
-    let req = HoldRequest::Network {
+    let b = body;
+    let hold_req = HoldRequest::Network {
         txn: b.txn.unwrap_or_else(Uuid::new_v4),
         links: b.links,
         bandwidth_mbps: b.bandwidth_mbps,
         start,
         end,
     };
-    let hold = state.journaled(&ParticipantRef::Network, true)?.prepare(&req).await?;
+    let hold = state.journaled_for(&ParticipantRef::Network, true, &caller)?.prepare(&hold_req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Network);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }

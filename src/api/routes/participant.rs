@@ -1,7 +1,11 @@
 //! `/v1/participant/...`: the participant protocol (query, prepare, commit, abort, release)
 //! and the GIS candidate lookup, spoken by remote planners ([`crate::protocol::http`]).
 //! Bodies and answers are the protocol's own serde types; every call needs a service or admin
-//! token. Errors are problem bodies with a `participant_error` field carrying the exact error.
+//! token, checked before the body is read. A prepare records the caller's principal (the
+//! token's `user`) as the hold's owner; commit, abort, release and extend by another
+//! principal are 403 unless it is an admin (logged as an audit line):
+//! [`AppState::authorize_hold`]. Errors are problem bodies with a `participant_error` field
+//! carrying the exact error.
 //! Every change is journaled in the store before it is answered ([`crate::protocol::Journaled`]):
 //! a prepare-OK survives this process's crash until its lease ends.
 //!
@@ -12,10 +16,11 @@
 
 use std::sync::Arc;
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
+use crate::api::body::{parse, parse_optional};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::{ComputeDemand, SiteId};
@@ -41,29 +46,42 @@ pub fn configure_gis(cfg: &mut web::ServiceConfig) {
     cfg.route("/participant/gis/candidates", web::post().to(candidates));
 }
 
-/// The journaled LIS of `id`, or 404.
-fn site(state: &AppState, id: &str) -> Result<Arc<dyn Participant>, ApiError> {
-    state.journaled(&ParticipantRef::Site(id.to_owned()), false)
+/// The journaled LIS of `id` acting for `caller`, or 404.
+fn site(state: &AppState, id: &str, caller: &Caller) -> Result<Arc<dyn Participant>, ApiError> {
+    state.journaled_for(&ParticipantRef::Site(id.to_owned()), false, caller)
 }
 
-/// The journaled NIS, or 404.
-fn network(state: &AppState) -> Result<Arc<dyn Participant>, ApiError> {
-    state.journaled(&ParticipantRef::Network, false)
+/// The journaled NIS acting for `caller`, or 404.
+fn network(state: &AppState, caller: &Caller) -> Result<Arc<dyn Participant>, ApiError> {
+    state.journaled_for(&ParticipantRef::Network, false, caller)
 }
 
+/// Commit / abort / release / extend of hold `id` at participant `who`: the caller's role,
+/// then its right to this hold ([`AppState::authorize_hold`]), then the body.
 async fn lifecycle(
-    p: Arc<dyn Participant>,
+    state: &AppState,
+    req: &HttpRequest,
+    caller: &Caller,
+    who: ParticipantRef,
     id: Uuid,
     verb: &str,
-    body: Option<web::Json<Extend>>,
+    body: &[u8],
 ) -> Result<HttpResponse, ApiError> {
-    match (verb, body) {
-        ("extend", Some(b)) => return Ok(HttpResponse::Ok().json(p.extend(id, b.lease_s).await?)),
-        ("extend", None) => return Err(ApiError::invalid("extend needs a body {\"lease_s\": N}")),
-        ("commit", _) => p.commit(id).await?,
-        ("abort", _) => p.abort(id).await?,
-        ("release", _) => p.release(id).await?,
-        _ => return Err(ApiError::not_found(format!("unknown hold operation `{verb}`"))),
+    caller.require_service()?;
+    if !matches!(verb, "commit" | "abort" | "release" | "extend") {
+        return Err(ApiError::not_found(format!("unknown hold operation `{verb}`")));
+    }
+    let p = state.journaled_for(&who, false, caller)?;
+    state.authorize_hold(caller, &who, id, verb)?;
+    match verb {
+        "extend" => {
+            let b: Extend =
+                parse_optional(req, body)?.ok_or_else(|| ApiError::invalid("extend needs a body {\"lease_s\": N}"))?;
+            return Ok(HttpResponse::Ok().json(p.extend(id, b.lease_s).await?));
+        }
+        "commit" => p.commit(id).await?,
+        "abort" => p.abort(id).await?,
+        _ => p.release(id).await?,
     }
     Ok(HttpResponse::NoContent().finish())
 }
@@ -73,73 +91,83 @@ pub async fn site_query(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    q: web::Json<AvailabilityQuery>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<Availability>, ApiError> {
     caller.require_service()?;
-    Ok(web::Json(site(&state, &id)?.query(&q).await?))
+    let q: AvailabilityQuery = parse(&req, &body)?;
+    Ok(web::Json(site(&state, &id, &caller)?.query(&q).await?))
 }
 
-/// LIS prepare.
+/// LIS prepare: the hold is owned by the caller's principal.
 pub async fn site_prepare(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    req: web::Json<HoldRequest>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
     caller.require_service()?;
-    Ok(web::Json(site(&state, &id)?.prepare(&req).await?))
+    let hold: HoldRequest = parse(&req, &body)?;
+    Ok(web::Json(site(&state, &id, &caller)?.prepare(&hold).await?))
 }
 
-/// LIS commit / abort / release / extend.
+/// LIS commit / abort / release / extend (the hold's owner, or an admin).
 pub async fn site_lifecycle(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(String, Uuid, String)>,
-    body: Option<web::Json<Extend>>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
     let (s, id, verb) = path.into_inner();
-    lifecycle(site(&state, &s)?, id, &verb, body).await
+    lifecycle(&state, &req, &caller, ParticipantRef::Site(s), id, &verb, &body).await
 }
 
 /// NIS query.
 pub async fn net_query(
     state: web::Data<AppState>,
     caller: Caller,
-    q: web::Json<AvailabilityQuery>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<Availability>, ApiError> {
     caller.require_service()?;
-    Ok(web::Json(network(&state)?.query(&q).await?))
+    let q: AvailabilityQuery = parse(&req, &body)?;
+    Ok(web::Json(network(&state, &caller)?.query(&q).await?))
 }
 
-/// NIS prepare.
+/// NIS prepare: the hold is owned by the caller's principal.
 pub async fn net_prepare(
     state: web::Data<AppState>,
     caller: Caller,
-    req: web::Json<HoldRequest>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
     caller.require_service()?;
-    Ok(web::Json(network(&state)?.prepare(&req).await?))
+    let hold: HoldRequest = parse(&req, &body)?;
+    Ok(web::Json(network(&state, &caller)?.prepare(&hold).await?))
 }
 
-/// NIS commit / abort / release / extend.
+/// NIS commit / abort / release / extend (the hold's owner, or an admin).
 pub async fn net_lifecycle(
     state: web::Data<AppState>,
     caller: Caller,
     path: web::Path<(Uuid, String)>,
-    body: Option<web::Json<Extend>>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
     let (id, verb) = path.into_inner();
-    lifecycle(network(&state)?, id, &verb, body).await
+    lifecycle(&state, &req, &caller, ParticipantRef::Network, id, &verb, &body).await
 }
 
 /// GIS: candidate sites of a compute demand, sorted by id.
 pub async fn candidates(
     state: web::Data<AppState>,
     caller: Caller,
-    demand: web::Json<ComputeDemand>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<Vec<SiteId>>, ApiError> {
     caller.require_service()?;
+    let demand: ComputeDemand = parse(&req, &body)?;
     Ok(web::Json(state.participants.gis.candidates(&demand).await?))
 }

@@ -258,8 +258,13 @@ pub async fn create(
     };
     // Fair admission: a limit per user, then a planning slot in turn (see api::fair).
     let admission = state.fair.admit(&caller.user).map_err(|e| {
-        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too-many-requests", "Too many plan requests in flight", e.to_string())
-            .retry_after(1)
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-requests",
+            "Too many plan requests in flight",
+            e.to_string(),
+        )
+        .retry_after(1)
     })?;
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;

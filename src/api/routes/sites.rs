@@ -5,7 +5,7 @@
 //! 422: adding a site (it needs a LIS and a place in the NIS's topology: restart with it in
 //! grid.json), changing `cpus` (the calendar's capacity) or `node` (the NIS's site-to-node map).
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::holds::HoldView;
 use crate::api::auth::Caller;
+use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{from_time, NodeId, Site};
@@ -78,7 +79,10 @@ pub enum ReservationState {
 /// One hold or reservation of a site.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReservationView {
-    pub hold: Uuid,
+    /// The hold's id: shown only to the principal that prepared it and to admins (another
+    /// principal's booking is listed without it, so that its id cannot be used against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Uuid>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub cpus: u64,
@@ -142,16 +146,18 @@ pub async fn put(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    body: web::Json<SiteBody>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<web::Json<Site>, ApiError> {
     caller.require_admin()?;
+    let body: SiteBody = parse(&req, &body)?;
     let id = id.into_inner();
     let lis = state.participants.lis.get(&id).ok_or_else(|| {
         ApiError::invalid(format!(
             "site `{id}` does not exist; adding sites at run time is not supported (add it to grid.json and restart)"
         ))
     })?;
-    let b = body.into_inner();
+    let b = body;
     let site = Site { id, node: b.node, cpus: b.cpus, os: b.os, price_per_cpu_hour: b.price_per_cpu_hour };
     // The LIS checks what may change; the GIS follows only if it accepted.
     lis.update_site(site.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
@@ -203,13 +209,14 @@ pub async fn availability(
     }))
 }
 
-/// Holds and reservations of the site overlapping `[from, to)`.
+/// Holds and reservations of the site overlapping `[from, to)`; hold ids only of the caller's
+/// own holds (an admin sees every id).
 #[utoipa::path(get, path = "/v1/sites/{id}/reservations", operation_id = "site_reservations", tag = "sites", params(("id" = String, Path), WindowQuery),
     responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn reservations(
     state: web::Data<AppState>,
-    _caller: Caller,
+    caller: Caller,
     id: web::Path<String>,
     q: web::Query<WindowQuery>,
 ) -> Result<web::Json<Vec<ReservationView>>, ApiError> {
@@ -223,8 +230,9 @@ pub async fn reservations(
                 HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
                 HoldState::Committed => (ReservationState::Committed, None),
             };
+            let own = caller.admin || r.owner.as_deref() == Some(caller.user.as_str());
             ReservationView {
-                hold: r.hold,
+                hold: own.then_some(r.hold),
                 start: from_time(r.start),
                 end: from_time(r.end),
                 cpus: r.cpus,
@@ -236,7 +244,8 @@ pub async fn reservations(
     Ok(web::Json(list))
 }
 
-/// Prepare a compute hold at this site (service or admin token).
+/// Prepare a compute hold at this site (service or admin token; the hold is owned by the
+/// caller's principal).
 #[utoipa::path(post, path = "/v1/sites/{id}/holds", operation_id = "prepare_site_hold", tag = "holds", params(("id" = String, Path)), request_body = SiteHoldBody,
     responses(
         (status = 201, body = HoldView),
@@ -251,12 +260,14 @@ pub async fn hold(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    body: web::Json<SiteHoldBody>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_service()?;
+    let body: SiteHoldBody = parse(&req, &body)?;
     state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
-    let req = HoldRequest::Compute {
+    let hold_req = HoldRequest::Compute {
         txn: body.txn.unwrap_or_else(Uuid::new_v4),
         site: id.clone(),
         cpus: body.cpus,
@@ -264,7 +275,7 @@ pub async fn hold(
         end,
     };
     let who = ParticipantRef::Site(id.into_inner());
-    let hold = state.journaled(&who, true)?.prepare(&req).await?;
+    let hold = state.journaled_for(&who, true, &caller)?.prepare(&hold_req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, who);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }

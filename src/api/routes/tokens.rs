@@ -1,10 +1,11 @@
 //! `POST /v1/tokens` (admin): issue an API token. The token is shown once; only its hash is kept.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::auth::{generate_token, register_token, Caller};
+use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 
@@ -41,10 +42,11 @@ pub struct TokenView {
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<TokenBody>,
+    req: HttpRequest,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_admin()?;
-    let b = body.into_inner();
+    let b: TokenBody = parse(&req, &body)?;
     let user = b.user.trim();
     if user.is_empty() || user.chars().count() > 128 {
         return Err(ApiError::invalid("user must be 1-128 characters"));

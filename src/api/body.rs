@@ -1,0 +1,55 @@
+//! JSON bodies parsed only after the caller is authorised.
+//!
+//! actix polls a handler's extractors concurrently, so a `web::Json<T>` next to the
+//! [`Caller`](super::auth::Caller) may fail (and answer a schema hint) before the caller's role
+//! is checked. Handlers with a role check therefore take the raw body (`web::Bytes`), check
+//! the role, and then call [`parse`], which answers exactly as the JSON extractor would.
+
+use actix_web::http::StatusCode;
+use actix_web::mime;
+use actix_web::HttpRequest;
+use serde::de::DeserializeOwned;
+
+use super::problem::ApiError;
+
+/// Parses `body` as the JSON of a `T`.
+///
+/// # Errors
+/// 415 when the request's `Content-Type` is not JSON (`application/json` or `+json`), 400 for
+/// malformed JSON (an empty body included), 422 for well-formed JSON of the wrong shape
+/// (missing or unknown fields, wrong types).
+pub fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, ApiError> {
+    let json = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<mime::Mime>().ok())
+        .is_some_and(|m| m.subtype() == mime::JSON || m.suffix() == Some(mime::JSON));
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Expected application/json",
+            "the body must be JSON with Content-Type: application/json",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        if e.is_data() {
+            ApiError::invalid(format!("body: {e}"))
+        } else {
+            ApiError::bad_request(format!("malformed JSON: {e}"))
+        }
+    })
+}
+
+/// Like [`parse`], but an empty body is `None` (an optional body, such as that of the
+/// participant protocol's commit / abort / release, which only `extend` needs).
+///
+/// # Errors
+/// As [`parse`] for a non-empty body.
+pub fn parse_optional<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<Option<T>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    parse(req, body).map(Some)
+}

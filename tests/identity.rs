@@ -1,0 +1,361 @@
+//! Issue 8, part 3: holds are bound to the principal that prepared them, hold ids are shown
+//! only to their owner, the caller's role is checked before its body, and planners reach
+//! their participants over TLS.
+//!
+//! The API tests run the all-in-one service on a fresh PostgreSQL database (as `tests/api.rs`);
+//! the TLS test runs a separated deployment in process (LIS processes serving HTTPS with a
+//! certificate of a CA made here, and planners that trust it or not).
+
+use std::sync::Arc;
+
+use actix_web::web::Data;
+use coreserve::api::config::TlsFiles;
+use coreserve::api::{AppState, Application, RemoteServices, Role, ServeConfig};
+use coreserve::store::{MemoryStore, PgStore};
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+mod common;
+use common::{grid, in_hours, spawn_app, workflow, FreshDb, ADMIN};
+
+/// The shared bootstrap token of the deployment under test.
+const BOOTSTRAP: &str = "test-bootstrap-service-token";
+
+struct App {
+    base: String,
+    client: Client,
+    state: Data<AppState>,
+    _db: FreshDb,
+}
+
+async fn spawn() -> App {
+    let db = FreshDb::new().await;
+    let app = spawn_app(Arc::new(PgStore::connect(&db.url).await.unwrap()), |c| {
+        c.service_token = Some(BOOTSTRAP.into());
+    })
+    .await;
+    App { base: app.base, client: Client::new(), state: app.state, _db: db }
+}
+
+impl App {
+    /// POSTs `body` (JSON, or raw text with a JSON content type) as `token`.
+    async fn post(&self, path: &str, token: &str, body: Option<&Value>) -> reqwest::Response {
+        let mut r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token);
+        if let Some(b) = body {
+            r = r.json(b);
+        }
+        r.send().await.unwrap()
+    }
+
+    async fn post_raw(&self, path: &str, token: &str, raw: &str) -> reqwest::Response {
+        let r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token);
+        r.header("Content-Type", "application/json").body(raw.to_owned()).send().await.unwrap()
+    }
+
+    async fn token(&self, user: &str, service: bool) -> String {
+        let r = self.post("/v1/tokens", ADMIN, Some(&json!({"user": user, "service": service}))).await;
+        assert_eq!(r.status(), StatusCode::CREATED);
+        r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned()
+    }
+
+    async fn reservations(&self, site: &str, token: &str) -> Vec<Value> {
+        let path = format!("{}/v1/sites/{site}/reservations?from={}&to={}", self.base, in_hours(-1), in_hours(48));
+        let r = self.client.get(path).bearer_auth(token).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json().await.unwrap()
+    }
+
+    /// Booked CPUs of `site` over the next two days, at the busiest instant.
+    fn peak(&self, site: &str) -> u64 {
+        let lis = &self.state.participants.lis[site];
+        let now = chrono::Utc::now().timestamp();
+        (0..48 * 60).map(|m| lis.usage_at(now + m * 60)).max().unwrap()
+    }
+}
+
+fn compute_hold(site: &str, cpus: u32) -> Value {
+    json!({"kind": "compute", "txn": Uuid::new_v4(), "site": site, "cpus": cpus,
+           "start": chrono::Utc::now().timestamp() + 7200, "end": chrono::Utc::now().timestamp() + 10800})
+}
+
+/// The issue's scenario: a user's committed plan; another service principal (and the shared
+/// bootstrap token) tries to release one of its holds through the participant endpoint: 403,
+/// the plan stays booked, its CPUs are not sold again; an admin may (audited).
+#[tokio::test]
+async fn another_principal_cannot_release_a_booked_plans_hold() {
+    let app = spawn().await;
+    let alice = app.token("alice", false).await;
+    let mallory = app.token("mallory", true).await;
+    let r = app.post("/v1/plans", &alice, Some(&workflow())).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let s1 = app.reservations("s1", ADMIN).await;
+    assert_eq!(s1.len(), 1, "{s1:?}");
+    let hold = s1[0]["hold"].as_str().expect("an admin sees every hold id").to_owned();
+    let booked = app.peak("s1");
+    assert_eq!(booked, 12);
+
+    for token in [&mallory, BOOTSTRAP] {
+        for verb in ["release", "abort", "commit"] {
+            let r = app.post(&format!("/v1/participant/sites/s1/holds/{hold}/{verb}"), token, None).await;
+            assert_eq!(r.status(), StatusCode::FORBIDDEN, "{verb}");
+        }
+        let r = app
+            .post(&format!("/v1/participant/sites/s1/holds/{hold}/extend"), token, Some(&json!({"lease_s": 60})))
+            .await;
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    }
+    assert_eq!(app.peak("s1"), booked, "the plan's CPUs are still booked");
+    // The CPUs are not sold again: 16 more CPUs over the job's interval do not fit.
+    let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["site"] == "s1").unwrap().clone();
+    let at = |k: &str| chrono::DateTime::parse_from_rfc3339(job[k].as_str().unwrap()).unwrap().timestamp();
+    let more = json!({"kind": "compute", "txn": Uuid::new_v4(), "site": "s1", "cpus": 16, "start": at("start"), "end": at("end")});
+    let r = app.post("/v1/participant/sites/s1/prepare", &mallory, Some(&more)).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT, "{}", r.text().await.unwrap());
+    let id = plan["id"].as_str().unwrap();
+    let got: Value = app
+        .client
+        .get(format!("{}/v1/plans/{id}", app.base))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["status"], "committed");
+
+    // An admin may, and it is audited.
+    let r = app.post(&format!("/v1/participant/sites/s1/holds/{hold}/release"), ADMIN, None).await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.peak("s1"), 0);
+}
+
+/// Holds made through the participant endpoints and the REST hold endpoints belong to the
+/// principal that prepared them: it may commit, extend and release them, nobody else (but an
+/// admin) may; the ownership survives a restart (journaled).
+#[tokio::test]
+async fn only_the_owner_drives_its_holds() {
+    let app = spawn().await;
+    let a = app.token("planner-a", true).await;
+    let b = app.token("planner-b", true).await;
+
+    let r = app.post("/v1/participant/sites/s1/prepare", &a, Some(&compute_hold("s1", 4))).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let hold = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let path = |verb: &str| format!("/v1/participant/sites/s1/holds/{hold}/{verb}");
+    assert_eq!(app.post(&path("commit"), &b, None).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post(&path("abort"), &b, None).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post(&path("extend"), &a, Some(&json!({"lease_s": 600}))).await.status(), StatusCode::OK);
+    assert_eq!(app.post(&path("commit"), &a, None).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.post(&path("release"), &b, None).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.peak("s1"), 4);
+    assert_eq!(app.post(&path("release"), &a, None).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.peak("s1"), 0, "the owner may release");
+
+    // The REST hold endpoints.
+    let body = json!({"cpus": 2, "start": in_hours(2), "end": in_hours(3)});
+    let r = app.post("/v1/sites/s2/holds", &a, Some(&body)).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let rest = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let r = app.post(&format!("/v1/holds/{rest}/extend"), &b, Some(&json!({"lease_s": 60}))).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post(&format!("/v1/holds/{rest}/commit"), &b, None).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post(&format!("/v1/holds/{rest}/commit"), &a, None).await.status(), StatusCode::OK);
+
+    // A network hold: the owner is recorded by the NIS too.
+    let r = app
+        .post(
+            "/v1/network/holds",
+            &a,
+            Some(&json!({"links": ["l1"], "bandwidth_mbps": 100, "start": in_hours(2), "end": in_hours(3)})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let net = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let r = app.post(&format!("/v1/participant/network/holds/{net}/abort"), &b, None).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post(&format!("/v1/holds/{net}/abort"), ADMIN, None).await.status(), StatusCode::OK);
+
+    // Restart on the same database: the journal brings the owner back.
+    let owner = Uuid::parse_str(&rest).unwrap();
+    let store = Arc::new(PgStore::connect(&app._db.url).await.unwrap());
+    let again = spawn_app(store, |_| {}).await;
+    assert_eq!(again.state.participants.lis["s2"].owner(owner), Some(Some("planner-a".into())));
+    let c = Client::new();
+    let r = c.post(format!("{}/v1/holds/{rest}/abort", again.base)).bearer_auth(&b).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "ownership survives a restart");
+}
+
+/// `GET /v1/sites/{id}/reservations` lists every booking, with the hold id only for the
+/// caller's own holds (admin: all).
+#[tokio::test]
+async fn reservations_show_only_own_hold_ids() {
+    let app = spawn().await;
+    let alice = app.token("alice", false).await;
+    let a = app.token("planner-a", true).await;
+    let b = app.token("planner-b", true).await;
+    let r = app.post("/v1/plans", &alice, Some(&workflow())).await;
+    assert_eq!(r.json::<Value>().await.unwrap()["status"], "committed");
+    let r = app.post("/v1/participant/sites/s1/prepare", &a, Some(&compute_hold("s1", 2))).await;
+    let own = r.json::<Value>().await.unwrap()["id"].clone();
+
+    let ids = |list: &[Value]| list.iter().filter_map(|r| r["hold"].as_str().map(str::to_owned)).collect::<Vec<_>>();
+    for (token, want) in [(&alice, 0), (&b, 0), (&a, 1)] {
+        let list = app.reservations("s1", token).await;
+        assert_eq!(list.len(), 2, "every booking is listed: {list:?}");
+        assert_eq!(ids(&list).len(), want, "{list:?}");
+        assert!(list.iter().all(|r| r["cpus"].is_u64() && r["start"].is_string()), "{list:?}");
+    }
+    assert_eq!(ids(&app.reservations("s1", &a).await), vec![own.as_str().unwrap().to_owned()]);
+    assert_eq!(ids(&app.reservations("s1", ADMIN).await).len(), 2);
+}
+
+/// A user token with a malformed or ill-shaped body gets 403 before any schema hint, on every
+/// endpoint that checks a role.
+#[tokio::test]
+async fn authorization_comes_before_body_validation() {
+    let app = spawn().await;
+    let alice = app.token("alice", false).await;
+    let hold = Uuid::new_v4();
+    let paths = [
+        "/v1/participant/sites/s1/query".to_owned(),
+        "/v1/participant/sites/s1/prepare".to_owned(),
+        format!("/v1/participant/sites/s1/holds/{hold}/extend"),
+        "/v1/participant/network/query".to_owned(),
+        "/v1/participant/network/prepare".to_owned(),
+        format!("/v1/participant/network/holds/{hold}/extend"),
+        "/v1/participant/gis/candidates".to_owned(),
+        "/v1/sites/s1/holds".to_owned(),
+        "/v1/network/holds".to_owned(),
+        format!("/v1/holds/{hold}/extend"),
+        "/v1/tokens".to_owned(),
+    ];
+    for path in &paths {
+        for raw in ["{not json", r#"{"unknown_field": 1}"#] {
+            let r = app.post_raw(path, &alice, raw).await;
+            assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path} {raw}");
+            let body = r.text().await.unwrap();
+            assert!(!body.contains("unknown_field") && !body.contains("JSON"), "{path}: {body}");
+        }
+    }
+    let r = app
+        .client
+        .put(format!("{}/v1/sites/s1", app.base))
+        .bearer_auth(&alice)
+        .header("Content-Type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // An authorised caller still gets the schema hints.
+    let r = app.post_raw("/v1/participant/sites/s1/prepare", BOOTSTRAP, "{not json").await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = app.post_raw("/v1/participant/sites/s1/prepare", BOOTSTRAP, r#"{"unknown_field": 1}"#).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+/// A CA and a certificate for `localhost` / 127.0.0.1 signed by it, written to `dir`:
+/// (ca.pem, cert.pem, key.pem).
+fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, TlsFiles) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    let (ca_path, cert_path, key_path) = (dir.join("ca.pem"), dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&ca_path, ca_cert.pem()).unwrap();
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (ca_path, TlsFiles { cert: cert_path, key: key_path })
+}
+
+/// Starts `role` over the test grid on a memory store; returns its port.
+async fn serve(role: Role, tweak: impl FnOnce(&mut ServeConfig)) -> u16 {
+    let mut config = ServeConfig {
+        listen: "127.0.0.1:0".into(),
+        planners: 1,
+        w_interval_s: 60,
+        admin_token: Some(ADMIN.into()),
+        workers: Some(1),
+        service_token: Some(BOOTSTRAP.into()),
+        role,
+        ..ServeConfig::default()
+    };
+    tweak(&mut config);
+    let app = Application::build(config, grid(), Arc::new(MemoryStore::new())).await.unwrap();
+    let port = app.port();
+    tokio::spawn(app.run_until_stopped());
+    port
+}
+
+/// LIS processes serve HTTPS with a certificate of a CA; a planner that trusts the CA books a
+/// plan through them, a planner that does not cannot reach them.
+#[tokio::test]
+async fn planners_reach_tls_participants_only_when_they_trust_the_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, files) = certificates(dir.path());
+    let mut lis = Vec::new();
+    for site in ["s1", "s2", "s3"] {
+        let tls = files.clone();
+        let port = serve(Role::Lis { site: site.into() }, |c| c.tls = Some(tls)).await;
+        lis.push((site.to_owned(), format!("https://localhost:{port}")));
+    }
+    let nis = serve(Role::Nis, |c| c.tls = Some(files.clone())).await;
+    let gis = serve(Role::Gis, |c| c.tls = Some(files.clone())).await;
+    let remote =
+        RemoteServices { gis: format!("https://localhost:{gis}"), nis: format!("https://localhost:{nis}"), lis };
+    let trusting = serve(Role::Planner(remote.clone()), |c| c.tls_ca = Some(ca.clone())).await;
+    let blind = serve(Role::Planner(remote.clone()), |_| {}).await;
+
+    let client = Client::new();
+    let job = json!({
+        "deadline": in_hours(24),
+        "jobs": [{"name": "A", "os": "linux", "cpus": 4, "offset_s": 0, "duration_s": 3600}],
+        "transfers": []
+    });
+    let plan = |port: u16| {
+        let (client, job) = (client.clone(), job.clone());
+        async move {
+            let r = client
+                .post(format!("http://127.0.0.1:{port}/v1/plans"))
+                .bearer_auth(ADMIN)
+                .json(&job)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::CREATED);
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let ok = plan(trusting).await;
+    assert_eq!(ok["status"], "committed", "{ok}");
+    let refused = plan(blind).await;
+    assert_eq!(refused["status"], "rejected", "a planner that does not trust the CA reached a participant: {refused}");
+
+    // Plain HTTP to a TLS listener fails too, and the participant client names the failure.
+    let site = coreserve::protocol::http::HttpParticipant::site(&remote.lis[0].1, "s1", Some(BOOTSTRAP.into()));
+    let q = coreserve::protocol::AvailabilityQuery::Compute {
+        site: "s1".into(),
+        cpus: 1,
+        duration_s: 60,
+        window_start: chrono::Utc::now().timestamp() + 3600,
+        deadline: chrono::Utc::now().timestamp() + 7200,
+    };
+    use coreserve::protocol::Participant;
+    let e = site.query(&q).await.unwrap_err();
+    assert!(matches!(e, coreserve::protocol::ParticipantError::Transport(_)), "{e}");
+    let trusted = coreserve::protocol::http::client(&coreserve::protocol::http::ClientTls {
+        ca_pem: Some(std::fs::read(&ca).unwrap()),
+        identity_pem: None,
+    })
+    .unwrap();
+    site.with_client(trusted).query(&q).await.unwrap();
+}
