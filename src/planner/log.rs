@@ -70,7 +70,8 @@ pub trait CommitLog: Send + Sync {
 /// Fault injection for the crash tests: when the environment variable `CORESERVE_CRASH_AT`
 /// names `point`, the process aborts on the spot (as `kill -9` would, with no cleanup).
 /// Points: `after-prepare` (every hold granted, no decision), `after-decision` (the decision
-/// is durable, phase 2 not sent).
+/// is durable, phase 2 not sent), `after-commit` (every part committed; all-in-one: in
+/// memory, before the decision is written; role-separated: before the end is recorded).
 pub fn crash_point(point: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     if AT.get_or_init(|| std::env::var("CORESERVE_CRASH_AT").ok()).as_deref() == Some(point) {

@@ -635,6 +635,7 @@ impl<'a> Attempt<'a> {
             if let Err(reason) = self.commit_all(&parts).await {
                 return PlanResult { outcome: self.reject(reason), bookings: vec![] };
             }
+            crash_point("after-commit");
             if let Err(e) = log.decide(&decision).await {
                 self.release_parts(&parts).await;
                 return PlanResult { outcome: self.reject(e.to_string()), bookings: vec![] };
@@ -650,6 +651,7 @@ impl<'a> Attempt<'a> {
         let txn = self.txn;
         match self.commit_all(&parts).await {
             Ok(()) => {
+                crash_point("after-commit");
                 if let Err(e) = log.finish(txn, Ok(())).await {
                     // Every part is committed; a restarted coordinator commits them again
                     // (idempotent) and then records the end.
