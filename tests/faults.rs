@@ -29,8 +29,9 @@
 //! - **unanswered**: keys whose client got no final answer within [`REQUEST_DEADLINE`];
 //! - **leaked**: bookings (journal or live) that belong to no committed plan;
 //! - 5xx answers the clients saw (503, the answer of an unavailable store, is expected during an
-//!   outage; other 5xx are defects), and the time to recover (longest wait until every process
-//!   answered `/readyz` after a fault; the final convergence).
+//!   outage; other 5xx are defects), and the time to recover (longest wait after a fault until
+//!   every process answered `/readyz` and every planner planned a dry run through its
+//!   participants; the final convergence).
 //!
 //! Every figure but the count of 503s must be zero: the test asserts it (after printing the
 //! table). Scale: the default (CI) runs one cycle of every fault kind per deployment; the long
@@ -357,13 +358,20 @@ impl Deployment {
         }
     }
 
-    /// Waits until every process answers `GET /readyz` with 200 (at most 120 s); returns how
-    /// long that took.
+    /// Waits until every process answers `GET /readyz` with 200 and every planner plans a dry
+    /// run (through its participants) with 200 (at most 120 s); returns how long that took.
     async fn wait_ready(&self, c: &Client) -> Duration {
         let t0 = Instant::now();
-        for p in &self.procs {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let probe = body("probe", &mut rng);
+        for (i, p) in self.procs.iter().enumerate() {
             loop {
-                let r = c.get(format!("{}/readyz", p.url)).timeout(Duration::from_secs(2)).send().await;
+                let r = if self.planners.contains(&i) {
+                    let url = format!("{}/v1/plans?dry_run=true", p.url);
+                    c.post(url).bearer_auth(ADMIN).json(&probe).timeout(Duration::from_secs(5)).send().await
+                } else {
+                    c.get(format!("{}/readyz", p.url)).timeout(Duration::from_secs(2)).send().await
+                };
                 if r.is_ok_and(|r| r.status() == StatusCode::OK) {
                     break;
                 }
@@ -808,6 +816,18 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
         .collect::<Vec<_>>()
         .join(", ");
     f.notes.push(format!("journal: {by_state}; plans rejected as seen by clients: {}", f.rejected));
+    let reasons = sqlx::query(
+        "SELECT split_part(outcome->>'reason', ':', 1) AS why, count(*) AS n FROM plans \
+         WHERE status = 'rejected' GROUP BY 1 ORDER BY 2 DESC",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| format!("{} x{}", r.get::<Option<String>, _>("why").unwrap_or_default(), r.get::<i64, _>("n")))
+    .collect::<Vec<_>>()
+    .join("; ");
+    f.notes.push(format!("rejection reasons: {reasons}"));
 }
 
 // ---------------------------------------------------------------------------------------------
