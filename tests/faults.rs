@@ -135,11 +135,29 @@ impl Proc {
         }
     }
 
-    fn restart(&mut self, crash_at: Option<&str>) {
+    /// `kill -9` (if running) and start again; a start that fails is retried for up to 60 s
+    /// (e.g. a journal that cannot be restored until some lease ends). Returns the failed
+    /// starts; panics if the process does not come back.
+    fn restart(&mut self, crash_at: Option<&str>) -> usize {
         self.kill9();
         let mut l = self.launch.clone();
         l.crash_at = crash_at.map(str::to_owned);
-        self.server = Some(Server::launch(&l));
+        let t0 = Instant::now();
+        let mut failed = 0;
+        loop {
+            match Server::try_launch(&l) {
+                Ok(s) => {
+                    self.server = Some(s);
+                    return failed;
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("[{}] FAILED RESTART {failed}: {e}", self.name);
+                    assert!(t0.elapsed() < Duration::from_secs(60), "{} does not start again: {e}", self.name);
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+            }
+        }
     }
 
     fn signal(&self, sig: libc::c_int) {
@@ -298,23 +316,21 @@ impl Deployment {
     }
 
     /// Applies `f`; returns whether it struck as meant (a crash point reached, a trigger fired,
-    /// answers dropped).
-    async fn inject(&mut self, f: Fault, cluster: &PgCluster, rng: &mut impl Rng) -> bool {
+    /// answers dropped) and how many restarts failed.
+    async fn inject(&mut self, f: Fault, cluster: &PgCluster, rng: &mut impl Rng) -> (bool, usize) {
         match f {
             Fault::Kill(i) => {
                 tokio::time::sleep(Duration::from_millis(rng.gen_range(0..1500))).await;
-                self.procs[i].restart(None);
-                true
+                (true, self.procs[i].restart(None))
             }
             Fault::CrashAt(i, point) => {
-                self.procs[i].restart(Some(point));
+                let failed = self.procs[i].restart(Some(point));
                 let until = Instant::now() + Duration::from_secs(20);
                 while !self.procs[i].exited() && Instant::now() < until {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 let hit = self.procs[i].exited();
-                self.procs[i].restart(None);
-                hit
+                (hit, failed + self.procs[i].restart(None))
             }
             Fault::KillOn { victim, at, verb } => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -322,20 +338,19 @@ impl Deployment {
                 *ctl.trigger.lock().unwrap() = Some((verb, tx));
                 let fired = tokio::time::timeout(Duration::from_secs(20), rx).await.is_ok();
                 ctl.trigger.lock().unwrap().take();
-                self.procs[victim].restart(None);
-                fired
+                (fired, self.procs[victim].restart(None))
             }
             Fault::PgOutage => {
                 cluster.stop();
                 tokio::time::sleep(Duration::from_secs(3)).await;
                 cluster.start();
-                true
+                (true, 0)
             }
             Fault::Stop(i, d) => {
                 self.procs[i].signal(libc::SIGSTOP);
                 tokio::time::sleep(d).await;
                 self.procs[i].signal(libc::SIGCONT);
-                true
+                (true, 0)
             }
             Fault::DropCommitAnswers(i) => {
                 let ctl = &self.proxies[&i].ctl;
@@ -346,14 +361,14 @@ impl Deployment {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 ctl.drop_commit_answers.store(0, Ordering::SeqCst);
-                ctl.dropped.load(Ordering::SeqCst) >= before + 2
+                (ctl.dropped.load(Ordering::SeqCst) >= before + 2, 0)
             }
             Fault::Delay(i) => {
                 let ctl = &self.proxies[&i].ctl;
                 ctl.delay_ms.store(3000, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_secs(6)).await;
                 ctl.delay_ms.store(0, Ordering::SeqCst);
-                true
+                (true, 0)
             }
         }
     }
@@ -597,6 +612,7 @@ struct Figures {
     unanswered: usize,
     refused: usize,
     leaked: usize,
+    failed_restarts: usize,
     other_violations: usize,
     status_503: usize,
     status_5xx_other: usize,
@@ -608,14 +624,14 @@ struct Figures {
 
 impl Figures {
     fn header() -> &'static str {
-        "| deployment | injections (struck) | requests | committed | lost | overbooked | orphan holds | duplicate keys | in doubt | unanswered | leaked | 5xx (503) | recover s (max / final) | run s |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "| deployment | injections (struck) | requests | committed | lost | overbooked | orphan holds | duplicate keys | in doubt | unanswered | leaked | failed restarts | 5xx (503) | recover s (max / final) | run s |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     }
 
     fn row(&self, name: &str) -> String {
         let converge = self.converge_s.map_or(format!("> {}", RECOVERY_LIMIT.as_secs()), |s| format!("{s:.1}"));
         format!(
-            "| {name} | {} ({}) | {} | {} | **{}** | **{}** | {} | {} | {} | {} | {} | {} ({}) | {:.1} / {converge} | {:.0} |",
+            "| {name} | {} ({}) | {} | {} | **{}** | **{}** | {} | {} | {} | {} | {} | {} | {} ({}) | {:.1} / {converge} | {:.0} |",
             self.injections,
             self.struck,
             self.requests,
@@ -627,6 +643,7 @@ impl Figures {
             self.in_doubt,
             self.unanswered,
             self.leaked,
+            self.failed_restarts,
             self.status_503 + self.status_5xx_other,
             self.status_503,
             self.recover_max_s,
@@ -800,6 +817,20 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
         r#"SELECT count(*) FROM (SELECT 1 FROM plans GROUP BY "user", request_id HAVING count(*) > 1) d"#,
     )
     .await;
+    let dups = sqlx::query(
+        r#"SELECT request_id, string_agg(status || ' ' || (outcome->>'planner'), ', ' ORDER BY seq) AS plans
+           FROM plans GROUP BY "user", request_id HAVING count(*) > 1 LIMIT 5"#,
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    for d in dups {
+        f.notes.push(format!(
+            "duplicate key {}: plans {}",
+            d.get::<String, _>("request_id"),
+            d.get::<String, _>("plans")
+        ));
+    }
     let stranded = count(&mut conn, "SELECT count(*) FROM idempotency_keys WHERE plan_id IS NULL").await;
     if stranded > 0 {
         f.notes.push(format!("{stranded} idempotency keys still claimed with no plan"));
@@ -873,7 +904,8 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
     for cycle in 0..n_cycles {
         for fault in &kinds {
             let what = dep.describe(fault);
-            let struck = dep.inject(*fault, &cluster, &mut rng).await;
+            let (struck, failed) = dep.inject(*fault, &cluster, &mut rng).await;
+            f.failed_restarts += failed;
             let ready = dep.wait_ready(&probe).await;
             f.injections += 1;
             f.struck += usize::from(struck);
@@ -942,6 +974,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
         ("in doubt", f.in_doubt),
         ("unanswered", f.unanswered),
         ("leaked", f.leaked),
+        ("failed restarts", f.failed_restarts),
         ("5xx other than 503", f.status_5xx_other),
         ("refused", f.refused),
         ("other checker violations", f.other_violations),

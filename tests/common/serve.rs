@@ -62,6 +62,12 @@ impl Server {
     /// Starts the process `l` describes; returns once it listens. Panics if it does not within
     /// 60 s.
     pub fn launch(l: &Launch) -> Server {
+        Server::try_launch(l).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Server::launch`], or why the process did not start (it exited or did not listen
+    /// within 60 s).
+    pub fn try_launch(l: &Launch) -> Result<Server, String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_coreserve"));
         cmd.arg("serve").args([
             "--workers",
@@ -118,11 +124,11 @@ impl Server {
             }
         });
         match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(url) => Server { child, url },
+            Ok(url) => Ok(Server { child, url }),
             Err(_) => {
                 let _ = child.kill();
                 let status = child.wait();
-                panic!("`coreserve serve {}` did not start ({status:?}); log: {:?}", l.args.join(" "), l.log)
+                Err(format!("`coreserve serve {}` did not start ({status:?}); log: {:?}", l.args.join(" "), l.log))
             }
         }
     }
