@@ -28,6 +28,7 @@
 //! - **in doubt**: decided transactions without a recorded end (`transactions.finished_at`);
 //! - **unanswered**: keys whose client got no final answer within [`REQUEST_DEADLINE`];
 //! - **leaked**: bookings (journal or live) that belong to no committed plan;
+//! - **failed restarts**: starts of a killed process that failed (retried for 60 s);
 //! - 5xx answers the clients saw (503, the answer of an unavailable store, is expected during an
 //!   outage; other 5xx are defects), and the time to recover (longest wait after a fault until
 //!   every process answered `/readyz` and every planner planned a dry run through its
