@@ -12,8 +12,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -22,88 +20,7 @@ use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection, Row};
 
-const ADMIN: &str = "crash-admin-token";
-const SERVICE: &str = "crash-service-token";
-const LEASE_S: i64 = 5;
-
-/// One `coreserve serve` process (killed when dropped).
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// Starts `coreserve serve ARGS` on database `db` (and `--grid grid` when given), with the
-    /// fault-injection point `crash_at`; returns once it listens (its start line). Defaults:
-    /// `--listen 127.0.0.1:0 --lease-s 5`.
-    fn start(db: &str, grid: Option<&std::path::Path>, args: &[&str], crash_at: Option<&str>) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_coreserve"));
-        cmd.arg("serve").args([
-            "--workers",
-            "2",
-            "--admin-token",
-            ADMIN,
-            "--service-token",
-            SERVICE,
-            "--w-interval-s",
-            "60",
-        ]);
-        // Defaults that `args` may override.
-        for (flag, value) in [("--listen", "127.0.0.1:0".to_owned()), ("--lease-s", LEASE_S.to_string())] {
-            if !args.contains(&flag) {
-                cmd.args([flag, &value]);
-            }
-        }
-        cmd.args(args)
-            .env("DATABASE_URL", db)
-            .env_remove("CORESERVE_CRASH_AT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(g) = grid {
-            cmd.arg("--grid").arg(g);
-        }
-        if let Some(point) = crash_at {
-            cmd.env("CORESERVE_CRASH_AT", point);
-        }
-        let mut child = cmd.spawn().expect("coreserve starts");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(url.to_owned());
-                    }
-                }
-                if line.contains("ERROR") || line.contains("Error") || line.contains("abort") {
-                    eprintln!("[serve] {line}");
-                }
-            }
-        });
-        let url = rx.recv_timeout(Duration::from_secs(60)).expect("coreserve printed its address");
-        Server { child, url }
-    }
-
-    /// `kill -9`.
-    fn kill(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    /// Waits for the process to die on its own (a fault-injection abort).
-    fn wait_for_crash(mut self) {
-        let status = self.child.wait().unwrap();
-        assert!(!status.success(), "the process aborted at its crash point: {status}");
-    }
-}
+use common::serve::{Server, ADMIN, LEASE_S, SERVICE};
 
 /// A client that keeps no idle connections: servers are killed and restarted on the same port.
 fn client() -> Client {

@@ -84,7 +84,8 @@ pub trait CommitLog: Send + Sync {
 /// Fault injection for the crash tests: when the environment variable `CORESERVE_CRASH_AT`
 /// names `point`, the process aborts on the spot (as `kill -9` would, with no cleanup).
 /// Points: `after-prepare` (every hold granted, no decision), `after-decision` (the decision
-/// is durable, phase 2 not sent), `after-commit` (every commit answered, the end not logged),
+/// is durable, phase 2 not sent), `after-commit` (every part committed; all-in-one: in
+/// memory, before the decision is written; role-separated: before the end is recorded),
 /// `after-compensating` (the coordinator logged that it gives up, nothing released yet).
 pub fn crash_point(point: &str) {
     static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();

@@ -672,6 +672,7 @@ impl<'a> Attempt<'a> {
                     return self.rejected(reason);
                 }
             }
+            crash_point("after-commit");
             if let Err(e) = log.decide(&decision).await {
                 let _ = self.compensate(&parts, &vec![true; parts.len()]).await;
                 return PlanResult {

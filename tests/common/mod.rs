@@ -9,6 +9,9 @@
 // Every test crate compiles its own copy of this module and uses a part of it.
 #![allow(dead_code)]
 
+pub mod cluster;
+pub mod serve;
+
 use std::future::Future;
 use std::sync::Arc;
 
