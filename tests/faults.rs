@@ -570,6 +570,7 @@ async fn client_loop(
     stop: Arc<AtomicBool>,
     stats: Arc<ClientStats>,
 ) -> Vec<KeyRecord> {
+    coreserve::protocol::http::install_crypto_provider();
     let c = Client::builder()
         .pool_max_idle_per_host(0)
         .timeout(CLIENT_TIMEOUT)
@@ -680,6 +681,7 @@ async fn get_json(c: &Client, url: &str) -> Value {
 
 /// The checks of the module docs over `records` (the load has stopped, recovery is done).
 async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
+    coreserve::protocol::http::install_crypto_provider();
     let c = Client::new();
     let mut conn = PgConnection::connect(&dep.db).await.unwrap();
     let grid: Grid = serde_json::from_value(grid()).unwrap();
@@ -887,6 +889,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
         "all-in-one" => all_in_one(&db, &grid_path, &log_dir),
         _ => role_separated(&db, &grid_path, &log_dir).await,
     };
+    coreserve::protocol::http::install_crypto_provider();
     let probe = Client::builder().pool_max_idle_per_host(0).build().unwrap();
     dep.wait_ready(&probe).await;
 

@@ -18,7 +18,7 @@ use crate::local::LocalGrid;
 use crate::model::{from_time, to_time, Grid, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
-use crate::protocol::{HoldId, Journal, Journaled, Participant, Yielding};
+use crate::protocol::{Backlog, HoldId, Journal, Journaled, Participant, Yielding};
 use crate::store::{Claim, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
@@ -31,6 +31,8 @@ pub struct AppState {
     pub participants: LocalGrid,
     /// The planners requests are lent to.
     pub planners: PlannerPool,
+    /// Journal entries not written yet because the store failed (see [`Backlog`]).
+    pub backlog: Backlog,
     /// Fair admission to the planners: a limit per user, slots shared between users.
     pub fair: FairQueue,
     /// The service's persistent state (memory or PostgreSQL).
@@ -127,6 +129,7 @@ impl AppState {
         });
         let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user);
         Ok(AppState {
+            backlog: Backlog::default(),
             fair,
             instance,
             claims: Arc::new(Mutex::new(HashSet::new())),
@@ -187,7 +190,7 @@ impl AppState {
             ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
         };
         let journal: Arc<dyn Journal> = self.store.clone();
-        Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api)))
+        Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api).with_backlog(self.backlog.clone())))
     }
 
     /// Like [`AppState::journaled`], acting for `caller`: the holds it prepares are recorded
@@ -204,7 +207,11 @@ impl AppState {
             ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
         };
         let journal: Arc<dyn Journal> = self.store.clone();
-        Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api).owned_by(caller.user.clone())))
+        Ok(Arc::new(
+            Journaled::new(inner, who.clone(), journal, via_api)
+                .owned_by(caller.user.clone())
+                .with_backlog(self.backlog.clone()),
+        ))
     }
 
     /// May `caller` `verb` (commit, abort, release, extend) hold `hold` of the local
@@ -336,6 +343,13 @@ impl AppState {
     /// Lease expiry in the background: releases lapsed holds in memory and marks them
     /// expired in the store. Returns the holds marked.
     pub async fn sweep(&self) -> Result<u64, StoreError> {
+        // First the journal entries a store outage made it miss (see protocol::Backlog).
+        let journal: Arc<dyn Journal> = self.store.clone();
+        match self.backlog.flush(journal.as_ref()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(entries = n, "journal backlog written"),
+            Err(e) => tracing::warn!(error = %e, "journal backlog still waits"),
+        }
         self.participants.holds_outstanding(); // expires in memory as a side effect
         self.store.expire_holds(self.now()).await
     }

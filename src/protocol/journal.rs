@@ -91,13 +91,59 @@ pub struct Journaled {
     journal: Arc<dyn Journal>,
     via_api: bool,
     owner: Option<String>,
+    backlog: Backlog,
+}
+
+/// Journal entries whose write failed after the participant had already changed its calendar
+/// (commit, abort, release, extend: the in-memory change stays, see the module docs). They are
+/// written again, in order, before any later entry and by the sweeper ([`Backlog::flush`]), so
+/// the journal catches up with the calendar as soon as the store answers, whether or not the
+/// coordinator retries. Without it, an abort or a release that the journal missed during a
+/// store outage came back at the next start as a live hold or reservation, on top of what had
+/// been booked in its place since.
+#[derive(Clone, Default)]
+pub struct Backlog(Arc<tokio::sync::Mutex<std::collections::VecDeque<JournalEntry>>>);
+
+impl Backlog {
+    /// Writes every waiting entry, oldest first; stops at the first failure (the rest wait).
+    /// Returns how many were written.
+    ///
+    /// # Errors
+    /// The journal's, for the entry that could not be written.
+    pub async fn flush(&self, journal: &dyn Journal) -> Result<usize, JournalError> {
+        let mut q = self.0.lock().await;
+        let mut n = 0;
+        while let Some(e) = q.front() {
+            journal.append(e).await?;
+            q.pop_front();
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Entries waiting.
+    pub async fn len(&self) -> usize {
+        self.0.lock().await.len()
+    }
+
+    /// True when nothing waits.
+    pub async fn is_empty(&self) -> bool {
+        self.len().await == 0
+    }
 }
 
 impl Journaled {
     /// Wraps `inner` (the participant `who`); `via_api` marks the holds it makes as made
     /// through the REST hold endpoints.
     pub fn new(inner: Arc<dyn Participant>, who: ParticipantRef, journal: Arc<dyn Journal>, via_api: bool) -> Self {
-        Journaled { inner, who, journal, via_api, owner: None }
+        Journaled { inner, who, journal, via_api, owner: None, backlog: Backlog::default() }
+    }
+
+    /// The same participant keeping its failed writes in `backlog` (shared by every
+    /// `Journaled` of one process, and flushed by its sweeper).
+    pub fn with_backlog(mut self, backlog: Backlog) -> Self {
+        self.backlog = backlog;
+        self
     }
 
     /// The same participant acting for the principal `owner`: its prepares record and journal
@@ -107,11 +153,19 @@ impl Journaled {
         self
     }
 
-    async fn write(&self, entry: JournalEntry) -> Result<(), ParticipantError> {
-        self.journal.append(&entry).await.map_err(|e| {
-            tracing::error!(error = %e, participant = %self.who, "journal write failed");
-            ParticipantError::Durability(e.0)
-        })
+    /// Writes `entry` after the backlog. `Err`: not durable; an entry of a change already
+    /// made in memory (`keep`) then waits in the backlog.
+    async fn write(&self, entry: JournalEntry, keep: bool) -> Result<(), ParticipantError> {
+        let r = match self.backlog.flush(self.journal.as_ref()).await {
+            Ok(_) => self.journal.append(&entry).await,
+            Err(e) => Err(e),
+        };
+        let Err(e) = r else { return Ok(()) };
+        tracing::error!(error = %e, participant = %self.who, "journal write failed");
+        if keep {
+            self.backlog.0.lock().await.push_back(entry);
+        }
+        Err(ParticipantError::Durability(e.0))
     }
 }
 
@@ -134,7 +188,7 @@ impl Participant for Journaled {
             via_api: self.via_api,
             owner: self.owner.clone(),
         };
-        if let Err(e) = self.write(entry).await {
+        if let Err(e) = self.write(entry, false).await {
             // Not durable, so not promised: give the capacity back.
             if let Err(abort) = self.inner.abort(hold.id).await {
                 tracing::error!(error = %abort, hold = %hold.id, "abort of an unjournaled hold failed");
@@ -146,22 +200,22 @@ impl Participant for Journaled {
 
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.inner.commit(hold).await?;
-        self.write(JournalEntry::Committed { hold }).await
+        self.write(JournalEntry::Committed { hold }, true).await
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.inner.abort(hold).await?;
-        self.write(JournalEntry::Aborted { hold }).await
+        self.write(JournalEntry::Aborted { hold }, true).await
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.inner.release(hold).await?;
-        self.write(JournalEntry::Released { hold }).await
+        self.write(JournalEntry::Released { hold }, true).await
     }
 
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         let h = self.inner.extend(hold, lease_s).await?;
-        self.write(JournalEntry::Extended { hold, expires_at: h.expires_at }).await?;
+        self.write(JournalEntry::Extended { hold, expires_at: h.expires_at }, true).await?;
         Ok(h)
     }
 }
@@ -179,12 +233,13 @@ mod tests {
     struct Recorder {
         entries: Mutex<Vec<JournalEntry>>,
         fail: bool,
+        down: std::sync::atomic::AtomicBool,
     }
 
     #[async_trait]
     impl Journal for Recorder {
         async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
-            if self.fail {
+            if self.fail || self.down.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(JournalError("connection lost".into()));
             }
             self.entries.lock().unwrap().push(entry.clone());
@@ -252,5 +307,25 @@ mod tests {
         assert!(matches!(e, ParticipantError::Durability(_)), "{e}");
         assert_eq!(inner.usage_at(50), 0, "the in-memory hold was given back");
         assert_eq!(inner.holds_outstanding(), 0);
+    }
+
+    /// Fault campaign: an abort the journal missed during a store outage came back at the next
+    /// start as a live hold. It now waits in the backlog and is written once the store answers.
+    #[tokio::test]
+    async fn a_change_the_journal_missed_is_written_once_the_store_answers() {
+        let (inner, journal) = (lis(), Arc::new(Recorder::default()));
+        let backlog = Backlog::default();
+        let p = Journaled::new(inner.clone(), ParticipantRef::Site("s1".into()), journal.clone(), false)
+            .with_backlog(backlog.clone());
+        let h = p.prepare(&req(8)).await.unwrap();
+        journal.down.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(matches!(p.abort(h.id).await, Err(ParticipantError::Durability(_))));
+        assert_eq!(inner.usage_at(50), 0, "the calendar gave the CPUs back");
+        assert_eq!(backlog.len().await, 1);
+        journal.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(backlog.flush(journal.as_ref()).await.unwrap(), 1, "the sweeper writes it");
+        let last = journal.entries.lock().unwrap().last().cloned();
+        assert_eq!(last, Some(JournalEntry::Aborted { hold: h.id }));
+        assert!(backlog.is_empty().await);
     }
 }
