@@ -3,9 +3,14 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use actix_web::dev::{Server, Service};
-use actix_web::http::StatusCode;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use actix_web::dev::{Server, Service, ServiceResponse};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{Method, StatusCode};
 use actix_web::{web, App, HttpServer, ResponseError};
+use futures::FutureExt;
 
 use super::auth::{generate_token, register_token};
 use super::config::{ServeConfig, MAX_BODY_BYTES};
@@ -90,12 +95,30 @@ impl Application {
                 .app_data(
                     web::PathConfig::default().error_handler(|e, _| ApiError::not_found(format!("path: {e}")).into()),
                 )
-                .wrap_fn(|req, srv| {
-                    let (method, path) = (req.method().clone(), req.path().to_owned());
+                .wrap_fn(|mut req, srv| {
+                    let method = req.method().clone();
+                    // HEAD is GET without the body: route it as GET; actix-http's encoder knows
+                    // the request was HEAD and sends the headers only.
+                    if method == Method::HEAD {
+                        req.head_mut().method = Method::GET;
+                    }
+                    let path = req.path().to_owned();
+                    let http_req = req.request().clone();
                     let started = std::time::Instant::now();
                     let fut = srv.call(req);
                     async move {
-                        let res = fut.await?;
+                        let res = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                            Ok(res) => res?,
+                            Err(panic) => {
+                                // The panic text is internal: log it, answer a bare 500.
+                                tracing::error!(%method, %path, panic = panic_text(&panic), "handler panicked");
+                                if let Some(state) = http_req.app_data::<web::Data<AppState>>() {
+                                    state.metrics.panicked();
+                                }
+                                let res = ServiceResponse::new(http_req, ApiError::panicked().error_response());
+                                return Ok(res.map_into_right_body());
+                            }
+                        };
                         tracing::debug!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
                         // actix answers a known path with the wrong method by an empty 405.
@@ -107,7 +130,11 @@ impl Application {
                                 "Method not allowed",
                                 detail,
                             );
-                            return Ok(res.into_response(problem.error_response()).map_into_right_body());
+                            let mut answer = problem.error_response();
+                            if let Some(allow) = res.request().match_pattern().and_then(|p| allowed_methods(&p)) {
+                                answer.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+                            }
+                            return Ok(res.into_response(answer).map_into_right_body());
                         }
                         Ok(res.map_into_left_body())
                     }
@@ -141,4 +168,45 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// The `Allow` header of a 405 on route `pattern` (e.g. `/v1/plans/{id}`): the methods the
+/// OpenAPI document lists for it (the all-in-one's routes), plus `HEAD` wherever `GET` is
+/// served; `POST` on the participant protocol's routes (not in the document).
+fn allowed_methods(pattern: &str) -> Option<&'static str> {
+    static TABLE: OnceLock<HashMap<String, &'static str>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        use utoipa::OpenApi;
+        let doc = super::openapi::ApiDoc::openapi();
+        doc.paths
+            .paths
+            .iter()
+            .map(|(path, item)| {
+                let mut methods = Vec::new();
+                for (name, op) in [
+                    ("GET", &item.get),
+                    ("HEAD", &item.get),
+                    ("POST", &item.post),
+                    ("PUT", &item.put),
+                    ("PATCH", &item.patch),
+                    ("DELETE", &item.delete),
+                ] {
+                    if op.is_some() {
+                        methods.push(name);
+                    }
+                }
+                (path.clone(), &*Box::leak(methods.join(", ").into_boxed_str()))
+            })
+            .collect()
+    });
+    table.get(pattern).copied().or_else(|| pattern.starts_with("/v1/participant/").then_some("POST"))
+}
+
+/// The message of a caught panic, for the log.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
 }

@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
+use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::from_time;
@@ -109,7 +110,7 @@ pub async fn extend(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<Uuid>,
-    body: web::Json<ExtendBody>,
+    body: JsonBody<ExtendBody>,
 ) -> Result<web::Json<HoldView>, ApiError> {
     caller.require_service()?;
     if body.lease_s <= 0 || body.lease_s > state.config.horizon_s() {

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::holds::HoldView;
 use crate::api::auth::Caller;
+use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{Link, LinkId, Node};
@@ -126,10 +127,11 @@ pub async fn route(
 pub async fn hold(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<NetworkHoldBody>,
+    body: JsonBody<NetworkHoldBody>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_service()?;
     let (start, end) = interval(&state, &body.start, &body.end)?;
+    super::sites::not_past(&state, start)?;
     if body.links.is_empty() {
         return Err(ApiError::invalid("a network hold needs at least one link"));
     }

@@ -20,6 +20,7 @@ use uuid::Uuid;
 use crate::api::auth::Caller;
 use crate::api::commit_log::{PlanMeta, StoreLog};
 use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
+use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{
@@ -150,7 +151,9 @@ pub struct CreateQuery {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// `committed`, `rejected` or `cancelled`.
+    /// `committed`, `rejected` or `cancelled` (`planned` is only a dry run's and matches
+    /// nothing).
+    #[param(value_type = Option<PlanStatus>)]
     pub status: Option<String>,
     /// Plans starting at or after this instant (RFC 3339).
     pub from: Option<DateTime<Utc>>,
@@ -240,7 +243,7 @@ pub async fn create(
     caller: Caller,
     query: web::Query<CreateQuery>,
     req: HttpRequest,
-    body: web::Json<PlanBody>,
+    body: JsonBody<PlanBody>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let key = match req.headers().get(IDEMPOTENCY_KEY) {
@@ -329,8 +332,16 @@ pub async fn create(
         }
         Ok(rec)
     });
-    let rec = task.await.map_err(|e| ApiError::internal(format!("planning task failed: {e}")))??;
+    let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(created(&PlanView::from(&rec)))
+}
+
+/// A planning or cancel task that panicked: a bare 500 (the panic text is logged, not sent),
+/// counted like a handler panic.
+fn task_failed(state: &AppState, e: tokio::task::JoinError) -> ApiError {
+    tracing::error!(error = %e, "plan task failed");
+    state.metrics.panicked();
+    ApiError::panicked()
 }
 
 /// The caller's plans (an admin: everyone's), oldest first.
@@ -421,6 +432,6 @@ pub async fn cancel(
         tracing::info!(plan = %rec.id, "cancelled");
         Ok::<_, ApiError>(rec)
     });
-    let rec = task.await.map_err(|e| ApiError::internal(format!("cancel task failed: {e}")))??;
+    let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(web::Json(PlanView::from(&rec)))
 }

@@ -5,6 +5,8 @@
 //! 422: adding a site (it needs a LIS and a place in the NIS's topology: restart with it in
 //! grid.json), changing `cpus` (the calendar's capacity) or `node` (the NIS's site-to-node map).
 
+use std::collections::HashSet;
+
 use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -13,11 +15,14 @@ use uuid::Uuid;
 
 use super::holds::HoldView;
 use crate::api::auth::Caller;
+use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
+use crate::lis::SiteUpdateError;
 use crate::model::{from_time, NodeId, Site};
 use crate::planner::ParticipantRef;
-use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, HoldState, Participant};
+use crate::protocol::{Availability, AvailabilityQuery, HoldId, HoldRequest, HoldState, Participant};
+use crate::store::{PlanFilter, PlanStatus};
 
 /// `PUT /v1/sites/{id}` body (the site without its id, which is in the path).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -142,7 +147,7 @@ pub async fn put(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    body: web::Json<SiteBody>,
+    body: JsonBody<SiteBody>,
 ) -> Result<web::Json<Site>, ApiError> {
     caller.require_admin()?;
     let id = id.into_inner();
@@ -154,11 +159,47 @@ pub async fn put(
     let b = body.into_inner();
     let site = Site { id, node: b.node, cpus: b.cpus, os: b.os, price_per_cpu_hour: b.price_per_cpu_hour };
     // The LIS checks what may change; the GIS follows only if it accepted.
-    lis.update_site(site.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
+    match lis.update_site(site.clone()) {
+        Ok(()) => {}
+        Err(SiteUpdateError::OsInUse { site, holds }) => return Err(os_in_use(&state, &site, &holds).await?),
+        Err(e) => return Err(ApiError::invalid(e.to_string())),
+    }
     state.participants.gis.upsert(site.clone());
     state.store.save_site(&site).await?;
     tracing::info!(site = %site.id, os = %site.os, price = site.price_per_cpu_hour, "site updated");
     Ok(web::Json(site))
+}
+
+/// The 409 of an OS change under bookings that end in the future: names the committed plans
+/// that hold them, and any other holds and reservations (made through the hold endpoints).
+async fn os_in_use(state: &AppState, site: &str, holds: &[HoldId]) -> Result<ApiError, ApiError> {
+    let filter = PlanFilter { user: None, status: Some(PlanStatus::Committed), from: None, to: None };
+    let wanted: HashSet<&HoldId> = holds.iter().collect();
+    let mut covered: HashSet<HoldId> = HashSet::new();
+    let mut plans = Vec::new();
+    for p in state.store.list_plans(&filter).await? {
+        let mine: Vec<HoldId> = p
+            .bookings
+            .iter()
+            .filter(|b| b.participant == ParticipantRef::Site(site.to_owned()) && wanted.contains(&b.hold))
+            .map(|b| b.hold)
+            .collect();
+        if !mine.is_empty() {
+            covered.extend(mine);
+            plans.push(p.id.to_string());
+        }
+    }
+    let others: Vec<String> = holds.iter().filter(|h| !covered.contains(h)).map(ToString::to_string).collect();
+    let mut detail =
+        format!("site `{site}`: os cannot change while bookings made for the current os end in the future");
+    if !plans.is_empty() {
+        detail.push_str(&format!("; committed plans: {}", plans.join(", ")));
+    }
+    if !others.is_empty() {
+        detail.push_str(&format!("; other holds and reservations: {}", others.join(", ")));
+    }
+    detail.push_str(" (cancel them or wait until they end; price changes are always accepted)");
+    Ok(ApiError::conflict("site-in-use", "The site has bookings that depend on it", detail))
 }
 
 fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
@@ -167,6 +208,19 @@ fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<
         return Err(ApiError::invalid("`from` must be before `to`"));
     }
     Ok((f, t))
+}
+
+/// 422 for a hold that would start before now (a hold books the future).
+pub(crate) fn not_past(state: &AppState, start: i64) -> Result<(), ApiError> {
+    let now = state.now();
+    if start < now {
+        return Err(ApiError::invalid(format!(
+            "start {} is in the past (now is {}); a hold must start now or later",
+            from_time(start).to_rfc3339(),
+            from_time(now).to_rfc3339()
+        )));
+    }
+    Ok(())
 }
 
 /// The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
@@ -251,11 +305,12 @@ pub async fn hold(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    body: web::Json<SiteHoldBody>,
+    body: JsonBody<SiteHoldBody>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_service()?;
     state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
+    not_past(&state, start)?;
     let req = HoldRequest::Compute {
         txn: body.txn.unwrap_or_else(Uuid::new_v4),
         site: id.clone(),

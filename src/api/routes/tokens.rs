@@ -5,14 +5,17 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::auth::{generate_token, register_token, Caller};
+use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
+use crate::model::check_text;
 
 /// Who the new token is for.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenBody {
-    /// The user the token acts as (1-128 characters).
+    /// The user the token acts as: 1-128 characters, not blank, no control characters
+    /// (surrounding whitespace is dropped).
     pub user: String,
     #[serde(default)]
     pub admin: bool,
@@ -41,14 +44,12 @@ pub struct TokenView {
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    body: web::Json<TokenBody>,
+    body: JsonBody<TokenBody>,
 ) -> Result<HttpResponse, ApiError> {
     caller.require_admin()?;
     let b = body.into_inner();
     let user = b.user.trim();
-    if user.is_empty() || user.chars().count() > 128 {
-        return Err(ApiError::invalid("user must be 1-128 characters"));
-    }
+    check_text(user).map_err(|e| ApiError::invalid(format!("user: {e}")))?;
     let token = generate_token();
     register_token(state.store.as_ref(), &token, user, b.admin, b.service).await?;
     tracing::info!(user, admin = b.admin, service = b.service, "token issued");
