@@ -3,10 +3,7 @@
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
-use actix_web::dev::{Server, Service, ServiceResponse};
+use actix_web::dev::{Server, Service};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, App, HttpServer, ResponseError};
@@ -103,7 +100,8 @@ impl Application {
                         req.head_mut().method = Method::GET;
                     }
                     let path = req.path().to_owned();
-                    let http_req = req.request().clone();
+                    // (The request itself cannot be cloned before routing: actix needs it unique.)
+                    let state = req.app_data::<web::Data<AppState>>().cloned();
                     let started = std::time::Instant::now();
                     let fut = srv.call(req);
                     async move {
@@ -112,11 +110,11 @@ impl Application {
                             Err(panic) => {
                                 // The panic text is internal: log it, answer a bare 500.
                                 tracing::error!(%method, %path, panic = panic_text(&panic), "handler panicked");
-                                if let Some(state) = http_req.app_data::<web::Data<AppState>>() {
+                                if let Some(state) = &state {
                                     state.metrics.panicked();
                                 }
-                                let res = ServiceResponse::new(http_req, ApiError::panicked().error_response());
-                                return Ok(res.map_into_right_body());
+                                // An error is rendered by its `error_response`: a bare 500 problem.
+                                return Err(ApiError::panicked().into());
                             }
                         };
                         tracing::debug!(%method, %path, status = res.status().as_u16(),
@@ -131,7 +129,7 @@ impl Application {
                                 detail,
                             );
                             let mut answer = problem.error_response();
-                            if let Some(allow) = res.request().match_pattern().and_then(|p| allowed_methods(&p)) {
+                            if let Some(allow) = routes::allowed_methods(&path) {
                                 answer.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
                             }
                             return Ok(res.into_response(answer).map_into_right_body());
@@ -168,38 +166,6 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
-}
-
-/// The `Allow` header of a 405 on route `pattern` (e.g. `/v1/plans/{id}`): the methods the
-/// OpenAPI document lists for it (the all-in-one's routes), plus `HEAD` wherever `GET` is
-/// served; `POST` on the participant protocol's routes (not in the document).
-fn allowed_methods(pattern: &str) -> Option<&'static str> {
-    static TABLE: OnceLock<HashMap<String, &'static str>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        use utoipa::OpenApi;
-        let doc = super::openapi::ApiDoc::openapi();
-        doc.paths
-            .paths
-            .iter()
-            .map(|(path, item)| {
-                let mut methods = Vec::new();
-                for (name, op) in [
-                    ("GET", &item.get),
-                    ("HEAD", &item.get),
-                    ("POST", &item.post),
-                    ("PUT", &item.put),
-                    ("PATCH", &item.patch),
-                    ("DELETE", &item.delete),
-                ] {
-                    if op.is_some() {
-                        methods.push(name);
-                    }
-                }
-                (path.clone(), &*Box::leak(methods.join(", ").into_boxed_str()))
-            })
-            .collect()
-    });
-    table.get(pattern).copied().or_else(|| pattern.starts_with("/v1/participant/").then_some("POST"))
 }
 
 /// The message of a caught panic, for the log.
