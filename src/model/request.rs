@@ -428,12 +428,14 @@ mod tests {
     fn extreme_times_are_refused_not_overflowed() {
         // The latest instant chrono knows plus the largest span: refused, not a panic.
         let mut r = raw();
+        r.transfers.clear();
         r.submitted_at = DateTime::<Utc>::MAX_UTC;
         r.deadline = DateTime::<Utc>::MAX_UTC;
         r.jobs[0].duration_s = MAX_DURATION_S;
         r.jobs[0].offset_s = MAX_OFFSET_S;
         assert_eq!(PlanRequest::new(r), Err(RequestError::TimeOutOfRange));
         let mut r = raw();
+        r.transfers.clear();
         r.jobs[0].offset_s = MAX_OFFSET_S;
         r.jobs[0].duration_s = MAX_DURATION_S;
         assert!(matches!(PlanRequest::new(r), Err(RequestError::DeadlineTooEarly { .. })));
