@@ -31,9 +31,18 @@ pub struct SiteBody {
     /// Must equal the current node.
     pub node: NodeId,
     /// Must equal the current CPU count.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
+    /// 1-128 characters, not blank, no control characters. Cannot change while holds or
+    /// reservations of the site end in the future (409).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub os: String,
-    /// Finite, >= 0.
+    /// 0 ..= 1,000,000.
+    #[schema(minimum = 0, maximum = 1000000)]
     pub price_per_cpu_hour: f64,
 }
 
@@ -45,9 +54,11 @@ pub struct AvailabilityQueryParams {
     pub from: DateTime<Utc>,
     /// Window end: the job must end by then.
     pub to: DateTime<Utc>,
-    /// CPUs wanted, > 0.
+    /// CPUs wanted, 1 ..= 2^30.
+    #[param(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
-    /// Seconds wanted, > 0.
+    /// Seconds wanted, 1 ..= 3,153,600,000.
+    #[param(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
 }
 
@@ -100,7 +111,10 @@ pub struct SiteHoldBody {
     /// Transaction id (default: fresh).
     #[serde(default)]
     pub txn: Option<Uuid>,
+    /// CPUs, 1 ..= 2^30.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
+    /// Not in the past; before `end`.
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
 }
@@ -141,6 +155,7 @@ pub async fn get(
         (status = 200, body = Site),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A new site, or a change of cpus or node: not supported at run time", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "An os change while holds or reservations of the site end in the future (the detail names the plans)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn put(
@@ -259,7 +274,8 @@ pub async fn availability(
 
 /// Holds and reservations of the site overlapping `[from, to)`.
 #[utoipa::path(get, path = "/v1/sites/{id}/reservations", operation_id = "site_reservations", tag = "sites", params(("id" = String, Path), WindowQuery),
-    responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn reservations(
     state: web::Data<AppState>,

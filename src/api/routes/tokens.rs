@@ -16,6 +16,11 @@ use crate::model::check_text;
 pub struct TokenBody {
     /// The user the token acts as: 1-128 characters, not blank, no control characters
     /// (surrounding whitespace is dropped).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub user: String,
     #[serde(default)]
     pub admin: bool,
