@@ -577,3 +577,190 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert_eq!(booked, 32);
     assert_eq!(app.state.participants.holds_outstanding(), 0);
 }
+
+// ---- Issue 8, item 4: inputs that broke the service. One test per defect. ----
+
+/// A plan body with job A's `field` set to `value` (raw JSON text, so that numbers beyond
+/// what `serde_json::Value` keeps exactly reach the server as written).
+fn workflow_with(field: &str, value: &str) -> String {
+    workflow().to_string().replacen(&format!("\"{field}\":3600"), &format!("\"{field}\":{value}"), 1)
+}
+
+impl TestApp {
+    async fn post_raw(&self, path: &str, token: &str, body: String) -> Response {
+        let r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token);
+        r.header("content-type", "application/json").body(body).send().await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_duration_of_2_pow_53_is_422_not_a_dropped_connection() {
+    let app = spawn().await;
+    let body = workflow_with("duration_s", "9007199254740992");
+    assert!(body.contains("9007199254740992"));
+    let p = problem(app.post_raw("/v1/plans", ADMIN, body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("job `A`: duration_s must be at most"), "{p}");
+    assert_eq!(app.booked_anywhere().await, 0);
+}
+
+#[tokio::test]
+async fn an_offset_of_i64_max_is_422_without_panic_text() {
+    let app = spawn().await;
+    let mut body = workflow();
+    body["jobs"][0]["offset_s"] = json!(i64::MAX);
+    let p = problem(app.post("/v1/plans", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("job `A`: offset_s must be at most"), "{p}");
+    assert!(!detail.contains("overflow") && !detail.contains("panic"), "{p}");
+    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    assert!(text.contains("coreserve_handler_panics_total 0"), "{text}");
+}
+
+#[tokio::test]
+async fn a_duration_of_i64_max_is_422_not_a_rejected_plan() {
+    let app = spawn().await;
+    let mut body = workflow();
+    body["jobs"][1]["duration_s"] = json!(i64::MAX);
+    let p = problem(app.post("/v1/plans", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("job `B`: duration_s must be at most"), "{p}");
+    assert!(app.plans(ADMIN, "").await.is_empty(), "nothing stored");
+}
+
+#[tokio::test]
+async fn a_huge_price_is_refused_and_plans_stay_readable() {
+    let app = spawn().await;
+    let put = |price: Value| {
+        let body = json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": price});
+        app.client.put(format!("{}/v1/sites/s1", app.base)).bearer_auth(ADMIN).json(&body).send()
+    };
+    let p = problem(put(json!(1e308)).await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("price_per_cpu_hour"), "{p}");
+    problem(put(json!(-1.0)).await.unwrap(), StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(put(json!(1e6)).await.unwrap().status(), StatusCode::OK, "the documented bound is accepted");
+    let r = app.post("/v1/plans", ADMIN, &workflow()).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert!(plan["cost"].as_f64().unwrap().is_finite(), "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1);
+    assert_eq!(app.get(&format!("/v1/plans/{id}"), ADMIN).await.status(), StatusCode::OK);
+    let r = app.call(Method::DELETE, &format!("/v1/plans/{id}"), Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_os_of_a_site_cannot_change_under_committed_plans() {
+    let app = spawn().await;
+    let plan: Value = app.post("/v1/plans", ADMIN, &workflow()).await.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    let put = |os: &str| {
+        let body = json!({"node": "n1", "cpus": 16, "os": os, "price_per_cpu_hour": 1.0});
+        app.client.put(format!("{}/v1/sites/s1", app.base)).bearer_auth(ADMIN).json(&body).send()
+    };
+    let p = problem(put("bsd").await.unwrap(), StatusCode::CONFLICT).await;
+    assert!(p["detail"].as_str().unwrap().contains(id), "the plan is named: {p}");
+    let s1: Value = app.get("/v1/sites/s1", ADMIN).await.json().await.unwrap();
+    assert_eq!(s1["os"], "linux", "unchanged");
+    assert_eq!(put("linux").await.unwrap().status(), StatusCode::OK, "a price change alone is fine");
+    let r = app.call(Method::DELETE, &format!("/v1/plans/{id}"), Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(put("bsd").await.unwrap().status(), StatusCode::OK, "free once the plan is cancelled");
+}
+
+#[tokio::test]
+async fn nul_bytes_in_ids_names_and_users_are_422_and_reach_no_store() {
+    let app = spawn().await;
+    let mut id = workflow();
+    id["id"] = json!("wf\u{0}1");
+    let p = problem(app.post("/v1/plans", ADMIN, &id).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("$.id contains a control character"), "{p}");
+    let mut job = workflow();
+    job["jobs"][0]["name"] = json!("A\u{0}");
+    job["transfers"][0]["from"] = json!("A\u{0}");
+    problem(app.post("/v1/plans", ADMIN, &job).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let p =
+        problem(app.post("/v1/tokens", ADMIN, &json!({"user": "eve\u{0}"})).await, StatusCode::UNPROCESSABLE_ENTITY)
+            .await;
+    assert!(!p["detail"].as_str().unwrap().contains("0x00"), "no database text: {p}");
+    problem(app.post("/v1/tokens", ADMIN, &json!({"user": "eve\u{1b}[31m"})).await, StatusCode::UNPROCESSABLE_ENTITY)
+        .await;
+    assert!(app.plans(ADMIN, "").await.is_empty(), "no plan stored, not even a rejected one");
+}
+
+#[tokio::test]
+async fn a_hold_that_starts_in_the_past_is_422() {
+    let app = spawn().await;
+    let body = json!({"cpus": 1, "start": in_hours(-2), "end": in_hours(1)});
+    let p = problem(app.post("/v1/sites/s1/holds", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("in the past"), "{p}");
+    let body = json!({"links": ["l1"], "bandwidth_mbps": 10, "start": in_hours(-2), "end": in_hours(1)});
+    problem(app.post("/v1/network/holds", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert_eq!(app.booked_anywhere().await, 0);
+    let body = json!({"cpus": 1, "start": in_hours(1), "end": in_hours(2)});
+    assert_eq!(app.post("/v1/sites/s1/holds", ADMIN, &body).await.status(), StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let app = spawn().await;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let r = app.client.get(format!("{}/v1/sites", app.base)).header("authorization", format!("{scheme} {ADMIN}"));
+        assert_eq!(r.send().await.unwrap().status(), StatusCode::OK, "{scheme}");
+    }
+    let r = app.client.get(format!("{}/v1/sites", app.base)).header("authorization", format!("Basic {ADMIN}"));
+    problem(r.send().await.unwrap(), StatusCode::UNAUTHORIZED).await;
+}
+
+#[tokio::test]
+async fn json_arrays_are_422_where_objects_are_required() {
+    let app = spawn().await;
+    let w = workflow();
+    let as_array = json!([w["id"], w["deadline"], null, w["jobs"], w["transfers"]]);
+    let p = problem(app.post("/v1/plans", ADMIN, &as_array).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("expected a JSON object"), "{p}");
+    problem(app.post("/v1/tokens", ADMIN, &json!(["mallory", true, true])).await, StatusCode::UNPROCESSABLE_ENTITY)
+        .await;
+    assert!(app.plans(ADMIN, "").await.is_empty());
+}
+
+#[tokio::test]
+async fn an_empty_job_name_is_422() {
+    let app = spawn().await;
+    let mut body = workflow();
+    body["jobs"][0]["name"] = json!("");
+    body["transfers"][0]["from"] = json!("");
+    let p = problem(app.post("/v1/plans", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["detail"].as_str().unwrap().contains("jobs[0].name: must not be empty"), "{p}");
+    assert!(app.plans(ADMIN, "").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
+    let app = spawn().await;
+    let r = app.call(Method::PATCH, "/v1/plans", Some(ADMIN), None).await;
+    assert_eq!(r.headers()["allow"], "GET, HEAD, POST");
+    problem(r, StatusCode::METHOD_NOT_ALLOWED).await;
+    let r = app.call(Method::POST, "/v1/sites/s1", Some(ADMIN), None).await;
+    assert_eq!(r.headers()["allow"], "GET, HEAD, PUT");
+    let r = app.call(Method::DELETE, "/healthz", None, None).await;
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
+    let r = app.call(Method::GET, "/v1/participant/network/query", Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "POST");
+
+    let get = app.get("/v1/sites/s1", ADMIN).await;
+    let length = get.headers()["content-length"].clone();
+    let r = app.call(Method::HEAD, "/v1/sites/s1", Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-length"], length, "the GET's length");
+    assert!(r.bytes().await.unwrap().is_empty(), "no body");
+    for path in ["/healthz", "/readyz", "/metrics", "/openapi.json"] {
+        assert_eq!(app.call(Method::HEAD, path, None, None).await.status(), StatusCode::OK, "{path}");
+    }
+    let r = app.call(Method::HEAD, "/v1/plans", None, None).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "HEAD is authenticated like GET");
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+}

@@ -45,6 +45,15 @@ pub async fn create_token(store: &dyn Store, user: &str, admin: bool, service: b
     Ok(token)
 }
 
+/// The token of an `Authorization` header value `Bearer <token>`: the scheme name is
+/// case-insensitive (RFC 9110 section 11.1), surrounding whitespace is ignored; `None` for
+/// another scheme or an empty token.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// The authenticated caller of a request: extract it in a handler to require a valid token
 /// (401 without one).
 #[derive(Debug, Clone)]
@@ -93,14 +102,26 @@ impl FromRequest for Caller {
                 Some(Err(_)) => return Err(ApiError::unauthorized("Authorization header is not ASCII")),
                 Some(Ok(v)) => v,
             };
-            let token = value
-                .strip_prefix("Bearer ")
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
+            let token =
+                bearer_token(&value).ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
             let rec = state.token(&hash_token(token)).await?;
             let rec = rec.ok_or_else(|| ApiError::unauthorized("unknown token"))?;
             Ok(Caller { user: rec.user, admin: rec.admin, service: rec.service })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearer"), None);
     }
 }

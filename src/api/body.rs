@@ -17,7 +17,8 @@ use super::problem::ApiError;
 /// # Errors
 /// 415 when the request's `Content-Type` is not JSON (`application/json` or `+json`), 400 for
 /// malformed JSON (an empty body included), 422 for well-formed JSON of the wrong shape
-/// (missing or unknown fields, wrong types).
+/// (not an object, missing or unknown fields, wrong types) or with a control character in a
+/// string (the rules of [`super::extract::JsonBody`]).
 pub fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, ApiError> {
     let json = req
         .headers()
@@ -33,13 +34,9 @@ pub fn parse<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Result<T, A
             "the body must be JSON with Content-Type: application/json",
         ));
     }
-    serde_json::from_slice(body).map_err(|e| {
-        if e.is_data() {
-            ApiError::invalid(format!("body: {e}"))
-        } else {
-            ApiError::bad_request(format!("malformed JSON: {e}"))
-        }
-    })
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    super::extract::from_value(value)
 }
 
 /// Like [`parse`], but an empty body is `None` (an optional body, such as that of the

@@ -9,7 +9,9 @@
 //!   reached a planner);
 //! - `coreserve_holds_outstanding`: live holds over every participant (read at scrape time);
 //! - `coreserve_2pc_aborts_total`: holds aborted, by the planners (backtracks, shifts, failed
-//!   batches) plus successful `POST /v1/holds/{id}/abort` calls.
+//!   batches) plus successful `POST /v1/holds/{id}/abort` calls;
+//! - `coreserve_handler_panics_total`: requests whose handler (or a task it awaited) panicked
+//!   and were answered 500 (there should be none).
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -31,6 +33,7 @@ pub struct Metrics {
     latency: [AtomicU64; BUCKETS.len() + 1],
     latency_sum_us: AtomicU64,
     aborts: AtomicU64,
+    panics: AtomicU64,
 }
 
 fn index(s: PlanStatus) -> usize {
@@ -77,6 +80,11 @@ impl Metrics {
         self.aborts.fetch_add(1, Relaxed);
     }
 
+    /// A handler panicked (answered 500).
+    pub fn panicked(&self) {
+        self.panics.fetch_add(1, Relaxed);
+    }
+
     /// The exposition text.
     pub fn render(&self, holds_outstanding: usize) -> String {
         let mut s = String::new();
@@ -106,6 +114,9 @@ impl Metrics {
         s.push_str("# HELP coreserve_2pc_aborts_total Holds aborted (by planners and through the API).\n");
         s.push_str("# TYPE coreserve_2pc_aborts_total counter\n");
         let _ = writeln!(s, "coreserve_2pc_aborts_total {}", self.aborts.load(Relaxed));
+        s.push_str("# HELP coreserve_handler_panics_total Requests whose handler panicked (answered 500).\n");
+        s.push_str("# TYPE coreserve_handler_panics_total counter\n");
+        let _ = writeln!(s, "coreserve_handler_panics_total {}", self.panics.load(Relaxed));
         s
     }
 }
@@ -127,5 +138,7 @@ mod tests {
         assert!(t.contains("coreserve_planning_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(t.contains("coreserve_holds_outstanding 5"));
         assert!(t.contains("coreserve_2pc_aborts_total 3"));
+        m.panicked();
+        assert!(m.render(0).contains("coreserve_handler_panics_total 1"));
     }
 }

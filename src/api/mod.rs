@@ -13,6 +13,7 @@
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
 //! | [`commit_log`] | the planners' decision log over the store (durable two-phase commit) |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
+//! | [`extract`] | [`extract::JsonBody`]: JSON object bodies, control characters refused |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
 //! | [`body`] | JSON bodies parsed after the caller's role is checked |
@@ -27,6 +28,7 @@ pub mod auth;
 pub mod body;
 pub mod commit_log;
 pub mod config;
+pub mod extract;
 pub mod fair;
 pub mod metrics;
 pub mod openapi;

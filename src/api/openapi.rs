@@ -23,7 +23,8 @@ use super::routes::{health, holds, network, plans, sites, tokens};
         tokens::create,
         health::healthz, health::readyz, health::metrics, health::openapi_json,
     ),
-    modifiers(&BearerAuth),
+    servers((url = "/", description = "This server (the document is served at /openapi.json)")),
+    modifiers(&BearerAuth, &CommonAnswers),
     tags(
         (name = "plans", description = "Plan and book multi-job requests; read and cancel plans"),
         (name = "sites", description = "GIS catalogue and each site's LIS"),
@@ -42,6 +43,85 @@ impl Modify for BearerAuth {
     fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
         let components = api.components.get_or_insert_with(Default::default);
         components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+}
+
+/// Declares on every operation the answers the HTTP layer gives before or around its handler,
+/// each as a problem body, unless the operation already describes them:
+/// - with a security requirement: `401` (no, malformed or unknown token) and `503` (the token
+///   is looked up in the store);
+/// - with a request body: `400` (malformed JSON), `413` (over 256 KiB), `415` (not
+///   `application/json`), `422` (not an object, control characters, wrong shape, validation);
+/// - with query or header parameters: `400` (unparsable value);
+/// - with path parameters: `404` (unparsable or unknown id).
+///
+/// It also constrains the `Idempotency-Key` header (1-255 visible ASCII characters, no
+/// surrounding space). (No response links: utoipa 5.5 writes a link's `operationId` as
+/// `operation_id`, which OpenAPI readers refuse.)
+struct CommonAnswers;
+
+impl Modify for CommonAnswers {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::path::{Operation, ParameterIn};
+        use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+
+        let problem = |what: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(what)
+                    .content(
+                        super::problem::PROBLEM_JSON,
+                        ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
+                    )
+                    .build(),
+            )
+        };
+        let add = |op: &mut Operation, status: &str, what: &str| {
+            op.responses.responses.entry(status.to_owned()).or_insert_with(|| problem(what));
+        };
+        for item in api.paths.paths.values_mut() {
+            let ops = [&mut item.get, &mut item.post, &mut item.put, &mut item.delete, &mut item.patch];
+            for op in ops.into_iter().flatten() {
+                if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
+                    add(op, "401", "No, malformed or unknown bearer token");
+                    add(op, "503", "The store is unavailable; retry");
+                }
+                if op.request_body.is_some() {
+                    add(op, "400", "Malformed JSON");
+                    add(op, "413", "Body over 256 KiB");
+                    add(op, "415", "Content-Type is not application/json");
+                    add(
+                        op,
+                        "422",
+                        "Not a JSON object, control characters, unknown or missing fields, or invalid values",
+                    );
+                }
+                let params = op.parameters.as_deref().unwrap_or_default();
+                let has = |f: fn(&ParameterIn) -> bool| params.iter().any(|p| f(&p.parameter_in));
+                let (query, path) = (
+                    has(|i| matches!(i, ParameterIn::Query | ParameterIn::Header)),
+                    has(|i| matches!(i, ParameterIn::Path)),
+                );
+                if query {
+                    add(op, "400", "A query or header parameter cannot be parsed");
+                }
+                if path {
+                    add(op, "404", "Unknown id (or one that cannot be parsed)");
+                }
+                for p in op.parameters.iter_mut().flatten() {
+                    if p.name == "Idempotency-Key" {
+                        p.schema = Some(RefOr::T(
+                            utoipa::openapi::ObjectBuilder::new()
+                                .schema_type(utoipa::openapi::schema::Type::String)
+                                .min_length(Some(1))
+                                .max_length(Some(255))
+                                .pattern(Some(r"^[\x21-\x7E]([\x20-\x7E]*[\x21-\x7E])?$"))
+                                .into(),
+                        ));
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -93,6 +93,11 @@ impl ApiError {
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "Internal error", detail)
     }
+    /// 500 for a handler (or a task it awaited) that panicked: no internal text in the body
+    /// (the panic message goes to the log); counted as `coreserve_handler_panics_total`.
+    pub fn panicked() -> Self {
+        Self::internal("the server failed while handling this request; it was logged")
+    }
 
     /// The body.
     pub fn problem(&self) -> Problem {
@@ -138,8 +143,14 @@ impl From<GridError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        // The store's own text (SQL errors) is logged, not sent: it is internal.
         tracing::error!(error = %e, "store failure");
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store-unavailable", "The store is unavailable", e.to_string())
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store-unavailable",
+            "The store is unavailable",
+            "the store could not complete the operation; retry later (the server log has the cause)",
+        )
     }
 }
 

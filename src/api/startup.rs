@@ -4,8 +4,10 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::{Server, Service};
-use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{Method, StatusCode};
 use actix_web::{web, App, HttpServer, ResponseError};
+use futures::FutureExt;
 
 use super::auth::{generate_token, register_token};
 use super::config::{ServeConfig, MAX_BODY_BYTES};
@@ -163,12 +165,31 @@ impl Application {
                 .app_data(
                     web::PathConfig::default().error_handler(|e, _| ApiError::not_found(format!("path: {e}")).into()),
                 )
-                .wrap_fn(|req, srv| {
-                    let (method, path) = (req.method().clone(), req.path().to_owned());
+                .wrap_fn(|mut req, srv| {
+                    let method = req.method().clone();
+                    // HEAD is GET without the body: route it as GET; actix-http's encoder knows
+                    // the request was HEAD and sends the headers only.
+                    if method == Method::HEAD {
+                        req.head_mut().method = Method::GET;
+                    }
+                    let path = req.path().to_owned();
+                    // (The request itself cannot be cloned before routing: actix needs it unique.)
+                    let state = req.app_data::<web::Data<AppState>>().cloned();
                     let started = std::time::Instant::now();
                     let fut = srv.call(req);
                     async move {
-                        let res = fut.await?;
+                        let res = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
+                            Ok(res) => res?,
+                            Err(panic) => {
+                                // The panic text is internal: log it, answer a bare 500.
+                                tracing::error!(%method, %path, panic = panic_text(&panic), "handler panicked");
+                                if let Some(state) = &state {
+                                    state.metrics.panicked();
+                                }
+                                // An error is rendered by its `error_response`: a bare 500 problem.
+                                return Err(ApiError::panicked().into());
+                            }
+                        };
                         tracing::debug!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
                         // actix answers a known path with the wrong method by an empty 405.
@@ -180,7 +201,11 @@ impl Application {
                                 "Method not allowed",
                                 detail,
                             );
-                            return Ok(res.into_response(problem.error_response()).map_into_right_body());
+                            let mut answer = problem.error_response();
+                            if let Some(allow) = routes::allowed_methods(&path) {
+                                answer.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+                            }
+                            return Ok(res.into_response(answer).map_into_right_body());
                         }
                         Ok(res.map_into_left_body())
                     }
@@ -217,4 +242,13 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// The message of a caught panic, for the log.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
 }

@@ -12,11 +12,25 @@ use uuid::Uuid;
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
-use crate::model::{Site, Time};
+use crate::model::{check_text, price_ok, Site, Time, MAX_PRICE};
 use crate::protocol::{
     Availability, AvailabilityQuery, ComputeOffer, Hold, HoldBook, HoldId, HoldRequest, HoldState, Participant,
     ParticipantError, TxnId,
 };
+
+/// Why [`Lis::update_site`] refused a change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SiteUpdateError {
+    /// Id, node or CPU count differ: they cannot change at run time.
+    #[error("site `{0}`: only price_per_cpu_hour and os can change at run time (id, node and cpus are fixed)")]
+    Fixed(String),
+    /// A bad price or OS name.
+    #[error("{0}")]
+    Invalid(String),
+    /// The OS would change under holds or reservations that end in the future.
+    #[error("site `{site}`: os cannot change while {} holds or reservations end in the future", holds.len())]
+    OsInUse { site: String, holds: Vec<HoldId> },
+}
 
 /// One hold or reservation in a LIS's book, as [`Lis::reservations`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,22 +82,41 @@ impl Lis {
 
     /// Replaces the site's price and OS (the values later offers carry).
     ///
+    /// The OS may change only while no hold or reservation of the site ends after now (a
+    /// committed job must keep the OS it was booked for); the check and the change are atomic
+    /// with every prepare (under the calendar's lock). A price change always applies, to later
+    /// offers only.
+    ///
     /// # Errors
-    /// [`ParticipantError::Invalid`] if `site` changes the id, node or CPU count (the calendar
-    /// and the NIS's site-to-node map are built from them), or has a bad price or empty OS.
-    pub fn update_site(&self, site: Site) -> Result<(), ParticipantError> {
+    /// [`SiteUpdateError::Fixed`] if `site` changes the id, node or CPU count (the calendar
+    /// and the NIS's site-to-node map are built from them); [`SiteUpdateError::Invalid`] for a
+    /// price outside `0 ..= MAX_PRICE` or an invalid OS name; [`SiteUpdateError::OsInUse`] with
+    /// the holds and reservations that end in the future, for an OS change.
+    pub fn update_site(&self, site: Site) -> Result<(), SiteUpdateError> {
+        let st = self.state();
         let mut cur = self.site.write().expect("LIS site lock");
         if site.id != cur.id || site.node != cur.node || site.cpus != cur.cpus {
-            return Err(ParticipantError::Invalid(format!(
-                "site `{}`: only price_per_cpu_hour and os can change at run time (id, node and cpus are fixed)",
-                cur.id
+            return Err(SiteUpdateError::Fixed(cur.id.clone()));
+        }
+        if !price_ok(site.price_per_cpu_hour) {
+            return Err(SiteUpdateError::Invalid(format!(
+                "price_per_cpu_hour must be a finite number in 0..={MAX_PRICE} (got {})",
+                site.price_per_cpu_hour
             )));
         }
-        if !(site.price_per_cpu_hour.is_finite() && site.price_per_cpu_hour >= 0.0) {
-            return Err(ParticipantError::Invalid("price_per_cpu_hour must be a finite number >= 0".into()));
-        }
-        if site.os.trim().is_empty() {
-            return Err(ParticipantError::Invalid("os must not be empty".into()));
+        check_text(&site.os).map_err(|e| SiteUpdateError::Invalid(format!("os: {e}")))?;
+        if site.os != cur.os {
+            let now = self.clock.now();
+            let mut holds: Vec<HoldId> = st
+                .holds
+                .active()
+                .filter(|(_, _, span)| st.calendar.span(**span).is_some_and(|s| s.end > now))
+                .map(|(id, _, _)| id)
+                .collect();
+            if !holds.is_empty() {
+                holds.sort();
+                return Err(SiteUpdateError::OsInUse { site: cur.id.clone(), holds });
+            }
         }
         *cur = site;
         Ok(())

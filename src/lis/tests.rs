@@ -147,5 +147,21 @@ async fn price_and_os_change_but_not_size() {
     assert_eq!(offer(lis.query(&q).await.unwrap()).price_per_cpu_hour, 3.5);
     assert!(lis.update_site(site(32)).is_err());
     assert!(lis.update_site(Site { price_per_cpu_hour: f64::NAN, ..site(16) }).is_err());
+    assert!(lis.update_site(Site { price_per_cpu_hour: 1e308, ..site(16) }).is_err());
+    assert!(lis.update_site(Site { os: "a\0".into(), ..site(16) }).is_err());
+    assert_eq!(lis.site().os, "bsd");
+}
+
+#[tokio::test]
+async fn os_cannot_change_under_future_bookings() {
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(site(16), clock.clone(), 120);
+    let h = lis.prepare(&hold_req(4, 100, 200)).await.unwrap();
+    lis.commit(h.id).await.unwrap();
+    let err = lis.update_site(Site { os: "bsd".into(), ..site(16) }).unwrap_err();
+    assert_eq!(err, SiteUpdateError::OsInUse { site: "s1".into(), holds: vec![h.id] });
+    lis.update_site(Site { price_per_cpu_hour: 9.0, ..site(16) }).unwrap();
+    clock.advance_to(200);
+    lis.update_site(Site { os: "bsd".into(), ..site(16) }).unwrap();
     assert_eq!(lis.site().os, "bsd");
 }

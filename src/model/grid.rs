@@ -6,6 +6,16 @@ use serde::{Deserialize, Serialize};
 /// CPUs). The calendars' compact layout relies on it.
 pub const MAX_AMOUNT: u64 = 1 << 30;
 
+/// Largest accepted price (of one CPU-hour or of one Gbit/s-hour): 10^6. With
+/// [`MAX_AMOUNT`] and the request bounds of [`crate::model::MAX_DURATION_S`] this keeps every
+/// plan cost a finite number (below about 10^24 per request).
+pub const MAX_PRICE: f64 = 1e6;
+
+/// Is `p` a valid price: finite and in `0 ..= MAX_PRICE`?
+pub fn price_ok(p: f64) -> bool {
+    p.is_finite() && (0.0..=MAX_PRICE).contains(&p)
+}
+
 /// Identifier of a topology node (a router / switch / PoP).
 pub type NodeId = String;
 /// Identifier of a link between two nodes.
@@ -34,7 +44,7 @@ pub struct Link {
     pub b: NodeId,
     /// Reservable bandwidth in Mbit/s, > 0.
     pub capacity_mbps: u64,
-    /// Price of 1 Gbit/s for one hour on this link, >= 0.
+    /// Price of 1 Gbit/s for one hour on this link, in `0 ..= MAX_PRICE` (10^6).
     pub price_per_gbps_hour: f64,
 }
 
@@ -49,7 +59,7 @@ pub struct Site {
     pub cpus: u32,
     /// Operating system, e.g. `linux`, `solaris`, `bsd` (compared case-insensitively).
     pub os: String,
-    /// Price of one CPU for one hour, >= 0.
+    /// Price of one CPU for one hour, in `0 ..= MAX_PRICE` (10^6).
     pub price_per_cpu_hour: f64,
 }
 
@@ -68,8 +78,10 @@ pub enum GridError {
     ZeroCpus(String),
     #[error("`{id}`: capacity {value} is above the supported {max}")]
     CapacityTooLarge { id: String, value: u64, max: u64 },
-    #[error("{what} of `{id}` must be a finite number >= 0")]
+    #[error("{what} of `{id}` must be a finite number in 0..=1000000")]
     BadPrice { what: &'static str, id: String },
+    #[error("{what} `{value}`: {reason}")]
+    BadText { what: &'static str, value: String, reason: super::text::TextError },
 }
 
 /// The whole resource description: topology plus the sites attached to it (grid.json).
@@ -109,17 +121,27 @@ fn unique<'a>(kind: &'static str, ids: impl Iterator<Item = &'a String>) -> Resu
     Ok(())
 }
 
-fn price_ok(p: f64) -> bool {
-    p.is_finite() && p >= 0.0
-}
-
 impl Grid {
     /// Builds a grid, checking: unique node / link / site ids, links and sites name existing
-    /// nodes, capacities and CPU counts > 0, prices finite and >= 0.
+    /// nodes, capacities and CPU counts > 0, prices finite and in `0 ..= MAX_PRICE`, ids and
+    /// site OS names valid text ([`crate::model::check_text`]: 1-128 characters, not blank, no
+    /// control characters).
     ///
     /// # Errors
     /// The first [`GridError`] found.
     pub fn new(nodes: Vec<Node>, links: Vec<Link>, sites: Vec<Site>) -> Result<Self, GridError> {
+        let texts = nodes
+            .iter()
+            .map(|n| ("node id", &n.id))
+            .chain(links.iter().map(|l| ("link id", &l.id)))
+            .chain(sites.iter().flat_map(|s| [("site id", &s.id), ("os", &s.os)]));
+        for (what, value) in texts {
+            super::text::check_text(value).map_err(|reason| GridError::BadText {
+                what,
+                value: value.escape_debug().to_string(),
+                reason,
+            })?;
+        }
         unique("node", nodes.iter().map(|n| &n.id))?;
         unique("link", links.iter().map(|l| &l.id))?;
         unique("site", sites.iter().map(|s| &s.id))?;

@@ -11,11 +11,14 @@
 mod grid;
 mod outcome;
 mod request;
+mod text;
 mod time;
 
-pub use grid::{Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId, MAX_AMOUNT};
+pub use grid::{price_ok, Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId, MAX_AMOUNT, MAX_PRICE};
 pub use outcome::{JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
+    MAX_DURATION_S, MAX_OFFSET_S,
 };
+pub use text::{check_text, TextError, MAX_TEXT_CHARS};
 pub use time::{from_time, to_time, Time};

@@ -5,7 +5,16 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::grid::MAX_AMOUNT;
+use super::text::{check_text, TextError};
 use super::time::{to_time, Time};
+
+/// Largest accepted `duration_s` of a job or transfer: 100 years (3,153,600,000 s). With
+/// [`MAX_OFFSET_S`] it bounds every offset and end a request can produce, so that adding them
+/// to any instant chrono can represent never overflows an `i64` (the planner relies on this).
+pub const MAX_DURATION_S: i64 = 100 * 365 * 86_400;
+/// Largest accepted `offset_s` of a job or transfer: 100 years, as [`MAX_DURATION_S`].
+pub const MAX_OFFSET_S: i64 = MAX_DURATION_S;
 
 /// One job of an application: where it may run and for how long (a vertex of the request graph).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -14,11 +23,11 @@ pub struct ComputeDemand {
     pub name: String,
     /// Required operating system (matched case-insensitively against a site's `os`).
     pub os: String,
-    /// CPUs to reserve, > 0.
+    /// CPUs to reserve, in `1 ..= MAX_AMOUNT` (2^30).
     pub cpus: u32,
-    /// Start offset in seconds from the application start, >= 0.
+    /// Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`.
     pub offset_s: i64,
-    /// Reservation length in seconds, > 0.
+    /// Reservation length in seconds, in `1 ..= MAX_DURATION_S`.
     pub duration_s: i64,
 }
 
@@ -36,11 +45,11 @@ pub struct NetworkDemand {
     pub from: String,
     /// Name of the receiving job.
     pub to: String,
-    /// Bandwidth to reserve in Mbit/s, > 0.
+    /// Bandwidth to reserve in Mbit/s, in `1 ..= MAX_AMOUNT` (2^30).
     pub bandwidth_mbps: u64,
-    /// Start offset in seconds from the application start, >= 0.
+    /// Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`.
     pub offset_s: i64,
-    /// Reservation length in seconds, > 0.
+    /// Reservation length in seconds, in `1 ..= MAX_DURATION_S`.
     pub duration_s: i64,
 }
 
@@ -133,6 +142,12 @@ pub enum RequestError {
     TransferOutsideJob { from: String, to: String, job: String, offset_s: i64, end_s: i64 },
     #[error("deadline {deadline} is before the earliest possible end {earliest_end}")]
     DeadlineTooEarly { deadline: DateTime<Utc>, earliest_end: DateTime<Utc> },
+    #[error("{what}: {field} must be at most {max} (got {value})")]
+    TooLarge { what: String, field: &'static str, value: u64, max: u64 },
+    #[error("{field}: {reason}")]
+    BadText { field: String, reason: TextError },
+    #[error("the earliest possible end of the request is beyond the representable time range")]
+    TimeOutOfRange,
 }
 
 /// A reservation-plan request as it arrives (JSON), before validation.
@@ -161,8 +176,10 @@ pub struct RawPlanRequest {
 /// compute demands and whose edges are network demands, plus the application deadline.
 ///
 /// Only [`PlanRequest::new`] (or deserialisation, which calls it) builds one, so every instance
-/// satisfies: at least one job; unique job names; cpus, durations and bandwidths > 0; offsets
-/// at least 0; every transfer joins two distinct known jobs and lies inside both jobs' intervals; the
+/// satisfies: at least one job; the id, job names and OS names valid text
+/// ([`check_text`]; the user has no control characters); unique job names; cpus and bandwidths
+/// in `1 ..= MAX_AMOUNT`, durations in `1 ..= MAX_DURATION_S`, offsets in `0 ..= MAX_OFFSET_S`
+/// (so no sum of times overflows); every transfer joins two distinct known jobs and lies inside both jobs' intervals; the
 /// deadline is not before `max(submitted_at, not_before) + span`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawPlanRequest", into = "RawPlanRequest")]
@@ -189,23 +206,31 @@ impl PlanRequest {
     /// Validates a raw request.
     ///
     /// # Errors
-    /// The first [`RequestError`] found, in the order: id, jobs, transfers, deadline.
+    /// The first [`RequestError`] found, in the order: id, user, jobs, transfers, deadline.
     pub fn new(raw: RawPlanRequest) -> Result<Self, RequestError> {
         if raw.id.trim().is_empty() {
             return Err(RequestError::EmptyId);
+        }
+        text("id", &raw.id)?;
+        if raw.user.chars().any(char::is_control) {
+            return Err(RequestError::BadText { field: "user".into(), reason: TextError::Control });
         }
         if raw.jobs.is_empty() {
             return Err(RequestError::NoJobs);
         }
         let mut index = HashMap::new();
         for (i, j) in raw.jobs.iter().enumerate() {
+            text(&format!("jobs[{i}].name"), &j.name)?;
+            text(&format!("jobs[{i}].os"), &j.os)?;
             if index.insert(j.name.as_str(), i).is_some() {
                 return Err(RequestError::DuplicateJob(j.name.clone()));
             }
             if j.cpus == 0 {
                 return Err(RequestError::ZeroCpus(j.name.clone()));
             }
-            check_interval(&format!("job `{}`", j.name), j.offset_s, j.duration_s)?;
+            let what = format!("job `{}`", j.name);
+            at_most(&what, "cpus", u64::from(j.cpus), MAX_AMOUNT)?;
+            check_interval(&what, j.offset_s, j.duration_s)?;
         }
         let mut ends = Vec::with_capacity(raw.transfers.len());
         for t in &raw.transfers {
@@ -223,7 +248,9 @@ impl PlanRequest {
             if t.bandwidth_mbps == 0 {
                 return Err(RequestError::ZeroBandwidth { from: t.from.clone(), to: t.to.clone() });
             }
-            check_interval(&format!("transfer {}->{}", t.from, t.to), t.offset_s, t.duration_s)?;
+            let what = format!("transfer {}->{}", t.from, t.to);
+            at_most(&what, "bandwidth_mbps", t.bandwidth_mbps, MAX_AMOUNT)?;
+            check_interval(&what, t.offset_s, t.duration_s)?;
             for &j in &[a, b] {
                 let job = &raw.jobs[j];
                 if t.offset_s < job.offset_s || t.offset_s + t.duration_s > job.end_offset_s() {
@@ -239,12 +266,15 @@ impl PlanRequest {
             ends.push((a, b));
         }
         let req = PlanRequest { raw, ends };
-        let earliest_end = req.earliest_start_without_window() + req.span_s();
-        if to_time(&req.raw.deadline) < earliest_end {
-            return Err(RequestError::DeadlineTooEarly {
-                deadline: req.raw.deadline,
-                earliest_end: super::time::from_time(earliest_end),
-            });
+        // Bounded offsets and durations keep the span small, but the start may be any instant
+        // chrono represents: check the sum and that it is still an instant.
+        let earliest_end = req
+            .earliest_start_without_window()
+            .checked_add(req.span_s())
+            .and_then(|t| chrono::TimeZone::timestamp_opt(&Utc, t, 0).single())
+            .ok_or(RequestError::TimeOutOfRange)?;
+        if req.raw.deadline.timestamp() < earliest_end.timestamp() {
+            return Err(RequestError::DeadlineTooEarly { deadline: req.raw.deadline, earliest_end });
         }
         Ok(req)
     }
@@ -307,6 +337,17 @@ impl PlanRequest {
     }
 }
 
+fn text(field: &str, value: &str) -> Result<(), RequestError> {
+    check_text(value).map_err(|reason| RequestError::BadText { field: field.into(), reason })
+}
+
+fn at_most(what: &str, field: &'static str, value: u64, max: u64) -> Result<(), RequestError> {
+    if value > max {
+        return Err(RequestError::TooLarge { what: what.into(), field, value, max });
+    }
+    Ok(())
+}
+
 fn check_interval(what: &str, offset_s: i64, duration_s: i64) -> Result<(), RequestError> {
     if offset_s < 0 {
         return Err(RequestError::NegativeOffset { what: what.into(), value: offset_s });
@@ -314,6 +355,9 @@ fn check_interval(what: &str, offset_s: i64, duration_s: i64) -> Result<(), Requ
     if duration_s <= 0 {
         return Err(RequestError::NonPositiveDuration { what: what.into(), value: duration_s });
     }
+    // Both are positive here, so the casts are exact.
+    at_most(what, "offset_s", offset_s as u64, MAX_OFFSET_S as u64)?;
+    at_most(what, "duration_s", duration_s as u64, MAX_DURATION_S as u64)?;
     Ok(())
 }
 
@@ -359,6 +403,18 @@ mod tests {
             (Box::new(|r| r.jobs.clear()), "at least one job"),
             (Box::new(|r| r.id.clear()), "must not be empty"),
             (Box::new(|r| r.deadline = "2026-01-01T01:00:00Z".parse().unwrap()), "before the earliest possible end"),
+            (Box::new(|r| r.jobs[0].duration_s = i64::MAX), "duration_s must be at most 3153600000"),
+            (Box::new(|r| r.jobs[0].duration_s = 9_007_199_254_740_992), "duration_s must be at most"),
+            (Box::new(|r| r.jobs[0].offset_s = i64::MAX), "offset_s must be at most"),
+            (Box::new(|r| r.transfers[0].duration_s = i64::MAX), "transfer A->B: duration_s must be at most"),
+            (Box::new(|r| r.transfers[0].bandwidth_mbps = u64::MAX), "bandwidth_mbps must be at most"),
+            (Box::new(|r| r.jobs[0].cpus = u32::MAX), "cpus must be at most"),
+            (Box::new(|r| r.jobs[0].name.clear()), "jobs[0].name: must not be empty"),
+            (Box::new(|r| r.jobs[1].name = "B\0".into()), "jobs[1].name: must not contain control characters"),
+            (Box::new(|r| r.jobs[1].os = " ".into()), "jobs[1].os: must not be empty"),
+            (Box::new(|r| r.id = "r\u{1}".into()), "id: must not contain control"),
+            (Box::new(|r| r.id = "x".repeat(129)), "id: must be at most 128"),
+            (Box::new(|r| r.user = "u\0".into()), "user: must not contain control"),
         ];
         for (mutate, expected) in cases {
             let mut r = raw();
@@ -366,6 +422,23 @@ mod tests {
             let err = PlanRequest::new(r).unwrap_err().to_string();
             assert!(err.contains(expected), "expected `{expected}` in `{err}`");
         }
+    }
+
+    #[test]
+    fn extreme_times_are_refused_not_overflowed() {
+        // The latest instant chrono knows plus the largest span: refused, not a panic.
+        let mut r = raw();
+        r.transfers.clear();
+        r.submitted_at = DateTime::<Utc>::MAX_UTC;
+        r.deadline = DateTime::<Utc>::MAX_UTC;
+        r.jobs[0].duration_s = MAX_DURATION_S;
+        r.jobs[0].offset_s = MAX_OFFSET_S;
+        assert_eq!(PlanRequest::new(r), Err(RequestError::TimeOutOfRange));
+        let mut r = raw();
+        r.transfers.clear();
+        r.jobs[0].offset_s = MAX_OFFSET_S;
+        r.jobs[0].duration_s = MAX_DURATION_S;
+        assert!(matches!(PlanRequest::new(r), Err(RequestError::DeadlineTooEarly { .. })));
     }
 
     #[test]

@@ -45,7 +45,8 @@ pub struct HoldResult {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtendBody {
-    /// New lease from now, seconds (1 ..= the horizon).
+    /// New lease from now, seconds (1 ..= the horizon, `--horizon-days` x 86400).
+    #[schema(minimum = 1)]
     pub lease_s: i64,
 }
 

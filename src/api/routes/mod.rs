@@ -90,8 +90,75 @@ fn all_v1(cfg: &mut web::ServiceConfig) {
         .route("/tokens", web::post().to(tokens::create));
 }
 
-/// Fallback for unknown paths.
+/// Fallback for requests no route takes: `405` with `Allow` when the all-in-one serves the
+/// path with other methods ([`allowed_methods`]), else `404`.
 pub async fn not_found(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
+    use actix_web::http::{header, StatusCode};
     use actix_web::ResponseError;
+    let all_in_one = req.app_data::<web::Data<super::AppState>>().is_some_and(|s| s.config.role == Role::All);
+    if let Some(allow) = allowed_methods(req.path()).filter(|_| all_in_one) {
+        let detail = format!("{} is not allowed on {}", req.method(), req.path());
+        let mut res = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed", detail)
+            .error_response();
+        res.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static(allow));
+        return res;
+    }
     ApiError::not_found(format!("no route for {} {}", req.method(), req.path())).error_response()
+}
+
+/// The methods the all-in-one serves on `path` (e.g. `/v1/plans/42`), for `Allow`: those the
+/// OpenAPI document lists for the first path template that matches it (`{param}` matches one
+/// segment), plus `HEAD` wherever `GET` is served; `POST` on the participant protocol's routes
+/// (which the document does not describe). `None` for a path no route serves.
+pub fn allowed_methods(path: &str) -> Option<&'static str> {
+    use std::sync::OnceLock;
+    static TABLE: OnceLock<Vec<(Vec<String>, &'static str)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        use utoipa::OpenApi;
+        let doc = super::openapi::ApiDoc::openapi();
+        let mut table: Vec<(Vec<String>, &'static str)> = doc
+            .paths
+            .paths
+            .iter()
+            .map(|(path, item)| {
+                let mut methods = Vec::new();
+                for (name, op) in [
+                    ("GET", &item.get),
+                    ("HEAD", &item.get),
+                    ("POST", &item.post),
+                    ("PUT", &item.put),
+                    ("PATCH", &item.patch),
+                    ("DELETE", &item.delete),
+                ] {
+                    if op.is_some() {
+                        methods.push(name);
+                    }
+                }
+                (segments(path), &*Box::leak(methods.join(", ").into_boxed_str()))
+            })
+            .collect();
+        for p in [
+            "/v1/participant/sites/{site}/query",
+            "/v1/participant/sites/{site}/prepare",
+            "/v1/participant/sites/{site}/holds/{id}/{verb}",
+            "/v1/participant/network/query",
+            "/v1/participant/network/prepare",
+            "/v1/participant/network/holds/{id}/{verb}",
+            "/v1/participant/gis/candidates",
+        ] {
+            table.push((segments(p), "POST"));
+        }
+        // Literal segments first: `/v1/network/route` before a `{param}` template.
+        table.sort_by_key(|(t, _)| t.iter().filter(|s| s.starts_with('{')).count());
+        table
+    });
+    let want = segments(path);
+    table
+        .iter()
+        .find(|(t, _)| t.len() == want.len() && t.iter().zip(&want).all(|(a, b)| a.starts_with('{') || a == b))
+        .map(|(_, m)| *m)
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.split('/').map(str::to_owned).collect()
 }

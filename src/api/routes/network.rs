@@ -28,7 +28,8 @@ pub struct NetworkView {
 pub struct RouteQuery {
     pub from_site: String,
     pub to_site: String,
-    /// Mbit/s, > 0.
+    /// Mbit/s, 1 ..= 2^30.
+    #[param(minimum = 1, maximum = 1073741824)]
     pub bandwidth_mbps: u64,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -58,8 +59,12 @@ pub struct NetworkHoldBody {
     #[serde(default)]
     pub txn: Option<Uuid>,
     /// The path (e.g. from `GET /v1/network/route`); all links are held or none.
+    #[schema(min_items = 1)]
     pub links: Vec<LinkId>,
+    /// Mbit/s, 1 ..= 2^30.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub bandwidth_mbps: u64,
+    /// Not in the past; before `end`.
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
 }
@@ -133,6 +138,7 @@ pub async fn hold(
     caller.require_service()?;
     let body: NetworkHoldBody = parse(&req, &body)?;
     let (start, end) = interval(&state, &body.start, &body.end)?;
+    super::sites::not_past(&state, start)?;
     if body.links.is_empty() {
         return Err(ApiError::invalid("a network hold needs at least one link"));
     }

@@ -20,6 +20,7 @@ use uuid::Uuid;
 use crate::api::auth::Caller;
 use crate::api::commit_log::{PlanMeta, StoreLog};
 use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
+use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{
@@ -34,15 +35,28 @@ use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, Rejectio
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobBody {
-    /// Unique within the request.
+    /// Unique within the request; 1-128 characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub name: String,
-    /// Required OS (case-insensitive).
+    /// Required OS (case-insensitive); 1-128 characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub os: String,
-    /// CPUs, > 0.
+    /// CPUs, 1 ..= 2^30.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
-    /// Seconds from the application start, >= 0.
+    /// Seconds from the application start, 0 ..= 3,153,600,000 (100 years).
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub offset_s: i64,
-    /// Seconds, > 0.
+    /// Seconds, 1 ..= 3,153,600,000 (100 years).
+    #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
 }
 
@@ -50,12 +64,28 @@ pub struct JobBody {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferBody {
+    /// The sending job's name.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub from: String,
+    /// The receiving job's name (another job).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub to: String,
-    /// Mbit/s, > 0.
+    /// Mbit/s, 1 ..= 2^30.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub bandwidth_mbps: u64,
-    /// Seconds from the application start; inside both jobs' intervals.
+    /// Seconds from the application start, 0 ..= 3,153,600,000; inside both jobs' intervals.
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub offset_s: i64,
+    /// Seconds, 1 ..= 3,153,600,000.
+    #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
 }
 
@@ -63,19 +93,33 @@ pub struct TransferBody {
 /// and `submitted_at` (the time the server received it). Unknown fields are refused.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({
+    "id": "wf-1", "deadline": "2030-01-01T12:00:00Z",
+    "jobs": [{"name": "A", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600},
+             {"name": "B", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600}],
+    "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}]
+}))]
 pub struct PlanBody {
-    /// The client's reference, echoed as `request_id` (default: a fresh UUID).
+    /// The client's reference, echoed as `request_id` (default: a fresh UUID); 1-128
+    /// characters, not blank, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub id: Option<String>,
     /// Every reservation must end by then.
     pub deadline: DateTime<Utc>,
     /// Earliest application start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
-    /// At most 64.
+    /// 1 to 64 jobs.
+    #[schema(min_items = 1, max_items = 64)]
     pub jobs: Vec<JobBody>,
-    /// At most 256.
+    /// At most 256 transfers.
     #[serde(default)]
+    #[schema(max_items = 256)]
     pub transfers: Vec<TransferBody>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<SelectionPolicy>,
@@ -151,7 +195,9 @@ pub struct CreateQuery {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListQuery {
-    /// `committed`, `rejected` or `cancelled`.
+    /// `committed`, `rejected` or `cancelled` (`planned` is only a dry run's and matches
+    /// nothing).
+    #[param(value_type = Option<PlanStatus>)]
     pub status: Option<String>,
     /// Plans starting at or after this instant (RFC 3339).
     pub from: Option<DateTime<Utc>>,
@@ -243,7 +289,7 @@ pub async fn create(
     caller: Caller,
     query: web::Query<CreateQuery>,
     req: HttpRequest,
-    body: web::Json<PlanBody>,
+    body: JsonBody<PlanBody>,
 ) -> Result<HttpResponse, ApiError> {
     let body = body.into_inner();
     let key = match req.headers().get(IDEMPOTENCY_KEY) {
@@ -373,8 +419,16 @@ pub async fn create(
         tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
         Ok::<_, ApiError>(rec)
     });
-    let rec = task.await.map_err(|e| ApiError::internal(format!("planning task failed: {e}")))??;
+    let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(created(&PlanView::from(&rec)))
+}
+
+/// A planning or cancel task that panicked: a bare 500 (the panic text is logged, not sent),
+/// counted like a handler panic.
+fn task_failed(state: &AppState, e: tokio::task::JoinError) -> ApiError {
+    tracing::error!(error = %e, "plan task failed");
+    state.metrics.panicked();
+    ApiError::panicked()
 }
 
 /// 409: another request with this key is being planned (or its plan is pending).
@@ -505,6 +559,6 @@ pub async fn cancel(
         tracing::info!(plan = %rec.id, "cancelled");
         Ok::<_, ApiError>(rec)
     });
-    let rec = task.await.map_err(|e| ApiError::internal(format!("cancel task failed: {e}")))??;
+    let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(web::Json(PlanView::from(&rec)))
 }

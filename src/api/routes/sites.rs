@@ -6,6 +6,8 @@
 //! grid.json), changing `cpus` (the calendar's capacity) or `node` (the NIS's site-to-node map).
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -16,9 +18,11 @@ use crate::api::auth::Caller;
 use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
+use crate::lis::SiteUpdateError;
 use crate::model::{from_time, NodeId, Site};
 use crate::planner::ParticipantRef;
-use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, HoldState, Participant};
+use crate::protocol::{Availability, AvailabilityQuery, HoldId, HoldRequest, HoldState, Participant};
+use crate::store::{PlanFilter, PlanStatus};
 
 /// `PUT /v1/sites/{id}` body (the site without its id, which is in the path).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -27,9 +31,18 @@ pub struct SiteBody {
     /// Must equal the current node.
     pub node: NodeId,
     /// Must equal the current CPU count.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
+    /// 1-128 characters, not blank, no control characters. Cannot change while holds or
+    /// reservations of the site end in the future (409).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub os: String,
-    /// Finite, >= 0.
+    /// 0 ..= 1,000,000.
+    #[schema(minimum = 0, maximum = 1000000)]
     pub price_per_cpu_hour: f64,
 }
 
@@ -41,9 +54,11 @@ pub struct AvailabilityQueryParams {
     pub from: DateTime<Utc>,
     /// Window end: the job must end by then.
     pub to: DateTime<Utc>,
-    /// CPUs wanted, > 0.
+    /// CPUs wanted, 1 ..= 2^30.
+    #[param(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
-    /// Seconds wanted, > 0.
+    /// Seconds wanted, 1 ..= 3,153,600,000.
+    #[param(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
 }
 
@@ -99,7 +114,10 @@ pub struct SiteHoldBody {
     /// Transaction id (default: fresh).
     #[serde(default)]
     pub txn: Option<Uuid>,
+    /// CPUs, 1 ..= 2^30.
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
+    /// Not in the past; before `end`.
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
 }
@@ -140,6 +158,7 @@ pub async fn get(
         (status = 200, body = Site),
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A new site, or a change of cpus or node: not supported at run time", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "An os change while holds or reservations of the site end in the future (the detail names the plans)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn put(
@@ -160,11 +179,47 @@ pub async fn put(
     let b = body;
     let site = Site { id, node: b.node, cpus: b.cpus, os: b.os, price_per_cpu_hour: b.price_per_cpu_hour };
     // The LIS checks what may change; the GIS follows only if it accepted.
-    lis.update_site(site.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
+    match lis.update_site(site.clone()) {
+        Ok(()) => {}
+        Err(SiteUpdateError::OsInUse { site, holds }) => return Err(os_in_use(&state, &site, &holds).await?),
+        Err(e) => return Err(ApiError::invalid(e.to_string())),
+    }
     state.participants.gis.upsert(site.clone());
     state.store.save_site(&site).await?;
     tracing::info!(site = %site.id, os = %site.os, price = site.price_per_cpu_hour, "site updated");
     Ok(web::Json(site))
+}
+
+/// The 409 of an OS change under bookings that end in the future: names the committed plans
+/// that hold them, and any other holds and reservations (made through the hold endpoints).
+async fn os_in_use(state: &AppState, site: &str, holds: &[HoldId]) -> Result<ApiError, ApiError> {
+    let filter = PlanFilter { user: None, status: Some(PlanStatus::Committed), from: None, to: None };
+    let wanted: HashSet<&HoldId> = holds.iter().collect();
+    let mut covered: HashSet<HoldId> = HashSet::new();
+    let mut plans = Vec::new();
+    for p in state.store.list_plans(&filter).await? {
+        let mine: Vec<HoldId> = p
+            .bookings
+            .iter()
+            .filter(|b| b.participant == ParticipantRef::Site(site.to_owned()) && wanted.contains(&b.hold))
+            .map(|b| b.hold)
+            .collect();
+        if !mine.is_empty() {
+            covered.extend(mine);
+            plans.push(p.id.to_string());
+        }
+    }
+    let others: Vec<String> = holds.iter().filter(|h| !covered.contains(h)).map(ToString::to_string).collect();
+    let mut detail =
+        format!("site `{site}`: os cannot change while bookings made for the current os end in the future");
+    if !plans.is_empty() {
+        detail.push_str(&format!("; committed plans: {}", plans.join(", ")));
+    }
+    if !others.is_empty() {
+        detail.push_str(&format!("; other holds and reservations: {}", others.join(", ")));
+    }
+    detail.push_str(" (cancel them or wait until they end; price changes are always accepted)");
+    Ok(ApiError::conflict("site-in-use", "The site has bookings that depend on it", detail))
 }
 
 fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
@@ -173,6 +228,19 @@ fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<
         return Err(ApiError::invalid("`from` must be before `to`"));
     }
     Ok((f, t))
+}
+
+/// 422 for a hold that would start before now (a hold books the future).
+pub(crate) fn not_past(state: &AppState, start: i64) -> Result<(), ApiError> {
+    let now = state.now();
+    if start < now {
+        return Err(ApiError::invalid(format!(
+            "start {} is in the past (now is {}); a hold must start now or later",
+            from_time(start).to_rfc3339(),
+            from_time(now).to_rfc3339()
+        )));
+    }
+    Ok(())
 }
 
 /// The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
@@ -212,7 +280,8 @@ pub async fn availability(
 /// Holds and reservations of the site overlapping `[from, to)`; hold ids only of the caller's
 /// own holds (an admin sees every id).
 #[utoipa::path(get, path = "/v1/sites/{id}/reservations", operation_id = "site_reservations", tag = "sites", params(("id" = String, Path), WindowQuery),
-    responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn reservations(
     state: web::Data<AppState>,

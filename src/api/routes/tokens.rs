@@ -8,12 +8,19 @@ use crate::api::auth::{generate_token, register_token, Caller};
 use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
+use crate::model::check_text;
 
 /// Who the new token is for.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenBody {
-    /// The user the token acts as (1-128 characters).
+    /// The user the token acts as: 1-128 characters, not blank, no control characters
+    /// (surrounding whitespace is dropped).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub user: String,
     #[serde(default)]
     pub admin: bool,
@@ -48,9 +55,7 @@ pub async fn create(
     caller.require_admin()?;
     let b: TokenBody = parse(&req, &body)?;
     let user = b.user.trim();
-    if user.is_empty() || user.chars().count() > 128 {
-        return Err(ApiError::invalid("user must be 1-128 characters"));
-    }
+    check_text(user).map_err(|e| ApiError::invalid(format!("user: {e}")))?;
     let token = generate_token();
     register_token(state.store.as_ref(), &token, user, b.admin, b.service).await?;
     tracing::info!(user, admin = b.admin, service = b.service, "token issued");
