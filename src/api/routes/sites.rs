@@ -336,6 +336,7 @@ pub async fn hold(
     let body: SiteHoldBody = parse(&req, &body)?;
     state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
+    not_past(&state, start)?;
     let hold_req = HoldRequest::Compute {
         txn: body.txn.unwrap_or_else(Uuid::new_v4),
         site: id.clone(),
