@@ -319,11 +319,13 @@ async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
             .unwrap();
         assert_eq!(r.status(), StatusCode::CREATED);
         let alice = r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned();
+        // One body for the request and its retry (workflow() stamps its deadline from now).
+        let body = workflow();
         let r = client
             .post(format!("{first}/v1/plans"))
             .bearer_auth(&alice)
             .header("Idempotency-Key", "k1")
-            .json(&workflow())
+            .json(&body)
             .send()
             .await
             .unwrap();
@@ -341,7 +343,7 @@ async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
             .post(format!("{second}/v1/plans"))
             .bearer_auth(&alice)
             .header("Idempotency-Key", "k1")
-            .json(&workflow())
+            .json(&body)
             .send()
             .await
             .unwrap();

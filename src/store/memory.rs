@@ -400,24 +400,3 @@ impl Store for MemoryStore {
         "memory"
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn keys_are_claimed_once_and_taken_over_only_after_their_lease() {
-        let s = MemoryStore::new();
-        let (a, b) = (Claim::new("a", 60), Claim::new("b", 60));
-        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
-        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress);
-        assert_eq!(s.claim_key("v", "k", &b).await.unwrap(), KeyClaim::Claimed, "keys are per user");
-        s.release_key("u", "k", &b).await.unwrap();
-        assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress, "only the holder releases");
-        s.release_key("u", "k", &a).await.unwrap();
-        let short = Claim::new("c", 0);
-        assert_eq!(s.claim_key("u", "k", &short).await.unwrap(), KeyClaim::Claimed);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed, "a lapsed claim is taken over");
-    }
-}
