@@ -22,7 +22,7 @@
 //! `CORESERVE_LOAD_CLIENTS` (8), `CORESERVE_LOAD_SECONDS` (20, measured per round),
 //! `CORESERVE_LOAD_WARMUP_S` (5), `CORESERVE_LOAD_ROUNDS` (3), `CORESERVE_LOAD_PGBENCH_S` (15),
 //! `CORESERVE_LOAD_IDEMPOTENCY` (`1`: every request carries an `Idempotency-Key`).
-//! Needs `pgbench` on the PATH and `../shared/data` beside the project.
+//! Needs `pgbench` on the PATH and the repository's `data/`.
 
 mod report;
 
@@ -91,7 +91,7 @@ impl Settings {
             rounds: env_or("CORESERVE_LOAD_ROUNDS", 3)?,
             pgbench_s: env_or("CORESERVE_LOAD_PGBENCH_S", 15)?,
             idempotency: env_or("CORESERVE_LOAD_IDEMPOTENCY", 0u8)? == 1,
-            data: Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
+            data: Path::new(env!("CARGO_MANIFEST_DIR")).join("data"),
         };
         if s.clients == 0 || s.rounds == 0 || s.measure.is_zero() || s.pgbench_s == 0 {
             bail!("clients, rounds, seconds and pgbench seconds must be > 0");

@@ -13,9 +13,31 @@ use coreserve::replay::{replay, ReplayOptions, Summary};
 use coreserve::workload::{generate, procs_of, read_swf, AppKind, WorkloadParams};
 
 fn data(rel: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data").join(rel);
-    assert!(p.exists(), "{} not found: ../shared/data must be beside the project", p.display());
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(rel);
+    assert!(p.exists(), "{} not found: the repository's data/ folder is incomplete", p.display());
     p
+}
+
+/// Every file of `data/` is the one its source published: the SHA-256 of each file listed in
+/// `data/SHA256SUMS` matches, and every data file is listed.
+#[test]
+fn data_files_match_their_checksums() {
+    use sha2::{Digest, Sha256};
+    let sums = std::fs::read_to_string(data("SHA256SUMS")).unwrap();
+    let mut listed = Vec::new();
+    for line in sums.lines().filter(|l| !l.trim().is_empty()) {
+        let (hash, rel) = line.split_once("  ").expect("sha256sum format: HASH  PATH");
+        let bytes = std::fs::read(data(rel)).unwrap();
+        assert_eq!(hex::encode(Sha256::digest(&bytes)), hash, "{rel} differs from its published file");
+        listed.push(rel.to_string());
+    }
+    for dir in ["swf", "topology-zoo"] {
+        for entry in std::fs::read_dir(data(dir)).unwrap() {
+            let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
+            assert!(name.ends_with("LICENSE") || listed.contains(&name), "{name} has no checksum in data/SHA256SUMS");
+        }
+    }
+    assert_eq!(listed.len(), 5, "the SWF trace and four Topology Zoo graphs");
 }
 
 fn geant() -> Grid {

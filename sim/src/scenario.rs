@@ -3,7 +3,7 @@
 //!
 //! ```toml
 //! name = "smoke"
-//! trace = "../../../shared/data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz"
+//! trace = "../../data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz"
 //! topologies = ["gridg-n", "gridg-w"]    # also "fat-tree", or a .graphml / grid.json path
 //! kinds = ["workflow", "coallocation"]
 //! loads = [0.2, 0.6, 1.0]                 # offered loads to sweep

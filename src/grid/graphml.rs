@@ -223,7 +223,7 @@ pub fn import_graphml(xml: &str, opts: &ImportOptions) -> Result<Grid, GraphmlEr
 mod tests {
     use super::*;
 
-    const ZOO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/topology-zoo/");
+    const ZOO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/topology-zoo/");
 
     fn load(name: &str) -> Grid {
         let path = format!("{ZOO}{name}.graphml");
@@ -235,7 +235,7 @@ mod tests {
         g.links.iter().filter(|l| (l.a == a && l.b == b) || (l.a == b && l.b == a)).collect()
     }
 
-    /// Counts from `../shared/data/README.md`: (nodes, links, links carrying LinkSpeedRaw).
+    /// Counts from `data/README.md`: (nodes, links, links carrying LinkSpeedRaw).
     #[test]
     fn real_zoo_counts_match_readme() {
         for (name, nodes, links, with_speed) in

@@ -1,6 +1,6 @@
 //! Reader for the Standard Workload Format (SWF) of the Parallel Workloads Archive.
 //!
-//! Format (see `shared/data/README.md`): lines starting with `;` are header comments; every
+//! Format (see `data/README.md`): lines starting with `;` are header comments; every
 //! other non-blank line is one job of 18 whitespace-separated numeric fields: 1 job id,
 //! 2 submit time (s), 3 wait time (s), 4 run time (s), 5 allocated processors, 6 average CPU
 //! time, 7 used memory, 8 requested processors, 9 requested time (s), 10 requested memory,
@@ -166,7 +166,7 @@ mod tests {
     use super::*;
     use std::io::{Cursor, Write};
 
-    const SDSC_BLUE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz");
+    const SDSC_BLUE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz");
 
     const TINY: &str = "; Version: 2.2\n\
         ; Computer: test\n\
@@ -251,12 +251,12 @@ mod tests {
         assert!(matches!(r, Err(SwfError::Io { .. })), "{r:?}");
     }
 
-    /// The real SDSC Blue Horizon log (seed 001, section 4). Fails when the shared data folder
+    /// The real SDSC Blue Horizon log (seed 001, section 4). Fails when the data folder
     /// is not beside the project: the suite never counts a skipped check as a pass.
     #[test]
     fn sdsc_blue_trace_reads_completely() {
         let path = Path::new(SDSC_BLUE);
-        assert!(path.exists(), "{} not found: ../shared/data must be beside the project", path.display());
+        assert!(path.exists(), "{} not found: the repository's data/ folder is missing", path.display());
         let jobs = read_swf(path).unwrap();
         // The README and the header (MaxRecords: 243306) agree; every record has a usable
         // processor count (19,516 have field 5 = -1 and fall back to field 8).
