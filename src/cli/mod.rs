@@ -3,6 +3,8 @@
 //! request replay through the planner ([`crate::replay`]) and the outcome checker
 //! ([`crate::check`]).
 
+pub mod client;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -46,6 +48,21 @@ pub enum Command {
     Token(TokenCommand),
     /// Print the OpenAPI 3.1 document (YAML) of the REST API.
     Openapi,
+    /// Client of a running broker: submit, list, show and cancel plans (`--server` /
+    /// `CORESERVE_URL`, `--token` / `CORESERVE_TOKEN`). Exit codes: 0 done, 1 client error,
+    /// 2 bad command line, 3 plan rejected, 4 refused by the server (4xx), 5 server unavailable
+    /// (5xx, 429; retry with the same key).
+    #[command(subcommand)]
+    Plans(client::PlansCommand),
+    /// Client: the broker's sites (CPUs, OS, price).
+    Sites {
+        #[command(flatten)]
+        conn: client::Connection,
+    },
+    /// Client: the earliest start a site offers for CPUs over a window.
+    Availability(client::AvailabilityArgs),
+    /// Client: the network path between two sites with a bandwidth free over an interval.
+    Route(client::RouteArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -200,8 +217,8 @@ pub struct CompareArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// The shared data folder (topology-zoo/ and swf/).
-    #[arg(long, default_value = "../shared/data")]
+    /// The data folder (topology-zoo/ and swf/); the repository's `data/` by default.
+    #[arg(long, default_value = "data")]
     data: PathBuf,
     /// Output folder for grid.json, the request files and every variant's outcomes.
     #[arg(long, default_value = "out/demo")]
@@ -527,6 +544,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             print!("{}", crate::api::openapi::yaml());
             Ok(())
         }
+        Command::Plans(cmd) => client::plans(cmd).await,
+        Command::Sites { conn } => client::sites(conn).await,
+        Command::Availability(a) => client::availability(a).await,
+        Command::Route(a) => client::route(a).await,
     }
 }
 
