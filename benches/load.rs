@@ -10,7 +10,7 @@
 //! - role-separated on that small grid: one LIS per site, NIS, GIS and one planner process,
 //!   every process on the same database.
 //!
-//! Requests: `coreserve workload` (seed 001 rules) draws workflow requests from the SDSC-BLUE
+//! Requests: `coreserve workload` (the rules of Ando & Aida's experiment) draws workflow requests from the SDSC-BLUE
 //! trace at offered load 0.5 relative to the grid. Their arrival times become `not_before`
 //! from a base shortly after the run starts (the trace's timeline is laid onto the calendar
 //! ahead, so the grid sees the offered load of the trace whatever the request rate) and each

@@ -2,9 +2,11 @@
 //!
 //! It books compute (CPUs at sites) and network bandwidth (links of a topology) together and
 //! in advance, so that a multi-job application ends before its deadline. The algorithm is
-//! seed 001 (Ando & Aida, "Evaluation of Scheduling Algorithms for Advance Reservations"):
+//! Ando & Aida's ("Evaluation of Scheduling Algorithms for Advance Reservations"):
 //! a backtracking search over the request graph with four selection policies and two
-//! reservation methods (BBR, BIR). See `SPEC.md` in the shared folder.
+//! reservation methods (BBR, BIR). The design documents are in the repository's `docs/`
+//! folder (start with `docs/README.md`): the model, the algorithm, the two-phase commit
+//! protocol and the simulator, with the papers they cite.
 //!
 //! Layers (dependencies point one way):
 //! `cli -> planner -> participants (gis, lis, nis, protocol) -> calendar -> model`; the service

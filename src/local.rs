@@ -13,7 +13,7 @@ use crate::nis::{Nis, Routing};
 use crate::planner::Services;
 use crate::protocol::Participant;
 
-/// Default hold lease in seconds (OpenNSA's 120 s; SPEC section 8).
+/// Default hold lease in seconds (OpenNSA's 120 s hold timeout; see docs/protocol.md).
 pub const DEFAULT_LEASE_S: i64 = 120;
 
 /// The participants of a grid, in process.

@@ -166,7 +166,7 @@ pub struct Summary {
     pub success_rate: f64,
     /// Mean `cost` of the committed plans.
     pub mean_cost: f64,
-    /// Mean over committed plans of cost per CPU-hour (seed 001's "average cost").
+    /// Mean over committed plans of cost per CPU-hour (Ando & Aida's "average cost").
     pub average_cost_per_cpu_hour: f64,
     pub planning_ms_p50: f64,
     pub planning_ms_p99: f64,

@@ -80,7 +80,7 @@ async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
             }
         }
         let rate = |m, p| success.iter().find(|(k, _)| *k == (m, p)).unwrap().1;
-        // Seed 001's first finding, on real data: incremental holds beat batch reservation.
+        // Ando & Aida's first finding, on real data: incremental holds beat batch reservation.
         for &p in SelectionPolicy::ALL {
             assert!(
                 rate(ReservationMethod::Bir, p) >= rate(ReservationMethod::Bbr, p),

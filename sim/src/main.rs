@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use run::{simulate, RunKey};
 use scenario::Scenario;
 
-/// Simulate coreserve's planners under virtual time (seed 001's experiment and beyond).
+/// Simulate coreserve's planners under virtual time (Ando & Aida's experiment and beyond).
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {

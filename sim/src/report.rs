@@ -7,7 +7,7 @@
 //! 2. [`summarise`] groups the runs over seeds into [`SummaryRow`]s (mean and the half-width of
 //!    the 95% confidence interval, Student's t), written with [`write_summary_csv`];
 //! 3. [`write_figures`] draws, for every (topology, kind), success rate and average cost against
-//!    offered load (seed 001, Figs. 7-12) as SVG and PNG.
+//!    offered load (Ando & Aida, Figs. 7-12) as SVG and PNG.
 //!
 //! Every output is deterministic: rows are sorted by key (never by the order runs finished),
 //! floats are printed with a fixed format (`{:.6}`), and the figures carry no timestamps, so the
@@ -38,7 +38,7 @@ pub struct RunRow {
     pub committed: u64,
     /// committed / requests.
     pub success_rate: f64,
-    /// Mean over committed plans of cost per CPU-hour (seed 001's "average cost"); 0 when none.
+    /// Mean over committed plans of cost per CPU-hour (Ando & Aida's "average cost"); 0 when none.
     pub mean_cost: f64,
     /// Participant messages (queries, prepares, commits, aborts, releases) of all plans.
     pub messages: u64,
@@ -344,7 +344,7 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
     write_lines(path, std::iter::once(header).chain(lines))
 }
 
-/// Draws seed 001's figures from a summary (see [`summarise`]) into `dir` (created if
+/// Draws the paper's figures (Ando & Aida, Figs. 7-12) from a summary (see [`summarise`]) into `dir` (created if
 /// missing; existing files of the same name are overwritten) and returns the paths written, in
 /// order: for every (topology, kind), sorted, `success-<topology>-<kind>.svg`, `.png`, then
 /// `cost-<topology>-<kind>.svg`, `.png` (names with characters other than ASCII letters,

@@ -22,7 +22,7 @@ use crate::report::RunRow;
 use crate::scenario::{Algorithm, Scenario};
 use crate::transport::{SimParticipant, VirtualClock};
 
-/// Stream salts: every random component of a run has its own stream (seed 004).
+/// Stream salts: every random component of a run has its own stream (docs/simulator.md).
 const LATENCY_SEED: u64 = 0x6c61_7465_6e63_7900;
 const DISPATCH_SEED: u64 = 0x6469_7370_6174_6368;
 const PLANNER_SEED: u64 = 0x706c_616e_6e65_7200;

@@ -1,5 +1,5 @@
-//! Scenario files (`sim/scenarios/*.toml`): every set-up of an experiment is a file (seed 004's
-//! lesson). Paths inside a scenario are relative to the scenario file.
+//! Scenario files (`sim/scenarios/*.toml`): every set-up of an experiment is a file (the Bricks
+//! simulator's lesson; docs/simulator.md). Paths inside a scenario are relative to the scenario file.
 //!
 //! ```toml
 //! name = "smoke"
@@ -14,7 +14,7 @@
 //! planners = 3
 //! planner_concurrency = 1                  # requests a planner works on at once
 //! w_interval_s = 1800
-//! [service_times]                          # uniform ranges, seconds (seed 001 Table 2)
+//! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
 //! free_slot = [2.0, 3.0]
 //! [workload]                               # any WorkloadParams field (shape, durations_s, ...)
 //! ```
@@ -60,7 +60,7 @@ impl<'de> Deserialize<'de> for Algorithm {
     }
 }
 
-/// The 9 algorithms of the experiment: BBR and BIR with every policy (seed 001), and
+/// The 9 algorithms of the experiment: BBR and BIR with every policy (Ando & Aida), and
 /// `bbr-overlay-time`, our step past the paper.
 pub fn default_algorithms() -> Vec<Algorithm> {
     let mut v: Vec<Algorithm> = ReservationMethod::PAPER

@@ -2,8 +2,8 @@
 //!
 //! [`VirtualClock`] reads tokio's (paused, auto-advancing) clock, so lease expiry, `w_interval`
 //! and planning times all run on virtual time. [`SimParticipant`] wraps a production
-//! participant and makes every message take a service time drawn from seed 001's Table 2
-//! (SPEC section 6) before the participant handles it; while it waits, other planners run.
+//! participant and makes every message take a service time drawn from Ando & Aida's Table 2
+//! (docs/simulator.md) before the participant handles it; while it waits, other planners run.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,7 +41,7 @@ impl Clock for VirtualClock {
     }
 }
 
-/// Uniform service-time ranges in seconds, per message type (seed 001, Table 2).
+/// Uniform service-time ranges in seconds, per message type (Ando & Aida, Table 2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceTimes {

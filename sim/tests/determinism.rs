@@ -1,4 +1,4 @@
-//! The same scenario and seed give byte-identical outputs (seed 004: reproducible runs).
+//! The same scenario and seed give byte-identical outputs (reproducible runs; docs/simulator.md).
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Capacity calendars: how much of one resource (CPUs of a site, Mbit/s of a link) is booked
 //! at every instant, and the queries the planner needs over that step function.
 //!
-//! The index is in the spirit of Flux Fluxion's `planner` (SPEC section 8): instead of a list of
+//! The index is in the spirit of Flux Fluxion's `planner` (docs/algorithm.md): instead of a list of
 //! spans, a balanced search tree (a treap, module `tree`) keyed by the *change points* of the usage
 //! step function. Each tree node holds the usage change at its instant; subtrees are augmented
 //! with the sum of changes and the maximum / minimum running sum (prefix), so that
@@ -46,7 +46,7 @@ pub enum CalendarError {
     UnknownSpan(SpanId),
 }
 
-/// The booked capacity of one resource over time (SPEC section 1).
+/// The booked capacity of one resource over time (see docs/model.md).
 ///
 /// Invariant (checked by every [`add`](Self::add)): at every instant the sum of the amounts of
 /// the spans covering it is <= `capacity`. Units are whatever the owner uses: CPUs for a site,

@@ -1,6 +1,6 @@
 //! Outcome checker: verifies a batch of plan outcomes against the grid and the requests they
 //! answer. Used by tests and by the simulator to prove that whatever the planners committed is
-//! a set of reservations the resources can actually honour (SPEC sections 1, 2 and 4).
+//! a set of reservations the resources can actually honour (the rules of docs/model.md).
 //!
 //! [`check_outcomes`] checks every outcome on its own (placements match the request, times,
 //! deadline, paths, cost) and the committed outcomes together (no site over its CPUs and no link

@@ -32,7 +32,7 @@ pub enum Command {
     /// Build a grid (sites + topology) as grid.json.
     #[command(subcommand)]
     Grid(GridCommand),
-    /// Generate plan requests (JSON lines) from a workload trace, seed 001 section 4.
+    /// Generate plan requests (JSON lines) from a workload trace, as in Ando & Aida's experiment.
     Workload(WorkloadArgs),
     /// Replay plan requests through N competing planners and write their outcomes.
     Plan(PlanArgs),

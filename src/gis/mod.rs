@@ -1,7 +1,8 @@
-//! GIS — Global Information Service: the site catalogue (SPEC section 3).
+//! GIS — Global Information Service: the site catalogue (Ando & Aida, section 2.3; docs/algorithm.md).
 //!
 //! Answers "which sites could ever run this compute demand?" so the planner knows which LIS to
-//! ask. Matching is a hard filter applied before any selection policy (seed 003): a site whose
+//! ask. Matching is a hard filter applied before any selection policy (as in Saito & Hirotsu's
+//! heterogeneous multi-cluster scheduler; docs/README.md): a site whose
 //! OS differs or that has fewer CPUs than the demand is never a candidate. The paper assumes
 //! the GIS is never stale; here it is built from the grid and updated by [`Gis::upsert`].
 

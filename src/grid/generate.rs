@@ -7,11 +7,11 @@
 //! links are added until the node degrees follow the Internet's outdegree power law
 //! (Faloutsos, Faloutsos & Faloutsos, SIGCOMM 1999: the number of nodes of degree `d` is
 //! proportional to `d^-alpha`), then annotation of hosts with attributes. GridG itself is not
-//! available to us (SPEC section 6), so [`gridg`] is our reconstruction from that description;
+//! available to us (docs/simulator.md), so [`gridg`] is our reconstruction from that description;
 //! the exact rules are documented on [`gridg`].
 //!
 //! **Fat-tree**: M. Al-Fares, A. Loukissas, A. Vahdat, "A Scalable, Commodity Data Center
-//! Network Architecture", SIGCOMM 2008 (seed 000 uses it, SPEC section 7).
+//! Network Architecture", SIGCOMM 2008 (Watashiba's thesis uses it; docs/README.md).
 
 use std::collections::BTreeSet;
 
@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use super::sites::{attach_sites, SiteParams, SiteParamsError};
 use crate::model::{Grid, Link, Node};
 
-/// The two topologies of seed 001's experiment (SPEC section 6).
+/// The two topologies of Ando & Aida's experiment (section 4; docs/simulator.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GridgVariant {
     /// `gridg-n`: the generated grid as is (site access links at
@@ -77,12 +77,12 @@ impl Default for GridgParams {
     /// (standard deviation about 900 over seeds), i.e. about 10,000.
     /// `degree_exponent = 2.2` (the Internet's outdegree exponent is about 2.2, Faloutsos et
     /// al. 1999). Capacities: WAN, MAN and LAN links 10 Gbit/s, site access links 2.5 Gbit/s
-    /// (`gridg-n`, "narrow") or 5 Gbit/s (`gridg-w`). Seed 001 says only that gridg-w sets the
+    /// (`gridg-n`, "narrow") or 5 Gbit/s (`gridg-w`). Ando & Aida say only that gridg-w sets the
     /// links attaching compute resources to 5 Gbit/s and that this removes gridg-n's network
     /// bottleneck, so the bottleneck must be those access links: the router links are sized
     /// not to be one. 2.5 Gbit/s is our choice for the narrow access (one 2 Gbit/s demand, or
     /// a few smaller ones, fit); at 1 Gbit/s no co-allocation (3 transfers per job, 0.5-2
-    /// Gbit/s each) fits unless its jobs share sites, and the comparison degenerates. Prices per Gbit/s-hour (our choice, seed 001 gives none; scarcer
+    /// Gbit/s each) fits unless its jobs share sites, and the comparison degenerates. Prices per Gbit/s-hour (our choice, the paper gives none; scarcer
     /// long-haul capacity costs more): WAN 0.3, MAN 0.2, LAN 0.1, access 0.1.
     fn default() -> Self {
         GridgParams {
@@ -269,7 +269,7 @@ fn add_power_law_links(b: &mut Builder, alpha: f64, rng: &mut ChaCha8Rng) {
     }
 }
 
-/// Generates a GridG-style grid (`gridg-n` or `gridg-w`, SPEC section 6).
+/// Generates a GridG-style grid (`gridg-n` or `gridg-w`; docs/simulator.md).
 ///
 /// Construction (our reading of Lu & Dinda 2003; see the module docs):
 /// 1. **Tiers hierarchy.** WAN routers `wan-{w}` joined in a ring (Tiers joins each network's

@@ -35,7 +35,7 @@ pub struct ImportOptions {
 impl Default for ImportOptions {
     /// `seed = 0`, `default_capacity_mbps = 10_000` (10 Gbit/s, the most common speed in
     /// Geant2012 and Esnet), `sites = SiteParams::default()`, `price_per_gbps_hour = 0.1`
-    /// (an arbitrary default: seed 001 gives no link prices; with CPU prices of 0.5-1.5 per
+    /// (an arbitrary default: Ando & Aida give no link prices; with CPU prices of 0.5-1.5 per
     /// CPU-hour it keeps the network a minor but non-zero part of a plan's cost).
     fn default() -> Self {
         ImportOptions { seed: 0, default_capacity_mbps: 10_000, sites: SiteParams::default(), price_per_gbps_hour: 0.1 }

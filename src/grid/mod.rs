@@ -3,13 +3,13 @@
 //! - [`import_graphml`]: real research-network topologies from the Internet Topology Zoo
 //!   (GraphML), with one synthetic site per node;
 //! - [`gridg`]: `gridg-n` / `gridg-w`, a GridG-style generator (Lu & Dinda 2003) for the
-//!   topologies of seed 001's experiment (SPEC section 6);
-//! - [`fat_tree`]: k-ary fat-trees (Al-Fares et al. 2008), the data-centre case of seed 000;
+//!   topologies of Ando & Aida's experiment (docs/simulator.md);
+//! - [`fat_tree`]: k-ary fat-trees (Al-Fares et al. 2008), the data-centre case of Watashiba's thesis;
 //! - [`attach_sites`]: the site attributes shared by all of them (CPUs, OS, CPU price);
 //! - [`load_grid`] / [`save_grid`]: `grid.json` files (format on [`Grid`]).
 //!
 //! Randomness: every function takes a seed and uses `rand_chacha::ChaCha8Rng`, so the same
-//! seed gives the same grid on every platform (seed 004's reproducibility requirement).
+//! seed gives the same grid on every platform (reproducible runs; docs/simulator.md).
 
 mod generate;
 mod graphml;

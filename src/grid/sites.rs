@@ -1,6 +1,6 @@
 //! Compute resources (sites) attached to topology nodes.
 //!
-//! The attributes follow seed 001's experiment (SPEC section 6): three operating systems in
+//! The attributes follow Ando & Aida's experiment (docs/simulator.md): three operating systems in
 //! the ratio Linux : Solaris : BSD = 1 : 1 : 1, a fixed price per CPU-hour per site, and enough
 //! CPUs at every site for the largest compute demand (128 CPUs, the top of the range into which
 //! the SDSC-BLUE CPU counts are modelled).
@@ -29,7 +29,7 @@ pub struct SiteParams {
 impl Default for SiteParams {
     /// `cpus_choices = [128, 256, 512]` (mean 298.7 CPUs per site; every site can hold the
     /// largest compute demand of 128 CPUs), `os_choices = ["linux", "solaris", "bsd"]`
-    /// (balanced 1:1:1 as in seed 001), `price_per_cpu_hour_range = (0.5, 1.5)`.
+    /// (balanced 1:1:1 as in Ando & Aida), `price_per_cpu_hour_range = (0.5, 1.5)`.
     fn default() -> Self {
         SiteParams {
             cpus_choices: vec![128, 256, 512],
@@ -90,7 +90,7 @@ pub fn site_id_for(node_id: &str) -> String {
 /// ([`site_id_for`]) and `node` = the node id. Attributes:
 /// - **OS**: the node indices are shuffled with `rng` (Fisher-Yates), then the OSes are dealt
 ///   round-robin over the shuffled order, so every OS occurs `n / k` or `n / k + 1` times
-///   (`k = os_choices.len()`): the 1:1:1 ratio of seed 001, exact up to rounding.
+///   (`k = os_choices.len()`): the 1:1:1 ratio of Ando & Aida, exact up to rounding.
 /// - **CPUs**: then, for each site in input order, one uniform draw from `cpus_choices`;
 /// - **price**: then one uniform draw from `[low, high]`, rounded to cents (0.01) so grid
 ///   files stay readable (the rounded value is clamped back into the range).

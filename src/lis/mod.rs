@@ -1,4 +1,4 @@
-//! LIS — Local Information Service, one per site (SPEC section 3, seed 001 section 2.3).
+//! LIS — Local Information Service, one per site (Ando & Aida, section 2.3; docs/algorithm.md).
 //!
 //! Manages the site's compute reservations in a [`CapacityCalendar`] of CPUs, answers
 //! free-slot searches (earliest start in a window, with the site's utilisation and price) and

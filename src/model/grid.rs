@@ -48,7 +48,7 @@ pub struct Link {
     pub price_per_gbps_hour: f64,
 }
 
-/// A compute resource: a cluster of identical nodes reserved in CPUs (SPEC section 1).
+/// A compute resource: a cluster of identical nodes reserved in CPUs (see docs/model.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Site {
     /// Unique site id.

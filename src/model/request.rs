@@ -53,7 +53,7 @@ pub struct NetworkDemand {
     pub duration_s: i64,
 }
 
-/// Order in which a vertex's reservation candidates are tried (seed 001, section 3.1).
+/// Order in which a vertex's reservation candidates are tried (Ando and Aida, section 3.1; docs/algorithm.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SelectionPolicy {
@@ -68,7 +68,7 @@ pub enum SelectionPolicy {
     Random,
 }
 
-/// How tentative choices are reserved (seed 001, section 3.2).
+/// How tentative choices are reserved (Ando and Aida, section 3.2; docs/algorithm.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReservationMethod {
@@ -85,7 +85,7 @@ pub enum ReservationMethod {
 }
 
 impl ReservationMethod {
-    /// The two methods of seed 001.
+    /// The two methods of Ando & Aida (BBR and BIR).
     pub const PAPER: &'static [ReservationMethod] = &[ReservationMethod::Bbr, ReservationMethod::Bir];
 }
 
@@ -172,7 +172,7 @@ pub struct RawPlanRequest {
     pub mode: Option<ReservationMethod>,
 }
 
-/// A validated reservation-plan request (SPEC section 2): an undirected graph whose vertices are
+/// A validated reservation-plan request (docs/model.md): an undirected graph whose vertices are
 /// compute demands and whose edges are network demands, plus the application deadline.
 ///
 /// Only [`PlanRequest::new`] (or deserialisation, which calls it) builds one, so every instance

@@ -1,4 +1,4 @@
-//! NIS — Network Information Service, the bandwidth manager (SPEC sections 1, 3).
+//! NIS — Network Information Service, the bandwidth manager (docs/model.md, docs/algorithm.md).
 //!
 //! Holds the topology as a petgraph graph and one [`CapacityCalendar`] of Mbit/s per link
 //! (links are undirected; both directions share the capacity). The bandwidth that can be
@@ -12,7 +12,7 @@
 //!   then breadth-first search);
 //! - `widest:K`: among the K shortest loopless paths by hop count (Yen's algorithm, computed
 //!   once per node pair), the one whose bottleneck free bandwidth over the interval is largest
-//!   (the widest-path metric of seed 000, restricted to short paths).
+//!   (the widest-path metric of Watashiba's SDN-enhanced job manager, restricted to short paths).
 
 mod route;
 

@@ -88,7 +88,7 @@ pub(crate) fn yen(g: &UnGraph<String, usize>, from: NodeIndex, to: NodeIndex, k:
 }
 
 /// Static bottleneck capacity of the widest path from `from` to every node (0 when
-/// unreachable): the modified Dijkstra of seed 000 (widest-path metric), over link capacities
+/// unreachable): the modified Dijkstra of Watashiba's thesis (widest-path metric), over link capacities
 /// alone. No reservation can ever need more than this between the two nodes.
 pub(crate) fn widest_capacities(g: &UnGraph<String, usize>, capacity: &[u64], from: NodeIndex) -> Vec<u64> {
     let mut best = vec![0u64; g.node_count()];

@@ -1,5 +1,6 @@
 //! The planner: builds a reservation plan for a plan request by backtracking search over the
-//! request graph and books it with two-phase commit (seed 001, section 3, Figs. 2-3).
+//! request graph and books it with two-phase commit (Ando & Aida, section 3, Figs. 2-3; see
+//! docs/algorithm.md).
 //!
 //! 1. The GIS gives the candidate sites of every job (compute demand).
 //! 2. `st := max(arrival + w_interval, not_before)`; the root is the job with the fewest
@@ -14,7 +15,7 @@
 //!    end is free (fewest candidates first: recurse). A failed candidate undoes its fixes and
 //!    the next is tried.
 //!
-//! Reservation methods ([`ReservationMethod`], seed 001 section 3.2): **BIR** holds every
+//! Reservation methods ([`ReservationMethod`], Ando & Aida, section 3.2): **BIR** holds every
 //! tentative fix at once (prepare), aborts holds on backtrack and on every `st` shift, and
 //! commits them all at the end; **BBR** fixes locally and, once the plan is complete, prepares
 //! everything in one batch — any refused prepare aborts the batch and rejects the request.
@@ -58,7 +59,7 @@ pub use recover::{InDoubt, Recovery};
 pub struct PlannerConfig {
     /// Name reported in outcomes (`planner` field).
     pub name: String,
-    /// `w_interval`: the time the planner allows itself to build a plan (seed 001: 30 min).
+    /// `w_interval`: the time the planner allows itself to build a plan (30 min in Ando & Aida).
     /// The application starts no earlier than arrival + this, and a plan not decided by then
     /// (by the services' clock) is rejected.
     pub w_interval_s: i64,

@@ -1,4 +1,4 @@
-//! One planning attempt for one request: the recursive search of seed 001, Fig. 3, the `st`
+//! One planning attempt for one request: the recursive search of Ando & Aida, Fig. 3, the `st`
 //! loop of Fig. 2, and the booking (BIR holds / BBR batch, then commit).
 
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ use crate::protocol::{
     Availability, AvailabilityQuery, ComputeOffer, HoldId, HoldRequest, Participant, ParticipantError, Route, TxnId,
 };
 
-/// Result of `search` (seed 001, Fig. 3).
+/// Result of `search` (Ando & Aida, Fig. 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
     Success,
@@ -165,7 +165,7 @@ impl<'a> Attempt<'a> {
         self.planner.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
     }
 
-    /// The `st` loop (seed 001, Fig. 2), then booking (or, for a dry run, releasing).
+    /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
     pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> PlanResult {
         let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
         match self.search_plan().await {
@@ -331,7 +331,7 @@ impl<'a> Attempt<'a> {
         offers
     }
 
-    /// `search(rm, st)` of seed 001, Fig. 3.
+    /// `search(rm, st)` of Ando & Aida, Fig. 3.
     fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
         Box::pin(async move {
             let job = self.req.jobs()[v].clone();

@@ -1,4 +1,4 @@
-//! Hand-made planning cases whose answers are known (seed 001, Figs. 2-3 and section 3.2).
+//! Hand-made planning cases whose answers are known (Ando & Aida, Figs. 2-3 and section 3.2).
 
 use std::sync::Arc;
 

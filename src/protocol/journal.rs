@@ -2,7 +2,7 @@
 //! participant answers is written to a [`Journal`] before the answer leaves.
 //!
 //! [`Journaled`] wraps any in-memory [`Participant`] (a LIS or the NIS) so that it keeps its
-//! promises across its own crash (SPEC section 8; OGF NSI CS v2): a hold is durable before
+//! promises across its own crash (after OGF NSI CS v2; docs/protocol.md): a hold is durable before
 //! prepare answers OK, so after a restart the participant rebuilds its calendar from the
 //! journal ([`crate::lis::Lis::restore`], [`crate::nis::Nis::restore`]) and the hold is still
 //! there until its lease ends. Order of each call: the in-memory participant decides (it may

@@ -5,7 +5,7 @@
 //! [`crate::nis`]); a transport (HTTP client, simulated latency) wraps any participant and
 //! forwards the same messages, so the planner never knows which one it talks to.
 //!
-//! Hold lifecycle (SPEC section 8, after OGF NSI CS v2 / OpenNSA): `prepare` answers with a
+//! Hold lifecycle (after OGF NSI CS v2 / OpenNSA; see docs/protocol.md): `prepare` answers with a
 //! [`Hold`] whose lease expires at `expires_at`; until then capacity stays set aside.
 //! `commit` turns it into a reservation (idempotent); `abort` releases it (idempotent); a hold
 //! not committed by its expiry is released by the participant itself. A committed reservation
@@ -71,7 +71,7 @@ impl std::str::FromStr for ParticipantRef {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum AvailabilityQuery {
     /// LIS free-slot search: earliest start `>= window_start` at which `cpus` CPUs are free for
-    /// `duration_s` seconds, ending by `deadline` (seed 001, Fig. 3, "candidates of rm").
+    /// `duration_s` seconds, ending by `deadline` (Ando & Aida, Fig. 3, "candidates of rm").
     Compute { site: SiteId, cpus: u32, duration_s: i64, window_start: Time, deadline: Time },
     /// NIS availability check: can `bandwidth_mbps` be reserved between the nodes of two sites
     /// over `[start, end)`?

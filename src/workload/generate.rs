@@ -1,5 +1,5 @@
-//! Synthetic plan-request workloads following the paper's experiment (SPEC section 6; seed 001,
-//! section 4, Table 1).
+//! Synthetic plan-request workloads following the paper's experiment (Ando & Aida, section 4,
+//! Table 1; see docs/simulator.md).
 //!
 //! Every request is one application (a workflow or a co-allocation) whose shape is a small graph
 //! of jobs ([`Shape`]). Per compute demand: OS `linux:solaris:bsd = 1:1:1`, CPU count drawn from
@@ -9,7 +9,7 @@
 //! `submitted_at + w_interval + span * f`, `f ~ Normal(5, 1.02)` (95 % in `[3, 7]`). Arrivals are
 //! Poisson with the rate that makes the offered load equal to [`WorkloadParams::load`].
 //!
-//! # Random streams (seed 004)
+//! # Random streams (independent, as the Bricks simulator taught; docs/simulator.md)
 //! Every random component has its own ChaCha8 stream, derived from one seed with
 //! [`ChaCha8Rng::set_stream`]: arrivals (1), CPU counts (2), job durations (3), transfer
 //! durations (4), OS (5), bandwidths (6), deadline factors (7), users (8). The number of draws a
@@ -31,12 +31,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{from_time, ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, Time};
 
-/// The two application kinds of seed 001 (section 4, Figs. 5 and 6).
+/// The two application kinds of Ando & Aida (section 4, Figs. 5 and 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum AppKind {
     /// Jobs feed each other along the edges of a DAG; a transfer runs while both of its jobs run,
-    /// so consecutive jobs overlap by at least the transfer time (SPEC section 2).
+    /// so consecutive jobs overlap by at least the transfer time (docs/model.md).
     #[default]
     Workflow,
     /// MPI-like: every job and every transfer has offset 0 and one common duration.
@@ -47,7 +47,7 @@ impl AppKind {
     /// Every variant, in declaration order.
     pub const ALL: &'static [AppKind] = &[AppKind::Workflow, AppKind::Coallocation];
 
-    /// The default request graph of the kind (SPEC section 6): a 4-job diamond for workflows,
+    /// The default request graph of the kind (docs/simulator.md): a 4-job diamond for workflows,
     /// 4 jobs with all 6 pairs communicating for co-allocations.
     pub fn default_shape(self) -> Shape {
         match self {
@@ -88,9 +88,9 @@ impl FromStr for AppKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
-    /// 4 jobs: A->B, A->C, B->D, C->D (SPEC section 6 default for workflows).
+    /// 4 jobs: A->B, A->C, B->D, C->D (the default for workflows; docs/simulator.md).
     Diamond,
-    /// `n` jobs, one edge `i->j` for every pair `i < j` (`n(n-1)/2` edges; SPEC section 6 default
+    /// `n` jobs, one edge `i->j` for every pair `i < j` (`n(n-1)/2` edges; the default
     /// for co-allocation with `n = 4`).
     AllPairs(usize),
     /// `n` jobs in a line: `0->1->...->n-1`.
@@ -164,7 +164,7 @@ impl Shape {
     }
 }
 
-/// How trace processor counts are brought into [`WorkloadParams::cpu_range`] (seed 001 says only
+/// How trace processor counts are brought into [`WorkloadParams::cpu_range`] (Ando & Aida say only
 /// "modelled into [8, 128]").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -198,7 +198,7 @@ pub struct WorkloadParams {
     /// 2026-01-01T00:00:00Z (1 767 225 600).
     pub start: Time,
     /// The planners' `w_interval` in seconds (>= 0), added to the deadline so that the span
-    /// scaled by the deadline factor is measured from the earliest possible plan start (seed 001,
+    /// scaled by the deadline factor is measured from the earliest possible plan start (Ando & Aida,
     /// section 3.1). Default 1800 (30 min).
     pub w_interval_s: i64,
     /// Number of users `user-1`..`user-N`, each request's user drawn uniformly. Default 10.
@@ -430,7 +430,7 @@ struct Demands {
     factor: f64,
 }
 
-/// Generates `params.requests` plan requests (SPEC section 6; seed 001, section 4).
+/// Generates `params.requests` plan requests (Ando & Aida, section 4; docs/simulator.md).
 ///
 /// - `trace_cpus`: processor counts of an SWF trace (e.g. [`super::swf::procs_of`] of
 ///   SDSC-BLUE), modelled into `params.cpu_range` by [`model_cpus`] and sampled uniformly.

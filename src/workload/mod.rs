@@ -1,5 +1,5 @@
 //! Workloads: the SWF trace reader ([`swf`]) and the synthetic plan-request generator
-//! ([`generate`](mod@generate)) of the paper's experiment (SPEC section 6; seed 001, section 4).
+//! ([`generate`](mod@generate)) of the paper's experiment (Ando & Aida, section 4; docs/simulator.md).
 //!
 //! Typical use: `let cpus = swf::procs_of(&swf::read_swf(path)?);` then
 //! `generate(&cpus, grid.total_cpus(), &WorkloadParams::for_kind(AppKind::Coallocation))`, and

@@ -7,7 +7,7 @@
 //! 11 status, 12 user id, 13 group id, 14 executable, 15 queue, 16 partition, 17 preceding job,
 //! 18 think time. `-1` means unknown.
 //!
-//! Seed 001 (section 4) takes the CPU counts of its compute demands from the SDSC-BLUE log; the
+//! Ando & Aida (section 4) take the CPU counts of their compute demands from the SDSC-BLUE log; the
 //! generator ([`generate`](mod@super::generate)) samples the [`SwfJob::procs`] values read here.
 
 use std::fs::File;
@@ -251,8 +251,8 @@ mod tests {
         assert!(matches!(r, Err(SwfError::Io { .. })), "{r:?}");
     }
 
-    /// The real SDSC Blue Horizon log (seed 001, section 4). Fails when the data folder
-    /// is not beside the project: the suite never counts a skipped check as a pass.
+    /// The real SDSC Blue Horizon log (Ando & Aida, section 4), from the repository's `data/`.
+    /// Fails when it is missing: the suite never counts a skipped check as a pass.
     #[test]
     fn sdsc_blue_trace_reads_completely() {
         let path = Path::new(SDSC_BLUE);

@@ -1,4 +1,4 @@
-//! The figures of seed 001 (Figs. 7-12): success rate and average cost vs offered load, one
+//! The figures of Ando & Aida (Figs. 7-12): success rate and average cost vs offered load, one
 //! line per algorithm, drawn with plotters as SVG and PNG.
 
 use std::collections::{BTreeMap, BTreeSet};

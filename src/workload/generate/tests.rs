@@ -184,7 +184,7 @@ fn generation_is_deterministic_and_seed_dependent() {
     }
 }
 
-/// Seed 004: independent streams. Load moves arrivals only; more requests keep the first ones'
+/// Independent streams (docs/simulator.md). Load moves arrivals only; more requests keep the first ones'
 /// demands.
 #[test]
 fn load_changes_only_arrival_times() {
