@@ -133,7 +133,7 @@ fn main() {
     use report::{Fig, Row};
     let notes = format!(
         "One planner (BIR, policy `time`, w_interval 30 min, search budget {} fixes) plans and commits 4-job \
-         diamond workflows (seed 001 workload rules) on a 100-site gridg-w grid (20 LANs x 5 sites) whose \
+         diamond workflows (the workload rules of Ando & Aida, see docs/simulator.md) on a 100-site gridg-w grid (20 LANs x 5 sites) whose \
          calendars already hold 10^5 committed reservations (80 % compute, 20 % single-link bandwidth) over 60 \
          days. 512 requests spread over that horizon; each is timed alone (rows `per_plan`), then criterion \
          cycles through them (rows `criterion`: median of sample means, so the heavy tail of the backtracking \

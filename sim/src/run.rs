@@ -2,9 +2,9 @@
 //!
 //! Discrete-event simulation on tokio's paused clock (a current-thread runtime that jumps to
 //! the next timer whenever every task waits): requests arrive at their `submitted_at`, each to a
-//! seeded random planner; every planner is the production [`Planner`] working through its queue
-//! one request at a time; every participant message takes a simulated service time
-//! ([`SimParticipant`]). The production LIS / NIS / GIS hold the state. Every committed plan
+//! seeded random planner; every planner is the production [`Planner`] working through its queue,
+//! up to `planner_concurrency` requests at once (the scenario's setting); every participant
+//! message takes a simulated service time ([`SimParticipant`]). The production LIS / NIS / GIS hold the state. Every committed plan
 //! must pass the production outcome checker.
 
 use std::sync::Arc;
