@@ -1,0 +1,63 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .availability_view import AvailabilityView
+from .extend_body import ExtendBody
+from .health import Health
+from .hold_result import HoldResult
+from .hold_view import HoldView
+from .job_body import JobBody
+from .job_placement import JobPlacement
+from .link import Link
+from .network_hold_body import NetworkHoldBody
+from .network_view import NetworkView
+from .node import Node
+from .plan_body import PlanBody
+from .plan_status import PlanStatus
+from .plan_view import PlanView
+from .problem import Problem
+from .problem_participant_error_type_0 import ProblemParticipantErrorType0
+from .reservation_method import ReservationMethod
+from .reservation_state import ReservationState
+from .reservation_view import ReservationView
+from .route_answer import RouteAnswer
+from .route_view import RouteView
+from .selection_policy import SelectionPolicy
+from .site import Site
+from .site_body import SiteBody
+from .site_hold_body import SiteHoldBody
+from .token_body import TokenBody
+from .token_view import TokenView
+from .transfer_body import TransferBody
+from .transfer_placement import TransferPlacement
+
+__all__ = (
+    "AvailabilityView",
+    "ExtendBody",
+    "Health",
+    "HoldResult",
+    "HoldView",
+    "JobBody",
+    "JobPlacement",
+    "Link",
+    "NetworkHoldBody",
+    "NetworkView",
+    "Node",
+    "PlanBody",
+    "PlanStatus",
+    "PlanView",
+    "Problem",
+    "ProblemParticipantErrorType0",
+    "ReservationMethod",
+    "ReservationState",
+    "ReservationView",
+    "RouteAnswer",
+    "RouteView",
+    "SelectionPolicy",
+    "Site",
+    "SiteBody",
+    "SiteHoldBody",
+    "TokenBody",
+    "TokenView",
+    "TransferBody",
+    "TransferPlacement",
+)

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="JobPlacement")
+
+
+@_attrs_define
+class JobPlacement:
+    """Where and when one job runs.
+
+    Attributes:
+        cpus (int):
+        end (datetime.datetime):
+        name (str):
+        site (str):
+        start (datetime.datetime):
+    """
+
+    cpus: int
+    end: datetime.datetime
+    name: str
+    site: str
+    start: datetime.datetime
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        cpus = self.cpus
+
+        end = self.end.isoformat()
+
+        name = self.name
+
+        site = self.site
+
+        start = self.start.isoformat()
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "cpus": cpus,
+                "end": end,
+                "name": name,
+                "site": site,
+                "start": start,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        cpus = d.pop("cpus")
+
+        end = datetime.datetime.fromisoformat(d.pop("end"))
+
+        name = d.pop("name")
+
+        site = d.pop("site")
+
+        start = datetime.datetime.fromisoformat(d.pop("start"))
+
+        job_placement = cls(
+            cpus=cpus,
+            end=end,
+            name=name,
+            site=site,
+            start=start,
+        )
+
+        job_placement.additional_properties = d
+        return job_placement
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
