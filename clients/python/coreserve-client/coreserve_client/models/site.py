@@ -11,7 +11,7 @@ T = TypeVar("T", bound="Site")
 
 @_attrs_define
 class Site:
-    """A compute resource: a cluster of identical nodes reserved in CPUs (SPEC section 1).
+    """A compute resource: a cluster of identical nodes reserved in CPUs (see docs/model.md).
 
     Attributes:
         cpus (int): Number of CPUs, > 0.
