@@ -505,7 +505,7 @@ enum Seen {
     Rejected,
     /// No final answer within [`REQUEST_DEADLINE`]: the last thing seen.
     Unanswered(String),
-    /// A 4xx other than 409.
+    /// A 4xx other than 409 and 429.
     Refused(u16, String),
 }
 
@@ -517,6 +517,7 @@ struct KeyRecord {
 #[derive(Default)]
 struct ClientStats {
     status_503: AtomicUsize,
+    status_429: AtomicUsize,
     status_5xx_other: AtomicUsize,
     transport_errors: AtomicUsize,
     attempts: AtomicUsize,
@@ -549,6 +550,12 @@ async fn send(c: &Client, planners: &[String], first: usize, key: &str, body: &V
                 last = format!("{} {}", r.status(), r.text().await.unwrap_or_default());
             }
             Ok(r) if r.status() == StatusCode::CONFLICT => last = "409 in progress".into(),
+            // The caller's limit of requests in flight (requests it gave up on after a timeout
+            // still count until the server answers them): retry later, as the API says.
+            Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS => {
+                stats.status_429.fetch_add(1, Ordering::Relaxed);
+                last = "429 too many in flight".into();
+            }
             Ok(r) => return Seen::Refused(r.status().as_u16(), r.text().await.unwrap_or_default()),
             Err(e) => {
                 stats.transport_errors.fetch_add(1, Ordering::Relaxed);
@@ -953,9 +960,10 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
     f.status_5xx_other = stats.status_5xx_other.load(Ordering::SeqCst);
     f.wall_s = t_run.elapsed().as_secs_f64();
     f.notes.push(format!(
-        "client attempts {}, transport errors/timeouts {}, other 5xx {}, refused {}, checker's other violations {}",
+        "client attempts {}, transport errors/timeouts {}, 429 (retried) {}, other 5xx {}, refused {}, checker's other violations {}",
         stats.attempts.load(Ordering::SeqCst),
         stats.transport_errors.load(Ordering::SeqCst),
+        stats.status_429.load(Ordering::SeqCst),
         f.status_5xx_other,
         f.refused,
         f.other_violations
