@@ -1,26 +1,43 @@
 //! The `coreserve` binary: see `coreserve --help`.
 
-use clap::Parser;
+use std::process::ExitCode;
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    match coreserve::cli::run(coreserve::cli::Cli::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+use clap::Parser;
+use coreserve::api::telemetry::{self, LogFormat};
+use coreserve::cli::{client::Exit, config_file, Cli, Command};
+
+fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Before any thread starts: the config file of `serve` becomes environment variables.
+    if let Err(e) = config_file::apply(&args) {
+        eprintln!("Error: {e:#}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(args);
+    telemetry::init(match &cli.command {
+        Command::Serve(a) => a.log_format,
+        _ => LogFormat::Text,
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(coreserve::cli::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
         // The client's exit codes (`coreserve plans --help`): the message says it all.
-        Err(e) => match e.downcast_ref::<coreserve::cli::client::Exit>() {
+        Err(e) => match e.downcast_ref::<Exit>() {
             Some(exit) => {
                 if !exit.message.is_empty() {
                     eprintln!("{}", exit.message);
                 }
-                std::process::ExitCode::from(exit.code)
+                ExitCode::from(exit.code)
             }
             None => {
                 eprintln!("Error: {e:?}");
-                std::process::ExitCode::FAILURE
+                ExitCode::FAILURE
             }
         },
     }

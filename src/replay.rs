@@ -1,6 +1,18 @@
-//! Request replay: the driver behind `coreserve plan`. Requests are handed out in arrival order
-//! to N planners that run concurrently over one in-process grid (each request to a seeded
-//! random planner), and the clock reads each request's submission time as it is dispatched.
+//! Request replay: the driver behind `coreserve plan`, `compare` and `demo`. Requests are handed
+//! out in arrival order to N planners that run concurrently over one in-process grid (each
+//! request to a seeded random planner), and the clock reads each request's submission time as
+//! it is dispatched.
+//!
+//! Two ways to run the planners:
+//! - **deterministic** (the default): every planner on one thread (a current-thread tokio
+//!   runtime of the replay's own), each participant message preceded by a yield
+//!   ([`Yielding`]), so the planners interleave message by message in an order fixed by the
+//!   requests and the seed: the same outcomes on every run and machine (but for the random
+//!   hold ids a rejection's reason may name, and the wall-clock `planning_ms`). This is the
+//!   simulator's dispatch with zero message latency and no clock of its own.
+//! - **racing** ([`ReplayOptions::racing`]): the planners run on the caller's runtime, on real
+//!   threads, and race for the participants as real processes would; outcomes vary from run
+//!   to run (a contention test, not a measurement).
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -16,6 +28,7 @@ use crate::local::{LocalGrid, DEFAULT_LEASE_S};
 use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 use crate::planner::{Planner, PlannerConfig};
+use crate::protocol::{Participant, Yielding};
 
 /// Settings of one replay.
 #[derive(Debug, Clone)]
@@ -28,11 +41,15 @@ pub struct ReplayOptions {
     pub w_interval_s: i64,
     pub routing: Routing,
     pub lease_s: i64,
-    /// Show a progress bar (only drawn when stderr is a terminal).
-    pub progress: bool,
+    /// Counts the replayed requests (one `inc` per outcome; never finished here, so several
+    /// replays may share one bar). Hidden by default; see [`progress_bar`].
+    pub progress: ProgressBar,
     /// Reservations that ended this long before the replayed "now" are pruned from the
     /// calendars (every 512 requests).
     pub prune_after_s: i64,
+    /// Planners race on the caller's runtime (real threads; outcomes vary) instead of
+    /// interleaving deterministically on one thread (see the module docs).
+    pub racing: bool,
 }
 
 impl Default for ReplayOptions {
@@ -45,38 +62,55 @@ impl Default for ReplayOptions {
             w_interval_s: 1800,
             routing: Routing::Shortest,
             lease_s: DEFAULT_LEASE_S,
-            progress: false,
+            progress: ProgressBar::hidden(),
             prune_after_s: 7 * 86_400,
+            racing: false,
         }
     }
 }
 
 /// Replays `requests` (sorted by `submitted_at` first) on a fresh in-process copy of `grid`.
-/// Returns one outcome per request, in arrival order.
-pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOptions) -> Vec<Outcome> {
+/// Returns one outcome per request, in arrival order. Deterministic unless
+/// [`ReplayOptions::racing`]: then on the caller's runtime, else on a thread of its own.
+pub async fn replay(grid: &Grid, requests: Vec<PlanRequest>, opts: &ReplayOptions) -> Vec<Outcome> {
+    if opts.racing {
+        return replay_here(grid, requests, opts).await;
+    }
+    let (grid, opts) = (grid.clone(), opts.clone());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("a current-thread runtime");
+        let _ = tx.send(rt.block_on(replay_here(&grid, requests, &opts)));
+    });
+    rx.await.expect("the replay thread panicked")
+}
+
+/// [`replay`] on the current runtime.
+async fn replay_here(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOptions) -> Vec<Outcome> {
     requests.sort_by_key(PlanRequest::submitted_at);
     let clock = Arc::new(ManualClock::new(requests.first().map_or(0, PlanRequest::submitted_at)));
     let local = LocalGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
+    let mut services = local.services();
+    if !opts.racing {
+        // Interleave the planners message by message (on one thread, in a fixed order).
+        for p in services.lis.values_mut() {
+            *p = Arc::new(Yielding(p.clone())) as Arc<dyn Participant>;
+        }
+        services.nis = Arc::new(Yielding(services.nis.clone()));
+    }
     let template = PlannerConfig {
         w_interval_s: opts.w_interval_s,
         policy: opts.policy,
         method: opts.method,
         ..Default::default()
     };
-    let planners = Planner::pool(opts.planners.max(1), &template, &local.services(), |p| {
+    let planners = Planner::pool(opts.planners.max(1), &template, &services, |p| {
         opts.seed.wrapping_mul(1_000_003).wrapping_add(p as u64)
     });
-    let bar = if opts.progress && std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(requests.len() as u64);
-        b.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} plans {per_sec} eta {eta}").expect("template"));
-        b
-    } else {
-        ProgressBar::hidden()
-    };
     // One request per planner at a time, one waiting: requests are handed out as planners free
     // up, so the replayed clock never runs far ahead of the plans being made.
     let d = Dispatch { seed: opts.seed, concurrency: 1, queue_capacity: 1 };
-    dispatch(planners, Arc::new(requests), &d, bar, |i, r| {
+    dispatch(planners, Arc::new(requests), &d, opts.progress.clone(), |i, r| {
         clock.advance_to(r.submitted_at());
         if i % 512 == 511 {
             local.prune_before(r.submitted_at() - opts.prune_after_s);
@@ -84,6 +118,20 @@ pub async fn replay(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOp
         std::future::ready(())
     })
     .await
+}
+
+/// A progress bar of `len` plan requests with `label`, drawn on stderr only when it is a
+/// terminal (hidden in pipes and CI logs).
+pub fn progress_bar(len: u64, label: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template(&format!("{label} {{bar:40}} {{pos}}/{{len}} plans {{per_sec}} eta {{eta}}"))
+            .expect("a valid template"),
+    );
+    b
 }
 
 /// How [`dispatch`] hands requests to planners.
@@ -100,7 +148,7 @@ pub struct Dispatch {
 /// Hands `requests`, in order, each to a seeded random planner, after awaiting
 /// `arrive(index, request)` (advance a replay clock, or sleep until the arrival on virtual
 /// time). Each planner works on up to `concurrency` requests at once. Returns the outcomes in
-/// request order; `bar` counts them. The one request driver of `coreserve plan` and of the
+/// request order; `bar` counts them (the caller finishes it). The one request driver of `coreserve plan` and of the
 /// simulator.
 pub async fn dispatch<F, Fut>(
     planners: Vec<Planner>,
@@ -144,7 +192,6 @@ where
             outcomes[i] = Some(o);
             bar.inc(1);
         }
-        bar.finish_and_clear();
         outcomes.into_iter().map(|o| o.expect("every request answered")).collect::<Vec<_>>()
     });
     let mut pick = ChaCha8Rng::seed_from_u64(d.seed);

@@ -764,3 +764,180 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "HEAD is authenticated like GET");
     assert_eq!(r.headers()["content-type"], "application/problem+json");
 }
+
+// ---- The command line client and `serve --config` (real processes) ----
+
+/// `coreserve ARGS` with `env`, off the runtime's thread: (exit code, stdout, stderr).
+async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let (args, env): (Vec<String>, Vec<(String, String)>) =
+        (args.iter().map(|a| a.to_string()).collect(), env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    tokio::task::spawn_blocking(move || {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+            .args(&args)
+            .env_remove("CORESERVE_URL")
+            .env_remove("CORESERVE_TOKEN")
+            .envs(env)
+            .output()
+            .unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    })
+    .await
+    .unwrap()
+}
+
+/// The client commands the issue names, their tables, `--json`, problem details and exit
+/// codes (0 done, 1 unreachable, 3 rejected, 4 refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
+    let app = spawn().await;
+    let token = app.token("alice", false).await;
+    let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", token.as_str())];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("wf.json");
+    std::fs::write(&file, workflow().to_string()).unwrap();
+    let file = file.to_str().unwrap();
+
+    // One request, JSON out; the same key again answers the same plan.
+    let (code, out, err) = coreserve(&["plans", "submit", file, "--idempotency-key", "k-1", "--json"], &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let plan: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap().to_string();
+    let (code, out, _) = coreserve(&["plans", "submit", file, "--idempotency-key", "k-1"], &env).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with(&format!("plan {id}")) && out.contains("COMMITTED"), "{out}");
+    for job in ["A ", "B "] {
+        assert!(out.lines().any(|l| l.starts_with(job) && (l.contains("s1") || l.contains("s2"))), "job table: {out}");
+    }
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1, "booked once");
+
+    // A dry run plans and books nothing.
+    let (code, out, _) = coreserve(&["plans", "submit", file, "--dry-run", "--json"], &env).await;
+    assert_eq!((code, serde_json::from_str::<Value>(&out).unwrap()["status"].clone()), (0, json!("planned")));
+
+    // list, show, cancel.
+    let (code, out, _) = coreserve(&["plans", "list"], &env).await;
+    assert_eq!(code, 0);
+    assert!(out.lines().next().unwrap().starts_with("plan") && out.contains(&id) && out.contains("committed"), "{out}");
+    let (_, out, _) = coreserve(&["plans", "list", "--json", "--status", "committed"], &env).await;
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap().as_array().unwrap().len(), 1);
+    let (code, out, _) = coreserve(&["plans", "show", &id], &env).await;
+    assert!(code == 0 && out.contains("transfer") && out.contains("A -> B"), "{out}");
+    let (code, out, _) = coreserve(&["plans", "cancel", &id], &env).await;
+    assert_eq!((code, out.trim()), (0, format!("plan {id} cancelled").as_str()));
+
+    // Problems: plainly on stderr, with exit codes scripts can test.
+    let (code, _, err) = coreserve(&["plans", "show", "00000000-0000-0000-0000-000000000000"], &env).await;
+    assert!(code == 4 && err.starts_with("error: 404"), "{code} {err}");
+    let (code, _, err) = coreserve(&["plans", "list", "--server", &app.base], &[]).await;
+    assert!(code == 4 && err.contains("401"), "no token: {code} {err}");
+    let (code, _, err) = coreserve(&["sites", "--server", "http://127.0.0.1:1"], &[]).await;
+    assert!(code == 1 && err.contains("did not answer"), "unreachable: {code} {err}");
+    let mut too_big = workflow();
+    too_big["jobs"][0]["cpus"] = json!(40);
+    let big = dir.path().join("big.json");
+    std::fs::write(&big, too_big.to_string()).unwrap();
+    let (code, out, _) = coreserve(&["plans", "submit", big.to_str().unwrap()], &env).await;
+    assert!(code == 3 && out.contains("REJECTED") && out.contains("reason:"), "rejected: {code} {out}");
+    let mut bad = workflow();
+    bad["jobs"][0]["cpus"] = json!(0);
+    let bad_file = dir.path().join("bad.json");
+    std::fs::write(&bad_file, bad.to_string()).unwrap();
+    let (code, _, err) = coreserve(&["plans", "submit", bad_file.to_str().unwrap()], &env).await;
+    assert!(code == 4 && err.contains("422"), "invalid: {code} {err}");
+
+    // JSON lines: many requests, one table, the worst exit code.
+    let lines: String = (0..3)
+        .map(|i| {
+            let mut r = workflow();
+            r["id"] = json!(format!("line-{i}"));
+            format!("{r}\n")
+        })
+        .collect::<String>()
+        + &format!("{too_big}\n");
+    let many = dir.path().join("many.jsonl");
+    std::fs::write(&many, lines).unwrap();
+    let (code, out, err) = coreserve(&["plans", "submit", many.to_str().unwrap(), "--idempotency-key", "batch"], &env).await;
+    assert_eq!(code, 3, "one of four rejected: {out}{err}");
+    assert!(out.contains("line-0") && out.contains("line-2") && out.contains("3 committed, 1 rejected"), "{out}");
+
+    // sites, availability, route.
+    let (code, out, _) = coreserve(&["sites"], &env).await;
+    assert!(code == 0 && ["s1", "s2", "s3", "bsd"].iter().all(|w| out.contains(w)), "{out}");
+    let (code, out, _) = coreserve(&["availability", "s1", "--cpus", "4", "--duration-s", "3600"], &env).await;
+    assert!(code == 0 && out.contains("earliest start of 4 CPUs"), "{out}");
+    let (code, out, _) = coreserve(&["route", "s1", "s2", "--bandwidth-mbps", "100", "--json"], &env).await;
+    assert_eq!(code, 0);
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["route"]["links"], json!(["l1"]));
+}
+
+/// `serve --config FILE`: the file's settings apply; the environment wins over the file and the
+/// command line over both; `log_format = "json"` writes one JSON object per stderr line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_reads_a_config_file_below_the_environment_and_the_command_line() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&common::grid()).unwrap()).unwrap();
+    let config = dir.path().join("coreserve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "grid = {:?}\nlisten = \"127.0.0.1:1\"\nadmin_token = \"file-admin\"\nhorizon_days = 30\nw_interval_s = 60\nlog_format = \"json\"\nplanners = 2\n",
+            grid.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    coreserve::protocol::http::install_crypto_provider();
+    /// Kills the server also when an assertion fails.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .env("CORESERVE_HORIZON_DAYS", "2")
+        .env("RUST_LOG", "info")
+        .env_remove("DATABASE_URL")
+        .env_remove("CORESERVE_ADMIN_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let child = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                let _ = tx.send(url.trim_end_matches(['"', ',']).to_string());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let base = rx.recv_timeout(Duration::from_secs(60)).expect("serve started");
+    let client = Client::new();
+    let get = |token: &'static str| client.get(format!("{base}/v1/plans")).bearer_auth(token).send();
+    assert_eq!(get("file-admin").await.unwrap().status(), StatusCode::OK, "the file's admin token");
+    let mut body = workflow();
+    body["deadline"] = json!(in_hours(24 * 10));
+    let r = client.post(format!("{base}/v1/plans?dry_run=true")).bearer_auth("file-admin").json(&body).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "10 days is beyond the environment's 2-day horizon (the file says 30)");
+    drop(child);
+    let lines = reader.join().unwrap();
+    assert!(lines.len() >= 2, "{lines:?}");
+    for line in lines.iter().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{line}");
+    }
+
+    // An unknown key is refused before anything starts, by name.
+    std::fs::write(&config, "listn = \"127.0.0.1:0\"\n").unwrap();
+    let (code, _, err) = coreserve(&["serve", "--config", config.to_str().unwrap()], &[]).await;
+    assert!(code == 2 && err.contains("unknown setting `listn`"), "{code} {err}");
+}

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use coreserve::check::check_outcomes;
 use coreserve::grid::{import_graphml, ImportOptions};
-use coreserve::model::{Grid, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
+use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
 use coreserve::replay::{replay, ReplayOptions, Summary};
 use coreserve::workload::{generate, procs_of, read_swf, AppKind, WorkloadParams};
 
@@ -61,7 +61,8 @@ async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
         for &method in ReservationMethod::ALL {
             // the paper's two methods and bbr-overlay
             for &policy in SelectionPolicy::ALL {
-                let opts = ReplayOptions { planners: 3, policy, method, seed: 9, ..Default::default() };
+                // Racing planners on real threads: the contention of separate processes.
+                let opts = ReplayOptions { planners: 3, policy, method, seed: 9, racing: true, ..Default::default() };
                 let outcomes = replay(&g, reqs.clone(), &opts).await;
                 assert_eq!(outcomes.len(), reqs.len());
                 let violations = check_outcomes(&g, &reqs, &outcomes, opts.w_interval_s);
@@ -88,6 +89,38 @@ async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
                 rate(ReservationMethod::Bir, p),
                 rate(ReservationMethod::Bbr, p)
             );
+        }
+    }
+}
+
+/// The outcomes of a replay without their wall-clock planning times and with the random hold
+/// and transaction ids that a rejection's reason may name replaced by `<id>`.
+fn without_timings(outcomes: Vec<Outcome>) -> Vec<Outcome> {
+    let scrub = |r: String| {
+        r.split(' ').map(|w| if uuid::Uuid::parse_str(w).is_ok() { "<id>" } else { w }).collect::<Vec<_>>().join(" ")
+    };
+    outcomes.into_iter().map(|o| Outcome { planning_ms: 0.0, reason: o.reason.map(scrub), ..o }).collect()
+}
+
+/// The default (deterministic) replay gives the same outcomes every time for the same
+/// requests and seed, while its 3 planners still compete (every planner serves requests, and
+/// BIR holds of one planner make another back off).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deterministic_replays_give_identical_outcomes() {
+    let g = geant();
+    for &kind in AppKind::ALL {
+        let reqs = requests(&g, kind, 300, 1.5);
+        for &method in ReservationMethod::PAPER {
+            let opts = ReplayOptions { planners: 3, policy: SelectionPolicy::Random, method, seed: 9, ..Default::default() };
+            let first = without_timings(replay(&g, reqs.clone(), &opts).await);
+            let second = without_timings(replay(&g, reqs.clone(), &opts).await);
+            if let Some(i) = (0..first.len()).find(|&i| first[i] != second[i]) {
+                panic!("{kind} {method}: two deterministic replays differ at request {i}:\n{:?}\n{:?}", first[i], second[i]);
+            }
+            let planners: std::collections::BTreeSet<&str> = first.iter().map(|o| o.planner.as_str()).collect();
+            assert_eq!(planners.len(), 3, "{kind} {method}: every planner served requests");
+            let other_seed = without_timings(replay(&g, reqs.clone(), &ReplayOptions { seed: 10, ..opts.clone() }).await);
+            assert!(first != other_seed, "{kind} {method}: the seed changes the replay");
         }
     }
 }
@@ -169,4 +202,29 @@ fn command_line_round_trip_on_real_files() {
         .unwrap();
     assert!(!o.status.success());
     assert!(!out("never.jsonl").exists());
+}
+
+/// `coreserve demo` (defaults: 1000 requests of each kind, seed 1) prints exactly the table that
+/// README.md shows: the replays are deterministic whatever the process's hashing, the thread
+/// timing or the machine.
+#[test]
+fn demo_prints_the_table_of_the_readme() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["demo", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "coreserve demo failed:\n{stdout}{}", String::from_utf8_lossy(&o.stderr));
+    let table = |text: &str| -> Vec<String> {
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines.iter().position(|l| l.starts_with("workload ")).expect("a table");
+        lines[start..].iter().take_while(|l| !l.trim().is_empty() && !l.starts_with("```")).map(|l| l.to_string()).collect()
+    };
+    let printed = table(&stdout);
+    assert_eq!(printed.len(), 17, "a header and 16 variants:\n{stdout}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    assert_eq!(table(&readme), printed, "README.md's demo table is not what `coreserve demo` prints");
 }

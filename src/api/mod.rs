@@ -36,6 +36,7 @@ pub mod problem;
 pub mod routes;
 pub mod startup;
 pub mod state;
+pub mod telemetry;
 
 pub use config::{RemoteServices, Role, ServeConfig, DEFAULT_CLAIM_LEASE_S};
 pub use startup::Application;

@@ -100,7 +100,9 @@ impl Application {
         let addr = listener.local_addr()?;
         if tls.is_none() && role != super::Role::All && !addr.ip().is_loopback() {
             tracing::warn!(%addr, "a separated role listens without TLS on a non-loopback address: tokens and bookings cross the network in clear (use --tls-cert and --tls-key)");
-            eprintln!("warning: role {role:?} listens on {addr} without TLS; use --tls-cert and --tls-key across administrative domains");
+            super::telemetry::notice(&format!(
+                "warning: role {role:?} listens on {addr} without TLS; use --tls-cert and --tls-key across administrative domains"
+            ));
         }
         let workers = config.workers;
         let sweep_every = std::time::Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
@@ -109,10 +111,10 @@ impl Application {
         let (restored, recovery) = state.recover().await?;
         if restored > 0 || recovery != Default::default() {
             tracing::info!(restored, committed = recovery.committed, compensated = recovery.compensated, "recovered");
-            eprintln!(
+            super::telemetry::notice(&format!(
                 "recovered: {restored} holds and reservations from the journal; in-doubt transactions: {} committed, {} compensated",
                 recovery.committed, recovery.compensated
-            );
+            ));
         }
         let sweeper = state.clone();
         tokio::spawn(async move {

@@ -4,6 +4,7 @@
 //! ([`crate::check`]).
 
 pub mod client;
+pub mod config_file;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -168,6 +169,14 @@ pub struct PlannerArgs {
     /// Prune reservations that ended this long before the replayed time.
     #[arg(long, default_value_t = 7 * 86_400)]
     prune_after_s: i64,
+    /// Let the planners race on real threads (a contention test: outcomes vary from run to
+    /// run). By default they interleave message by message on one thread, in an order fixed by
+    /// the requests and --seed: the same table on every run and machine.
+    #[arg(long)]
+    racing: bool,
+    /// Also print planning times (wall clock: they vary from run to run and machine to machine).
+    #[arg(long)]
+    timings: bool,
 }
 
 impl PlannerArgs {
@@ -180,8 +189,9 @@ impl PlannerArgs {
             w_interval_s: self.w_interval_s,
             routing: self.routing,
             lease_s: self.lease_s,
-            progress: true,
+            progress: indicatif::ProgressBar::hidden(),
             prune_after_s: self.prune_after_s,
+            racing: self.racing,
         }
     }
 }
@@ -233,25 +243,35 @@ pub struct DemoArgs {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// A TOML file of settings: every flag of `serve` under its long name with `_` for `-`
+    /// (`w_interval_s = 1800`, `lis = ["s1=https://..."]`, switches as booleans), plus
+    /// `database_url`. Precedence: command line > environment (`CORESERVE_<NAME>`,
+    /// `DATABASE_URL`) > this file > defaults. An unknown key is an error.
+    #[arg(long, env = "CORESERVE_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log lines as text (default) or as one JSON object per line (timestamp, level, target,
+    /// fields) on stderr; RUST_LOG sets the filter (default warn).
+    #[arg(long, env = "CORESERVE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: crate::api::telemetry::LogFormat,
     /// The grid (sites and topology) to serve (every role but `planner`); saved in the store.
     /// Without it, the grid saved by an earlier start on the same DATABASE_URL is served.
-    #[arg(long)]
+    #[arg(long, env = "CORESERVE_GRID")]
     grid: Option<PathBuf>,
     /// What this process serves: all (one process), lis (one site, --site), nis, gis, or
     /// planner (over remote participants: --gis, --nis, --lis).
-    #[arg(long, value_enum, default_value = "all")]
+    #[arg(long, value_enum, default_value = "all", env = "CORESERVE_ROLE")]
     role: ServeRole,
     /// The site of a `lis` process.
-    #[arg(long)]
+    #[arg(long, env = "CORESERVE_SITE")]
     site: Option<String>,
     /// Base URL of the GIS (`planner` role), e.g. http://127.0.0.1:8090.
-    #[arg(long)]
+    #[arg(long, env = "CORESERVE_GIS")]
     gis: Option<String>,
     /// Base URL of the NIS (`planner` role).
-    #[arg(long)]
+    #[arg(long, env = "CORESERVE_NIS")]
     nis: Option<String>,
     /// SITE=URL: the LIS of a site (`planner` role; once per site).
-    #[arg(long = "lis", value_name = "SITE=URL")]
+    #[arg(long = "lis", value_name = "SITE=URL", env = "CORESERVE_LIS", value_delimiter = ',')]
     lis: Vec<String>,
     /// Bootstrap token shared by the processes of a separated deployment: participants accept
     /// it as a service token (principal `service`); planners without --participant-token send
@@ -282,47 +302,47 @@ pub struct ServeArgs {
     /// The PEM private key of --tls-client-cert.
     #[arg(long, env = "CORESERVE_TLS_CLIENT_KEY", requires = "tls_client_cert")]
     tls_client_key: Option<PathBuf>,
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080", env = "CORESERVE_LISTEN")]
     listen: String,
     /// Planners in the pool (each request goes to the least busy one).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, env = "CORESERVE_PLANNERS")]
     planners: usize,
     /// Hold lease in seconds.
-    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S)]
+    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S, env = "CORESERVE_LEASE_S")]
     lease_s: i64,
     /// Plans start no earlier than receipt + this.
-    #[arg(long, default_value_t = 1800)]
+    #[arg(long, default_value_t = 1800, env = "CORESERVE_W_INTERVAL_S")]
     w_interval_s: i64,
-    #[arg(long, default_value = "time")]
+    #[arg(long, default_value = "time", env = "CORESERVE_POLICY")]
     policy: SelectionPolicy,
-    #[arg(long, default_value = "bir")]
+    #[arg(long, default_value = "bir", env = "CORESERVE_MODE")]
     mode: ReservationMethod,
     /// NIS routing: shortest, widest or widest:K.
-    #[arg(long, default_value = "shortest")]
+    #[arg(long, default_value = "shortest", env = "CORESERVE_ROUTING")]
     routing: Routing,
     /// Request timestamps must lie within this many days of now.
-    #[arg(long, default_value_t = 365)]
+    #[arg(long, default_value_t = 365, env = "CORESERVE_HORIZON_DAYS")]
     horizon_days: i64,
     /// The admin bearer token (also read from CORESERVE_ADMIN_TOKEN);
     /// without one, a token is generated and printed once.
     #[arg(long, env = "CORESERVE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     /// actix worker threads (default: one per core).
-    #[arg(long)]
+    #[arg(long, env = "CORESERVE_WORKERS")]
     workers: Option<usize>,
     /// Seconds an idempotency key's or a decided transaction's claim lives without renewal:
     /// another planner process takes over the work of one that stopped (crashed, stalled)
     /// after this long.
-    #[arg(long, default_value_t = crate::api::DEFAULT_CLAIM_LEASE_S)]
+    #[arg(long, default_value_t = crate::api::DEFAULT_CLAIM_LEASE_S, env = "CORESERVE_CLAIM_LEASE_S")]
     claim_lease_s: i64,
     /// This process's name in claims and logs (default: ROLE@LISTEN#PID).
-    #[arg(long)]
+    #[arg(long, env = "CORESERVE_INSTANCE")]
     instance: Option<String>,
     /// At most this many plan requests of one user in flight at once (429 beyond).
-    #[arg(long, default_value_t = crate::api::config::DEFAULT_MAX_IN_FLIGHT_PER_USER)]
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_MAX_IN_FLIGHT_PER_USER, env = "CORESERVE_MAX_IN_FLIGHT_PER_USER")]
     max_in_flight_per_user: usize,
     /// At most this many plan requests plan at once, shared fairly between users.
-    #[arg(long, default_value_t = crate::api::config::DEFAULT_PLANNING_SLOTS)]
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_PLANNING_SLOTS, env = "CORESERVE_PLANNING_SLOTS")]
     planning_slots: usize,
 }
 
@@ -372,6 +392,9 @@ fn serve_role(a: &ServeArgs) -> Result<(crate::api::Role, Option<crate::model::G
 /// `coreserve serve`.
 async fn serve(a: ServeArgs) -> Result<()> {
     use crate::api::{Application, ServeConfig};
+    if let Some(file) = &a.config {
+        tracing::info!(config = %file.display(), "settings read from the config file (command line and environment take precedence)");
+    }
     if a.planners == 0
         || a.lease_s <= 0
         || a.w_interval_s < 0
@@ -418,14 +441,14 @@ async fn serve(a: ServeArgs) -> Result<()> {
         Some(url) => {
             let store = crate::store::PgStore::connect(&url).await.context("connecting to DATABASE_URL")?;
             tracing::info!("store: postgres (everything persists)");
-            eprintln!(
-                "store: postgres (DATABASE_URL): grid, holds, reservations, decisions, plans, keys and tokens persist"
+            crate::api::telemetry::notice(
+                "store: postgres (DATABASE_URL): grid, holds, reservations, decisions, plans, keys and tokens persist",
             );
             std::sync::Arc::new(store)
         }
         None => {
             tracing::warn!("store: memory (no DATABASE_URL); plans, tokens and bookings do not survive a restart");
-            eprintln!("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
+            crate::api::telemetry::notice("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
             std::sync::Arc::new(crate::store::MemoryStore::new())
         }
     };
@@ -447,11 +470,11 @@ async fn serve(a: ServeArgs) -> Result<()> {
     let listen = config.listen.clone();
     let app = Application::build(config, g, store).await?;
     if let Some(t) = app.generated_admin_token() {
-        eprintln!("admin token (shown once, not stored in clear): {t}");
+        crate::api::telemetry::notice(&format!("admin token (shown once, not stored in clear): {t}"));
     }
     let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
-    eprintln!(
-        "coreserve ({role_name}) serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)"
+    crate::api::telemetry::notice(
+        &format!("coreserve ({role_name}) serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)"),
     );
     app.run_until_stopped().await?;
     Ok(())
@@ -516,17 +539,23 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Plan(a) => {
             let g = grid::load_grid(&a.grid)?;
             let reqs = workload::read_jsonl(&a.requests)?;
-            let (outcomes, summary, violations) = run_variant(&g, &reqs, &a.planner.options(a.policy, a.mode)).await;
+            let variant = format!("{}-{}", a.mode, a.policy);
+            let opts = ReplayOptions {
+                progress: crate::replay::progress_bar(reqs.len() as u64, &variant),
+                ..a.planner.options(a.policy, a.mode)
+            };
+            let (outcomes, summary, violations) = run_variant(&g, &reqs, &opts).await;
+            opts.progress.finish_and_clear();
             write_outcomes(&outcomes, &a.out)?;
-            print_summary(&format!("{}-{}", a.mode, a.policy), &summary, violations);
+            print_summary(&variant, &summary, violations, a.planner.timings);
             println!("outcomes: {}", a.out.display());
             ensure_clean(violations)
         }
         Command::Compare(a) => {
             let g = grid::load_grid(&a.grid)?;
             let reqs = workload::read_jsonl(&a.requests)?;
-            let rows = compare(&g, &reqs, &a.planner, a.out_dir.as_deref()).await?;
-            print_table(&[("requests".to_string(), rows)]);
+            let rows = compare(&g, &reqs, &a.planner, a.out_dir.as_deref(), "compare").await?;
+            print_table(&[("requests".to_string(), rows)], a.planner.timings);
             Ok(())
         }
         Command::Demo(a) => demo(a).await,
@@ -598,72 +627,73 @@ fn write_outcomes(outcomes: &[Outcome], path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn print_summary(variant: &str, s: &Summary, violations: usize) {
+fn print_summary(variant: &str, s: &Summary, violations: usize, timings: bool) {
     println!(
         "{variant}: requests {}, committed {}, success rate {:.3}, mean cost {:.2}, average cost {:.3} per CPU-hour, \
-         planning time p50 {:.3} ms p99 {:.3} ms, messages {}, holds aborted {}, checker violations {violations}",
-        s.requests,
-        s.committed,
-        s.success_rate,
-        s.mean_cost,
-        s.average_cost_per_cpu_hour,
-        s.planning_ms_p50,
-        s.planning_ms_p99,
-        s.messages,
-        s.holds_aborted
+         messages {}, holds aborted {}, checker violations {violations}",
+        s.requests, s.committed, s.success_rate, s.mean_cost, s.average_cost_per_cpu_hour, s.messages, s.holds_aborted
     );
+    if timings {
+        println!("{variant}: planning time p50 {:.3} ms, p99 {:.3} ms (wall clock)", s.planning_ms_p50, s.planning_ms_p99);
+    }
 }
 
 /// One row of a comparison: variant name, summary, violations.
 type Row = (String, Summary, usize);
 
-async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Option<&Path>) -> Result<Vec<Row>> {
+/// Replays `reqs` with every variant of the paper (BBR / BIR x the four policies) and checks
+/// each batch. Deterministic replays run side by side, one per core (each on a thread of its
+/// own, so the order and the figures do not change); racing ones one after the other, so that
+/// only their own planners compete. One progress bar, labelled `label`, counts every plan.
+async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Option<&Path>, label: &str) -> Result<Vec<Row>> {
+    use futures::StreamExt;
+    let variants: Vec<(ReservationMethod, SelectionPolicy)> = ReservationMethod::PAPER
+        .iter()
+        .flat_map(|&m| SelectionPolicy::ALL.iter().map(move |&p| (m, p)))
+        .collect();
+    let bar = crate::replay::progress_bar((variants.len() * reqs.len()) as u64, label);
+    let parallel = if args.racing { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
+    let results: Vec<(String, (Vec<Outcome>, Summary, usize))> = futures::stream::iter(variants)
+        .map(|(method, policy)| {
+            let opts = ReplayOptions { progress: bar.clone(), ..args.options(policy, method) };
+            async move { (format!("{method}-{policy}"), run_variant(g, reqs, &opts).await) }
+        })
+        .buffered(parallel)
+        .collect()
+        .await;
+    bar.finish_and_clear();
     let mut rows = Vec::new();
-    for &method in ReservationMethod::PAPER {
-        for &policy in SelectionPolicy::ALL {
-            let name = format!("{method}-{policy}");
-            let (outcomes, summary, violations) = run_variant(g, reqs, &args.options(policy, method)).await;
-            if let Some(dir) = out_dir {
-                write_outcomes(&outcomes, &dir.join(format!("outcomes-{name}.jsonl")))?;
-            }
-            ensure_clean(violations)?;
-            rows.push((name, summary, violations));
+    for (name, (outcomes, summary, violations)) in results {
+        if let Some(dir) = out_dir {
+            write_outcomes(&outcomes, &dir.join(format!("outcomes-{name}.jsonl")))?;
         }
+        ensure_clean(violations)?;
+        rows.push((name, summary, violations));
     }
     Ok(rows)
 }
 
-fn print_table(groups: &[(String, Vec<Row>)]) {
-    println!(
-        "\n{:<13} {:<9} {:>8} {:>9} {:>8} {:>12} {:>9} {:>9} {:>10} {:>8} {:>10}",
-        "workload",
-        "variant",
-        "requests",
-        "committed",
-        "success",
-        "avg cost/h",
-        "p50 ms",
-        "p99 ms",
-        "messages",
-        "aborted",
-        "violations"
+/// The comparison table: deterministic columns (see [`ReplayOptions::racing`]), then, with
+/// `timings`, the wall-clock planning times.
+fn print_table(groups: &[(String, Vec<Row>)], timings: bool) {
+    print!(
+        "\n{:<13} {:<10} {:>8} {:>9} {:>8} {:>12} {:>10} {:>8} {:>10}",
+        "workload", "variant", "requests", "committed", "success", "avg cost/h", "messages", "aborted", "violations"
     );
+    if timings {
+        print!(" {:>9} {:>9}", "p50 ms", "p99 ms");
+    }
+    println!();
     for (kind, rows) in groups {
         for (name, s, v) in rows {
-            println!(
-                "{:<13} {:<9} {:>8} {:>9} {:>8.3} {:>12.3} {:>9.3} {:>9.3} {:>10} {:>8} {:>10}",
-                kind,
-                name,
-                s.requests,
-                s.committed,
-                s.success_rate,
-                s.average_cost_per_cpu_hour,
-                s.planning_ms_p50,
-                s.planning_ms_p99,
-                s.messages,
-                s.holds_aborted,
-                v
+            print!(
+                "{:<13} {:<10} {:>8} {:>9} {:>8.3} {:>12.3} {:>10} {:>8} {:>10}",
+                kind, name, s.requests, s.committed, s.success_rate, s.average_cost_per_cpu_hour, s.messages, s.holds_aborted, v
             );
+            if timings {
+                print!(" {:>9.3} {:>9.3}", s.planning_ms_p50, s.planning_ms_p99);
+            }
+            println!();
         }
     }
 }
@@ -690,10 +720,10 @@ async fn demo(a: DemoArgs) -> Result<()> {
         println!("{kind}: {} requests from SDSC-BLUE at offered load {} -> {}", reqs.len(), a.load, path.display());
         let dir = a.out.join(kind.to_string());
         std::fs::create_dir_all(&dir)?;
-        let rows = compare(&g, &reqs, &a.planner, Some(&dir)).await?;
+        let rows = compare(&g, &reqs, &a.planner, Some(&dir), &kind.to_string()).await?;
         groups.push((kind.to_string(), rows));
     }
-    print_table(&groups);
+    print_table(&groups, a.planner.timings);
     println!("\nEvery committed plan of every variant passed the outcome checker (no site or link over capacity at any instant).");
     println!("outputs: {}", a.out.display());
     Ok(())
