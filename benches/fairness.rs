@@ -17,8 +17,9 @@
 //! the calendars are the same in every phase and the phases differ only by the admission. The
 //! small request's latency is the client's (send to answer). Writes its section of BENCHMARKS.md.
 //!
-//! Environment: `CORESERVE_FAIRNESS_SMALL` (requests of the small user per phase, 60),
-//! `CORESERVE_FAIRNESS_FLOOD` (flood clients, 24).
+//! Environment: `CORESERVE_FAIRNESS_SMALL` (requests of the small user per phase, 200),
+//! `CORESERVE_FAIRNESS_FLOOD` (flood clients, 24), `CORESERVE_FAIRNESS_HEAVY_CPUS` (CPUs per
+//! job of a flood request, 4).
 
 #[path = "report.rs"]
 mod report;
@@ -50,9 +51,7 @@ fn ts(offset_s: i64) -> String {
 /// A 4-job diamond workflow (A -> B, C -> D), 8 CPUs a job, 100 Mbit/s transfers.
 fn small_request(i: usize) -> Value {
     let job = |name: &str, offset_s: i64| json!({"name": name, "os": "linux", "cpus": 8, "offset_s": offset_s, "duration_s": 3600});
-    let transfer = |from: &str, to: &str, offset_s: i64| {
-        json!({"from": from, "to": to, "bandwidth_mbps": 100, "offset_s": offset_s, "duration_s": 600})
-    };
+    let transfer = |from: &str, to: &str, offset_s: i64| json!({"from": from, "to": to, "bandwidth_mbps": 100, "offset_s": offset_s, "duration_s": 600});
     json!({
         "id": format!("small-{i}"),
         "deadline": ts(2 * 86_400),
@@ -61,11 +60,12 @@ fn small_request(i: usize) -> Value {
     })
 }
 
-/// A 64-job co-allocation (16 CPUs a job, all for the same hour) with a transfer between every
-/// two consecutive jobs: the heaviest request the service admits.
+/// A 64-job co-allocation (`HEAVY_CPUS` CPUs a job, all for the same hour) with a transfer
+/// between every two consecutive jobs: the largest request the service admits.
 fn heavy_request(i: u64) -> Value {
+    let cpus = env_or("CORESERVE_FAIRNESS_HEAVY_CPUS", 4);
     let jobs: Vec<Value> = (0..64)
-        .map(|j| json!({"name": format!("j{j}"), "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600}))
+        .map(|j| json!({"name": format!("j{j}"), "os": "linux", "cpus": cpus, "offset_s": 0, "duration_s": 3600}))
         .collect();
     let transfers: Vec<Value> = (1..64)
         .map(|j| {
@@ -101,7 +101,8 @@ async fn start(client: &reqwest::Client, fair: bool) -> Result<App> {
     tokio::spawn(app.run_until_stopped());
     let mut tokens = Vec::new();
     for user in ["small", "flood"] {
-        let r = client.post(format!("{base}/v1/tokens")).bearer_auth(ADMIN).json(&json!({ "user": user })).send().await?;
+        let r =
+            client.post(format!("{base}/v1/tokens")).bearer_auth(ADMIN).json(&json!({ "user": user })).send().await?;
         if r.status() != reqwest::StatusCode::CREATED {
             bail!("POST /v1/tokens answered {}", r.status());
         }
@@ -119,6 +120,8 @@ struct Phase {
     /// Flood requests answered 200 (planned or not) and 429, while the small user ran.
     flood_done: u64,
     flood_refused: u64,
+    /// The flood's requests answered while measured: median latency.
+    flood_p50_ms: Option<f64>,
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -126,19 +129,34 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len()) - 1]
 }
 
-async fn phase(client: &reqwest::Client, name: &'static str, flood_clients: usize, fair: bool, small_n: usize) -> Result<Phase> {
+async fn phase(
+    client: &reqwest::Client,
+    name: &'static str,
+    flood_clients: usize,
+    fair: bool,
+    small_n: usize,
+) -> Result<Phase> {
     let app = Arc::new(start(client, fair).await?);
     let stop = Arc::new(AtomicBool::new(false));
     let (done, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let flood_ms = Arc::new(std::sync::Mutex::new(Vec::new()));
     let counting = Arc::new(AtomicBool::new(false));
     let mut flooders = Vec::new();
     for c in 0..flood_clients as u64 {
-        let (client, app, stop, done, refused, counting) =
-            (client.clone(), app.clone(), stop.clone(), done.clone(), refused.clone(), counting.clone());
+        let (client, app, stop, done, refused, counting, flood_ms) = (
+            client.clone(),
+            app.clone(),
+            stop.clone(),
+            done.clone(),
+            refused.clone(),
+            counting.clone(),
+            flood_ms.clone(),
+        );
         flooders.push(tokio::spawn(async move {
             let mut i = c * 1_000_000;
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
+                let t = Instant::now();
                 let r = client
                     .post(format!("{}/v1/plans?dry_run=true", app.base))
                     .bearer_auth(&app.flood)
@@ -157,6 +175,7 @@ async fn phase(client: &reqwest::Client, name: &'static str, flood_clients: usiz
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 } else if counted && status == 200 {
                     done.fetch_add(1, Ordering::Relaxed);
+                    flood_ms.lock().unwrap().push(t.elapsed().as_secs_f64() * 1e3);
                 }
             }
         }));
@@ -187,20 +206,30 @@ async fn phase(client: &reqwest::Client, name: &'static str, flood_clients: usiz
         f.await?;
     }
     small_ms.sort_by(f64::total_cmp);
-    Ok(Phase { name, small_ms, flood_done: done.load(Ordering::Relaxed), flood_refused: refused.load(Ordering::Relaxed) })
+    let mut flood_ms = std::mem::take(&mut *flood_ms.lock().unwrap());
+    flood_ms.sort_by(f64::total_cmp);
+    let flood_p50_ms = if flood_ms.is_empty() { None } else { Some(percentile(&flood_ms, 50.0)) };
+    Ok(Phase {
+        name,
+        small_ms,
+        flood_done: done.load(Ordering::Relaxed),
+        flood_refused: refused.load(Ordering::Relaxed),
+        flood_p50_ms,
+    })
 }
 
 fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
+    let heavy_cpus = env_or("CORESERVE_FAIRNESS_HEAVY_CPUS", 4);
     let base_p99 = percentile(&phases[0].small_ms, 99.0);
     let mut body = format!(
-        "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {flood_clients} 64-job co-allocations (63 transfers each) in flight, retrying 100 ms after a 429. All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process. Baseline: the small user alone.\n\n\
-| phase | small request p50 | p90 | p99 | max | p99 ÷ alone | flood answered / refused (429) while measured |\n|---|---|---|---|---|---|---|\n",
+        "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {flood_clients} 64-job co-allocations ({heavy_cpus} CPUs a job, 63 transfers) in flight, retrying 100 ms after a 429. All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process. Baseline: the small user alone.\n\n\
+| phase | small request p50 | p90 | p99 | max | p99 ÷ alone | flood answered / refused (429) while measured | flood request p50 |\n|---|---|---|---|---|---|---|---|\n",
         report::heading("Fairness: a small request while another user floods", COMMAND)
     );
     for p in phases {
         let s = &p.small_ms;
         body.push_str(&format!(
-            "| {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1}x | {} / {} |\n",
+            "| {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1}x | {} / {} | {} |\n",
             p.name,
             percentile(s, 50.0),
             percentile(s, 90.0),
@@ -208,7 +237,8 @@ fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
             s[s.len() - 1],
             percentile(s, 99.0) / base_p99,
             p.flood_done,
-            p.flood_refused
+            p.flood_refused,
+            p.flood_p50_ms.map_or("-".into(), |ms| format!("{ms:.0} ms"))
         ));
     }
     report::write_markdown("fairness", &body);
@@ -217,7 +247,7 @@ fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
 
 fn main() -> Result<()> {
     // `cargo bench` passes `--bench`; nothing to parse.
-    let small_n = env_or("CORESERVE_FAIRNESS_SMALL", 60).max(1);
+    let small_n = env_or("CORESERVE_FAIRNESS_SMALL", 200).max(1);
     let flood_clients = env_or("CORESERVE_FAIRNESS_FLOOD", 24);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;

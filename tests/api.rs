@@ -769,8 +769,10 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
 
 /// `coreserve ARGS` with `env`, off the runtime's thread: (exit code, stdout, stderr).
 async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let (args, env): (Vec<String>, Vec<(String, String)>) =
-        (args.iter().map(|a| a.to_string()).collect(), env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+    let (args, env): (Vec<String>, Vec<(String, String)>) = (
+        args.iter().map(|a| a.to_string()).collect(),
+        env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    );
     tokio::task::spawn_blocking(move || {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
             .args(&args)
@@ -779,7 +781,11 @@ async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String)
             .envs(env)
             .output()
             .unwrap();
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into(),
+            String::from_utf8_lossy(&o.stderr).into(),
+        )
     })
     .await
     .unwrap()
@@ -857,7 +863,8 @@ async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
         + &format!("{too_big}\n");
     let many = dir.path().join("many.jsonl");
     std::fs::write(&many, lines).unwrap();
-    let (code, out, err) = coreserve(&["plans", "submit", many.to_str().unwrap(), "--idempotency-key", "batch"], &env).await;
+    let (code, out, err) =
+        coreserve(&["plans", "submit", many.to_str().unwrap(), "--idempotency-key", "batch"], &env).await;
     assert_eq!(code, 3, "one of four rejected: {out}{err}");
     assert!(out.contains("line-0") && out.contains("line-2") && out.contains("3 committed, 1 rejected"), "{out}");
 
@@ -926,8 +933,18 @@ async fn serve_reads_a_config_file_below_the_environment_and_the_command_line() 
     assert_eq!(get("file-admin").await.unwrap().status(), StatusCode::OK, "the file's admin token");
     let mut body = workflow();
     body["deadline"] = json!(in_hours(24 * 10));
-    let r = client.post(format!("{base}/v1/plans?dry_run=true")).bearer_auth("file-admin").json(&body).send().await.unwrap();
-    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "10 days is beyond the environment's 2-day horizon (the file says 30)");
+    let r = client
+        .post(format!("{base}/v1/plans?dry_run=true"))
+        .bearer_auth("file-admin")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "10 days is beyond the environment's 2-day horizon (the file says 30)"
+    );
     drop(child);
     let lines = reader.join().unwrap();
     assert!(lines.len() >= 2, "{lines:?}");

@@ -111,15 +111,20 @@ async fn deterministic_replays_give_identical_outcomes() {
     for &kind in AppKind::ALL {
         let reqs = requests(&g, kind, 300, 1.5);
         for &method in ReservationMethod::PAPER {
-            let opts = ReplayOptions { planners: 3, policy: SelectionPolicy::Random, method, seed: 9, ..Default::default() };
+            let opts =
+                ReplayOptions { planners: 3, policy: SelectionPolicy::Random, method, seed: 9, ..Default::default() };
             let first = without_timings(replay(&g, reqs.clone(), &opts).await);
             let second = without_timings(replay(&g, reqs.clone(), &opts).await);
             if let Some(i) = (0..first.len()).find(|&i| first[i] != second[i]) {
-                panic!("{kind} {method}: two deterministic replays differ at request {i}:\n{:?}\n{:?}", first[i], second[i]);
+                panic!(
+                    "{kind} {method}: two deterministic replays differ at request {i}:\n{:?}\n{:?}",
+                    first[i], second[i]
+                );
             }
             let planners: std::collections::BTreeSet<&str> = first.iter().map(|o| o.planner.as_str()).collect();
             assert_eq!(planners.len(), 3, "{kind} {method}: every planner served requests");
-            let other_seed = without_timings(replay(&g, reqs.clone(), &ReplayOptions { seed: 10, ..opts.clone() }).await);
+            let other_seed =
+                without_timings(replay(&g, reqs.clone(), &ReplayOptions { seed: 10, ..opts.clone() }).await);
             assert!(first != other_seed, "{kind} {method}: the seed changes the replay");
         }
     }
@@ -221,7 +226,11 @@ fn demo_prints_the_table_of_the_readme() {
     let table = |text: &str| -> Vec<String> {
         let lines: Vec<&str> = text.lines().collect();
         let start = lines.iter().position(|l| l.starts_with("workload ")).expect("a table");
-        lines[start..].iter().take_while(|l| !l.trim().is_empty() && !l.starts_with("```")).map(|l| l.to_string()).collect()
+        lines[start..]
+            .iter()
+            .take_while(|l| !l.trim().is_empty() && !l.starts_with("```"))
+            .map(|l| l.to_string())
+            .collect()
     };
     let printed = table(&stdout);
     assert_eq!(printed.len(), 17, "a header and 16 variants:\n{stdout}");

@@ -166,17 +166,23 @@ struct Client {
 impl Client {
     fn new(conn: &Connection) -> Result<Client> {
         crate::protocol::http::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .context("building the HTTP client")?;
+        let http =
+            reqwest::Client::builder().timeout(Duration::from_secs(120)).build().context("building the HTTP client")?;
         Ok(Client { http, conn: conn.clone() })
     }
 
     /// Sends one request; transport errors become exit code 1 with the server named.
-    async fn send(&self, method: Method, path: &str, query: &[(&str, String)], body: Option<&Value>, key: Option<&str>) -> Result<Answer> {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        body: Option<&Value>,
+        key: Option<&str>,
+    ) -> Result<Answer> {
         let base = self.conn.server.trim_end_matches('/');
-        let mut url = reqwest::Url::parse(&format!("{base}{path}")).with_context(|| format!("--server {base}: not a URL"))?;
+        let mut url =
+            reqwest::Url::parse(&format!("{base}{path}")).with_context(|| format!("--server {base}: not a URL"))?;
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
@@ -190,11 +196,17 @@ impl Client {
         if let Some(b) = body {
             rb = rb.json(b);
         }
-        let r = rb.send().await.with_context(|| format!("{} did not answer (is the broker running? --server / CORESERVE_URL)", self.conn.server))?;
+        let r = rb.send().await.with_context(|| {
+            format!("{} did not answer (is the broker running? --server / CORESERVE_URL)", self.conn.server)
+        })?;
         let status = r.status();
         let retry_after_s = r.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
         let text = r.text().await.context("reading the answer")?;
-        let body = if text.trim().is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        let body = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
         Ok(Answer { status, body, retry_after_s })
     }
 
@@ -399,7 +411,10 @@ async fn submit_one(c: &Client, body: &Value, key: &str, dry_run: bool) -> Submi
         let a = c.send(Method::POST, "/v1/plans", &query, Some(body), Some(key)).await;
         let retry = match &a {
             Err(_) => true,
-            Ok(a) => matches!(a.status, StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS | StatusCode::CONFLICT),
+            Ok(a) => matches!(
+                a.status,
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS | StatusCode::CONFLICT
+            ),
         };
         last = Some(a);
         if !retry {
@@ -423,8 +438,10 @@ async fn submit(file: &str, dry_run: bool, key: Option<&str>, conn: &Connection)
     let bar = if many && std::io::stderr().is_terminal() {
         let b = indicatif::ProgressBar::new(requests.len() as u64);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} requests, {msg} [{elapsed_precise}, ETA {eta}]")
-                .expect("a valid template"),
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} requests, {msg} [{elapsed_precise}, ETA {eta}]",
+            )
+            .expect("a valid template"),
         );
         Some(b)
     } else {
@@ -440,7 +457,11 @@ async fn submit(file: &str, dry_run: bool, key: Option<&str>, conn: &Connection)
         };
         let s = submit_one(&c, body, &key, dry_run).await;
         worst = worst.max(s.code);
-        let status = s.answer.as_ref().filter(|a| a.status.is_success()).map_or("error".to_string(), |a| text(&a.body["status"]));
+        let status = s
+            .answer
+            .as_ref()
+            .filter(|a| a.status.is_success())
+            .map_or("error".to_string(), |a| text(&a.body["status"]));
         *counts.entry(status.clone()).or_default() += 1;
         if let Some(b) = &bar {
             b.inc(1);
@@ -490,7 +511,9 @@ async fn submit(file: &str, dry_run: bool, key: Option<&str>, conn: &Connection)
 /// `coreserve plans ...`
 pub async fn plans(cmd: PlansCommand) -> Result<()> {
     match cmd {
-        PlansCommand::Submit { file, dry_run, idempotency_key, conn } => submit(&file, dry_run, idempotency_key.as_deref(), &conn).await,
+        PlansCommand::Submit { file, dry_run, idempotency_key, conn } => {
+            submit(&file, dry_run, idempotency_key.as_deref(), &conn).await
+        }
         PlansCommand::List { status, from, to, conn } => {
             let mut q = Vec::new();
             if let Some(s) = status {
@@ -507,7 +530,10 @@ pub async fn plans(cmd: PlansCommand) -> Result<()> {
                 print_json(&v);
             } else {
                 let plans = v.as_array().cloned().unwrap_or_default();
-                table(&["plan", "request", "user", "status", "start (UTC)", "jobs", "sites", "cost"], &plan_rows(&plans));
+                table(
+                    &["plan", "request", "user", "status", "start (UTC)", "jobs", "sites", "cost"],
+                    &plan_rows(&plans),
+                );
             }
             Ok(())
         }
@@ -547,7 +573,9 @@ pub async fn sites(conn: Connection) -> Result<()> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|s| vec![text(&s["id"]), text(&s["node"]), text(&s["cpus"]), text(&s["os"]), text(&s["price_per_cpu_hour"])])
+        .map(|s| {
+            vec![text(&s["id"]), text(&s["node"]), text(&s["cpus"]), text(&s["os"]), text(&s["price_per_cpu_hour"])]
+        })
         .collect();
     table(&["site", "node", "cpus", "os", "price_per_cpu_hour"], &rows);
     Ok(())
@@ -557,12 +585,18 @@ pub async fn sites(conn: Connection) -> Result<()> {
 pub async fn availability(a: AvailabilityArgs) -> Result<()> {
     let from = a.from.unwrap_or_else(Utc::now);
     let to = a.to.unwrap_or(from + chrono::Duration::days(7));
-    let q = [("from", rfc3339(from)), ("to", rfc3339(to)), ("cpus", a.cpus.to_string()), ("duration_s", a.duration_s.to_string())];
+    let q = [
+        ("from", rfc3339(from)),
+        ("to", rfc3339(to)),
+        ("cpus", a.cpus.to_string()),
+        ("duration_s", a.duration_s.to_string()),
+    ];
     let v = Client::new(&a.conn)?.call(Method::GET, &format!("/v1/sites/{}/availability", a.site), &q).await?;
     if a.conn.json {
         print_json(&v);
     } else {
-        let start = if v["earliest_start"].is_null() { "none in the window".to_string() } else { time(&v["earliest_start"]) };
+        let start =
+            if v["earliest_start"].is_null() { "none in the window".to_string() } else { time(&v["earliest_start"]) };
         println!(
             "site {}: earliest start of {} CPUs for {} s: {start}; utilisation {:.1} %; {} per CPU-hour",
             text(&v["site"]),
@@ -607,7 +641,10 @@ pub async fn route(a: RouteArgs) -> Result<()> {
         }
         None => Err(Exit {
             code: EXIT_REJECTED,
-            message: format!("no route from {} to {} with {} Mbit/s free over the interval", a.from_site, a.to_site, a.bandwidth_mbps),
+            message: format!(
+                "no route from {} to {} with {} Mbit/s free over the interval",
+                a.from_site, a.to_site, a.bandwidth_mbps
+            ),
         }
         .into()),
     }

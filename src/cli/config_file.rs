@@ -94,7 +94,8 @@ pub fn resolve(text: &str, is_set: impl Fn(&str) -> bool) -> Result<Vec<(String,
 pub fn apply(args: &[OsString]) -> Result<()> {
     let Some(path) = config_path(args) else { return Ok(()) };
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading the config file {}", path.display()))?;
-    let vars = resolve(&text, |v| std::env::var_os(v).is_some()).with_context(|| format!("config file {}", path.display()))?;
+    let vars =
+        resolve(&text, |v| std::env::var_os(v).is_some()).with_context(|| format!("config file {}", path.display()))?;
     for (var, value) in vars {
         // Single-threaded still: main calls this before it starts the runtime.
         std::env::set_var(var, value);

@@ -634,7 +634,10 @@ fn print_summary(variant: &str, s: &Summary, violations: usize, timings: bool) {
         s.requests, s.committed, s.success_rate, s.mean_cost, s.average_cost_per_cpu_hour, s.messages, s.holds_aborted
     );
     if timings {
-        println!("{variant}: planning time p50 {:.3} ms, p99 {:.3} ms (wall clock)", s.planning_ms_p50, s.planning_ms_p99);
+        println!(
+            "{variant}: planning time p50 {:.3} ms, p99 {:.3} ms (wall clock)",
+            s.planning_ms_p50, s.planning_ms_p99
+        );
     }
 }
 
@@ -645,12 +648,16 @@ type Row = (String, Summary, usize);
 /// each batch. Deterministic replays run side by side, one per core (each on a thread of its
 /// own, so the order and the figures do not change); racing ones one after the other, so that
 /// only their own planners compete. One progress bar, labelled `label`, counts every plan.
-async fn compare(g: &Grid, reqs: &[PlanRequest], args: &PlannerArgs, out_dir: Option<&Path>, label: &str) -> Result<Vec<Row>> {
+async fn compare(
+    g: &Grid,
+    reqs: &[PlanRequest],
+    args: &PlannerArgs,
+    out_dir: Option<&Path>,
+    label: &str,
+) -> Result<Vec<Row>> {
     use futures::StreamExt;
-    let variants: Vec<(ReservationMethod, SelectionPolicy)> = ReservationMethod::PAPER
-        .iter()
-        .flat_map(|&m| SelectionPolicy::ALL.iter().map(move |&p| (m, p)))
-        .collect();
+    let variants: Vec<(ReservationMethod, SelectionPolicy)> =
+        ReservationMethod::PAPER.iter().flat_map(|&m| SelectionPolicy::ALL.iter().map(move |&p| (m, p))).collect();
     let bar = crate::replay::progress_bar((variants.len() * reqs.len()) as u64, label);
     let parallel = if args.racing { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
     let results: Vec<(String, (Vec<Outcome>, Summary, usize))> = futures::stream::iter(variants)
@@ -688,7 +695,15 @@ fn print_table(groups: &[(String, Vec<Row>)], timings: bool) {
         for (name, s, v) in rows {
             print!(
                 "{:<13} {:<10} {:>8} {:>9} {:>8.3} {:>12.3} {:>10} {:>8} {:>10}",
-                kind, name, s.requests, s.committed, s.success_rate, s.average_cost_per_cpu_hour, s.messages, s.holds_aborted, v
+                kind,
+                name,
+                s.requests,
+                s.committed,
+                s.success_rate,
+                s.average_cost_per_cpu_hour,
+                s.messages,
+                s.holds_aborted,
+                v
             );
             if timings {
                 print!(" {:>9.3} {:>9.3}", s.planning_ms_p50, s.planning_ms_p99);
