@@ -8,9 +8,25 @@
 //! folder (start with `docs/README.md`): the model, the algorithm, the two-phase commit
 //! protocol and the simulator, with the papers they cite.
 //!
-//! Layers (dependencies point one way):
-//! `cli -> planner -> participants (gis, lis, nis, protocol) -> calendar -> model`; the service
-//! `api -> (planner, local participants, store)`.
+//! Layers (dependencies point one way, downwards):
+//!
+//! ```text
+//! api, cli, replay (and sim/)  the edges: REST service, command line, request replay, simulator
+//!   planner                    the paper's search (Figs. 2-3) and the 2PC coordinator; it sees
+//!                              participants only through protocol (and uses a calendar of its
+//!                              own for BBR's overlay)
+//!   store                      implements protocol's Journal and keeps the decision log, plans,
+//!                              keys and tokens (memory or PostgreSQL)
+//!   gis, lis, nis              the participants: implement protocol's traits over calendars
+//!   protocol                   Participant and Catalogue traits, the hold book, the participant
+//!                              journal, the decision log and its records (`decision`), transports
+//!   calendar                   capacity calendars
+//!   model                      validated domain types
+//! ```
+//!
+//! `local` wires every participant in one process; `grid`, `workload` and `check` (importers,
+//! generators, the outcome checker) sit beside the stack on `model`. Below the planner nothing
+//! imports it (tests excepted).
 
 pub mod api;
 pub mod calendar;

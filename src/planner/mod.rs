@@ -35,7 +35,8 @@
 //! in-process, over HTTP and in the simulator.
 
 mod commit;
-pub mod log;
+/// The decision log and its records (they live in [`crate::protocol::decision`]).
+pub use crate::protocol::decision as log;
 mod recover;
 mod search;
 #[cfg(test)]
@@ -46,13 +47,13 @@ use std::sync::{Arc, Mutex};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
+pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
-use crate::protocol::{Catalogue, HoldId, Participant, ParticipantError};
-pub use recover::{InDoubt, Recovery};
+use crate::protocol::{Catalogue, Participant, ParticipantError};
+pub use recover::Recovery;
 
 /// Planner settings.
 #[derive(Debug, Clone)]
@@ -99,14 +100,6 @@ pub struct Services {
     pub lis: HashMap<SiteId, Arc<dyn Participant>>,
     pub nis: Arc<dyn Participant>,
     pub clock: Arc<dyn Clock>,
-}
-
-/// One committed reservation of a plan: whom to ask to release it, and its id there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Booking {
-    #[serde(flatten)]
-    pub participant: ParticipantRef,
-    pub hold: HoldId,
 }
 
 /// What [`Planner::plan_with`] returns: the outcome and, for a committed plan, its bookings.

@@ -4,24 +4,10 @@
 use std::sync::Arc;
 
 use super::commit::{commit_parts, compensate, Phase2, Tally};
-use super::log::{CommitLog, DecidedPart};
+use super::log::{CommitLog, InDoubt};
 use super::Planner;
 use crate::model::Outcome;
-use crate::protocol::{HoldId, Participant, ParticipantError, ParticipantRef, TxnId};
-
-/// A transaction whose commit decision is logged but whose end is not.
-#[derive(Debug, Clone)]
-pub struct InDoubt {
-    /// The transaction.
-    pub txn: TxnId,
-    /// Its parts, as logged with the decision.
-    pub parts: Vec<DecidedPart>,
-    /// The committed outcome logged with the decision.
-    pub outcome: Outcome,
-    /// Its coordinator logged that it gives the transaction up ([`CommitLog::compensating`]):
-    /// only the compensation remains to be finished.
-    pub compensating: bool,
-}
+use crate::protocol::{HoldId, Participant, ParticipantError, ParticipantRef};
 
 /// What [`Planner::recover`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 //! not committed by its expiry is released by the participant itself. A committed reservation
 //! is given back with `release` (plan cancellation, or the coordinator's compensation).
 
+pub mod decision;
 mod holds;
 pub mod http;
 mod journal;

@@ -13,7 +13,7 @@ use super::{
     StoredHold, TokenRecord,
 };
 use crate::model::{Grid, Outcome, Site, Time};
-use crate::planner::InDoubt;
+use crate::protocol::decision::InDoubt;
 use crate::protocol::{HoldState, Journal, JournalEntry, JournalError, TxnId};
 
 /// Where a journaled hold stands beyond its [`HoldState`] (the `state` column in PostgreSQL).

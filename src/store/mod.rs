@@ -1,13 +1,13 @@
 //! The broker's own state: what the REST API keeps beyond the participants' calendars.
 //!
 //! - **plans**: one [`PlanRecord`] per `POST /v1/plans` (committed, rejected, later cancelled),
-//!   with the bookings [`crate::planner::Planner::cancel`] needs;
+//!   with the bookings the planner's `Planner::cancel` needs;
 //! - **idempotency keys**: `(user, key)` -> the plan a first request made, so a retried POST
 //!   never books twice;
 //! - **API tokens**: only the SHA-256 of each bearer token, with its user and roles;
 //! - **the participants' journal** ([`crate::protocol::Journal`]): every hold and reservation
 //!   of the LISes and the NIS, from which their calendars are rebuilt at start;
-//! - **the coordinators' decision log** ([`crate::planner::log`]): one row per committed
+//! - **the coordinators' decision log** ([`crate::protocol::decision`]): one row per committed
 //!   transaction, written before phase 2; rows not finished are in doubt at start;
 //! - **the grid**: sites and topology, so a restart needs no `--grid`.
 //!
@@ -26,8 +26,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
-use crate::planner::log::Decision;
-use crate::planner::{Booking, InDoubt};
+use crate::protocol::decision::{Booking, Decision, InDoubt};
 use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
 /// The life of a stored plan.
@@ -207,7 +206,7 @@ pub struct DecisionRecord<'a> {
     /// `pending` until [`Store::finish_txn`].
     pub plan: &'a PlanRecord,
     /// Also write every part as a committed reservation (participants that share the
-    /// coordinator's fate journal nothing themselves; see [`crate::planner::log`]); the
+    /// coordinator's fate journal nothing themselves; see [`crate::protocol::decision`]); the
     /// transaction is then finished at once.
     pub reservations: bool,
     /// The idempotency key `(key, fingerprint)` the plan completes (of `plan.user`).

@@ -16,8 +16,7 @@ use super::{
     StoredHold, TokenRecord,
 };
 use crate::model::{from_time, Grid, Outcome, Site, Time};
-use crate::planner::log::DecidedPart;
-use crate::planner::{Booking, InDoubt};
+use crate::protocol::decision::{Booking, DecidedPart, InDoubt};
 use crate::protocol::{HoldRequest, HoldState, Journal, JournalEntry, JournalError, TxnId};
 
 /// A pool of connections to one PostgreSQL database.

@@ -1,4 +1,7 @@
-//! The coordinator's side of durable two-phase commit: the decision log.
+//! The coordinator's side of durable two-phase commit: the decision log and its records (a
+//! decided transaction's parts, a booked part, a transaction in doubt). They live in
+//! `protocol`, below the planner, so that the store implements [`CommitLog`] without knowing
+//! the planner; the planner re-exports this module as `planner::log`.
 //!
 //! The planner is the 2PC coordinator of each plan. With a [`CommitLog`] (the service passes
 //! one per request; replay, the CLI and the simulator pass none) it writes its decision
@@ -15,7 +18,7 @@
 //!   ([`CommitLog::compensating`]) *before* releasing anything, then compensate, then log the
 //!   end as rejected. If any of this cannot be done now (a participant or the log does not
 //!   answer), the plan stays in doubt and is never reported committed: a recovery loop
-//!   ([`crate::planner::Planner::recover`]) settles it once everything answers again.
+//!   (the planner's `Planner::recover`) settles it once everything answers again.
 //! - **participants in the coordinator's own process** (all-in-one): their holds are not
 //!   journaled (a crash takes coordinator and participants down together, so a hold nobody
 //!   decided on dies with them, which is exactly presumed abort). The planner commits in
@@ -28,6 +31,28 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Outcome;
 use crate::protocol::{HoldId, HoldRequest, ParticipantRef, TxnId};
+
+/// One committed reservation of a plan: whom to ask to release it, and its id there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Booking {
+    #[serde(flatten)]
+    pub participant: ParticipantRef,
+    pub hold: HoldId,
+}
+
+/// A transaction whose commit decision is logged but whose end is not.
+#[derive(Debug, Clone)]
+pub struct InDoubt {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its parts, as logged with the decision.
+    pub parts: Vec<DecidedPart>,
+    /// The committed outcome logged with the decision.
+    pub outcome: Outcome,
+    /// Its coordinator logged that it gives the transaction up ([`CommitLog::compensating`]):
+    /// only the compensation remains to be finished.
+    pub compensating: bool,
+}
 
 /// One part of a decided transaction: who holds it, its id there, and what it books.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
