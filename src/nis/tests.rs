@@ -12,7 +12,7 @@ use crate::model::{Node, Site};
 ///  +--500-- d ---500-----+      plus a parallel a-b link of 200
 /// ```
 fn grid() -> Grid {
-    let node = |id: &str| Node { id: id.into(), label: id.into() };
+    let node = |id: &str| Node::new(id, id);
     let link = |id: &str, a: &str, b: &str, cap: u64| Link {
         id: id.into(),
         a: a.into(),
