@@ -44,7 +44,7 @@ fn grid_strategy() -> impl Strategy<Value = Grid> {
                     price_per_cpu_hour: f64::from(price),
                 })
                 .collect();
-            let nodes = node_ids.into_iter().map(|id| Node { id, label: String::new() }).collect();
+            let nodes = node_ids.into_iter().map(|id| Node::new(id, "")).collect();
             Grid::new(nodes, links, sites).unwrap()
         })
 }

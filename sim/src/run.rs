@@ -125,7 +125,7 @@ mod tests {
 
     /// One 8-CPU linux site at 1.0 per CPU-hour and one 16-CPU bsd site at 2.0, one link.
     fn grid() -> Grid {
-        let node = |id: &str| Node { id: id.into(), label: String::new() };
+        let node = |id: &str| Node::new(id, "");
         let site = |id: &str, n: &str, cpus, os: &str, price| Site {
             id: id.into(),
             node: n.into(),

@@ -18,9 +18,9 @@ use super::routes::{health, holds, network, plans, sites, tokens};
     paths(
         plans::create, plans::list, plans::get, plans::cancel,
         sites::list, sites::get, sites::put, sites::availability, sites::reservations, sites::hold,
-        network::topology, network::route, network::hold,
+        network::topology, network::route, network::reservations, network::link_reservations, network::hold,
         holds::commit, holds::abort, holds::extend,
-        tokens::create,
+        tokens::create, tokens::whoami,
         health::healthz, health::readyz, health::metrics, health::openapi_json,
     ),
     servers((url = "/", description = "This server (the document is served at /openapi.json)")),
@@ -28,9 +28,9 @@ use super::routes::{health, holds, network, plans, sites, tokens};
     tags(
         (name = "plans", description = "Plan and book multi-job requests; read and cancel plans"),
         (name = "sites", description = "GIS catalogue and each site's LIS"),
-        (name = "network", description = "The NIS: topology and routes"),
+        (name = "network", description = "The NIS: topology, routes and bandwidth bookings"),
         (name = "holds", description = "Two-phase commit for service clients"),
-        (name = "tokens", description = "API tokens (admin)"),
+        (name = "tokens", description = "API tokens: issue them (admin), say whom one acts as"),
         (name = "ops", description = "Probes, metrics, this document"),
     )
 )]

@@ -13,7 +13,7 @@ fn t(s: i64) -> DateTime<Utc> {
 /// s1 (n1, 16 CPUs linux, 1.0), s1b (n1, 8 linux, 3.0), s2 (n2, 16 solaris, 2.0),
 /// s3 (n3, 32 bsd, 0.5).
 fn grid() -> Grid {
-    let node = |id: &str| Node { id: id.into(), label: String::new() };
+    let node = |id: &str| Node::new(id, "");
     let link = |id: &str, a: &str, b: &str, cap: u64, price: f64| Link {
         id: id.into(),
         a: a.into(),
@@ -478,12 +478,9 @@ fn generated_requests_with_trivial_placements_pass() {
         os: os.into(),
         price_per_cpu_hour: 0.25,
     };
-    let g = Grid::new(
-        vec![Node { id: "n".into(), label: String::new() }],
-        vec![],
-        vec![big("lx", "Linux"), big("so", "Solaris"), big("bs", "BSD")],
-    )
-    .unwrap();
+    let g =
+        Grid::new(vec![Node::new("n", "")], vec![], vec![big("lx", "Linux"), big("so", "Solaris"), big("bs", "BSD")])
+            .unwrap();
     for kind in AppKind::ALL {
         let reqs =
             generate(&[8, 16, 64, 256], 1000, &WorkloadParams { requests: 200, ..WorkloadParams::for_kind(*kind) })

@@ -366,7 +366,7 @@ pub fn gridg(variant: GridgVariant, seed: u64, params: &GridgParams) -> Grid {
         .collect();
     let host_ids: Vec<String> = hosts.iter().map(|&h| b.ids[h].clone()).collect();
     let sites = attach_sites(&host_ids, &params.sites, &mut site_rng);
-    let nodes = b.ids.into_iter().zip(b.labels).map(|(id, label)| Node { id, label }).collect();
+    let nodes = b.ids.into_iter().zip(b.labels).map(|(id, label)| Node::new(id, label)).collect();
     Grid::new(nodes, links, sites).expect("gridg builds a valid grid from validated parameters")
 }
 
@@ -399,7 +399,7 @@ pub fn fat_tree(k: u32, seed: u64, params: &SiteParams) -> Grid {
     let mut links = Vec::new();
     let mut hosts = Vec::new();
     let mut add_node = |id: String, label: String| {
-        nodes.push(Node { id: id.clone(), label });
+        nodes.push(Node::new(id.clone(), label));
         id
     };
     let link = |a: &str, b: &str| Link {

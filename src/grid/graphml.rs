@@ -6,10 +6,12 @@
 //! keys are resolved through their declarations `<key id="dNN" attr.name="..." for="...">`
 //! by `attr.name`, never by id. Attributes used:
 //! - node `label` (city / PoP name) -> [`Node::label`](crate::model::Node);
+//! - node `Latitude` / `Longitude` (degrees, doubles) -> [`Node::latitude`] /
+//!   [`Node::longitude`](crate::model::Node) (used only to draw the topology);
 //! - edge `LinkSpeedRaw` (bits per second, a double) -> [`Link::capacity_mbps`](crate::model::Link).
 //!
-//! Everything else (coordinates, `LinkSpeed` / `LinkSpeedUnits` strings, graph metadata, the
-//! Zoo's `hyperedge` marker) is ignored.
+//! Everything else (`LinkSpeed` / `LinkSpeedUnits` strings, graph metadata, the Zoo's
+//! `hyperedge` marker) is ignored.
 
 use std::collections::HashSet;
 
@@ -80,6 +82,17 @@ pub enum GraphmlError {
         /// The text found.
         value: String,
     },
+    /// A `Latitude` or `Longitude` value is not a number (a number out of range is a
+    /// [`GridError::BadCoordinate`]).
+    #[error("node number {index} has {attr} `{value}`, expected a number of degrees")]
+    BadCoordinate {
+        /// 0-based position of the node in the graph.
+        index: usize,
+        /// `Latitude` or `Longitude`.
+        attr: &'static str,
+        /// The text found.
+        value: String,
+    },
     /// The site parameters are invalid.
     #[error(transparent)]
     Sites(#[from] SiteParamsError),
@@ -143,7 +156,9 @@ impl LocalName for roxmltree::Node<'_, '_> {
 ///
 /// Input: the XML text. Output: a validated grid with
 /// - one [`Node`] per `<node>` of the first `<graph>`, in document order, id `n{GraphML id}`
-///   ([`node_id_for`]), label = the node's `label` data (empty string when absent);
+///   ([`node_id_for`]), label = the node's `label` data (empty string when absent), latitude
+///   and longitude = its `Latitude` and `Longitude` data when it has both (a node with one of
+///   them only, like one with neither, gets no coordinates);
 /// - one [`Link`] per `<edge>`, in document order, ids `l0`, `l1`, ... numbered over the kept
 ///   edges. Parallel edges are kept as distinct links. **Self-loops are skipped** (a loop
 ///   carries no traffic between sites) and do not consume an id. Edges are undirected whatever
@@ -158,8 +173,9 @@ impl LocalName for roxmltree::Node<'_, '_> {
 /// # Errors
 /// [`GraphmlError`]: malformed XML, no `<graphml>` root or `<graph>`, a node without `id`, an
 /// edge without `source`/`target` or naming an undeclared node, a `LinkSpeedRaw` that is not
-/// a finite number >= 0, invalid site parameters, or a grid that fails [`Grid::new`]
-/// (duplicate node ids, `default_capacity_mbps == 0`, a bad price).
+/// a finite number >= 0, a `Latitude` / `Longitude` that is not a number, invalid site
+/// parameters, or a grid that fails [`Grid::new`] (duplicate node ids,
+/// `default_capacity_mbps == 0`, a bad price, a coordinate out of range).
 pub fn import_graphml(xml: &str, opts: &ImportOptions) -> Result<Grid, GraphmlError> {
     opts.sites.validate()?;
     let doc = roxmltree::Document::parse(xml)?;
@@ -182,7 +198,18 @@ pub fn import_graphml(xml: &str, opts: &ImportOptions) -> Result<Grid, GraphmlEr
         let gid = n.attribute("id").ok_or(GraphmlError::MissingAttribute { element: "node", index, attr: "id" })?;
         declared.insert(gid);
         let label = data_value(n, &keys, "node", "label").unwrap_or_default();
-        nodes.push(Node { id: node_id_for(gid), label });
+        let degrees = |attr: &'static str| -> Result<Option<f64>, GraphmlError> {
+            data_value(n, &keys, "node", attr)
+                .map(|text| {
+                    text.trim().parse::<f64>().map_err(|_| GraphmlError::BadCoordinate { index, attr, value: text })
+                })
+                .transpose()
+        };
+        let (latitude, longitude) = match (degrees("Latitude")?, degrees("Longitude")?) {
+            (Some(lat), Some(lon)) => (Some(lat), Some(lon)),
+            _ => (None, None),
+        };
+        nodes.push(Node { id: node_id_for(gid), label, latitude, longitude });
     }
 
     let mut links = Vec::new();
@@ -267,6 +294,10 @@ mod tests {
         assert_eq!(between(&g, "n0", "n1")[0].capacity_mbps, 10_000);
         assert_eq!(g.nodes[0].id, "n0");
         assert_eq!(g.nodes[0].label, "NL");
+        // <node id="0">: Latitude 52.37403, Longitude 4.88969 (Amsterdam); 37 of 40 nodes
+        // have coordinates.
+        assert_eq!((g.nodes[0].latitude, g.nodes[0].longitude), (Some(52.37403), Some(4.88969)));
+        assert_eq!(g.nodes.iter().filter(|n| n.latitude.is_some() && n.longitude.is_some()).count(), 37);
         assert_eq!(g.sites[0].id, "site-n0");
         assert_eq!(g.sites[0].node, "n0");
         let mut speeds: Vec<u64> = g.links.iter().map(|l| l.capacity_mbps).collect();
@@ -315,9 +346,11 @@ mod tests {
   <key attr.name="LinkSpeedRaw" attr.type="double" for="edge" id="d7"/>
   <key attr.name="label" attr.type="string" for="node" id="d3"/>
   <key attr.name="label" attr.type="string" for="edge" id="d9"/>
+  <key attr.name="Latitude" attr.type="double" for="node" id="d1"/>
+  <key attr.name="Longitude" attr.type="double" for="node" id="d2"/>
   <graph edgedefault="undirected">
-    <node id="0"><data key="d3">Tokyo</data></node>
-    <node id="1"><data key="d3">Osaka</data></node>
+    <node id="0"><data key="d3">Tokyo</data><data key="d1">35.6895</data><data key="d2">139.69171</data></node>
+    <node id="1"><data key="d3">Osaka</data><data key="d1">34.69374</data></node>
     <node id="2"/>
     <edge source="0" target="1"><data key="d7">2500000000.0</data><data key="d9">not a node label</data></edge>
     <edge source="1" target="0"><data key="d7">400000.0</data></edge>
@@ -334,6 +367,8 @@ mod tests {
         assert_eq!(ids, ["n0", "n1", "n2"]);
         let labels: Vec<&str> = g.nodes.iter().map(|n| n.label.as_str()).collect();
         assert_eq!(labels, ["Tokyo", "Osaka", ""], "missing label -> empty; edge `label` key not used");
+        let coords: Vec<(Option<f64>, Option<f64>)> = g.nodes.iter().map(|n| (n.latitude, n.longitude)).collect();
+        assert_eq!(coords, [(Some(35.6895), Some(139.69171)), (None, None), (None, None)], "both or neither");
         // Self-loop 1-1 skipped; ids numbered over kept edges.
         let got: Vec<(&str, &str, &str, u64)> =
             g.links.iter().map(|l| (l.id.as_str(), l.a.as_str(), l.b.as_str(), l.capacity_mbps)).collect();
@@ -376,6 +411,21 @@ mod tests {
         assert!(matches!(import_graphml(bad_speed, &opts), Err(GraphmlError::BadSpeed { index: 0, .. })));
         let dup = r#"<graphml><graph><node id="a"/><node id="a"/></graph></graphml>"#;
         assert!(matches!(import_graphml(dup, &opts), Err(GraphmlError::Grid(GridError::DuplicateId { .. }))));
+        let coord = |lat: &str| {
+            format!(
+                r#"<graphml><key attr.name="Latitude" for="node" id="y"/><key attr.name="Longitude" for="node" id="x"/>
+                <graph><node id="a"><data key="y">{lat}</data><data key="x">4.9</data></node></graph></graphml>"#
+            )
+        };
+        assert!(matches!(
+            import_graphml(&coord("north"), &opts),
+            Err(GraphmlError::BadCoordinate { index: 0, attr: "Latitude", .. })
+        ));
+        assert!(matches!(
+            import_graphml(&coord("95.0"), &opts),
+            Err(GraphmlError::Grid(GridError::BadCoordinate { what: "latitude", .. }))
+        ));
+        assert_eq!(import_graphml(&coord("52.4"), &opts).unwrap().nodes[0].latitude, Some(52.4));
         let zero = ImportOptions { default_capacity_mbps: 0, ..ImportOptions::default() };
         assert!(matches!(import_graphml(SMALL, &zero), Err(GraphmlError::Grid(GridError::ZeroCapacity(_)))));
         let bad_sites = ImportOptions { sites: SiteParams { os_choices: vec![], ..SiteParams::default() }, ..opts };

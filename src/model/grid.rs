@@ -31,6 +31,29 @@ pub struct Node {
     /// Human-readable label (city name in Topology Zoo graphs).
     #[serde(default)]
     pub label: String,
+    /// Latitude in degrees, `-90 ..= 90` (north positive), when known (Topology Zoo's
+    /// `Latitude`). Only used to draw the topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = -90, maximum = 90)]
+    pub latitude: Option<f64>,
+    /// Longitude in degrees, `-180 ..= 180` (east positive), when known (Topology Zoo's
+    /// `Longitude`). Only used to draw the topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = -180, maximum = 180)]
+    pub longitude: Option<f64>,
+}
+
+impl Node {
+    /// A node without coordinates.
+    pub fn new(id: impl Into<NodeId>, label: impl Into<String>) -> Self {
+        Node { id: id.into(), label: label.into(), latitude: None, longitude: None }
+    }
+}
+
+/// Is `v` a valid latitude (`max` = 90) or longitude (`max` = 180): finite and in
+/// `-max ..= max` degrees?
+fn degrees_ok(v: f64, max: f64) -> bool {
+    v.is_finite() && (-max..=max).contains(&v)
 }
 
 /// An undirected link; its capacity is shared by both directions.
@@ -80,6 +103,8 @@ pub enum GridError {
     CapacityTooLarge { id: String, value: u64, max: u64 },
     #[error("{what} of `{id}` must be a finite number in 0..=1000000")]
     BadPrice { what: &'static str, id: String },
+    #[error("{what} of node `{id}` must be a finite number of degrees in -{max}..={max} (got {value})")]
+    BadCoordinate { what: &'static str, id: String, value: f64, max: f64 },
     #[error("{what} `{value}`: {reason}")]
     BadText { what: &'static str, value: String, reason: super::text::TextError },
 }
@@ -123,7 +148,9 @@ fn unique<'a>(kind: &'static str, ids: impl Iterator<Item = &'a String>) -> Resu
 
 impl Grid {
     /// Builds a grid, checking: unique node / link / site ids, links and sites name existing
-    /// nodes, capacities and CPU counts > 0, prices finite and in `0 ..= MAX_PRICE`, ids and
+    /// nodes, capacities and CPU counts > 0, prices finite and in `0 ..= MAX_PRICE`, node
+    /// coordinates (when given) finite, latitudes in `-90 ..= 90` and longitudes in
+    /// `-180 ..= 180` degrees, ids and
     /// site OS names valid text ([`crate::model::check_text`]: 1-128 characters, not blank, no
     /// control characters).
     ///
@@ -143,6 +170,13 @@ impl Grid {
             })?;
         }
         unique("node", nodes.iter().map(|n| &n.id))?;
+        for n in &nodes {
+            for (what, value, max) in [("latitude", n.latitude, 90.0), ("longitude", n.longitude, 180.0)] {
+                if let Some(value) = value.filter(|v| !degrees_ok(*v, max)) {
+                    return Err(GridError::BadCoordinate { what, id: n.id.clone(), value, max });
+                }
+            }
+        }
         unique("link", links.iter().map(|l| &l.id))?;
         unique("site", sites.iter().map(|s| &s.id))?;
         let node_ids: HashSet<&String> = nodes.iter().map(|n| &n.id).collect();
@@ -200,7 +234,7 @@ mod tests {
     use super::*;
 
     fn node(id: &str) -> Node {
-        Node { id: id.into(), label: String::new() }
+        Node::new(id, "")
     }
 
     #[test]
@@ -224,5 +258,24 @@ mod tests {
         assert!(serde_json::from_str::<Grid>(&bad).unwrap_err().to_string().contains("zero CPUs"));
         let dup = r#"{"nodes":[{"id":"n1"},{"id":"n1"}],"links":[],"sites":[]}"#;
         assert!(serde_json::from_str::<Grid>(dup).is_err());
+    }
+
+    #[test]
+    fn coordinates_are_optional_and_checked() {
+        let json = r#"{"nodes":[{"id":"n1","latitude":52.37,"longitude":4.89},{"id":"n2"}],"links":[],"sites":[]}"#;
+        let g: Grid = serde_json::from_str(json).unwrap();
+        assert_eq!((g.nodes[0].latitude, g.nodes[0].longitude), (Some(52.37), Some(4.89)));
+        assert_eq!((g.nodes[1].latitude, g.nodes[1].longitude), (None, None));
+        let out = serde_json::to_string(&g.nodes).unwrap();
+        assert_eq!(out, r#"[{"id":"n1","label":"","latitude":52.37,"longitude":4.89},{"id":"n2","label":""}]"#);
+        for (lat, lon) in
+            [(90.5, 0.0), (-91.0, 0.0), (0.0, 180.5), (0.0, -181.0), (f64::NAN, 0.0), (0.0, f64::INFINITY)]
+        {
+            let n = Node { latitude: Some(lat), longitude: Some(lon), ..node("x") };
+            let e = Grid::new(vec![n], vec![], vec![]).unwrap_err();
+            assert!(matches!(e, GridError::BadCoordinate { .. }), "{lat} {lon}: {e}");
+        }
+        let edge = Node { latitude: Some(-90.0), longitude: Some(180.0), ..node("x") };
+        assert!(Grid::new(vec![edge], vec![], vec![]).is_ok());
     }
 }

@@ -76,6 +76,26 @@ struct PairPaths {
     paths: Vec<Vec<usize>>,
 }
 
+/// One link's share of a hold or reservation, as [`Nis::reservations`] lists it: a hold on a
+/// path of N links is N of these, with the same `hold`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkReservation {
+    /// The link.
+    pub link: LinkId,
+    pub hold: HoldId,
+    /// Start (inclusive) and end (exclusive), seconds since the epoch.
+    pub start: Time,
+    pub end: Time,
+    /// Booked bandwidth in Mbit/s.
+    pub bandwidth_mbps: u64,
+    /// Held (with its lease end) or committed.
+    pub state: HoldState,
+    /// The principal that prepared it through the NIS's HTTP endpoints; `None` for holds of the
+    /// process's own planners (all-in-one) and for holds journaled before owners were recorded
+    /// (see [`crate::lis::Reservation::owner`]).
+    pub owner: Option<String>,
+}
+
 struct State {
     calendars: Vec<CapacityCalendar>,
     holds: HoldBook<Vec<(usize, SpanId)>>,
@@ -138,6 +158,49 @@ impl Nis {
     pub fn usage_at(&self, link: &str, t: Time) -> Option<u64> {
         let i = *self.link_index.get(link)?;
         Some(self.state().calendars[i].usage_at(t))
+    }
+
+    /// Holds and reservations overlapping `[from, to)`, one entry per booked link, on every link
+    /// (`link` = `None`) or on one; sorted by the link's position in the topology, then start,
+    /// then hold id. Mirrors [`crate::lis::Lis::reservations`].
+    ///
+    /// # Errors
+    /// [`ParticipantError::UnknownLink`] for a `link` not in the topology.
+    pub fn reservations(
+        &self,
+        link: Option<&str>,
+        from: Time,
+        to: Time,
+    ) -> Result<Vec<LinkReservation>, ParticipantError> {
+        let only = link
+            .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.to_owned())))
+            .transpose()?;
+        let st = self.state();
+        let mut out: Vec<(usize, LinkReservation)> = Vec::new();
+        for (hold, state, spans) in st.holds.active() {
+            for &(l, span) in spans {
+                if only.is_some_and(|o| o != l) {
+                    continue;
+                }
+                let Some(s) = st.calendars[l].span(span) else { continue }; // pruned
+                if s.start < to && s.end > from {
+                    out.push((
+                        l,
+                        LinkReservation {
+                            link: self.links[l].id.clone(),
+                            hold,
+                            start: s.start,
+                            end: s.end,
+                            bandwidth_mbps: s.amount,
+                            state,
+                            owner: st.holds.owner(hold).flatten().map(str::to_owned),
+                        },
+                    ));
+                }
+            }
+        }
+        out.sort_by_key(|(l, r)| (*l, r.start, r.hold));
+        Ok(out.into_iter().map(|(_, r)| r).collect())
     }
 
     /// Puts back a hold or reservation read from a journal (at start, before any other call);

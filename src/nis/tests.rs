@@ -12,7 +12,7 @@ use crate::model::{Node, Site};
 ///  +--500-- d ---500-----+      plus a parallel a-b link of 200
 /// ```
 fn grid() -> Grid {
-    let node = |id: &str| Node { id: id.into(), label: id.into() };
+    let node = |id: &str| Node::new(id, id);
     let link = |id: &str, a: &str, b: &str, cap: u64| Link {
         id: id.into(),
         a: a.into(),
@@ -125,6 +125,29 @@ async fn same_node_needs_no_links_and_holds_expire() {
     clock.advance_to(120);
     assert_eq!(n.usage_at("ab", 50), Some(0));
     assert_eq!(n.commit(h.id).await, Err(ParticipantError::HoldExpired(h.id)));
+}
+
+#[tokio::test]
+async fn reservations_list_each_link_of_a_path_with_its_owner() {
+    let (n, clock) = nis(Routing::Shortest);
+    let mine = n.prepare_for(&hold(&["bc", "ab"], 300), "alice").await.unwrap();
+    let theirs = n.prepare(&hold(&["ad"], 100)).await.unwrap();
+    n.commit(theirs.id).await.unwrap();
+    let all = n.reservations(None, 0, 100).unwrap();
+    let got: Vec<(&str, HoldId, u64)> = all.iter().map(|r| (r.link.as_str(), r.hold, r.bandwidth_mbps)).collect();
+    assert_eq!(got, [("ab", mine.id, 300), ("bc", mine.id, 300), ("ad", theirs.id, 100)], "topology order");
+    assert_eq!(all[0].state, HoldState::Held { expires_at: 120 });
+    assert_eq!((all[0].start, all[0].end, all[0].owner.as_deref()), (0, 100, Some("alice")));
+    assert_eq!((all[2].state, all[2].owner.as_deref()), (HoldState::Committed, None));
+    let ab = n.reservations(Some("ab"), 0, 100).unwrap();
+    assert_eq!(ab.len(), 1);
+    assert_eq!(ab[0].link, "ab");
+    assert!(n.reservations(Some("dc"), 0, 100).unwrap().is_empty());
+    assert!(n.reservations(None, 100, 200).unwrap().is_empty(), "the window is half-open");
+    assert_eq!(n.reservations(Some("zz"), 0, 100), Err(ParticipantError::UnknownLink("zz".into())));
+    clock.advance_to(120);
+    let left: Vec<HoldId> = n.reservations(None, 0, 100).unwrap().iter().map(|r| r.hold).collect();
+    assert_eq!(left, [theirs.id], "an expired hold is gone");
 }
 
 #[test]

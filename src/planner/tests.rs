@@ -19,7 +19,7 @@ fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
 
 /// Nodes n1..n3 in a line n1 - n2 - n3 plus n1 - n3; capacities given per link.
 fn grid(sites: Vec<Site>, caps: [u64; 3]) -> Grid {
-    let node = |id: &str| Node { id: id.into(), label: id.into() };
+    let node = |id: &str| Node::new(id, id);
     let link = |id: &str, a: &str, b: &str, cap| Link {
         id: id.into(),
         a: a.into(),

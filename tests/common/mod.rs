@@ -75,6 +75,11 @@ pub struct Spawned {
 /// Starts the API (all-in-one) over [`grid`] with `store` on 127.0.0.1:0: 2 planners, one
 /// worker, a 60 s W interval, [`ADMIN`] as admin token; `tweak` changes the configuration.
 pub async fn spawn_app(store: Arc<dyn Store>, tweak: impl FnOnce(&mut ServeConfig)) -> Spawned {
+    spawn_app_on(grid(), store, tweak).await
+}
+
+/// [`spawn_app`] over another grid.
+pub async fn spawn_app_on(grid: Grid, store: Arc<dyn Store>, tweak: impl FnOnce(&mut ServeConfig)) -> Spawned {
     let mut config = ServeConfig {
         listen: "127.0.0.1:0".into(),
         planners: 2,
@@ -84,7 +89,7 @@ pub async fn spawn_app(store: Arc<dyn Store>, tweak: impl FnOnce(&mut ServeConfi
         ..ServeConfig::default()
     };
     tweak(&mut config);
-    let app = Application::build(config, grid(), store).await.unwrap();
+    let app = Application::build(config, grid, store).await.unwrap();
     let (port, state) = (app.port(), app.state());
     tokio::spawn(app.run_until_stopped());
     Spawned { base: format!("http://127.0.0.1:{port}"), state }

@@ -10,6 +10,7 @@ pub mod participant;
 pub mod plans;
 pub mod sites;
 pub mod tokens;
+pub mod ui;
 
 use actix_web::web;
 
@@ -21,15 +22,19 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_role(cfg, &Role::All);
 }
 
-/// Registers the routes of one role: health, metrics and the OpenAPI document always; then
-/// what the role serves (see [`Role`]).
+/// Registers the routes of one role: health, metrics, the OpenAPI document and
+/// `/v1/whoami` always; then what the role serves (see [`Role`]); the all-in-one also serves
+/// the reservation timeline at `/ui` ([`ui`]).
 pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
     cfg.route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(health::metrics))
         .route("/openapi.json", web::get().to(health::openapi_json));
+    if *role == Role::All {
+        cfg.configure(ui::configure);
+    }
     let role = role.clone();
-    cfg.service(web::scope("/v1").configure(move |v| match &role {
+    cfg.service(web::scope("/v1").route("/whoami", web::get().to(tokens::whoami)).configure(move |v| match &role {
         Role::All => {
             v.configure(all_v1)
                 .configure(participant::configure_sites)
@@ -48,11 +53,7 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
                 .configure(participant::configure_sites);
         }
         Role::Nis => {
-            v.route("/network", web::get().to(network::topology))
-                .route("/network/route", web::get().to(network::route))
-                .route("/network/holds", web::post().to(network::hold))
-                .configure(holds_v1)
-                .configure(participant::configure_network);
+            v.configure(network_v1).configure(holds_v1).configure(participant::configure_network);
         }
         Role::Gis => {
             v.configure(sites_read_v1).configure(participant::configure_gis);
@@ -83,11 +84,18 @@ fn all_v1(cfg: &mut web::ServiceConfig) {
         .route("/sites/{id}/availability", web::get().to(sites::availability))
         .route("/sites/{id}/reservations", web::get().to(sites::reservations))
         .route("/sites/{id}/holds", web::post().to(sites::hold))
-        .route("/network", web::get().to(network::topology))
-        .route("/network/route", web::get().to(network::route))
-        .route("/network/holds", web::post().to(network::hold))
+        .configure(network_v1)
         .configure(holds_v1)
         .route("/tokens", web::post().to(tokens::create));
+}
+
+/// The NIS's public routes (all-in-one and role `nis`).
+fn network_v1(v: &mut web::ServiceConfig) {
+    v.route("/network", web::get().to(network::topology))
+        .route("/network/route", web::get().to(network::route))
+        .route("/network/reservations", web::get().to(network::reservations))
+        .route("/network/links/{id}/reservations", web::get().to(network::link_reservations))
+        .route("/network/holds", web::post().to(network::hold));
 }
 
 /// Fallback for requests no route takes: `405` with `Allow` when the all-in-one serves the
@@ -109,7 +117,8 @@ pub async fn not_found(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
 /// The methods the all-in-one serves on `path` (e.g. `/v1/plans/42`), for `Allow`: those the
 /// OpenAPI document lists for the first path template that matches it (`{param}` matches one
 /// segment), plus `HEAD` wherever `GET` is served; `POST` on the participant protocol's routes
-/// (which the document does not describe). `None` for a path no route serves.
+/// (which the document does not describe); `GET, HEAD` on the timeline's pages (`/ui`, not in
+/// the document either). `None` for a path no route serves.
 pub fn allowed_methods(path: &str) -> Option<&'static str> {
     use std::sync::OnceLock;
     static TABLE: OnceLock<Vec<(Vec<String>, &'static str)>> = OnceLock::new();
@@ -147,6 +156,9 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
             "/v1/participant/gis/candidates",
         ] {
             table.push((segments(p), "POST"));
+        }
+        for p in ui::PATHS {
+            table.push((segments(p), "GET, HEAD"));
         }
         // Literal segments first: `/v1/network/route` before a `{param}` template.
         table.sort_by_key(|(t, _)| t.iter().filter(|s| s.starts_with('{')).count());

@@ -1,4 +1,4 @@
-//! `/v1/network`: the NIS (topology, routes, bandwidth holds).
+//! `/v1/network`: the NIS (topology, routes, bookings, bandwidth holds).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -7,13 +7,15 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::holds::HoldView;
+use super::sites::{ReservationState, WindowQuery};
 use crate::api::auth::Caller;
 use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
-use crate::model::{Link, LinkId, Node};
+use crate::model::{from_time, Link, LinkId, Node};
+use crate::nis::LinkReservation;
 use crate::planner::ParticipantRef;
-use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, Participant};
+use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, HoldState, Participant};
 
 /// The topology: nodes and links with their capacities.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -50,6 +52,46 @@ pub struct RouteView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RouteAnswer {
     pub route: Option<RouteView>,
+}
+
+/// One link's share of a hold or reservation of bandwidth (a hold on a path of N links is
+/// listed once per link, with the same `hold`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LinkReservationView {
+    /// The link.
+    pub link: LinkId,
+    /// The hold's id: shown only to the principal that prepared it and to admins (another
+    /// principal's booking is listed without it, so that its id cannot be used against it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Uuid>,
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// Booked bandwidth (Mbit/s).
+    pub bandwidth_mbps: u64,
+    pub state: ReservationState,
+    /// Lease end of a hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl LinkReservationView {
+    /// The view of `r` for `caller`: the hold id only for an admin or the hold's owner.
+    fn new(r: LinkReservation, caller: &Caller) -> Self {
+        let (state, expires_at) = match r.state {
+            HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
+            HoldState::Committed => (ReservationState::Committed, None),
+        };
+        let own = caller.admin || r.owner.as_deref() == Some(caller.user.as_str());
+        LinkReservationView {
+            link: r.link,
+            hold: own.then_some(r.hold),
+            start: from_time(r.start),
+            end: from_time(r.end),
+            bandwidth_mbps: r.bandwidth_mbps,
+            state,
+            expires_at,
+        }
+    }
 }
 
 /// `POST /v1/network/holds` body: prepare (phase 1) bandwidth on every link of a path.
@@ -116,6 +158,50 @@ pub async fn route(
             free_mbps: (r.free_mbps != u64::MAX).then_some(r.free_mbps),
         }),
     }))
+}
+
+/// The NIS's bookings overlapping the window, on `link` or (`None`) every link.
+fn bookings(
+    state: &AppState,
+    caller: &Caller,
+    link: Option<&str>,
+    q: &WindowQuery,
+) -> Result<Vec<LinkReservationView>, ApiError> {
+    let (from, to) = super::sites::window(state, &q.from, &q.to)?;
+    let list = state.participants.nis.reservations(link, from, to)?;
+    Ok(list.into_iter().map(|r| LinkReservationView::new(r, caller)).collect())
+}
+
+/// Bandwidth holds and reservations of one link overlapping `[from, to)`, sorted by start;
+/// hold ids only of the caller's own holds (an admin sees every id).
+#[utoipa::path(get, path = "/v1/network/links/{id}/reservations", operation_id = "link_reservations", tag = "network",
+    params(("id" = String, Path, description = "link id"), WindowQuery),
+    responses((status = 200, body = Vec<LinkReservationView>),
+        (status = 404, description = "Unknown link", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn link_reservations(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    q: web::Query<WindowQuery>,
+) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
+    Ok(web::Json(bookings(&state, &caller, Some(&id), &q)?))
+}
+
+/// Bandwidth holds and reservations of every link overlapping `[from, to)` (one entry per
+/// link of each booked path), sorted by link (in topology order) then start; hold ids only of
+/// the caller's own holds (an admin sees every id).
+#[utoipa::path(get, path = "/v1/network/reservations", operation_id = "network_reservations", tag = "network", params(WindowQuery),
+    responses((status = 200, body = Vec<LinkReservationView>),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn reservations(
+    state: web::Data<AppState>,
+    caller: Caller,
+    q: web::Query<WindowQuery>,
+) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
+    Ok(web::Json(bookings(&state, &caller, None, &q)?))
 }
 
 /// Prepare a bandwidth hold (service or admin token; the hold is owned by the caller's principal).

@@ -222,7 +222,8 @@ async fn os_in_use(state: &AppState, site: &str, holds: &[HoldId]) -> Result<Api
     Ok(ApiError::conflict("site-in-use", "The site has bookings that depend on it", detail))
 }
 
-fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
+/// The window `[from, to)` in seconds: both inside the horizon, `from` before `to` (else 422).
+pub(crate) fn window(state: &AppState, from: &DateTime<Utc>, to: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
     let (f, t) = (state.check_horizon("from", from)?, state.check_horizon("to", to)?);
     if f >= t {
         return Err(ApiError::invalid("`from` must be before `to`"));

@@ -1,4 +1,5 @@
 //! `POST /v1/tokens` (admin): issue an API token. The token is shown once; only its hash is kept.
+//! `GET /v1/whoami` (any token): whom the token acts as.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
@@ -60,4 +61,22 @@ pub async fn create(
     register_token(state.store.as_ref(), &token, user, b.admin, b.service).await?;
     tracing::info!(user, admin = b.admin, service = b.service, "token issued");
     Ok(HttpResponse::Created().json(TokenView { token, user: user.to_owned(), admin: b.admin, service: b.service }))
+}
+
+/// Whom a token acts as, and its roles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmI {
+    pub user: String,
+    /// May do everything (everyone's plans, grid changes, tokens).
+    pub admin: bool,
+    /// May drive holds directly.
+    pub service: bool,
+}
+
+/// The caller's user and roles (any token; e.g. for a client to show what it may see).
+#[utoipa::path(get, path = "/v1/whoami", operation_id = "whoami", tag = "tokens",
+    responses((status = 200, body = WhoAmI), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("bearer" = [])))]
+pub async fn whoami(caller: Caller) -> web::Json<WhoAmI> {
+    web::Json(WhoAmI { user: caller.user, admin: caller.admin, service: caller.service })
 }

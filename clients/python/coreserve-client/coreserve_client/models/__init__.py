@@ -8,6 +8,7 @@ from .hold_view import HoldView
 from .job_body import JobBody
 from .job_placement import JobPlacement
 from .link import Link
+from .link_reservation_view import LinkReservationView
 from .network_hold_body import NetworkHoldBody
 from .network_view import NetworkView
 from .node import Node
@@ -29,6 +30,7 @@ from .token_body import TokenBody
 from .token_view import TokenView
 from .transfer_body import TransferBody
 from .transfer_placement import TransferPlacement
+from .who_am_i import WhoAmI
 
 __all__ = (
     "AvailabilityView",
@@ -39,6 +41,7 @@ __all__ = (
     "JobBody",
     "JobPlacement",
     "Link",
+    "LinkReservationView",
     "NetworkHoldBody",
     "NetworkView",
     "Node",
@@ -60,4 +63,5 @@ __all__ = (
     "TokenView",
     "TransferBody",
     "TransferPlacement",
+    "WhoAmI",
 )

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
@@ -18,16 +18,35 @@ class Node:
     Attributes:
         id (str):
         label (str | Unset): Human-readable label (city name in Topology Zoo graphs).
+        latitude (float | None | Unset): Latitude in degrees, `-90 ..= 90` (north positive), when known (Topology Zoo's
+            `Latitude`). Only used to draw the topology.
+        longitude (float | None | Unset): Longitude in degrees, `-180 ..= 180` (east positive), when known (Topology
+            Zoo's
+            `Longitude`). Only used to draw the topology.
     """
 
     id: str
     label: str | Unset = UNSET
+    latitude: float | None | Unset = UNSET
+    longitude: float | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         id = self.id
 
         label = self.label
+
+        latitude: float | None | Unset
+        if isinstance(self.latitude, Unset):
+            latitude = UNSET
+        else:
+            latitude = self.latitude
+
+        longitude: float | None | Unset
+        if isinstance(self.longitude, Unset):
+            longitude = UNSET
+        else:
+            longitude = self.longitude
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -38,6 +57,10 @@ class Node:
         )
         if label is not UNSET:
             field_dict["label"] = label
+        if latitude is not UNSET:
+            field_dict["latitude"] = latitude
+        if longitude is not UNSET:
+            field_dict["longitude"] = longitude
 
         return field_dict
 
@@ -48,9 +71,29 @@ class Node:
 
         label = d.pop("label", UNSET)
 
+        def _parse_latitude(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        latitude = _parse_latitude(d.pop("latitude", UNSET))
+
+        def _parse_longitude(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        longitude = _parse_longitude(d.pop("longitude", UNSET))
+
         node = cls(
             id=id,
             label=label,
+            latitude=latitude,
+            longitude=longitude,
         )
 
         node.additional_properties = d

@@ -1,0 +1,574 @@
+//! The reservation timeline (`/ui`) in a real browser, and the endpoints it reads.
+//!
+//! Each test spawns the all-in-one service in process (in-memory store) over a small European
+//! grid with coordinates, books plans as two users (and holds as a service principal), then
+//! opens the page in headless Chromium (`/usr/bin/chromium`, or `CORESERVE_CHROMIUM`) with
+//! `--dump-dom` and checks the SVG it drew against the API. Chromium is required: without it the
+//! browser tests fail (`apt-get install chromium`), they are never skipped.
+//!
+//! The screenshot of the admin's view is written to `$CARGO_TARGET_TMPDIR/ui-screenshot.png`
+//! (and copied to `$CORESERVE_UI_SCREENSHOT` when set: that is how `docs/ui-timeline.png` is
+//! made).
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use coreserve::model::Grid;
+use coreserve::store::MemoryStore;
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+
+mod common;
+use common::{in_hours, spawn_app_on, ADMIN};
+
+/// Eight European points of presence (one, a core router, without coordinates, as some Topology
+/// Zoo nodes are) and six sites; only `s-gva` has 100 CPUs.
+fn europe() -> Grid {
+    let node = |id: &str, label: &str, lat: f64, lon: f64| json!({"id": id, "label": label, "latitude": lat, "longitude": lon});
+    let link = |id: &str, a: &str, b: &str, mbps: u64| json!({"id": id, "a": a, "b": b, "capacity_mbps": mbps, "price_per_gbps_hour": 0.1});
+    let site = |id: &str, node: &str, cpus: u32, os: &str, price: f64| json!({"id": id, "node": node, "cpus": cpus, "os": os, "price_per_cpu_hour": price});
+    serde_json::from_value(json!({
+        "nodes": [
+            node("lon", "London", 51.507, -0.128), node("ams", "Amsterdam", 52.370, 4.895),
+            node("par", "Paris", 48.857, 2.352), node("fra", "Frankfurt", 50.110, 8.682),
+            node("gva", "Geneva", 46.204, 6.143), node("mil", "Milan", 45.464, 9.190),
+            node("pra", "Prague", 50.075, 14.438), node("vie", "Vienna", 48.208, 16.373),
+            {"id": "core", "label": "core router"}
+        ],
+        "links": [
+            link("lon-ams", "lon", "ams", 10_000), link("lon-par", "lon", "par", 10_000),
+            link("ams-fra", "ams", "fra", 10_000), link("par-fra", "par", "fra", 2_500),
+            link("par-gva", "par", "gva", 2_500), link("fra-pra", "fra", "pra", 10_000),
+            link("pra-vie", "pra", "vie", 10_000), link("gva-mil", "gva", "mil", 2_500),
+            link("mil-vie", "mil", "vie", 2_500), link("fra-core", "fra", "core", 10_000),
+            link("core-mil", "core", "mil", 10_000)
+        ],
+        "sites": [
+            site("s-ams", "ams", 64, "linux", 1.0), site("s-lon", "lon", 32, "linux", 1.2),
+            site("s-gva", "gva", 128, "linux", 0.8), site("s-vie", "vie", 48, "linux", 0.9),
+            site("s-mil", "mil", 32, "bsd", 1.1), site("s-par", "par", 16, "solaris", 1.0)
+        ]
+    }))
+    .unwrap()
+}
+
+/// The service with the bookings the tests look at.
+struct Booked {
+    base: String,
+    client: Client,
+    alice: String,
+    bob: String,
+    service: String,
+    /// alice's committed plans; the first is a three-job workflow whose transfers cross links.
+    alice_plans: Vec<Value>,
+    /// bob's committed plans.
+    bob_plans: Vec<Value>,
+    /// The id of carol's plan, cancelled (nothing of it is booked).
+    cancelled: String,
+    /// The service principal's held compute and network holds.
+    held: Vec<String>,
+}
+
+impl Booked {
+    async fn get(&self, path: &str, token: Option<&str>) -> reqwest::Response {
+        let mut r = self.client.get(format!("{}{path}", self.base));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send().await.unwrap()
+    }
+
+    async fn json(&self, path: &str, token: &str) -> Value {
+        let r = self.get(path, Some(token)).await;
+        assert_eq!(r.status(), StatusCode::OK, "GET {path}");
+        r.json().await.unwrap()
+    }
+
+    async fn post(&self, path: &str, token: &str, body: Value) -> Value {
+        let r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token).json(&body).send().await.unwrap();
+        let status = r.status();
+        let body: Value = r.json().await.unwrap();
+        assert!(status.is_success(), "POST {path}: {status} {body}");
+        body
+    }
+
+    /// `from=...&to=...`: the page's default window (now - 1 h .. now + 48 h).
+    fn window() -> String {
+        format!("from={}&to={}", in_hours(-1), in_hours(48))
+    }
+
+    /// Every site booking in the window, as `token` sees them.
+    async fn site_bookings(&self, token: &str) -> Vec<Value> {
+        let mut all = Vec::new();
+        for s in self.json("/v1/sites", token).await.as_array().unwrap() {
+            let id = s["id"].as_str().unwrap();
+            let list = self.json(&format!("/v1/sites/{id}/reservations?{}", Self::window()), token).await;
+            all.extend(list.as_array().unwrap().iter().map(|r| {
+                let mut r = r.clone();
+                r["site"] = json!(id);
+                r
+            }));
+        }
+        all
+    }
+
+    async fn link_bookings(&self, token: &str) -> Vec<Value> {
+        let list = self.json(&format!("/v1/network/reservations?{}", Self::window()), token).await;
+        list.as_array().unwrap().clone()
+    }
+}
+
+async fn plan(app: &Booked, token: &str, body: Value) -> Value {
+    let p = app.post("/v1/plans", token, body).await;
+    assert_eq!(p["status"], "committed", "{p}");
+    p
+}
+
+/// Spawns the service over [`europe`] and books: alice's workflow (A 48 CPUs and B 100 CPUs at
+/// once, so never at the same site, then C) and a later co-allocation; bob's pair of jobs and a
+/// single job; carol's plan, cancelled; a service principal's compute and network holds (a
+/// 15-minute lease: they stay held through the test).
+async fn booked() -> Booked {
+    let spawned = spawn_app_on(europe(), Arc::new(MemoryStore::new()), |c| c.lease_s = 900).await;
+    let client = Client::new();
+    let mut app = Booked {
+        base: spawned.base,
+        client,
+        alice: String::new(),
+        bob: String::new(),
+        service: String::new(),
+        alice_plans: vec![],
+        bob_plans: vec![],
+        cancelled: String::new(),
+        held: vec![],
+    };
+    let token = |user: &'static str, service: bool| {
+        let app = &app;
+        async move { app.post("/v1/tokens", ADMIN, json!({"user": user, "service": service})).await["token"].clone() }
+    };
+    let (alice, bob, carol, service) =
+        (token("alice", false).await, token("bob", false).await, token("carol", false).await, token("svc", true).await);
+    let s = |v: &Value| v.as_str().unwrap().to_owned();
+    (app.alice, app.bob, app.service) = (s(&alice), s(&bob), s(&service));
+    let job = |name: &str, cpus: u32, offset_h: f64, hours: f64| {
+        json!({"name": name, "os": "linux", "cpus": cpus, "offset_s": (offset_h * 3600.0) as i64,
+               "duration_s": (hours * 3600.0) as i64})
+    };
+    let transfer = |from: &str, to: &str, mbps: u64, offset_h: f64, hours: f64| {
+        json!({"from": from, "to": to, "bandwidth_mbps": mbps, "offset_s": (offset_h * 3600.0) as i64,
+               "duration_s": (hours * 3600.0) as i64})
+    };
+    let workflow = json!({
+        "id": "climate-run", "deadline": in_hours(30),
+        "jobs": [job("A", 48, 0.0, 6.0), job("B", 100, 1.0, 8.0), job("C", 40, 6.5, 5.0)],
+        "transfers": [transfer("A", "B", 2000, 1.5, 1.0), transfer("B", "C", 1000, 7.0, 1.5)]
+    });
+    let coalloc = json!({
+        "id": "mpi-coalloc", "deadline": in_hours(40), "not_before": in_hours(24),
+        "jobs": [job("r0", 40, 0.0, 4.0), job("r1", 40, 0.0, 4.0)],
+        "transfers": [transfer("r0", "r1", 1500, 0.0, 4.0)]
+    });
+    app.alice_plans = vec![plan(&app, &app.alice, workflow).await, plan(&app, &app.alice, coalloc).await];
+    let render = json!({
+        "id": "render", "deadline": in_hours(30), "not_before": in_hours(8),
+        "jobs": [job("X", 24, 0.0, 5.0), job("Y", 24, 0.0, 5.0)],
+        "transfers": [transfer("X", "Y", 800, 0.5, 3.0)]
+    });
+    let single = json!({
+        "id": "bsd-build", "deadline": in_hours(20), "not_before": in_hours(2),
+        "jobs": [{"name": "build", "os": "bsd", "cpus": 16, "offset_s": 0, "duration_s": 4 * 3600}]
+    });
+    app.bob_plans = vec![plan(&app, &app.bob, render).await, plan(&app, &app.bob, single).await];
+    let doomed = json!({"id": "doomed", "deadline": in_hours(20), "jobs": [job("Z", 8, 0.0, 2.0)]});
+    let doomed = plan(&app, carol.as_str().unwrap(), doomed).await;
+    app.cancelled = s(&doomed["id"]);
+    let r = app
+        .client
+        .delete(format!("{}/v1/plans/{}", app.base, app.cancelled))
+        .bearer_auth(carol.as_str().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let site_hold = app
+        .post("/v1/sites/s-vie/holds", &app.service, json!({"cpus": 8, "start": in_hours(10), "end": in_hours(14)}))
+        .await;
+    let net_hold = app
+        .post(
+            "/v1/network/holds",
+            &app.service,
+            json!({"links": ["fra-pra", "pra-vie"], "bandwidth_mbps": 3000, "start": in_hours(10), "end": in_hours(12)}),
+        )
+        .await;
+    app.held = vec![s(&site_hold["id"]), s(&net_hold["id"])];
+    app
+}
+
+// ---- Chromium ----
+
+/// The browser: `CORESERVE_CHROMIUM`, else Debian's `/usr/bin/chromium`.
+fn chromium_path() -> PathBuf {
+    let path = PathBuf::from(std::env::var("CORESERVE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
+    assert!(
+        path.is_file(),
+        "tests/ui.rs needs Chromium at {}: install it (Debian: `apt-get install chromium`) or point \
+         CORESERVE_CHROMIUM at a Chromium binary; these tests are never skipped",
+        path.display()
+    );
+    path
+}
+
+/// Runs headless Chromium with `args` (a fresh profile; at most 120 s) and returns its stdout.
+async fn chromium(args: Vec<String>) -> String {
+    let path = chromium_path();
+    tokio::task::spawn_blocking(move || {
+        let profile = tempfile::tempdir().unwrap();
+        let mut child = Command::new(&path)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e} (apt-get install chromium)", path.display()));
+        let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            out.read_to_string(&mut s).unwrap();
+            s
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("chromium {args:?} did not finish within 120 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (stdout, stderr) = (reader.join().unwrap(), err_reader.join().unwrap());
+        assert!(status.success(), "chromium {args:?} failed ({status}):\n{stderr}");
+        stdout
+    })
+    .await
+    .unwrap()
+}
+
+/// The page at `fragment` after 10 s of (virtual) time: its DOM as Chromium serialises it.
+async fn dump_dom(base: &str, fragment: &str) -> String {
+    let dom =
+        chromium(vec!["--virtual-time-budget=10000".into(), "--dump-dom".into(), format!("{base}/ui#{fragment}")])
+            .await;
+    assert!(dom.contains("<svg"), "the page drew nothing:\n{dom}");
+    dom
+}
+
+/// The attributes of every `<tag ...>` element of `html` (values unescaped for `&amp;`,
+/// `&quot;`, `&lt;`, `&gt;`).
+fn elements(html: &str, tag: &str) -> Vec<HashMap<String, String>> {
+    let open = format!("<{tag} ");
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(i) = rest.find(&open) {
+        rest = &rest[i + open.len()..];
+        let end = rest.find('>').expect("a closed tag");
+        let mut attrs = HashMap::new();
+        let mut s = &rest[..end];
+        while let Some(eq) = s.find("=\"") {
+            let name = s[..eq].trim().rsplit(' ').next().unwrap().to_owned();
+            let value_end = s[eq + 2..].find('"').expect("a closed value");
+            let value = s[eq + 2..eq + 2 + value_end]
+                .replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&");
+            attrs.insert(name, value);
+            s = &s[eq + 2 + value_end + 1..];
+        }
+        // Attributes without a value (e.g. `hidden`, `data-selected`) are kept as "".
+        for word in s.split_whitespace().filter(|w| !w.contains('=')) {
+            attrs.entry(word.trim_end_matches('/').to_owned()).or_default();
+        }
+        out.push(attrs);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// The elements of `tag` whose `class` is exactly `class`.
+fn with_class(html: &str, tag: &str, class: &str) -> Vec<HashMap<String, String>> {
+    elements(html, tag).into_iter().filter(|a| a.get("class").map(String::as_str) == Some(class)).collect()
+}
+
+fn ids(plans: &[Value]) -> BTreeSet<String> {
+    plans.iter().map(|p| p["id"].as_str().unwrap().to_owned()).collect()
+}
+
+fn attr_set(els: &[HashMap<String, String>], name: &str) -> BTreeSet<String> {
+    els.iter().filter_map(|a| a.get(name).cloned()).collect()
+}
+
+/// The links of every transfer of `plan`.
+fn path_links(plan: &Value) -> BTreeSet<String> {
+    plan["transfers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["path"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_owned()))
+        .collect()
+}
+
+// ---- the tests ----
+
+/// The admin's view of alice's workflow: one bar per booking of every site and link (counted
+/// through the API), every committed plan's bars marked with its id, held bars without one,
+/// the workflow's jobs and transfers in the Gantt chart and exactly its links on the
+/// topology; then a screenshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
+    let started = Instant::now();
+    let app = booked().await;
+    let workflow = app.alice_plans[0].clone();
+    let wf_id = workflow["id"].as_str().unwrap().to_owned();
+    assert!(!path_links(&workflow).is_empty(), "the workflow crosses links: {workflow}");
+    let sites = app.site_bookings(ADMIN).await;
+    let links = app.link_bookings(ADMIN).await;
+    let held = |list: &[Value]| list.iter().filter(|r| r["state"] == "held").count();
+    assert_eq!((held(&sites), held(&links)), (1, 2), "the service's holds");
+
+    let dom = dump_dom(&app.base, &format!("token={ADMIN}&plan={wf_id}")).await;
+
+    let bars = with_class(&dom, "rect", "reservation");
+    assert_eq!(bars.len(), sites.len(), "one bar per site booking in the window");
+    for s in ["s-ams", "s-gva", "s-vie"] {
+        let n = sites.iter().filter(|r| r["site"] == s).count();
+        assert_eq!(bars.iter().filter(|b| b["data-site"] == s).count(), n, "{s}'s bars");
+    }
+    assert_eq!(bars.iter().filter(|b| b["data-state"] == "held").count(), 1);
+    let everyone: BTreeSet<String> = ids(&app.alice_plans).into_iter().chain(ids(&app.bob_plans)).collect();
+    assert_eq!(attr_set(&bars, "data-plan"), everyone, "an admin sees every plan's bars");
+    assert!(bars.iter().filter(|b| b["data-state"] == "held").all(|b| !b.contains_key("data-plan")));
+    let wf_bars: Vec<_> = bars.iter().filter(|b| b.get("data-plan") == Some(&wf_id)).collect();
+    assert_eq!(wf_bars.len(), workflow["jobs"].as_array().unwrap().len());
+    assert!(wf_bars.iter().all(|b| b.contains_key("data-selected")), "the chosen plan's bars stand out");
+    assert!(!dom.contains(&app.cancelled), "a cancelled plan is gone");
+
+    let link_bars = with_class(&dom, "rect", "link-reservation");
+    assert_eq!(link_bars.len(), links.len(), "one bar per link booking");
+    let booked_links: BTreeSet<String> = links.iter().map(|r| r["link"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(attr_set(&link_bars, "data-link"), booked_links);
+
+    let jobs = with_class(&dom, "rect", "gantt-job");
+    let want: BTreeSet<String> =
+        workflow["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(attr_set(&jobs, "data-job"), want);
+    assert_eq!(jobs.len(), 3);
+    let transfers = with_class(&dom, "rect", "gantt-transfer");
+    assert_eq!(transfers.len(), workflow["transfers"].as_array().unwrap().len());
+    let path = with_class(&dom, "line", "path-link");
+    assert_eq!(path.len(), path_links(&workflow).len(), "each link of the path once");
+    assert_eq!(attr_set(&path, "data-link"), path_links(&workflow), "exactly the plan's links");
+    assert_eq!(with_class(&dom, "line", "link").len() + path.len(), europe().links.len());
+    let marked: BTreeSet<String> = with_class(&dom, "circle", "plan-site")
+        .iter()
+        .flat_map(|c| c["data-sites"].split(' ').map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    let job_sites: BTreeSet<String> =
+        workflow["jobs"].as_array().unwrap().iter().map(|j| j["site"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(marked, job_sites, "the plan's sites are marked");
+    assert!(dom.contains("nodes by latitude/longitude"), "a projection, not the fallback layout");
+
+    let body = &elements(&dom, "body")[0];
+    let refreshes: u32 = body["data-refreshes"].parse().unwrap();
+    assert!(refreshes >= 2, "the page polls: {refreshes} refreshes in 10 s");
+    assert!(
+        !elements(&dom, "label")
+            .iter()
+            .any(|l| l.get("id").map(String::as_str) == Some("user-filter-label") && l.contains_key("hidden")),
+        "an admin gets the user filter"
+    );
+
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshot.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(vec![
+        "--virtual-time-budget=10000".into(),
+        format!("--screenshot={}", shot.display()),
+        "--window-size=1400,1000".into(),
+        format!("{}/ui#token={ADMIN}&plan={wf_id}", app.base),
+    ])
+    .await;
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a PNG of the page ({} bytes)", png.len());
+    if let Some(copy) = std::env::var_os("CORESERVE_UI_SCREENSHOT") {
+        std::fs::copy(&shot, &copy).unwrap();
+    }
+    eprintln!("screenshot: {} ({} bytes); test took {:?}", shot.display(), png.len(), started.elapsed());
+}
+
+/// A user (bob) sees his plans in detail and everyone else's bookings as anonymous bars: as
+/// many bars as the admin, but no trace of alice's plans, nor any hold id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_sees_others_bookings_as_anonymous_bars() {
+    let app = booked().await;
+    let mine = app.bob_plans[0].clone();
+    let mine_id = mine["id"].as_str().unwrap().to_owned();
+    let sites = app.site_bookings(&app.bob).await;
+    assert!(sites.iter().all(|r| r.get("hold").is_none()), "bob prepared no hold himself");
+
+    let dom = dump_dom(&app.base, &format!("token={}&plan={mine_id}", app.bob)).await;
+
+    let bars = with_class(&dom, "rect", "reservation");
+    assert_eq!(bars.len(), sites.len(), "every booking, anonymous or not");
+    assert_eq!(attr_set(&bars, "data-plan"), ids(&app.bob_plans), "only bob's plans are named");
+    assert_eq!(attr_set(&bars, "data-user"), BTreeSet::from(["bob".to_owned()]));
+    assert!(bars.iter().filter(|b| !b.contains_key("data-plan")).count() >= 5, "alice's jobs and the hold");
+    for p in &app.alice_plans {
+        let id = p["id"].as_str().unwrap();
+        assert!(!dom.contains(id), "alice's plan {id} shows in bob's page");
+    }
+    assert!(!dom.contains("climate-run") && !dom.contains("alice"), "nothing of alice's plans");
+    for hold in &app.held {
+        assert!(!dom.contains(hold.as_str()), "another principal's hold id {hold} shows");
+    }
+    let links = app.link_bookings(&app.bob).await;
+    assert_eq!(with_class(&dom, "rect", "link-reservation").len(), links.len());
+
+    assert_eq!(with_class(&dom, "rect", "gantt-job").len(), mine["jobs"].as_array().unwrap().len());
+    assert_eq!(with_class(&dom, "rect", "gantt-transfer").len(), mine["transfers"].as_array().unwrap().len());
+    assert_eq!(attr_set(&with_class(&dom, "line", "path-link"), "data-link"), path_links(&mine));
+    assert!(
+        elements(&dom, "label")
+            .iter()
+            .any(|l| l.get("id").map(String::as_str) == Some("user-filter-label") && l.contains_key("hidden")),
+        "no user filter for a user"
+    );
+
+    // Another user's plan id in the fragment shows nothing of it.
+    let theirs = app.alice_plans[0]["id"].as_str().unwrap().to_owned();
+    let dom = dump_dom(&app.base, &format!("token={}&plan={theirs}", app.bob)).await;
+    assert!(with_class(&dom, "rect", "gantt-job").is_empty());
+    assert!(with_class(&dom, "line", "path-link").is_empty());
+    assert!(dom.contains("403"), "the page says why");
+}
+
+/// `GET /v1/network/reservations` and `/v1/network/links/{id}/reservations`: one entry per link
+/// of each booked path, hold ids only for their principal and admins, 401 without a token, 404
+/// for an unknown link, 422 for a bad window; `GET /v1/network` carries the coordinates and
+/// `GET /v1/whoami` the caller's roles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_reservations_show_hold_ids_only_to_their_owner_and_admins() {
+    let app = booked().await;
+    let w = Booked::window();
+    let held_link = format!("/v1/network/links/pra-vie/reservations?{w}");
+    let net_hold = &app.held[1];
+    for (token, sees) in [(ADMIN, true), (app.service.as_str(), true), (app.bob.as_str(), false)] {
+        let list = app.json(&held_link, token).await;
+        let held: Vec<&Value> = list.as_array().unwrap().iter().filter(|r| r["state"] == "held").collect();
+        assert_eq!(held.len(), 1, "{list}");
+        assert_eq!(held[0]["bandwidth_mbps"], 3000);
+        assert_eq!(held[0]["link"], "pra-vie");
+        assert!(held[0]["expires_at"].is_string());
+        assert_eq!(held[0].get("hold") == Some(&json!(net_hold)), sees, "{token}: {}", held[0]);
+        assert_eq!(held[0].get("hold").is_some(), sees);
+    }
+    // Every link of the workflow's paths lists its transfer; the planner's bookings carry no
+    // owner, so even alice sees them without ids (as at the sites).
+    let workflow = &app.alice_plans[0];
+    let all = app.json(&format!("/v1/network/reservations?{w}"), &app.alice).await;
+    let all = all.as_array().unwrap();
+    for t in workflow["transfers"].as_array().unwrap() {
+        for l in t["path"].as_array().unwrap() {
+            let found = all.iter().any(|r| {
+                r["link"] == *l && r["start"] == t["start"] && r["end"] == t["end"] && r["state"] == "committed"
+            });
+            assert!(found, "transfer {t} on {l} in {all:?}");
+        }
+    }
+    assert!(all.iter().all(|r| r.get("hold").is_none()));
+    let admin_all = app.json(&format!("/v1/network/reservations?{w}"), ADMIN).await;
+    assert_eq!(admin_all.as_array().unwrap().len(), all.len());
+    assert!(admin_all.as_array().unwrap().iter().all(|r| r["hold"].is_string()), "an admin sees every id");
+
+    let r = app.get(&held_link, None).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert_eq!(app.get(&format!("/v1/network/reservations?{w}"), None).await.status(), StatusCode::UNAUTHORIZED);
+    let r = app.get(&format!("/v1/network/links/nowhere/reservations?{w}"), Some(&app.bob)).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let p: Value = r.json().await.unwrap();
+    assert!(p["detail"].as_str().unwrap().contains("nowhere"), "{p}");
+    let backwards = format!("/v1/network/links/pra-vie/reservations?from={}&to={}", in_hours(2), in_hours(1));
+    assert_eq!(app.get(&backwards, Some(&app.bob)).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let far = format!("/v1/network/reservations?from={}&to={}", in_hours(1), in_hours(24 * 400));
+    assert_eq!(app.get(&far, Some(&app.bob)).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(app.get("/v1/network/reservations", Some(&app.bob)).await.status(), StatusCode::BAD_REQUEST);
+
+    let net = app.json("/v1/network", &app.bob).await;
+    let node = |id: &str| net["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).unwrap().clone();
+    assert_eq!(node("gva"), json!({"id": "gva", "label": "Geneva", "latitude": 46.204, "longitude": 6.143}));
+    assert_eq!(node("core"), json!({"id": "core", "label": "core router"}), "no coordinates, no fields");
+
+    assert_eq!(app.json("/v1/whoami", &app.bob).await, json!({"user": "bob", "admin": false, "service": false}));
+    assert_eq!(app.json("/v1/whoami", &app.service).await, json!({"user": "svc", "admin": false, "service": true}));
+    assert_eq!(app.get("/v1/whoami", None).await.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// The page and its files come from the binary, without a token, with their content types and
+/// validators; anything else under `/ui/` is a 404 problem, another method a 405.
+#[tokio::test]
+async fn the_timeline_is_served_from_the_binary() {
+    let app = spawn_app_on(europe(), Arc::new(MemoryStore::new()), |_| {}).await;
+    let client = Client::new();
+    for (path, ct, needle) in [
+        ("/ui", "text/html; charset=utf-8", "reservation timeline"),
+        ("/ui/", "text/html; charset=utf-8", "reservation timeline"),
+        ("/ui/app.js", "text/javascript; charset=utf-8", "/v1/network/reservations"),
+        ("/ui/style.css", "text/css; charset=utf-8", "rect.reservation"),
+        ("/ui/vendor/d3.v7.min.js", "text/javascript; charset=utf-8", "https://d3js.org v7."),
+        ("/ui/vendor/d3.LICENSE", "text/plain; charset=utf-8", "Mike Bostock"),
+    ] {
+        let r = client.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        assert_eq!(r.headers()["content-type"], ct, "{path}");
+        assert_eq!(r.headers()["cache-control"], "no-cache");
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+        let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+        assert!(r.text().await.unwrap().contains(needle), "{path}");
+        let again = client.get(format!("{}{path}", app.base)).header("If-None-Match", &etag).send().await.unwrap();
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+    }
+    let page = client.get(format!("{}/ui", app.base)).send().await.unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("connect-src 'self'") && csp.contains("script-src 'self'"), "{csp}");
+    let r = client.get(format!("{}/ui/nothing.js", app.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let r = client.post(format!("{}/ui", app.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
+    let r = client.head(format!("{}/ui/vendor/d3.v7.min.js", app.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
