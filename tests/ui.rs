@@ -194,14 +194,15 @@ async fn booked() -> Booked {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // The service's holds lie after every plan's deadline, so no placement can collide with them.
     let site_hold = app
-        .post("/v1/sites/s-vie/holds", &app.service, json!({"cpus": 8, "start": in_hours(10), "end": in_hours(14)}))
+        .post("/v1/sites/s-vie/holds", &app.service, json!({"cpus": 8, "start": in_hours(41), "end": in_hours(45)}))
         .await;
     let net_hold = app
         .post(
             "/v1/network/holds",
             &app.service,
-            json!({"links": ["fra-pra", "pra-vie"], "bandwidth_mbps": 3000, "start": in_hours(10), "end": in_hours(12)}),
+            json!({"links": ["fra-pra", "pra-vie"], "bandwidth_mbps": 3000, "start": in_hours(41), "end": in_hours(43)}),
         )
         .await;
     app.held = vec![s(&site_hold["id"]), s(&net_hold["id"])];
