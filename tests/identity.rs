@@ -133,6 +133,35 @@ async fn another_principal_cannot_release_a_booked_plans_hold() {
     assert_eq!(app.peak("s1"), 0);
 }
 
+/// A planner that drives another principal's hold gets a typed refusal, `NotOwner`, not a
+/// transport error (as a second planner with its own credential would when asked to cancel, or
+/// to recover, a plan the first one booked): phase 2 then leaves the transaction in doubt for
+/// its owner, and a cancel answers 409 saying why. Nothing changes at the participant.
+#[tokio::test]
+async fn another_principals_hold_is_a_typed_refusal_over_http() {
+    use coreserve::protocol::http::HttpParticipant;
+    use coreserve::protocol::{HoldRequest, Participant, ParticipantError};
+    coreserve::protocol::http::install_crypto_provider();
+    let app = spawn().await;
+    let (planner_1, planner_2) = (app.token("planner-1", true).await, app.token("planner-2", true).await);
+    let as_principal = |token: &str| HttpParticipant::site(&app.base, "s1", Some(token.to_owned()));
+    let start = chrono::Utc::now().timestamp() + 3600;
+    let req = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s1".into(), cpus: 4, start, end: start + 600 };
+    let hold = as_principal(&planner_1).prepare(&req).await.unwrap();
+    let other = as_principal(&planner_2);
+    assert_eq!(other.commit(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
+    assert_eq!(other.abort(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
+    assert_eq!(app.peak("s1"), 4, "the hold is untouched");
+    as_principal(&planner_1).commit(hold.id).await.unwrap();
+    assert_eq!(other.release(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
+    assert_eq!(app.peak("s1"), 4, "the reservation is untouched");
+
+    // What a cancel through the wrong planner answers.
+    let problem = coreserve::api::problem::ApiError::from(ParticipantError::NotOwner(hold.id));
+    assert_eq!((problem.status.as_u16(), problem.slug), (409, "hold-not-owned"));
+    assert!(problem.to_string().contains("cancel it through that planner"), "{problem}");
+}
+
 /// Holds made through the participant endpoints and the REST hold endpoints belong to the
 /// principal that prepared them: it may commit, extend and release them, nobody else (but an
 /// admin) may; the ownership survives a restart (journaled).

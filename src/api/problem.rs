@@ -169,6 +169,11 @@ impl From<ParticipantError> for ApiError {
             P::Aborted(_) => ApiError::conflict("hold-aborted", "The hold was aborted", detail),
             P::AlreadyCommitted(_) => ApiError::conflict("hold-committed", "The hold is committed", detail),
             P::NotCommitted(_) => ApiError::conflict("hold-not-committed", "The hold is not committed", detail),
+            P::NotOwner(_) => ApiError::conflict(
+                "hold-not-owned",
+                "A part is held by another principal",
+                format!("{detail}: the plan was booked through another planner's credential; cancel it through that planner"),
+            ),
             P::Invalid(_) => ApiError::bad_request(detail),
             P::WrongParticipant(_) => ApiError::internal(detail),
             P::Transport(_) => {

@@ -254,7 +254,12 @@ impl AppState {
         }
         tracing::warn!(target: "audit", principal = %caller.user, owner = owner_name, %hold, participant = %who, verb,
             "refused: hold of another principal");
-        Err(ApiError::forbidden(format!("hold {hold} belongs to another principal; only it or an admin may {verb} it")))
+        Err(ApiError::new(
+            actix_web::http::StatusCode::FORBIDDEN,
+            "hold-not-owned",
+            "The hold belongs to another principal",
+            format!("hold {hold} belongs to another principal; only it or an admin may {verb} it"),
+        ))
     }
 
     /// Start-up recovery, before the first request:

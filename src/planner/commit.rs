@@ -15,9 +15,11 @@ use crate::protocol::{HoldId, Participant, ParticipantError};
 /// Pauses before the retries of a call whose answer was indeterminate.
 const RETRY_AFTER: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(250)];
 
-/// True when nobody knows whether the call took effect: the caller may retry it.
+/// True when nobody knows whether the call took effect: the caller may retry it. A hold of
+/// another principal counts too: this coordinator cannot drive it, its owner can, so the
+/// transaction stays in doubt rather than being compensated by someone who cannot release it.
 pub(super) fn indeterminate(e: &ParticipantError) -> bool {
-    matches!(e, ParticipantError::Transport(_) | ParticipantError::Durability(_))
+    matches!(e, ParticipantError::Transport(_) | ParticipantError::Durability(_) | ParticipantError::NotOwner(_))
 }
 
 /// What committing every part of a plan came to.

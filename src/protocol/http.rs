@@ -97,6 +97,7 @@ pub enum WireError {
     Aborted { hold: HoldId },
     AlreadyCommitted { hold: HoldId },
     NotCommitted { hold: HoldId },
+    NotOwner { hold: HoldId },
     UnknownSite { site: SiteId },
     UnknownLink { link: LinkId },
     WrongParticipant { what: String },
@@ -141,6 +142,7 @@ impl From<&ParticipantError> for WireError {
             P::Aborted(h) => WireError::Aborted { hold: *h },
             P::AlreadyCommitted(h) => WireError::AlreadyCommitted { hold: *h },
             P::NotCommitted(h) => WireError::NotCommitted { hold: *h },
+            P::NotOwner(h) => WireError::NotOwner { hold: *h },
             P::UnknownSite(s) => WireError::UnknownSite { site: s.clone() },
             P::UnknownLink(l) => WireError::UnknownLink { link: l.clone() },
             P::WrongParticipant(w) => WireError::WrongParticipant { what: (*w).to_owned() },
@@ -167,6 +169,7 @@ impl From<WireError> for ParticipantError {
             WireError::Aborted { hold } => P::Aborted(hold),
             WireError::AlreadyCommitted { hold } => P::AlreadyCommitted(hold),
             WireError::NotCommitted { hold } => P::NotCommitted(hold),
+            WireError::NotOwner { hold } => P::NotOwner(hold),
             WireError::UnknownSite { site } => P::UnknownSite(site),
             WireError::UnknownLink { link } => P::UnknownLink(link),
             // The remote refused a message kind: report it as invalid (the text is remote).
@@ -279,6 +282,7 @@ fn decode_error(status: u16, body: &str, hold: Option<HoldId>, url: &str) -> Par
         (409, "hold-committed", Some(h)) => ParticipantError::AlreadyCommitted(h),
         (409, "hold-not-committed", Some(h)) => ParticipantError::NotCommitted(h),
         (404, _, Some(h)) => ParticipantError::UnknownHold(h),
+        (403, "hold-not-owned", Some(h)) => ParticipantError::NotOwner(h),
         (400 | 422, _, _) => ParticipantError::Invalid(detail),
         _ => ParticipantError::Transport(format!("POST {url}: {status} {slug}: {detail}")),
     }
@@ -400,6 +404,7 @@ mod tests {
             ParticipantError::Aborted(h),
             ParticipantError::AlreadyCommitted(h),
             ParticipantError::NotCommitted(h),
+            ParticipantError::NotOwner(h),
             ParticipantError::UnknownSite("s".into()),
             ParticipantError::UnknownLink("l".into()),
             ParticipantError::Invalid("x".into()),
@@ -417,6 +422,13 @@ mod tests {
         assert_eq!(decode_error(409, body, Some(h), "u"), ParticipantError::HoldExpired(h));
         assert_eq!(decode_error(404, "{}", Some(h), "u"), ParticipantError::UnknownHold(h));
         assert!(matches!(decode_error(502, "oops", None, "u"), ParticipantError::Transport(_)));
+        let body = r#"{"type":"urn:coreserve:problem:hold-not-owned","title":"t","status":403,"detail":"d"}"#;
+        assert_eq!(decode_error(403, body, Some(h), "u"), ParticipantError::NotOwner(h));
+        let body = r#"{"type":"urn:coreserve:problem:forbidden","title":"t","status":403,"detail":"d"}"#;
+        assert!(
+            matches!(decode_error(403, body, Some(h), "u"), ParticipantError::Transport(_)),
+            "a token without the role"
+        );
     }
 }
 

@@ -159,6 +159,11 @@ pub enum ParticipantError {
     AlreadyCommitted(HoldId),
     #[error("hold {0} is not committed")]
     NotCommitted(HoldId),
+    /// The hold was prepared by another principal (another planner's credential): only it or
+    /// an admin may commit, abort, release or extend it. Nothing changed; the caller cannot
+    /// tell whether the hold is still live.
+    #[error("hold {0} belongs to another principal")]
+    NotOwner(HoldId),
     #[error("unknown site `{0}`")]
     UnknownSite(SiteId),
     #[error("unknown link `{0}`")]
