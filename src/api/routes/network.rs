@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use super::holds::HoldView;
-use super::sites::{ReservationState, WindowQuery};
+use super::sites::{visible_hold, ReservationState, WindowQuery};
 use crate::api::auth::Caller;
 use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
@@ -15,7 +15,7 @@ use crate::api::state::AppState;
 use crate::model::{from_time, Link, LinkId, Node};
 use crate::nis::LinkReservation;
 use crate::planner::ParticipantRef;
-use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, HoldState, Participant};
+use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, Participant};
 
 /// The topology: nodes and links with their capacities.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -77,14 +77,10 @@ pub struct LinkReservationView {
 impl LinkReservationView {
     /// The view of `r` for `caller`: the hold id only for an admin or the hold's owner.
     fn new(r: LinkReservation, caller: &Caller) -> Self {
-        let (state, expires_at) = match r.state {
-            HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
-            HoldState::Committed => (ReservationState::Committed, None),
-        };
-        let own = caller.admin || r.owner.as_deref() == Some(caller.user.as_str());
+        let (state, expires_at) = ReservationState::of(r.state);
         LinkReservationView {
+            hold: visible_hold(caller, r.hold, r.owner.as_deref()),
             link: r.link,
-            hold: own.then_some(r.hold),
             start: from_time(r.start),
             end: from_time(r.end),
             bandwidth_mbps: r.bandwidth_mbps,

@@ -91,6 +91,22 @@ pub enum ReservationState {
     Committed,
 }
 
+impl ReservationState {
+    /// The view of a hold's state: held (with its lease's end) or committed.
+    pub(crate) fn of(state: HoldState) -> (Self, Option<DateTime<Utc>>) {
+        match state {
+            HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
+            HoldState::Committed => (ReservationState::Committed, None),
+        }
+    }
+}
+
+/// The hold id a booking listing shows `caller`: its own holds' (an admin: every one), so that
+/// another principal's id cannot be used against its booking.
+pub(crate) fn visible_hold(caller: &Caller, hold: HoldId, owner: Option<&str>) -> Option<HoldId> {
+    (caller.admin || owner == Some(caller.user.as_str())).then_some(hold)
+}
+
 /// One hold or reservation of a site.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReservationView {
@@ -296,13 +312,9 @@ pub async fn reservations(
         .reservations(from, to)
         .into_iter()
         .map(|r| {
-            let (state, expires_at) = match r.state {
-                HoldState::Held { expires_at } => (ReservationState::Held, Some(from_time(expires_at))),
-                HoldState::Committed => (ReservationState::Committed, None),
-            };
-            let own = caller.admin || r.owner.as_deref() == Some(caller.user.as_str());
+            let (state, expires_at) = ReservationState::of(r.state);
             ReservationView {
-                hold: own.then_some(r.hold),
+                hold: visible_hold(&caller, r.hold, r.owner.as_deref()),
                 start: from_time(r.start),
                 end: from_time(r.end),
                 cpus: r.cpus,
