@@ -124,11 +124,6 @@ struct Phase {
     flood_p50_ms: Option<f64>,
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
-}
-
 async fn phase(
     client: &reqwest::Client,
     name: &'static str,
@@ -208,7 +203,7 @@ async fn phase(
     small_ms.sort_by(f64::total_cmp);
     let mut flood_ms = std::mem::take(&mut *flood_ms.lock().unwrap());
     flood_ms.sort_by(f64::total_cmp);
-    let flood_p50_ms = if flood_ms.is_empty() { None } else { Some(percentile(&flood_ms, 50.0)) };
+    let flood_p50_ms = if flood_ms.is_empty() { None } else { Some(report::percentile(&flood_ms, 0.50)) };
     Ok(Phase {
         name,
         small_ms,
@@ -220,7 +215,7 @@ async fn phase(
 
 fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
     let heavy_cpus = env_or("CORESERVE_FAIRNESS_HEAVY_CPUS", 4);
-    let base_p99 = percentile(&phases[0].small_ms, 99.0);
+    let base_p99 = report::percentile(&phases[0].small_ms, 0.99);
     let mut body = format!(
         "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {flood_clients} 64-job co-allocations ({heavy_cpus} CPUs a job, 63 transfers) in flight, retrying 100 ms after a 429. All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process. Baseline: the small user alone.\n\n\
 | phase | small request p50 | p90 | p99 | max | p99 ÷ alone | flood answered / refused (429) while measured | flood request p50 |\n|---|---|---|---|---|---|---|---|\n",
@@ -231,11 +226,11 @@ fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
         body.push_str(&format!(
             "| {} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1}x | {} / {} | {} |\n",
             p.name,
-            percentile(s, 50.0),
-            percentile(s, 90.0),
-            percentile(s, 99.0),
+            report::percentile(s, 0.50),
+            report::percentile(s, 0.90),
+            report::percentile(s, 0.99),
             s[s.len() - 1],
-            percentile(s, 99.0) / base_p99,
+            report::percentile(s, 0.99) / base_p99,
             p.flood_done,
             p.flood_refused,
             p.flood_p50_ms.map_or("-".into(), |ms| format!("{ms:.0} ms"))

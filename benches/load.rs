@@ -629,14 +629,6 @@ fn reason_kind(r: &str) -> String {
     head.trim().chars().take(60).collect()
 }
 
-/// The `p`-quantile (nearest rank) of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
-}
-
 /// One user token per workload user (POST /v1/tokens with the admin token).
 async fn user_tokens(client: &reqwest::Client, url: &str, admin: &str, users: &[String]) -> Result<Vec<String>> {
     #[derive(Deserialize)]
@@ -778,8 +770,13 @@ async fn drive(
         rejected: all.rejected,
         errors: all.errors,
         reasons: all.reasons,
-        latency_ms: [percentile(l, 0.50), percentile(l, 0.90), percentile(l, 0.99), percentile(l, 1.0)],
-        planning_ms: [percentile(p, 0.50), percentile(p, 0.99)],
+        latency_ms: [
+            report::percentile(l, 0.50),
+            report::percentile(l, 0.90),
+            report::percentile(l, 0.99),
+            report::percentile(l, 1.0),
+        ],
+        planning_ms: [report::percentile(p, 0.50), report::percentile(p, 0.99)],
         messages_per_plan: all.messages as f64 / all.planning.len().max(1) as f64,
         holds_aborted_per_plan: all.holds_aborted as f64 / all.planning.len().max(1) as f64,
         pg_xacts_per_plan: (xb - xa) as f64 / (all.committed + all.rejected).max(1) as f64,

@@ -22,6 +22,15 @@ impl Fig {
     }
 }
 
+/// The `q`-quantile (0 < q <= 1) of `sorted` (ascending) by the nearest-rank method: the
+/// smallest value with at least `q` of the samples at or below it; NaN for no samples.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
+}
+
 /// One row: a name, what it is, its median, its baseline's median, and a target, if any.
 pub struct Row {
     pub name: &'static str,
