@@ -13,7 +13,7 @@ use coreserve::local::LocalGrid;
 use coreserve::model::{Grid, PlanRequest};
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
-use coreserve::protocol::{HoldRequest, Participant};
+use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant};
 use coreserve::replay::Summary;
 use coreserve::workload::{generate, AppKind, WorkloadParams, DEFAULT_START};
 use criterion::Criterion;
@@ -36,29 +36,35 @@ async fn fill(g: &Grid, local: &LocalGrid) {
     while booked < RESERVATIONS {
         let start = DEFAULT_START + rng.gen_range(0..HORIZON_S);
         let end = start + [600, 1200, 1800, 3600, 5400, 7200][rng.gen_range(0..6)];
-        let (p, req): (Arc<dyn Participant>, HoldRequest) = if rng.gen_bool(0.8) {
+        let booked_now = if rng.gen_bool(0.8) {
             let s = &g.sites[rng.gen_range(0..g.sites.len())];
-            let req = HoldRequest::Compute {
+            let req = ComputeHoldRequest {
                 txn: uuid::Uuid::nil(),
                 site: s.id.clone(),
                 cpus: rng.gen_range(8..=64),
                 start,
                 end,
             };
-            (local.lis[&s.id].clone(), req)
+            let lis = &local.lis[&s.id];
+            match lis.prepare(&req).await {
+                Ok(h) => lis.commit(h.id).await.map(|_| true),
+                Err(_) => Ok(false),
+            }
         } else {
             let l = &g.links[rng.gen_range(0..g.links.len())];
-            let req = HoldRequest::Network {
+            let req = NetworkHoldRequest {
                 txn: uuid::Uuid::nil(),
                 links: vec![l.id.clone()],
                 bandwidth_mbps: 500,
                 start,
                 end,
             };
-            (local.nis.clone(), req)
+            match local.nis.prepare(&req).await {
+                Ok(h) => local.nis.commit(h.id).await.map(|_| true),
+                Err(_) => Ok(false),
+            }
         };
-        if let Ok(h) = p.prepare(&req).await {
-            p.commit(h.id).await.unwrap();
+        if booked_now.unwrap() {
             booked += 1;
         }
     }

@@ -11,7 +11,7 @@ use crate::lis::Lis;
 use crate::model::{Grid, SiteId};
 use crate::nis::{Nis, Routing};
 use crate::planner::Services;
-use crate::protocol::Participant;
+use crate::protocol::{Compute, Participant};
 
 /// Default hold lease in seconds (OpenNSA's 120 s hold timeout; see docs/protocol.md).
 pub const DEFAULT_LEASE_S: i64 = 120;
@@ -43,7 +43,7 @@ impl LocalGrid {
     pub fn services(&self) -> Services {
         Services {
             gis: self.gis.clone(),
-            lis: self.lis.iter().map(|(id, l)| (id.clone(), l.clone() as Arc<dyn Participant>)).collect(),
+            lis: self.lis.iter().map(|(id, l)| (id.clone(), l.clone() as Arc<dyn Participant<Compute>>)).collect(),
             nis: self.nis.clone(),
             clock: self.clock.clone(),
         }

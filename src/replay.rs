@@ -28,7 +28,7 @@ use crate::local::{LocalGrid, DEFAULT_LEASE_S};
 use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 use crate::planner::{Planner, PlannerConfig};
-use crate::protocol::{Participant, Yielding};
+use crate::protocol::Yielding;
 
 /// Settings of one replay.
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ async fn replay_here(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayO
     if !opts.racing {
         // Interleave the planners message by message (on one thread, in a fixed order).
         for p in services.lis.values_mut() {
-            *p = Arc::new(Yielding(p.clone())) as Arc<dyn Participant>;
+            *p = Arc::new(Yielding(p.clone()));
         }
         services.nis = Arc::new(Yielding(services.nis.clone()));
     }

@@ -511,11 +511,12 @@ async fn concurrent_retries_with_one_key_book_once() {
 /// and the unchanged planner books a plan over HTTP participants.
 #[tokio::test]
 async fn http_participants_speak_the_protocol_with_typed_errors() {
-    use coreserve::calendar::CalendarError;
     use coreserve::model::{OutcomeStatus, PlanRequest};
     use coreserve::planner::{Planner, PlannerConfig, Services};
     use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
-    use coreserve::protocol::{HoldRequest, Participant, ParticipantError as P};
+    use coreserve::protocol::{
+        Compute, ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant, ParticipantError as P,
+    };
 
     let app = spawn().await;
     let token = Some(ADMIN.to_owned());
@@ -525,15 +526,15 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let (start, end) = (t0, t0 + 3600);
     let txn = uuid::Uuid::new_v4();
 
-    let too_big = HoldRequest::Compute { txn, site: "s1".into(), cpus: 17, start, end };
-    assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity(CalendarError::OverCapacity { requested: 17, .. }))));
-    let wide = HoldRequest::Network { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end };
+    let too_big = ComputeHoldRequest { txn, site: "s1".into(), cpus: 17, start, end };
+    assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
+    let wide = NetworkHoldRequest { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end };
     assert!(matches!(nis.prepare(&wide).await, Err(P::LinkCapacity { link, .. }) if link == "l1"));
-    let h = s1.prepare(&HoldRequest::Compute { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
+    let h = s1.prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
     s1.abort(h.id).await.unwrap();
     s1.abort(h.id).await.unwrap();
     assert_eq!(s1.commit(h.id).await, Err(P::Aborted(h.id)));
-    let h = s1.prepare(&HoldRequest::Compute { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
+    let h = s1.prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
     s1.commit(h.id).await.unwrap();
     assert_eq!(s1.abort(h.id).await, Err(P::AlreadyCommitted(h.id)));
     s1.release(h.id).await.unwrap();
@@ -552,7 +553,10 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
         lis: ["s1", "s2", "s3"]
             .iter()
             .map(|s| {
-                (s.to_string(), Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant>)
+                (
+                    s.to_string(),
+                    Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant<Compute>>,
+                )
             })
             .collect(),
         nis: Arc::new(nis),

@@ -140,13 +140,13 @@ async fn another_principal_cannot_release_a_booked_plans_hold() {
 #[tokio::test]
 async fn another_principals_hold_is_a_typed_refusal_over_http() {
     use coreserve::protocol::http::HttpParticipant;
-    use coreserve::protocol::{HoldRequest, Participant, ParticipantError};
+    use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, Participant, ParticipantError};
     coreserve::protocol::http::install_crypto_provider();
     let app = spawn().await;
     let (planner_1, planner_2) = (app.token("planner-1", true).await, app.token("planner-2", true).await);
     let as_principal = |token: &str| HttpParticipant::site(&app.base, "s1", Some(token.to_owned()));
     let start = chrono::Utc::now().timestamp() + 3600;
-    let req = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s1".into(), cpus: 4, start, end: start + 600 };
+    let req = ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus: 4, start, end: start + 600 };
     let hold = as_principal(&planner_1).prepare(&req).await.unwrap();
     let other = as_principal(&planner_2);
     assert_eq!(other.commit(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
@@ -371,7 +371,7 @@ async fn planners_reach_tls_participants_only_when_they_trust_the_ca() {
 
     // Plain HTTP to a TLS listener fails too, and the participant client names the failure.
     let site = coreserve::protocol::http::HttpParticipant::site(&remote.lis[0].1, "s1", Some(BOOTSTRAP.into()));
-    let q = coreserve::protocol::AvailabilityQuery::Compute {
+    let q = coreserve::protocol::ComputeQuery {
         site: "s1".into(),
         cpus: 1,
         duration_s: 60,

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use coreserve::clock::{Clock, ManualClock};
 use coreserve::lis::Lis;
 use coreserve::model::Site;
-use coreserve::protocol::{HoldId, HoldRequest, Journal, Journaled, Participant, ParticipantRef};
+use coreserve::protocol::{
+    ComputeHoldRequest, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Participant, ParticipantRef,
+};
 use coreserve::store::{MemoryStore, PgStore, Store};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
@@ -65,7 +67,7 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
         match *op {
             Op::Prepare { cpus, start, len } => {
                 let txn = uuid::Uuid::new_v4();
-                let req = HoldRequest::Compute { txn, site: "s1".into(), cpus, start, end: start + len };
+                let req = ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end: start + len };
                 if let Ok(h) = p.prepare(&req).await {
                     holds.push(h.id);
                 }
@@ -104,7 +106,8 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
     let rebuilt = Lis::new(site(), clock.clone(), LEASE_S);
     for h in store.live_holds(now).await.unwrap() {
         prop_assert_eq!(&h.participant, &ParticipantRef::Site("s1".into()));
-        rebuilt.restore(h.hold, &h.request, h.state).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let HoldRequest::Compute(req) = &h.request else { panic!("a LIS journals compute holds") };
+        rebuilt.restore(h.hold, req, h.state).map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
     prop_assert_eq!(rebuilt.reservations(0, 10_000), live.reservations(0, 10_000));
     for t in (0..3000).step_by(50) {

@@ -56,7 +56,7 @@ fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRec
 mod claims_contract {
     use super::*;
     use coreserve::planner::log::{DecidedPart, Decision};
-    use coreserve::protocol::HoldRequest;
+    use coreserve::protocol::ComputeHoldRequest;
     use coreserve::store::{Claim, DecisionRecord, MemoryStore, RejectionRecord, StoreError};
     use std::time::Duration;
 
@@ -72,7 +72,7 @@ mod claims_contract {
         let parts = vec![DecidedPart {
             participant: ParticipantRef::Site("s1".into()),
             hold: plan.bookings[0].hold,
-            request: HoldRequest::Compute { txn, site: "s1".into(), cpus: 4, start: 0, end: 3600 },
+            request: ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start: 0, end: 3600 }.into(),
         }];
         (plan, parts, txn)
     }
@@ -519,11 +519,12 @@ async fn bad_input_leaves_the_database_unchanged() {
 /// an abort or release is final.
 #[tokio::test]
 async fn journal_transitions_follow_the_participant_not_the_sweeper() {
-    use coreserve::protocol::{HoldRequest, HoldState, Journal, JournalEntry};
+    use coreserve::protocol::{ComputeHoldRequest, HoldRequest, HoldState, Journal, JournalEntry};
     with_db(|url| async move {
         let s = PgStore::connect(&url).await.unwrap();
         let who = ParticipantRef::Site("s1".into());
-        let request = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s1".into(), cpus: 2, start: 100, end: 200 };
+        let request: HoldRequest =
+            ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus: 2, start: 100, end: 200 }.into();
         let held = |hold| JournalEntry::Held {
             participant: who.clone(),
             hold,

@@ -14,7 +14,7 @@ use coreserve::check::check_outcomes;
 use coreserve::local::LocalGrid;
 use coreserve::model::{Grid, Outcome, PlanRequest};
 use coreserve::planner::{Planner, PlannerConfig, Services};
-use coreserve::protocol::Participant;
+use coreserve::protocol::{Compute, Participant};
 use coreserve::replay::{dispatch, Dispatch, Summary};
 use indicatif::ProgressBar;
 
@@ -75,13 +75,19 @@ async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) 
     let mut site_ids: Vec<&String> = local.lis.keys().collect();
     site_ids.sort();
     let latency_seed = key.seed ^ LATENCY_SEED;
-    let wrap = |p: Arc<dyn Participant>, stream: usize| -> Arc<dyn Participant> {
-        Arc::new(SimParticipant::new(p, s.service_times.clone(), latency_seed, stream as u64))
-    };
+    // Each participant has its own latency stream: sites by index, then the NIS.
+    let times = &s.service_times;
     let services = Services {
         gis: local.gis.clone(),
-        lis: site_ids.iter().enumerate().map(|(i, id)| ((*id).clone(), wrap(local.lis[*id].clone(), i))).collect(),
-        nis: wrap(local.nis.clone(), site_ids.len()),
+        lis: site_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let lis = SimParticipant::new(local.lis[*id].clone(), times.clone(), latency_seed, i as u64);
+                ((*id).clone(), Arc::new(lis) as Arc<dyn Participant<Compute>>)
+            })
+            .collect(),
+        nis: Arc::new(SimParticipant::new(local.nis.clone(), times.clone(), latency_seed, site_ids.len() as u64)),
         clock: clock.clone(),
     };
     let template = PlannerConfig {

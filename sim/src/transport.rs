@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use coreserve::clock::Clock;
 use coreserve::model::Time;
-use coreserve::protocol::{Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, Participant, ParticipantError};
+use coreserve::protocol::{Hold, HoldId, HoldLifecycle, Participant, ParticipantError, ParticipantKind, Role};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -88,15 +88,16 @@ impl ServiceTimes {
 
 /// A production participant behind a simulated network: each message waits a service time
 /// drawn from its own seeded stream, then is handled by the real participant.
-pub struct SimParticipant {
-    inner: Arc<dyn Participant>,
+pub struct SimParticipant<T: ?Sized> {
+    inner: Arc<T>,
     times: ServiceTimes,
     rng: Mutex<ChaCha8Rng>,
 }
 
-impl SimParticipant {
-    /// Wraps `inner`; `seed` and `stream` select this participant's own random stream.
-    pub fn new(inner: Arc<dyn Participant>, times: ServiceTimes, seed: u64, stream: u64) -> Self {
+impl<T: ?Sized> SimParticipant<T> {
+    /// Wraps `inner` (a LIS or the NIS); `seed` and `stream` select this participant's own
+    /// random stream.
+    pub fn new(inner: Arc<T>, times: ServiceTimes, seed: u64, stream: u64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
         SimParticipant { inner, times, rng: Mutex::new(rng) }
@@ -109,19 +110,23 @@ impl SimParticipant {
 }
 
 #[async_trait]
-impl Participant for SimParticipant {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
-        let t = match q {
-            AvailabilityQuery::Compute { .. } => self.times.free_slot,
-            AvailabilityQuery::Network { .. } => self.times.availability,
-        };
-        self.serve(t).await;
+impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for SimParticipant<T> {
+    async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
+        self.serve(match R::KIND {
+            ParticipantKind::Compute => self.times.free_slot,
+            ParticipantKind::Network => self.times.availability,
+        })
+        .await;
         self.inner.query(q).await
     }
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         self.serve(self.times.hold).await;
         self.inner.prepare(req).await
     }
+}
+
+#[async_trait]
+impl<T: HoldLifecycle + ?Sized> HoldLifecycle for SimParticipant<T> {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.serve(self.times.commit).await;
         self.inner.commit(hold).await

@@ -119,7 +119,7 @@ mod tests {
     use super::*;
     use crate::model::OutcomeStatus;
     use crate::planner::log::{DecidedPart, Decision};
-    use crate::protocol::{HoldRequest, ParticipantRef};
+    use crate::protocol::{ComputeHoldRequest, ParticipantRef};
     use crate::store::MemoryStore;
 
     /// Issue: a plan whose phase 2 had failed was answered and stored `committed`. Remote
@@ -138,7 +138,7 @@ mod tests {
         let parts = [DecidedPart {
             participant: ParticipantRef::Site("s1".into()),
             hold: Uuid::new_v4(),
-            request: HoldRequest::Compute { txn, site: "s1".into(), cpus: 1, start: 0, end: 60 },
+            request: ComputeHoldRequest { txn, site: "s1".into(), cpus: 1, start: 0, end: 60 }.into(),
         }];
         log.decide(&Decision { txn, parts: &parts, outcome: &outcome }).await.unwrap();
         assert_eq!(store.plan(id).await.unwrap().unwrap().status, PlanStatus::Pending);

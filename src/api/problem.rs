@@ -15,9 +15,7 @@ use actix_web::{HttpResponse, ResponseError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::calendar::CalendarError;
 use crate::model::{GridError, RequestError};
-use crate::protocol::http::WireError;
 use crate::protocol::ParticipantError;
 use crate::store::StoreError;
 
@@ -36,12 +34,12 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong this time.
     pub detail: String,
-    /// Errors of the participant protocol: the exact error as an object tagged by `kind`
-    /// (e.g. `{"kind": "hold_expired", "hold": "<id>"}`), read by remote planners; absent
-    /// otherwise.
+    /// Errors of the participant protocol: the exact error as an object tagged by `kind`, its
+    /// data in `about` (e.g. `{"kind": "hold_expired", "about": "<id>"}`), read by remote
+    /// planners; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
-    pub participant_error: Option<WireError>,
+    pub participant_error: Option<ParticipantError>,
 }
 
 /// An error answer of the API.
@@ -52,7 +50,7 @@ pub struct ApiError {
     pub title: &'static str,
     pub detail: String,
     /// The participant error this answer reports, if any (rendered as `participant_error`).
-    pub participant_error: Option<WireError>,
+    pub participant_error: Option<ParticipantError>,
     /// Seconds after which a retry may succeed (the `Retry-After` header), if any.
     pub retry_after_s: Option<u64>,
 }
@@ -158,12 +156,9 @@ impl From<ParticipantError> for ApiError {
     fn from(e: ParticipantError) -> Self {
         use ParticipantError as P;
         let detail = e.to_string();
-        let wire = Some(WireError::from(&e));
-        let mut err = match e {
-            P::Capacity(CalendarError::OverCapacity { .. }) | P::LinkCapacity { .. } => {
-                ApiError::conflict("capacity", "Not enough capacity", detail)
-            }
-            P::Capacity(_) => ApiError::invalid(detail),
+        let mut err = match &e {
+            P::Capacity { .. } | P::LinkCapacity { .. } => ApiError::conflict("capacity", "Not enough capacity", detail),
+            P::InvalidHold(_) => ApiError::invalid(detail),
             P::UnknownHold(_) | P::UnknownSite(_) | P::UnknownLink(_) => ApiError::not_found(detail),
             P::HoldExpired(_) => ApiError::conflict("hold-expired", "The hold expired", detail),
             P::Aborted(_) => ApiError::conflict("hold-aborted", "The hold was aborted", detail),
@@ -175,7 +170,6 @@ impl From<ParticipantError> for ApiError {
                 format!("{detail}: the plan was booked through another planner's credential; cancel it through that planner"),
             ),
             P::Invalid(_) => ApiError::bad_request(detail),
-            P::WrongParticipant(_) => ApiError::internal(detail),
             P::Transport(_) => {
                 ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail)
             }
@@ -186,7 +180,7 @@ impl From<ParticipantError> for ApiError {
                 detail,
             ),
         };
-        err.participant_error = wire;
+        err.participant_error = Some(e);
         err
     }
 }

@@ -18,7 +18,9 @@ use crate::local::LocalGrid;
 use crate::model::{from_time, to_time, Grid, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
-use crate::protocol::{Backlog, HoldId, Journal, Journaled, Participant, Yielding};
+use crate::protocol::{
+    Backlog, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant, Yielding,
+};
 use crate::store::{Claim, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
@@ -97,7 +99,7 @@ impl AppState {
                             (
                                 site.clone(),
                                 Arc::new(HttpParticipant::site(url, site, token.clone()).with_client(client.clone()))
-                                    as Arc<dyn Participant>,
+                                    as Arc<dyn Participant<Compute>>,
                             )
                         })
                         .collect(),
@@ -180,38 +182,62 @@ impl AppState {
         }
     }
 
-    /// The local participant `who`, journaled: every change it acknowledges is durable in the
-    /// store first ([`Journaled`]). `via_api`: for the REST hold endpoints. 404 if this
-    /// process does not keep it.
-    pub fn journaled(&self, who: &ParticipantRef, via_api: bool) -> Result<Arc<dyn Participant>, ApiError> {
-        let inner: Arc<dyn Participant> = match who {
-            ParticipantRef::Site(s) => self.lis(s)?.clone(),
-            ParticipantRef::Network if self.keeps(who) => self.participants.nis.clone(),
-            ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
-        };
+    /// `inner` (the local participant `who`), journaled: every change it acknowledges is
+    /// durable in the store first ([`Journaled`]). `via_api`: for the REST hold endpoints.
+    /// With a `caller`, the holds it prepares are recorded and journaled as owned by
+    /// `caller.user` ([`Journaled::owned_by`]).
+    fn journal<T: ?Sized>(
+        &self,
+        inner: Arc<T>,
+        who: ParticipantRef,
+        via_api: bool,
+        caller: Option<&Caller>,
+    ) -> Journaled<T> {
         let journal: Arc<dyn Journal> = self.store.clone();
-        Ok(Arc::new(Journaled::new(inner, who.clone(), journal, via_api).with_backlog(self.backlog.clone())))
+        let j = Journaled::new(inner, who, journal, via_api).with_backlog(self.backlog.clone());
+        match caller {
+            Some(c) => j.owned_by(c.user.clone()),
+            None => j,
+        }
     }
 
-    /// Like [`AppState::journaled`], acting for `caller`: the holds it prepares are recorded
-    /// and journaled as owned by `caller.user` ([`Journaled::owned_by`]).
-    pub fn journaled_for(
+    /// The LIS of `site`, journaled (see [`AppState::journal`]); 404 if this process does not
+    /// keep it.
+    pub fn journaled_site(
+        &self,
+        site: &str,
+        via_api: bool,
+        caller: Option<&Caller>,
+    ) -> Result<Arc<dyn Participant<Compute>>, ApiError> {
+        let lis = self.lis(site)?.clone();
+        Ok(Arc::new(self.journal(lis, ParticipantRef::Site(site.to_owned()), via_api, caller)))
+    }
+
+    /// The NIS, journaled (see [`AppState::journal`]); 404 if this process does not keep it.
+    pub fn journaled_network(
+        &self,
+        via_api: bool,
+        caller: Option<&Caller>,
+    ) -> Result<Arc<dyn Participant<Network>>, ApiError> {
+        if !self.keeps(&ParticipantRef::Network) {
+            return Err(ApiError::not_found("this process does not serve the network"));
+        }
+        let nis = self.participants.nis.clone();
+        Ok(Arc::new(self.journal(nis, ParticipantRef::Network, via_api, caller)))
+    }
+
+    /// Participant `who`'s phase 2 (commit, abort, release, extend), journaled; 404 if this
+    /// process does not keep it.
+    pub fn journaled_holds(
         &self,
         who: &ParticipantRef,
         via_api: bool,
-        caller: &Caller,
-    ) -> Result<Arc<dyn Participant>, ApiError> {
-        let inner: Arc<dyn Participant> = match who {
-            ParticipantRef::Site(s) => self.lis(s)?.clone(),
-            ParticipantRef::Network if self.keeps(who) => self.participants.nis.clone(),
-            ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
-        };
-        let journal: Arc<dyn Journal> = self.store.clone();
-        Ok(Arc::new(
-            Journaled::new(inner, who.clone(), journal, via_api)
-                .owned_by(caller.user.clone())
-                .with_backlog(self.backlog.clone()),
-        ))
+        caller: Option<&Caller>,
+    ) -> Result<Arc<dyn HoldLifecycle>, ApiError> {
+        Ok(match who {
+            ParticipantRef::Site(s) => self.journaled_site(s, via_api, caller)?,
+            ParticipantRef::Network => self.journaled_network(via_api, caller)?,
+        })
     }
 
     /// May `caller` `verb` (commit, abort, release, extend) hold `hold` of the local
@@ -281,12 +307,15 @@ impl AppState {
             if !self.keeps(&h.participant) {
                 continue;
             }
-            let r = match &h.participant {
-                ParticipantRef::Site(s) => match self.participants.lis.get(s) {
-                    Some(lis) => lis.restore(h.hold, &h.request, h.state),
+            let r = match (&h.participant, &h.request) {
+                (ParticipantRef::Site(s), HoldRequest::Compute(req)) => match self.participants.lis.get(s) {
+                    Some(lis) => lis.restore(h.hold, req, h.state),
                     None => anyhow::bail!("the journal has a hold {} at site `{s}`, which is not in the grid", h.hold),
                 },
-                ParticipantRef::Network => self.participants.nis.restore(h.hold, &h.request, h.state),
+                (ParticipantRef::Network, HoldRequest::Network(req)) => {
+                    self.participants.nis.restore(h.hold, req, h.state)
+                }
+                (who, _) => anyhow::bail!("the journal has hold {} of {who} with a request of the other kind", h.hold),
             };
             r.map_err(|e| anyhow::anyhow!("journaled hold {} of {} cannot be restored: {e}", h.hold, h.participant))?;
             if h.via_api {

@@ -14,8 +14,8 @@ use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{check_text, price_ok, Site, Time, MAX_PRICE};
 use crate::protocol::{
-    Availability, AvailabilityQuery, ComputeOffer, Hold, HoldBook, HoldId, HoldRequest, HoldState, Participant,
-    ParticipantError, TxnId,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldLifecycle, HoldState,
+    Participant, ParticipantError, TxnId,
 };
 
 /// Why [`Lis::update_site`] refused a change.
@@ -127,24 +127,25 @@ impl Lis {
     /// committed (`state`).
     ///
     /// # Errors
-    /// `WrongParticipant` / `UnknownSite` for a request not for this site; `Capacity` if it does
-    /// not fit (the journal contradicts the site's capacity: the caller must stop).
-    pub fn restore(&self, id: HoldId, req: &HoldRequest, state: HoldState) -> Result<(), ParticipantError> {
+    /// `UnknownSite` for a request not for this site; `Capacity` if it does not fit (the
+    /// journal contradicts the site's capacity: the caller must stop).
+    pub fn restore(&self, id: HoldId, req: &ComputeHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
         let (txn, span) = self.book(&mut st, req)?;
-        restore_hold(&mut st.holds, id, txn, span, state);
+        st.holds.restore(id, txn, span, state);
         Ok(())
     }
 
     /// Books `req`'s CPUs in the calendar (check and book in one step, under the state lock).
-    fn book(&self, st: &mut State, req: &HoldRequest) -> Result<(TxnId, SpanId), ParticipantError> {
-        let HoldRequest::Compute { txn, site, cpus, start, end } = req else {
-            return Err(ParticipantError::WrongParticipant("network"));
-        };
-        if *site != self.site.read().expect("LIS site lock").id {
-            return Err(ParticipantError::UnknownSite(site.clone()));
+    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<(TxnId, SpanId), ParticipantError> {
+        if req.site != self.site.read().expect("LIS site lock").id {
+            return Err(ParticipantError::UnknownSite(req.site.clone()));
         }
-        Ok((*txn, st.calendar.add(*start, *end, u64::from(*cpus))?))
+        let span = st
+            .calendar
+            .add(req.start, req.end, u64::from(req.cpus))
+            .map_err(|e| ParticipantError::from_calendar(e, None))?;
+        Ok((req.txn, span))
     }
 
     /// The owner of hold `id` (see [`HoldBook::owner`]): `None` for an unknown hold,
@@ -158,7 +159,7 @@ impl Lis {
         self.state().holds.set_owner(id, owner);
     }
 
-    fn prepare_owned(&self, req: &HoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
+    fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let mut st = self.state();
         let (txn, span) = self.book(&mut st, req)?;
         let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
@@ -225,33 +226,32 @@ impl Lis {
 }
 
 #[async_trait]
-impl Participant for Lis {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
-        let AvailabilityQuery::Compute { site, cpus, duration_s, window_start, deadline } = q else {
-            return Err(ParticipantError::WrongParticipant("network"));
-        };
+impl Participant<Compute> for Lis {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
         let me = self.site();
-        if *site != me.id {
-            return Err(ParticipantError::UnknownSite(site.clone()));
+        if q.site != me.id {
+            return Err(ParticipantError::UnknownSite(q.site.clone()));
         }
         let st = self.state();
-        let earliest_start = st.calendar.earliest_start(*window_start, *duration_s, u64::from(*cpus), *deadline);
-        Ok(Availability::Compute(ComputeOffer {
-            site: site.clone(),
-            earliest_start,
-            utilisation: st.calendar.utilisation(*window_start, *deadline),
+        Ok(ComputeOffer {
+            site: q.site.clone(),
+            earliest_start: st.calendar.earliest_start(q.window_start, q.duration_s, u64::from(q.cpus), q.deadline),
+            utilisation: st.calendar.utilisation(q.window_start, q.deadline),
             price_per_cpu_hour: me.price_per_cpu_hour,
-        }))
+        })
     }
 
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, None)
     }
 
-    async fn prepare_for(&self, req: &HoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
+    async fn prepare_for(&self, req: &ComputeHoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, Some(owner))
     }
+}
 
+#[async_trait]
+impl HoldLifecycle for Lis {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.state().holds.commit(hold)
     }
@@ -273,40 +273,8 @@ impl Participant for Lis {
     }
 
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+        self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
-}
-
-/// Shared by the LIS and the NIS: records a journaled hold (see [`Lis::restore`]).
-pub(crate) fn restore_hold<P: Clone>(
-    holds: &mut HoldBook<P>,
-    id: HoldId,
-    txn: crate::protocol::TxnId,
-    payload: P,
-    state: HoldState,
-) {
-    match state {
-        HoldState::Held { expires_at } => holds.hold(id, txn, payload, expires_at),
-        HoldState::Committed => {
-            holds.hold(id, txn, payload, Time::MAX);
-            holds.commit(id).expect("a hold just made commits");
-        }
-    }
-}
-
-/// Shared by the LIS and the NIS: a new lease of `lease_s` seconds from `now`.
-pub(crate) fn extend_hold<P: Clone>(
-    holds: &mut HoldBook<P>,
-    now: Time,
-    hold: HoldId,
-    lease_s: i64,
-) -> Result<Hold, ParticipantError> {
-    if lease_s <= 0 {
-        return Err(ParticipantError::Invalid(format!("lease_s must be > 0 (got {lease_s})")));
-    }
-    let expires_at = now.saturating_add(lease_s);
-    holds.extend(hold, expires_at)?;
-    Ok(Hold { id: hold, expires_at })
 }
 
 #[cfg(test)]

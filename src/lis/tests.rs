@@ -9,27 +9,19 @@ fn site(cpus: u32) -> Site {
     Site { id: "s1".into(), node: "n1".into(), cpus, os: "linux".into(), price_per_cpu_hour: 2.0 }
 }
 
-fn hold_req(cpus: u32, start: Time, end: Time) -> HoldRequest {
-    HoldRequest::Compute { txn: Uuid::new_v4(), site: "s1".into(), cpus, start, end }
-}
-
-fn offer(a: Availability) -> ComputeOffer {
-    match a {
-        Availability::Compute(o) => o,
-        other => panic!("expected a compute offer, got {other:?}"),
-    }
+fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {
+    ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus, start, end }
 }
 
 #[tokio::test]
 async fn holds_are_visible_to_queries_and_abort_frees_them() {
     let clock = Arc::new(ManualClock::new(0));
     let lis = Lis::new(site(16), clock.clone(), 120);
-    let q =
-        AvailabilityQuery::Compute { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000 };
-    assert_eq!(offer(lis.query(&q).await.unwrap()).earliest_start, Some(0));
+    let q = ComputeQuery { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000 };
+    assert_eq!(lis.query(&q).await.unwrap().earliest_start, Some(0));
     let h = lis.prepare(&hold_req(10, 0, 100)).await.unwrap();
     assert_eq!(h.expires_at, 120);
-    let o = offer(lis.query(&q).await.unwrap());
+    let o = lis.query(&q).await.unwrap();
     assert_eq!(o.earliest_start, Some(100), "a hold blocks like a reservation");
     assert!((o.utilisation - 10.0 * 100.0 / (16.0 * 1000.0)).abs() < 1e-12);
     lis.abort(h.id).await.unwrap();
@@ -43,7 +35,7 @@ async fn prepare_refuses_overbooking_and_changes_nothing() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
     let h = lis.prepare(&hold_req(6, 0, 100)).await.unwrap();
     let err = lis.prepare(&hold_req(3, 50, 150)).await.unwrap_err();
-    assert!(matches!(err, ParticipantError::Capacity(_)), "{err}");
+    assert!(matches!(err, ParticipantError::Capacity { requested: 3, free: 2, .. }), "{err}");
     assert_eq!(lis.booked_spans(), 1);
     lis.commit(h.id).await.unwrap();
     assert_eq!(lis.abort(h.id).await, Err(ParticipantError::AlreadyCommitted(h.id)));
@@ -68,12 +60,10 @@ async fn uncommitted_hold_expires_at_its_lease() {
 #[tokio::test]
 async fn wrong_messages_are_refused() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
-    let net =
-        AvailabilityQuery::Network { from_site: "a".into(), to_site: "b".into(), bandwidth_mbps: 1, start: 0, end: 1 };
-    assert_eq!(lis.query(&net).await, Err(ParticipantError::WrongParticipant("network")));
-    let other = HoldRequest::Compute { txn: Uuid::new_v4(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
+    // A network message cannot be sent to a LIS: the types forbid it (Participant<Compute>).
+    let other = ComputeHoldRequest { txn: Uuid::new_v4(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
     assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));
-    assert!(lis.prepare(&hold_req(1, 10, 10)).await.is_err(), "empty interval");
+    assert!(matches!(lis.prepare(&hold_req(1, 10, 10)).await, Err(ParticipantError::InvalidHold(_))), "empty interval");
 }
 
 /// Many planners race for the same CPUs from several threads: the sum of what they were
@@ -143,8 +133,8 @@ async fn extend_keeps_a_hold_past_its_first_lease_and_reservations_list_it() {
 async fn price_and_os_change_but_not_size() {
     let lis = Lis::new(site(16), Arc::new(ManualClock::new(0)), 120);
     lis.update_site(Site { price_per_cpu_hour: 3.5, os: "bsd".into(), ..site(16) }).unwrap();
-    let q = AvailabilityQuery::Compute { site: "s1".into(), cpus: 1, duration_s: 10, window_start: 0, deadline: 100 };
-    assert_eq!(offer(lis.query(&q).await.unwrap()).price_per_cpu_hour, 3.5);
+    let q = ComputeQuery { site: "s1".into(), cpus: 1, duration_s: 10, window_start: 0, deadline: 100 };
+    assert_eq!(lis.query(&q).await.unwrap().price_per_cpu_hour, 3.5);
     assert!(lis.update_site(site(32)).is_err());
     assert!(lis.update_site(Site { price_per_cpu_hour: f64::NAN, ..site(16) }).is_err());
     assert!(lis.update_site(Site { price_per_cpu_hour: 1e308, ..site(16) }).is_err());

@@ -29,8 +29,8 @@ use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{Grid, Link, LinkId, SiteId, Time};
 use crate::protocol::{
-    Availability, AvailabilityQuery, Hold, HoldBook, HoldId, HoldRequest, HoldState, Participant, ParticipantError,
-    Route,
+    Hold, HoldBook, HoldId, HoldLifecycle, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant,
+    ParticipantError, Route,
 };
 
 /// How the NIS picks a path between two sites.
@@ -207,39 +207,34 @@ impl Nis {
     /// see [`crate::lis::Lis::restore`].
     ///
     /// # Errors
-    /// `WrongParticipant`, `UnknownLink`, `Invalid` (no links), or `LinkCapacity` if it does
-    /// not fit (the journal contradicts the topology: the caller must stop).
-    pub fn restore(&self, id: HoldId, req: &HoldRequest, state: HoldState) -> Result<(), ParticipantError> {
-        let HoldRequest::Network { txn, .. } = req else {
-            return Err(ParticipantError::WrongParticipant("compute"));
-        };
+    /// `UnknownLink`, `Invalid` (no links), or `LinkCapacity` if it does not fit (the journal
+    /// contradicts the topology: the caller must stop).
+    pub fn restore(&self, id: HoldId, req: &NetworkHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
         let booked = self.book(&mut st, req)?;
-        crate::lis::restore_hold(&mut st.holds, id, *txn, booked, state);
+        st.holds.restore(id, req.txn, booked, state);
         Ok(())
     }
 
     /// Books `req`'s bandwidth on every link of its path, all or none.
-    fn book(&self, st: &mut State, req: &HoldRequest) -> Result<Vec<(usize, SpanId)>, ParticipantError> {
-        let HoldRequest::Network { links, bandwidth_mbps, start, end, .. } = req else {
-            return Err(ParticipantError::WrongParticipant("compute"));
-        };
-        if links.is_empty() {
+    fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Vec<(usize, SpanId)>, ParticipantError> {
+        if req.links.is_empty() {
             return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
         }
-        let idx = links
+        let idx = req
+            .links
             .iter()
             .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.clone())))
             .collect::<Result<Vec<_>, _>>()?;
         let mut booked = Vec::with_capacity(idx.len());
         for &l in &idx {
-            match st.calendars[l].add(*start, *end, *bandwidth_mbps) {
+            match st.calendars[l].add(req.start, req.end, req.bandwidth_mbps) {
                 Ok(span) => booked.push((l, span)),
-                Err(source) => {
+                Err(e) => {
                     for (l, span) in booked {
                         st.calendars[l].remove(span).expect("just booked");
                     }
-                    return Err(ParticipantError::LinkCapacity { link: self.links[l].id.clone(), source });
+                    return Err(ParticipantError::from_calendar(e, Some(&self.links[l].id)));
                 }
             }
         }
@@ -262,14 +257,11 @@ impl Nis {
         self.state().holds.set_owner(id, owner);
     }
 
-    fn prepare_owned(&self, req: &HoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
-        let HoldRequest::Network { txn, .. } = req else {
-            return Err(ParticipantError::WrongParticipant("compute"));
-        };
+    fn prepare_owned(&self, req: &NetworkHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let mut st = self.state();
         let booked = self.book(&mut st, req)?;
         let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
-        st.holds.hold(hold.id, *txn, booked, hold.expires_at);
+        st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
         Ok(hold)
     }
@@ -355,23 +347,23 @@ impl Nis {
 }
 
 #[async_trait]
-impl Participant for Nis {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
-        let AvailabilityQuery::Network { from_site, to_site, bandwidth_mbps, start, end } = q else {
-            return Err(ParticipantError::WrongParticipant("compute"));
-        };
-        let (a, b) = (self.node_of(from_site)?, self.node_of(to_site)?);
-        Ok(Availability::Network(self.route(a, b, *bandwidth_mbps, *start, *end)))
+impl Participant<Network> for Nis {
+    async fn query(&self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
+        let (a, b) = (self.node_of(&q.from_site)?, self.node_of(&q.to_site)?);
+        Ok(self.route(a, b, q.bandwidth_mbps, q.start, q.end))
     }
 
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &NetworkHoldRequest) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, None)
     }
 
-    async fn prepare_for(&self, req: &HoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
+    async fn prepare_for(&self, req: &NetworkHoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, Some(owner))
     }
+}
 
+#[async_trait]
+impl HoldLifecycle for Nis {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.state().holds.commit(hold)
     }
@@ -393,7 +385,7 @@ impl Participant for Nis {
     }
 
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        crate::lis::extend_hold(&mut self.state().holds, self.clock.now(), hold, lease_s)
+        self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
 }
 

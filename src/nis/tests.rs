@@ -47,21 +47,12 @@ fn nis(routing: Routing) -> (Nis, Arc<ManualClock>) {
 }
 
 async fn route(n: &Nis, bw: u64) -> Option<Route> {
-    let q = AvailabilityQuery::Network {
-        from_site: "sa".into(),
-        to_site: "sc".into(),
-        bandwidth_mbps: bw,
-        start: 0,
-        end: 100,
-    };
-    match n.query(&q).await.unwrap() {
-        Availability::Network(r) => r,
-        other => panic!("expected a route, got {other:?}"),
-    }
+    let q = NetworkQuery { from_site: "sa".into(), to_site: "sc".into(), bandwidth_mbps: bw, start: 0, end: 100 };
+    n.query(&q).await.unwrap()
 }
 
-fn hold(links: &[&str], bw: u64) -> HoldRequest {
-    HoldRequest::Network {
+fn hold(links: &[&str], bw: u64) -> NetworkHoldRequest {
+    NetworkHoldRequest {
         txn: Uuid::new_v4(),
         links: links.iter().map(|s| s.to_string()).collect(),
         bandwidth_mbps: bw,
@@ -111,14 +102,8 @@ async fn prepare_is_all_or_nothing_over_the_path() {
 #[tokio::test]
 async fn same_node_needs_no_links_and_holds_expire() {
     let (n, clock) = nis(Routing::Shortest);
-    let q = AvailabilityQuery::Network {
-        from_site: "sa".into(),
-        to_site: "sa2".into(),
-        bandwidth_mbps: 99_999,
-        start: 0,
-        end: 10,
-    };
-    let Availability::Network(Some(r)) = n.query(&q).await.unwrap() else { panic!("same node is always reachable") };
+    let q = NetworkQuery { from_site: "sa".into(), to_site: "sa2".into(), bandwidth_mbps: 99_999, start: 0, end: 10 };
+    let Some(r) = n.query(&q).await.unwrap() else { panic!("same node is always reachable") };
     assert!(r.links.is_empty());
     let h = n.prepare(&hold(&["ab", "bc"], 1000)).await.unwrap();
     assert_eq!(n.holds_outstanding(), 1);

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::protocol::{HoldId, Participant, ParticipantError};
+use crate::protocol::{HoldId, HoldLifecycle, ParticipantError};
 
 /// Pauses before the retries of a call whose answer was indeterminate.
 const RETRY_AFTER: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(250)];
@@ -56,7 +56,7 @@ where
 }
 
 /// Commits every part in order; stops at the first refusal (see [`Phase2`]).
-pub(super) async fn commit_parts(parts: &[(Arc<dyn Participant>, HoldId)], messages: &mut u64) -> Phase2 {
+pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], messages: &mut u64) -> Phase2 {
     let mut silent = None;
     let mut committed = vec![false; parts.len()];
     for (index, (p, hold)) in parts.iter().enumerate() {
@@ -90,7 +90,7 @@ pub(super) struct Tally {
 /// A participant did not answer definitely: that part may still be booked; the caller must
 /// retry the compensation later.
 pub(super) async fn compensate(
-    parts: &[(Arc<dyn Participant>, HoldId)],
+    parts: &[(Arc<dyn HoldLifecycle>, HoldId)],
     committed: &[bool],
     tally: &mut Tally,
 ) -> Result<(), String> {
@@ -117,6 +117,6 @@ pub(super) async fn compensate(
     first_failure.map_or(Ok(()), Err)
 }
 
-async fn release(p: &Arc<dyn Participant>, hold: HoldId, messages: &mut u64) -> Result<(), ParticipantError> {
+async fn release(p: &Arc<dyn HoldLifecycle>, hold: HoldId, messages: &mut u64) -> Result<(), ParticipantError> {
     with_retries(messages, || p.release(hold)).await
 }

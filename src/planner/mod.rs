@@ -52,7 +52,7 @@ use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
 pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
-use crate::protocol::{Catalogue, Participant, ParticipantError};
+use crate::protocol::{Catalogue, Compute, Network, Participant, ParticipantError};
 pub use recover::Recovery;
 
 /// Planner settings.
@@ -97,8 +97,8 @@ impl Default for PlannerConfig {
 #[derive(Clone)]
 pub struct Services {
     pub gis: Arc<dyn Catalogue>,
-    pub lis: HashMap<SiteId, Arc<dyn Participant>>,
-    pub nis: Arc<dyn Participant>,
+    pub lis: HashMap<SiteId, Arc<dyn Participant<Compute>>>,
+    pub nis: Arc<dyn Participant<Network>>,
     pub clock: Arc<dyn Clock>,
 }
 

@@ -7,7 +7,7 @@ use super::commit::{commit_parts, compensate, Phase2, Tally};
 use super::log::{CommitLog, InDoubt};
 use super::Planner;
 use crate::model::Outcome;
-use crate::protocol::{HoldId, Participant, ParticipantError, ParticipantRef};
+use crate::protocol::{HoldId, HoldLifecycle, ParticipantError, ParticipantRef};
 
 /// What [`Planner::recover`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,10 +23,11 @@ pub struct Recovery {
 }
 
 impl Planner {
-    pub(super) fn participant(&self, who: &ParticipantRef) -> Result<Arc<dyn Participant>, ParticipantError> {
+    pub(super) fn participant(&self, who: &ParticipantRef) -> Result<Arc<dyn HoldLifecycle>, ParticipantError> {
         match who {
             ParticipantRef::Site(site) => {
-                self.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
+                let lis = self.services.lis.get(site).ok_or_else(|| ParticipantError::UnknownSite(site.clone()))?;
+                Ok(lis.clone())
             }
             ParticipantRef::Network => Ok(self.services.nis.clone()),
         }
@@ -65,7 +66,7 @@ impl Planner {
     /// Settles one transaction: `Ok(true)` committed, `Ok(false)` compensated, `Err` still in
     /// doubt (why).
     async fn settle(&self, t: &InDoubt, log: &dyn CommitLog) -> Result<bool, String> {
-        let parts: Vec<(Arc<dyn Participant>, HoldId)> = t
+        let parts: Vec<(Arc<dyn HoldLifecycle>, HoldId)> = t
             .parts
             .iter()
             .map(|p| self.participant(&p.participant).map(|c| (c, p.hold)))

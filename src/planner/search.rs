@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::future::join_all;
 use rand::seq::SliceRandom;
@@ -20,7 +21,8 @@ use crate::model::{
     Time, TransferPlacement, MAX_AMOUNT,
 };
 use crate::protocol::{
-    Availability, AvailabilityQuery, ComputeOffer, HoldId, HoldRequest, Participant, ParticipantError, Route, TxnId,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, HoldRequest, NetworkHoldRequest,
+    NetworkQuery, Participant, ParticipantError, Role, Route, TxnId,
 };
 
 /// Result of `search` (Ando & Aida, Fig. 3).
@@ -78,7 +80,7 @@ enum Fix {
 
 /// A booked part of the plan, as the commit phase sees it.
 struct Part {
-    participant: std::sync::Arc<dyn Participant>,
+    participant: Arc<dyn HoldLifecycle>,
     target: ParticipantRef,
     hold: HoldId,
     /// The prepare message that made the hold (what the decision log records).
@@ -161,7 +163,7 @@ impl<'a> Attempt<'a> {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 
-    fn lis(&self, site: &SiteId) -> Result<std::sync::Arc<dyn Participant>, ParticipantError> {
+    fn lis(&self, site: &SiteId) -> Result<Arc<dyn Participant<Compute>>, ParticipantError> {
         self.planner.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
     }
 
@@ -292,7 +294,7 @@ impl<'a> Attempt<'a> {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
             let own =
                 if overlay { Overlay::peak(self.overlay.sites.get(site), t_bgn, t_bgn + job.duration_s) } else { 0 };
-            let q = AvailabilityQuery::Compute {
+            let q = ComputeQuery {
                 site: site.clone(),
                 cpus: job.cpus + u32::try_from(own).unwrap_or(u32::MAX),
                 duration_s: job.duration_s,
@@ -307,8 +309,7 @@ impl<'a> Attempt<'a> {
         let mut offers: Vec<(Time, ComputeOffer)> = answers
             .into_iter()
             .filter_map(|a| match a {
-                Ok(Availability::Compute(o)) => o.earliest_start.map(|t| (t, o)),
-                Ok(_) => None,
+                Ok(o) => o.earliest_start.map(|t| (t, o)),
                 Err(e) => {
                     tracing::warn!(error = %e, "LIS query failed; site skipped");
                     None
@@ -436,17 +437,12 @@ impl<'a> Attempt<'a> {
             } else {
                 0
             };
-            let q = AvailabilityQuery::Network {
-                from_site: site_a,
-                to_site: site_b,
-                bandwidth_mbps: t.bandwidth_mbps + own,
-                start,
-                end,
-            };
+            let q =
+                NetworkQuery { from_site: site_a, to_site: site_b, bandwidth_mbps: t.bandwidth_mbps + own, start, end };
             self.messages += 1;
             match self.planner.services.nis.query(&q).await {
-                Ok(Availability::Network(Some(r))) => r,
-                Ok(_) => return Step::NotFound,
+                Ok(Some(r)) => r,
+                Ok(None) => return Step::NotFound,
                 Err(err) => {
                     tracing::warn!(error = %err, "NIS query failed");
                     return Step::NotFound;
@@ -474,17 +470,17 @@ impl<'a> Attempt<'a> {
     }
 
     /// The prepare message for job `v` on `site` at the current `st`.
-    fn job_hold(&self, v: usize, site: &SiteId) -> HoldRequest {
+    fn job_hold(&self, v: usize, site: &SiteId) -> ComputeHoldRequest {
         let job = &self.req.jobs()[v];
         let start = self.st + job.offset_s;
-        HoldRequest::Compute { txn: self.txn, site: site.clone(), cpus: job.cpus, start, end: start + job.duration_s }
+        ComputeHoldRequest { txn: self.txn, site: site.clone(), cpus: job.cpus, start, end: start + job.duration_s }
     }
 
     /// The prepare message for transfer `e` on `links` at the current `st`.
-    fn transfer_hold(&self, e: usize, links: &[LinkId]) -> HoldRequest {
+    fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
         let t = &self.req.transfers()[e];
         let start = self.st + t.offset_s;
-        HoldRequest::Network {
+        NetworkHoldRequest {
             txn: self.txn,
             links: links.to_vec(),
             bandwidth_mbps: t.bandwidth_mbps,
@@ -493,10 +489,10 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    async fn prepare(
+    async fn prepare<R: Role>(
         &mut self,
-        participant: Result<std::sync::Arc<dyn Participant>, ParticipantError>,
-        req: &HoldRequest,
+        participant: Result<Arc<dyn Participant<R>>, ParticipantError>,
+        req: &R::Prepare,
     ) -> Option<HoldId> {
         self.messages += 1;
         match participant {
@@ -515,14 +511,14 @@ impl<'a> Attempt<'a> {
                     if let Some(span) = f.overlay {
                         Overlay::remove(&mut self.overlay.sites, &f.site, span);
                     }
-                    (self.lis(&f.site).ok(), f.hold)
+                    (self.lis(&f.site).ok().map(|p| p as Arc<dyn HoldLifecycle>), f.hold)
                 }
                 Fix::Transfer(e) => {
                     let f = self.transfers[e].take().expect("trail names a fixed transfer");
                     for (link, span) in &f.overlay {
                         Overlay::remove(&mut self.overlay.links, link, *span);
                     }
-                    (Some(self.planner.services.nis.clone()), f.hold)
+                    (Some(self.planner.services.nis.clone() as Arc<dyn HoldLifecycle>), f.hold)
                 }
             };
             if let (Some(p), Some(h)) = (participant, hold) {
@@ -531,7 +527,7 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    async fn abort(&mut self, p: &std::sync::Arc<dyn Participant>, hold: HoldId) {
+    async fn abort(&mut self, p: &Arc<dyn HoldLifecycle>, hold: HoldId) {
         self.messages += 1;
         self.holds_aborted += 1;
         match p.abort(hold).await {
@@ -570,7 +566,12 @@ impl<'a> Attempt<'a> {
                     }
                 }
             };
-            parts.push(Part { participant: p, target: ParticipantRef::Site(f.site.clone()), hold, request: req });
+            parts.push(Part {
+                participant: p,
+                target: ParticipantRef::Site(f.site.clone()),
+                hold,
+                request: req.into(),
+            });
         }
         for e in 0..self.transfers.len() {
             let f = self.transfers[e].clone().expect("complete plan");
@@ -593,13 +594,13 @@ impl<'a> Attempt<'a> {
                     }
                 }
             };
-            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold, request: req });
+            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
         }
         Ok(parts)
     }
 
     /// Every part as its participant and hold id (what phase 2 sends).
-    fn targets(parts: &[Part]) -> Vec<(std::sync::Arc<dyn Participant>, HoldId)> {
+    fn targets(parts: &[Part]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
         parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
     }
 

@@ -9,7 +9,9 @@ use crate::clock::ManualClock;
 use crate::local::LocalGrid;
 use crate::model::{from_time, Grid, Link, Node, OutcomeStatus, RawPlanRequest, Site, Time};
 use crate::nis::Routing;
-use crate::protocol::{Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, ParticipantError};
+use crate::protocol::{
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldLifecycle, ParticipantError,
+};
 
 const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
 
@@ -74,8 +76,7 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
-    let other =
-        HoldRequest::Compute { txn: uuid::Uuid::new_v4(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
+    let other = ComputeHoldRequest { txn: uuid::Uuid::new_v4(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
     let h = l.lis["s1"].prepare(&other).await.unwrap();
     l.lis["s1"].commit(h.id).await.unwrap();
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
@@ -140,7 +141,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     let busy = |l: &LocalGrid| {
         let lis = l.lis["s2"].clone();
         async move {
-            let h = HoldRequest::Compute {
+            let h = ComputeHoldRequest {
                 txn: uuid::Uuid::new_v4(),
                 site: "s2".into(),
                 cpus: 16,
@@ -200,14 +201,18 @@ async fn overlay_counts_own_bandwidth_on_shared_links() {
 struct Slow(Arc<crate::lis::Lis>, Arc<ManualClock>);
 
 #[async_trait]
-impl Participant for Slow {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+impl Participant<Compute> for Slow {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
         self.1.advance_to(self.1.now() + 400);
         self.0.query(q).await
     }
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
         self.0.prepare(req).await
     }
+}
+
+#[async_trait]
+impl HoldLifecycle for Slow {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.0.commit(hold).await
     }
@@ -243,7 +248,7 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let h = l.lis["cheap"]
-        .prepare(&HoldRequest::Compute {
+        .prepare(&ComputeHoldRequest {
             txn: uuid::Uuid::new_v4(),
             site: "cheap".into(),
             cpus: 8,
@@ -285,13 +290,17 @@ impl FaultyCommit {
 }
 
 #[async_trait]
-impl Participant for FaultyCommit {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+impl Participant<Compute> for FaultyCommit {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
         self.0.query(q).await
     }
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
         self.0.prepare(req).await
     }
+}
+
+#[async_trait]
+impl HoldLifecycle for FaultyCommit {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         let n = self.2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         match self.1 {
@@ -499,9 +508,13 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         let txn = uuid::Uuid::new_v4();
         let mut parts = Vec::new();
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
-            let request = HoldRequest::Compute { txn, site: site.into(), cpus, start, end: start + 600 };
+            let request = ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600 };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
-            parts.push(log::DecidedPart { participant: ParticipantRef::Site(site.into()), hold, request });
+            parts.push(log::DecidedPart {
+                participant: ParticipantRef::Site(site.into()),
+                hold,
+                request: request.into(),
+            });
         }
         let mut outcome = Outcome::rejected("r", "", "planner-0");
         outcome.status = OutcomeStatus::Committed;

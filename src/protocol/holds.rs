@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{HoldId, ParticipantError, TxnId};
+use super::{Hold, HoldId, ParticipantError, TxnId};
 use crate::model::Time;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,6 +181,32 @@ impl<P: Clone> HoldBook<P> {
             State::Expired => Err(ParticipantError::HoldExpired(id)),
             State::Aborted => Err(ParticipantError::Aborted(id)),
         }
+    }
+
+    /// Re-records a hold read back from the participant journal at start, in `state`: a live
+    /// hold with its journaled lease, or a reservation.
+    pub fn restore(&mut self, id: HoldId, txn: TxnId, payload: P, state: HoldState) {
+        match state {
+            HoldState::Held { expires_at } => self.hold(id, txn, payload, expires_at),
+            HoldState::Committed => {
+                self.hold(id, txn, payload, Time::MAX);
+                self.commit(id).expect("a hold just made commits");
+            }
+        }
+    }
+
+    /// [`HoldBook::extend`] with a lease of `lease_s` seconds from `now`: the participant's
+    /// answer to an extend message.
+    ///
+    /// # Errors
+    /// `Invalid` for `lease_s <= 0`, else those of [`HoldBook::extend`].
+    pub fn extend_lease(&mut self, id: HoldId, now: Time, lease_s: i64) -> Result<Hold, ParticipantError> {
+        if lease_s <= 0 {
+            return Err(ParticipantError::Invalid(format!("lease_s must be > 0 (got {lease_s})")));
+        }
+        let expires_at = now.saturating_add(lease_s);
+        self.extend(id, expires_at)?;
+        Ok(Hold { id, expires_at })
     }
 
     /// Every live hold and committed reservation with its payload (call [`HoldBook::expire`]

@@ -8,8 +8,8 @@
 //!
 //! | call | endpoint | body -> answer |
 //! |---|---|---|
-//! | query | `POST {base}/query` | [`AvailabilityQuery`] -> [`Availability`] |
-//! | prepare | `POST {base}/prepare` | [`HoldRequest`] -> [`Hold`] |
+//! | query | `POST {base}/query` | [`ComputeQuery`] -> [`ComputeOffer`] (LIS), [`NetworkQuery`] -> [`Route`] or `null` (NIS) |
+//! | prepare | `POST {base}/prepare` | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
 //! | extend | `POST {base}/holds/{id}/extend` | [`Extend`] -> [`Hold`] |
 //! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> `[SiteId]` |
@@ -17,8 +17,8 @@
 //! where `{base}` is `{server}/v1/participant/sites/{site}` for a LIS and
 //! `{server}/v1/participant/network` for the NIS.
 //!
-//! Errors come back as RFC 9457 problem bodies carrying a `participant_error` field (a
-//! [`WireError`]), which maps back to the exact [`ParticipantError`]; without it, the problem
+//! Errors come back as RFC 9457 problem bodies carrying a `participant_error` field (the
+//! [`ParticipantError`] itself, serialised); without it, the problem
 //! `type` slug and status are used (409 hold conflicts, 409 capacity, 404 unknown hold).
 //! Connection failures, timeouts and unexpected answers are [`ParticipantError::Transport`].
 //!
@@ -31,9 +31,12 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Availability, AvailabilityQuery, Catalogue, Hold, HoldId, HoldRequest, Participant, ParticipantError};
-use crate::calendar::CalendarError;
-use crate::model::{ComputeDemand, LinkId, SiteId, Time};
+use std::marker::PhantomData;
+
+use super::{Catalogue, Compute, Hold, HoldId, HoldLifecycle, Network, Participant, ParticipantError, Role};
+#[cfg(doc)]
+use super::{ComputeHoldRequest, ComputeOffer, ComputeQuery, NetworkHoldRequest, NetworkQuery, Route};
+use crate::model::{ComputeDemand, SiteId};
 
 /// Per-call timeout of the HTTP transport.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -82,106 +85,6 @@ pub fn client(tls: &ClientTls) -> Result<reqwest::Client, ParticipantError> {
     b.build().map_err(|e| bad("HTTP client", e))
 }
 
-/// A [`ParticipantError`] as carried in problem bodies (`participant_error`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[allow(missing_docs)]
-pub enum WireError {
-    EmptyInterval { start: Time, end: Time },
-    ZeroAmount,
-    OverCapacity { start: Time, end: Time, requested: u64, free: u64 },
-    UnknownSpan { span: u64 },
-    LinkCapacity { link: LinkId, source: Box<WireError> },
-    UnknownHold { hold: HoldId },
-    HoldExpired { hold: HoldId },
-    Aborted { hold: HoldId },
-    AlreadyCommitted { hold: HoldId },
-    NotCommitted { hold: HoldId },
-    NotOwner { hold: HoldId },
-    UnknownSite { site: SiteId },
-    UnknownLink { link: LinkId },
-    WrongParticipant { what: String },
-    Invalid { detail: String },
-    Transport { detail: String },
-    Durability { detail: String },
-}
-
-fn cal_to_wire(e: &CalendarError) -> WireError {
-    match e {
-        CalendarError::EmptyInterval { start, end } => WireError::EmptyInterval { start: *start, end: *end },
-        CalendarError::ZeroAmount => WireError::ZeroAmount,
-        CalendarError::OverCapacity { start, end, requested, free } => {
-            WireError::OverCapacity { start: *start, end: *end, requested: *requested, free: *free }
-        }
-        CalendarError::UnknownSpan(s) => WireError::UnknownSpan { span: *s },
-    }
-}
-
-fn wire_to_cal(e: &WireError) -> Option<CalendarError> {
-    Some(match e {
-        WireError::EmptyInterval { start, end } => CalendarError::EmptyInterval { start: *start, end: *end },
-        WireError::ZeroAmount => CalendarError::ZeroAmount,
-        WireError::OverCapacity { start, end, requested, free } => {
-            CalendarError::OverCapacity { start: *start, end: *end, requested: *requested, free: *free }
-        }
-        WireError::UnknownSpan { span } => CalendarError::UnknownSpan(*span),
-        _ => return None,
-    })
-}
-
-impl From<&ParticipantError> for WireError {
-    fn from(e: &ParticipantError) -> Self {
-        use ParticipantError as P;
-        match e {
-            P::Capacity(c) => cal_to_wire(c),
-            P::LinkCapacity { link, source } => {
-                WireError::LinkCapacity { link: link.clone(), source: Box::new(cal_to_wire(source)) }
-            }
-            P::UnknownHold(h) => WireError::UnknownHold { hold: *h },
-            P::HoldExpired(h) => WireError::HoldExpired { hold: *h },
-            P::Aborted(h) => WireError::Aborted { hold: *h },
-            P::AlreadyCommitted(h) => WireError::AlreadyCommitted { hold: *h },
-            P::NotCommitted(h) => WireError::NotCommitted { hold: *h },
-            P::NotOwner(h) => WireError::NotOwner { hold: *h },
-            P::UnknownSite(s) => WireError::UnknownSite { site: s.clone() },
-            P::UnknownLink(l) => WireError::UnknownLink { link: l.clone() },
-            P::WrongParticipant(w) => WireError::WrongParticipant { what: (*w).to_owned() },
-            P::Invalid(d) => WireError::Invalid { detail: d.clone() },
-            P::Transport(d) => WireError::Transport { detail: d.clone() },
-            P::Durability(d) => WireError::Durability { detail: d.clone() },
-        }
-    }
-}
-
-impl From<WireError> for ParticipantError {
-    fn from(e: WireError) -> Self {
-        use ParticipantError as P;
-        if let Some(c) = wire_to_cal(&e) {
-            return P::Capacity(c);
-        }
-        match e {
-            WireError::LinkCapacity { link, source } => match wire_to_cal(&source) {
-                Some(source) => P::LinkCapacity { link, source },
-                None => P::Transport(format!("link `{link}`: malformed capacity error")),
-            },
-            WireError::UnknownHold { hold } => P::UnknownHold(hold),
-            WireError::HoldExpired { hold } => P::HoldExpired(hold),
-            WireError::Aborted { hold } => P::Aborted(hold),
-            WireError::AlreadyCommitted { hold } => P::AlreadyCommitted(hold),
-            WireError::NotCommitted { hold } => P::NotCommitted(hold),
-            WireError::NotOwner { hold } => P::NotOwner(hold),
-            WireError::UnknownSite { site } => P::UnknownSite(site),
-            WireError::UnknownLink { link } => P::UnknownLink(link),
-            // The remote refused a message kind: report it as invalid (the text is remote).
-            WireError::WrongParticipant { what } => P::Invalid(format!("wrong participant: {what}")),
-            WireError::Invalid { detail } => P::Invalid(detail),
-            WireError::Transport { detail } => P::Transport(detail),
-            WireError::Durability { detail } => P::Durability(detail),
-            _ => unreachable!("calendar errors are handled above"),
-        }
-    }
-}
-
 /// The part of a problem body the client reads.
 #[derive(Debug, Deserialize)]
 struct ProblemBody {
@@ -190,7 +93,7 @@ struct ProblemBody {
     #[serde(default)]
     detail: String,
     #[serde(default)]
-    participant_error: Option<WireError>,
+    participant_error: Option<ParticipantError>,
 }
 
 /// Shared HTTP client state: connection pool, base URL, bearer token.
@@ -269,8 +172,8 @@ fn transport(detail: String) -> ParticipantError {
 /// Maps an error answer back to a [`ParticipantError`] (see the module docs).
 fn decode_error(status: u16, body: &str, hold: Option<HoldId>, url: &str) -> ParticipantError {
     let p: Option<ProblemBody> = serde_json::from_str(body).ok();
-    if let Some(ProblemBody { participant_error: Some(w), .. }) = p {
-        return w.into();
+    if let Some(ProblemBody { participant_error: Some(e), .. }) = p {
+        return e;
     }
     let (slug, detail) = match &p {
         Some(p) => (p.type_.rsplit(':').next().unwrap_or_default().to_owned(), p.detail.clone()),
@@ -288,26 +191,37 @@ fn decode_error(status: u16, body: &str, hold: Option<HoldId>, url: &str) -> Par
     }
 }
 
-/// A remote LIS or NIS spoken to over HTTP; implements [`Participant`] like the in-process
-/// ones, so the planner cannot tell the difference.
-#[derive(Clone)]
-pub struct HttpParticipant {
+/// A remote LIS (`HttpParticipant<Compute>`) or NIS (`HttpParticipant<Network>`) spoken to
+/// over HTTP; implements [`Participant`] like the in-process ones, so the planner cannot tell
+/// the difference.
+pub struct HttpParticipant<R> {
     remote: Remote,
+    role: PhantomData<fn() -> R>,
 }
 
-impl HttpParticipant {
+impl<R> Clone for HttpParticipant<R> {
+    fn clone(&self) -> Self {
+        HttpParticipant { remote: self.remote.clone(), role: PhantomData }
+    }
+}
+
+impl HttpParticipant<Compute> {
     /// The LIS of `site` served at `server` (e.g. `http://127.0.0.1:8081`).
     pub fn site(server: &str, site: &str, token: Option<String>) -> Self {
-        HttpParticipant {
-            remote: Remote::new(format!("{}/v1/participant/sites/{site}", server.trim_end_matches('/')), token),
-        }
+        Self::at(format!("{}/v1/participant/sites/{site}", server.trim_end_matches('/')), token)
     }
+}
 
+impl HttpParticipant<Network> {
     /// The NIS served at `server`.
     pub fn network(server: &str, token: Option<String>) -> Self {
-        HttpParticipant {
-            remote: Remote::new(format!("{}/v1/participant/network", server.trim_end_matches('/')), token),
-        }
+        Self::at(format!("{}/v1/participant/network", server.trim_end_matches('/')), token)
+    }
+}
+
+impl<R> HttpParticipant<R> {
+    fn at(base: String, token: Option<String>) -> Self {
+        HttpParticipant { remote: Remote::new(base, token), role: PhantomData }
     }
 
     /// The endpoint prefix this participant talks to.
@@ -324,15 +238,18 @@ impl HttpParticipant {
 }
 
 #[async_trait]
-impl Participant for HttpParticipant {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+impl<R: Role> Participant<R> for HttpParticipant<R> {
+    async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
         self.remote.call("/query", q).await
     }
 
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         self.remote.call("/prepare", req).await
     }
+}
 
+#[async_trait]
+impl<R: Role> HoldLifecycle for HttpParticipant<R> {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.remote.lifecycle(hold, "commit").await
     }
@@ -393,12 +310,12 @@ mod tests {
     use uuid::Uuid;
 
     #[test]
-    fn wire_errors_round_trip() {
+    fn participant_errors_round_trip_as_json() {
         let h = Uuid::new_v4();
-        let over = CalendarError::OverCapacity { start: 1, end: 2, requested: 3, free: 1 };
         for e in [
-            ParticipantError::Capacity(over.clone()),
-            ParticipantError::LinkCapacity { link: "l1".into(), source: over },
+            ParticipantError::Capacity { start: 1, end: 2, requested: 3, free: 1 },
+            ParticipantError::LinkCapacity { link: "l1".into(), start: 1, end: 2, requested: 3, free: 1 },
+            ParticipantError::InvalidHold("empty interval [2, 2)".into()),
             ParticipantError::UnknownHold(h),
             ParticipantError::HoldExpired(h),
             ParticipantError::Aborted(h),
@@ -408,11 +325,16 @@ mod tests {
             ParticipantError::UnknownSite("s".into()),
             ParticipantError::UnknownLink("l".into()),
             ParticipantError::Invalid("x".into()),
+            ParticipantError::Transport("t".into()),
+            ParticipantError::Durability("d".into()),
         ] {
-            let w = serde_json::to_string(&WireError::from(&e)).unwrap();
-            let back: WireError = serde_json::from_str(&w).unwrap();
-            assert_eq!(ParticipantError::from(back), e, "{w}");
+            let w = serde_json::to_string(&e).unwrap();
+            assert_eq!(serde_json::from_str::<ParticipantError>(&w).unwrap(), e, "{w}");
+            let body = format!(r#"{{"type":"urn:coreserve:problem:x","detail":"d","participant_error":{w}}}"#);
+            assert_eq!(decode_error(409, &body, Some(h), "u"), e, "a problem body carries it exactly");
         }
+        let j = serde_json::to_value(ParticipantError::HoldExpired(h)).unwrap();
+        assert_eq!(j, serde_json::json!({"kind": "hold_expired", "about": h}));
     }
 
     #[test]
@@ -438,18 +360,23 @@ mod wire_tests {
 
     #[test]
     fn protocol_messages_round_trip_as_json() {
-        for a in [
-            Availability::Network(None),
-            Availability::Network(Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX })),
-            Availability::Compute(ComputeOffer {
-                site: "s".into(),
-                earliest_start: Some(5),
-                utilisation: 0.5,
-                price_per_cpu_hour: 1.0,
-            }),
-        ] {
+        for a in [None, Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX })] {
             let j = serde_json::to_string(&a).unwrap();
-            assert_eq!(serde_json::from_str::<Availability>(&j).unwrap(), a, "{j}");
+            assert_eq!(serde_json::from_str::<Option<Route>>(&j).unwrap(), a, "{j}");
         }
+        let offer =
+            ComputeOffer { site: "s".into(), earliest_start: Some(5), utilisation: 0.5, price_per_cpu_hour: 1.0 };
+        let j = serde_json::to_string(&offer).unwrap();
+        assert_eq!(serde_json::from_str::<ComputeOffer>(&j).unwrap(), offer, "{j}");
+        let hold = HoldRequest::Network(NetworkHoldRequest {
+            txn: uuid::Uuid::nil(),
+            links: vec!["l1".into()],
+            bandwidth_mbps: 10,
+            start: 0,
+            end: 5,
+        });
+        let j = serde_json::to_value(&hold).unwrap();
+        assert_eq!(j["kind"], "network", "the journal's records keep their tag");
+        assert_eq!(serde_json::from_value::<HoldRequest>(j).unwrap(), hold);
     }
 }

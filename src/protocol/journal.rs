@@ -21,9 +21,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, Participant, ParticipantError, ParticipantRef,
-};
+use super::{Hold, HoldId, HoldLifecycle, HoldRequest, Participant, ParticipantError, ParticipantRef, Role};
 use crate::model::Time;
 
 /// One change to a participant's holds and reservations, as journaled.
@@ -85,8 +83,8 @@ pub trait Journal: Send + Sync {
 }
 
 /// A participant whose every acknowledged change is journaled first (see the module docs).
-pub struct Journaled {
-    inner: Arc<dyn Participant>,
+pub struct Journaled<T: ?Sized> {
+    inner: Arc<T>,
     who: ParticipantRef,
     journal: Arc<dyn Journal>,
     via_api: bool,
@@ -132,10 +130,10 @@ impl Backlog {
     }
 }
 
-impl Journaled {
+impl<T: ?Sized> Journaled<T> {
     /// Wraps `inner` (the participant `who`); `via_api` marks the holds it makes as made
     /// through the REST hold endpoints.
-    pub fn new(inner: Arc<dyn Participant>, who: ParticipantRef, journal: Arc<dyn Journal>, via_api: bool) -> Self {
+    pub fn new(inner: Arc<T>, who: ParticipantRef, journal: Arc<dyn Journal>, via_api: bool) -> Self {
         Journaled { inner, who, journal, via_api, owner: None, backlog: Backlog::default() }
     }
 
@@ -170,12 +168,12 @@ impl Journaled {
 }
 
 #[async_trait]
-impl Participant for Journaled {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
+    async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
         self.inner.query(q).await
     }
 
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         let hold = match &self.owner {
             Some(owner) => self.inner.prepare_for(req, owner).await?,
             None => self.inner.prepare(req).await?,
@@ -183,7 +181,7 @@ impl Participant for Journaled {
         let entry = JournalEntry::Held {
             participant: self.who.clone(),
             hold: hold.id,
-            request: req.clone(),
+            request: req.clone().into(),
             expires_at: hold.expires_at,
             via_api: self.via_api,
             owner: self.owner.clone(),
@@ -197,7 +195,10 @@ impl Participant for Journaled {
         }
         Ok(hold)
     }
+}
 
+#[async_trait]
+impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Journaled<T> {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.inner.commit(hold).await?;
         self.write(JournalEntry::Committed { hold }, true).await
@@ -228,6 +229,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::lis::Lis;
     use crate::model::Site;
+    use crate::protocol::ComputeHoldRequest;
 
     #[derive(Default)]
     struct Recorder {
@@ -252,8 +254,8 @@ mod tests {
         Arc::new(Lis::new(site, Arc::new(ManualClock::new(0)), 120))
     }
 
-    fn req(cpus: u32) -> HoldRequest {
-        HoldRequest::Compute { txn: uuid::Uuid::nil(), site: "s1".into(), cpus, start: 0, end: 100 }
+    fn req(cpus: u32) -> ComputeHoldRequest {
+        ComputeHoldRequest { txn: uuid::Uuid::nil(), site: "s1".into(), cpus, start: 0, end: 100 }
     }
 
     #[tokio::test]
@@ -276,7 +278,7 @@ mod tests {
                 JournalEntry::Held {
                     participant: who.clone(),
                     hold: h.id,
-                    request: req(8),
+                    request: req(8).into(),
                     expires_at: 120,
                     via_api: true,
                     owner: Some("planner-a".into()),
@@ -287,7 +289,7 @@ mod tests {
                 JournalEntry::Held {
                     participant: who,
                     hold: h2.id,
-                    request: req(2),
+                    request: req(2).into(),
                     expires_at: 120,
                     via_api: true,
                     owner: Some("planner-a".into()),

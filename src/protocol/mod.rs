@@ -1,9 +1,13 @@
 //! The participant protocol: availability queries and two-phase commit (prepare = hold,
 //! commit, abort) spoken by the planner to every LIS and to the NIS.
 //!
-//! One async trait, [`Participant`], is implemented by the in-process services ([`crate::lis`],
-//! [`crate::nis`]); a transport (HTTP client, simulated latency) wraps any participant and
-//! forwards the same messages, so the planner never knows which one it talks to.
+//! [`Participant<R>`] is implemented by the in-process participants ([`crate::lis`] is a
+//! `Participant<Compute>`, [`crate::nis`] a `Participant<Network>`); the [`Role`] fixes the
+//! types of the availability query and of the prepare message, so nobody matches on a message
+//! kind. Phase 2 ([`HoldLifecycle`]: commit, abort, release, extend) is common to both, and is
+//! all the coordinator needs for a hold it knows by id. A transport (HTTP client, simulated
+//! latency, the participant journal) wraps any participant and forwards the same messages, so
+//! the planner never knows which one it talks to.
 //!
 //! Hold lifecycle (after OGF NSI CS v2 / OpenNSA; see docs/protocol.md): `prepare` answers with a
 //! [`Hold`] whose lease expires at `expires_at`; until then capacity stays set aside.
@@ -22,6 +26,7 @@ pub use journal::{Backlog, Journal, JournalEntry, JournalError, Journaled};
 pub use yielding::Yielding;
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -67,16 +72,27 @@ impl std::str::FromStr for ParticipantRef {
     }
 }
 
-/// A question to a participant; answered by [`Participant::query`] with an [`Availability`].
+/// LIS free-slot search: the earliest start `>= window_start` at which `cpus` CPUs of `site`
+/// are free for `duration_s` seconds, ending by `deadline` (Ando & Aida, Fig. 3, "candidates
+/// of rm"). Answered by a [`ComputeOffer`]. Times are [`Time`] seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum AvailabilityQuery {
-    /// LIS free-slot search: earliest start `>= window_start` at which `cpus` CPUs are free for
-    /// `duration_s` seconds, ending by `deadline` (Ando & Aida, Fig. 3, "candidates of rm").
-    Compute { site: SiteId, cpus: u32, duration_s: i64, window_start: Time, deadline: Time },
-    /// NIS availability check: can `bandwidth_mbps` be reserved between the nodes of two sites
-    /// over `[start, end)`?
-    Network { from_site: SiteId, to_site: SiteId, bandwidth_mbps: u64, start: Time, end: Time },
+pub struct ComputeQuery {
+    pub site: SiteId,
+    pub cpus: u32,
+    pub duration_s: i64,
+    pub window_start: Time,
+    pub deadline: Time,
+}
+
+/// NIS availability check: can `bandwidth_mbps` be reserved between the nodes of two sites
+/// over `[start, end)`? Answered by `Some(`[`Route`]`)` or `None` (no path has room).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkQuery {
+    pub from_site: SiteId,
+    pub to_site: SiteId,
+    pub bandwidth_mbps: u64,
+    pub start: Time,
+    pub end: Time,
 }
 
 /// A compute reservation candidate from one LIS.
@@ -102,37 +118,66 @@ pub struct Route {
     pub free_mbps: u64,
 }
 
-/// An answer to an [`AvailabilityQuery`].
-///
-/// JSON: `{"kind": "compute", "answer": {..offer..}}` or `{"kind": "network", "answer":
-/// {..route..} | null}` (adjacently tagged: an internally tagged `Option` cannot be written).
+/// A prepare message to a LIS: set `cpus` CPUs of `site` aside over `[start, end)` for
+/// transaction `txn`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "answer", rename_all = "lowercase")]
-pub enum Availability {
-    Compute(ComputeOffer),
-    /// `None`: no path with enough free bandwidth.
-    Network(Option<Route>),
+pub struct ComputeHoldRequest {
+    pub txn: TxnId,
+    pub site: SiteId,
+    pub cpus: u32,
+    pub start: Time,
+    pub end: Time,
 }
 
-/// A prepare message: set capacity aside for transaction `txn`.
+/// A prepare message to the NIS: hold `bandwidth_mbps` on every link of `links` over
+/// `[start, end)`, all or none, for transaction `txn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NetworkHoldRequest {
+    pub txn: TxnId,
+    pub links: Vec<LinkId>,
+    pub bandwidth_mbps: u64,
+    pub start: Time,
+    pub end: Time,
+}
+
+/// A prepare message of either kind, as the participant journal records it.
+///
+/// JSON: the request's fields plus `"kind": "compute" | "network"`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum HoldRequest {
-    Compute {
-        txn: TxnId,
-        site: SiteId,
-        cpus: u32,
-        start: Time,
-        end: Time,
-    },
-    /// Holds `bandwidth_mbps` on every link of `links`, all or none.
-    Network {
-        txn: TxnId,
-        links: Vec<LinkId>,
-        bandwidth_mbps: u64,
-        start: Time,
-        end: Time,
-    },
+    Compute(ComputeHoldRequest),
+    Network(NetworkHoldRequest),
+}
+
+impl HoldRequest {
+    /// The transaction the hold belongs to.
+    pub fn txn(&self) -> TxnId {
+        match self {
+            HoldRequest::Compute(r) => r.txn,
+            HoldRequest::Network(r) => r.txn,
+        }
+    }
+
+    /// The held interval `[start, end)`.
+    pub fn interval(&self) -> (Time, Time) {
+        match self {
+            HoldRequest::Compute(r) => (r.start, r.end),
+            HoldRequest::Network(r) => (r.start, r.end),
+        }
+    }
+}
+
+impl From<ComputeHoldRequest> for HoldRequest {
+    fn from(r: ComputeHoldRequest) -> Self {
+        HoldRequest::Compute(r)
+    }
+}
+
+impl From<NetworkHoldRequest> for HoldRequest {
+    fn from(r: NetworkHoldRequest) -> Self {
+        HoldRequest::Network(r)
+    }
 }
 
 /// A prepare-OK: the participant promises the capacity until `expires_at`.
@@ -143,12 +188,26 @@ pub struct Hold {
 }
 
 /// Why a participant refused a message. Nothing changed when one is returned.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// It is its own wire format: problem bodies of the participant endpoints carry it as
+/// `participant_error`, `{"kind": "<variant in snake_case>", "about": <the variant's data>}`
+/// (e.g. `{"kind": "hold_expired", "about": "<hold id>"}`), and remote planners decode it
+/// back into the same value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "about", rename_all = "snake_case")]
 pub enum ParticipantError {
-    #[error("not enough capacity: {0}")]
-    Capacity(#[from] CalendarError),
-    #[error("link `{link}` cannot carry the hold: {source}")]
-    LinkCapacity { link: LinkId, source: CalendarError },
+    /// A site has fewer free CPUs than `requested` at some instant of `[start, end)`; `free` is
+    /// the least free there.
+    #[error("not enough capacity: over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
+    Capacity { start: Time, end: Time, requested: u64, free: u64 },
+    /// Like `Capacity`, for link `link` of a network hold (in Mbit/s).
+    #[error(
+        "link `{link}` cannot carry the hold: over capacity: {requested} requested over [{start}, {end}) but only {free} free"
+    )]
+    LinkCapacity { link: LinkId, start: Time, end: Time, requested: u64, free: u64 },
+    /// A hold that can never be set aside: an empty interval or a zero amount.
+    #[error("invalid hold: {0}")]
+    InvalidHold(String),
     #[error("unknown hold {0}")]
     UnknownHold(HoldId),
     #[error("hold {0} expired before commit")]
@@ -168,8 +227,6 @@ pub enum ParticipantError {
     UnknownSite(SiteId),
     #[error("unknown link `{0}`")]
     UnknownLink(LinkId),
-    #[error("this participant does not answer {0} messages")]
-    WrongParticipant(&'static str),
     #[error("invalid message: {0}")]
     Invalid(String),
     #[error("transport: {0}")]
@@ -180,21 +237,65 @@ pub enum ParticipantError {
     Durability(String),
 }
 
-/// A resource manager taking part in planning and two-phase commit: a LIS or the NIS.
-#[async_trait]
-pub trait Participant: Send + Sync {
-    /// Answers an availability query; changes nothing.
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError>;
-    /// Phase 1: check and set aside capacity atomically, with a lease.
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError>;
-    /// Phase 1 on behalf of the principal `owner` (the `user` of the token that asked): like
-    /// [`Participant::prepare`], and the participant records `owner` with the hold, so that
-    /// its HTTP endpoints can refuse phase 2 from anyone else. The default implementation (for
-    /// transports and test doubles, which record nothing) is `prepare`.
-    async fn prepare_for(&self, req: &HoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
-        let _ = owner;
-        self.prepare(req).await
+impl ParticipantError {
+    /// A calendar's refusal as a participant's: `OverCapacity` becomes [`Self::Capacity`] (or
+    /// [`Self::LinkCapacity`] for `link`), the others [`Self::InvalidHold`].
+    pub fn from_calendar(e: CalendarError, link: Option<&LinkId>) -> Self {
+        match (e, link) {
+            (CalendarError::OverCapacity { start, end, requested, free }, None) => {
+                ParticipantError::Capacity { start, end, requested, free }
+            }
+            (CalendarError::OverCapacity { start, end, requested, free }, Some(link)) => {
+                ParticipantError::LinkCapacity { link: link.clone(), start, end, requested, free }
+            }
+            (e, _) => ParticipantError::InvalidHold(e.to_string()),
+        }
     }
+}
+
+/// The kind of a participant, which fixes its messages: a LIS ([`Compute`]) or the NIS
+/// ([`Network`]). Only these two implement it.
+pub trait Role: Send + Sync + 'static {
+    /// `compute` or `network` (logs, the simulator's service times).
+    const KIND: ParticipantKind;
+    /// The availability query ([`ComputeQuery`], [`NetworkQuery`]).
+    type Query: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync;
+    /// Its answer ([`ComputeOffer`], `Option<`[`Route`]`>`).
+    type Answer: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync;
+    /// The prepare message ([`ComputeHoldRequest`], [`NetworkHoldRequest`]).
+    type Prepare: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + Into<HoldRequest>;
+}
+
+/// The two kinds of participants, as a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParticipantKind {
+    Compute,
+    Network,
+}
+
+/// The LIS role (see [`Role`]).
+pub enum Compute {}
+/// The NIS role (see [`Role`]).
+pub enum Network {}
+
+impl Role for Compute {
+    const KIND: ParticipantKind = ParticipantKind::Compute;
+    type Query = ComputeQuery;
+    type Answer = ComputeOffer;
+    type Prepare = ComputeHoldRequest;
+}
+
+impl Role for Network {
+    const KIND: ParticipantKind = ParticipantKind::Network;
+    type Query = NetworkQuery;
+    type Answer = Option<Route>;
+    type Prepare = NetworkHoldRequest;
+}
+
+/// Phase 2 and the rest of a hold's life, the same at every participant: what the coordinator
+/// needs for a hold it only knows by id.
+#[async_trait]
+pub trait HoldLifecycle: Send + Sync {
     /// Phase 2 (commit): makes a live hold a reservation. Idempotent.
     ///
     /// # Errors
@@ -215,6 +316,24 @@ pub trait Participant: Send + Sync {
     /// `Invalid` for `lease_s <= 0`; `HoldExpired`, `Aborted`, `UnknownHold`, or
     /// `AlreadyCommitted` for a committed hold (it has no lease).
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError>;
+}
+
+/// A resource manager taking part in planning and two-phase commit: a LIS
+/// (`Participant<Compute>`) or the NIS (`Participant<Network>`).
+#[async_trait]
+pub trait Participant<R: Role>: HoldLifecycle {
+    /// Answers an availability query; changes nothing.
+    async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError>;
+    /// Phase 1: check and set aside capacity atomically, with a lease.
+    async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError>;
+    /// Phase 1 on behalf of the principal `owner` (the `user` of the token that asked): like
+    /// [`Participant::prepare`], and the participant records `owner` with the hold, so that
+    /// its HTTP endpoints can refuse phase 2 from anyone else. The default implementation (for
+    /// transports and test doubles, which record nothing) is `prepare`.
+    async fn prepare_for(&self, req: &R::Prepare, owner: &str) -> Result<Hold, ParticipantError> {
+        let _ = owner;
+        self.prepare(req).await
+    }
 }
 
 /// The site catalogue (GIS) as the planner sees it.

@@ -10,21 +10,26 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Availability, AvailabilityQuery, Hold, HoldId, HoldRequest, Participant, ParticipantError};
+use super::{Hold, HoldId, HoldLifecycle, Participant, ParticipantError, Role};
 
 /// A participant reached in process, yielding before each message (see the module docs).
-pub struct Yielding(pub Arc<dyn Participant>);
+/// `T` is a LIS or the NIS (or a trait object of either).
+pub struct Yielding<T: ?Sized>(pub Arc<T>);
 
 #[async_trait]
-impl Participant for Yielding {
-    async fn query(&self, q: &AvailabilityQuery) -> Result<Availability, ParticipantError> {
+impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Yielding<T> {
+    async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
         tokio::task::yield_now().await;
         self.0.query(q).await
     }
-    async fn prepare(&self, req: &HoldRequest) -> Result<Hold, ParticipantError> {
+    async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         tokio::task::yield_now().await;
         self.0.prepare(req).await
     }
+}
+
+#[async_trait]
+impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Yielding<T> {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         tokio::task::yield_now().await;
         self.0.commit(hold).await

@@ -57,13 +57,6 @@ fn plan_from_row(row: &PgRow) -> Result<PlanRecord, StoreError> {
     })
 }
 
-/// The interval a hold request books.
-fn interval(r: &HoldRequest) -> (Time, Time) {
-    match r {
-        HoldRequest::Compute { start, end, .. } | HoldRequest::Network { start, end, .. } => (*start, *end),
-    }
-}
-
 #[async_trait]
 impl Journal for PgStore {
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
@@ -72,16 +65,14 @@ impl Journal for PgStore {
         // extension wins over an `expired` the sweeper (of any process) wrote meanwhile.
         let q = match entry {
             JournalEntry::Held { participant, hold, request, expires_at, via_api, owner } => {
-                let (start, end) = interval(request);
+                let (start, end) = request.interval();
                 sqlx::query(
                     "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api, owner)
                      VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8, $9) ON CONFLICT (hold) DO NOTHING",
                 )
                 .bind(hold)
                 .bind(participant.to_string())
-                .bind(match request {
-                    HoldRequest::Compute { txn, .. } | HoldRequest::Network { txn, .. } => *txn,
-                })
+                .bind(request.txn())
                 .bind(Json(request))
                 .bind(from_time(start))
                 .bind(from_time(end))
@@ -317,7 +308,7 @@ impl Store for PgStore {
         let (starts, ends): (Vec<DateTime<Utc>>, Vec<DateTime<Utc>>) = rows
             .iter()
             .map(|p| {
-                let (start, end) = interval(&p.request);
+                let (start, end) = p.request.interval();
                 (from_time(start), from_time(end))
             })
             .unzip();

@@ -18,7 +18,7 @@ use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::from_time;
-use crate::protocol::{Hold, HoldId, Participant};
+use crate::protocol::{Hold, HoldId, HoldLifecycle};
 
 /// A hold: its id and lease end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -53,12 +53,12 @@ pub struct ExtendBody {
 /// The (journaled) participant of a hold made through the API, once `caller` is found to be
 /// allowed to `verb` it ([`AppState::authorize_hold`]: its owner, or an admin); 404 for an
 /// unknown hold, 403 for another principal's.
-fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Arc<dyn Participant>, ApiError> {
+fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Arc<dyn HoldLifecycle>, ApiError> {
     caller.require_service()?;
     let r = state.holds.lock().expect("hold registry").get(&id).cloned();
     let r = r.ok_or_else(|| ApiError::not_found(format!("unknown hold {id}")))?;
     state.authorize_hold(caller, &r, id, verb)?;
-    state.journaled_for(&r, true, caller)
+    state.journaled_holds(&r, true, Some(caller))
 }
 
 /// Commit a hold (idempotent).

@@ -15,7 +15,7 @@ use crate::api::state::AppState;
 use crate::model::{from_time, Link, LinkId, Node};
 use crate::nis::LinkReservation;
 use crate::planner::ParticipantRef;
-use crate::protocol::{Availability, AvailabilityQuery, HoldRequest, Participant};
+use crate::protocol::{NetworkHoldRequest, NetworkQuery, Participant};
 
 /// The topology: nodes and links with their capacities.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -137,16 +137,14 @@ pub async fn route(
     if q.bandwidth_mbps == 0 {
         return Err(ApiError::invalid("bandwidth_mbps must be > 0"));
     }
-    let query = AvailabilityQuery::Network {
+    let query = NetworkQuery {
         from_site: q.from_site.clone(),
         to_site: q.to_site.clone(),
         bandwidth_mbps: q.bandwidth_mbps,
         start,
         end,
     };
-    let Availability::Network(route) = state.participants.nis.query(&query).await? else {
-        return Err(ApiError::internal("the NIS answered with a compute offer"));
-    };
+    let route = state.participants.nis.query(&query).await?;
     Ok(web::Json(RouteAnswer {
         route: route.map(|r| RouteView {
             links: r.links,
@@ -225,14 +223,14 @@ pub async fn hold(
         return Err(ApiError::invalid("a network hold needs at least one link"));
     }
     let b = body;
-    let hold_req = HoldRequest::Network {
+    let hold_req = NetworkHoldRequest {
         txn: b.txn.unwrap_or_else(Uuid::new_v4),
         links: b.links,
         bandwidth_mbps: b.bandwidth_mbps,
         start,
         end,
     };
-    let hold = state.journaled_for(&ParticipantRef::Network, true, &caller)?.prepare(&hold_req).await?;
+    let hold = state.journaled_network(true, Some(&caller))?.prepare(&hold_req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Network);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }

@@ -25,7 +25,11 @@ use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::{ComputeDemand, SiteId};
 use crate::protocol::http::Extend;
-use crate::protocol::{Availability, AvailabilityQuery, Catalogue, Hold, HoldRequest, Participant, ParticipantRef};
+use crate::protocol::{
+    Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, NetworkHoldRequest, NetworkQuery, Participant,
+    ParticipantRef, Route,
+};
+use crate::protocol::{Compute, Network};
 
 /// Registers the LIS endpoints (every site of this process).
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
@@ -47,13 +51,13 @@ pub fn configure_gis(cfg: &mut web::ServiceConfig) {
 }
 
 /// The journaled LIS of `id` acting for `caller`, or 404.
-fn site(state: &AppState, id: &str, caller: &Caller) -> Result<Arc<dyn Participant>, ApiError> {
-    state.journaled_for(&ParticipantRef::Site(id.to_owned()), false, caller)
+fn site(state: &AppState, id: &str, caller: &Caller) -> Result<Arc<dyn Participant<Compute>>, ApiError> {
+    state.journaled_site(id, false, Some(caller))
 }
 
 /// The journaled NIS acting for `caller`, or 404.
-fn network(state: &AppState, caller: &Caller) -> Result<Arc<dyn Participant>, ApiError> {
-    state.journaled_for(&ParticipantRef::Network, false, caller)
+fn network(state: &AppState, caller: &Caller) -> Result<Arc<dyn Participant<Network>>, ApiError> {
+    state.journaled_network(false, Some(caller))
 }
 
 /// Commit / abort / release / extend of hold `id` at participant `who`: the caller's role,
@@ -71,7 +75,7 @@ async fn lifecycle(
     if !matches!(verb, "commit" | "abort" | "release" | "extend") {
         return Err(ApiError::not_found(format!("unknown hold operation `{verb}`")));
     }
-    let p = state.journaled_for(&who, false, caller)?;
+    let p = state.journaled_holds(&who, false, Some(caller))?;
     state.authorize_hold(caller, &who, id, verb)?;
     match verb {
         "extend" => {
@@ -93,9 +97,9 @@ pub async fn site_query(
     id: web::Path<String>,
     req: HttpRequest,
     body: web::Bytes,
-) -> Result<web::Json<Availability>, ApiError> {
+) -> Result<web::Json<ComputeOffer>, ApiError> {
     caller.require_service()?;
-    let q: AvailabilityQuery = parse(&req, &body)?;
+    let q: ComputeQuery = parse(&req, &body)?;
     Ok(web::Json(site(&state, &id, &caller)?.query(&q).await?))
 }
 
@@ -108,7 +112,7 @@ pub async fn site_prepare(
     body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
     caller.require_service()?;
-    let hold: HoldRequest = parse(&req, &body)?;
+    let hold: ComputeHoldRequest = parse(&req, &body)?;
     Ok(web::Json(site(&state, &id, &caller)?.prepare(&hold).await?))
 }
 
@@ -130,9 +134,9 @@ pub async fn net_query(
     caller: Caller,
     req: HttpRequest,
     body: web::Bytes,
-) -> Result<web::Json<Availability>, ApiError> {
+) -> Result<web::Json<Option<Route>>, ApiError> {
     caller.require_service()?;
-    let q: AvailabilityQuery = parse(&req, &body)?;
+    let q: NetworkQuery = parse(&req, &body)?;
     Ok(web::Json(network(&state, &caller)?.query(&q).await?))
 }
 
@@ -144,7 +148,7 @@ pub async fn net_prepare(
     body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
     caller.require_service()?;
-    let hold: HoldRequest = parse(&req, &body)?;
+    let hold: NetworkHoldRequest = parse(&req, &body)?;
     Ok(web::Json(network(&state, &caller)?.prepare(&hold).await?))
 }
 

@@ -21,7 +21,7 @@ use crate::api::state::AppState;
 use crate::lis::SiteUpdateError;
 use crate::model::{from_time, NodeId, Site};
 use crate::planner::ParticipantRef;
-use crate::protocol::{Availability, AvailabilityQuery, HoldId, HoldRequest, HoldState, Participant};
+use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant};
 use crate::store::{PlanFilter, PlanStatus};
 
 /// `PUT /v1/sites/{id}` body (the site without its id, which is in the path).
@@ -276,16 +276,9 @@ pub async fn availability(
     if q.cpus == 0 || q.duration_s <= 0 {
         return Err(ApiError::invalid("cpus and duration_s must be > 0"));
     }
-    let query = AvailabilityQuery::Compute {
-        site: id.clone(),
-        cpus: q.cpus,
-        duration_s: q.duration_s,
-        window_start: from,
-        deadline: to,
-    };
-    let Availability::Compute(o) = lis.query(&query).await? else {
-        return Err(ApiError::internal("a LIS answered with a network offer"));
-    };
+    let query =
+        ComputeQuery { site: id.clone(), cpus: q.cpus, duration_s: q.duration_s, window_start: from, deadline: to };
+    let o = lis.query(&query).await?;
     Ok(web::Json(AvailabilityView {
         site: o.site,
         earliest_start: o.earliest_start.map(from_time),
@@ -350,15 +343,15 @@ pub async fn hold(
     state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
     not_past(&state, start)?;
-    let hold_req = HoldRequest::Compute {
+    let hold_req = ComputeHoldRequest {
         txn: body.txn.unwrap_or_else(Uuid::new_v4),
         site: id.clone(),
         cpus: body.cpus,
         start,
         end,
     };
+    let hold = state.journaled_site(&id, true, Some(&caller))?.prepare(&hold_req).await?;
     let who = ParticipantRef::Site(id.into_inner());
-    let hold = state.journaled_for(&who, true, &caller)?.prepare(&hold_req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, who);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }
