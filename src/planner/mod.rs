@@ -33,8 +33,13 @@
 //!
 //! The planner only sees participants through [`crate::protocol`], so the same code runs
 //! in-process, over HTTP and in the simulator.
+//!
+//! Files: `search` (the search, Figs. 2-3), `coordinator` (booking the plan the search fixed),
+//! `commit` (phase 2: commit or compensate every part), `recover` (settling in-doubt
+//! transactions).
 
 mod commit;
+mod coordinator;
 /// The decision log and its records (they live in [`crate::protocol::decision`]).
 pub use crate::protocol::decision as log;
 mod recover;

@@ -1,5 +1,6 @@
-//! One planning attempt for one request: the recursive search of Ando & Aida, Fig. 3, the `st`
-//! loop of Fig. 2, and the booking (BIR holds / BBR batch, then commit).
+//! The search of one planning attempt: the recursive search of Ando & Aida, Fig. 3, and the
+//! `st` loop of Fig. 2. It ends with every job and transfer fixed (under BIR, held) or with a
+//! rejection; [`super::coordinator`] books the fixed plan.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -12,17 +13,15 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use uuid::Uuid;
 
-use super::commit::{self, Phase2};
-use super::log::{crash_point, CommitLog, DecidedPart, Decision};
-use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Planner, Settlement};
+use super::Planner;
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
     from_time, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
     Time, TransferPlacement, MAX_AMOUNT,
 };
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, HoldRequest, NetworkHoldRequest,
-    NetworkQuery, Participant, ParticipantError, Role, Route, TxnId,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest, NetworkQuery,
+    Participant, ParticipantError, Role, Route, TxnId,
 };
 
 /// Result of `search` (Ando & Aida, Fig. 3).
@@ -35,18 +34,20 @@ pub(crate) enum Step {
 }
 
 #[derive(Debug, Clone)]
-struct JobFix {
-    site: SiteId,
+pub(super) struct JobFix {
+    pub(super) site: SiteId,
     price_per_cpu_hour: f64,
-    hold: Option<HoldId>,
+    /// BIR: the hold made at the fix.
+    pub(super) hold: Option<HoldId>,
     /// BBR-overlay: the fix's span in the plan's own overlay of that site.
     overlay: Option<SpanId>,
 }
 
 #[derive(Debug, Clone)]
-struct TransferFix {
-    route: Route,
-    hold: Option<HoldId>,
+pub(super) struct TransferFix {
+    pub(super) route: Route,
+    /// BIR: the hold made at the fix.
+    pub(super) hold: Option<HoldId>,
     /// BBR-overlay: the fix's spans in the plan's own overlay of its links.
     overlay: Vec<(LinkId, SpanId)>,
 }
@@ -73,39 +74,47 @@ impl Overlay {
 
 /// What to undo on backtrack, in reverse order.
 #[derive(Debug, Clone, Copy)]
-enum Fix {
+pub(super) enum Fix {
     Job(usize),
     Transfer(usize),
 }
 
-/// A booked part of the plan, as the commit phase sees it.
-struct Part {
-    participant: Arc<dyn HoldLifecycle>,
-    target: ParticipantRef,
-    hold: HoldId,
-    /// The prepare message that made the hold (what the decision log records).
-    request: HoldRequest,
-}
-
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What a reservation method does during the search, decided once per attempt (Ando & Aida,
+/// section 3.2): BIR holds every tentative fix; BBR-overlay keeps the plan's own fixes in a
+/// local overlay; plain BBR does neither (the coordinator prepares the whole plan at the end).
+#[derive(Debug, Clone, Copy)]
+struct Style {
+    hold_each_fix: bool,
+    overlay: bool,
+}
+
+impl From<ReservationMethod> for Style {
+    fn from(m: ReservationMethod) -> Self {
+        Style { hold_each_fix: m == ReservationMethod::Bir, overlay: m == ReservationMethod::BbrOverlay }
+    }
+}
+
+/// One planning attempt: the search's state (this module) and the booking of the plan it
+/// fixes ([`super::coordinator`]).
 pub(crate) struct Attempt<'a> {
-    planner: &'a Planner,
-    req: &'a PlanRequest,
+    pub(super) planner: &'a Planner,
+    pub(super) req: &'a PlanRequest,
     policy: SelectionPolicy,
-    method: ReservationMethod,
-    txn: TxnId,
+    style: Style,
+    pub(super) txn: TxnId,
     rng: ChaCha8Rng,
     /// Candidate sites of every job, from the GIS.
     candidates: Vec<Vec<SiteId>>,
     /// Transfer indices touching every job.
     incident: Vec<Vec<usize>>,
     st: Time,
-    jobs: Vec<Option<JobFix>>,
-    transfers: Vec<Option<TransferFix>>,
-    trail: Vec<Fix>,
-    messages: u64,
-    holds_aborted: u64,
+    pub(super) jobs: Vec<Option<JobFix>>,
+    pub(super) transfers: Vec<Option<TransferFix>>,
+    pub(super) trail: Vec<Fix>,
+    pub(super) messages: u64,
+    pub(super) holds_aborted: u64,
     /// Tentative fixes made so far (the search budget's meter).
     fixes: u32,
     /// Why the search was cut short (budget or w_interval), if it was.
@@ -133,7 +142,7 @@ impl<'a> Attempt<'a> {
             planner,
             req,
             policy,
-            method,
+            style: method.into(),
             txn: Uuid::new_v4(),
             rng: ChaCha8Rng::seed_from_u64(seed),
             candidates: Vec::new(),
@@ -151,7 +160,7 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    fn reject(&self, reason: impl Into<String>) -> Outcome {
+    pub(super) fn reject(&self, reason: impl Into<String>) -> Outcome {
         let mut o = Outcome::rejected(self.req.id(), reason, &self.planner.cfg.name);
         o.messages = self.messages;
         o.holds_aborted = self.holds_aborted;
@@ -159,33 +168,16 @@ impl<'a> Attempt<'a> {
         o
     }
 
-    fn elapsed_ms(&self) -> f64 {
+    pub(super) fn elapsed_ms(&self) -> f64 {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 
-    fn lis(&self, site: &SiteId) -> Result<Arc<dyn Participant<Compute>>, ParticipantError> {
+    pub(super) fn lis(&self, site: &SiteId) -> Result<Arc<dyn Participant<Compute>>, ParticipantError> {
         self.planner.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
     }
 
-    /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
-    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> PlanResult {
-        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
-        match self.search_plan().await {
-            Err(outcome) => rejected(outcome),
-            Ok(()) if opts.dry_run => {
-                let mut outcome = self.outcome();
-                outcome.status = OutcomeStatus::Planned;
-                self.undo_to(0).await;
-                outcome.messages = self.messages;
-                outcome.holds_aborted = self.holds_aborted;
-                rejected(outcome)
-            }
-            Ok(()) => self.book(opts.log).await,
-        }
-    }
-
     /// Searches until a complete plan is fixed (`Ok`) or the request is rejected.
-    async fn search_plan(&mut self) -> Result<(), Outcome> {
+    pub(super) async fn search_plan(&mut self) -> Result<(), Outcome> {
         let req = self.req;
         let w = self.planner.cfg.w_interval_s;
         self.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
@@ -289,7 +281,7 @@ impl<'a> Attempt<'a> {
     async fn reservation_candidates(&mut self, v: usize, t_bgn: Time) -> Vec<(Time, ComputeOffer)> {
         let job = &self.req.jobs()[v];
         let deadline = self.req.deadline();
-        let overlay = self.method == ReservationMethod::BbrOverlay;
+        let overlay = self.style.overlay;
         let queries = self.candidates[v].iter().map(|site| {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
             let own =
@@ -401,10 +393,10 @@ impl<'a> Attempt<'a> {
     /// planner took the slot since the query).
     async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         let job = &self.req.jobs()[v];
-        let overlay = (self.method == ReservationMethod::BbrOverlay).then(|| {
+        let overlay = self.style.overlay.then(|| {
             Overlay::add(&mut self.overlay.sites, &offer.site, start, start + job.duration_s, u64::from(job.cpus))
         });
-        let hold = if self.method == ReservationMethod::Bir {
+        let hold = if self.style.hold_each_fix {
             let req = self.job_hold(v, &offer.site);
             match self.prepare(self.lis(&offer.site), &req).await {
                 Some(h) => Some(h),
@@ -432,7 +424,7 @@ impl<'a> Attempt<'a> {
         } else {
             // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
             // known before the answer, so this bound covers every link of it).
-            let own = if self.method == ReservationMethod::BbrOverlay {
+            let own = if self.style.overlay {
                 self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
             } else {
                 0
@@ -449,7 +441,7 @@ impl<'a> Attempt<'a> {
                 }
             }
         };
-        let hold = if self.method == ReservationMethod::Bir && !route.links.is_empty() {
+        let hold = if self.style.hold_each_fix && !route.links.is_empty() {
             let req = self.transfer_hold(e, &route.links);
             match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
                 Some(h) => Some(h),
@@ -458,7 +450,7 @@ impl<'a> Attempt<'a> {
         } else {
             None
         };
-        let overlay = if self.method == ReservationMethod::BbrOverlay {
+        let overlay = if self.style.overlay {
             let bw = t.bandwidth_mbps;
             route.links.iter().map(|l| (l.clone(), Overlay::add(&mut self.overlay.links, l, start, end, bw))).collect()
         } else {
@@ -470,14 +462,14 @@ impl<'a> Attempt<'a> {
     }
 
     /// The prepare message for job `v` on `site` at the current `st`.
-    fn job_hold(&self, v: usize, site: &SiteId) -> ComputeHoldRequest {
+    pub(super) fn job_hold(&self, v: usize, site: &SiteId) -> ComputeHoldRequest {
         let job = &self.req.jobs()[v];
         let start = self.st + job.offset_s;
         ComputeHoldRequest { txn: self.txn, site: site.clone(), cpus: job.cpus, start, end: start + job.duration_s }
     }
 
     /// The prepare message for transfer `e` on `links` at the current `st`.
-    fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
+    pub(super) fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
         let t = &self.req.transfers()[e];
         let start = self.st + t.offset_s;
         NetworkHoldRequest {
@@ -502,7 +494,7 @@ impl<'a> Attempt<'a> {
     }
 
     /// Undoes the fixes after `mark`, aborting their holds.
-    async fn undo_to(&mut self, mark: usize) {
+    pub(super) async fn undo_to(&mut self, mark: usize) {
         while self.trail.len() > mark {
             let fix = self.trail.pop().expect("trail longer than mark");
             let (participant, hold) = match fix {
@@ -545,194 +537,8 @@ impl<'a> Attempt<'a> {
         }
     }
 
-    /// Every hold of the complete plan: under BBR the batch prepare happens here.
-    async fn prepare_all(&mut self) -> Result<Vec<Part>, String> {
-        let mut parts = Vec::new();
-        for v in 0..self.jobs.len() {
-            let f = self.jobs[v].clone().expect("complete plan");
-            let p = self.lis(&f.site).map_err(|e| e.to_string())?;
-            let req = self.job_hold(v, &f.site);
-            let hold = match f.hold {
-                Some(h) => h,
-                None => {
-                    let job = &self.req.jobs()[v];
-                    self.messages += 1;
-                    match p.prepare(&req).await {
-                        Ok(h) => h.id,
-                        Err(e) => {
-                            let _ = self.compensate(&parts, &[]).await;
-                            return Err(format!("batch prepare failed: job `{}` on site `{}`: {e}", job.name, f.site));
-                        }
-                    }
-                }
-            };
-            parts.push(Part {
-                participant: p,
-                target: ParticipantRef::Site(f.site.clone()),
-                hold,
-                request: req.into(),
-            });
-        }
-        for e in 0..self.transfers.len() {
-            let f = self.transfers[e].clone().expect("complete plan");
-            if f.route.links.is_empty() {
-                continue;
-            }
-            let nis = self.planner.services.nis.clone();
-            let req = self.transfer_hold(e, &f.route.links);
-            let hold = match f.hold {
-                Some(h) => h,
-                None => {
-                    let t = &self.req.transfers()[e];
-                    self.messages += 1;
-                    match nis.prepare(&req).await {
-                        Ok(h) => h.id,
-                        Err(err) => {
-                            let _ = self.compensate(&parts, &[]).await;
-                            return Err(format!("batch prepare failed: transfer {}->{}: {err}", t.from, t.to));
-                        }
-                    }
-                }
-            };
-            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
-        }
-        Ok(parts)
-    }
-
-    /// Every part as its participant and hold id (what phase 2 sends).
-    fn targets(parts: &[Part]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
-        parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
-    }
-
-    /// Phase 2: commits every part (see [`commit::commit_parts`]).
-    async fn phase2(&mut self, parts: &[Part]) -> Phase2 {
-        commit::commit_parts(&Self::targets(parts), &mut self.messages).await
-    }
-
-    /// Gives every part back: releases those known committed (`committed[i]`), aborts the
-    /// others (see [`commit::compensate`]). `Err`: a participant did not answer.
-    async fn compensate(&mut self, parts: &[Part], committed: &[bool]) -> Result<(), String> {
-        let mut tally = commit::Tally::default();
-        let r = commit::compensate(&Self::targets(parts), committed, &mut tally).await;
-        self.messages += tally.messages;
-        self.holds_aborted += tally.holds_aborted;
-        r
-    }
-
-    /// A final rejection (nothing booked).
-    fn rejected(&self, reason: impl Into<String>) -> PlanResult {
-        PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
-    }
-
-    /// Phase 1 (BBR batch or BIR's holds), decision, phase 2; with a commit log, the decision
-    /// is made durable in the order [`CommitLog::shares_fate`] asks for, and a plan whose
-    /// phase 2 cannot be finished now is left in doubt (see [`super::log`]).
-    async fn book(mut self, log: Option<&dyn CommitLog>) -> PlanResult {
-        let parts = match self.prepare_all().await {
-            Ok(parts) => parts,
-            Err(reason) => {
-                // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
-                self.undo_to(0).await;
-                return self.rejected(reason);
-            }
-        };
-        self.trail.clear(); // from here the parts own the holds
-        crash_point("after-prepare");
-        let Some(log) = log else {
-            // No log, so no recovery: whatever stops phase 2 ends in compensation.
-            return match self.phase2(&parts).await {
-                Phase2::Committed => self.committed(parts),
-                Phase2::Refused { committed, reason } => {
-                    let _ = self.compensate(&parts, &committed).await;
-                    self.rejected(reason)
-                }
-                Phase2::Unreachable { reason } => {
-                    let _ = self.compensate(&parts, &[]).await;
-                    self.rejected(reason)
-                }
-            };
-        };
-        let decided: Vec<DecidedPart> = parts
-            .iter()
-            .map(|p| DecidedPart { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
-            .collect();
-        // The outcome as it will be once every commit is sent (one message each).
-        let mut outcome = self.outcome();
-        outcome.messages += parts.len() as u64;
-        let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
-        if log.shares_fate() {
-            // Participants in this process: commit in memory, then one durable write.
-            match self.phase2(&parts).await {
-                Phase2::Committed => {}
-                Phase2::Refused { committed, reason } => {
-                    let _ = self.compensate(&parts, &committed).await;
-                    return self.rejected(reason);
-                }
-                Phase2::Unreachable { reason } => {
-                    let _ = self.compensate(&parts, &[]).await;
-                    return self.rejected(reason);
-                }
-            }
-            crash_point("after-commit");
-            if let Err(e) = log.decide(&decision).await {
-                let _ = self.compensate(&parts, &vec![true; parts.len()]).await;
-                return PlanResult {
-                    outcome: self.reject(e.to_string()),
-                    bookings: vec![],
-                    settlement: Settlement::Undecided(e),
-                };
-            }
-            crash_point("after-decision");
-            return self.committed(parts);
-        }
-        if let Err(e) = log.decide(&decision).await {
-            let _ = self.compensate(&parts, &[]).await;
-            return PlanResult {
-                outcome: self.reject(e.to_string()),
-                bookings: vec![],
-                settlement: Settlement::Undecided(e),
-            };
-        }
-        crash_point("after-decision");
-        let txn = self.txn;
-        let in_doubt = |reason: String| {
-            tracing::warn!(%txn, %reason, "a decided transaction stays in doubt");
-            PlanResult { outcome: outcome.clone(), bookings: vec![], settlement: Settlement::InDoubt(reason) }
-        };
-        match self.phase2(&parts).await {
-            Phase2::Committed => {
-                crash_point("after-commit");
-                match log.finish(txn, Ok(())).await {
-                    Ok(()) => self.committed(parts),
-                    Err(e) => in_doubt(format!("every part is committed, but the end could not be recorded: {e}")),
-                }
-            }
-            Phase2::Unreachable { reason } => in_doubt(reason),
-            Phase2::Refused { committed, reason } => {
-                // Logged before anything is given back: recovery must know a released part
-                // was compensated, not cancelled.
-                if let Err(e) = log.compensating(txn).await {
-                    return in_doubt(format!("{reason}; giving the plan up could not be recorded: {e}"));
-                }
-                crash_point("after-compensating");
-                if let Err(e) = self.compensate(&parts, &committed).await {
-                    return in_doubt(format!("{reason}; {e}"));
-                }
-                let rejected = self.reject(reason);
-                match log.finish(txn, Err(&rejected)).await {
-                    Ok(()) => PlanResult { outcome: rejected, bookings: vec![], settlement: Settlement::Final },
-                    Err(e) => in_doubt(format!("compensated, but the end could not be recorded: {e}")),
-                }
-            }
-        }
-    }
-
-    fn committed(&self, parts: Vec<Part>) -> PlanResult {
-        let bookings = parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
-        PlanResult { outcome: self.outcome(), bookings, settlement: Settlement::Final }
-    }
-
-    fn outcome(&self) -> Outcome {
+    /// The outcome of the complete plan, as committed.
+    pub(super) fn outcome(&self) -> Outcome {
         let req = self.req;
         let mut cost = 0.0;
         let jobs = req
