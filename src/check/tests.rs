@@ -65,7 +65,7 @@ fn request(
         jobs,
         transfers,
         policy: None,
-        mode: None,
+        method: None,
     }
 }
 

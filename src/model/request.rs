@@ -17,17 +17,36 @@ pub const MAX_DURATION_S: i64 = 100 * 365 * 86_400;
 pub const MAX_OFFSET_S: i64 = MAX_DURATION_S;
 
 /// One job of an application: where it may run and for how long (a vertex of the request graph).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The same type is the job of the REST body (`POST /v1/plans`) and of workload files; unknown
+/// fields are refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ComputeDemand {
-    /// Job name, unique within the request.
+    /// Job name, unique within the request; 1-128 characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub name: String,
-    /// Required operating system (matched case-insensitively against a site's `os`).
+    /// Required operating system, matched case-insensitively against a site's `os`; 1-128
+    /// characters, not blank, no control characters.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub os: String,
     /// CPUs to reserve, in `1 ..= MAX_AMOUNT` (2^30).
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
-    /// Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`.
+    /// Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`
+    /// (3,153,600,000: 100 years).
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub offset_s: i64,
-    /// Reservation length in seconds, in `1 ..= MAX_DURATION_S`.
+    /// Reservation length in seconds, in `1 ..= MAX_DURATION_S` (3,153,600,000: 100 years).
+    #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
 }
 
@@ -39,17 +58,35 @@ impl ComputeDemand {
 }
 
 /// One communication between two jobs (an edge of the request graph).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The same type is the transfer of the REST body and of workload files; unknown fields are
+/// refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkDemand {
     /// Name of the sending job.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub from: String,
-    /// Name of the receiving job.
+    /// Name of the receiving job (another job).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
+    )]
     pub to: String,
     /// Bandwidth to reserve in Mbit/s, in `1 ..= MAX_AMOUNT` (2^30).
+    #[schema(minimum = 1, maximum = 1073741824)]
     pub bandwidth_mbps: u64,
-    /// Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`.
+    /// Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`; inside
+    /// both jobs' intervals.
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub offset_s: i64,
     /// Reservation length in seconds, in `1 ..= MAX_DURATION_S`.
+    #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
 }
 
@@ -153,7 +190,7 @@ pub enum RequestError {
 /// A reservation-plan request as it arrives (JSON), before validation.
 ///
 /// JSON: `{"id","user","submitted_at","deadline","not_before"?,"jobs":[..],"transfers":[..],
-/// "policy"?,"mode"?}` with RFC 3339 UTC times.
+/// "policy"?,"method"?}` with RFC 3339 UTC times (`mode` is accepted for `method`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawPlanRequest {
     pub id: String,
@@ -168,8 +205,9 @@ pub struct RawPlanRequest {
     pub transfers: Vec<NetworkDemand>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<SelectionPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<ReservationMethod>,
+    /// The reservation method; `mode` is accepted as an alias (round 1's name).
+    #[serde(default, alias = "mode", skip_serializing_if = "Option::is_none")]
+    pub method: Option<ReservationMethod>,
 }
 
 /// A validated reservation-plan request (docs/model.md): an undirected graph whose vertices are
@@ -187,6 +225,10 @@ pub struct PlanRequest {
     raw: RawPlanRequest,
     /// `(from, to)` job indices of every transfer, parallel to `raw.transfers`.
     ends: Vec<(usize, usize)>,
+    /// `raw`'s instants as [`Time`], converted once (the search reads them at every step).
+    submitted_at: Time,
+    deadline: Time,
+    not_before: Option<Time>,
 }
 
 impl TryFrom<RawPlanRequest> for PlanRequest {
@@ -265,7 +307,9 @@ impl PlanRequest {
             }
             ends.push((a, b));
         }
-        let req = PlanRequest { raw, ends };
+        let (submitted_at, deadline) = (to_time(&raw.submitted_at), to_time(&raw.deadline));
+        let not_before = raw.not_before.as_ref().map(to_time);
+        let req = PlanRequest { raw, ends, submitted_at, deadline, not_before };
         // Bounded offsets and durations keep the span small, but the start may be any instant
         // chrono represents: check the sum and that it is still an instant.
         let earliest_end = req
@@ -273,7 +317,7 @@ impl PlanRequest {
             .checked_add(req.span_s())
             .and_then(|t| chrono::TimeZone::timestamp_opt(&Utc, t, 0).single())
             .ok_or(RequestError::TimeOutOfRange)?;
-        if req.raw.deadline.timestamp() < earliest_end.timestamp() {
+        if req.deadline < earliest_end.timestamp() {
             return Err(RequestError::DeadlineTooEarly { deadline: req.raw.deadline, earliest_end });
         }
         Ok(req)
@@ -289,15 +333,15 @@ impl PlanRequest {
     }
     /// Arrival time of the request.
     pub fn submitted_at(&self) -> Time {
-        to_time(&self.raw.submitted_at)
+        self.submitted_at
     }
     /// Absolute time by which every reservation must have ended.
     pub fn deadline(&self) -> Time {
-        to_time(&self.raw.deadline)
+        self.deadline
     }
     /// Optional earliest application start requested by the user.
     pub fn not_before(&self) -> Option<Time> {
-        self.raw.not_before.as_ref().map(to_time)
+        self.not_before
     }
     /// Compute demands (vertices), in request order.
     pub fn jobs(&self) -> &[ComputeDemand] {
@@ -316,8 +360,8 @@ impl PlanRequest {
         self.raw.policy
     }
     /// Per-request reservation method override.
-    pub fn mode(&self) -> Option<ReservationMethod> {
-        self.raw.mode
+    pub fn method(&self) -> Option<ReservationMethod> {
+        self.raw.method
     }
     /// The raw form (for serialisation or editing and re-validation).
     pub fn raw(&self) -> &RawPlanRequest {

@@ -193,7 +193,7 @@ impl Planner {
     pub async fn plan_with(&self, req: &PlanRequest, opts: PlanOptions<'_>) -> PlanResult {
         let seed = self.rng.lock().expect("planner rng").gen::<u64>();
         let policy = req.policy().unwrap_or(self.cfg.policy);
-        let method = req.mode().unwrap_or(self.cfg.method);
+        let method = req.method().unwrap_or(self.cfg.method);
         search::Attempt::new(self, req, policy, method, seed).run(opts).await
     }
 

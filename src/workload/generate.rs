@@ -558,7 +558,7 @@ pub fn generate(
             jobs: d.jobs,
             transfers: d.transfers,
             policy: None,
-            mode: None,
+            method: None,
         };
         out.push(PlanRequest::new(raw).map_err(|source| WorkloadError::Invalid { id, source })?);
     }

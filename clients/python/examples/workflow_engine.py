@@ -28,7 +28,7 @@ import httpx
 from coreserve_client import AuthenticatedClient, errors
 from coreserve_client.api.plans import cancel_plan, create_plan, get_plan
 from coreserve_client.api.sites import list_sites
-from coreserve_client.models import JobBody, PlanBody, PlanStatus, PlanView, Problem, TransferBody
+from coreserve_client.models import ComputeDemand, NetworkDemand, PlanBody, PlanStatus, PlanView, Problem
 from coreserve_client.types import Response, Unset
 
 # Answers after which the same request may be sent again with the same Idempotency-Key: the
@@ -50,16 +50,16 @@ def diamond(os_name: str, deadline: datetime) -> PlanBody:
     mid = hour - ten_min  # B and C start 10 minutes before A ends
     last = 2 * mid  # D starts 10 minutes before B and C end
     jobs = [
-        JobBody(name="A", os=os_name, cpus=12, offset_s=0, duration_s=hour),
-        JobBody(name="B", os=os_name, cpus=12, offset_s=mid, duration_s=hour),
-        JobBody(name="C", os=os_name, cpus=12, offset_s=mid, duration_s=hour),
-        JobBody(name="D", os=os_name, cpus=12, offset_s=last, duration_s=hour),
+        ComputeDemand(name="A", os=os_name, cpus=12, offset_s=0, duration_s=hour),
+        ComputeDemand(name="B", os=os_name, cpus=12, offset_s=mid, duration_s=hour),
+        ComputeDemand(name="C", os=os_name, cpus=12, offset_s=mid, duration_s=hour),
+        ComputeDemand(name="D", os=os_name, cpus=12, offset_s=last, duration_s=hour),
     ]
     transfers = [
-        TransferBody(from_="A", to="B", bandwidth_mbps=500, offset_s=mid, duration_s=ten_min),
-        TransferBody(from_="A", to="C", bandwidth_mbps=500, offset_s=mid, duration_s=ten_min),
-        TransferBody(from_="B", to="D", bandwidth_mbps=500, offset_s=last, duration_s=ten_min),
-        TransferBody(from_="C", to="D", bandwidth_mbps=500, offset_s=last, duration_s=ten_min),
+        NetworkDemand(from_="A", to="B", bandwidth_mbps=500, offset_s=mid, duration_s=ten_min),
+        NetworkDemand(from_="A", to="C", bandwidth_mbps=500, offset_s=mid, duration_s=ten_min),
+        NetworkDemand(from_="B", to="D", bandwidth_mbps=500, offset_s=last, duration_s=ten_min),
+        NetworkDemand(from_="C", to="D", bandwidth_mbps=500, offset_s=last, duration_s=ten_min),
     ]
     return PlanBody(id=f"diamond-{uuid.uuid4().hex[:8]}", deadline=deadline, jobs=jobs, transfers=transfers)
 

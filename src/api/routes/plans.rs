@@ -31,64 +31,6 @@ use crate::planner::log::LogError;
 use crate::planner::{PlanOptions, Settlement};
 use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
 
-/// One job (compute demand) of a plan request.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct JobBody {
-    /// Unique within the request; 1-128 characters, not blank, no control characters.
-    #[schema(
-        min_length = 1,
-        max_length = 128,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
-    )]
-    pub name: String,
-    /// Required OS (case-insensitive); 1-128 characters, not blank, no control characters.
-    #[schema(
-        min_length = 1,
-        max_length = 128,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
-    )]
-    pub os: String,
-    /// CPUs, 1 ..= 2^30.
-    #[schema(minimum = 1, maximum = 1073741824)]
-    pub cpus: u32,
-    /// Seconds from the application start, 0 ..= 3,153,600,000 (100 years).
-    #[schema(minimum = 0, maximum = 3153600000_i64)]
-    pub offset_s: i64,
-    /// Seconds, 1 ..= 3,153,600,000 (100 years).
-    #[schema(minimum = 1, maximum = 3153600000_i64)]
-    pub duration_s: i64,
-}
-
-/// One transfer (network demand) between two jobs.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TransferBody {
-    /// The sending job's name.
-    #[schema(
-        min_length = 1,
-        max_length = 128,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
-    )]
-    pub from: String,
-    /// The receiving job's name (another job).
-    #[schema(
-        min_length = 1,
-        max_length = 128,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F][^\x00-\x1F\x7F-\x9F]*$"
-    )]
-    pub to: String,
-    /// Mbit/s, 1 ..= 2^30.
-    #[schema(minimum = 1, maximum = 1073741824)]
-    pub bandwidth_mbps: u64,
-    /// Seconds from the application start, 0 ..= 3,153,600,000; inside both jobs' intervals.
-    #[schema(minimum = 0, maximum = 3153600000_i64)]
-    pub offset_s: i64,
-    /// Seconds, 1 ..= 3,153,600,000.
-    #[schema(minimum = 1, maximum = 3153600000_i64)]
-    pub duration_s: i64,
-}
-
 /// `POST /v1/plans` body: a plan request in the model's format, without `user` (the token's)
 /// and `submitted_at` (the time the server received it). Unknown fields are refused.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -116,15 +58,17 @@ pub struct PlanBody {
     pub not_before: Option<DateTime<Utc>>,
     /// 1 to 64 jobs.
     #[schema(min_items = 1, max_items = 64)]
-    pub jobs: Vec<JobBody>,
+    pub jobs: Vec<ComputeDemand>,
     /// At most 256 transfers.
     #[serde(default)]
     #[schema(max_items = 256)]
-    pub transfers: Vec<TransferBody>,
+    pub transfers: Vec<NetworkDemand>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<SelectionPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<ReservationMethod>,
+    /// The reservation method (default: the server's); `mode`, its round-1 name, is accepted
+    /// as an alias.
+    #[serde(default, alias = "mode", skip_serializing_if = "Option::is_none")]
+    pub method: Option<ReservationMethod>,
 }
 
 /// A plan: the planner's outcome plus the API's record (`id`, owner, status, times).
@@ -229,30 +173,10 @@ fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<Plan
         submitted_at: state.now_utc(),
         deadline: body.deadline,
         not_before: body.not_before,
-        jobs: body
-            .jobs
-            .iter()
-            .map(|j| ComputeDemand {
-                name: j.name.clone(),
-                os: j.os.clone(),
-                cpus: j.cpus,
-                offset_s: j.offset_s,
-                duration_s: j.duration_s,
-            })
-            .collect(),
-        transfers: body
-            .transfers
-            .iter()
-            .map(|t| NetworkDemand {
-                from: t.from.clone(),
-                to: t.to.clone(),
-                bandwidth_mbps: t.bandwidth_mbps,
-                offset_s: t.offset_s,
-                duration_s: t.duration_s,
-            })
-            .collect(),
+        jobs: body.jobs.clone(),
+        transfers: body.transfers.clone(),
         policy: body.policy,
-        mode: body.mode,
+        method: body.method,
     };
     Ok(PlanRequest::new(raw)?)
 }

@@ -1,14 +1,15 @@
 """Contains all the data models used in inputs/outputs"""
 
 from .availability_view import AvailabilityView
+from .compute_demand import ComputeDemand
 from .extend_body import ExtendBody
 from .health import Health
 from .hold_result import HoldResult
 from .hold_view import HoldView
-from .job_body import JobBody
 from .job_placement import JobPlacement
 from .link import Link
 from .link_reservation_view import LinkReservationView
+from .network_demand import NetworkDemand
 from .network_hold_body import NetworkHoldBody
 from .network_view import NetworkView
 from .node import Node
@@ -28,20 +29,20 @@ from .site_body import SiteBody
 from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
 from .token_view import TokenView
-from .transfer_body import TransferBody
 from .transfer_placement import TransferPlacement
 from .who_am_i import WhoAmI
 
 __all__ = (
     "AvailabilityView",
+    "ComputeDemand",
     "ExtendBody",
     "Health",
     "HoldResult",
     "HoldView",
-    "JobBody",
     "JobPlacement",
     "Link",
     "LinkReservationView",
+    "NetworkDemand",
     "NetworkHoldBody",
     "NetworkView",
     "Node",
@@ -61,7 +62,6 @@ __all__ = (
     "SiteHoldBody",
     "TokenBody",
     "TokenView",
-    "TransferBody",
     "TransferPlacement",
     "WhoAmI",
 )

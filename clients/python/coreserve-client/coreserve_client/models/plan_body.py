@@ -11,8 +11,8 @@ from ..models.selection_policy import SelectionPolicy
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.job_body import JobBody
-    from ..models.transfer_body import TransferBody
+    from ..models.compute_demand import ComputeDemand
+    from ..models.network_demand import NetworkDemand
 
 
 T = TypeVar("T", bound="PlanBody")
@@ -31,22 +31,22 @@ class PlanBody:
 
         Attributes:
             deadline (datetime.datetime): Every reservation must end by then.
-            jobs (list[JobBody]): 1 to 64 jobs.
+            jobs (list[ComputeDemand]): 1 to 64 jobs.
             id (None | str | Unset): The client's reference, echoed as `request_id` (default: a fresh UUID); 1-128
                 characters, not blank, no control characters.
-            mode (None | ReservationMethod | Unset):
+            method (None | ReservationMethod | Unset):
             not_before (datetime.datetime | None | Unset): Earliest application start.
             policy (None | SelectionPolicy | Unset):
-            transfers (list[TransferBody] | Unset): At most 256 transfers.
+            transfers (list[NetworkDemand] | Unset): At most 256 transfers.
     """
 
     deadline: datetime.datetime
-    jobs: list[JobBody]
+    jobs: list[ComputeDemand]
     id: None | str | Unset = UNSET
-    mode: None | ReservationMethod | Unset = UNSET
+    method: None | ReservationMethod | Unset = UNSET
     not_before: datetime.datetime | None | Unset = UNSET
     policy: None | SelectionPolicy | Unset = UNSET
-    transfers: list[TransferBody] | Unset = UNSET
+    transfers: list[NetworkDemand] | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         deadline = self.deadline.isoformat()
@@ -62,13 +62,13 @@ class PlanBody:
         else:
             id = self.id
 
-        mode: None | str | Unset
-        if isinstance(self.mode, Unset):
-            mode = UNSET
-        elif isinstance(self.mode, ReservationMethod):
-            mode = self.mode.value
+        method: None | str | Unset
+        if isinstance(self.method, Unset):
+            method = UNSET
+        elif isinstance(self.method, ReservationMethod):
+            method = self.method.value
         else:
-            mode = self.mode
+            method = self.method
 
         not_before: None | str | Unset
         if isinstance(self.not_before, Unset):
@@ -103,8 +103,8 @@ class PlanBody:
         )
         if id is not UNSET:
             field_dict["id"] = id
-        if mode is not UNSET:
-            field_dict["mode"] = mode
+        if method is not UNSET:
+            field_dict["method"] = method
         if not_before is not UNSET:
             field_dict["not_before"] = not_before
         if policy is not UNSET:
@@ -116,8 +116,8 @@ class PlanBody:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
-        from ..models.job_body import JobBody  # noqa: PLC0415
-        from ..models.transfer_body import TransferBody  # noqa: PLC0415
+        from ..models.compute_demand import ComputeDemand  # noqa: PLC0415
+        from ..models.network_demand import NetworkDemand  # noqa: PLC0415
 
         d = dict(src_dict)
         deadline = datetime.datetime.fromisoformat(d.pop("deadline"))
@@ -125,7 +125,7 @@ class PlanBody:
         jobs = []
         _jobs = d.pop("jobs")
         for jobs_item_data in _jobs:
-            jobs_item = JobBody.from_dict(jobs_item_data)
+            jobs_item = ComputeDemand.from_dict(jobs_item_data)
 
             jobs.append(jobs_item)
 
@@ -138,7 +138,7 @@ class PlanBody:
 
         id = _parse_id(d.pop("id", UNSET))
 
-        def _parse_mode(data: object) -> None | ReservationMethod | Unset:
+        def _parse_method(data: object) -> None | ReservationMethod | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
@@ -146,14 +146,14 @@ class PlanBody:
             try:
                 if not isinstance(data, str):
                     raise TypeError()
-                mode_type_1 = ReservationMethod(data)
+                method_type_1 = ReservationMethod(data)
 
-                return mode_type_1
+                return method_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
             return cast(None | ReservationMethod | Unset, data)
 
-        mode = _parse_mode(d.pop("mode", UNSET))
+        method = _parse_method(d.pop("method", UNSET))
 
         def _parse_not_before(data: object) -> datetime.datetime | None | Unset:
             if data is None:
@@ -190,11 +190,11 @@ class PlanBody:
         policy = _parse_policy(d.pop("policy", UNSET))
 
         _transfers = d.pop("transfers", UNSET)
-        transfers: list[TransferBody] | Unset = UNSET
+        transfers: list[NetworkDemand] | Unset = UNSET
         if _transfers is not UNSET:
             transfers = []
             for transfers_item_data in _transfers:
-                transfers_item = TransferBody.from_dict(transfers_item_data)
+                transfers_item = NetworkDemand.from_dict(transfers_item_data)
 
                 transfers.append(transfers_item)
 
@@ -202,7 +202,7 @@ class PlanBody:
             deadline=deadline,
             jobs=jobs,
             id=id,
-            mode=mode,
+            method=method,
             not_before=not_before,
             policy=policy,
             transfers=transfers,

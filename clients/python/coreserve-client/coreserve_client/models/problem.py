@@ -25,9 +25,9 @@ class Problem:
         title (str): Short summary of the problem kind.
         type_ (str): URI of the problem kind: `urn:coreserve:problem:<slug>`.
         participant_error (None | ProblemParticipantErrorType0 | Unset): Errors of the participant protocol: the exact
-            error as an object tagged by `kind`
-            (e.g. `{"kind": "hold_expired", "hold": "<id>"}`), read by remote planners; absent
-            otherwise.
+            error as an object tagged by `kind`, its
+            data in `about` (e.g. `{"kind": "hold_expired", "about": "<id>"}`), read by remote
+            planners; absent otherwise.
     """
 
     detail: str

@@ -11,9 +11,9 @@ T = TypeVar("T", bound="ProblemParticipantErrorType0")
 
 @_attrs_define
 class ProblemParticipantErrorType0:
-    """Errors of the participant protocol: the exact error as an object tagged by `kind`
-    (e.g. `{"kind": "hold_expired", "hold": "<id>"}`), read by remote planners; absent
-    otherwise.
+    """Errors of the participant protocol: the exact error as an object tagged by `kind`, its
+    data in `about` (e.g. `{"kind": "hold_expired", "about": "<id>"}`), read by remote
+    planners; absent otherwise.
 
     """
 

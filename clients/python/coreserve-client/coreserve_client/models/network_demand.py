@@ -5,19 +5,23 @@ from typing import Any, TypeVar
 
 from attrs import define as _attrs_define
 
-T = TypeVar("T", bound="TransferBody")
+T = TypeVar("T", bound="NetworkDemand")
 
 
 @_attrs_define
-class TransferBody:
-    """One transfer (network demand) between two jobs.
+class NetworkDemand:
+    """One communication between two jobs (an edge of the request graph).
 
-    Attributes:
-        bandwidth_mbps (int): Mbit/s, 1 ..= 2^30.
-        duration_s (int): Seconds, 1 ..= 3,153,600,000.
-        from_ (str): The sending job's name.
-        offset_s (int): Seconds from the application start, 0 ..= 3,153,600,000; inside both jobs' intervals.
-        to (str): The receiving job's name (another job).
+    The same type is the transfer of the REST body and of workload files; unknown fields are
+    refused.
+
+        Attributes:
+            bandwidth_mbps (int): Bandwidth to reserve in Mbit/s, in `1 ..= MAX_AMOUNT` (2^30).
+            duration_s (int): Reservation length in seconds, in `1 ..= MAX_DURATION_S`.
+            from_ (str): Name of the sending job.
+            offset_s (int): Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`; inside
+                both jobs' intervals.
+            to (str): Name of the receiving job (another job).
     """
 
     bandwidth_mbps: int
@@ -64,7 +68,7 @@ class TransferBody:
 
         to = d.pop("to")
 
-        transfer_body = cls(
+        network_demand = cls(
             bandwidth_mbps=bandwidth_mbps,
             duration_s=duration_s,
             from_=from_,
@@ -72,4 +76,4 @@ class TransferBody:
             to=to,
         )
 
-        return transfer_body
+        return network_demand

@@ -5,19 +5,24 @@ from typing import Any, TypeVar
 
 from attrs import define as _attrs_define
 
-T = TypeVar("T", bound="JobBody")
+T = TypeVar("T", bound="ComputeDemand")
 
 
 @_attrs_define
-class JobBody:
-    """One job (compute demand) of a plan request.
+class ComputeDemand:
+    """One job of an application: where it may run and for how long (a vertex of the request graph).
 
-    Attributes:
-        cpus (int): CPUs, 1 ..= 2^30.
-        duration_s (int): Seconds, 1 ..= 3,153,600,000 (100 years).
-        name (str): Unique within the request; 1-128 characters, not blank, no control characters.
-        offset_s (int): Seconds from the application start, 0 ..= 3,153,600,000 (100 years).
-        os (str): Required OS (case-insensitive); 1-128 characters, not blank, no control characters.
+    The same type is the job of the REST body (`POST /v1/plans`) and of workload files; unknown
+    fields are refused.
+
+        Attributes:
+            cpus (int): CPUs to reserve, in `1 ..= MAX_AMOUNT` (2^30).
+            duration_s (int): Reservation length in seconds, in `1 ..= MAX_DURATION_S` (3,153,600,000: 100 years).
+            name (str): Job name, unique within the request; 1-128 characters, not blank, no control characters.
+            offset_s (int): Start offset in seconds from the application start, in `0 ..= MAX_OFFSET_S`
+                (3,153,600,000: 100 years).
+            os (str): Required operating system, matched case-insensitively against a site's `os`; 1-128
+                characters, not blank, no control characters.
     """
 
     cpus: int
@@ -64,7 +69,7 @@ class JobBody:
 
         os = d.pop("os")
 
-        job_body = cls(
+        compute_demand = cls(
             cpus=cpus,
             duration_s=duration_s,
             name=name,
@@ -72,4 +77,4 @@ class JobBody:
             os=os,
         )
 
-        return job_body
+        return compute_demand
