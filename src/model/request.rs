@@ -420,6 +420,24 @@ mod tests {
     }
 
     #[test]
+    fn the_method_is_read_under_its_name_and_under_mode_its_old_name() {
+        let with = |key: &str| {
+            let mut v = serde_json::to_value(raw()).unwrap();
+            v[key] = "bbr-overlay".into();
+            PlanRequest::new(serde_json::from_value(v).unwrap()).unwrap()
+        };
+        assert_eq!(with("method").method(), Some(ReservationMethod::BbrOverlay));
+        assert_eq!(with("mode").method(), Some(ReservationMethod::BbrOverlay));
+        let json = serde_json::to_value(with("mode")).unwrap();
+        assert_eq!((json.get("method").is_some(), json.get("mode")), (true, None), "written as method");
+        let mut v = serde_json::to_value(raw()).unwrap();
+        v["jobs"][0]["gpus"] = 1.into();
+        assert!(serde_json::from_value::<RawPlanRequest>(v).is_err(), "a job's unknown field is refused");
+        let r = PlanRequest::new(raw()).unwrap();
+        assert_eq!((r.submitted_at(), r.deadline(), r.not_before()), (1_767_225_600, 1_767_261_600, None));
+    }
+
+    #[test]
     fn valid_request_parses_and_knows_its_span() {
         let r = PlanRequest::new(raw()).unwrap();
         assert_eq!(r.span_s(), 4200);
