@@ -27,7 +27,7 @@ use uuid::Uuid;
 
 use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
 use crate::protocol::decision::{Booking, Decision, InDoubt};
-use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
+use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
 /// The life of a stored plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
@@ -152,9 +152,11 @@ pub enum StoreError {
     Superseded,
 }
 
+/// The participants' journal is the store: its failure is the journal's, with the store's
+/// error as the cause.
 impl From<StoreError> for JournalError {
     fn from(e: StoreError) -> Self {
-        JournalError(e.to_string())
+        JournalError::Unavailable(BackendError::new(e))
     }
 }
 

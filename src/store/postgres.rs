@@ -109,7 +109,7 @@ impl Journal for PgStore {
             .bind(hold)
             .bind(from_time(*expires_at)),
         };
-        q.execute(&self.pool).await.map_err(|e| JournalError(StoreError::from(e).to_string()))?;
+        q.execute(&self.pool).await.map_err(StoreError::from)?;
         Ok(())
     }
 }
