@@ -30,8 +30,27 @@ use crate::protocol::decision::{Booking, Decision, InDoubt};
 use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
 /// The life of a stored plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+///
+/// One spelling, lowercase, for every form: JSON (serde) and text (strum: `Display`,
+/// `FromStr`, `AsRef<str>`, `&'static str`: the `plans.status` column, the metrics' labels).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    strum::Display,
+    strum::EnumString,
+    strum::AsRefStr,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_status)]
 pub enum PlanStatus {
     /// Only in dry-run answers: nothing was booked and nothing is stored.
     Planned,
@@ -47,26 +66,17 @@ pub enum PlanStatus {
     Cancelled,
 }
 
+/// The error of `PlanStatus::from_str` (the `status` filter of `GET /v1/plans` answers it).
+fn unknown_status(other: &str) -> String {
+    format!("unknown status `{other}`; expected pending, committed, rejected or cancelled")
+}
+
 impl From<OutcomeStatus> for PlanStatus {
     fn from(s: OutcomeStatus) -> Self {
         match s {
             OutcomeStatus::Committed => PlanStatus::Committed,
             OutcomeStatus::Rejected => PlanStatus::Rejected,
             OutcomeStatus::Planned => PlanStatus::Planned,
-        }
-    }
-}
-
-impl std::str::FromStr for PlanStatus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "planned" => Ok(PlanStatus::Planned),
-            "pending" => Ok(PlanStatus::Pending),
-            "committed" => Ok(PlanStatus::Committed),
-            "rejected" => Ok(PlanStatus::Rejected),
-            "cancelled" => Ok(PlanStatus::Cancelled),
-            other => Err(format!("unknown status `{other}`; expected pending, committed, rejected or cancelled")),
         }
     }
 }

@@ -12,8 +12,8 @@ use sqlx::Row;
 use uuid::Uuid;
 
 use super::{
-    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
-    StoredHold, TokenRecord,
+    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, RejectionRecord, Store, StoreError, StoredHold,
+    TokenRecord,
 };
 use crate::model::{from_time, Grid, Outcome, Site, Time};
 use crate::protocol::decision::{Booking, DecidedPart, InDoubt};
@@ -28,16 +28,6 @@ pub struct PgStore {
 /// A stored value that does not parse back.
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
-}
-
-fn status_str(s: PlanStatus) -> &'static str {
-    match s {
-        PlanStatus::Planned => "planned",
-        PlanStatus::Pending => "pending",
-        PlanStatus::Committed => "committed",
-        PlanStatus::Rejected => "rejected",
-        PlanStatus::Cancelled => "cancelled",
-    }
 }
 
 const PLAN_COLUMNS: &str = r#"id, "user", status, created_at, cancelled_at, outcome, bookings"#;
@@ -145,7 +135,7 @@ impl Store for PgStore {
         .bind(plan.id)
         .bind(&plan.user)
         .bind(&plan.outcome.request_id)
-        .bind(status_str(plan.status))
+        .bind(<&str>::from(plan.status))
         .bind(plan.created_at)
         .bind(plan.cancelled_at)
         .bind(plan.outcome.start)
@@ -174,7 +164,7 @@ impl Store for PgStore {
                ORDER BY seq"#
         ))
         .bind(filter.user.as_deref())
-        .bind(filter.status.map(status_str))
+        .bind(filter.status.map(<&str>::from))
         .bind(filter.from)
         .bind(filter.to)
         .fetch_all(&self.pool)
@@ -365,7 +355,7 @@ impl Store for PgStore {
         .bind(r.claim.id)
         .bind(&r.claim.owner)
         .bind(r.claim.lease_s as f64)
-        .bind(status_str(plan.status))
+        .bind(<&str>::from(plan.status))
         .fetch_optional(&self.pool)
         .await?;
         written.map(|_| ()).ok_or(StoreError::Superseded)
@@ -387,7 +377,7 @@ impl Store for PgStore {
         .bind(plan.id)
         .bind(&plan.user)
         .bind(&plan.outcome.request_id)
-        .bind(status_str(plan.status))
+        .bind(<&str>::from(plan.status))
         .bind(plan.created_at)
         .bind(plan.cancelled_at)
         .bind(plan.outcome.start)
