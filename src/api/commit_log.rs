@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::model::Outcome;
 use crate::planner::log::{CommitLog, Decision, LogError};
 use crate::planner::Booking;
-use crate::protocol::TxnId;
+use crate::protocol::{BackendError, TxnId};
 use crate::store::{Claim, DecisionRecord, PlanRecord, PlanStatus, Store, StoreError};
 
 /// The plan a request will store if the planner decides to commit.
@@ -110,7 +110,7 @@ impl CommitLog for StoreLog<'_> {
 fn log_error(e: StoreError) -> LogError {
     match e {
         StoreError::Superseded => LogError::Superseded,
-        e => LogError::Unavailable(e.to_string()),
+        e => LogError::Unavailable(BackendError::new(e)),
     }
 }
 

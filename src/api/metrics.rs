@@ -40,16 +40,6 @@ fn index(s: PlanStatus) -> usize {
     STATUSES.iter().position(|x| *x == s).expect("every status is listed")
 }
 
-fn name(s: PlanStatus) -> &'static str {
-    match s {
-        PlanStatus::Committed => "committed",
-        PlanStatus::Rejected => "rejected",
-        PlanStatus::Planned => "planned",
-        PlanStatus::Pending => "pending",
-        PlanStatus::Cancelled => "cancelled",
-    }
-}
-
 impl Metrics {
     /// One plan finished with `status` after `seconds` of planning, aborting `aborts` holds.
     pub fn plan_done(&self, status: PlanStatus, seconds: f64, aborts: u64) {
@@ -91,8 +81,7 @@ impl Metrics {
         s.push_str("# HELP coreserve_plans_total Plans by final status (planned = dry runs).\n");
         s.push_str("# TYPE coreserve_plans_total counter\n");
         for st in STATUSES {
-            let _ =
-                writeln!(s, "coreserve_plans_total{{status=\"{}\"}} {}", name(st), self.plans[index(st)].load(Relaxed));
+            let _ = writeln!(s, "coreserve_plans_total{{status=\"{st}\"}} {}", self.plans[index(st)].load(Relaxed));
         }
         s.push_str("# HELP coreserve_recovered_total In-doubt transactions settled by recovery.\n");
         s.push_str("# TYPE coreserve_recovered_total counter\n");

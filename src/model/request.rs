@@ -1,6 +1,4 @@
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -91,8 +89,29 @@ pub struct NetworkDemand {
 }
 
 /// Order in which a vertex's reservation candidates are tried (Ando and Aida, section 3.1; docs/algorithm.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
+///
+/// Text (`Display`, `FromStr`, `AsRef<str>`): the JSON spelling, `time`, `cost`, `load` or
+/// `random`; parsing ignores ASCII case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Default,
+    utoipa::ToSchema,
+    strum::Display,
+    strum::EnumString,
+    strum::AsRefStr,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase", ascii_case_insensitive)]
+#[strum(parse_err_ty = String, parse_err_fn = unknown_value::<Self>)]
 pub enum SelectionPolicy {
     /// Earliest feasible start first (the paper's best on success rate).
     #[default]
@@ -106,8 +125,29 @@ pub enum SelectionPolicy {
 }
 
 /// How tentative choices are reserved (Ando and Aida, section 3.2; docs/algorithm.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, utoipa::ToSchema)]
+///
+/// Text (`Display`, `FromStr`, `AsRef<str>`): the JSON spelling, `bbr`, `bir` or
+/// `bbr-overlay`; parsing ignores ASCII case.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    Default,
+    utoipa::ToSchema,
+    strum::Display,
+    strum::EnumString,
+    strum::AsRefStr,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
+#[strum(parse_err_ty = String, parse_err_fn = unknown_value::<Self>)]
 pub enum ReservationMethod {
     /// Backtracking with Batch Reservation: plan first, then one prepare + commit round.
     Bbr,
@@ -126,33 +166,23 @@ impl ReservationMethod {
     pub const PAPER: &'static [ReservationMethod] = &[ReservationMethod::Bbr, ReservationMethod::Bir];
 }
 
-macro_rules! text_enum {
-    ($t:ty { $($name:literal => $v:expr),* }) => {
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                let s = match self { $(x if *x == $v => $name,)* _ => unreachable!() };
-                f.write_str(s)
-            }
-        }
-        impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s.to_ascii_lowercase().as_str() {
-                    $($name => Ok($v),)*
-                    other => Err(format!("unknown value `{other}`; expected one of: {}", [$($name),*].join(", "))),
-                }
-            }
-        }
-        impl $t {
-            /// Every variant, in declaration order.
-            pub const ALL: &'static [$t] = &[$($v),*];
-        }
-    };
+/// The error of a text enum's `FromStr` (strum's `EnumString` with `parse_err_fn`): the input,
+/// lowercased, and every accepted spelling, e.g. ``unknown value `x`; expected one of: time,
+/// cost, load, random`` (the CLI and the simulator show it as is).
+fn unknown_value<T: strum::VariantArray + AsRef<str>>(s: &str) -> String {
+    let names: Vec<&str> = T::VARIANTS.iter().map(AsRef::as_ref).collect();
+    format!("unknown value `{}`; expected one of: {}", s.to_ascii_lowercase(), names.join(", "))
 }
-text_enum!(SelectionPolicy { "time" => SelectionPolicy::Time, "cost" => SelectionPolicy::Cost,
-    "load" => SelectionPolicy::Load, "random" => SelectionPolicy::Random });
-text_enum!(ReservationMethod { "bbr" => ReservationMethod::Bbr, "bir" => ReservationMethod::Bir,
-    "bbr-overlay" => ReservationMethod::BbrOverlay });
+
+impl SelectionPolicy {
+    /// Every variant, in declaration order.
+    pub const ALL: &'static [SelectionPolicy] = <Self as strum::VariantArray>::VARIANTS;
+}
+
+impl ReservationMethod {
+    /// Every variant, in declaration order.
+    pub const ALL: &'static [ReservationMethod] = <Self as strum::VariantArray>::VARIANTS;
+}
 
 /// Why a plan request was refused before any planning.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -520,5 +550,42 @@ mod tests {
         assert_eq!("bbr-overlay".parse::<ReservationMethod>().unwrap(), ReservationMethod::BbrOverlay);
         assert_eq!(serde_json::to_string(&ReservationMethod::BbrOverlay).unwrap(), "\"bbr-overlay\"");
         assert!("fastest".parse::<SelectionPolicy>().unwrap_err().contains("expected one of"));
+    }
+
+    /// The text forms (strum) and the JSON forms (serde) are spelled once each: they must agree,
+    /// and the parse error keeps its wording.
+    #[test]
+    fn text_and_json_spell_every_variant_alike() {
+        fn check<T>(all: &[T])
+        where
+            T: Serialize
+                + std::fmt::Display
+                + std::str::FromStr<Err = String>
+                + AsRef<str>
+                + PartialEq
+                + std::fmt::Debug,
+        {
+            for v in all {
+                let json = serde_json::to_string(v).unwrap();
+                assert_eq!(json, format!("\"{v}\""));
+                assert_eq!(v.as_ref(), v.to_string());
+                assert_eq!(v.to_string().to_ascii_uppercase().parse::<T>().as_ref(), Ok(v));
+            }
+        }
+        check(SelectionPolicy::ALL);
+        check(ReservationMethod::ALL);
+        assert_eq!(SelectionPolicy::ALL.len(), 4);
+        assert_eq!(
+            ReservationMethod::ALL,
+            &[ReservationMethod::Bbr, ReservationMethod::Bir, ReservationMethod::BbrOverlay]
+        );
+        assert_eq!(
+            "Fastest".parse::<SelectionPolicy>().unwrap_err(),
+            "unknown value `fastest`; expected one of: time, cost, load, random"
+        );
+        assert_eq!(
+            "x".parse::<ReservationMethod>().unwrap_err(),
+            "unknown value `x`; expected one of: bbr, bir, bbr-overlay"
+        );
     }
 }

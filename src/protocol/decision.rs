@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Outcome;
-use crate::protocol::{HoldId, HoldRequest, ParticipantRef, TxnId};
+use crate::protocol::{BackendError, HoldId, HoldRequest, ParticipantRef, TxnId};
 
 /// One committed reservation of a plan: whom to ask to release it, and its id there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,15 +77,26 @@ pub struct Decision<'a> {
 }
 
 /// A failed log write: nothing was written.
+///
+/// As for [`crate::protocol::JournalError`], the store's own error (its `StoreError`, holding
+/// the `sqlx::Error`) travels as a [`BackendError`], since `protocol` does not know the store.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LogError {
-    /// The log's store did not answer; retrying later is safe.
+    /// The log's store did not answer; retrying later is safe. The message includes the
+    /// cause's (the outcome of a plan the log refused names it).
     #[error("decision log unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] BackendError),
     /// The request or transaction has passed to another coordinator (this one stalled past
     /// its claim's lease); this coordinator must leave it alone.
     #[error("the transaction has passed to another coordinator")]
     Superseded,
+}
+
+impl LogError {
+    /// The log's store failed with `cause`.
+    pub fn unavailable(cause: impl Into<BackendError>) -> Self {
+        LogError::Unavailable(cause.into())
+    }
 }
 
 /// The coordinator's durable decision log (see the module docs).

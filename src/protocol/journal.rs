@@ -70,10 +70,74 @@ pub enum JournalEntry {
     },
 }
 
-/// Why a journal write failed (a lost database connection, say).
+/// Why a journal write failed. Nothing was written; the write may be retried.
+///
+/// `protocol` sits below the store (the store implements [`Journal`]), so the backend's own
+/// error (the store's `StoreError`, holding the `sqlx::Error`) travels as a [`BackendError`]:
+/// its text and its `source()` chain are kept, its type is not named here.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("journal: {0}")]
-pub struct JournalError(pub String);
+pub enum JournalError {
+    /// The journal's backend did not answer or refused the write (a lost database connection,
+    /// an outage). The message includes the cause's, so a log line written with `%e` shows it.
+    #[error("journal: {0}")]
+    Unavailable(#[source] BackendError),
+}
+
+impl JournalError {
+    /// The backend failed with `cause`.
+    pub fn unavailable(cause: impl Into<BackendError>) -> Self {
+        JournalError::Unavailable(cause.into())
+    }
+}
+
+/// The error of the backend behind a protocol trait ([`Journal`], the decision log's
+/// [`super::decision::CommitLog`]), carried by [`JournalError`] and
+/// [`super::decision::LogError`] without `protocol` depending on the store or sqlx.
+///
+/// Transparent: it displays as the cause and its `source()` is the cause's source (it adds no
+/// link of its own to the chain); [`BackendError::get_ref`] gives the cause itself (to
+/// downcast, e.g. to the store's `StoreError`). Shared (an `Arc`, not a `Box`) because the
+/// errors that carry it are `Clone`, as are the planner's results that carry those.
+#[derive(Debug, Clone)]
+pub struct BackendError(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl BackendError {
+    /// Wraps the backend's error `cause`.
+    pub fn new(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        BackendError(Arc::new(cause))
+    }
+
+    /// The backend's error itself.
+    pub fn get_ref(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// A cause known only by its text (test doubles, backends without an error type).
+impl From<&str> for BackendError {
+    fn from(text: &str) -> Self {
+        BackendError(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(text)))
+    }
+}
+
+/// A cause known only by its text.
+impl From<String> for BackendError {
+    fn from(text: String) -> Self {
+        BackendError(Arc::from(Box::<dyn std::error::Error + Send + Sync>::from(text)))
+    }
+}
 
 /// Where participants make their changes durable (implemented by [`crate::store`]).
 #[async_trait]
@@ -163,7 +227,9 @@ impl<T: ?Sized> Journaled<T> {
         if keep {
             self.backlog.0.lock().await.push_back(entry);
         }
-        Err(ParticipantError::Durability(e.0))
+        // The participant's error names the backend's failure (its text), not the journal.
+        let JournalError::Unavailable(cause) = e;
+        Err(ParticipantError::Durability(cause.to_string()))
     }
 }
 
@@ -242,7 +308,7 @@ mod tests {
     impl Journal for Recorder {
         async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
             if self.fail || self.down.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(JournalError("connection lost".into()));
+                return Err(JournalError::unavailable("connection lost"));
             }
             self.entries.lock().unwrap().push(entry.clone());
             Ok(())

@@ -22,7 +22,7 @@ mod journal;
 mod yielding;
 
 pub use holds::{HoldBook, HoldState};
-pub use journal::{Backlog, Journal, JournalEntry, JournalError, Journaled};
+pub use journal::{BackendError, Backlog, Journal, JournalEntry, JournalError, Journaled};
 pub use yielding::Yielding;
 
 use async_trait::async_trait;

@@ -27,11 +27,33 @@ use uuid::Uuid;
 
 use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
 use crate::protocol::decision::{Booking, Decision, InDoubt};
-use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
+use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
 /// The life of a stored plan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+///
+/// One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+/// `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+/// TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    sqlx::Type,
+    strum::Display,
+    strum::EnumString,
+    strum::AsRefStr,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_status)]
 pub enum PlanStatus {
     /// Only in dry-run answers: nothing was booked and nothing is stored.
     Planned,
@@ -47,26 +69,17 @@ pub enum PlanStatus {
     Cancelled,
 }
 
+/// The error of `PlanStatus::from_str` (the `status` filter of `GET /v1/plans` answers it).
+fn unknown_status(other: &str) -> String {
+    format!("unknown status `{other}`; expected pending, committed, rejected or cancelled")
+}
+
 impl From<OutcomeStatus> for PlanStatus {
     fn from(s: OutcomeStatus) -> Self {
         match s {
             OutcomeStatus::Committed => PlanStatus::Committed,
             OutcomeStatus::Rejected => PlanStatus::Rejected,
             OutcomeStatus::Planned => PlanStatus::Planned,
-        }
-    }
-}
-
-impl std::str::FromStr for PlanStatus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "planned" => Ok(PlanStatus::Planned),
-            "pending" => Ok(PlanStatus::Pending),
-            "committed" => Ok(PlanStatus::Committed),
-            "rejected" => Ok(PlanStatus::Rejected),
-            "cancelled" => Ok(PlanStatus::Cancelled),
-            other => Err(format!("unknown status `{other}`; expected pending, committed, rejected or cancelled")),
         }
     }
 }
@@ -135,26 +148,48 @@ pub struct PlanFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
-/// A store failure.
+/// A store failure. Every variant but [`StoreError::Superseded`] keeps the error it comes from
+/// as its `source()`; its message includes the source's too, so that a log line written with
+/// `%e` names the cause (the API logs it and answers 503 `store-unavailable` for all of them).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database did not answer or refused the statement (a lost connection, an outage);
     /// nothing was written. Retrying later is safe.
     #[error("store unavailable (postgres): {0}")]
-    Unavailable(#[from] sqlx::Error),
-    /// What the store holds cannot be read back (a stored grid or record that no longer
-    /// parses).
+    Unavailable(#[source] sqlx::Error),
+    /// A stored row cannot be read back: a column does not decode into its type (an unknown
+    /// plan status or participant, JSON that no longer parses as its record).
     #[error("store corrupt: {0}")]
-    Corrupt(String),
+    Corrupt(#[source] sqlx::Error),
+    /// The stored grid no longer passes the grid's own validation.
+    #[error("store corrupt: the stored grid is invalid: {0}")]
+    InvalidGrid(#[source] serde_json::Error),
+    /// The schema could not be brought up to date (`migrations/`) at connection. (The message
+    /// keeps the words it had before this error had its own variant.)
+    #[error("store corrupt: migration: {0}")]
+    Migration(#[source] sqlx::migrate::MigrateError),
     /// The caller's [`Claim`] on an idempotency key or a transaction has passed to another
     /// claim (its lease ran out while the caller was stalled): nothing was written.
     #[error("the claim has passed to another process")]
     Superseded,
 }
 
+/// A column that does not decode is corruption ([`StoreError::Corrupt`]); any other database
+/// error is an outage ([`StoreError::Unavailable`]).
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match e {
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => StoreError::Corrupt(e),
+            e => StoreError::Unavailable(e),
+        }
+    }
+}
+
+/// The participants' journal is the store: its failure is the journal's, with the store's
+/// error as the cause.
 impl From<StoreError> for JournalError {
     fn from(e: StoreError) -> Self {
-        JournalError(e.to_string())
+        JournalError::Unavailable(BackendError::new(e))
     }
 }
 
@@ -308,4 +343,48 @@ pub trait Store: Journal + Send + Sync {
     async fn ping(&self) -> Result<(), StoreError>;
     /// A short name for logs and `/readyz` (`memory`, `postgres`).
     fn kind(&self) -> &'static str;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn plan_status_is_spelled_alike_in_json_text_and_filters() {
+        for s in <PlanStatus as strum::VariantArray>::VARIANTS {
+            assert_eq!(serde_json::to_string(s).unwrap(), format!("\"{s}\""));
+            assert_eq!(<&str>::from(*s), s.as_ref());
+            assert_eq!(s.to_string().parse::<PlanStatus>(), Ok(*s));
+        }
+        assert_eq!(
+            "Committed".parse::<PlanStatus>(),
+            Err("unknown status `Committed`; expected pending, committed, rejected or cancelled".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_column_that_does_not_decode_is_corruption_anything_else_an_outage() {
+        let e = StoreError::from(sqlx::Error::PoolTimedOut);
+        assert!(matches!(e, StoreError::Unavailable(sqlx::Error::PoolTimedOut)));
+        assert_eq!(e.to_string(), format!("store unavailable (postgres): {}", sqlx::Error::PoolTimedOut));
+        let decode = sqlx::Error::ColumnDecode { index: "\"status\"".into(), source: "unknown variant".into() };
+        assert!(matches!(StoreError::from(decode), StoreError::Corrupt(sqlx::Error::ColumnDecode { .. })));
+    }
+
+    /// The journal and the decision log keep the store's error as their source, and their text
+    /// is the one they had when they carried it as a string.
+    #[test]
+    fn protocol_errors_keep_the_store_error_as_their_source() {
+        let e = JournalError::from(StoreError::from(sqlx::Error::PoolTimedOut));
+        let store_text = format!("store unavailable (postgres): {}", sqlx::Error::PoolTimedOut);
+        assert_eq!(e.to_string(), format!("journal: {store_text}"));
+        let JournalError::Unavailable(cause) = &e;
+        assert!(matches!(cause.get_ref().downcast_ref::<StoreError>(), Some(StoreError::Unavailable(_))));
+        let source = e.source().expect("the store's error");
+        assert_eq!(source.to_string(), store_text);
+        let sqlx = source.source().expect("the sqlx error");
+        assert_eq!(sqlx.to_string(), sqlx::Error::PoolTimedOut.to_string());
+    }
 }

@@ -1,23 +1,31 @@
 //! [`PgStore`]: the [`Store`] in PostgreSQL (`DATABASE_URL`). Plans, idempotency keys and
 //! tokens survive a restart and are shared by every broker process on the same database.
 //!
-//! Schema: `migrations/` (run by [`PgStore::connect`]). Queries are checked at run time
-//! (`sqlx::query` with `.bind`), so building needs no database.
+//! Schema: `migrations/` (run by [`PgStore::connect`]). Every statement is checked at build
+//! time against that schema (`sqlx::query!` and friends: a wrong column or type fails the
+//! build). Building needs no database: the macros read the statements' descriptions from
+//! `.sqlx/` at the repository root, which `.ci/sqlx-prepare` regenerates after a statement or a
+//! migration changes.
+//!
+//! Columns are decoded into their types by the macros' overrides (`col as "col: Type"`): JSON
+//! records as `Json<T>`, `plans.status` as [`PlanStatus`], `reservations.state` as
+//! [`RowState`], `participant` as [`ParticipantRef`] (its `Decode` is below: the store, not
+//! `protocol`, knows sqlx). A value that does not decode is [`StoreError::Corrupt`].
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgPool, PgPoolOptions, PgTypeInfo, PgValueRef};
 use sqlx::types::Json;
-use sqlx::Row;
+use sqlx::Postgres;
 use uuid::Uuid;
 
 use super::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     StoredHold, TokenRecord,
 };
-use crate::model::{from_time, Grid, Outcome, Site, Time};
+use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
 use crate::protocol::decision::{Booking, DecidedPart, InDoubt};
-use crate::protocol::{HoldRequest, HoldState, Journal, JournalEntry, JournalError, TxnId};
+use crate::protocol::{HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
 
 /// A pool of connections to one PostgreSQL database.
 #[derive(Clone)]
@@ -25,36 +33,61 @@ pub struct PgStore {
     pool: PgPool,
 }
 
-/// A stored value that does not parse back.
-fn corrupt(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(e.to_string())
+/// `reservations.state`: where a journaled hold stands (the column's CHECK constraint lists
+/// the same five words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+enum RowState {
+    Held,
+    Committed,
+    Aborted,
+    Expired,
+    Released,
 }
 
-fn status_str(s: PlanStatus) -> &'static str {
-    match s {
-        PlanStatus::Planned => "planned",
-        PlanStatus::Pending => "pending",
-        PlanStatus::Committed => "committed",
-        PlanStatus::Rejected => "rejected",
-        PlanStatus::Cancelled => "cancelled",
+/// The `participant` column: `site:ID` or `network`, as `ParticipantRef`'s `Display` writes it
+/// and its `FromStr` reads it (a TEXT column, read through `participant as "participant:
+/// ParticipantRef"`).
+impl sqlx::Type<Postgres> for ParticipantRef {
+    fn type_info() -> PgTypeInfo {
+        <str as sqlx::Type<Postgres>>::type_info()
+    }
+
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <str as sqlx::Type<Postgres>>::compatible(ty)
     }
 }
 
-const PLAN_COLUMNS: &str = r#"id, "user", status, created_at, cancelled_at, outcome, bookings"#;
+impl<'r> sqlx::Decode<'r, Postgres> for ParticipantRef {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let text = <&str as sqlx::Decode<Postgres>>::decode(value)?;
+        Ok(text.parse::<ParticipantRef>()?)
+    }
+}
 
-fn plan_from_row(row: &PgRow) -> Result<PlanRecord, StoreError> {
-    let status: String = row.try_get("status")?;
-    let Json(outcome): Json<Outcome> = row.try_get("outcome")?;
-    let Json(bookings): Json<Vec<Booking>> = row.try_get("bookings")?;
-    Ok(PlanRecord {
-        id: row.try_get("id")?,
-        user: row.try_get("user")?,
-        status: status.parse().map_err(corrupt)?,
-        outcome,
-        bookings,
-        created_at: row.try_get("created_at")?,
-        cancelled_at: row.try_get("cancelled_at")?,
-    })
+/// A row of `plans`, as every plan query selects it.
+struct PlanRow {
+    id: Uuid,
+    user: String,
+    status: PlanStatus,
+    created_at: DateTime<Utc>,
+    cancelled_at: Option<DateTime<Utc>>,
+    outcome: Json<Outcome>,
+    bookings: Json<Vec<Booking>>,
+}
+
+impl From<PlanRow> for PlanRecord {
+    fn from(r: PlanRow) -> Self {
+        PlanRecord {
+            id: r.id,
+            user: r.user,
+            status: r.status,
+            outcome: r.outcome.0,
+            bookings: r.bookings.0,
+            created_at: r.created_at,
+            cancelled_at: r.cancelled_at,
+        }
+    }
 }
 
 #[async_trait]
@@ -66,41 +99,42 @@ impl Journal for PgStore {
         let q = match entry {
             JournalEntry::Held { participant, hold, request, expires_at, via_api, owner } => {
                 let (start, end) = request.interval();
-                sqlx::query(
+                let txn = request.txn();
+                sqlx::query!(
                     "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api, owner)
                      VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8, $9) ON CONFLICT (hold) DO NOTHING",
+                    hold,
+                    participant.to_string(),
+                    txn,
+                    Json(request) as _,
+                    from_time(start),
+                    from_time(end),
+                    from_time(*expires_at),
+                    via_api,
+                    owner.as_deref(),
                 )
-                .bind(hold)
-                .bind(participant.to_string())
-                .bind(request.txn())
-                .bind(Json(request))
-                .bind(from_time(start))
-                .bind(from_time(end))
-                .bind(from_time(*expires_at))
-                .bind(via_api)
-                .bind(owner)
             }
-            JournalEntry::Committed { hold } => sqlx::query(
+            JournalEntry::Committed { hold } => sqlx::query!(
                 "UPDATE reservations SET state = 'committed', expires_at = NULL, updated_at = now()
                  WHERE hold = $1 AND state IN ('held', 'expired')",
-            )
-            .bind(hold),
-            JournalEntry::Aborted { hold } => sqlx::query(
+                hold,
+            ),
+            JournalEntry::Aborted { hold } => sqlx::query!(
                 "UPDATE reservations SET state = 'aborted', updated_at = now() WHERE hold = $1 AND state = 'held'",
-            )
-            .bind(hold),
-            JournalEntry::Released { hold } => sqlx::query(
+                hold,
+            ),
+            JournalEntry::Released { hold } => sqlx::query!(
                 "UPDATE reservations SET state = 'released', updated_at = now() WHERE hold = $1 AND state = 'committed'",
-            )
-            .bind(hold),
-            JournalEntry::Extended { hold, expires_at } => sqlx::query(
+                hold,
+            ),
+            JournalEntry::Extended { hold, expires_at } => sqlx::query!(
                 "UPDATE reservations SET state = 'held', expires_at = $2, updated_at = now()
                  WHERE hold = $1 AND state IN ('held', 'expired')",
-            )
-            .bind(hold)
-            .bind(from_time(*expires_at)),
+                hold,
+                from_time(*expires_at),
+            ),
         };
-        q.execute(&self.pool).await.map_err(|e| JournalError(StoreError::from(e).to_string()))?;
+        q.execute(&self.pool).await.map_err(StoreError::from)?;
         Ok(())
     }
 }
@@ -109,14 +143,15 @@ impl PgStore {
     /// Connects to `url` and brings the schema up to date (`migrations/`).
     ///
     /// # Errors
-    /// The database cannot be reached or a migration fails.
+    /// The database cannot be reached ([`StoreError::Unavailable`]) or a migration fails
+    /// ([`StoreError::Migration`]).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect(url)
             .await?;
-        sqlx::migrate!().run(&pool).await.map_err(|e| corrupt(format!("migration: {e}")))?;
+        sqlx::migrate!().run(&pool).await.map_err(StoreError::Migration)?;
         Ok(PgStore { pool })
     }
 
@@ -129,69 +164,80 @@ impl PgStore {
 #[async_trait]
 impl Store for PgStore {
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query!(
             r#"INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings)
                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
+            plan.id,
+            plan.user,
+            plan.outcome.request_id,
+            <&str>::from(plan.status),
+            plan.created_at,
+            plan.cancelled_at,
+            plan.outcome.start,
+            Json(&plan.outcome) as _,
+            Json(&plan.bookings) as _,
         )
-        .bind(plan.id)
-        .bind(&plan.user)
-        .bind(&plan.outcome.request_id)
-        .bind(status_str(plan.status))
-        .bind(plan.created_at)
-        .bind(plan.cancelled_at)
-        .bind(plan.outcome.start)
-        .bind(Json(&plan.outcome))
-        .bind(Json(&plan.bookings))
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
     async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {PLAN_COLUMNS} FROM plans WHERE id = $1"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(plan_from_row).transpose()
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+                      outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
+               FROM plans WHERE id = $1"#,
+            id,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
     }
 
     async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
-        let rows = sqlx::query(&format!(
-            r#"SELECT {PLAN_COLUMNS} FROM plans
+        let rows = sqlx::query_as!(
+            PlanRow,
+            r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+                      outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
+               FROM plans
                WHERE ($1::text IS NULL OR "user" = $1)
                  AND ($2::text IS NULL OR status = $2)
                  AND ($3::timestamptz IS NULL OR start >= $3)
                  AND ($4::timestamptz IS NULL OR start < $4)
-               ORDER BY seq"#
-        ))
-        .bind(filter.user.as_deref())
-        .bind(filter.status.map(status_str))
-        .bind(filter.from)
-        .bind(filter.to)
+               ORDER BY seq"#,
+            filter.user.as_deref(),
+            filter.status.map(<&str>::from),
+            filter.from,
+            filter.to,
+        )
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(plan_from_row).collect()
+        Ok(rows.into_iter().map(PlanRecord::from).collect())
     }
 
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
-        let row = sqlx::query(&format!(
-            "WITH released AS (
-                 UPDATE reservations SET state = 'released', updated_at = now()
-                 WHERE plan_id = $1 AND state = 'committed')
-             UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
-             WHERE id = $1 RETURNING {PLAN_COLUMNS}"
-        ))
-        .bind(id)
-        .bind(at)
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"WITH released AS (
+                   UPDATE reservations SET state = 'released', updated_at = now()
+                   WHERE plan_id = $1 AND state = 'committed')
+               UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
+               WHERE id = $1
+               RETURNING id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+                         outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
+            id,
+            at,
+        )
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(plan_from_row).transpose()
+        Ok(row.map(PlanRecord::from))
     }
 
     async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         // Atomic across processes: exactly one statement wins the row, either by inserting it
         // or by taking over a claim whose lease ran out and that made no plan.
-        let row = sqlx::query(
+        let won = sqlx::query!(
             r#"INSERT INTO idempotency_keys ("user", key, claim, owner, lease_until)
                VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
                ON CONFLICT ("user", key) DO UPDATE
@@ -199,94 +245,85 @@ impl Store for PgStore {
                      claimed_at = now()
                  WHERE idempotency_keys.plan_id IS NULL AND idempotency_keys.lease_until < now()
                RETURNING plan_id"#,
+            user,
+            key,
+            claim.id,
+            claim.owner,
+            claim.lease_s as f64,
         )
-        .bind(user)
-        .bind(key)
-        .bind(claim.id)
-        .bind(&claim.owner)
-        .bind(claim.lease_s as f64)
         .fetch_optional(&self.pool)
         .await?;
-        if row.is_some() {
+        if won.is_some() {
             return Ok(KeyClaim::Claimed);
         }
-        let row = sqlx::query(r#"SELECT plan_id, fingerprint FROM idempotency_keys WHERE "user" = $1 AND key = $2"#)
-            .bind(user)
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query!(
+            r#"SELECT plan_id, fingerprint FROM idempotency_keys WHERE "user" = $1 AND key = $2"#,
+            user,
+            key,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
         let Some(row) = row else {
             // Released between our INSERT and SELECT: it is free again; try once more.
             return self.claim_key(user, key, claim).await;
         };
-        let plan: Option<Uuid> = row.try_get("plan_id")?;
-        let fingerprint: Option<String> = row.try_get("fingerprint")?;
-        Ok(match plan {
+        Ok(match row.plan_id {
             None => KeyClaim::InProgress,
-            Some(plan) => KeyClaim::Done { plan, fingerprint: fingerprint.unwrap_or_default() },
+            Some(plan) => KeyClaim::Done { plan, fingerprint: row.fingerprint.unwrap_or_default() },
         })
     }
 
     async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query!(
             r#"DELETE FROM idempotency_keys WHERE "user" = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#,
+            user,
+            key,
+            claim.id,
         )
-        .bind(user)
-        .bind(key)
-        .bind(claim.id)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
     async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query!(
             "WITH k AS (
                  UPDATE idempotency_keys SET lease_until = now() + make_interval(secs => $2)
                  WHERE claim = ANY($1) AND plan_id IS NULL)
              UPDATE transactions SET lease_until = now() + make_interval(secs => $2)
              WHERE claim = ANY($1) AND finished_at IS NULL",
+            claims,
+            lease_s as f64,
         )
-        .bind(claims)
-        .bind(lease_s as f64)
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query!(
             r#"INSERT INTO tokens (hash, "user", admin, service) VALUES ($1, $2, $3, $4)
                ON CONFLICT (hash) DO UPDATE SET "user" = EXCLUDED."user", admin = EXCLUDED.admin, service = EXCLUDED.service"#,
+            token.hash,
+            token.user,
+            token.admin,
+            token.service,
         )
-        .bind(&token.hash)
-        .bind(&token.user)
-        .bind(token.admin)
-        .bind(token.service)
         .execute(&self.pool)
-        .await
-        ?;
+        .await?;
         Ok(())
     }
 
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        let row = sqlx::query(r#"SELECT hash, "user", admin, service FROM tokens WHERE hash = $1"#)
-            .bind(hash)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| {
-            Ok(TokenRecord {
-                hash: r.try_get("hash")?,
-                user: r.try_get("user")?,
-                admin: r.try_get("admin")?,
-                service: r.try_get("service")?,
-            })
-        })
-        .transpose()
+        let token =
+            sqlx::query_as!(TokenRecord, r#"SELECT hash, "user", admin, service FROM tokens WHERE hash = $1"#, hash)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(token)
     }
 
     async fn end_all_claims(&self) -> Result<u64, StoreError> {
-        let r = sqlx::query(
+        let r = sqlx::query!(
             "WITH t AS (
                  UPDATE transactions SET lease_until = now() - interval '1 second' WHERE finished_at IS NULL)
              DELETE FROM idempotency_keys WHERE plan_id IS NULL",
@@ -299,6 +336,8 @@ impl Store for PgStore {
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
         // One statement (data-modifying CTEs), so one round trip and one durable commit. Every
         // write is conditional on `ok`: the request's claim still holds its key (if it has one).
+        // The casts of parameters that appear only in a SELECT list give PostgreSQL their types
+        // (it would take them for text).
         let (plan, d) = (r.plan, &r.decision);
         let rows: &[DecidedPart] = if r.reservations { d.parts } else { &[] };
         let holds: Vec<Uuid> = rows.iter().map(|p| p.hold).collect();
@@ -313,7 +352,7 @@ impl Store for PgStore {
             })
             .unzip();
         let (key, fingerprint) = r.key.unzip();
-        let written = sqlx::query(
+        let written = sqlx::query_scalar!(
             r#"WITH k AS (
                    UPDATE idempotency_keys SET plan_id = $2, fingerprint = $15
                    WHERE "user" = $11 AND key = $14 AND claim = $18 AND plan_id IS NULL
@@ -322,41 +361,43 @@ impl Store for PgStore {
                t AS (
                    INSERT INTO transactions
                        (txn, plan_id, decision, parts, outcome, finished_at, result, claim, owner, lease_until)
-                   SELECT $1, $2, 'commit', $3, $4, CASE WHEN $5 THEN now() END, CASE WHEN $5 THEN 'committed' END,
-                       $18, $19, now() + make_interval(secs => $20)
+                   SELECT $1::uuid, $2::uuid, 'commit', $3::jsonb, $4::jsonb, CASE WHEN $5 THEN now() END,
+                       CASE WHEN $5 THEN 'committed' END, $18::uuid, $19::text, now() + make_interval(secs => $20)
                    FROM ok WHERE go),
                r AS (
                    INSERT INTO reservations (hold, participant, txn, plan_id, request, start_at, end_at, state)
-                   SELECT h, w, $1, $2, q::jsonb, s, e, 'committed'
+                   SELECT h, w, $1::uuid, $2::uuid, q::jsonb, s, e, 'committed'
                    FROM UNNEST($6::uuid[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[]) AS u(h, w, q, s, e)
                    CROSS JOIN ok WHERE ok.go
                    ON CONFLICT (hold) DO UPDATE SET state = 'committed', plan_id = EXCLUDED.plan_id, expires_at = NULL,
                        updated_at = now())
                INSERT INTO plans (id, "user", request_id, status, created_at, start, outcome, bookings)
-               SELECT $2, $11, $12, $21, $13, $16, $4, $17 FROM ok WHERE go
+               SELECT $2::uuid, $11::text, $12::text, $21::text, $13::timestamptz, $16::timestamptz, $4::jsonb,
+                   $17::jsonb
+               FROM ok WHERE go
                RETURNING id"#,
+            d.txn,
+            plan.id,
+            Json(d.parts) as _,
+            Json(d.outcome) as _,
+            r.reservations,
+            &holds,
+            &who,
+            &requests,
+            &starts,
+            &ends,
+            plan.user,
+            plan.outcome.request_id,
+            plan.created_at,
+            key,
+            fingerprint,
+            plan.outcome.start,
+            Json(&plan.bookings) as _,
+            r.claim.id,
+            r.claim.owner,
+            r.claim.lease_s as f64,
+            <&str>::from(plan.status),
         )
-        .bind(d.txn)
-        .bind(plan.id)
-        .bind(Json(d.parts))
-        .bind(Json(d.outcome))
-        .bind(r.reservations)
-        .bind(&holds)
-        .bind(&who)
-        .bind(&requests)
-        .bind(&starts)
-        .bind(&ends)
-        .bind(&plan.user)
-        .bind(&plan.outcome.request_id)
-        .bind(plan.created_at)
-        .bind(key)
-        .bind(fingerprint)
-        .bind(plan.outcome.start)
-        .bind(Json(&plan.bookings))
-        .bind(r.claim.id)
-        .bind(&r.claim.owner)
-        .bind(r.claim.lease_s as f64)
-        .bind(status_str(plan.status))
         .fetch_optional(&self.pool)
         .await?;
         written.map(|_| ()).ok_or(StoreError::Superseded)
@@ -365,39 +406,40 @@ impl Store for PgStore {
     async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
         let plan = r.plan;
         let (key, fingerprint) = r.key.unzip();
-        let written = sqlx::query(
+        let written = sqlx::query_scalar!(
             r#"WITH k AS (
                    UPDATE idempotency_keys SET plan_id = $1, fingerprint = $11
                    WHERE "user" = $2 AND key = $10 AND claim = $12 AND plan_id IS NULL
                    RETURNING 1)
                INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings)
-               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9
+               SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz,
+                   $8::jsonb, $9::jsonb
                WHERE $10::text IS NULL OR EXISTS (SELECT 1 FROM k)
                RETURNING id"#,
+            plan.id,
+            plan.user,
+            plan.outcome.request_id,
+            <&str>::from(plan.status),
+            plan.created_at,
+            plan.cancelled_at,
+            plan.outcome.start,
+            Json(&plan.outcome) as _,
+            Json(&plan.bookings) as _,
+            key,
+            fingerprint,
+            r.claim.id,
         )
-        .bind(plan.id)
-        .bind(&plan.user)
-        .bind(&plan.outcome.request_id)
-        .bind(status_str(plan.status))
-        .bind(plan.created_at)
-        .bind(plan.cancelled_at)
-        .bind(plan.outcome.start)
-        .bind(Json(&plan.outcome))
-        .bind(Json(&plan.bookings))
-        .bind(key)
-        .bind(fingerprint)
-        .bind(r.claim.id)
         .fetch_optional(&self.pool)
         .await?;
         written.map(|_| ()).ok_or(StoreError::Superseded)
     }
 
     async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
-        let r = sqlx::query(
+        let r = sqlx::query!(
             "UPDATE transactions SET compensating = true WHERE txn = $1 AND claim = $2 AND finished_at IS NULL",
+            txn,
+            claim.id,
         )
-        .bind(txn)
-        .bind(claim.id)
         .execute(&self.pool)
         .await?;
         if r.rows_affected() == 0 {
@@ -408,34 +450,40 @@ impl Store for PgStore {
 
     async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError> {
         let finished: i64 = match rejected {
-            None => sqlx::query_scalar(
-                "WITH t AS (
-                     UPDATE transactions SET finished_at = now(), result = 'committed'
-                     WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
-                 p AS (
-                     UPDATE plans SET status = 'committed' WHERE id = (SELECT plan_id FROM t) AND status = 'pending')
-                 SELECT count(*) FROM t",
-            )
-            .bind(txn)
-            .bind(claim.id),
-            Some(outcome) => sqlx::query_scalar(
-                "WITH t AS (
-                     UPDATE transactions SET finished_at = now(), result = 'compensated'
-                     WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
-                 r AS (
-                     UPDATE reservations SET state = 'released', updated_at = now()
-                     WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed' AND EXISTS (SELECT 1 FROM t)),
-                 p AS (
-                     UPDATE plans SET status = 'rejected', outcome = $3, bookings = '[]', start = NULL
-                     WHERE id = (SELECT plan_id FROM t))
-                 SELECT count(*) FROM t",
-            )
-            .bind(txn)
-            .bind(claim.id)
-            .bind(Json(outcome)),
-        }
-        .fetch_one(&self.pool)
-        .await?;
+            None => {
+                sqlx::query_scalar!(
+                    r#"WITH t AS (
+                           UPDATE transactions SET finished_at = now(), result = 'committed'
+                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
+                       p AS (
+                           UPDATE plans SET status = 'committed' WHERE id = (SELECT plan_id FROM t) AND status = 'pending')
+                       SELECT count(*) AS "finished!" FROM t"#,
+                    txn,
+                    claim.id,
+                )
+                .fetch_one(&self.pool)
+                .await?
+            }
+            Some(outcome) => {
+                sqlx::query_scalar!(
+                    r#"WITH t AS (
+                           UPDATE transactions SET finished_at = now(), result = 'compensated'
+                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
+                       r AS (
+                           UPDATE reservations SET state = 'released', updated_at = now()
+                           WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed' AND EXISTS (SELECT 1 FROM t)),
+                       p AS (
+                           UPDATE plans SET status = 'rejected', outcome = $3, bookings = '[]', start = NULL
+                           WHERE id = (SELECT plan_id FROM t))
+                       SELECT count(*) AS "finished!" FROM t"#,
+                    txn,
+                    claim.id,
+                    Json(outcome) as _,
+                )
+                .fetch_one(&self.pool)
+                .await?
+            }
+        };
         if finished == 0 {
             return Err(StoreError::Superseded);
         }
@@ -443,77 +491,72 @@ impl Store for PgStore {
     }
 
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
-        let rows = sqlx::query(
-            "UPDATE transactions SET claim = $1, owner = $2, lease_until = now() + make_interval(secs => $3)
-             WHERE txn IN (
-                 SELECT txn FROM transactions WHERE finished_at IS NULL AND lease_until < now()
-                 ORDER BY decided_at LIMIT $4 FOR UPDATE SKIP LOCKED)
-             RETURNING txn, parts, outcome, compensating, decided_at",
+        let rows = sqlx::query!(
+            r#"UPDATE transactions SET claim = $1, owner = $2, lease_until = now() + make_interval(secs => $3)
+               WHERE txn IN (
+                   SELECT txn FROM transactions WHERE finished_at IS NULL AND lease_until < now()
+                   ORDER BY decided_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+               RETURNING txn, parts AS "parts: Json<Vec<DecidedPart>>", outcome AS "outcome: Json<Outcome>",
+                         compensating, decided_at"#,
+            claim.id,
+            claim.owner,
+            claim.lease_s as f64,
+            limit as i64,
         )
-        .bind(claim.id)
-        .bind(&claim.owner)
-        .bind(claim.lease_s as f64)
-        .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
-        let mut taken = rows
-            .iter()
+        let mut taken: Vec<(DateTime<Utc>, InDoubt)> = rows
+            .into_iter()
             .map(|r| {
-                let Json(parts): Json<Vec<DecidedPart>> = r.try_get("parts")?;
-                let Json(outcome): Json<Outcome> = r.try_get("outcome")?;
-                let decided_at: DateTime<Utc> = r.try_get("decided_at")?;
-                let t = InDoubt { txn: r.try_get("txn")?, parts, outcome, compensating: r.try_get("compensating")? };
-                Ok((decided_at, t))
+                let t = InDoubt { txn: r.txn, parts: r.parts.0, outcome: r.outcome.0, compensating: r.compensating };
+                (r.decided_at, t)
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+            .collect();
         taken.sort_by_key(|(at, _)| *at);
         Ok(taken.into_iter().map(|(_, t)| t).collect())
     }
 
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT hold, participant, request, state, expires_at, via_api FROM reservations
-             WHERE state = 'committed' OR (state = 'held' AND expires_at > $1)",
+        let rows = sqlx::query!(
+            r#"SELECT hold, participant AS "participant: ParticipantRef", request AS "request: Json<HoldRequest>",
+                      state AS "state: RowState", expires_at, via_api
+               FROM reservations
+               WHERE state = 'committed' OR (state = 'held' AND expires_at > $1)"#,
+            from_time(now),
         )
-        .bind(from_time(now))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let participant: String = r.try_get("participant")?;
-                let Json(request): Json<HoldRequest> = r.try_get("request")?;
-                let state: String = r.try_get("state")?;
-                let expires_at: Option<DateTime<Utc>> = r.try_get("expires_at")?;
-                Ok(StoredHold {
-                    participant: participant.parse().map_err(corrupt)?,
-                    hold: r.try_get("hold")?,
-                    request,
-                    state: match (state.as_str(), expires_at) {
-                        ("held", Some(t)) => HoldState::Held { expires_at: crate::model::to_time(&t) },
-                        _ => HoldState::Committed,
-                    },
-                    via_api: r.try_get("via_api")?,
-                })
+        Ok(rows
+            .into_iter()
+            .map(|r| StoredHold {
+                participant: r.participant,
+                hold: r.hold,
+                request: r.request.0,
+                state: match (r.state, r.expires_at) {
+                    (RowState::Held, Some(t)) => HoldState::Held { expires_at: to_time(&t) },
+                    _ => HoldState::Committed,
+                },
+                via_api: r.via_api,
             })
-            .collect()
+            .collect())
     }
 
     async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
-        sqlx::query_as(
-            "SELECT hold, owner FROM reservations
-             WHERE owner IS NOT NULL AND (state = 'committed' OR (state = 'held' AND expires_at > $1))",
+        let rows = sqlx::query!(
+            r#"SELECT hold, owner AS "owner!" FROM reservations
+               WHERE owner IS NOT NULL AND (state = 'committed' OR (state = 'held' AND expires_at > $1))"#,
+            from_time(now),
         )
-        .bind(from_time(now))
         .fetch_all(&self.pool)
-        .await
-        .map_err(StoreError::from)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.hold, r.owner)).collect())
     }
 
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
-        let r = sqlx::query(
+        let r = sqlx::query!(
             "UPDATE reservations SET state = 'expired', updated_at = now() WHERE state = 'held' AND expires_at <= $1",
+            from_time(now),
         )
-        .bind(from_time(now))
         .execute(&self.pool)
         .await?;
         Ok(r.rows_affected())
@@ -521,19 +564,17 @@ impl Store for PgStore {
 
     async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO topology (id, nodes, links) VALUES (1, $1, $2)
              ON CONFLICT (id) DO UPDATE SET nodes = EXCLUDED.nodes, links = EXCLUDED.links, updated_at = now()",
+            Json(&grid.nodes) as _,
+            Json(&grid.links) as _,
         )
-        .bind(Json(&grid.nodes))
-        .bind(Json(&grid.links))
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM sites").execute(&mut *tx).await?;
+        sqlx::query!("DELETE FROM sites").execute(&mut *tx).await?;
         for site in &grid.sites {
-            sqlx::query("INSERT INTO sites (id, site) VALUES ($1, $2)")
-                .bind(&site.id)
-                .bind(Json(site))
+            sqlx::query!("INSERT INTO sites (id, site) VALUES ($1, $2)", site.id.as_str(), Json(site) as _)
                 .execute(&mut *tx)
                 .await?;
         }
@@ -543,37 +584,33 @@ impl Store for PgStore {
 
     async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
         let Some(topology) =
-            sqlx::query("SELECT nodes, links FROM topology WHERE id = 1").fetch_optional(&self.pool).await?
+            sqlx::query!("SELECT nodes, links FROM topology WHERE id = 1").fetch_optional(&self.pool).await?
         else {
             return Ok(None);
         };
-        let sites = sqlx::query("SELECT site FROM sites ORDER BY seq").fetch_all(&self.pool).await?;
-        let sites: Vec<serde_json::Value> = sites
-            .iter()
-            .map(|r| r.try_get::<Json<serde_json::Value>, _>("site").map(|j| j.0))
-            .collect::<Result<_, _>>()?;
-        let Json(nodes): Json<serde_json::Value> = topology.try_get("nodes")?;
-        let Json(links): Json<serde_json::Value> = topology.try_get("links")?;
+        let sites: Vec<serde_json::Value> =
+            sqlx::query_scalar!("SELECT site FROM sites ORDER BY seq").fetch_all(&self.pool).await?;
         // Through the grid's own validation, like a grid file.
-        let grid = serde_json::from_value(serde_json::json!({ "nodes": nodes, "links": links, "sites": sites }))
-            .map_err(|e| corrupt(format!("the stored grid is invalid: {e}")))?;
+        let grid = serde_json::from_value(
+            serde_json::json!({ "nodes": topology.nodes, "links": topology.links, "sites": sites }),
+        )
+        .map_err(StoreError::InvalidGrid)?;
         Ok(Some(grid))
     }
 
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO sites (id, site) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET site = EXCLUDED.site, updated_at = now()",
+            site.id.as_str(),
+            Json(site) as _,
         )
-        .bind(&site.id)
-        .bind(Json(site))
         .execute(&self.pool)
-        .await
-        ?;
+        .await?;
         Ok(())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query_scalar!(r#"SELECT 1 AS "ok!""#).fetch_one(&self.pool).await?;
         Ok(())
     }
 
