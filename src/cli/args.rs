@@ -201,8 +201,9 @@ pub struct PlanArgs {
     pub requests: PathBuf,
     #[arg(long, default_value = "time")]
     pub policy: SelectionPolicy,
-    #[arg(long, default_value = "bir")]
-    pub mode: ReservationMethod,
+    /// Reservation method: bir, bbr or bbr-overlay.
+    #[arg(long, visible_alias = "mode", default_value = "bir")]
+    pub method: ReservationMethod,
     #[arg(long)]
     pub out: PathBuf,
     #[command(flatten)]
@@ -312,8 +313,9 @@ pub struct ServeArgs {
     pub w_interval_s: i64,
     #[arg(long, default_value = "time", env = "CORESERVE_POLICY")]
     pub policy: SelectionPolicy,
-    #[arg(long, default_value = "bir", env = "CORESERVE_MODE")]
-    pub mode: ReservationMethod,
+    /// Reservation method of requests that name none: bir, bbr or bbr-overlay.
+    #[arg(long, visible_alias = "mode", default_value = "bir", env = "CORESERVE_MODE")]
+    pub method: ReservationMethod,
     /// NIS routing: shortest, widest or widest:K.
     #[arg(long, default_value = "shortest", env = "CORESERVE_ROUTING")]
     pub routing: Routing,
@@ -389,7 +391,7 @@ impl ServeArgs {
             lease_s: a.lease_s,
             w_interval_s: a.w_interval_s,
             policy: a.policy,
-            mode: a.mode,
+            mode: a.method,
             routing: a.routing,
             horizon_days: a.horizon_days,
             admin_token: a.admin_token,
@@ -448,6 +450,27 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(std::iter::once("coreserve").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn the_method_flag_is_also_read_as_mode() {
+        let plan =
+            |flag: &str| match parse(&["plan", "--grid", "g", "--requests", "r", "--out", "o", flag, "bbr"]).command {
+                Command::Plan(a) => a.method,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(plan("--method"), ReservationMethod::Bbr);
+        assert_eq!(plan("--mode"), ReservationMethod::Bbr);
+        let serve = |args: &[&str]| match parse(&[&["serve"], args].concat()).command {
+            Command::Serve(a) => a.method,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(serve(&["--method", "bbr-overlay"]), ReservationMethod::BbrOverlay);
+        assert_eq!(serve(&["--mode", "bbr"]), ReservationMethod::Bbr);
+        // Default (unless the environment sets CORESERVE_MODE).
+        if std::env::var_os("CORESERVE_MODE").is_none() {
+            assert_eq!(serve(&[]), ReservationMethod::Bir);
+        }
     }
 
     #[test]

@@ -14,17 +14,17 @@ use crate::model::{Grid, Outcome, PlanRequest, ReservationMethod, SelectionPolic
 use crate::replay::{replay, ReplayOptions, Summary};
 use crate::workload;
 
-/// `coreserve plan`: one variant (`--mode`, `--policy`), its outcomes written to `--out`.
+/// `coreserve plan`: one variant (`--method`, `--policy`), its outcomes written to `--out`.
 ///
 /// # Errors
 /// The files cannot be read or written, or the checker finds a violation.
 pub async fn plan(a: PlanArgs) -> Result<()> {
     let g = grid::load_grid(&a.grid)?;
     let reqs = workload::read_jsonl(&a.requests)?;
-    let variant = format!("{}-{}", a.mode, a.policy);
+    let variant = format!("{}-{}", a.method, a.policy);
     let opts = ReplayOptions {
         progress: crate::replay::progress_bar(reqs.len() as u64, &variant),
-        ..a.planner.options(a.policy, a.mode)
+        ..a.planner.options(a.policy, a.method)
     };
     let (outcomes, summary, violations) = run_variant(&g, &reqs, &opts).await;
     opts.progress.finish_and_clear();
