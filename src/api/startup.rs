@@ -11,9 +11,8 @@ use actix_web::dev::{Server, Service};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, App, HttpServer, ResponseError};
-use futures::FutureExt;
-
 use anyhow::{bail, Context};
+use futures::FutureExt;
 
 use super::auth::{generate_token, register_token};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};

@@ -364,49 +364,48 @@ impl ServeArgs {
     /// A number out of range, a role without the flags it needs, a `--lis` that is not
     /// `SITE=URL`, or a `--grid` file that cannot be read.
     pub fn into_settings(self, database_url: Option<String>) -> Result<Settings> {
-        let a = self;
-        if let Some(file) = &a.config {
+        if let Some(file) = &self.config {
             tracing::info!(config = %file.display(), "settings read from the config file (command line and environment take precedence)");
         }
-        if a.planners == 0
-            || a.lease_s <= 0
-            || a.w_interval_s < 0
-            || a.horizon_days <= 0
-            || a.claim_lease_s <= 0
-            || a.max_in_flight_per_user == 0
-            || a.planning_slots == 0
+        if self.planners == 0
+            || self.lease_s <= 0
+            || self.w_interval_s < 0
+            || self.horizon_days <= 0
+            || self.claim_lease_s <= 0
+            || self.max_in_flight_per_user == 0
+            || self.planning_slots == 0
         {
             bail!(
                 "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots and --horizon-days must be > 0 \
                  and --w-interval-s >= 0"
             );
         }
-        let (role, grid) = a.role_and_grid()?;
+        let (role, grid) = self.role_and_grid()?;
         let tls_files = |cert_key: Option<(PathBuf, PathBuf)>| {
             cert_key.map(|(cert, key)| crate::api::config::TlsFiles { cert, key })
         };
         let config = ServeConfig {
-            listen: a.listen,
-            planners: a.planners,
-            lease_s: a.lease_s,
-            w_interval_s: a.w_interval_s,
-            policy: a.policy,
-            mode: a.method,
-            routing: a.routing,
-            horizon_days: a.horizon_days,
-            admin_token: a.admin_token,
-            workers: a.workers,
+            listen: self.listen,
+            planners: self.planners,
+            lease_s: self.lease_s,
+            w_interval_s: self.w_interval_s,
+            policy: self.policy,
+            mode: self.method,
+            routing: self.routing,
+            horizon_days: self.horizon_days,
+            admin_token: self.admin_token,
+            workers: self.workers,
             role,
-            claim_lease_s: a.claim_lease_s,
-            instance: a.instance,
-            max_in_flight_per_user: a.max_in_flight_per_user,
-            planning_slots: a.planning_slots,
-            service_token: a.service_token,
-            participant_token: a.participant_token,
-            tls: tls_files(a.tls_cert.zip(a.tls_key)),
-            tls_ca: a.tls_ca,
-            tls_client: tls_files(a.tls_client_cert.zip(a.tls_client_key)),
-            tls_client_ca: a.tls_client_ca,
+            claim_lease_s: self.claim_lease_s,
+            instance: self.instance,
+            max_in_flight_per_user: self.max_in_flight_per_user,
+            planning_slots: self.planning_slots,
+            service_token: self.service_token,
+            participant_token: self.participant_token,
+            tls: tls_files(self.tls_cert.zip(self.tls_key)),
+            tls_ca: self.tls_ca,
+            tls_client: tls_files(self.tls_client_cert.zip(self.tls_client_key)),
+            tls_client_ca: self.tls_client_ca,
         };
         Ok(Settings { config, grid, database_url })
     }
