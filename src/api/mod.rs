@@ -9,7 +9,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`config`] | [`ServeConfig`]: every knob of `serve`, and the request limits |
-//! | [`startup`] | [`Application`]: builds the state, binds the listener, runs the server |
+//! | [`startup`] | [`Application`] from [`Settings`]: opens the store, builds the state, binds the listener, runs the server |
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
 //! | [`commit_log`] | the planners' decision log over the store (durable two-phase commit) |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
@@ -39,5 +39,5 @@ pub mod state;
 pub mod telemetry;
 
 pub use config::{RemoteServices, Role, ServeConfig, DEFAULT_CLAIM_LEASE_S};
-pub use startup::Application;
+pub use startup::{Application, Settings};
 pub use state::AppState;

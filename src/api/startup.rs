@@ -1,4 +1,8 @@
-//! Startup: build the state, bind the listener, run the server.
+//! Startup: from the [`Settings`] of a process to a running server. [`Application::start`]
+//! opens the store (PostgreSQL or in memory), takes the grid (given, or the one the store saved
+//! at an earlier start) and calls [`Application::build`], which builds the state, recovers,
+//! starts the background tasks and binds the listener; [`Application::run_until_stopped`]
+//! serves. `coreserve serve` fills the settings from its flags; tests build either directly.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -7,15 +11,30 @@ use actix_web::dev::{Server, Service};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, App, HttpServer, ResponseError};
+use anyhow::{bail, Context};
 use futures::FutureExt;
 
 use super::auth::{generate_token, register_token};
-use super::config::{ServeConfig, MAX_BODY_BYTES};
+use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
 use super::problem::{json_error, ApiError};
 use super::routes;
 use super::state::AppState;
+use super::telemetry::notice;
 use crate::model::Grid;
-use crate::store::Store;
+use crate::store::{MemoryStore, PgStore, Store};
+
+/// Everything a broker process starts from: the service's settings, its grid and its store.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Every knob of the service.
+    pub config: ServeConfig,
+    /// The grid to serve (saved in the store); `None`: the grid an earlier start saved in the
+    /// store. A planner process serves no grid of its own: give it an empty one.
+    pub grid: Option<Grid>,
+    /// The PostgreSQL store (grid, journal, decision log, plans, keys and tokens persist);
+    /// `None`: an in-memory store, nothing survives a restart.
+    pub database_url: Option<String>,
+}
 
 /// The listener's TLS settings from `config.tls` (certificate chain and key) and
 /// `config.tls_client_ca` (require client certificates signed by it); `None` without
@@ -67,6 +86,65 @@ pub struct Application {
 }
 
 impl Application {
+    /// Opens the store of `settings.database_url` (in memory without one), takes the grid of
+    /// the settings or else the one saved in the store, and [builds](Application::build) the
+    /// application; says on stderr which store it uses, the admin token if it generated one,
+    /// and where it serves what.
+    ///
+    /// # Errors
+    /// The database cannot be reached; no grid is given and the store has none; a LIS's site
+    /// is not in the grid; or [`Application::build`] fails.
+    pub async fn start(settings: Settings) -> anyhow::Result<Self> {
+        let Settings { config, grid, database_url } = settings;
+        let role_name = match &config.role {
+            Role::All => "all",
+            Role::Lis { .. } => "lis",
+            Role::Nis => "nis",
+            Role::Gis => "gis",
+            Role::Planner(_) => "planner",
+        };
+        let store: Arc<dyn Store> = match database_url {
+            Some(url) => {
+                let store = PgStore::connect(&url).await.context("connecting to DATABASE_URL")?;
+                tracing::info!("store: postgres (everything persists)");
+                notice(
+                    "store: postgres (DATABASE_URL): grid, holds, reservations, decisions, plans, keys and tokens persist",
+                );
+                Arc::new(store)
+            }
+            None => {
+                tracing::warn!("store: memory (no DATABASE_URL); plans, tokens and bookings do not survive a restart");
+                notice("WARNING: in-memory store (no DATABASE_URL): nothing survives a restart");
+                Arc::new(MemoryStore::new())
+            }
+        };
+        let grid = match grid {
+            Some(g) => g,
+            None => store.load_grid().await?.with_context(|| {
+                format!("--grid is required for --role {role_name}: the store has no grid saved by an earlier start")
+            })?,
+        };
+        if let Role::Lis { site } = &config.role {
+            if !grid.sites.iter().any(|s| &s.id == site) {
+                bail!("site `{site}` is not in the grid");
+            }
+        }
+        let (sites, links) = match &config.role {
+            Role::Lis { .. } => (1, 0),
+            _ => (grid.sites.len(), grid.links.len()),
+        };
+        let listen = config.listen.clone();
+        let app = Application::build(config, grid, store).await?;
+        if let Some(t) = app.generated_admin_token() {
+            notice(&format!("admin token (shown once, not stored in clear): {t}"));
+        }
+        let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
+        notice(&format!(
+            "coreserve ({role_name}) serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)"
+        ));
+        Ok(app)
+    }
+
     /// Builds the state over `grid` and `store`, registers the admin token (the configured one,
     /// or a generated one), saves the grid in the store, binds `config.listen`, recovers
     /// (calendars rebuilt from the journal, in-doubt transactions finished:
@@ -90,7 +168,7 @@ impl Application {
             register_token(store.as_ref(), t, "service", false, true).await?;
         }
         let role = config.role.clone();
-        if !matches!(role, super::Role::Planner(_)) {
+        if !matches!(role, Role::Planner(_)) {
             store.save_grid(&grid).await?;
         }
         let tls = server_tls(&config)?;
@@ -98,9 +176,9 @@ impl Application {
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let port = listener.local_addr()?.port();
         let addr = listener.local_addr()?;
-        if tls.is_none() && role != super::Role::All && !addr.ip().is_loopback() {
+        if tls.is_none() && role != Role::All && !addr.ip().is_loopback() {
             tracing::warn!(%addr, "a separated role listens without TLS on a non-loopback address: tokens and bookings cross the network in clear (use --tls-cert and --tls-key)");
-            super::telemetry::notice(&format!(
+            notice(&format!(
                 "warning: role {role:?} listens on {addr} without TLS; use --tls-cert and --tls-key across administrative domains"
             ));
         }
@@ -111,7 +189,7 @@ impl Application {
         let (restored, recovery) = state.recover().await?;
         if restored > 0 || recovery != Default::default() {
             tracing::info!(restored, committed = recovery.committed, compensated = recovery.compensated, "recovered");
-            super::telemetry::notice(&format!(
+            notice(&format!(
                 "recovered: {restored} holds and reservations from the journal; in-doubt transactions: {} committed, {} compensated",
                 recovery.committed, recovery.compensated
             ));

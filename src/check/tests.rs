@@ -1,5 +1,10 @@
+use chrono::{DateTime, Utc};
+
+use super::capacity::overbooked;
 use super::*;
-use crate::model::{ComputeDemand, Node, RawPlanRequest};
+use crate::model::{
+    from_time, ComputeDemand, JobPlacement, NetworkDemand, Node, RawPlanRequest, Time, TransferPlacement,
+};
 
 /// 2026-01-01T00:00:00Z.
 const T0: Time = 1_767_225_600;
@@ -229,13 +234,15 @@ fn wrong_os_is_reported() {
     let v = violations_after(false, |g, _, _| g.sites[3].os = "linux".into());
     assert_eq!(
         v,
-        vec![Violation::WrongOs {
-            request_id: "r1".into(),
-            job: "B".into(),
-            site: "s3".into(),
-            job_os: "bsd".into(),
-            site_os: "linux".into(),
-        }]
+        vec![Violation::plan(
+            "r1",
+            PlanViolation::WrongOs {
+                job: "B".into(),
+                site: "s3".into(),
+                job_os: "bsd".into(),
+                site_os: "linux".into()
+            }
+        )]
     );
 }
 
@@ -248,30 +255,35 @@ fn wrong_job_offset_is_reported() {
     });
     assert_eq!(
         v,
-        vec![Violation::JobTiming {
-            request_id: "r1".into(),
-            job: "B".into(),
-            start: t(4860),
-            end: t(6060),
-            expected_start: t(4800),
-            expected_end: t(6000),
-        }]
+        vec![Violation::plan(
+            "r1",
+            PlanViolation::JobTiming {
+                job: "B".into(),
+                start: t(4860),
+                end: t(6060),
+                expected_start: t(4800),
+                expected_end: t(6000)
+            }
+        )]
     );
 }
 
 #[test]
 fn wrong_job_duration_is_reported() {
     let v = violations_after(true, |_, _, o| outcome(o, "r2").jobs[1].end = t(6000));
-    assert!(matches!(&v[..], [Violation::JobTiming { job, .. }] if job == "Y"), "{v:?}");
+    assert!(
+        matches!(&v[..], [Violation::Plan { kind: PlanViolation::JobTiming { job, .. }, .. }] if job == "Y"),
+        "{v:?}"
+    );
 }
 
 #[test]
 fn wrong_cpus_is_reported() {
     let v = violations_after(true, |_, _, o| outcome(o, "r1").jobs[1].cpus = 16);
-    assert_eq!(v, vec![Violation::WrongCpus { request_id: "r1".into(), job: "B".into(), placed: 16, requested: 8 }]);
+    assert_eq!(v, vec![Violation::plan("r1", PlanViolation::WrongCpus { job: "B".into(), placed: 16, requested: 8 })]);
     // without fixing the cost, the cost is wrong as well
     let v = violations_after(false, |_, _, o| outcome(o, "r1").jobs[1].cpus = 16);
-    assert!(v.iter().any(|x| matches!(x, Violation::WrongCost { .. })), "{v:?}");
+    assert!(v.iter().any(|x| matches!(x, Violation::Plan { kind: PlanViolation::WrongCost { .. }, .. })), "{v:?}");
 }
 
 #[test]
@@ -280,12 +292,10 @@ fn past_deadline_is_reported() {
     let v = violations_after(false, |_, r, _| r[0].deadline = t(5000));
     assert_eq!(
         v,
-        vec![Violation::PastDeadline {
-            request_id: "r1".into(),
-            what: "job `B`".into(),
-            end: t(6000),
-            deadline: t(5000)
-        }]
+        vec![Violation::plan(
+            "r1",
+            PlanViolation::PastDeadline { what: "job `B`".into(), end: t(6000), deadline: t(5000) }
+        )]
     );
 }
 
@@ -303,13 +313,13 @@ fn start_before_w_interval_is_reported() {
             x.end -= chrono::Duration::seconds(800);
         }
     });
-    assert_eq!(v, vec![Violation::StartTooEarly { request_id: "r1".into(), start: t(1000), earliest: t(1800) }]);
+    assert_eq!(v, vec![Violation::plan("r1", PlanViolation::StartTooEarly { start: t(1000), earliest: t(1800) })]);
 }
 
 #[test]
 fn start_before_not_before_is_reported() {
     let v = violations_after(false, |_, r, _| r[0].not_before = Some(t(2000)));
-    assert_eq!(v, vec![Violation::StartTooEarly { request_id: "r1".into(), start: t(1800), earliest: t(2000) }]);
+    assert_eq!(v, vec![Violation::plan("r1", PlanViolation::StartTooEarly { start: t(1800), earliest: t(2000) })]);
 }
 
 #[test]
@@ -327,7 +337,7 @@ fn broken_paths_are_reported() {
             outcome(o, id).transfers[k].path = path.iter().map(|s| (*s).to_owned()).collect();
         });
         assert!(
-            matches!(&v[..], [Violation::BrokenPath { reason: r, .. }] if r.contains(reason)),
+            matches!(&v[..], [Violation::Plan { kind: PlanViolation::BrokenPath { reason: r, .. }, .. }] if r.contains(reason)),
             "path {path:?}: expected `{reason}`, got {v:?}"
         );
     }
@@ -339,10 +349,13 @@ fn broken_paths_are_reported() {
 #[test]
 fn wrong_cost_is_reported_beyond_the_tolerance() {
     let v = violations_after(false, |_, _, o| outcome(o, "r1").cost = COST_R1 * (1.0 + 1e-5));
-    assert!(matches!(&v[..], [Violation::WrongCost { expected, .. }] if (expected - COST_R1).abs() < 1e-12), "{v:?}");
+    assert!(
+        matches!(&v[..], [Violation::Plan { kind: PlanViolation::WrongCost { expected, .. }, .. }] if (expected - COST_R1).abs() < 1e-12),
+        "{v:?}"
+    );
     assert_eq!(violations_after(false, |_, _, o| outcome(o, "r1").cost = COST_R1 * (1.0 + 1e-7)), vec![]);
     let v = violations_after(false, |_, _, o| outcome(o, "r2").cost = f64::NAN);
-    assert!(matches!(&v[..], [Violation::WrongCost { .. }]), "{v:?}");
+    assert!(matches!(&v[..], [Violation::Plan { kind: PlanViolation::WrongCost { .. }, .. }]), "{v:?}");
 }
 
 #[test]
@@ -350,13 +363,10 @@ fn wrong_bandwidth_is_reported() {
     let v = violations_after(true, |_, _, o| outcome(o, "r2").transfers[0].bandwidth_mbps = 700);
     assert_eq!(
         v,
-        vec![Violation::WrongBandwidth {
-            request_id: "r2".into(),
-            from: "X".into(),
-            to: "Y".into(),
-            placed: 700,
-            requested: 600
-        }]
+        vec![Violation::plan(
+            "r2",
+            PlanViolation::WrongBandwidth { from: "X".into(), to: "Y".into(), placed: 700, requested: 600 }
+        )]
     );
 }
 
@@ -368,7 +378,7 @@ fn wrong_transfer_timing_is_reported() {
         x.end = t(5460);
     });
     assert!(
-        matches!(&v[..], [Violation::TransferTiming { expected_start, .. }] if *expected_start == t(4800)),
+        matches!(&v[..], [Violation::Plan { kind: PlanViolation::TransferTiming { expected_start, .. }, .. }] if *expected_start == t(4800)),
         "{v:?}"
     );
 }
@@ -378,22 +388,22 @@ fn job_placement_count_errors_are_reported() {
     let v = violations_after(true, |_, _, o| {
         outcome(o, "r2").jobs.remove(2);
     });
-    assert_eq!(v, vec![Violation::JobNotPlaced { request_id: "r2".into(), job: "Z".into() }]);
+    assert_eq!(v, vec![Violation::plan("r2", PlanViolation::JobNotPlaced { job: "Z".into() })]);
 
     let v = violations_after(true, |_, _, o| {
         let r1 = outcome(o, "r1");
         let a = r1.jobs[0].clone();
         r1.jobs.push(a);
     });
-    assert!(v.contains(&Violation::JobPlacedTwice { request_id: "r1".into(), job: "A".into(), count: 2 }), "{v:?}");
+    assert!(v.contains(&Violation::plan("r1", PlanViolation::JobPlacedTwice { job: "A".into(), count: 2 })), "{v:?}");
     // ... and the extra copy is booked: s1 holds 8 + 8 + 8 over [4800, 5400)
     assert!(v.iter().any(|x| matches!(x, Violation::SiteOverbooked { peak: 24, .. })), "{v:?}");
 
     let v = violations_after(true, |_, _, o| outcome(o, "r1").jobs.push(jp("Q", "s3", 1800, 2400, 4)));
-    assert_eq!(v, vec![Violation::UnknownJob { request_id: "r1".into(), job: "Q".into() }]);
+    assert_eq!(v, vec![Violation::plan("r1", PlanViolation::UnknownJob { job: "Q".into() })]);
 
     let v = violations_after(false, |_, _, o| outcome(o, "r1").jobs[1].site = "s9".into());
-    assert_eq!(v, vec![Violation::UnknownSite { request_id: "r1".into(), job: "B".into(), site: "s9".into() }]);
+    assert_eq!(v, vec![Violation::plan("r1", PlanViolation::UnknownSite { job: "B".into(), site: "s9".into() })]);
 }
 
 #[test]
@@ -401,13 +411,10 @@ fn transfer_placement_count_errors_are_reported() {
     let v = violations_after(true, |_, _, o| outcome(o, "r1").transfers.clear());
     assert_eq!(
         v,
-        vec![Violation::TransferCount {
-            request_id: "r1".into(),
-            from: "A".into(),
-            to: "B".into(),
-            placed: 0,
-            requested: 1
-        }]
+        vec![Violation::plan(
+            "r1",
+            PlanViolation::TransferCount { from: "A".into(), to: "B".into(), placed: 0, requested: 1 }
+        )]
     );
     let v = violations_after(true, |_, _, o| {
         let r2 = outcome(o, "r2");
@@ -416,13 +423,10 @@ fn transfer_placement_count_errors_are_reported() {
     });
     assert_eq!(
         v,
-        vec![Violation::TransferCount {
-            request_id: "r2".into(),
-            from: "X".into(),
-            to: "Z".into(),
-            placed: 2,
-            requested: 1
-        }]
+        vec![Violation::plan(
+            "r2",
+            PlanViolation::TransferCount { from: "X".into(), to: "Z".into(), placed: 2, requested: 1 }
+        )]
     );
     // the direction is the request's: B->A does not stand for A->B
     let v = violations_after(true, |_, _, o| {
@@ -431,15 +435,15 @@ fn transfer_placement_count_errors_are_reported() {
         x.path.reverse();
     });
     assert_eq!(v.len(), 2, "{v:?}");
-    assert!(v.iter().all(|x| matches!(x, Violation::TransferCount { .. })));
+    assert!(v.iter().all(|x| matches!(x, Violation::Plan { kind: PlanViolation::TransferCount { .. }, .. })));
 }
 
 #[test]
 fn outcome_bookkeeping_errors_are_reported() {
     let v = violations_after(false, |_, _, o| o.push(Outcome::rejected("r9", "x", "p1")));
-    assert_eq!(v, vec![Violation::UnknownRequest { request_id: "r9".into() }]);
+    assert_eq!(v, vec![Violation::plan("r9", PlanViolation::UnknownRequest)]);
     let v = violations_after(false, |_, _, o| o.push(Outcome::rejected("r3", "again", "p2")));
-    assert_eq!(v, vec![Violation::DuplicateOutcome { request_id: "r3".into() }]);
+    assert_eq!(v, vec![Violation::plan("r3", PlanViolation::DuplicateOutcome)]);
     let v = violations_after(false, |_, _, o| {
         let r3 = outcome(o, "r3");
         r3.start = Some(t(2000));
@@ -447,11 +451,11 @@ fn outcome_bookkeeping_errors_are_reported() {
         r3.cost = 1.0;
     });
     assert!(
-        matches!(&v[..], [Violation::RejectedNotEmpty { detail, .. }] if detail == "a start, 1 job placements, cost 1"),
+        matches!(&v[..], [Violation::Plan { kind: PlanViolation::RejectedNotEmpty { detail, .. }, .. }] if detail == "a start, 1 job placements, cost 1"),
         "{v:?}"
     );
     let v = violations_after(false, |_, _, o| outcome(o, "r1").start = None);
-    assert_eq!(v, vec![Violation::MissingStart { request_id: "r1".into() }]);
+    assert_eq!(v, vec![Violation::plan("r1", PlanViolation::MissingStart)]);
 }
 
 #[test]
@@ -524,4 +528,73 @@ fn generated_requests_with_trivial_placements_pass() {
             .collect();
         assert_eq!(check(&g, &reqs, &outs), vec![], "{kind}");
     }
+}
+
+/// The one-line text of every violation (the simulator and the CLI print it; it must not
+/// change).
+#[test]
+fn violations_read_as_one_line_each() {
+    use PlanViolation::*;
+    let (s, e) = (t(0), t(60));
+    let cases: Vec<(PlanViolation, &str)> = vec![
+        (UnknownRequest, "outcome for unknown request `r`"),
+        (DuplicateOutcome, "request `r` has more than one outcome"),
+        (RejectedNotEmpty { detail: "a start".into() }, "rejected request `r` is not empty: a start"),
+        (MissingStart, "committed request `r` has no start"),
+        (
+            StartTooEarly { start: s, earliest: e },
+            "request `r` starts at 2026-01-01 00:00:00 UTC, before its earliest start 2026-01-01 00:01:00 UTC",
+        ),
+        (
+            PastDeadline { what: "job `B`".into(), end: e, deadline: s },
+            "request `r`: job `B` ends at 2026-01-01 00:01:00 UTC, after the deadline 2026-01-01 00:00:00 UTC",
+        ),
+        (UnknownJob { job: "Q".into() }, "request `r`: placement for unknown job `Q`"),
+        (JobNotPlaced { job: "Z".into() }, "request `r`: job `Z` is not placed"),
+        (JobPlacedTwice { job: "A".into(), count: 2 }, "request `r`: job `A` is placed 2 times"),
+        (UnknownSite { job: "B".into(), site: "s9".into() }, "request `r`: job `B` is placed on unknown site `s9`"),
+        (
+            WrongOs { job: "B".into(), site: "s3".into(), job_os: "bsd".into(), site_os: "linux".into() },
+            "request `r`: job `B` needs OS `bsd` but site `s3` runs `linux`",
+        ),
+        (WrongCpus { job: "B".into(), placed: 16, requested: 8 }, "request `r`: job `B` holds 16 CPUs, requested 8"),
+        (
+            JobTiming { job: "B".into(), start: s, end: e, expected_start: e, expected_end: e },
+            "request `r`: job `B` runs [2026-01-01 00:00:00 UTC, 2026-01-01 00:01:00 UTC), \
+             expected [2026-01-01 00:01:00 UTC, 2026-01-01 00:01:00 UTC)",
+        ),
+        (
+            TransferCount { from: "A".into(), to: "B".into(), placed: 0, requested: 1 },
+            "request `r`: transfer A->B is placed 0 times, requested 1",
+        ),
+        (
+            WrongBandwidth { from: "X".into(), to: "Y".into(), placed: 700, requested: 600 },
+            "request `r`: transfer X->Y holds 700 Mbit/s, requested 600",
+        ),
+        (
+            TransferTiming { from: "A".into(), to: "B".into(), start: s, end: e, expected_start: s, expected_end: s },
+            "request `r`: transfer A->B runs [2026-01-01 00:00:00 UTC, 2026-01-01 00:01:00 UTC), \
+             expected [2026-01-01 00:00:00 UTC, 2026-01-01 00:00:00 UTC)",
+        ),
+        (
+            BrokenPath { from: "A".into(), to: "B".into(), reason: "link `l` is used twice".into() },
+            "request `r`: transfer A->B has a broken path: link `l` is used twice",
+        ),
+        (WrongCost { reported: 1.5, expected: 2.0 }, "request `r`: cost 1.5 differs from the recomputed 2"),
+    ];
+    for (kind, text) in cases {
+        let v = Violation::plan("r", kind);
+        assert_eq!(v.request_id(), Some("r"));
+        assert_eq!(v.to_string(), text);
+    }
+    let site = Violation::SiteOverbooked { site: "s1".into(), from: s, to: e, peak: 16, capacity: 12 };
+    assert_eq!(
+        site.to_string(),
+        "site `s1` is overbooked over [2026-01-01 00:00:00 UTC, 2026-01-01 00:01:00 UTC): 16 CPUs of 12"
+    );
+    let link = Violation::LinkOverbooked { link: "l12".into(), from: s, to: e, peak: 1100, capacity: 1000 };
+    assert_eq!(
+        link.to_string(),
+        "link `l12` is overbooked over [2026-01-01 00:00:00 UTC, 2026-01-01 00:01:00 UTC): 1100 Mbit/s of 1000"
+    );
 }

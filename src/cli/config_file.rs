@@ -37,14 +37,20 @@ fn config_path(args: &[OsString]) -> Option<PathBuf> {
     std::env::var_os("CORESERVE_CONFIG").filter(|p| !p.is_empty()).map(PathBuf::from)
 }
 
-/// The environment variable of each `serve` setting: `(key, variable)`.
+/// The environment variable of each `serve` setting: `(key, variable)`, a flag's aliases
+/// (`mode` for `method`) included.
 fn settings() -> Vec<(String, String)> {
     let cli = super::Cli::command();
     let serve = cli.find_subcommand("serve").expect("the serve subcommand");
     let mut out: Vec<(String, String)> = serve
         .get_arguments()
         .filter(|a| a.get_id() != "config")
-        .filter_map(|a| Some((a.get_long()?.replace('-', "_"), a.get_env()?.to_string_lossy().into_owned())))
+        .filter_map(|a| {
+            let var = a.get_env()?.to_string_lossy().into_owned();
+            let names = std::iter::once(a.get_long()?).chain(a.get_all_aliases().unwrap_or_default());
+            Some(names.map(move |name| (name.replace('-', "_"), var.clone())))
+        })
+        .flatten()
         .collect();
     out.push(("database_url".into(), "DATABASE_URL".into()));
     out
@@ -59,6 +65,8 @@ pub fn resolve(text: &str, is_set: impl Fn(&str) -> bool) -> Result<Vec<(String,
     let table: toml::Table = text.parse().context("not a TOML file")?;
     let settings = settings();
     let mut out = Vec::new();
+    // The key that set each variable, so that a setting is not given twice under two names.
+    let mut keys = std::collections::HashMap::new();
     for (key, value) in table {
         let Some((_, var)) = settings.iter().find(|(k, _)| *k == key) else {
             let known: Vec<&str> = settings.iter().map(|(k, _)| k.as_str()).collect();
@@ -79,6 +87,9 @@ pub fn resolve(text: &str, is_set: impl Fn(&str) -> bool) -> Result<Vec<(String,
                 .join(","),
             other => bail!("`{key}`: a {} is not a setting's value", other.type_str()),
         };
+        if let Some(other) = keys.insert(var.as_str(), key.clone()) {
+            bail!("`{other}` and `{key}` are the same setting: give it once");
+        }
         if !is_set(var) {
             out.push((var.clone(), text));
         }
@@ -140,6 +151,14 @@ mod tests {
         let e = resolve("lis = [1]", |_| false).unwrap_err().to_string();
         assert!(e.contains("`lis`"), "{e}");
         assert!(resolve("not toml [", |_| false).is_err());
+    }
+
+    #[test]
+    fn method_is_also_read_under_its_old_name_mode() {
+        assert_eq!(resolve("method = \"bbr\"", |_| false).unwrap(), vec![("CORESERVE_MODE".into(), "bbr".into())]);
+        assert_eq!(resolve("mode = \"bbr\"", |_| false).unwrap(), vec![("CORESERVE_MODE".into(), "bbr".into())]);
+        let e = resolve("method = \"bbr\"\nmode = \"bir\"", |_| false).unwrap_err().to_string();
+        assert!(e.contains("`method` and `mode` are the same setting"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,91 @@
+//! The capacity check across plans: together, the committed outcomes never hold more CPUs on a
+//! site, or more Mbit/s on a link, than it has at any instant.
+
+use std::collections::BTreeMap;
+
+use super::{Resources, Violation};
+use crate::model::{from_time, to_time, Outcome, OutcomeStatus, Time};
+
+/// Every interval over which the committed `outcomes` overbook a site or a link, sites first
+/// (each in id order), using the placements as reported. Placements on sites or links `res`
+/// does not know are left to the per-plan checks.
+pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Violation> {
+    let mut site_use: BTreeMap<&str, Vec<(Time, Time, u64)>> = BTreeMap::new();
+    let mut link_use: BTreeMap<&str, Vec<(Time, Time, u64)>> = BTreeMap::new();
+    // A dry run (`Planned`) books nothing: its placements hold no capacity.
+    for o in outcomes.iter().filter(|o| matches!(o.status, OutcomeStatus::Committed)) {
+        for j in &o.jobs {
+            if res.sites.contains_key(j.site.as_str()) {
+                site_use.entry(j.site.as_str()).or_default().push((
+                    to_time(&j.start),
+                    to_time(&j.end),
+                    u64::from(j.cpus),
+                ));
+            }
+        }
+        for t in &o.transfers {
+            for l in &t.path {
+                if res.links.contains_key(l.as_str()) {
+                    link_use.entry(l.as_str()).or_default().push((
+                        to_time(&t.start),
+                        to_time(&t.end),
+                        t.bandwidth_mbps,
+                    ));
+                }
+            }
+        }
+    }
+
+    let mut out = Vec::new();
+    for (site, spans) in site_use {
+        let capacity = u64::from(res.sites[site].cpus);
+        for (from, to, peak) in overbooked(spans, capacity) {
+            out.push(Violation::SiteOverbooked {
+                site: site.to_owned(),
+                from: from_time(from),
+                to: from_time(to),
+                peak,
+                capacity,
+            });
+        }
+    }
+    for (link, spans) in link_use {
+        let capacity = res.links[link].capacity_mbps;
+        for (from, to, peak) in overbooked(spans, capacity) {
+            out.push(Violation::LinkOverbooked {
+                link: link.to_owned(),
+                from: from_time(from),
+                to: from_time(to),
+                peak,
+                capacity,
+            });
+        }
+    }
+    out
+}
+
+/// Maximal intervals `[from, to)` where the summed amount of `spans` (half-open `[start, end)`)
+/// exceeds `capacity`, with the peak reached in each. Empty spans (`end <= start`) count for
+/// nothing.
+pub(super) fn overbooked(spans: Vec<(Time, Time, u64)>, capacity: u64) -> Vec<(Time, Time, u64)> {
+    let mut delta: BTreeMap<Time, i128> = BTreeMap::new();
+    for (s, e, amount) in spans {
+        if s < e {
+            *delta.entry(s).or_insert(0) += i128::from(amount);
+            *delta.entry(e).or_insert(0) -= i128::from(amount);
+        }
+    }
+    let mut out = Vec::new();
+    let mut usage: i128 = 0;
+    let mut open: Option<(Time, i128)> = None;
+    for (t, d) in delta {
+        usage += d;
+        if usage > i128::from(capacity) {
+            open = Some(open.map_or((t, usage), |(from, peak)| (from, peak.max(usage))));
+        } else if let Some((from, peak)) = open.take() {
+            out.push((from, t, u64::try_from(peak).unwrap_or(u64::MAX)));
+        }
+    }
+    debug_assert!(open.is_none(), "usage returns to 0 after the last end");
+    out
+}

@@ -1,0 +1,247 @@
+//! The checks of one outcome against the request it answers: a rejected outcome is empty; a
+//! committed one places every job and transfer of the request exactly as asked (sites, OS,
+//! CPUs, bandwidth, times, paths), starts no earlier and ends no later than allowed, and
+//! reports the cost its placements add up to ([`plan_cost`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+
+use super::{PlanViolation, Resources};
+use crate::model::{
+    from_time, to_time, Grid, JobPlacement, Link, NetworkDemand, Outcome, PlanRequest, TransferPlacement,
+};
+
+/// Relative tolerance of the cost comparison.
+pub const COST_REL_TOLERANCE: f64 = 1e-6;
+
+/// The cost of an outcome recomputed from its placements and the grid's prices: the sum over
+/// jobs of `cpus * (end - start)/3600 s * price_per_cpu_hour` plus the sum over transfers of
+/// `bandwidth_mbps/1000 * (end - start)/3600 s * sum of price_per_gbps_hour over its path`.
+/// `None` if a placement names an unknown site or link. A rejected outcome has no placements and
+/// costs 0.
+pub fn plan_cost(grid: &Grid, outcome: &Outcome) -> Option<f64> {
+    let links = grid.link_index();
+    let mut cost = 0.0;
+    for j in &outcome.jobs {
+        let site = grid.site(&j.site)?;
+        cost += f64::from(j.cpus) * hours(&j.start, &j.end) * site.price_per_cpu_hour;
+    }
+    for t in &outcome.transfers {
+        let mut price = 0.0;
+        for l in &t.path {
+            price += links.get(l.as_str())?.price_per_gbps_hour;
+        }
+        cost += t.bandwidth_mbps as f64 / 1000.0 * hours(&t.start, &t.end) * price;
+    }
+    Some(cost)
+}
+
+fn hours(start: &DateTime<Utc>, end: &DateTime<Utc>) -> f64 {
+    (to_time(end) - to_time(start)) as f64 / 3600.0
+}
+
+/// A rejected outcome carries no start, no placements and no cost.
+pub(super) fn check_rejected(o: &Outcome, out: &mut Vec<PlanViolation>) {
+    let mut parts = Vec::new();
+    if o.start.is_some() {
+        parts.push("a start".to_owned());
+    }
+    if !o.jobs.is_empty() {
+        parts.push(format!("{} job placements", o.jobs.len()));
+    }
+    if !o.transfers.is_empty() {
+        parts.push(format!("{} transfer placements", o.transfers.len()));
+    }
+    if o.cost != 0.0 {
+        parts.push(format!("cost {}", o.cost));
+    }
+    if !parts.is_empty() {
+        out.push(PlanViolation::RejectedNotEmpty { detail: parts.join(", ") });
+    }
+}
+
+/// A committed outcome `o` against its request `req` (the rules of
+/// [`check_outcomes`](super::check_outcomes), capacity aside).
+pub(super) fn check_committed(
+    res: &Resources<'_>,
+    grid: &Grid,
+    req: &PlanRequest,
+    o: &Outcome,
+    w_interval_s: i64,
+    out: &mut Vec<PlanViolation>,
+) {
+    let start = o.start.as_ref().map(to_time);
+    match start {
+        None => out.push(PlanViolation::MissingStart),
+        Some(st) => {
+            let earliest = req
+                .not_before()
+                .map_or(req.submitted_at() + w_interval_s, |nb| nb.max(req.submitted_at() + w_interval_s));
+            if st < earliest {
+                out.push(PlanViolation::StartTooEarly { start: from_time(st), earliest: from_time(earliest) });
+            }
+        }
+    }
+
+    // jobs: exactly one placement each
+    let mut placed: HashMap<&str, Vec<&JobPlacement>> = HashMap::new();
+    for p in &o.jobs {
+        placed.entry(p.name.as_str()).or_default().push(p);
+    }
+    let known: HashSet<&str> = req.jobs().iter().map(|j| j.name.as_str()).collect();
+    for p in &o.jobs {
+        if !known.contains(p.name.as_str()) {
+            out.push(PlanViolation::UnknownJob { job: p.name.clone() });
+        }
+    }
+    // the unique placement of each job, for the path checks
+    let mut unique: HashMap<&str, &JobPlacement> = HashMap::new();
+    for j in req.jobs() {
+        let ps = placed.get(j.name.as_str()).map_or(&[][..], Vec::as_slice);
+        match ps {
+            [] => out.push(PlanViolation::JobNotPlaced { job: j.name.clone() }),
+            [p] => {
+                unique.insert(j.name.as_str(), p);
+            }
+            _ => out.push(PlanViolation::JobPlacedTwice { job: j.name.clone(), count: ps.len() }),
+        }
+        for p in ps {
+            match res.sites.get(p.site.as_str()) {
+                None => out.push(PlanViolation::UnknownSite { job: j.name.clone(), site: p.site.clone() }),
+                Some(site) if !site.os.eq_ignore_ascii_case(&j.os) => out.push(PlanViolation::WrongOs {
+                    job: j.name.clone(),
+                    site: site.id.clone(),
+                    job_os: j.os.clone(),
+                    site_os: site.os.clone(),
+                }),
+                Some(_) => {}
+            }
+            if p.cpus != j.cpus {
+                out.push(PlanViolation::WrongCpus { job: j.name.clone(), placed: p.cpus, requested: j.cpus });
+            }
+            if let Some(st) = start {
+                let (es, ee) = (st + j.offset_s, st + j.offset_s + j.duration_s);
+                if to_time(&p.start) != es || to_time(&p.end) != ee {
+                    out.push(PlanViolation::JobTiming {
+                        job: j.name.clone(),
+                        start: p.start,
+                        end: p.end,
+                        expected_start: from_time(es),
+                        expected_end: from_time(ee),
+                    });
+                }
+            }
+        }
+    }
+
+    // transfers: matched by (from, to), in order
+    let mut wanted: BTreeMap<(&str, &str), Vec<&NetworkDemand>> = BTreeMap::new();
+    for t in req.transfers() {
+        wanted.entry((t.from.as_str(), t.to.as_str())).or_default().push(t);
+    }
+    let mut got: BTreeMap<(&str, &str), Vec<&TransferPlacement>> = BTreeMap::new();
+    for p in &o.transfers {
+        got.entry((p.from.as_str(), p.to.as_str())).or_default().push(p);
+    }
+    for (&(from, to), ps) in &got {
+        let requested = wanted.get(&(from, to)).map_or(0, Vec::len);
+        if ps.len() > requested {
+            out.push(PlanViolation::TransferCount {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                placed: ps.len(),
+                requested,
+            });
+        }
+    }
+    for (&(from, to), ds) in &wanted {
+        let ps = got.get(&(from, to)).map_or(&[][..], Vec::as_slice);
+        if ps.len() < ds.len() {
+            out.push(PlanViolation::TransferCount {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                placed: ps.len(),
+                requested: ds.len(),
+            });
+        }
+        for (d, p) in ds.iter().zip(ps) {
+            if p.bandwidth_mbps != d.bandwidth_mbps {
+                out.push(PlanViolation::WrongBandwidth {
+                    from: from.to_owned(),
+                    to: to.to_owned(),
+                    placed: p.bandwidth_mbps,
+                    requested: d.bandwidth_mbps,
+                });
+            }
+            if let Some(st) = start {
+                let (es, ee) = (st + d.offset_s, st + d.offset_s + d.duration_s);
+                if to_time(&p.start) != es || to_time(&p.end) != ee {
+                    out.push(PlanViolation::TransferTiming {
+                        from: from.to_owned(),
+                        to: to.to_owned(),
+                        start: p.start,
+                        end: p.end,
+                        expected_start: from_time(es),
+                        expected_end: from_time(ee),
+                    });
+                }
+            }
+            let node =
+                |job: &str| unique.get(job).and_then(|jp| res.sites.get(jp.site.as_str())).map(|s| s.node.as_str());
+            if let (Some(a), Some(b)) = (node(from), node(to)) {
+                if let Some(reason) = path_problem(&res.links, a, b, &p.path) {
+                    out.push(PlanViolation::BrokenPath { from: from.to_owned(), to: to.to_owned(), reason });
+                }
+            }
+        }
+    }
+
+    // deadline: the latest end of anything placed
+    let ends = o
+        .jobs
+        .iter()
+        .map(|j| (to_time(&j.end), format!("job `{}`", j.name)))
+        .chain(o.transfers.iter().map(|t| (to_time(&t.end), format!("transfer {}->{}", t.from, t.to))));
+    if let Some((end, what)) = ends.max_by_key(|e| e.0) {
+        if end > req.deadline() {
+            out.push(PlanViolation::PastDeadline { what, end: from_time(end), deadline: from_time(req.deadline()) });
+        }
+    }
+
+    if let Some(expected) = plan_cost(grid, o) {
+        let diff = (o.cost - expected).abs();
+        let tol = COST_REL_TOLERANCE * expected.abs().max(o.cost.abs()) + 1e-9;
+        if diff.is_nan() || diff > tol {
+            out.push(PlanViolation::WrongCost { reported: o.cost, expected });
+        }
+    }
+}
+
+/// Why `path` does not join node `from` to node `to`, or `None` if it does.
+fn path_problem(links: &HashMap<&str, &Link>, from: &str, to: &str, path: &[String]) -> Option<String> {
+    if path.is_empty() {
+        return (from != to).then(|| format!("empty path, but the sites are on different nodes `{from}` and `{to}`"));
+    }
+    if from == to {
+        return Some(format!("both sites are on node `{from}`, so the path must be empty"));
+    }
+    let mut at = from;
+    let mut used = HashSet::new();
+    for (i, id) in path.iter().enumerate() {
+        let Some(link) = links.get(id.as_str()) else {
+            return Some(format!("link #{} `{id}` does not exist", i + 1));
+        };
+        if !used.insert(id.as_str()) {
+            return Some(format!("link `{id}` is used twice"));
+        }
+        at = if link.a == at {
+            &link.b
+        } else if link.b == at {
+            &link.a
+        } else {
+            return Some(format!("link #{} `{id}` ({}-{}) does not touch node `{at}`", i + 1, link.a, link.b));
+        };
+    }
+    (at != to).then(|| format!("path ends at node `{at}`, not at `{to}`"))
+}

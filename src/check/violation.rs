@@ -1,0 +1,276 @@
+//! What the outcome checker reports: a [`Violation`] is either a rule broken by the outcome of
+//! one request ([`Violation::Plan`], the request id written once, the rule in
+//! [`PlanViolation`]) or a resource over its capacity ([`Violation::SiteOverbooked`],
+//! [`Violation::LinkOverbooked`]), which involves every committed outcome using it.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+/// One rule broken by a batch of outcomes. `Display` gives a one-line English description.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Violation {
+    /// The outcome of request `request_id` breaks the rule `kind`.
+    Plan {
+        /// The request the outcome answers.
+        request_id: String,
+        /// The rule it breaks.
+        kind: PlanViolation,
+    },
+    /// Committed jobs on a site exceed its CPUs over `[from, to)` (peak reported).
+    SiteOverbooked {
+        /// The site.
+        site: String,
+        /// Start of the overbooked interval.
+        from: DateTime<Utc>,
+        /// End of the overbooked interval (exclusive).
+        to: DateTime<Utc>,
+        /// Highest CPU count booked within it.
+        peak: u64,
+        /// The site's CPUs.
+        capacity: u64,
+    },
+    /// Committed transfers on a link exceed its capacity over `[from, to)` (peak reported).
+    LinkOverbooked {
+        /// The link.
+        link: String,
+        /// Start of the overbooked interval.
+        from: DateTime<Utc>,
+        /// End of the overbooked interval (exclusive).
+        to: DateTime<Utc>,
+        /// Highest bandwidth booked within it, Mbit/s.
+        peak: u64,
+        /// The link's `capacity_mbps`.
+        capacity: u64,
+    },
+}
+
+/// A rule broken by the outcome of one request (the request is [`Violation::Plan`]'s
+/// `request_id`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlanViolation {
+    /// The outcome answers a request id that is not among the requests.
+    UnknownRequest,
+    /// A second (or later) outcome for the same request.
+    DuplicateOutcome,
+    /// A rejected outcome that still carries a start, placements or a non-zero cost.
+    RejectedNotEmpty {
+        /// What it carries, e.g. `a start, 2 job placements, cost 3.5`.
+        detail: String,
+    },
+    /// A committed outcome without an application start.
+    MissingStart,
+    /// The plan starts before `max(submitted_at + w_interval, not_before)`.
+    StartTooEarly {
+        /// The outcome's application start.
+        start: DateTime<Utc>,
+        /// `max(submitted_at + w_interval_s, not_before)`.
+        earliest: DateTime<Utc>,
+    },
+    /// Some reservation of the plan ends after the deadline (the latest end is reported).
+    PastDeadline {
+        /// The placement that ends last, e.g. ``job `B` `` or `transfer A->B`.
+        what: String,
+        /// Its end.
+        end: DateTime<Utc>,
+        /// The request's deadline.
+        deadline: DateTime<Utc>,
+    },
+    /// A job placement names a job the request does not have.
+    UnknownJob {
+        /// The placement's job name.
+        job: String,
+    },
+    /// A job of the request has no placement.
+    JobNotPlaced {
+        /// The unplaced job.
+        job: String,
+    },
+    /// A job of the request is placed more than once.
+    JobPlacedTwice {
+        /// The job.
+        job: String,
+        /// Number of placements (>= 2).
+        count: usize,
+    },
+    /// A job placement names a site the grid does not have.
+    UnknownSite {
+        /// The job.
+        job: String,
+        /// The unknown site id.
+        site: String,
+    },
+    /// The site's OS differs from the job's (compared case-insensitively).
+    WrongOs {
+        /// The job.
+        job: String,
+        /// The site it is placed on.
+        site: String,
+        /// The OS the job requires.
+        job_os: String,
+        /// The OS the site runs.
+        site_os: String,
+    },
+    /// The placement holds a different CPU count than the job asked for.
+    WrongCpus {
+        /// The job.
+        job: String,
+        /// CPUs in the placement.
+        placed: u32,
+        /// CPUs in the request.
+        requested: u32,
+    },
+    /// The job does not occupy exactly `[start + offset_s, start + offset_s + duration_s)`.
+    JobTiming {
+        /// The job.
+        job: String,
+        /// The placement's start.
+        start: DateTime<Utc>,
+        /// The placement's end.
+        end: DateTime<Utc>,
+        /// Plan start + the job's offset.
+        expected_start: DateTime<Utc>,
+        /// Expected start + the job's duration.
+        expected_end: DateTime<Utc>,
+    },
+    /// The number of placements of transfer `from->to` differs from the number of such transfers
+    /// in the request (0 placed = missing; `requested` 0 = a transfer the request does not have;
+    /// a reversed direction counts as a different transfer).
+    TransferCount {
+        /// Sending job.
+        from: String,
+        /// Receiving job.
+        to: String,
+        /// Placements with these ends.
+        placed: usize,
+        /// Transfers of the request with these ends.
+        requested: usize,
+    },
+    /// The placement reserves a different bandwidth than the transfer asked for.
+    WrongBandwidth {
+        /// Sending job.
+        from: String,
+        /// Receiving job.
+        to: String,
+        /// Mbit/s in the placement.
+        placed: u64,
+        /// Mbit/s in the request.
+        requested: u64,
+    },
+    /// The transfer does not occupy exactly `[start + offset_s, start + offset_s + duration_s)`.
+    TransferTiming {
+        /// Sending job.
+        from: String,
+        /// Receiving job.
+        to: String,
+        /// The placement's start.
+        start: DateTime<Utc>,
+        /// The placement's end.
+        end: DateTime<Utc>,
+        /// Plan start + the transfer's offset.
+        expected_start: DateTime<Utc>,
+        /// Expected start + the transfer's duration.
+        expected_end: DateTime<Utc>,
+    },
+    /// The path is not a chain of existing links from the sender's site node to the receiver's
+    /// (or is not empty although both sites share a node).
+    BrokenPath {
+        /// Sending job.
+        from: String,
+        /// Receiving job.
+        to: String,
+        /// What is wrong with the path.
+        reason: String,
+    },
+    /// The reported cost differs from the recomputed one by more than
+    /// [`COST_REL_TOLERANCE`](super::COST_REL_TOLERANCE).
+    WrongCost {
+        /// The outcome's `cost`.
+        reported: f64,
+        /// [`plan_cost`](super::plan_cost) of the outcome.
+        expected: f64,
+    },
+}
+
+impl Violation {
+    /// The violation `kind` of the outcome of request `request_id`.
+    pub fn plan(request_id: impl Into<String>, kind: PlanViolation) -> Self {
+        Violation::Plan { request_id: request_id.into(), kind }
+    }
+
+    /// The request the violation is about; `None` for the capacity violations, which involve
+    /// every outcome using the resource.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            Violation::Plan { request_id, .. } => Some(request_id),
+            Violation::SiteOverbooked { .. } | Violation::LinkOverbooked { .. } => None,
+        }
+    }
+
+    /// The rule a request's outcome breaks; `None` for the capacity violations.
+    pub fn plan_violation(&self) -> Option<&PlanViolation> {
+        match self {
+            Violation::Plan { kind, .. } => Some(kind),
+            Violation::SiteOverbooked { .. } | Violation::LinkOverbooked { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use PlanViolation::*;
+        let (id, kind) = match self {
+            Violation::Plan { request_id, kind } => (request_id, kind),
+            Violation::SiteOverbooked { site, from, to, peak, capacity } => {
+                return write!(f, "site `{site}` is overbooked over [{from}, {to}): {peak} CPUs of {capacity}");
+            }
+            Violation::LinkOverbooked { link, from, to, peak, capacity } => {
+                return write!(f, "link `{link}` is overbooked over [{from}, {to}): {peak} Mbit/s of {capacity}");
+            }
+        };
+        match kind {
+            UnknownRequest => write!(f, "outcome for unknown request `{id}`"),
+            DuplicateOutcome => write!(f, "request `{id}` has more than one outcome"),
+            RejectedNotEmpty { detail } => write!(f, "rejected request `{id}` is not empty: {detail}"),
+            MissingStart => write!(f, "committed request `{id}` has no start"),
+            StartTooEarly { start, earliest } => {
+                write!(f, "request `{id}` starts at {start}, before its earliest start {earliest}")
+            }
+            PastDeadline { what, end, deadline } => {
+                write!(f, "request `{id}`: {what} ends at {end}, after the deadline {deadline}")
+            }
+            UnknownJob { job } => write!(f, "request `{id}`: placement for unknown job `{job}`"),
+            JobNotPlaced { job } => write!(f, "request `{id}`: job `{job}` is not placed"),
+            JobPlacedTwice { job, count } => write!(f, "request `{id}`: job `{job}` is placed {count} times"),
+            UnknownSite { job, site } => write!(f, "request `{id}`: job `{job}` is placed on unknown site `{site}`"),
+            WrongOs { job, site, job_os, site_os } => {
+                write!(f, "request `{id}`: job `{job}` needs OS `{job_os}` but site `{site}` runs `{site_os}`")
+            }
+            WrongCpus { job, placed, requested } => {
+                write!(f, "request `{id}`: job `{job}` holds {placed} CPUs, requested {requested}")
+            }
+            JobTiming { job, start, end, expected_start, expected_end } => write!(
+                f,
+                "request `{id}`: job `{job}` runs [{start}, {end}), expected [{expected_start}, {expected_end})"
+            ),
+            TransferCount { from, to, placed, requested } => {
+                write!(f, "request `{id}`: transfer {from}->{to} is placed {placed} times, requested {requested}")
+            }
+            WrongBandwidth { from, to, placed, requested } => {
+                write!(f, "request `{id}`: transfer {from}->{to} holds {placed} Mbit/s, requested {requested}")
+            }
+            TransferTiming { from, to, start, end, expected_start, expected_end } => write!(
+                f,
+                "request `{id}`: transfer {from}->{to} runs [{start}, {end}), expected [{expected_start}, {expected_end})"
+            ),
+            BrokenPath { from, to, reason } => {
+                write!(f, "request `{id}`: transfer {from}->{to} has a broken path: {reason}")
+            }
+            WrongCost { reported, expected } => {
+                write!(f, "request `{id}`: cost {reported} differs from the recomputed {expected}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Violation {}

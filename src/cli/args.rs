@@ -1,0 +1,504 @@
+//! The command line's types (clap): every subcommand, its flags and their defaults, and the
+//! conversion of `serve`'s flags into the service's [`Settings`].
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::client;
+use crate::api::{RemoteServices, Role, ServeConfig, Settings};
+use crate::grid;
+use crate::model::{Grid, ReservationMethod, SelectionPolicy};
+use crate::nis::Routing;
+use crate::replay::ReplayOptions;
+use crate::workload::AppKind;
+
+/// coreserve: an advance co-reservation broker for compute and network bandwidth.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Build a grid (sites + topology) as grid.json.
+    #[command(subcommand)]
+    Grid(GridCommand),
+    /// Generate plan requests (JSON lines) from a workload trace, as in Ando & Aida's experiment.
+    Workload(WorkloadArgs),
+    /// Replay plan requests through N competing planners and write their outcomes.
+    Plan(PlanArgs),
+    /// Run all 8 variants (BBR/BIR x time/cost/load/random) on one request file and compare.
+    Compare(CompareArgs),
+    /// The main job on real data: Geant2012 + SDSC-BLUE, workflow and co-allocation, all 8
+    /// variants with 3 planners, and a comparison table.
+    Demo(DemoArgs),
+    /// Run the broker service (REST API v1), all-in-one: every participant in this process.
+    Serve(ServeArgs),
+    /// API tokens in the PostgreSQL store (needs DATABASE_URL).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Print the OpenAPI 3.1 document (YAML) of the REST API.
+    Openapi,
+    /// Client of a running broker: submit, list, show and cancel plans (`--server` /
+    /// `CORESERVE_URL`, `--token` / `CORESERVE_TOKEN`). Exit codes: 0 done, 1 client error,
+    /// 2 bad command line, 3 plan rejected, 4 refused by the server (4xx), 5 server unavailable
+    /// (5xx, 429; retry with the same key).
+    #[command(subcommand)]
+    Plans(client::PlansCommand),
+    /// Client: the broker's sites (CPUs, OS, price).
+    Sites {
+        #[command(flatten)]
+        conn: client::Connection,
+    },
+    /// Client: the earliest start a site offers for CPUs over a window.
+    Availability(client::AvailabilityArgs),
+    /// Client: the network path between two sites with a bandwidth free over an interval.
+    Route(client::RouteArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a bearer token for USER in the database of DATABASE_URL (only its SHA-256 is
+    /// stored) and print it once.
+    Create {
+        #[arg(long)]
+        user: String,
+        /// May do everything: grid changes, every user's plans, new tokens.
+        #[arg(long)]
+        admin: bool,
+        /// May drive holds directly (a planner or another broker).
+        #[arg(long)]
+        service: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GridCommand {
+    /// Import an Internet Topology Zoo GraphML file and attach one seeded site to every node.
+    ImportGraphml {
+        file: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+        /// Capacity of links without a LinkSpeedRaw attribute.
+        #[arg(long, default_value_t = 10_000)]
+        default_capacity_mbps: u64,
+        /// Price of 1 Gbit/s for one hour on every link.
+        #[arg(long, default_value_t = 0.1)]
+        price_per_gbps_hour: f64,
+    },
+    /// Generate a grid: `gridg-n`, `gridg-w` (GridG-style tiers) or `fat-tree`.
+    Generate {
+        kind: GeneratedGrid,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long)]
+        out: PathBuf,
+        /// Arity of the fat-tree (even).
+        #[arg(long, default_value_t = 4)]
+        k: u32,
+    },
+}
+
+/// Generated topologies.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GeneratedGrid {
+    #[value(name = "gridg-n")]
+    GridgN,
+    #[value(name = "gridg-w")]
+    GridgW,
+    #[value(name = "fat-tree")]
+    FatTree,
+}
+
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// SWF trace (plain or .gz) the CPU counts are drawn from.
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// The grid the load is relative to (its total CPUs).
+    #[arg(long)]
+    pub grid: PathBuf,
+    #[arg(long, default_value = "workflow")]
+    pub kind: AppKind,
+    #[arg(long, default_value_t = 1000)]
+    pub requests: usize,
+    /// Offered load: expected requested CPU-seconds per second / total CPUs of the grid.
+    #[arg(long, default_value_t = 0.5)]
+    pub load: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The planners' w_interval; deadlines leave room for it.
+    #[arg(long, default_value_t = 1800)]
+    pub w_interval_s: i64,
+    /// Arrival of the first request (RFC 3339), default 2026-01-01T00:00:00Z.
+    #[arg(long)]
+    pub start: Option<DateTime<Utc>>,
+}
+
+/// Settings shared by `plan`, `compare` and `demo`.
+#[derive(Debug, Args, Clone)]
+pub struct PlannerArgs {
+    /// Number of competing planners.
+    #[arg(long, default_value_t = 3)]
+    pub planners: usize,
+    /// Seeds the planner chosen per request and the planners' random streams.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 1800)]
+    pub w_interval_s: i64,
+    /// NIS routing: shortest, widest or widest:K.
+    #[arg(long, default_value = "shortest")]
+    pub routing: Routing,
+    /// Hold lease in seconds.
+    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S)]
+    pub lease_s: i64,
+    /// Prune reservations that ended this long before the replayed time.
+    #[arg(long, default_value_t = 7 * 86_400)]
+    pub prune_after_s: i64,
+    /// Let the planners race on real threads (a contention test: outcomes vary from run to
+    /// run). By default they interleave message by message on one thread, in an order fixed by
+    /// the requests and --seed: the same table on every run and machine.
+    #[arg(long)]
+    pub racing: bool,
+    /// Also print planning times (wall clock: they vary from run to run and machine to machine).
+    #[arg(long)]
+    pub timings: bool,
+}
+
+impl PlannerArgs {
+    /// The replay options of variant (`method`, `policy`) under these settings, without a
+    /// progress bar.
+    pub fn options(&self, policy: SelectionPolicy, method: ReservationMethod) -> ReplayOptions {
+        ReplayOptions {
+            planners: self.planners,
+            policy,
+            method,
+            seed: self.seed,
+            w_interval_s: self.w_interval_s,
+            routing: self.routing,
+            lease_s: self.lease_s,
+            progress: indicatif::ProgressBar::hidden(),
+            prune_after_s: self.prune_after_s,
+            racing: self.racing,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[arg(long)]
+    pub grid: PathBuf,
+    #[arg(long)]
+    pub requests: PathBuf,
+    #[arg(long, default_value = "time")]
+    pub policy: SelectionPolicy,
+    /// Reservation method: bir, bbr or bbr-overlay.
+    #[arg(long, visible_alias = "mode", default_value = "bir")]
+    pub method: ReservationMethod,
+    #[arg(long)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub planner: PlannerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[arg(long)]
+    pub grid: PathBuf,
+    #[arg(long)]
+    pub requests: PathBuf,
+    /// Where to write one outcomes file per variant (optional).
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub planner: PlannerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// The data folder (topology-zoo/ and swf/); the repository's `data/` by default.
+    #[arg(long, default_value = "data")]
+    pub data: PathBuf,
+    /// Output folder for grid.json, the request files and every variant's outcomes.
+    #[arg(long, default_value = "out/demo")]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 1000)]
+    pub requests: usize,
+    #[arg(long, default_value_t = 0.5)]
+    pub load: f64,
+    #[command(flatten)]
+    pub planner: PlannerArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A TOML file of settings: every flag of `serve` under its long name with `_` for `-`
+    /// (`w_interval_s = 1800`, `lis = ["s1=https://..."]`, switches as booleans), plus
+    /// `database_url`. Precedence: command line > environment (`CORESERVE_<NAME>`,
+    /// `DATABASE_URL`) > this file > defaults. An unknown key is an error.
+    #[arg(long, env = "CORESERVE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log lines as text (default) or as one JSON object per line (timestamp, level, target,
+    /// fields) on stderr; RUST_LOG sets the filter (default warn).
+    #[arg(long, env = "CORESERVE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: crate::api::telemetry::LogFormat,
+    /// The grid (sites and topology) to serve (every role but `planner`); saved in the store.
+    /// Without it, the grid saved by an earlier start on the same DATABASE_URL is served.
+    #[arg(long, env = "CORESERVE_GRID")]
+    pub grid: Option<PathBuf>,
+    /// What this process serves: all (one process), lis (one site, --site), nis, gis, or
+    /// planner (over remote participants: --gis, --nis, --lis).
+    #[arg(long, value_enum, default_value = "all", env = "CORESERVE_ROLE")]
+    pub role: ServeRole,
+    /// The site of a `lis` process.
+    #[arg(long, env = "CORESERVE_SITE")]
+    pub site: Option<String>,
+    /// Base URL of the GIS (`planner` role), e.g. http://127.0.0.1:8090.
+    #[arg(long, env = "CORESERVE_GIS")]
+    pub gis: Option<String>,
+    /// Base URL of the NIS (`planner` role).
+    #[arg(long, env = "CORESERVE_NIS")]
+    pub nis: Option<String>,
+    /// SITE=URL: the LIS of a site (`planner` role; once per site).
+    #[arg(long = "lis", value_name = "SITE=URL", env = "CORESERVE_LIS", value_delimiter = ',')]
+    pub lis: Vec<String>,
+    /// Bootstrap token shared by the processes of a separated deployment: participants accept
+    /// it as a service token (principal `service`); planners without --participant-token send
+    /// it (and then act as one principal). Prefer one --participant-token per planner.
+    #[arg(long, env = "CORESERVE_SERVICE_TOKEN", hide_env_values = true)]
+    pub service_token: Option<String>,
+    /// This planner's own credential towards its participants (made with `coreserve token
+    /// create --user NAME --service`): its holds are owned by NAME, and no other principal but
+    /// an admin may commit, abort, release or extend them.
+    #[arg(long, env = "CORESERVE_PARTICIPANT_TOKEN", hide_env_values = true)]
+    pub participant_token: Option<String>,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key).
+    #[arg(long, env = "CORESERVE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "CORESERVE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// With --tls-cert: require a client certificate signed by this PEM CA (mutual TLS).
+    #[arg(long, env = "CORESERVE_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// A planner trusts only this PEM CA for https:// participants (default: the system's roots).
+    #[arg(long, env = "CORESERVE_TLS_CA")]
+    pub tls_ca: Option<PathBuf>,
+    /// A planner's PEM client certificate for participants that require one (with
+    /// --tls-client-key).
+    #[arg(long, env = "CORESERVE_TLS_CLIENT_CERT", requires = "tls_client_key")]
+    pub tls_client_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-client-cert.
+    #[arg(long, env = "CORESERVE_TLS_CLIENT_KEY", requires = "tls_client_cert")]
+    pub tls_client_key: Option<PathBuf>,
+    #[arg(long, default_value = "127.0.0.1:8080", env = "CORESERVE_LISTEN")]
+    pub listen: String,
+    /// Planners in the pool (each request goes to the least busy one).
+    #[arg(long, default_value_t = 3, env = "CORESERVE_PLANNERS")]
+    pub planners: usize,
+    /// Hold lease in seconds.
+    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S, env = "CORESERVE_LEASE_S")]
+    pub lease_s: i64,
+    /// Plans start no earlier than receipt + this.
+    #[arg(long, default_value_t = 1800, env = "CORESERVE_W_INTERVAL_S")]
+    pub w_interval_s: i64,
+    #[arg(long, default_value = "time", env = "CORESERVE_POLICY")]
+    pub policy: SelectionPolicy,
+    /// Reservation method of requests that name none: bir, bbr or bbr-overlay.
+    #[arg(long, visible_alias = "mode", default_value = "bir", env = "CORESERVE_MODE")]
+    pub method: ReservationMethod,
+    /// NIS routing: shortest, widest or widest:K.
+    #[arg(long, default_value = "shortest", env = "CORESERVE_ROUTING")]
+    pub routing: Routing,
+    /// Request timestamps must lie within this many days of now.
+    #[arg(long, default_value_t = 365, env = "CORESERVE_HORIZON_DAYS")]
+    pub horizon_days: i64,
+    /// The admin bearer token (also read from CORESERVE_ADMIN_TOKEN);
+    /// without one, a token is generated and printed once.
+    #[arg(long, env = "CORESERVE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// actix worker threads (default: one per core).
+    #[arg(long, env = "CORESERVE_WORKERS")]
+    pub workers: Option<usize>,
+    /// Seconds an idempotency key's or a decided transaction's claim lives without renewal:
+    /// another planner process takes over the work of one that stopped (crashed, stalled)
+    /// after this long.
+    #[arg(long, default_value_t = crate::api::DEFAULT_CLAIM_LEASE_S, env = "CORESERVE_CLAIM_LEASE_S")]
+    pub claim_lease_s: i64,
+    /// This process's name in claims and logs (default: ROLE@LISTEN#PID).
+    #[arg(long, env = "CORESERVE_INSTANCE")]
+    pub instance: Option<String>,
+    /// At most this many plan requests of one user in flight at once (429 beyond).
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_MAX_IN_FLIGHT_PER_USER, env = "CORESERVE_MAX_IN_FLIGHT_PER_USER")]
+    pub max_in_flight_per_user: usize,
+    /// At most this many plan requests plan at once, shared fairly between users.
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_PLANNING_SLOTS, env = "CORESERVE_PLANNING_SLOTS")]
+    pub planning_slots: usize,
+}
+
+/// `coreserve serve --role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeRole {
+    All,
+    Lis,
+    Nis,
+    Gis,
+    Planner,
+}
+
+impl ServeArgs {
+    /// The service's settings: `--config` noted in the log, the numbers checked, the role of
+    /// `--role` (with `--site`, or `--gis`, `--nis` and `--lis` for a planner), the grid of
+    /// `--grid` read, and the store of `database_url` (`DATABASE_URL`).
+    ///
+    /// # Errors
+    /// A number out of range, a role without the flags it needs, a `--lis` that is not
+    /// `SITE=URL`, or a `--grid` file that cannot be read.
+    pub fn into_settings(self, database_url: Option<String>) -> Result<Settings> {
+        if let Some(file) = &self.config {
+            tracing::info!(config = %file.display(), "settings read from the config file (command line and environment take precedence)");
+        }
+        if self.planners == 0
+            || self.lease_s <= 0
+            || self.w_interval_s < 0
+            || self.horizon_days <= 0
+            || self.claim_lease_s <= 0
+            || self.max_in_flight_per_user == 0
+            || self.planning_slots == 0
+        {
+            bail!(
+                "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots and --horizon-days must be > 0 \
+                 and --w-interval-s >= 0"
+            );
+        }
+        let (role, grid) = self.role_and_grid()?;
+        let tls_files = |cert_key: Option<(PathBuf, PathBuf)>| {
+            cert_key.map(|(cert, key)| crate::api::config::TlsFiles { cert, key })
+        };
+        let config = ServeConfig {
+            listen: self.listen,
+            planners: self.planners,
+            lease_s: self.lease_s,
+            w_interval_s: self.w_interval_s,
+            policy: self.policy,
+            mode: self.method,
+            routing: self.routing,
+            horizon_days: self.horizon_days,
+            admin_token: self.admin_token,
+            workers: self.workers,
+            role,
+            claim_lease_s: self.claim_lease_s,
+            instance: self.instance,
+            max_in_flight_per_user: self.max_in_flight_per_user,
+            planning_slots: self.planning_slots,
+            service_token: self.service_token,
+            participant_token: self.participant_token,
+            tls: tls_files(self.tls_cert.zip(self.tls_key)),
+            tls_ca: self.tls_ca,
+            tls_client: tls_files(self.tls_client_cert.zip(self.tls_client_key)),
+            tls_client_ca: self.tls_client_ca,
+        };
+        Ok(Settings { config, grid, database_url })
+    }
+
+    /// The [`Role`] of `--role`, and the grid of `--grid` (empty for a planner, whatever
+    /// `--grid` says; `None` when not given).
+    fn role_and_grid(&self) -> Result<(Role, Option<Grid>)> {
+        if self.role == ServeRole::Planner {
+            let (Some(gis), Some(nis)) = (self.gis.clone(), self.nis.clone()) else {
+                bail!("--role planner needs --gis URL and --nis URL");
+            };
+            let mut lis = Vec::new();
+            for l in &self.lis {
+                let Some((site, url)) = l.split_once('=') else { bail!("--lis wants SITE=URL, got `{l}`") };
+                lis.push((site.to_owned(), url.to_owned()));
+            }
+            if lis.is_empty() {
+                bail!("--role planner needs one --lis SITE=URL per site");
+            }
+            let empty = Grid::new(vec![], vec![], vec![])?;
+            return Ok((Role::Planner(RemoteServices { gis, nis, lis }), Some(empty)));
+        }
+        let g = self.grid.as_deref().map(grid::load_grid).transpose()?;
+        let role = match self.role {
+            ServeRole::All => Role::All,
+            ServeRole::Nis => Role::Nis,
+            ServeRole::Gis => Role::Gis,
+            ServeRole::Lis => {
+                let Some(site) = self.site.clone() else { bail!("--role lis needs --site ID") };
+                Role::Lis { site }
+            }
+            ServeRole::Planner => unreachable!("handled above"),
+        };
+        Ok((role, g))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("coreserve").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn the_method_flag_is_also_read_as_mode() {
+        let plan =
+            |flag: &str| match parse(&["plan", "--grid", "g", "--requests", "r", "--out", "o", flag, "bbr"]).command {
+                Command::Plan(a) => a.method,
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(plan("--method"), ReservationMethod::Bbr);
+        assert_eq!(plan("--mode"), ReservationMethod::Bbr);
+        let serve = |args: &[&str]| match parse(&[&["serve"], args].concat()).command {
+            Command::Serve(a) => a.method,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(serve(&["--method", "bbr-overlay"]), ReservationMethod::BbrOverlay);
+        assert_eq!(serve(&["--mode", "bbr"]), ReservationMethod::Bbr);
+        // Default (unless the environment sets CORESERVE_MODE).
+        if std::env::var_os("CORESERVE_MODE").is_none() {
+            assert_eq!(serve(&[]), ReservationMethod::Bir);
+        }
+    }
+
+    #[test]
+    fn serve_flags_become_settings() {
+        let Command::Serve(a) =
+            parse(&["serve", "--role", "planner", "--gis", "http://g", "--nis", "http://n"]).command
+        else {
+            unreachable!()
+        };
+        let e = a.into_settings(None).unwrap_err().to_string();
+        assert!(e.contains("--lis SITE=URL"), "{e}");
+        let Command::Serve(a) =
+            parse(&["serve", "--role", "planner", "--gis", "http://g", "--nis", "http://n", "--lis", "s1=http://l"])
+                .command
+        else {
+            unreachable!()
+        };
+        let s = a.into_settings(Some("postgres://x".into())).unwrap();
+        assert_eq!(
+            s.config.role,
+            Role::Planner(RemoteServices {
+                gis: "http://g".into(),
+                nis: "http://n".into(),
+                lis: vec![("s1".into(), "http://l".into())]
+            })
+        );
+        assert_eq!(s.grid.map(|g| g.sites.len()), Some(0));
+        assert_eq!(s.database_url.as_deref(), Some("postgres://x"));
+        let Command::Serve(a) = parse(&["serve", "--planners", "0"]).command else { unreachable!() };
+        assert!(a.into_settings(None).unwrap_err().to_string().contains("must be > 0"));
+    }
+}
