@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde::{Serialize, Serializer};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::algorithm::Algorithm;
 
@@ -136,31 +137,16 @@ pub struct SummaryRow {
     pub planning_s_mean: f64,
 }
 
-/// Two-sided 95% quantiles of Student's t, `t_{0.975, df}`, for df = 1..=30.
-const T_975: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, //
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, //
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-];
-
-/// The two-sided 95% quantile of Student's t with `df` degrees of freedom (`t_{0.975, df}`).
-///
-/// Exact to three decimals for df = 1..=30 (table); beyond that the table value at the next
-/// lower tabulated df among 30, 40, 60, 120 (2.042, 2.021, 2.000, 1.980), which errs on the wide
-/// side by at most 0.02, and 1.96 (the normal quantile) from df = 1000 on.
+/// The two-sided 95% quantile of Student's t with `df` degrees of freedom (`t_{0.975, df}`),
+/// from `statrs`'s inverse CDF (e.g. 12.7062 for df = 1, 2.2622 for df = 9, tending to 1.96).
 ///
 /// `df = 0` (a single observation) has no interval: returns NaN; [`ci95_half_width`] handles
 /// that case by returning 0.
 pub fn t_quantile_975(df: u64) -> f64 {
-    match df {
-        0 => f64::NAN,
-        1..=30 => T_975[(df - 1) as usize],
-        31..=39 => 2.042,
-        40..=59 => 2.021,
-        60..=119 => 2.000,
-        120..=999 => 1.980,
-        _ => 1.96,
+    if df == 0 {
+        return f64::NAN;
     }
+    StudentsT::new(0.0, 1.0, df as f64).expect("df > 0 is a valid Student's t").inverse_cdf(0.975)
 }
 
 /// Mean and 95% confidence-interval half-width of a sample: `(mean, t_{0.975, n-1} * s / sqrt(n))`
