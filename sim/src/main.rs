@@ -2,6 +2,7 @@
 //! kinds x algorithms x offered loads x seeds) under virtual time with the production planner
 //! and participants, and writes runs.csv, summary.csv and the figures.
 
+mod algorithm;
 mod findings;
 mod report;
 mod run;

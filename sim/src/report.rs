@@ -15,36 +15,45 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use serde::{Serialize, Serializer};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::algorithm::Algorithm;
 
 mod figures;
 
 /// One simulated run: one topology x kind x algorithm x offered load x seed.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+///
+/// Its serde form is a line of `runs.csv` ([`write_runs_csv`]): floats as [`fmt_f64`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunRow {
     /// Topology name, e.g. `gridg-n`.
     pub topology: String,
     /// `workflow` or `coallocation`.
     pub kind: String,
     /// e.g. `bir-time`, `bbr-overlay-cost`.
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     /// Offered load of the run's workload.
+    #[serde(serialize_with = "fixed")]
     pub load: f64,
     pub seed: u64,
     pub requests: u64,
     pub committed: u64,
     /// committed / requests.
+    #[serde(serialize_with = "fixed")]
     pub success_rate: f64,
     /// Mean over committed plans of cost per CPU-hour (Ando & Aida's "average cost"); 0 when none.
+    #[serde(serialize_with = "fixed")]
     pub mean_cost: f64,
     /// Participant messages (queries, prepares, commits, aborts, releases) of all plans.
     pub messages: u64,
     /// Holds aborted before commit.
     pub holds_aborted: u64,
     /// Mean virtual planning time per request, seconds.
+    #[serde(serialize_with = "fixed")]
     pub planning_s_mean: f64,
 }
 
@@ -87,62 +96,57 @@ pub const SUMMARY_CSV_HEADER: [&str; 12] = [
 /// two-sided 95% confidence interval of that mean (Student's t with n-1 degrees of freedom, see
 /// [`ci95_half_width`]), so the interval is `mean ± ci95`; it is 0 when the mean rests on a
 /// single run (or none).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+///
+/// Its serde form is a line of `summary.csv` ([`write_summary_csv`]): floats as [`fmt_f64`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SummaryRow {
     /// Topology name, e.g. `gridg-n`.
     pub topology: String,
     /// `workflow` or `coallocation`.
     pub kind: String,
     /// e.g. `bir-time`, `bbr-overlay-cost`.
-    pub algorithm: String,
+    pub algorithm: Algorithm,
     /// Offered load (the x axis of the figures).
+    #[serde(serialize_with = "fixed")]
     pub load: f64,
     /// Number of runs (seeds) in the group.
     pub runs: u64,
     /// Mean over all runs of `success_rate` (a fraction in 0..=1).
+    #[serde(serialize_with = "fixed")]
     pub success_rate_mean: f64,
     /// 95% CI half-width of `success_rate_mean`.
+    #[serde(serialize_with = "fixed")]
     pub success_rate_ci95: f64,
     /// Mean of `mean_cost` (cost per CPU-hour) over the runs that committed at least one plan
     /// (`committed > 0`) only: a run that committed nothing has no average cost (its
     /// `mean_cost` is a placeholder 0), so counting it would drag the mean towards 0 exactly
     /// where load is highest. 0 when no run of the group committed anything.
+    #[serde(serialize_with = "fixed")]
     pub mean_cost_mean: f64,
     /// 95% CI half-width of `mean_cost_mean`, over the same runs (n = runs with `committed > 0`).
+    #[serde(serialize_with = "fixed")]
     pub mean_cost_ci95: f64,
     /// Mean over all runs of `messages` (participant messages per run).
+    #[serde(serialize_with = "fixed")]
     pub messages_mean: f64,
     /// Mean over all runs of `holds_aborted` (holds aborted before commit, per run).
+    #[serde(serialize_with = "fixed")]
     pub holds_aborted_mean: f64,
     /// Mean over all runs of `planning_s_mean` (virtual planning time per request, seconds).
+    #[serde(serialize_with = "fixed")]
     pub planning_s_mean: f64,
 }
 
-/// Two-sided 95% quantiles of Student's t, `t_{0.975, df}`, for df = 1..=30.
-const T_975: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, //
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, //
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-];
-
-/// The two-sided 95% quantile of Student's t with `df` degrees of freedom (`t_{0.975, df}`).
-///
-/// Exact to three decimals for df = 1..=30 (table); beyond that the table value at the next
-/// lower tabulated df among 30, 40, 60, 120 (2.042, 2.021, 2.000, 1.980), which errs on the wide
-/// side by at most 0.02, and 1.96 (the normal quantile) from df = 1000 on.
+/// The two-sided 95% quantile of Student's t with `df` degrees of freedom (`t_{0.975, df}`),
+/// from `statrs`'s inverse CDF (e.g. 12.7062 for df = 1, 2.2622 for df = 9, tending to 1.96).
 ///
 /// `df = 0` (a single observation) has no interval: returns NaN; [`ci95_half_width`] handles
 /// that case by returning 0.
 pub fn t_quantile_975(df: u64) -> f64 {
-    match df {
-        0 => f64::NAN,
-        1..=30 => T_975[(df - 1) as usize],
-        31..=39 => 2.042,
-        40..=59 => 2.021,
-        60..=119 => 2.000,
-        120..=999 => 1.980,
-        _ => 1.96,
+    if df == 0 {
+        return f64::NAN;
     }
+    StudentsT::new(0.0, 1.0, df as f64).expect("df > 0 is a valid Student's t").inverse_cdf(0.975)
 }
 
 /// Mean and 95% confidence-interval half-width of a sample: `(mean, t_{0.975, n-1} * s / sqrt(n))`
@@ -175,19 +179,21 @@ fn load_key(load: f64) -> f64 {
     }
 }
 
-fn cmp_key(a: (&str, &str, &str, f64), b: (&str, &str, &str, f64)) -> std::cmp::Ordering {
+type Key<'a> = (&'a str, &'a str, Algorithm, f64);
+
+fn cmp_key(a: Key<'_>, b: Key<'_>) -> std::cmp::Ordering {
     a.0.cmp(b.0)
         .then_with(|| a.1.cmp(b.1))
-        .then_with(|| a.2.cmp(b.2))
+        .then_with(|| a.2.cmp(&b.2))
         .then_with(|| load_key(a.3).total_cmp(&load_key(b.3)))
 }
 
-fn run_key(r: &RunRow) -> (&str, &str, &str, f64) {
-    (&r.topology, &r.kind, &r.algorithm, r.load)
+fn run_key(r: &RunRow) -> Key<'_> {
+    (&r.topology, &r.kind, r.algorithm, r.load)
 }
 
-fn summary_key(r: &SummaryRow) -> (&str, &str, &str, f64) {
-    (&r.topology, &r.kind, &r.algorithm, r.load)
+fn summary_key(r: &SummaryRow) -> Key<'_> {
+    (&r.topology, &r.kind, r.algorithm, r.load)
 }
 
 /// The order of runs: (topology, kind, algorithm, load, seed).
@@ -214,27 +220,30 @@ pub fn fmt_f64(v: f64) -> String {
     }
 }
 
-/// A CSV field: quoted (RFC 4180, inner quotes doubled) only if it contains a comma, a quote or
-/// a line break.
-fn csv_str(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+/// [`fmt_f64`] as a serde `serialize_with`: the CSV form of the rows' floats.
+fn fixed<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&fmt_f64(*v))
 }
 
-/// Creates `path` (and its missing parent directories) and writes `lines`, each ended by `\n`.
-fn write_lines(path: &Path, lines: impl IntoIterator<Item = String>) -> anyhow::Result<()> {
+/// Creates `path` (and its missing parent directories) and writes a CSV file: the `header` line,
+/// then one line per row (its serde form), `\n` line ends, fields quoted (RFC 4180, inner
+/// quotes doubled) only if they contain a comma, a quote or a line break.
+fn write_csv<'a, T: Serialize + 'a>(
+    path: &Path,
+    header: &[&str],
+    rows: impl IntoIterator<Item = &'a T>,
+) -> anyhow::Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs::create_dir_all(parent).with_context(|| format!("creating directory {}", parent.display()))?;
     }
-    let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let mut w = BufWriter::new(file);
-    for line in lines {
-        w.write_all(line.as_bytes())
-            .and_then(|()| w.write_all(b"\n"))
-            .with_context(|| format!("writing {}", path.display()))?;
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_path(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    w.write_record(header).with_context(|| format!("writing {}", path.display()))?;
+    for row in rows {
+        w.serialize(row).with_context(|| format!("writing {}", path.display()))?;
     }
     w.flush().with_context(|| format!("writing {}", path.display()))?;
     Ok(())
@@ -251,26 +260,7 @@ fn write_lines(path: &Path, lines: impl IntoIterator<Item = String>) -> anyhow::
 /// Creates missing parent directories and overwrites `path`. Errors: the directory or file
 /// cannot be created or written.
 pub fn write_runs_csv(rows: &[RunRow], path: &Path) -> anyhow::Result<()> {
-    let sorted = sorted_runs(rows);
-    let header = RUNS_CSV_HEADER.join(",");
-    let lines = sorted.into_iter().map(|r| {
-        [
-            csv_str(&r.topology),
-            csv_str(&r.kind),
-            csv_str(&r.algorithm),
-            fmt_f64(r.load),
-            r.seed.to_string(),
-            r.requests.to_string(),
-            r.committed.to_string(),
-            fmt_f64(r.success_rate),
-            fmt_f64(r.mean_cost),
-            r.messages.to_string(),
-            r.holds_aborted.to_string(),
-            fmt_f64(r.planning_s_mean),
-        ]
-        .join(",")
-    });
-    write_lines(path, std::iter::once(header).chain(lines))
+    write_csv(path, &RUNS_CSV_HEADER, sorted_runs(rows))
 }
 
 /// Groups runs over seeds: one [`SummaryRow`] per (topology, kind, algorithm, load), sorted by
@@ -295,7 +285,7 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
         out.push(SummaryRow {
             topology: first.topology.clone(),
             kind: first.kind.clone(),
-            algorithm: first.algorithm.clone(),
+            algorithm: first.algorithm,
             load: load_key(first.load),
             runs: group.len() as u64,
             success_rate_mean,
@@ -323,25 +313,7 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
     if let Some(w) = sorted.windows(2).find(|w| cmp_key(summary_key(w[0]), summary_key(w[1])).is_eq()) {
         bail!("summary has two rows for {} / {} / {} / load {}", w[0].topology, w[0].kind, w[0].algorithm, w[0].load);
     }
-    let header = SUMMARY_CSV_HEADER.join(",");
-    let lines = sorted.into_iter().map(|r| {
-        [
-            csv_str(&r.topology),
-            csv_str(&r.kind),
-            csv_str(&r.algorithm),
-            fmt_f64(r.load),
-            r.runs.to_string(),
-            fmt_f64(r.success_rate_mean),
-            fmt_f64(r.success_rate_ci95),
-            fmt_f64(r.mean_cost_mean),
-            fmt_f64(r.mean_cost_ci95),
-            fmt_f64(r.messages_mean),
-            fmt_f64(r.holds_aborted_mean),
-            fmt_f64(r.planning_s_mean),
-        ]
-        .join(",")
-    });
-    write_lines(path, std::iter::once(header).chain(lines))
+    write_csv(path, &SUMMARY_CSV_HEADER, sorted)
 }
 
 /// Draws the paper's figures (Ando & Aida, Figs. 7-12) from a summary (see [`summarise`]) into `dir` (created if
@@ -354,7 +326,7 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
 /// (axis 0..1) or the average cost per CPU-hour (axis fitted to the data and its intervals);
 /// one line per algorithm with its marker at every load, and a translucent band for
 /// mean ± ci95 (clipped to the axis). The legend panel on the right lists the algorithms (BBR,
-/// BIR, `bbr-overlay-*`, then any others; within each time, cost, load, random): BIR solid and
+/// BIR, `bbr-overlay-*`; within each time, cost, load, random): BIR solid and
 /// full colour, BBR dashed, lighter and with hollow markers, overlay short-dashed and darker;
 /// the policy gives the hue and marker shape. The cost figure leaves out points where no run
 /// committed anything (`success_rate_mean == 0`), as those have no average cost. Points with

@@ -18,8 +18,9 @@ use coreserve::protocol::{Compute, Participant};
 use coreserve::replay::{dispatch, Dispatch, Summary};
 use indicatif::ProgressBar;
 
+use crate::algorithm::Algorithm;
 use crate::report::RunRow;
-use crate::scenario::{Algorithm, Scenario};
+use crate::scenario::Scenario;
 use crate::transport::{SimParticipant, VirtualClock};
 
 /// Stream salts: every random component of a run has its own stream (docs/simulator.md).
@@ -53,7 +54,7 @@ pub fn simulate(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest
     let row = RunRow {
         topology: key.topology.clone(),
         kind: key.kind.clone(),
-        algorithm: key.algorithm.to_string(),
+        algorithm: key.algorithm,
         load: key.load,
         seed: key.seed,
         requests: sum.requests as u64,

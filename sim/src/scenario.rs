@@ -25,51 +25,13 @@ use anyhow::{bail, Context, Result};
 use coreserve::grid::{
     fat_tree, gridg, import_graphml, load_grid, GridgParams, GridgVariant, ImportOptions, SiteParams,
 };
-use coreserve::model::{Grid, ReservationMethod, SelectionPolicy};
+use coreserve::model::Grid;
 use coreserve::nis::Routing;
 use coreserve::workload::{AppKind, WorkloadParams};
 use serde::Deserialize;
 
+use crate::algorithm::{default_algorithms, Algorithm};
 use crate::transport::ServiceTimes;
-
-/// One algorithm: a reservation method and a selection policy, named `METHOD-POLICY`
-/// (`bir-time`, `bbr-overlay-cost`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Algorithm {
-    pub method: ReservationMethod,
-    pub policy: SelectionPolicy,
-}
-
-impl std::fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.method, self.policy)
-    }
-}
-
-impl std::str::FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (m, p) = s.rsplit_once('-').ok_or_else(|| format!("algorithm `{s}` is not METHOD-POLICY"))?;
-        Ok(Algorithm { method: m.parse()?, policy: p.parse()? })
-    }
-}
-
-impl<'de> Deserialize<'de> for Algorithm {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// The 9 algorithms of the experiment: BBR and BIR with every policy (Ando & Aida), and
-/// `bbr-overlay-time`, our step past the paper.
-pub fn default_algorithms() -> Vec<Algorithm> {
-    let mut v: Vec<Algorithm> = ReservationMethod::PAPER
-        .iter()
-        .flat_map(|&method| SelectionPolicy::ALL.iter().map(move |&policy| Algorithm { method, policy }))
-        .collect();
-    v.push(Algorithm { method: ReservationMethod::BbrOverlay, policy: SelectionPolicy::Time });
-    v
-}
 
 /// A scenario as written in its file.
 #[derive(Debug, Clone, Deserialize)]

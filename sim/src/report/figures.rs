@@ -12,7 +12,10 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use coreserve::model::{ReservationMethod, SelectionPolicy};
+
 use super::{topology_kinds, SummaryRow};
+use crate::algorithm::Algorithm;
 
 /// Image size in pixels (SVG user units), legend panel included.
 const WIDTH: u32 = 1100;
@@ -51,23 +54,13 @@ impl Metric {
     }
 }
 
-/// Reservation method, read from the algorithm name's prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Method {
-    Bbr,
-    Bir,
-    Overlay,
-    Other,
-}
-
-/// Marker shape, chosen by the policy (the algorithm name's suffix).
+/// Marker shape, chosen by the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
     Circle,
     Square,
     Triangle,
     Diamond,
-    Cross,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,52 +80,33 @@ struct Style {
     filled: bool,
 }
 
-/// Splits `bbr-overlay-time` into (Overlay, "time"), `bir-cost` into (Bir, "cost"), ...
-fn split_algorithm(name: &str) -> (Method, &str) {
-    if let Some(p) = name.strip_prefix("bbr-overlay-") {
-        (Method::Overlay, p)
-    } else if let Some(p) = name.strip_prefix("bbr-") {
-        (Method::Bbr, p)
-    } else if let Some(p) = name.strip_prefix("bir-") {
-        (Method::Bir, p)
-    } else {
-        (Method::Other, name)
+/// Method rank in the legend: BBR, BIR, overlay.
+fn method_rank(method: ReservationMethod) -> u8 {
+    match method {
+        ReservationMethod::Bbr => 0,
+        ReservationMethod::Bir => 1,
+        ReservationMethod::BbrOverlay => 2,
     }
 }
 
 /// Policy rank (legend order) and base colour (Okabe-Ito-like, colour-blind friendly) and shape.
-fn policy_look(policy: &str) -> Option<(u8, RGBColor, Shape)> {
+fn policy_look(policy: SelectionPolicy) -> (u8, RGBColor, Shape) {
     match policy {
-        "time" => Some((0, RGBColor(0, 114, 178), Shape::Circle)),
-        "cost" => Some((1, RGBColor(213, 94, 0), Shape::Square)),
-        "load" => Some((2, RGBColor(0, 150, 110), Shape::Triangle)),
-        "random" => Some((3, RGBColor(170, 60, 150), Shape::Diamond)),
-        _ => None,
+        SelectionPolicy::Time => (0, RGBColor(0, 114, 178), Shape::Circle),
+        SelectionPolicy::Cost => (1, RGBColor(213, 94, 0), Shape::Square),
+        SelectionPolicy::Load => (2, RGBColor(0, 150, 110), Shape::Triangle),
+        SelectionPolicy::Random => (3, RGBColor(170, 60, 150), Shape::Diamond),
     }
 }
-
-/// Colours for algorithms whose name we do not recognise.
-const FALLBACK: [RGBColor; 6] = [
-    RGBColor(90, 90, 90),
-    RGBColor(140, 90, 40),
-    RGBColor(120, 130, 0),
-    RGBColor(0, 130, 140),
-    RGBColor(20, 20, 20),
-    RGBColor(200, 160, 0),
-];
 
 fn blend(c: RGBColor, toward: RGBColor, t: f64) -> RGBColor {
     let m = |a: u8, b: u8| (a as f64 + (b as f64 - a as f64) * t).round() as u8;
     RGBColor(m(c.0, toward.0), m(c.1, toward.1), m(c.2, toward.2))
 }
 
-/// Legend order: BBR, BIR, overlay, others; within each, time, cost, load, random, others;
-/// ties by name.
-fn legend_order(a: &str, b: &str) -> std::cmp::Ordering {
-    let rank = |n: &str| {
-        let (m, p) = split_algorithm(n);
-        (m, policy_look(p).map_or(u8::MAX, |l| l.0))
-    };
+/// Legend order: BBR, BIR, overlay; within each, time, cost, load, random.
+fn legend_order(a: &Algorithm, b: &Algorithm) -> std::cmp::Ordering {
+    let rank = |a: &Algorithm| (method_rank(a.method), policy_look(a.policy).0);
     rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
 }
 
@@ -141,36 +115,18 @@ fn legend_order(a: &str, b: &str) -> std::cmp::Ordering {
 /// The policy sets the hue and the marker shape (time: blue circle, cost: vermillion square,
 /// load: green triangle, random: purple diamond); the method sets the rest: BIR solid, thick,
 /// full colour, filled markers; BBR dashed, a lighter shade, hollow markers; `bbr-overlay-*`
-/// short dashes, a darker shade, filled markers. Unrecognised names get a colour of their own
-/// and a cross.
-fn styles(algorithms: &BTreeSet<&str>) -> BTreeMap<String, Style> {
-    let mut out = BTreeMap::new();
-    let mut fallback = 0usize;
-    for &name in algorithms {
-        let (method, policy) = split_algorithm(name);
-        let look = policy_look(policy);
-        let style = match (method, look) {
-            (Method::Other, _) | (_, None) => {
-                let color = FALLBACK[fallback % FALLBACK.len()];
-                fallback += 1;
-                let line = match method {
-                    Method::Bbr => Line::Dashed(10, 6),
-                    Method::Overlay => Line::Dashed(4, 4),
-                    _ => Line::Solid,
-                };
-                Style { color, line, width: 2, shape: Shape::Cross, filled: true }
-            }
-            (Method::Bir, Some((_, c, shape))) => Style { color: c, line: Line::Solid, width: 3, shape, filled: true },
-            (Method::Bbr, Some((_, c, shape))) => {
-                Style { color: blend(c, WHITE, 0.35), line: Line::Dashed(10, 6), width: 2, shape, filled: false }
-            }
-            (Method::Overlay, Some((_, c, shape))) => {
-                Style { color: blend(c, BLACK, 0.4), line: Line::Dashed(3, 4), width: 3, shape, filled: true }
-            }
-        };
-        out.insert(name.to_string(), style);
+/// short dashes, a darker shade, filled markers.
+fn style(algorithm: &Algorithm) -> Style {
+    let (_, c, shape) = policy_look(algorithm.policy);
+    match algorithm.method {
+        ReservationMethod::Bir => Style { color: c, line: Line::Solid, width: 3, shape, filled: true },
+        ReservationMethod::Bbr => {
+            Style { color: blend(c, WHITE, 0.35), line: Line::Dashed(10, 6), width: 2, shape, filled: false }
+        }
+        ReservationMethod::BbrOverlay => {
+            Style { color: blend(c, BLACK, 0.4), line: Line::Dashed(3, 4), width: 3, shape, filled: true }
+        }
     }
-    out
 }
 
 /// One point: x, mean, CI half-width.
@@ -214,14 +170,8 @@ fn pad(lo: f64, hi: f64, frac: f64) -> (f64, f64) {
 /// Points whose mean is not finite are left out; a non-finite CI counts as 0. For the cost
 /// figure, points where no run committed anything (`success_rate_mean == 0`) are left out: they
 /// have no average cost.
-fn build_figure(
-    topology: &str,
-    kind: &str,
-    rows: &[&SummaryRow],
-    metric: Metric,
-    styles: &BTreeMap<String, Style>,
-) -> Figure {
-    let mut by_alg: BTreeMap<&str, Vec<Point>> = BTreeMap::new();
+fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric) -> Figure {
+    let mut by_alg: BTreeMap<Algorithm, Vec<Point>> = BTreeMap::new();
     for r in rows {
         let (mean, ci) = match metric {
             Metric::Success => (r.success_rate_mean, r.success_rate_ci95),
@@ -236,17 +186,17 @@ fn build_figure(
             continue;
         }
         let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
-        by_alg.entry(&r.algorithm).or_default().push(Point { x: r.load, mean, ci });
+        by_alg.entry(r.algorithm).or_default().push(Point { x: r.load, mean, ci });
     }
-    let mut names: Vec<&str> = rows.iter().map(|r| r.algorithm.as_str()).collect();
-    names.sort_by(|a, b| legend_order(a, b));
-    names.dedup();
-    let series: Vec<Series> = names
+    let mut algorithms: Vec<Algorithm> = rows.iter().map(|r| r.algorithm).collect();
+    algorithms.sort_by(legend_order);
+    algorithms.dedup();
+    let series: Vec<Series> = algorithms
         .into_iter()
-        .map(|name| {
-            let mut points = by_alg.remove(name).unwrap_or_default();
+        .map(|algorithm| {
+            let mut points = by_alg.remove(&algorithm).unwrap_or_default();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            Series { name: name.to_string(), style: styles[name], points }
+            Series { name: algorithm.to_string(), style: style(&algorithm), points }
         })
         .collect();
 
@@ -295,16 +245,6 @@ where
         Shape::Circle => {
             area.draw(&(EmptyElement::at(at.clone()) + Circle::new((0, 0), r, fill))).map_err(drawing_err)?;
             area.draw(&(EmptyElement::at(at) + Circle::new((0, 0), r, stroke))).map_err(drawing_err)?;
-            return Ok(());
-        }
-        Shape::Cross => {
-            let s = r;
-            area.draw(
-                &(EmptyElement::at(at.clone()) + PathElement::new(vec![(-s, -s), (s, s)], style.color.stroke_width(3))),
-            )
-            .map_err(drawing_err)?;
-            area.draw(&(EmptyElement::at(at) + PathElement::new(vec![(-s, s), (s, -s)], style.color.stroke_width(3))))
-                .map_err(drawing_err)?;
             return Ok(());
         }
         Shape::Square => {
@@ -433,13 +373,11 @@ fn file_safe(s: &str) -> String {
 pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut keys = BTreeSet::new();
     for r in summary {
-        if !keys.insert((&r.topology, &r.kind, &r.algorithm, r.load.to_bits())) {
+        if !keys.insert((&r.topology, &r.kind, r.algorithm, r.load.to_bits())) {
             bail!("summary has two rows for {} / {} / {} / load {}", r.topology, r.kind, r.algorithm, r.load);
         }
     }
     fs::create_dir_all(dir).with_context(|| format!("creating directory {}", dir.display()))?;
-    let algorithms: BTreeSet<&str> = summary.iter().map(|r| r.algorithm.as_str()).collect();
-    let styles = styles(&algorithms);
 
     let mut written = Vec::new();
     let mut stems = BTreeSet::new();
@@ -450,7 +388,7 @@ pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Resul
             if !stems.insert(stem.clone()) {
                 bail!("two (topology, kind) pairs give the same figure name {stem}");
             }
-            let fig = build_figure(&topology, &kind, &rows, metric, &styles);
+            let fig = build_figure(&topology, &kind, &rows, metric);
 
             let svg = dir.join(format!("{stem}.svg"));
             {
