@@ -40,7 +40,7 @@
 //! --nocapture`, runs >= 100 injections per deployment and writes its table to
 //! `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles.
 
-mod common;
+use crate::support as common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -9,7 +9,7 @@
 //!
 //! Each test runs on a fresh database ([`common::with_db`]; `.ci/test` provides the server).
 
-mod common;
+use crate::support as common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! same usage at every instant. Checked against both stores: the memory store and PostgreSQL
 //! (one fresh database, [`common::with_db`]), whose SQL transitions must agree.
 
-mod common;
+use crate::support as common;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! must be exactly the jobs of the committed plans at that site, also in a LIS process started
 //! afterwards (its calendar rebuilt from the journal).
 
-mod common;
+use crate::support as common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

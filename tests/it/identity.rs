@@ -16,7 +16,7 @@ use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-mod common;
+use crate::support as common;
 use common::{grid, in_hours, spawn_app, workflow, FreshDb, ADMIN};
 
 /// The shared bootstrap token of the deployment under test.

@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-mod common;
+use crate::support as common;
 use common::{spawn_app, with_db, workflow, ADMIN};
 
 fn at(h: u32) -> DateTime<Utc> {

@@ -11,7 +11,7 @@ use coreserve::store::PgStore;
 use reqwest::{Client, Method, Response, StatusCode};
 use serde_json::{json, Value};
 
-mod common;
+use crate::support as common;
 use common::{in_hours, spawn_app, ts, workflow, FreshDb, ADMIN};
 
 struct TestApp {

@@ -22,7 +22,7 @@ use coreserve::store::MemoryStore;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 
-mod common;
+use crate::support as common;
 use common::{in_hours, spawn_app_on, ADMIN};
 
 /// Eight European points of presence (one, a core router, without coordinates, as some Topology

@@ -1,0 +1,3 @@
+//! The stores.
+
+mod postgres;
