@@ -38,7 +38,8 @@
 //! table). Scale: the default (CI) runs one cycle of every fault kind per deployment; the long
 //! campaign, `CORESERVE_FAULTS=long cargo test --release --test it faults:: -- --test-threads=1
 //! --nocapture` ([`LONG_CAMPAIGN`]), runs >= 100 injections per deployment and writes its table
-//! to `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles.
+//! to `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles. Each campaign runs
+//! alone on the machine ([`machine::alone`]): its timeouts are seconds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -57,6 +58,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::cluster::PgCluster;
+use crate::support::machine;
 use crate::support::serve::{Launch, Server, ADMIN};
 
 /// The command of the long campaign (also written into `RELIABILITY.md` with its tables).
@@ -877,6 +879,7 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
 // The campaign.
 
 async fn campaign(deployment: &'static str, long_cycles: usize) {
+    let _machine = machine::alone().await;
     let (long, n_cycles) = cycles(long_cycles);
     let t_run = Instant::now();
     let cluster = PgCluster::new();

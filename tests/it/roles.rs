@@ -4,7 +4,8 @@
 //! go to all three planners with tight resources; afterwards no site or link may be overbooked
 //! ([`coreserve::check::check_outcomes`]) and each LIS's committed reservations must be exactly
 //! the jobs of the committed plans at that site, also in a LIS process started afterwards (its
-//! calendar rebuilt from the journal).
+//! calendar rebuilt from the journal). Ten processes answering within their timeouts: the test
+//! runs alone on the machine ([`machine::alone`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -18,7 +19,7 @@ use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest};
 use reqwest::Client;
 use serde_json::{json, Value};
 
-use crate::support::TestDb;
+use crate::support::{machine, TestDb};
 
 const ADMIN: &str = "roles-admin-token";
 const SERVICE: &str = "roles-service-token";
@@ -117,6 +118,7 @@ fn body(i: usize, now: DateTime<Utc>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn separate_roles_never_overbook() {
+    let _machine = machine::alone().await;
     let db = TestDb::new().await;
     separate_roles_on(db.url.clone()).await;
 }

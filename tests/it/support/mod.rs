@@ -8,6 +8,7 @@
 //! - [`TestDb`]: a fresh PostgreSQL database, for tests that start processes on it;
 //! - [`serve`]: real `coreserve serve` processes (kill -9, SIGSTOP, crash points);
 //! - [`cluster`]: a PostgreSQL cluster of a test's own (to stop and start it);
+//! - [`machine`]: the lock that keeps the timing-sensitive multi-process tests apart;
 //! - the small grid and the workflow most tests book on it.
 //!
 //! PostgreSQL: the server of `CORESERVE_TEST_PG` (default
@@ -18,6 +19,7 @@
 //! the tests that need it: they are never skipped.
 
 pub mod cluster;
+pub mod machine;
 pub mod serve;
 
 mod app;
