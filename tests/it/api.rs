@@ -1,111 +1,31 @@
 //! End-to-end tests of `coreserve serve` (all-in-one, on PostgreSQL): each test spawns the
 //! application on 127.0.0.1:0 over a small hand-made grid, with a fresh database
-//! ([`common::FreshDb`]), and talks HTTP.
+//! ([`TestApp::spawn`]), and talks HTTP.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use coreserve::api::{AppState, ServeConfig};
-use coreserve::store::PgStore;
-use reqwest::{Client, Method, Response, StatusCode};
+use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
 
-mod common;
-use common::{in_hours, spawn_app, ts, workflow, FreshDb, ADMIN};
-
-struct TestApp {
-    base: String,
-    client: Client,
-    state: actix_web::web::Data<AppState>,
-    /// Dropped with the test.
-    _db: FreshDb,
-}
-
-/// The application over [`common::grid`] on a fresh database; `tweak` changes the
-/// configuration.
-async fn spawn_with(tweak: impl FnOnce(&mut ServeConfig)) -> TestApp {
-    let db = FreshDb::new().await;
-    let app = spawn_app(Arc::new(PgStore::connect(&db.url).await.unwrap()), tweak).await;
-    TestApp { base: app.base, client: Client::new(), state: app.state, _db: db }
-}
-
-async fn spawn() -> TestApp {
-    spawn_with(|_| {}).await
-}
-
-impl TestApp {
-    async fn call(&self, method: Method, path: &str, token: Option<&str>, body: Option<&Value>) -> Response {
-        let mut r = self.client.request(method, format!("{}{path}", self.base));
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        if let Some(b) = body {
-            r = r.json(b);
-        }
-        r.send().await.unwrap()
-    }
-    async fn get(&self, path: &str, token: &str) -> Response {
-        self.call(Method::GET, path, Some(token), None).await
-    }
-    async fn post(&self, path: &str, token: &str, body: &Value) -> Response {
-        self.call(Method::POST, path, Some(token), Some(body)).await
-    }
-    /// A new token for `user` (roles as given).
-    async fn token(&self, user: &str, service: bool) -> String {
-        let r = self.post("/v1/tokens", ADMIN, &json!({"user": user, "service": service})).await;
-        assert_eq!(r.status(), StatusCode::CREATED);
-        r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned()
-    }
-    /// Every hold and reservation at `site` over the next two days.
-    async fn reservations(&self, site: &str) -> Vec<Value> {
-        let path = format!("/v1/sites/{site}/reservations?from={}&to={}", in_hours(-1), in_hours(48));
-        let r = self.get(&path, ADMIN).await;
-        assert_eq!(r.status(), StatusCode::OK);
-        r.json().await.unwrap()
-    }
-    async fn booked_anywhere(&self) -> usize {
-        let mut n = 0;
-        for s in ["s1", "s2", "s3"] {
-            n += self.reservations(s).await.len();
-        }
-        n
-    }
-    async fn plans(&self, token: &str, query: &str) -> Vec<Value> {
-        let r = self.get(&format!("/v1/plans{query}"), token).await;
-        assert_eq!(r.status(), StatusCode::OK);
-        r.json().await.unwrap()
-    }
-}
-
-/// Asserts an RFC 9457 problem answer and returns its body.
-async fn problem(r: Response, status: StatusCode) -> Value {
-    assert_eq!(r.status(), status);
-    let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
-    assert_eq!(ct, "application/problem+json");
-    let body: Value = r.json().await.unwrap();
-    assert_eq!(body["status"], status.as_u16());
-    assert!(body["type"].as_str().unwrap().starts_with("urn:coreserve:problem:"), "{body}");
-    assert!(!body["title"].as_str().unwrap().is_empty());
-    assert!(!body["detail"].as_str().unwrap().is_empty());
-    body
-}
+use crate::support::{self, in_hours, problem, ts, workflow, TestApp, ADMIN};
 
 #[tokio::test]
 async fn probes_metrics_and_openapi_answer_without_a_token() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let r = app.call(Method::GET, "/healthz", None, None).await;
     assert_eq!(r.status(), StatusCode::OK);
     let r = app.call(Method::GET, "/readyz", None, None).await;
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ready", "store": "postgres"}));
-    let memory = spawn_app(Arc::new(coreserve::store::MemoryStore::new()), |_| {}).await;
+    let memory = TestApp::memory(support::grid(), |_| {}).await;
     let r = app.client.get(format!("{}/readyz", memory.base)).send().await.unwrap();
     assert_eq!(r.json::<Value>().await.unwrap(), json!({"status": "ready", "store": "memory"}));
     let r = app.call(Method::GET, "/openapi.json", None, None).await;
     let doc: Value = r.json().await.unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
     assert!(doc["paths"]["/v1/plans"]["post"].is_object());
-    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    let text = app.metrics().await;
     for name in [
         "coreserve_plans_total{status=\"committed\"} 0",
         "coreserve_planning_seconds_count 0",
@@ -131,7 +51,7 @@ fn committed_openapi_yaml_is_current() {
 
 #[tokio::test]
 async fn tokens_and_roles_are_enforced() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let body = problem(app.call(Method::GET, "/v1/sites", None, None).await, StatusCode::UNAUTHORIZED).await;
     assert!(body["detail"].as_str().unwrap().contains("Bearer"));
     let r = app.call(Method::GET, "/v1/sites", None, None).await;
@@ -161,7 +81,7 @@ async fn tokens_and_roles_are_enforced() {
 
 #[tokio::test]
 async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let (alice, bob) = (app.token("alice", false).await, app.token("bob", false).await);
     let r = app.post("/v1/plans", &alice, &workflow()).await;
     assert_eq!(r.status(), StatusCode::CREATED);
@@ -218,7 +138,7 @@ async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
     assert_eq!(a["earliest_start"], json!(ts(start)));
     assert_eq!(app.plans(&alice, "?status=cancelled").await.len(), 1);
 
-    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("coreserve_plans_total{status=\"committed\"} 1"), "{text}");
     assert!(text.contains("coreserve_plans_total{status=\"cancelled\"} 1"));
     assert!(text.contains("coreserve_planning_seconds_count 1"));
@@ -226,7 +146,7 @@ async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
 
 #[tokio::test]
 async fn a_rejected_plan_is_stored_with_its_reason_and_cannot_be_cancelled() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let mut body = workflow();
     body["jobs"][0]["os"] = json!("solaris"); // no such site
     let r = app.post("/v1/plans", ADMIN, &body).await;
@@ -241,7 +161,7 @@ async fn a_rejected_plan_is_stored_with_its_reason_and_cannot_be_cancelled() {
 
 #[tokio::test]
 async fn the_same_idempotency_key_books_once() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let alice = app.token("alice", false).await;
     let send = |body: Value, key: &'static str, token: String| {
         let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(token).header("Idempotency-Key", key);
@@ -275,7 +195,7 @@ async fn the_same_idempotency_key_books_once() {
 
 #[tokio::test]
 async fn a_dry_run_books_nothing() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let r = app.post("/v1/plans?dry_run=true", ADMIN, &workflow()).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.headers().get("location").is_none());
@@ -290,7 +210,7 @@ async fn a_dry_run_books_nothing() {
 
 #[tokio::test]
 async fn bad_input_is_refused_with_a_problem_and_changes_nothing() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let raw = |body: String| {
         let req = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN);
         async move { req.header("content-type", "application/json").body(body).send().await.unwrap() }
@@ -329,13 +249,13 @@ async fn bad_input_is_refused_with_a_problem_and_changes_nothing() {
 
     assert!(app.plans(ADMIN, "").await.is_empty(), "no plan stored");
     assert_eq!(app.booked_anywhere().await, 0, "nothing booked");
-    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("coreserve_planning_seconds_count 0"), "no request reached a planner");
 }
 
 #[tokio::test]
 async fn sites_can_be_read_and_repriced_but_not_resized() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let user = app.token("u", false).await;
     let sites: Vec<Value> = app.get("/v1/sites", &user).await.json().await.unwrap();
     assert_eq!(sites.iter().map(|s| s["id"].as_str().unwrap()).collect::<Vec<_>>(), ["s1", "s2", "s3"]);
@@ -379,7 +299,7 @@ async fn sites_can_be_read_and_repriced_but_not_resized() {
 
 #[tokio::test]
 async fn holds_go_through_two_phase_commit_over_http() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let svc = app.token("planner-x", true).await;
     let hold = |cpus: u32| json!({"cpus": cpus, "start": in_hours(1), "end": in_hours(2)});
     let r = app.post("/v1/sites/s1/holds", &svc, &hold(10)).await;
@@ -456,13 +376,13 @@ async fn holds_go_through_two_phase_commit_over_http() {
     let q =
         format!("/v1/network/route?from_site=s1&to_site=zz&bandwidth_mbps=1&start={}&end={}", in_hours(1), in_hours(2));
     problem(app.get(&q, &svc).await, StatusCode::NOT_FOUND).await;
-    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("coreserve_holds_outstanding 0"), "{text}");
 }
 
 #[tokio::test]
 async fn an_expired_hold_cannot_be_committed_and_its_capacity_is_free() {
-    let app = spawn_with(|c| c.lease_s = 1).await;
+    let app = TestApp::spawn_with(|c| c.lease_s = 1).await;
     let body = json!({"cpus": 16, "start": in_hours(1), "end": in_hours(2)});
     let h: Value = app.post("/v1/sites/s2/holds", ADMIN, &body).await.json().await.unwrap();
     let id = h["id"].as_str().unwrap();
@@ -479,7 +399,7 @@ async fn an_expired_hold_cannot_be_committed_and_its_capacity_is_free() {
 
 #[tokio::test]
 async fn concurrent_retries_with_one_key_book_once() {
-    let app = spawn_with(|c| c.workers = Some(2)).await;
+    let app = TestApp::spawn_with(|c| c.workers = Some(2)).await;
     let body = workflow(); // one body: a retry sends the same bytes
     let send = || {
         let req =
@@ -518,7 +438,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
         Compute, ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant, ParticipantError as P,
     };
 
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let token = Some(ADMIN.to_owned());
     let s1 = HttpParticipant::site(&app.base, "s1", token.clone());
     let nis = HttpParticipant::network(&app.base, token.clone());
@@ -590,16 +510,9 @@ fn workflow_with(field: &str, value: &str) -> String {
     workflow().to_string().replacen(&format!("\"{field}\":3600"), &format!("\"{field}\":{value}"), 1)
 }
 
-impl TestApp {
-    async fn post_raw(&self, path: &str, token: &str, body: String) -> Response {
-        let r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token);
-        r.header("content-type", "application/json").body(body).send().await.unwrap()
-    }
-}
-
 #[tokio::test]
 async fn a_duration_of_2_pow_53_is_422_not_a_dropped_connection() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let body = workflow_with("duration_s", "9007199254740992");
     assert!(body.contains("9007199254740992"));
     let p = problem(app.post_raw("/v1/plans", ADMIN, body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
@@ -609,20 +522,20 @@ async fn a_duration_of_2_pow_53_is_422_not_a_dropped_connection() {
 
 #[tokio::test]
 async fn an_offset_of_i64_max_is_422_without_panic_text() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let mut body = workflow();
     body["jobs"][0]["offset_s"] = json!(i64::MAX);
     let p = problem(app.post("/v1/plans", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     let detail = p["detail"].as_str().unwrap();
     assert!(detail.contains("job `A`: offset_s must be at most"), "{p}");
     assert!(!detail.contains("overflow") && !detail.contains("panic"), "{p}");
-    let text = app.call(Method::GET, "/metrics", None, None).await.text().await.unwrap();
+    let text = app.metrics().await;
     assert!(text.contains("coreserve_handler_panics_total 0"), "{text}");
 }
 
 #[tokio::test]
 async fn a_duration_of_i64_max_is_422_not_a_rejected_plan() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let mut body = workflow();
     body["jobs"][1]["duration_s"] = json!(i64::MAX);
     let p = problem(app.post("/v1/plans", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
@@ -632,7 +545,7 @@ async fn a_duration_of_i64_max_is_422_not_a_rejected_plan() {
 
 #[tokio::test]
 async fn a_huge_price_is_refused_and_plans_stay_readable() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let put = |price: Value| {
         let body = json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": price});
         app.client.put(format!("{}/v1/sites/s1", app.base)).bearer_auth(ADMIN).json(&body).send()
@@ -655,7 +568,7 @@ async fn a_huge_price_is_refused_and_plans_stay_readable() {
 
 #[tokio::test]
 async fn the_os_of_a_site_cannot_change_under_committed_plans() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let plan: Value = app.post("/v1/plans", ADMIN, &workflow()).await.json().await.unwrap();
     assert_eq!(plan["status"], "committed", "{plan}");
     let id = plan["id"].as_str().unwrap();
@@ -675,7 +588,7 @@ async fn the_os_of_a_site_cannot_change_under_committed_plans() {
 
 #[tokio::test]
 async fn nul_bytes_in_ids_names_and_users_are_422_and_reach_no_store() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let mut id = workflow();
     id["id"] = json!("wf\u{0}1");
     let p = problem(app.post("/v1/plans", ADMIN, &id).await, StatusCode::UNPROCESSABLE_ENTITY).await;
@@ -695,7 +608,7 @@ async fn nul_bytes_in_ids_names_and_users_are_422_and_reach_no_store() {
 
 #[tokio::test]
 async fn a_hold_that_starts_in_the_past_is_422() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let body = json!({"cpus": 1, "start": in_hours(-2), "end": in_hours(1)});
     let p = problem(app.post("/v1/sites/s1/holds", ADMIN, &body).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     assert!(p["detail"].as_str().unwrap().contains("in the past"), "{p}");
@@ -708,7 +621,7 @@ async fn a_hold_that_starts_in_the_past_is_422() {
 
 #[tokio::test]
 async fn the_bearer_scheme_is_case_insensitive() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     for scheme in ["bearer", "BEARER", "Bearer"] {
         let r = app.client.get(format!("{}/v1/sites", app.base)).header("authorization", format!("{scheme} {ADMIN}"));
         assert_eq!(r.send().await.unwrap().status(), StatusCode::OK, "{scheme}");
@@ -719,7 +632,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
 
 #[tokio::test]
 async fn json_arrays_are_422_where_objects_are_required() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let w = workflow();
     let as_array = json!([w["id"], w["deadline"], null, w["jobs"], w["transfers"]]);
     let p = problem(app.post("/v1/plans", ADMIN, &as_array).await, StatusCode::UNPROCESSABLE_ENTITY).await;
@@ -731,7 +644,7 @@ async fn json_arrays_are_422_where_objects_are_required() {
 
 #[tokio::test]
 async fn an_empty_job_name_is_422() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let mut body = workflow();
     body["jobs"][0]["name"] = json!("");
     body["transfers"][0]["from"] = json!("");
@@ -742,7 +655,7 @@ async fn an_empty_job_name_is_422() {
 
 #[tokio::test]
 async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let r = app.call(Method::PATCH, "/v1/plans", Some(ADMIN), None).await;
     assert_eq!(r.headers()["allow"], "GET, HEAD, POST");
     problem(r, StatusCode::METHOD_NOT_ALLOWED).await;
@@ -799,7 +712,7 @@ async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String)
 /// codes (0 done, 1 unreachable, 3 rejected, 4 refused).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
-    let app = spawn().await;
+    let app = TestApp::spawn().await;
     let token = app.token("alice", false).await;
     let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", token.as_str())];
     let dir = tempfile::tempdir().unwrap();
@@ -889,7 +802,7 @@ async fn serve_reads_a_config_file_below_the_environment_and_the_command_line() 
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.json");
-    std::fs::write(&grid, serde_json::to_string(&common::grid()).unwrap()).unwrap();
+    std::fs::write(&grid, serde_json::to_string(&support::grid()).unwrap()).unwrap();
     let config = dir.path().join("coreserve.toml");
     std::fs::write(
         &config,

@@ -1,5 +1,5 @@
 //! The fault campaign (issue 8): real `coreserve serve` processes on a PostgreSQL cluster of
-//! the test's own ([`common::cluster::PgCluster`], so it can be stopped and started), under a
+//! the test's own ([`PgCluster`], so it can be stopped and started), under a
 //! concurrent load of clients that retry (same `Idempotency-Key`, same body) until they get a
 //! final answer, while faults are injected one after the other:
 //!
@@ -36,11 +36,10 @@
 //!
 //! Every figure but the count of 503s must be zero: the test asserts it (after printing the
 //! table). Scale: the default (CI) runs one cycle of every fault kind per deployment; the long
-//! campaign, `CORESERVE_FAULTS=long cargo test --release --test faults -- --test-threads=1
-//! --nocapture`, runs >= 100 injections per deployment and writes its table to
-//! `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles.
-
-mod common;
+//! campaign, `CORESERVE_FAULTS=long cargo test --release --test it faults:: -- --test-threads=1
+//! --nocapture` ([`LONG_CAMPAIGN`]), runs >= 100 injections per deployment and writes its table
+//! to `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles. Each campaign runs
+//! alone on the machine ([`machine::alone`]): its timeouts are seconds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -49,8 +48,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use common::cluster::PgCluster;
-use common::serve::{Launch, Server, ADMIN};
 use coreserve::check::{check_outcomes, Violation};
 use coreserve::model::{Grid, Outcome, PlanRequest};
 use rand::{Rng, SeedableRng};
@@ -60,6 +57,13 @@ use sqlx::{Connection, PgConnection, Row};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::support::cluster::PgCluster;
+use crate::support::machine;
+use crate::support::serve::{Launch, Server, ADMIN};
+
+/// The command of the long campaign (also written into `RELIABILITY.md` with its tables).
+const LONG_CAMPAIGN: &str =
+    "CORESERVE_FAULTS=long cargo test --release --test it faults:: -- --test-threads=1 --nocapture";
 const W_INTERVAL_S: i64 = 60;
 /// The clients' timeout per HTTP call.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -875,6 +879,7 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
 // The campaign.
 
 async fn campaign(deployment: &'static str, long_cycles: usize) {
+    let _machine = machine::alone().await;
     let (long, n_cycles) = cycles(long_cycles);
     let t_run = Instant::now();
     let cluster = PgCluster::new();
@@ -1017,7 +1022,7 @@ fn record(deployment: &str, row: &str, notes: &[String], kinds: &[String]) {
     let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default().trim().to_owned();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut s = format!(
-        "\n### {deployment}\n\n{} UTC, {host} ({cores} cores), `CORESERVE_FAULTS=long cargo test --release --test faults -- --test-threads=1 --nocapture`.\n\
+        "\n### {deployment}\n\n{} UTC, {host} ({cores} cores), `{LONG_CAMPAIGN}`.\n\
          Fault kinds (one of each per cycle): {}.\n\n{}\n{row}\n\n",
         Utc::now().format("%Y-%m-%d %H:%M"),
         kinds.join("; "),

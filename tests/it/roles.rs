@@ -1,12 +1,11 @@
 //! Role-separated deployment, end to end: real `coreserve serve` processes — one LIS per site
 //! of a small grid, one NIS, one GIS — and three planner processes competing for them over
-//! HTTP, every process on one fresh PostgreSQL database ([`common::with_db`]). Concurrent plan
-//! requests go to all three planners with tight resources; afterwards no site or link may be
-//! overbooked ([`coreserve::check::check_outcomes`]) and each LIS's committed reservations
-//! must be exactly the jobs of the committed plans at that site, also in a LIS process started
-//! afterwards (its calendar rebuilt from the journal).
-
-mod common;
+//! HTTP, every process on one fresh PostgreSQL database ([`TestDb`]). Concurrent plan requests
+//! go to all three planners with tight resources; afterwards no site or link may be overbooked
+//! ([`coreserve::check::check_outcomes`]) and each LIS's committed reservations must be exactly
+//! the jobs of the committed plans at that site, also in a LIS process started afterwards (its
+//! calendar rebuilt from the journal). Ten processes answering within their timeouts: the test
+//! runs alone on the machine ([`machine::alone`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -19,6 +18,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest};
 use reqwest::Client;
 use serde_json::{json, Value};
+
+use crate::support::{machine, TestDb};
 
 const ADMIN: &str = "roles-admin-token";
 const SERVICE: &str = "roles-service-token";
@@ -117,7 +118,9 @@ fn body(i: usize, now: DateTime<Utc>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn separate_roles_never_overbook() {
-    common::with_db(separate_roles_on).await;
+    let _machine = machine::alone().await;
+    let db = TestDb::new().await;
+    separate_roles_on(db.url.clone()).await;
 }
 
 async fn separate_roles_on(db: String) {

@@ -2,76 +2,31 @@
 //! only to their owner, the caller's role is checked before its body, and planners reach
 //! their participants over TLS.
 //!
-//! The API tests run the all-in-one service on a fresh PostgreSQL database (as `tests/api.rs`);
+//! The API tests run the all-in-one service on a fresh PostgreSQL database ([`TestApp::spawn`]);
 //! the TLS test runs a separated deployment in process (LIS processes serving HTTPS with a
 //! certificate of a CA made here, and planners that trust it or not).
 
-use std::sync::Arc;
-
-use actix_web::web::Data;
 use coreserve::api::config::TlsFiles;
-use coreserve::api::{AppState, Application, RemoteServices, Role, ServeConfig};
-use coreserve::store::{MemoryStore, PgStore};
+use coreserve::api::{RemoteServices, Role, ServeConfig};
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-mod common;
-use common::{grid, in_hours, spawn_app, workflow, FreshDb, ADMIN};
+use crate::support::{grid, in_hours, workflow, TestApp, ADMIN};
 
 /// The shared bootstrap token of the deployment under test.
 const BOOTSTRAP: &str = "test-bootstrap-service-token";
 
-struct App {
-    base: String,
-    client: Client,
-    state: Data<AppState>,
-    _db: FreshDb,
+/// The all-in-one service on a fresh database, with [`BOOTSTRAP`] as its service token.
+async fn spawn() -> TestApp {
+    TestApp::spawn_with(|c| c.service_token = Some(BOOTSTRAP.into())).await
 }
 
-async fn spawn() -> App {
-    let db = FreshDb::new().await;
-    let app = spawn_app(Arc::new(PgStore::connect(&db.url).await.unwrap()), |c| {
-        c.service_token = Some(BOOTSTRAP.into());
-    })
-    .await;
-    App { base: app.base, client: Client::new(), state: app.state, _db: db }
-}
-
-impl App {
-    /// POSTs `body` (JSON, or raw text with a JSON content type) as `token`.
-    async fn post(&self, path: &str, token: &str, body: Option<&Value>) -> reqwest::Response {
-        let mut r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token);
-        if let Some(b) = body {
-            r = r.json(b);
-        }
-        r.send().await.unwrap()
-    }
-
-    async fn post_raw(&self, path: &str, token: &str, raw: &str) -> reqwest::Response {
-        let r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token);
-        r.header("Content-Type", "application/json").body(raw.to_owned()).send().await.unwrap()
-    }
-
-    async fn token(&self, user: &str, service: bool) -> String {
-        let r = self.post("/v1/tokens", ADMIN, Some(&json!({"user": user, "service": service}))).await;
-        assert_eq!(r.status(), StatusCode::CREATED);
-        r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned()
-    }
-
-    async fn reservations(&self, site: &str, token: &str) -> Vec<Value> {
-        let path = format!("{}/v1/sites/{site}/reservations?from={}&to={}", self.base, in_hours(-1), in_hours(48));
-        let r = self.client.get(path).bearer_auth(token).send().await.unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-        r.json().await.unwrap()
-    }
-
-    /// Booked CPUs of `site` over the next two days, at the busiest instant.
-    fn peak(&self, site: &str) -> u64 {
-        let lis = &self.state.participants.lis[site];
-        let now = chrono::Utc::now().timestamp();
-        (0..48 * 60).map(|m| lis.usage_at(now + m * 60)).max().unwrap()
-    }
+/// Booked CPUs of `site` over the next two days, at the busiest instant.
+fn peak(app: &TestApp, site: &str) -> u64 {
+    let lis = &app.state.participants.lis[site];
+    let now = chrono::Utc::now().timestamp();
+    (0..48 * 60).map(|m| lis.usage_at(now + m * 60)).max().unwrap()
 }
 
 fn compute_hold(site: &str, cpus: u32) -> Value {
@@ -87,50 +42,40 @@ async fn another_principal_cannot_release_a_booked_plans_hold() {
     let app = spawn().await;
     let alice = app.token("alice", false).await;
     let mallory = app.token("mallory", true).await;
-    let r = app.post("/v1/plans", &alice, Some(&workflow())).await;
+    let r = app.post("/v1/plans", &alice, &workflow()).await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let plan: Value = r.json().await.unwrap();
     assert_eq!(plan["status"], "committed", "{plan}");
-    let s1 = app.reservations("s1", ADMIN).await;
+    let s1 = app.reservations_as("s1", ADMIN).await;
     assert_eq!(s1.len(), 1, "{s1:?}");
     let hold = s1[0]["hold"].as_str().expect("an admin sees every hold id").to_owned();
-    let booked = app.peak("s1");
+    let booked = peak(&app, "s1");
     assert_eq!(booked, 12);
 
     for token in [&mallory, BOOTSTRAP] {
         for verb in ["release", "abort", "commit"] {
-            let r = app.post(&format!("/v1/participant/sites/s1/holds/{hold}/{verb}"), token, None).await;
+            let r = app.post_empty(&format!("/v1/participant/sites/s1/holds/{hold}/{verb}"), token).await;
             assert_eq!(r.status(), StatusCode::FORBIDDEN, "{verb}");
         }
-        let r = app
-            .post(&format!("/v1/participant/sites/s1/holds/{hold}/extend"), token, Some(&json!({"lease_s": 60})))
-            .await;
+        let r =
+            app.post(&format!("/v1/participant/sites/s1/holds/{hold}/extend"), token, &json!({"lease_s": 60})).await;
         assert_eq!(r.status(), StatusCode::FORBIDDEN);
     }
-    assert_eq!(app.peak("s1"), booked, "the plan's CPUs are still booked");
+    assert_eq!(peak(&app, "s1"), booked, "the plan's CPUs are still booked");
     // The CPUs are not sold again: 16 more CPUs over the job's interval do not fit.
     let job = plan["jobs"].as_array().unwrap().iter().find(|j| j["site"] == "s1").unwrap().clone();
     let at = |k: &str| chrono::DateTime::parse_from_rfc3339(job[k].as_str().unwrap()).unwrap().timestamp();
     let more = json!({"kind": "compute", "txn": Uuid::new_v4(), "site": "s1", "cpus": 16, "start": at("start"), "end": at("end")});
-    let r = app.post("/v1/participant/sites/s1/prepare", &mallory, Some(&more)).await;
+    let r = app.post("/v1/participant/sites/s1/prepare", &mallory, &more).await;
     assert_eq!(r.status(), StatusCode::CONFLICT, "{}", r.text().await.unwrap());
     let id = plan["id"].as_str().unwrap();
-    let got: Value = app
-        .client
-        .get(format!("{}/v1/plans/{id}", app.base))
-        .bearer_auth(&alice)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got: Value = app.get(&format!("/v1/plans/{id}"), &alice).await.json().await.unwrap();
     assert_eq!(got["status"], "committed");
 
     // An admin may, and it is audited.
-    let r = app.post(&format!("/v1/participant/sites/s1/holds/{hold}/release"), ADMIN, None).await;
+    let r = app.post_empty(&format!("/v1/participant/sites/s1/holds/{hold}/release"), ADMIN).await;
     assert_eq!(r.status(), StatusCode::NO_CONTENT);
-    assert_eq!(app.peak("s1"), 0);
+    assert_eq!(peak(&app, "s1"), 0);
 }
 
 /// A planner that drives another principal's hold gets a typed refusal, `NotOwner`, not a
@@ -151,10 +96,10 @@ async fn another_principals_hold_is_a_typed_refusal_over_http() {
     let other = as_principal(&planner_2);
     assert_eq!(other.commit(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
     assert_eq!(other.abort(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
-    assert_eq!(app.peak("s1"), 4, "the hold is untouched");
+    assert_eq!(peak(&app, "s1"), 4, "the hold is untouched");
     as_principal(&planner_1).commit(hold.id).await.unwrap();
     assert_eq!(other.release(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
-    assert_eq!(app.peak("s1"), 4, "the reservation is untouched");
+    assert_eq!(peak(&app, "s1"), 4, "the reservation is untouched");
 
     // What a cancel through the wrong planner answers.
     let problem = coreserve::api::problem::ApiError::from(ParticipantError::NotOwner(hold.id));
@@ -171,47 +116,46 @@ async fn only_the_owner_drives_its_holds() {
     let a = app.token("planner-a", true).await;
     let b = app.token("planner-b", true).await;
 
-    let r = app.post("/v1/participant/sites/s1/prepare", &a, Some(&compute_hold("s1", 4))).await;
+    let r = app.post("/v1/participant/sites/s1/prepare", &a, &compute_hold("s1", 4)).await;
     assert_eq!(r.status(), StatusCode::OK);
     let hold = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
     let path = |verb: &str| format!("/v1/participant/sites/s1/holds/{hold}/{verb}");
-    assert_eq!(app.post(&path("commit"), &b, None).await.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.post(&path("abort"), &b, None).await.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.post(&path("extend"), &a, Some(&json!({"lease_s": 600}))).await.status(), StatusCode::OK);
-    assert_eq!(app.post(&path("commit"), &a, None).await.status(), StatusCode::NO_CONTENT);
-    assert_eq!(app.post(&path("release"), &b, None).await.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.peak("s1"), 4);
-    assert_eq!(app.post(&path("release"), &a, None).await.status(), StatusCode::NO_CONTENT);
-    assert_eq!(app.peak("s1"), 0, "the owner may release");
+    assert_eq!(app.post_empty(&path("commit"), &b).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post_empty(&path("abort"), &b).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post(&path("extend"), &a, &json!({"lease_s": 600})).await.status(), StatusCode::OK);
+    assert_eq!(app.post_empty(&path("commit"), &a).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.post_empty(&path("release"), &b).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(peak(&app, "s1"), 4);
+    assert_eq!(app.post_empty(&path("release"), &a).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(peak(&app, "s1"), 0, "the owner may release");
 
     // The REST hold endpoints.
     let body = json!({"cpus": 2, "start": in_hours(2), "end": in_hours(3)});
-    let r = app.post("/v1/sites/s2/holds", &a, Some(&body)).await;
+    let r = app.post("/v1/sites/s2/holds", &a, &body).await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let rest = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
-    let r = app.post(&format!("/v1/holds/{rest}/extend"), &b, Some(&json!({"lease_s": 60}))).await;
+    let r = app.post(&format!("/v1/holds/{rest}/extend"), &b, &json!({"lease_s": 60})).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.post(&format!("/v1/holds/{rest}/commit"), &b, None).await.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.post(&format!("/v1/holds/{rest}/commit"), &a, None).await.status(), StatusCode::OK);
+    assert_eq!(app.post_empty(&format!("/v1/holds/{rest}/commit"), &b).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post_empty(&format!("/v1/holds/{rest}/commit"), &a).await.status(), StatusCode::OK);
 
     // A network hold: the owner is recorded by the NIS too.
     let r = app
         .post(
             "/v1/network/holds",
             &a,
-            Some(&json!({"links": ["l1"], "bandwidth_mbps": 100, "start": in_hours(2), "end": in_hours(3)})),
+            &json!({"links": ["l1"], "bandwidth_mbps": 100, "start": in_hours(2), "end": in_hours(3)}),
         )
         .await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let net = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
-    let r = app.post(&format!("/v1/participant/network/holds/{net}/abort"), &b, None).await;
+    let r = app.post_empty(&format!("/v1/participant/network/holds/{net}/abort"), &b).await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
-    assert_eq!(app.post(&format!("/v1/holds/{net}/abort"), ADMIN, None).await.status(), StatusCode::OK);
+    assert_eq!(app.post_empty(&format!("/v1/holds/{net}/abort"), ADMIN).await.status(), StatusCode::OK);
 
     // Restart on the same database: the journal brings the owner back.
     let owner = Uuid::parse_str(&rest).unwrap();
-    let store = Arc::new(PgStore::connect(&app._db.url).await.unwrap());
-    let again = spawn_app(store, |_| {}).await;
+    let again = app.restarted().await;
     assert_eq!(again.state.participants.lis["s2"].owner(owner), Some(Some("planner-a".into())));
     let c = Client::new();
     let r = c.post(format!("{}/v1/holds/{rest}/abort", again.base)).bearer_auth(&b).send().await.unwrap();
@@ -226,20 +170,20 @@ async fn reservations_show_only_own_hold_ids() {
     let alice = app.token("alice", false).await;
     let a = app.token("planner-a", true).await;
     let b = app.token("planner-b", true).await;
-    let r = app.post("/v1/plans", &alice, Some(&workflow())).await;
+    let r = app.post("/v1/plans", &alice, &workflow()).await;
     assert_eq!(r.json::<Value>().await.unwrap()["status"], "committed");
-    let r = app.post("/v1/participant/sites/s1/prepare", &a, Some(&compute_hold("s1", 2))).await;
+    let r = app.post("/v1/participant/sites/s1/prepare", &a, &compute_hold("s1", 2)).await;
     let own = r.json::<Value>().await.unwrap()["id"].clone();
 
     let ids = |list: &[Value]| list.iter().filter_map(|r| r["hold"].as_str().map(str::to_owned)).collect::<Vec<_>>();
     for (token, want) in [(&alice, 0), (&b, 0), (&a, 1)] {
-        let list = app.reservations("s1", token).await;
+        let list = app.reservations_as("s1", token).await;
         assert_eq!(list.len(), 2, "every booking is listed: {list:?}");
         assert_eq!(ids(&list).len(), want, "{list:?}");
         assert!(list.iter().all(|r| r["cpus"].is_u64() && r["start"].is_string()), "{list:?}");
     }
-    assert_eq!(ids(&app.reservations("s1", &a).await), vec![own.as_str().unwrap().to_owned()]);
-    assert_eq!(ids(&app.reservations("s1", ADMIN).await).len(), 2);
+    assert_eq!(ids(&app.reservations_as("s1", &a).await), vec![own.as_str().unwrap().to_owned()]);
+    assert_eq!(ids(&app.reservations_as("s1", ADMIN).await).len(), 2);
 }
 
 /// A user token with a malformed or ill-shaped body gets 403 before any schema hint, on every
@@ -308,21 +252,14 @@ fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, TlsFiles) {
 
 /// Starts `role` over the test grid on a memory store; returns its port.
 async fn serve(role: Role, tweak: impl FnOnce(&mut ServeConfig)) -> u16 {
-    let mut config = ServeConfig {
-        listen: "127.0.0.1:0".into(),
-        planners: 1,
-        w_interval_s: 60,
-        admin_token: Some(ADMIN.into()),
-        workers: Some(1),
-        service_token: Some(BOOTSTRAP.into()),
-        role,
-        ..ServeConfig::default()
-    };
-    tweak(&mut config);
-    let app = Application::build(config, grid(), Arc::new(MemoryStore::new())).await.unwrap();
-    let port = app.port();
-    tokio::spawn(app.run_until_stopped());
-    port
+    let app = TestApp::memory(grid(), |c| {
+        c.planners = 1;
+        c.service_token = Some(BOOTSTRAP.into());
+        c.role = role;
+        tweak(c);
+    })
+    .await;
+    app.port
 }
 
 /// LIS processes serve HTTPS with a certificate of a CA; a planner that trusts the CA books a

@@ -3,9 +3,7 @@
 //! (what a restart does: [`Store::live_holds`] then [`Lis::restore`]) has exactly the live
 //! one's calendar and book: the same holds and reservations, with the same leases, and the
 //! same usage at every instant. Checked against both stores: the memory store and PostgreSQL
-//! (one fresh database, [`common::with_db`]), whose SQL transitions must agree.
-
-mod common;
+//! (one fresh database, [`TestDb`]), whose SQL transitions must agree.
 
 use std::sync::Arc;
 
@@ -18,6 +16,8 @@ use coreserve::protocol::{
 use coreserve::store::{MemoryStore, PgStore, Store};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
+
+use crate::support::TestDb;
 
 const CPUS: u32 = 16;
 const LEASE_S: i64 = 120;
@@ -132,8 +132,9 @@ fn the_memory_store_rebuilds_the_live_calendar() {
 #[test]
 fn postgresql_rebuilds_the_live_calendar() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    rt.block_on(common::with_db(|url| async move {
-        let store = Arc::new(PgStore::connect(&url).await.unwrap());
+    rt.block_on(async {
+        let db = TestDb::new().await;
+        let store = Arc::new(PgStore::connect(&db.url).await.unwrap());
         let handle = tokio::runtime::Handle::current();
         // proptest drives the cases synchronously, on a blocking thread of this runtime; each
         // case empties the journal first.
@@ -147,5 +148,5 @@ fn postgresql_rebuilds_the_live_calendar() {
         })
         .await
         .unwrap();
-    }));
+    });
 }

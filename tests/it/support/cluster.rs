@@ -3,7 +3,7 @@
 //! server of `CORESERVE_TEST_PG`. Run as root, the cluster runs as the `postgres` user (initdb
 //! refuses root). Without the server binaries the test fails loudly: it is never skipped.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -144,11 +144,6 @@ impl PgCluster {
     /// The server's log (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
-    }
-
-    /// Where the cluster lives.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 

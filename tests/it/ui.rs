@@ -12,18 +12,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
+use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use coreserve::model::Grid;
-use coreserve::store::MemoryStore;
-use reqwest::{Client, StatusCode};
+use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
 
-mod common;
-use common::{in_hours, spawn_app_on, ADMIN};
+use crate::support::{in_hours, machine, TestApp, ADMIN};
 
 /// Eight European points of presence (one, a core router, without coordinates, as some Topology
 /// Zoo nodes are) and six sites; only `s-gva` has 100 CPUs.
@@ -58,8 +56,8 @@ fn europe() -> Grid {
 
 /// The service with the bookings the tests look at.
 struct Booked {
-    base: String,
-    client: Client,
+    /// The service (its client's methods through `Deref`).
+    app: TestApp,
     alice: String,
     bob: String,
     service: String,
@@ -73,29 +71,14 @@ struct Booked {
     held: Vec<String>,
 }
 
+impl Deref for Booked {
+    type Target = TestApp;
+    fn deref(&self) -> &TestApp {
+        &self.app
+    }
+}
+
 impl Booked {
-    async fn get(&self, path: &str, token: Option<&str>) -> reqwest::Response {
-        let mut r = self.client.get(format!("{}{path}", self.base));
-        if let Some(t) = token {
-            r = r.bearer_auth(t);
-        }
-        r.send().await.unwrap()
-    }
-
-    async fn json(&self, path: &str, token: &str) -> Value {
-        let r = self.get(path, Some(token)).await;
-        assert_eq!(r.status(), StatusCode::OK, "GET {path}");
-        r.json().await.unwrap()
-    }
-
-    async fn post(&self, path: &str, token: &str, body: Value) -> Value {
-        let r = self.client.post(format!("{}{path}", self.base)).bearer_auth(token).json(&body).send().await.unwrap();
-        let status = r.status();
-        let body: Value = r.json().await.unwrap();
-        assert!(status.is_success(), "POST {path}: {status} {body}");
-        body
-    }
-
     /// `from=...&to=...`: the page's default window (now - 1 h .. now + 48 h).
     fn window() -> String {
         format!("from={}&to={}", in_hours(-1), in_hours(48))
@@ -122,8 +105,17 @@ impl Booked {
     }
 }
 
-async fn plan(app: &Booked, token: &str, body: Value) -> Value {
-    let p = app.post("/v1/plans", token, body).await;
+/// POSTs `body` as `token`, asserting a 2xx; the answer's body.
+async fn post_ok(app: &TestApp, path: &str, token: &str, body: Value) -> Value {
+    let r = app.post(path, token, &body).await;
+    let status = r.status();
+    let body: Value = r.json().await.unwrap();
+    assert!(status.is_success(), "POST {path}: {status} {body}");
+    body
+}
+
+async fn plan(app: &TestApp, token: &str, body: Value) -> Value {
+    let p = post_ok(app, "/v1/plans", token, body).await;
     assert_eq!(p["status"], "committed", "{p}");
     p
 }
@@ -133,27 +125,10 @@ async fn plan(app: &Booked, token: &str, body: Value) -> Value {
 /// single job; carol's plan, cancelled; a service principal's compute and network holds (a
 /// 15-minute lease: they stay held through the test).
 async fn booked() -> Booked {
-    let spawned = spawn_app_on(europe(), Arc::new(MemoryStore::new()), |c| c.lease_s = 900).await;
-    let client = Client::new();
-    let mut app = Booked {
-        base: spawned.base,
-        client,
-        alice: String::new(),
-        bob: String::new(),
-        service: String::new(),
-        alice_plans: vec![],
-        bob_plans: vec![],
-        cancelled: String::new(),
-        held: vec![],
-    };
-    let token = |user: &'static str, service: bool| {
-        let app = &app;
-        async move { app.post("/v1/tokens", ADMIN, json!({"user": user, "service": service})).await["token"].clone() }
-    };
-    let (alice, bob, carol, service) =
-        (token("alice", false).await, token("bob", false).await, token("carol", false).await, token("svc", true).await);
+    let app = TestApp::memory(europe(), |c| c.lease_s = 900).await;
+    let (alice, bob) = (app.token("alice", false).await, app.token("bob", false).await);
+    let (carol, service) = (app.token("carol", false).await, app.token("svc", true).await);
     let s = |v: &Value| v.as_str().unwrap().to_owned();
-    (app.alice, app.bob, app.service) = (s(&alice), s(&bob), s(&service));
     let job = |name: &str, cpus: u32, offset_h: f64, hours: f64| {
         json!({"name": name, "os": "linux", "cpus": cpus, "offset_s": (offset_h * 3600.0) as i64,
                "duration_s": (hours * 3600.0) as i64})
@@ -172,7 +147,7 @@ async fn booked() -> Booked {
         "jobs": [job("r0", 40, 0.0, 4.0), job("r1", 40, 0.0, 4.0)],
         "transfers": [transfer("r0", "r1", 1500, 0.0, 4.0)]
     });
-    app.alice_plans = vec![plan(&app, &app.alice, workflow).await, plan(&app, &app.alice, coalloc).await];
+    let alice_plans = vec![plan(&app, &alice, workflow).await, plan(&app, &alice, coalloc).await];
     let render = json!({
         "id": "render", "deadline": in_hours(30), "not_before": in_hours(8),
         "jobs": [job("X", 24, 0.0, 5.0), job("Y", 24, 0.0, 5.0)],
@@ -182,31 +157,19 @@ async fn booked() -> Booked {
         "id": "bsd-build", "deadline": in_hours(20), "not_before": in_hours(2),
         "jobs": [{"name": "build", "os": "bsd", "cpus": 16, "offset_s": 0, "duration_s": 4 * 3600}]
     });
-    app.bob_plans = vec![plan(&app, &app.bob, render).await, plan(&app, &app.bob, single).await];
+    let bob_plans = vec![plan(&app, &bob, render).await, plan(&app, &bob, single).await];
     let doomed = json!({"id": "doomed", "deadline": in_hours(20), "jobs": [job("Z", 8, 0.0, 2.0)]});
-    let doomed = plan(&app, carol.as_str().unwrap(), doomed).await;
-    app.cancelled = s(&doomed["id"]);
-    let r = app
-        .client
-        .delete(format!("{}/v1/plans/{}", app.base, app.cancelled))
-        .bearer_auth(carol.as_str().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let cancelled = s(&plan(&app, &carol, doomed).await["id"]);
+    let r = app.call(Method::DELETE, &format!("/v1/plans/{cancelled}"), Some(&carol), None).await;
     assert_eq!(r.status(), StatusCode::OK);
     // The service's holds lie after every plan's deadline, so no placement can collide with them.
-    let site_hold = app
-        .post("/v1/sites/s-vie/holds", &app.service, json!({"cpus": 8, "start": in_hours(41), "end": in_hours(45)}))
-        .await;
-    let net_hold = app
-        .post(
-            "/v1/network/holds",
-            &app.service,
-            json!({"links": ["fra-pra", "pra-vie"], "bandwidth_mbps": 3000, "start": in_hours(41), "end": in_hours(43)}),
-        )
-        .await;
-    app.held = vec![s(&site_hold["id"]), s(&net_hold["id"])];
-    app
+    let site_hold = json!({"cpus": 8, "start": in_hours(41), "end": in_hours(45)});
+    let site_hold = post_ok(&app, "/v1/sites/s-vie/holds", &service, site_hold).await;
+    let net_hold =
+        json!({"links": ["fra-pra", "pra-vie"], "bandwidth_mbps": 3000, "start": in_hours(41), "end": in_hours(43)});
+    let net_hold = post_ok(&app, "/v1/network/holds", &service, net_hold).await;
+    let held = vec![s(&site_hold["id"]), s(&net_hold["id"])];
+    Booked { app, alice, bob, service, alice_plans, bob_plans, cancelled, held }
 }
 
 // ---- Chromium ----
@@ -216,7 +179,7 @@ fn chromium_path() -> PathBuf {
     let path = PathBuf::from(std::env::var("CORESERVE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into()));
     assert!(
         path.is_file(),
-        "tests/ui.rs needs Chromium at {}: install it (Debian: `apt-get install chromium`) or point \
+        "the ui tests need Chromium at {}: install it (Debian: `apt-get install chromium`) or point \
          CORESERVE_CHROMIUM at a Chromium binary; these tests are never skipped",
         path.display()
     );
@@ -349,6 +312,7 @@ fn path_links(plan: &Value) -> BTreeSet<String> {
 /// topology; then a screenshot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
+    let _machine = machine::cpu_bound().await;
     let started = Instant::now();
     let app = booked().await;
     let workflow = app.alice_plans[0].clone();
@@ -432,6 +396,7 @@ async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
 /// many bars as the admin, but no trace of alice's plans, nor any hold id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_sees_others_bookings_as_anonymous_bars() {
+    let _machine = machine::cpu_bound().await;
     let app = booked().await;
     let mine = app.bob_plans[0].clone();
     let mine_id = mine["id"].as_str().unwrap().to_owned();
@@ -512,20 +477,23 @@ async fn link_reservations_show_hold_ids_only_to_their_owner_and_admins() {
     assert_eq!(admin_all.as_array().unwrap().len(), all.len());
     assert!(admin_all.as_array().unwrap().iter().all(|r| r["hold"].is_string()), "an admin sees every id");
 
-    let r = app.get(&held_link, None).await;
+    let r = app.call(Method::GET, &held_link, None, None).await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
-    assert_eq!(app.get(&format!("/v1/network/reservations?{w}"), None).await.status(), StatusCode::UNAUTHORIZED);
-    let r = app.get(&format!("/v1/network/links/nowhere/reservations?{w}"), Some(&app.bob)).await;
+    assert_eq!(
+        app.call(Method::GET, &format!("/v1/network/reservations?{w}"), None, None).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let r = app.get(&format!("/v1/network/links/nowhere/reservations?{w}"), &app.bob).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     assert_eq!(r.headers()["content-type"], "application/problem+json");
     let p: Value = r.json().await.unwrap();
     assert!(p["detail"].as_str().unwrap().contains("nowhere"), "{p}");
     let backwards = format!("/v1/network/links/pra-vie/reservations?from={}&to={}", in_hours(2), in_hours(1));
-    assert_eq!(app.get(&backwards, Some(&app.bob)).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(app.get(&backwards, &app.bob).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let far = format!("/v1/network/reservations?from={}&to={}", in_hours(1), in_hours(24 * 400));
-    assert_eq!(app.get(&far, Some(&app.bob)).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(app.get("/v1/network/reservations", Some(&app.bob)).await.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(app.get(&far, &app.bob).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(app.get("/v1/network/reservations", &app.bob).await.status(), StatusCode::BAD_REQUEST);
 
     let net = app.json("/v1/network", &app.bob).await;
     let node = |id: &str| net["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).unwrap().clone();
@@ -534,14 +502,14 @@ async fn link_reservations_show_hold_ids_only_to_their_owner_and_admins() {
 
     assert_eq!(app.json("/v1/whoami", &app.bob).await, json!({"user": "bob", "admin": false, "service": false}));
     assert_eq!(app.json("/v1/whoami", &app.service).await, json!({"user": "svc", "admin": false, "service": true}));
-    assert_eq!(app.get("/v1/whoami", None).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(app.call(Method::GET, "/v1/whoami", None, None).await.status(), StatusCode::UNAUTHORIZED);
 }
 
 /// The page and its files come from the binary, without a token, with their content types and
 /// validators; anything else under `/ui/` is a 404 problem, another method a 405.
 #[tokio::test]
 async fn the_timeline_is_served_from_the_binary() {
-    let app = spawn_app_on(europe(), Arc::new(MemoryStore::new()), |_| {}).await;
+    let app = TestApp::memory(europe(), |_| {}).await;
     let client = Client::new();
     for (path, ct, needle) in [
         ("/ui", "text/html; charset=utf-8", "reservation timeline"),

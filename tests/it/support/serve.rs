@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use super::ApiClient;
+
 /// The admin token of every process started here.
 pub const ADMIN: &str = "proc-admin-token";
 /// The service token every process started here shares.
@@ -131,6 +133,13 @@ impl Server {
                 Err(format!("`coreserve serve {}` did not start ({status:?}); log: {:?}", l.args.join(" "), l.log))
             }
         }
+    }
+
+    /// A client of this process that keeps no idle connections (processes are killed and
+    /// restarted on the same port).
+    pub fn api(&self) -> ApiClient {
+        coreserve::protocol::http::install_crypto_provider();
+        ApiClient::with_client(&self.url, reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap())
     }
 
     /// `kill -9`.

@@ -13,6 +13,7 @@ use coreserve::model::{
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 const T0: i64 = 1_767_225_600;
 
@@ -81,7 +82,13 @@ fn batch() -> impl Strategy<Value = Vec<PlanRequest>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    // Regressions live beside this file (`planner_props.proptest-regressions`), as they did when
+    // it was a test crate of its own: the default would put them under tests/proptest-regressions/.
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn competing_planners_never_overbook(grid in grid_strategy(), reqs in batch(), method in 0usize..3, policy in 0usize..4) {

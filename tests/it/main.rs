@@ -1,0 +1,16 @@
+//! The integration tests, in one binary (`it`): one module per area, sharing [`support`].
+//!
+//! One binary links once, where one binary per file linked a dozen times. Run one area with a
+//! filter on its module path, e.g. `.ci/test --test it api::` or `.ci/test --test it store::`.
+
+mod api;
+mod crash;
+mod faults;
+mod identity;
+mod journal_props;
+mod planner_props;
+mod real_data;
+mod roles;
+mod store;
+mod support;
+mod ui;

@@ -1,0 +1,202 @@
+//! The store contract: what every [`Store`] keeps, written once as async functions over the
+//! trait. `super` runs each against the memory store and PostgreSQL.
+
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Utc};
+use coreserve::model::{Outcome, OutcomeStatus};
+use coreserve::protocol::decision::{Booking, DecidedPart, Decision};
+use coreserve::protocol::{ComputeHoldRequest, HoldRequest, ParticipantRef};
+use coreserve::store::{
+    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
+    TokenRecord,
+};
+use uuid::Uuid;
+
+fn at(h: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2030, 1, 1, h, 0, 0).unwrap()
+}
+
+fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRecord {
+    let mut outcome = Outcome::rejected(request_id, "no site", "p0");
+    let mut bookings = vec![];
+    let mut status = PlanStatus::Rejected;
+    if let Some(st) = start {
+        outcome.status = OutcomeStatus::Committed;
+        outcome.reason = None;
+        outcome.start = Some(st);
+        outcome.cost = 12.375;
+        outcome.planning_ms = 0.1 + 0.2;
+        bookings = vec![
+            Booking { participant: ParticipantRef::Site("s1".into()), hold: Uuid::new_v4() },
+            Booking { participant: ParticipantRef::Network, hold: Uuid::new_v4() },
+        ];
+        status = PlanStatus::Committed;
+    }
+    PlanRecord {
+        id: Uuid::new_v4(),
+        user: user.into(),
+        status,
+        outcome,
+        bookings,
+        created_at: at(0),
+        cancelled_at: None,
+    }
+}
+
+/// Plans: stored and read back whole, listed oldest first, filtered by user, status and start
+/// (`to` exclusive; no start never matches a bound), cancelled once (the first time is kept).
+pub async fn plans_are_stored_listed_in_order_filtered_and_cancelled_once(s: &dyn Store) {
+    s.ping().await.unwrap();
+    let a = record("alice", "wf-1", Some(at(10)));
+    let b = record("bob", "wf-2", None);
+    let c = record("alice", "wf-3", Some(at(12)));
+    for p in [&a, &b, &c] {
+        s.insert_plan(p.clone()).await.unwrap();
+    }
+    assert_eq!(s.plan(a.id).await.unwrap().as_ref(), Some(&a), "round trip, outcome and bookings included");
+    assert_eq!(s.plan(b.id).await.unwrap().as_ref(), Some(&b));
+    assert_eq!(s.plan(Uuid::new_v4()).await.unwrap(), None);
+
+    let ids = |v: Vec<PlanRecord>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    let list = |f: PlanFilter| async move { ids(s.list_plans(&f).await.unwrap()) };
+    assert_eq!(list(PlanFilter::default()).await, vec![a.id, b.id, c.id], "oldest first");
+    assert_eq!(list(PlanFilter { user: Some("alice".into()), ..Default::default() }).await, vec![a.id, c.id]);
+    assert_eq!(list(PlanFilter { status: Some(PlanStatus::Rejected), ..Default::default() }).await, vec![b.id]);
+    assert_eq!(list(PlanFilter { from: Some(at(11)), ..Default::default() }).await, vec![c.id], "no start: no match");
+    assert_eq!(list(PlanFilter { to: Some(at(12)), ..Default::default() }).await, vec![a.id], "to is exclusive");
+    assert_eq!(list(PlanFilter { from: Some(at(10)), to: Some(at(13)), ..Default::default() }).await, vec![a.id, c.id]);
+
+    let first = s.mark_cancelled(a.id, at(20)).await.unwrap().unwrap();
+    assert_eq!((first.status, first.cancelled_at), (PlanStatus::Cancelled, Some(at(20))));
+    let again = s.mark_cancelled(a.id, at(21)).await.unwrap().unwrap();
+    assert_eq!(again.cancelled_at, Some(at(20)), "the first cancel time is kept");
+    assert_eq!(s.plan(a.id).await.unwrap(), Some(again));
+    assert_eq!(s.mark_cancelled(Uuid::new_v4(), at(20)).await.unwrap(), None);
+    assert_eq!(list(PlanFilter { status: Some(PlanStatus::Cancelled), ..Default::default() }).await, vec![a.id]);
+}
+
+/// Tokens: stored by hash; a hash maps to its latest record.
+pub async fn tokens_are_stored_by_hash_and_replaced(s: &dyn Store) {
+    let t = TokenRecord { hash: "h1".into(), user: "alice".into(), admin: false, service: true };
+    s.insert_token(t.clone()).await.unwrap();
+    assert_eq!(s.token("h1").await.unwrap(), Some(t));
+    assert_eq!(s.token("h2").await.unwrap(), None);
+    let t2 = TokenRecord { hash: "h1".into(), user: "root".into(), admin: true, service: false };
+    s.insert_token(t2.clone()).await.unwrap();
+    assert_eq!(s.token("h1").await.unwrap(), Some(t2), "like the memory store, a hash maps to its latest record");
+}
+
+/// Past a lease of 1 s, measured by the store's own clock.
+async fn lapse() {
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+}
+
+fn decided_plan(user: &str) -> (PlanRecord, Vec<DecidedPart>, Uuid) {
+    let mut plan = record(user, "wf", Some(at(10)));
+    plan.status = PlanStatus::Pending;
+    let txn = Uuid::new_v4();
+    let parts = vec![DecidedPart {
+        participant: ParticipantRef::Site("s1".into()),
+        hold: plan.bookings[0].hold,
+        request: HoldRequest::from(ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start: 0, end: 3600 }),
+    }];
+    (plan, parts, txn)
+}
+
+async fn decide(
+    s: &dyn Store,
+    plan: &PlanRecord,
+    parts: &[DecidedPart],
+    txn: Uuid,
+    key: Option<(&str, &str)>,
+    claim: &Claim,
+) -> Result<(), StoreError> {
+    let d = Decision { txn, parts, outcome: &plan.outcome };
+    s.record_decision(&DecisionRecord { decision: d, plan, reservations: false, key, claim }).await
+}
+
+/// Keys: one claim at a time, per user; only the holder releases; a lapsed claim is taken
+/// over, and the old claim can then write nothing (one key never yields two plans).
+pub async fn a_key_is_claimed_by_one_request_at_a_time(s: &dyn Store) {
+    let (a, b) = (Claim::new("a", 1), Claim::new("b", 1));
+    assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress);
+    assert_eq!(s.claim_key("v", "k", &b).await.unwrap(), KeyClaim::Claimed, "keys are per user");
+    s.release_key("u", "k", &b).await.unwrap();
+    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress, "only the holder releases");
+    s.release_key("u", "k", &a).await.unwrap();
+    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Claimed, "released: free at once");
+
+    // b stops renewing (its process stalled); a takes the key over after the lease.
+    lapse().await;
+    assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed, "a lapsed claim is taken over");
+    let stale = record("u", "wf-b", None);
+    let r = s.record_rejection(&RejectionRecord { plan: &stale, key: Some(("k", "fb")), claim: &b }).await;
+    assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
+    let (plan, parts, txn) = decided_plan("u");
+    let r = decide(s, &plan, &parts, txn, Some(("k", "fb")), &b).await;
+    assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
+    let mine = record("u", "wf-a", None);
+    s.record_rejection(&RejectionRecord { plan: &mine, key: Some(("k", "fa")), claim: &a }).await.unwrap();
+    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Done { plan: mine.id, fingerprint: "fa".into() });
+    let plans = s.list_plans(&PlanFilter::default()).await.unwrap();
+    assert_eq!(plans.iter().map(|p| p.id).collect::<Vec<_>>(), vec![mine.id], "one key, one plan");
+    assert_eq!(s.plan(plan.id).await.unwrap(), None, "nothing of b's decision was written");
+
+    // Renewal keeps a claim alive past its first lease.
+    let c = Claim::new("c", 1);
+    assert_eq!(s.claim_key("u", "k2", &c).await.unwrap(), KeyClaim::Claimed);
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        s.renew_claims(&[c.id], 1).await.unwrap();
+    }
+    assert_eq!(s.claim_key("u", "k2", &a).await.unwrap(), KeyClaim::InProgress, "renewed, not taken over");
+    // All-in-one start: every claim of the previous life ends at once.
+    assert_eq!(s.end_all_claims().await.unwrap(), 2, "u/k2 and v/k");
+    assert_eq!(s.claim_key("u", "k2", &a).await.unwrap(), KeyClaim::Claimed);
+}
+
+/// A decided transaction is worked on by one claim at a time: taken over only once its lease
+/// lapsed, settled only by its current claim; its key stays bound to its (pending) plan.
+pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Store) {
+    let (a, b) = (Claim::new("a", 1), Claim::new("b", 1));
+    assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
+    let (plan, parts, txn) = decided_plan("u");
+    decide(s, &plan, &parts, txn, Some(("k", "f")), &a).await.unwrap();
+    assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Pending, "not committed before its end");
+    assert!(s.take_in_doubt(&b, 10).await.unwrap().is_empty(), "a's lease runs");
+    assert!(matches!(s.finish_txn(txn, &b, None).await, Err(StoreError::Superseded)));
+    assert!(matches!(s.mark_compensating(txn, &b).await, Err(StoreError::Superseded)));
+
+    // a stalls; b takes over; a can no longer settle it.
+    lapse().await;
+    assert_eq!(
+        s.claim_key("u", "k", &b).await.unwrap(),
+        KeyClaim::Done { plan: plan.id, fingerprint: "f".into() },
+        "a decided key is bound to its plan: never planned twice"
+    );
+    let taken = s.take_in_doubt(&b, 10).await.unwrap();
+    assert_eq!(taken.iter().map(|t| (t.txn, t.compensating)).collect::<Vec<_>>(), vec![(txn, false)]);
+    assert!(s.take_in_doubt(&a, 10).await.unwrap().is_empty(), "b holds it now");
+    assert!(matches!(s.finish_txn(txn, &a, None).await, Err(StoreError::Superseded)));
+    s.mark_compensating(txn, &b).await.unwrap();
+    // b dies too: the next taker sees that compensation was decided.
+    lapse().await;
+    let c = Claim::new("c", 1);
+    let taken = s.take_in_doubt(&c, 10).await.unwrap();
+    assert_eq!(taken.iter().map(|t| (t.txn, t.compensating)).collect::<Vec<_>>(), vec![(txn, true)]);
+    let rejected = Outcome::rejected("wf", "a part refused its commit", "p0");
+    s.finish_txn(txn, &c, Some(&rejected)).await.unwrap();
+    let rec = s.plan(plan.id).await.unwrap().unwrap();
+    assert_eq!((rec.status, rec.bookings.len()), (PlanStatus::Rejected, 0));
+    assert!(matches!(s.finish_txn(txn, &c, None).await, Err(StoreError::Superseded)), "finished once");
+    lapse().await;
+    assert!(s.take_in_doubt(&c, 10).await.unwrap().is_empty());
+
+    // The normal end: a pending plan becomes committed when its end is logged.
+    let (plan, parts, txn) = decided_plan("u");
+    decide(s, &plan, &parts, txn, None, &a).await.unwrap();
+    s.finish_txn(txn, &a, None).await.unwrap();
+    assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Committed);
+}

@@ -1,0 +1,266 @@
+//! What only the PostgreSQL store ([`PgStore`]) has: several processes on one database, its
+//! migrations, a database that is not there, persistence across a restart of the API and
+//! `coreserve token create`, and its tables themselves (every row unchanged after refused
+//! requests; the journal's transitions against the lease sweeper of another process).
+//!
+//! The store-level tests run on a fresh database of `#[sqlx::test]` (`DATABASE_URL`); the
+//! API-level ones on the database of a [`TestApp`] or a [`TestDb`] (`CORESERVE_TEST_PG`).
+//! `.ci/test` sets both; an unreachable server fails the tests: they are never skipped.
+
+use coreserve::protocol::ParticipantRef;
+use coreserve::store::{Claim, KeyClaim, PgStore, Store, TokenRecord};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgConnection};
+use uuid::Uuid;
+
+use crate::support::{in_hours, workflow, TestApp, TestDb, ADMIN};
+
+/// The URL of a `#[sqlx::test]` database.
+fn url(db: &PgConnectOptions) -> String {
+    db.to_url_lossy().to_string()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_key_is_claimed_once_across_processes(_: PgPoolOptions, db: PgConnectOptions) {
+    let url = url(&db);
+    // Separate pools stand for separate broker processes.
+    let stores: Vec<PgStore> = futures::future::join_all((0..4).map(|_| PgStore::connect(&url)))
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let owners: Vec<Claim> = (0..32).map(|i| Claim::new(&format!("p{i}"), 60)).collect();
+    let claims =
+        futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race", &owners[i]))).await;
+    let claimed = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::Claimed))).count();
+    let waiting = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::InProgress))).count();
+    assert_eq!((claimed, waiting), (1, 31), "{claims:?}");
+    for s in stores {
+        s.pool().close().await;
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn migrations_run_again_on_an_existing_database(_: PgPoolOptions, db: PgConnectOptions) {
+    let url = url(&db);
+    let s = PgStore::connect(&url).await.unwrap();
+    s.insert_token(TokenRecord { hash: "h".into(), user: "u".into(), admin: false, service: false }).await.unwrap();
+    s.pool().close().await;
+    let s = PgStore::connect(&url).await.unwrap();
+    assert!(s.token("h").await.unwrap().is_some());
+    s.pool().close().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_an_error() {
+    let e = PgStore::connect("postgres://postgres@127.0.0.1:1/nothing").await.err().expect("no server on port 1");
+    assert!(e.to_string().contains("postgres"), "{e}");
+}
+
+/// A commit or extension the participant accepted before its lease ended wins over the lease
+/// sweeper of another process that marked the row `expired` before the journal write landed;
+/// an abort or release is final.
+#[sqlx::test(migrations = false)]
+async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOptions, db: PgConnectOptions) {
+    use coreserve::protocol::{ComputeHoldRequest, HoldRequest, HoldState, Journal, JournalEntry};
+    let s = PgStore::connect(&url(&db)).await.unwrap();
+    let who = ParticipantRef::Site("s1".into());
+    let request =
+        HoldRequest::from(ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus: 2, start: 100, end: 200 });
+    let held = |hold| JournalEntry::Held {
+        participant: who.clone(),
+        hold,
+        request: request.clone(),
+        expires_at: 10,
+        via_api: false,
+        owner: None,
+    };
+    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    for h in [a, b, c] {
+        s.append(&held(h)).await.unwrap();
+    }
+    s.append(&JournalEntry::Aborted { hold: c }).await.unwrap();
+    assert_eq!(s.expire_holds(20).await.unwrap(), 2, "a and b lapse (c was aborted)");
+    s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+    s.append(&JournalEntry::Extended { hold: b, expires_at: 50 }).await.unwrap();
+    s.append(&JournalEntry::Committed { hold: c }).await.unwrap();
+    s.append(&JournalEntry::Extended { hold: c, expires_at: 50 }).await.unwrap();
+    let mut live: Vec<(Uuid, HoldState)> =
+        s.live_holds(20).await.unwrap().into_iter().map(|h| (h.hold, h.state)).collect();
+    live.sort_by_key(|(h, _)| *h);
+    let mut want = vec![(a, HoldState::Committed), (b, HoldState::Held { expires_at: 50 })];
+    want.sort_by_key(|(h, _)| *h);
+    assert_eq!(live, want, "the aborted hold stays gone");
+    s.append(&JournalEntry::Released { hold: a }).await.unwrap();
+    s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+    assert_eq!(s.live_holds(20).await.unwrap().len(), 1, "a release is final");
+    s.pool().close().await;
+}
+
+// ---- API level -------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
+    let first = TestApp::spawn().await;
+    let alice = first.token("alice", false).await;
+    // One body for the request and its retry (workflow() stamps its deadline from now).
+    let body = workflow();
+    let post = |app: &TestApp| {
+        let r = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(&alice);
+        r.header("Idempotency-Key", "k1").json(&body).send()
+    };
+    let r = post(&first).await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap().to_owned();
+
+    // A new application on the same database: a restarted broker.
+    let second = first.restarted().await;
+    let r = second.get(&format!("/v1/plans/{id}"), &alice).await;
+    assert_eq!(r.status(), StatusCode::OK, "the plan and alice's token survived");
+    assert_eq!(r.json::<Value>().await.unwrap(), plan);
+    let r = post(&second).await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.headers()["location"].to_str().unwrap(), format!("/v1/plans/{id}"));
+    assert_eq!(r.json::<Value>().await.unwrap(), plan, "the retried key answers with the same plan");
+    assert_eq!(second.plans(&alice, "").await.len(), 1, "booked once");
+}
+
+#[tokio::test]
+async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database() {
+    let db = TestDb::new().await;
+    let token = coreserve::cli::token_create(&db.url, "carol", false, false).await.unwrap();
+    assert!(token.starts_with("cs_"), "{token}");
+    let admin = coreserve::cli::token_create(&db.url, "root", true, false).await.unwrap();
+    let app = TestApp::on_database(&db.url, |_| {}).await;
+    assert_eq!(app.get("/v1/plans", &token).await.status(), StatusCode::OK);
+    let r = app.post("/v1/tokens", &token, &json!({"user": "x"})).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "carol is no admin");
+    let r = app.post("/v1/tokens", &admin, &json!({"user": "x"})).await;
+    assert_eq!(r.status(), StatusCode::CREATED, "root is");
+    assert_eq!(app.get("/v1/plans", "cs_not_a_token").await.status(), StatusCode::UNAUTHORIZED);
+    // Only the hash is stored.
+    let mut conn = PgConnection::connect(&db.url).await.unwrap();
+    let stored: Vec<(String,)> =
+        sqlx::query_as(r#"SELECT hash FROM tokens WHERE "user" = 'carol'"#).fetch_all(&mut conn).await.unwrap();
+    assert_eq!(stored, vec![(coreserve::api::auth::hash_token(&token),)]);
+    assert_ne!(stored[0].0, token);
+}
+
+/// Every row of every table of the service, as JSON text, in a stable order.
+async fn snapshot(url: &str) -> Vec<String> {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    let mut rows = Vec::new();
+    for table in ["topology", "sites", "reservations", "transactions", "plans", "idempotency_keys", "tokens"] {
+        let q = format!("SELECT to_jsonb(t)::text AS row FROM {table} t ORDER BY 1");
+        for r in sqlx::query(&q).fetch_all(&mut conn).await.unwrap() {
+            rows.push(format!("{table}: {}", sqlx::Row::get::<String, _>(&r, "row")));
+        }
+    }
+    rows
+}
+
+#[tokio::test]
+async fn bad_input_leaves_the_database_unchanged() {
+    let app = TestApp::spawn().await;
+    let url = app.db_url();
+    let (c, base) = (&app.client, &app.base);
+    let app = &app;
+    let send = |method: Method, path: &str, token: &str, body: Option<Value>| {
+        let (path, token) = (path.to_owned(), token.to_owned());
+        async move { app.call(method, &path, Some(&token), body.as_ref()).await }
+    };
+    use Method as M;
+    // State to refuse changes to: a user, a committed plan with a key, a committed hold and
+    // an aborted one.
+    let r = send(M::POST, "/v1/tokens", ADMIN, Some(json!({"user": "bob"}))).await;
+    let bob = r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned();
+    let r = c.post(format!("{base}/v1/plans")).bearer_auth(&bob).header("Idempotency-Key", "k").json(&workflow());
+    let plan: Value = r.send().await.unwrap().json().await.unwrap();
+    assert_eq!(plan["status"], "committed");
+    let hold = json!({"cpus": 1, "start": in_hours(30), "end": in_hours(31)});
+    let mut holds = Vec::new();
+    for _ in 0..2 {
+        let r = send(M::POST, "/v1/sites/s1/holds", ADMIN, Some(hold.clone())).await;
+        assert_eq!(r.status(), StatusCode::CREATED);
+        holds.push(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+    }
+    let (committed, aborted) = (&holds[0], &holds[1]);
+    assert_eq!(send(M::POST, &format!("/v1/holds/{committed}/commit"), ADMIN, None).await.status(), 200);
+    assert_eq!(send(M::POST, &format!("/v1/holds/{aborted}/abort"), ADMIN, None).await.status(), 200);
+    let before = snapshot(url).await;
+    assert!(before.iter().any(|r| r.starts_with("reservations: ")), "the journal has rows");
+
+    let mut bad_plans = Vec::new();
+    let mut unknown_field = workflow();
+    unknown_field["priority"] = json!(1);
+    bad_plans.push(unknown_field);
+    let mut zero_cpus = workflow();
+    zero_cpus["jobs"][0]["cpus"] = json!(0);
+    bad_plans.push(zero_cpus);
+    let mut past_horizon = workflow();
+    past_horizon["deadline"] = json!(in_hours(24 * 400));
+    bad_plans.push(past_horizon);
+    for body in bad_plans {
+        assert_eq!(send(M::POST, "/v1/plans", &bob, Some(body)).await.status(), 422);
+    }
+    let malformed = c.post(format!("{base}/v1/plans")).bearer_auth(&bob).header("content-type", "application/json");
+    assert_eq!(malformed.body("{\"jobs\": [").send().await.unwrap().status(), 400);
+    let mut other = workflow();
+    other["id"] = json!("another");
+    let reuse = c.post(format!("{base}/v1/plans")).bearer_auth(&bob).header("Idempotency-Key", "k").json(&other);
+    assert_eq!(reuse.send().await.unwrap().status(), 422, "a key reused for another body");
+    let id = plan["id"].as_str().unwrap();
+    let nobody = Uuid::new_v4();
+    let refusals = [
+        (send(M::DELETE, &format!("/v1/plans/{id}"), "not-a-token", None).await, 401),
+        (send(M::DELETE, &format!("/v1/plans/{nobody}"), &bob, None).await, 404),
+        (send(M::POST, &format!("/v1/holds/{committed}/abort"), ADMIN, None).await, 409),
+        (send(M::POST, &format!("/v1/holds/{aborted}/commit"), ADMIN, None).await, 409),
+        (send(M::POST, &format!("/v1/holds/{nobody}/commit"), ADMIN, None).await, 404),
+        (send(M::POST, &format!("/v1/holds/{committed}/commit"), &bob, None).await, 403),
+        (send(M::POST, &format!("/v1/holds/{aborted}/extend"), ADMIN, Some(json!({"lease_s": 60}))).await, 409),
+        (
+            send(
+                M::POST,
+                "/v1/sites/s1/holds",
+                ADMIN,
+                Some(json!({"cpus": 17, "start": in_hours(40), "end": in_hours(41)})),
+            )
+            .await,
+            409,
+        ),
+        (send(M::POST, "/v1/sites/s1/holds", &bob, Some(hold.clone())).await, 403),
+        (
+            send(
+                M::PUT,
+                "/v1/sites/s1",
+                ADMIN,
+                Some(json!({"node": "n1", "cpus": 64, "os": "linux", "price_per_cpu_hour": 1.0})),
+            )
+            .await,
+            422,
+        ),
+        (
+            send(
+                M::PUT,
+                "/v1/sites/s1",
+                &bob,
+                Some(json!({"node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 9.0})),
+            )
+            .await,
+            403,
+        ),
+    ];
+    for (i, (r, status)) in refusals.into_iter().enumerate() {
+        assert_eq!(r.status(), status, "refusal {i}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json", "refusal {i}");
+    }
+    // Idempotent repeats change nothing either.
+    assert_eq!(send(M::POST, &format!("/v1/holds/{committed}/commit"), ADMIN, None).await.status(), 200);
+    assert_eq!(send(M::POST, &format!("/v1/holds/{aborted}/abort"), ADMIN, None).await.status(), 200);
+    assert_eq!(snapshot(url).await, before, "no refused request changed a row");
+}
