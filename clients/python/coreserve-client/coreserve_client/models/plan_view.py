@@ -34,6 +34,10 @@ class PlanView:
         planning_ms (float):
         request_id (str): The request's `id` (the client's reference).
         status (PlanStatus): The life of a stored plan.
+
+            One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+            `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+            TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         transfers (list[TransferPlacement]):
         user (str):
         cancelled_at (datetime.datetime | None | Unset):

@@ -104,6 +104,10 @@ def sync_detailed(
 
     Args:
         status (PlanStatus | Unset): The life of a stored plan.
+
+            One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+            `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+            TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
 
@@ -139,6 +143,10 @@ def sync(
 
     Args:
         status (PlanStatus | Unset): The life of a stored plan.
+
+            One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+            `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+            TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
 
@@ -169,6 +177,10 @@ async def asyncio_detailed(
 
     Args:
         status (PlanStatus | Unset): The life of a stored plan.
+
+            One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+            `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+            TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
 
@@ -202,6 +214,10 @@ async def asyncio(
 
     Args:
         status (PlanStatus | Unset): The life of a stored plan.
+
+            One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+            `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+            TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
 
