@@ -17,15 +17,15 @@ from coreserve_client.api.ops import healthz, readyz
 from coreserve_client.api.plans import cancel_plan, create_plan, get_plan, list_plans
 from coreserve_client.api.sites import get_site, list_sites
 from coreserve_client.models import (
+    ComputeDemand,
     Health,
-    JobBody,
+    NetworkDemand,
     NetworkView,
     PlanBody,
     PlanStatus,
     PlanView,
     Problem,
     Site,
-    TransferBody,
 )
 from coreserve_client.types import Response, Unset
 
@@ -44,9 +44,9 @@ def diamond(os_name: str = "linux", deadline: datetime | None = None, request_id
     return PlanBody(
         id=request_id or f"wf-{uuid.uuid4().hex[:8]}",
         deadline=deadline,
-        jobs=[JobBody(name=j, os=os_name, cpus=12, offset_s=offset[j], duration_s=3600) for j in JOBS],
+        jobs=[ComputeDemand(name=j, os=os_name, cpus=12, offset_s=offset[j], duration_s=3600) for j in JOBS],
         transfers=[
-            TransferBody(from_=a, to=b, bandwidth_mbps=500, offset_s=offset[b], duration_s=600) for a, b in EDGES
+            NetworkDemand(from_=a, to=b, bandwidth_mbps=500, offset_s=offset[b], duration_s=600) for a, b in EDGES
         ],
     )
 
@@ -198,13 +198,13 @@ def test_dry_run_is_planned_and_stores_nothing(alice: AuthenticatedClient) -> No
             PlanBody(
                 deadline=diamond().deadline,
                 jobs=diamond().jobs,
-                transfers=[TransferBody(from_="A", to="Z", bandwidth_mbps=1, offset_s=0, duration_s=1)],
+                transfers=[NetworkDemand(from_="A", to="Z", bandwidth_mbps=1, offset_s=0, duration_s=1)],
             ),
         ),
         (
             "0 CPUs (the client does not check the schema's bounds)",
             PlanBody(
-                deadline=diamond().deadline, jobs=[JobBody(name="A", os="linux", cpus=0, offset_s=0, duration_s=60)]
+                deadline=diamond().deadline, jobs=[ComputeDemand(name="A", os="linux", cpus=0, offset_s=0, duration_s=60)]
             ),
         ),
         ("a deadline beyond the horizon", diamond(deadline=datetime.now(UTC) + timedelta(days=4000))),
