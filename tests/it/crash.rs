@@ -7,8 +7,9 @@
 //!   committed plan);
 //! - no hold outlives its lease (`coreserve_holds_outstanding` and the journal's rows).
 //!
-//! Each test runs on a fresh database ([`TestDb`]; `.ci/test` provides the server), alone on the
-//! machine ([`machine::alone`]): its leases and restarts are timed in seconds.
+//! Each test runs on a fresh database ([`TestDb`]; `.ci/test` provides the server) and shares
+//! the machine only with the other crash tests ([`machine::reserve`]): its leases and restarts
+//! are timed in seconds.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -128,7 +129,7 @@ async fn check_consistent(c: &ApiClient, seen_committed: &[String]) {
 
 #[tokio::test]
 async fn a_crash_after_the_decision_keeps_the_plan_and_its_retry_books_nothing_more() {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("crash").await;
     let test_db = TestDb::new().await;
     let db = test_db.url.as_str();
     let dir = tempfile::tempdir().unwrap();
@@ -158,7 +159,7 @@ async fn a_crash_after_the_decision_keeps_the_plan_and_its_retry_books_nothing_m
 
 #[tokio::test]
 async fn a_crash_between_prepare_and_commit_books_nothing_and_the_retry_plans_again() {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("crash").await;
     let test_db = TestDb::new().await;
     let db = test_db.url.as_str();
     let dir = tempfile::tempdir().unwrap();
@@ -181,7 +182,7 @@ async fn a_crash_between_prepare_and_commit_books_nothing_and_the_retry_plans_ag
 
 #[tokio::test]
 async fn a_prepared_hold_survives_kill_9_until_its_lease_ends() {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("crash").await;
     let test_db = TestDb::new().await;
     let db = test_db.url.as_str();
     let dir = tempfile::tempdir().unwrap();
@@ -236,7 +237,7 @@ async fn a_prepared_hold_survives_kill_9_until_its_lease_ends() {
 
 #[tokio::test]
 async fn kill_9_under_load_loses_no_committed_plan_and_overbooks_nothing() {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("crash").await;
     let test_db = TestDb::new().await;
     let db = test_db.url.as_str();
     let dir = tempfile::tempdir().unwrap();
@@ -286,7 +287,7 @@ async fn kill_9_under_load_loses_no_committed_plan_and_overbooks_nothing() {
 
 #[tokio::test]
 async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants_keep_their_holds() {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("crash").await;
     let test_db = TestDb::new().await;
     let db = test_db.url.as_str();
     let dir = tempfile::tempdir().unwrap();

@@ -38,8 +38,9 @@
 //! table). Scale: the default (CI) runs one cycle of every fault kind per deployment; the long
 //! campaign, `CORESERVE_FAULTS=long cargo test --release --test it faults:: -- --test-threads=1
 //! --nocapture` ([`LONG_CAMPAIGN`]), runs >= 100 injections per deployment and writes its table
-//! to `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles. Each campaign runs
-//! alone on the machine ([`machine::alone`]): its timeouts are seconds.
+//! to `RELIABILITY.md`. `CORESERVE_FAULTS_CYCLES=N` sets the number of cycles. The two
+//! campaigns share the machine with each other only ([`machine::reserve`]): their timeouts are
+//! seconds.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -879,7 +880,7 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
 // The campaign.
 
 async fn campaign(deployment: &'static str, long_cycles: usize) {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("faults").await;
     let (long, n_cycles) = cycles(long_cycles);
     let t_run = Instant::now();
     let cluster = PgCluster::new();

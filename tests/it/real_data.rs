@@ -55,7 +55,7 @@ fn requests(g: &Grid, kind: AppKind, n: usize, load: f64) -> Vec<PlanRequest> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
-    let _machine = machine::cpu_bound().await;
+    let _machine = machine::reserve("real_data").await;
     let g = geant();
     for &kind in AppKind::ALL {
         // A high load, so that planners really compete for the same sites and links.
@@ -110,7 +110,7 @@ fn without_timings(outcomes: Vec<Outcome>) -> Vec<Outcome> {
 /// BIR holds of one planner make another back off).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deterministic_replays_give_identical_outcomes() {
-    let _machine = machine::cpu_bound().await;
+    let _machine = machine::reserve("real_data").await;
     let g = geant();
     for &kind in AppKind::ALL {
         let reqs = requests(&g, kind, 300, 1.5);
@@ -138,7 +138,7 @@ async fn deterministic_replays_give_identical_outcomes() {
 /// and `plan`, with their exact flags, on real files.
 #[test]
 fn command_line_round_trip_on_real_files() {
-    let _machine = machine::cpu_bound_blocking();
+    let _machine = machine::reserve_blocking("real_data");
     let dir = tempfile::tempdir().unwrap();
     let out = |name: &str| dir.path().join(name);
     let run = |args: &[&str]| {
@@ -219,7 +219,7 @@ fn command_line_round_trip_on_real_files() {
 /// timing or the machine.
 #[test]
 fn demo_prints_the_table_of_the_readme() {
-    let _machine = machine::cpu_bound_blocking();
+    let _machine = machine::reserve_blocking("real_data");
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_coreserve"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))

@@ -5,7 +5,7 @@
 //! ([`coreserve::check::check_outcomes`]) and each LIS's committed reservations must be exactly
 //! the jobs of the committed plans at that site, also in a LIS process started afterwards (its
 //! calendar rebuilt from the journal). Ten processes answering within their timeouts: the test
-//! runs alone on the machine ([`machine::alone`]).
+//! has the machine to itself ([`machine::reserve`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -118,7 +118,7 @@ fn body(i: usize, now: DateTime<Utc>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn separate_roles_never_overbook() {
-    let _machine = machine::alone().await;
+    let _machine = machine::reserve("roles").await;
     let db = TestDb::new().await;
     separate_roles_on(db.url.clone()).await;
 }

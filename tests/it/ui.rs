@@ -312,7 +312,7 @@ fn path_links(plan: &Value) -> BTreeSet<String> {
 /// topology; then a screenshot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
-    let _machine = machine::cpu_bound().await;
+    let _machine = machine::reserve("ui").await;
     let started = Instant::now();
     let app = booked().await;
     let workflow = app.alice_plans[0].clone();
@@ -396,7 +396,7 @@ async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
 /// many bars as the admin, but no trace of alice's plans, nor any hold id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_sees_others_bookings_as_anonymous_bars() {
-    let _machine = machine::cpu_bound().await;
+    let _machine = machine::reserve("ui").await;
     let app = booked().await;
     let mine = app.bob_plans[0].clone();
     let mine_id = mine["id"].as_str().unwrap().to_owned();

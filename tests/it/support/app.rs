@@ -17,16 +17,16 @@ pub const ADMIN: &str = "test-admin-token";
 
 /// The API (all-in-one) in process on 127.0.0.1:0, and a client of it ([`ApiClient`]'s
 /// methods and fields through `Deref`). Defaults: 2 planners, one worker, a 60 s W interval,
-/// [`ADMIN`] as admin token; the `*_with` constructors take a function that changes the
+/// [`ADMIN`] as admin token; constructors with a `tweak` argument let the test change the
 /// configuration. The server runs on the test's runtime and stops with it.
 pub struct TestApp {
     pub api: ApiClient,
     /// The port it listens on (127.0.0.1).
     pub port: u16,
     pub state: Data<AppState>,
-    /// The database of [`TestApp::spawn`] (dropped with the test); `None` on the memory store
-    /// or on a database the app does not own ([`TestApp::restarted`]).
-    pub db: Option<TestDb>,
+    /// The database of [`TestApp::spawn`], dropped with the app; `None` on the memory store or
+    /// on a database the app does not own ([`TestApp::on_database`], [`TestApp::restarted`]).
+    _db: Option<TestDb>,
     /// The database's URL ([`TestApp::db_url`]).
     db_url: Option<String>,
 }
@@ -48,7 +48,7 @@ impl TestApp {
     pub async fn spawn_with(tweak: impl FnOnce(&mut ServeConfig)) -> TestApp {
         let db = TestDb::new().await;
         let mut app = TestApp::on_database(&db.url, tweak).await;
-        app.db = Some(db);
+        app._db = Some(db);
         app
     }
 
@@ -92,7 +92,7 @@ impl TestApp {
         let app = Application::build(config, grid, store).await.unwrap();
         let (port, state) = (app.port(), app.state());
         tokio::spawn(app.run_until_stopped());
-        TestApp { api: ApiClient::new(&format!("http://127.0.0.1:{port}")), port, state, db: None, db_url }
+        TestApp { api: ApiClient::new(&format!("http://127.0.0.1:{port}")), port, state, _db: None, db_url }
     }
 
     /// A new token for `user` (a service principal when `service`), made by the admin.

@@ -8,7 +8,7 @@
 //! - [`TestDb`]: a fresh PostgreSQL database, for tests that start processes on it;
 //! - [`serve`]: real `coreserve serve` processes (kill -9, SIGSTOP, crash points);
 //! - [`cluster`]: a PostgreSQL cluster of a test's own (to stop and start it);
-//! - [`machine`]: the lock that keeps the timing-sensitive multi-process tests apart;
+//! - [`machine`]: keeps the multi-process tests apart from other areas and CPU-bound tests;
 //! - the small grid and the workflow most tests book on it.
 //!
 //! PostgreSQL: the server of `CORESERVE_TEST_PG` (default
