@@ -315,8 +315,8 @@ fn scenarios(data: &Path, dir: &Path) -> Result<Vec<Scenario>> {
         let workload = Arc::new(Workload::new(&reqs)?);
         eprintln!(
             "{label}: {} sites, {} links, {} CPUs; {} workflow requests over {:.1} days of trace time",
-            grid.sites.len(),
-            grid.links.len(),
+            grid.sites().len(),
+            grid.links().len(),
             grid.total_cpus(),
             reqs.len(),
             workload.span_s as f64 / 86_400.0
@@ -441,7 +441,7 @@ fn deploy(mode: Mode, sc: &Scenario, db: &str, admin: &str, service: &str) -> Re
         Mode::AllInOne => procs.serve("all", db, admin, service, &["--grid".into(), grid])?,
         Mode::Roles => {
             let mut planner = vec!["--role".to_owned(), "planner".into()];
-            for s in &sc.grid.sites {
+            for s in sc.grid.sites() {
                 let args = ["--role", "lis", "--site", &s.id, "--grid", &grid].map(String::from);
                 let u = procs.serve(&format!("lis {}", s.id), db, admin, service, &args)?;
                 planner.extend(["--lis".to_owned(), format!("{}={u}", s.id)]);
@@ -990,9 +990,9 @@ async fn run(s: &Settings, dbs: &Databases) -> Result<()> {
         let sc = &scenarios[i];
         let processes = match mode {
             Mode::AllInOne => "1".to_owned(),
-            Mode::Roles => format!("{} LIS + NIS + GIS + 1 planner", sc.grid.sites.len()),
+            Mode::Roles => format!("{} LIS + NIS + GIS + 1 planner", sc.grid.sites().len()),
         };
-        let mut m = Measured { mode, scenario: sc.label, sites: sc.grid.sites.len(), processes, rounds: Vec::new() };
+        let mut m = Measured { mode, scenario: sc.label, sites: sc.grid.sites().len(), processes, rounds: Vec::new() };
         for k in 1..=s.rounds {
             eprintln!("{} on {}: round {k} of {}", mode.name(), sc.label, s.rounds);
             let r = round(s, dbs, mode, sc).await?;

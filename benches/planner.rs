@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use coreserve::clock::ManualClock;
 use coreserve::grid::{gridg, GridgParams, GridgVariant};
-use coreserve::local::LocalGrid;
+use coreserve::in_process::InProcessGrid;
 use coreserve::model::{Grid, PlanRequest};
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
-use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant};
+use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant, TxnId};
 use coreserve::replay::Summary;
 use coreserve::workload::{generate, AppKind, WorkloadParams, DEFAULT_START};
 use criterion::Criterion;
@@ -30,35 +30,25 @@ fn grid() -> Grid {
 
 /// Books `RESERVATIONS` committed reservations at random sites, times and sizes (80 % compute,
 /// 20 % bandwidth on single links), spread over 60 days.
-async fn fill(g: &Grid, local: &LocalGrid) {
+async fn fill(g: &Grid, local: &InProcessGrid) {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut booked = 0;
     while booked < RESERVATIONS {
         let start = DEFAULT_START + rng.gen_range(0..HORIZON_S);
         let end = start + [600, 1200, 1800, 3600, 5400, 7200][rng.gen_range(0..6)];
         let booked_now = if rng.gen_bool(0.8) {
-            let s = &g.sites[rng.gen_range(0..g.sites.len())];
-            let req = ComputeHoldRequest {
-                txn: uuid::Uuid::nil(),
-                site: s.id.clone(),
-                cpus: rng.gen_range(8..=64),
-                start,
-                end,
-            };
+            let s = &g.sites()[rng.gen_range(0..g.sites().len())];
+            let req =
+                ComputeHoldRequest { txn: TxnId::nil(), site: s.id.clone(), cpus: rng.gen_range(8..=64), start, end };
             let lis = &local.lis[&s.id];
             match lis.prepare(&req).await {
                 Ok(h) => lis.commit(h.id).await.map(|_| true),
                 Err(_) => Ok(false),
             }
         } else {
-            let l = &g.links[rng.gen_range(0..g.links.len())];
-            let req = NetworkHoldRequest {
-                txn: uuid::Uuid::nil(),
-                links: vec![l.id.clone()],
-                bandwidth_mbps: 500,
-                start,
-                end,
-            };
+            let l = &g.links()[rng.gen_range(0..g.links().len())];
+            let req =
+                NetworkHoldRequest { txn: TxnId::nil(), links: vec![l.id.clone()], bandwidth_mbps: 500, start, end };
             match local.nis.prepare(&req).await {
                 Ok(h) => local.nis.commit(h.id).await.map(|_| true),
                 Err(_) => Ok(false),
@@ -83,7 +73,7 @@ fn requests(g: &Grid) -> Vec<PlanRequest> {
 /// Plans every request once on `local`, timing each plan alone: (median ns, p99 ns, summary).
 fn per_plan(
     rt: &tokio::runtime::Runtime,
-    local: &LocalGrid,
+    local: &InProcessGrid,
     cfg: &PlannerConfig,
     reqs: &[PlanRequest],
 ) -> (f64, f64, Summary) {
@@ -102,10 +92,10 @@ fn per_plan(
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let g = grid();
-    assert_eq!(g.sites.len(), 100);
+    assert_eq!(g.sites().len(), 100);
     let clock = Arc::new(ManualClock::new(DEFAULT_START));
     let fresh = |fill_it: bool| {
-        let local = LocalGrid::new(&g, clock.clone(), 120, Routing::Shortest);
+        let local = InProcessGrid::new(&g, clock.clone(), 120, Routing::Shortest);
         if fill_it {
             rt.block_on(fill(&g, &local));
         }

@@ -24,7 +24,7 @@
 //!   model                      validated domain types
 //! ```
 //!
-//! `local` wires every participant in one process; `grid`, `workload` and `check` (importers,
+//! `in_process` wires every participant in one process; `grid`, `workload` and `check` (importers,
 //! generators, the outcome checker) sit beside the stack on `model`. Below the planner nothing
 //! imports it (tests excepted).
 
@@ -35,8 +35,8 @@ pub mod cli;
 pub mod clock;
 pub mod gis;
 pub mod grid;
+pub mod in_process;
 pub mod lis;
-pub mod local;
 pub mod model;
 pub mod nis;
 pub mod planner;

@@ -24,7 +24,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::clock::ManualClock;
-use crate::local::{LocalGrid, DEFAULT_LEASE_S};
+use crate::in_process::{InProcessGrid, DEFAULT_LEASE_S};
 use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 use crate::planner::{Planner, PlannerConfig};
@@ -89,7 +89,7 @@ pub async fn replay(grid: &Grid, requests: Vec<PlanRequest>, opts: &ReplayOption
 async fn replay_here(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayOptions) -> Vec<Outcome> {
     requests.sort_by_key(PlanRequest::submitted_at);
     let clock = Arc::new(ManualClock::new(requests.first().map_or(0, PlanRequest::submitted_at)));
-    let local = LocalGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
+    let local = InProcessGrid::new(grid, clock.clone(), opts.lease_s, opts.routing);
     let mut services = local.services();
     if !opts.racing {
         // Interleave the planners message by message (on one thread, in a fixed order).

@@ -67,7 +67,7 @@ impl<'de> serde::Deserialize<'de> for Algorithm {
 #[cfg(test)]
 impl PartialEq<&str> for Algorithm {
     fn eq(&self, name: &&str) -> bool {
-        self.to_string() == *name
+        name.parse::<Algorithm>().is_ok_and(|a| a == *self)
     }
 }
 

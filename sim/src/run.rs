@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use coreserve::check::check_outcomes;
-use coreserve::local::LocalGrid;
-use coreserve::model::{Grid, Outcome, PlanRequest};
+use coreserve::in_process::InProcessGrid;
+use coreserve::model::{Grid, Outcome, PlanRequest, SiteId};
 use coreserve::planner::{Planner, PlannerConfig, Services};
 use coreserve::protocol::{Compute, Participant};
 use coreserve::replay::{dispatch, Dispatch, Summary};
@@ -71,9 +71,9 @@ pub fn simulate(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest
 async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) -> Result<Vec<Outcome>> {
     let Some(first) = requests.first() else { return Ok(vec![]) };
     let clock = Arc::new(VirtualClock::new(first.submitted_at()));
-    let local = LocalGrid::new(grid, clock.clone(), s.lease_s(), s.routing().map_err(anyhow::Error::msg)?);
+    let local = InProcessGrid::new(grid, clock.clone(), s.lease_s(), s.routing().map_err(anyhow::Error::msg)?);
     // Sites in id order, so each participant's latency stream does not depend on hashing.
-    let mut site_ids: Vec<&String> = local.lis.keys().collect();
+    let mut site_ids: Vec<&SiteId> = local.lis.keys().collect();
     site_ids.sort();
     let latency_seed = key.seed ^ LATENCY_SEED;
     // Each participant has its own latency stream: sites by index, then the NIS.

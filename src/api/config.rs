@@ -59,7 +59,7 @@ pub struct ServeConfig {
     /// Default selection policy (a request may name its own).
     pub policy: SelectionPolicy,
     /// Default reservation method (a request may name its own).
-    pub mode: ReservationMethod,
+    pub method: ReservationMethod,
     /// NIS routing.
     pub routing: Routing,
     /// Every timestamp of a request must lie within this many days of now (422 otherwise).
@@ -117,10 +117,10 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: "127.0.0.1:8080".into(),
             planners: 3,
-            lease_s: crate::local::DEFAULT_LEASE_S,
+            lease_s: crate::in_process::DEFAULT_LEASE_S,
             w_interval_s: 1800,
             policy: SelectionPolicy::Time,
-            mode: ReservationMethod::Bir,
+            method: ReservationMethod::Bir,
             routing: Routing::Shortest,
             horizon_days: 365,
             admin_token: None,

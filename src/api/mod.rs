@@ -1,6 +1,6 @@
 //! The broker service: `coreserve serve` (REST API v1 over actix-web).
 //!
-//! All-in-one mode: one process holds the GIS, every LIS and the NIS ([`LocalGrid`]), a pool
+//! All-in-one mode: one process holds the GIS, every LIS and the NIS ([`InProcessGrid`]), a pool
 //! of planners over them, and a [`Store`] for the API's own state (plans, idempotency keys,
 //! tokens). Role-separated deployment ([`Role`]): the same code serves one LIS, the NIS, the
 //! GIS or only planners (over [`crate::protocol::http`] participants) per process. Layout, one
@@ -11,7 +11,7 @@
 //! | [`config`] | [`ServeConfig`]: every knob of `serve`, and the request limits |
 //! | [`startup`] | [`Application`] from [`Settings`]: opens the store, builds the state, binds the listener, runs the server |
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
-//! | [`commit_log`] | the planners' decision log over the store (durable two-phase commit) |
+//! | [`decision_log`] | the planners' decision log over the store (durable two-phase commit) |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`extract`] | [`extract::JsonBody`]: JSON object bodies, control characters refused |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
@@ -20,14 +20,14 @@
 //! | [`metrics`] | Prometheus text exposition |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
 //!
-//! [`LocalGrid`]: crate::local::LocalGrid
+//! [`InProcessGrid`]: crate::in_process::InProcessGrid
 //! [`Store`]: crate::store::Store
 //! [`Caller`]: auth::Caller
 
 pub mod auth;
 pub mod body;
-pub mod commit_log;
 pub mod config;
+pub mod decision_log;
 pub mod extract;
 pub mod fair;
 pub mod metrics;

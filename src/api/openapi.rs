@@ -23,6 +23,9 @@ use super::routes::{health, holds, network, plans, sites, tokens};
         tokens::create, tokens::whoami,
         health::healthz, health::readyz, health::metrics, health::openapi_json,
     ),
+    // Referenced by `GET /v1/plans?status=` but inlined in the plans it shows (a generic
+    // outcome's status), so it is listed here to be a component.
+    components(schemas(crate::store::PlanStatus)),
     servers((url = "/", description = "This server (the document is served at /openapi.json)")),
     modifiers(&BearerAuth, &CommonAnswers),
     tags(

@@ -50,7 +50,7 @@ pub struct ApiError {
     pub title: &'static str,
     pub detail: String,
     /// The participant error this answer reports, if any (rendered as `participant_error`).
-    pub participant_error: Option<ParticipantError>,
+    pub participant_error: Option<Box<ParticipantError>>,
     /// Seconds after which a retry may succeed (the `Retry-After` header), if any.
     pub retry_after_s: Option<u64>,
 }
@@ -104,7 +104,7 @@ impl ApiError {
             title: self.title.to_owned(),
             status: self.status.as_u16(),
             detail: self.detail.clone(),
-            participant_error: self.participant_error.clone(),
+            participant_error: self.participant_error.as_deref().cloned(),
         }
     }
 }
@@ -180,7 +180,7 @@ impl From<ParticipantError> for ApiError {
                 detail,
             ),
         };
-        err.participant_error = Some(e);
+        err.participant_error = Some(Box::new(e));
         err
     }
 }

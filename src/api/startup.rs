@@ -125,13 +125,13 @@ impl Application {
             })?,
         };
         if let Role::Lis { site } = &config.role {
-            if !grid.sites.iter().any(|s| &s.id == site) {
+            if !grid.sites().iter().any(|s| &s.id == site) {
                 bail!("site `{site}` is not in the grid");
             }
         }
         let (sites, links) = match &config.role {
             Role::Lis { .. } => (1, 0),
-            _ => (grid.sites.len(), grid.links.len()),
+            _ => (grid.sites().len(), grid.links().len()),
         };
         let listen = config.listen.clone();
         let app = Application::build(config, grid, store).await?;

@@ -13,9 +13,9 @@ use super::fair::FairQueue;
 use super::metrics::Metrics;
 use super::problem::ApiError;
 use crate::clock::{Clock, SystemClock};
+use crate::in_process::InProcessGrid;
 use crate::lis::Lis;
-use crate::local::LocalGrid;
-use crate::model::{from_time, to_time, Grid, Time};
+use crate::model::{from_time, to_time, Grid, SiteId, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
 use crate::protocol::{
@@ -30,7 +30,7 @@ pub struct AppState {
     /// The topology as loaded (nodes and links do not change at run time).
     pub grid: Grid,
     /// GIS, every LIS, the NIS (a LIS process: its site only; a planner process: none used).
-    pub participants: LocalGrid,
+    pub participants: InProcessGrid,
     /// The planners requests are lent to.
     pub planners: PlannerPool,
     /// Journal entries not written yet because the store failed (see [`Backlog`]).
@@ -80,12 +80,13 @@ impl AppState {
     ///
     /// # Errors
     /// A planner process's TLS files (`tls_ca`, `tls_client`) cannot be read or parsed.
-    pub fn new(config: ServeConfig, mut grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+    pub fn new(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        if let Role::Lis { site } = &config.role {
-            grid.sites.retain(|s| &s.id == site);
-        }
-        let participants = LocalGrid::new(&grid, clock.clone(), config.lease_s, config.routing);
+        let grid = match &config.role {
+            Role::Lis { site } => grid.retain_sites(|s| s.id == *site),
+            _ => grid,
+        };
+        let participants = InProcessGrid::new(&grid, clock.clone(), config.lease_s, config.routing);
         let services = match &config.role {
             Role::Planner(remote) => {
                 let token = config.participant_credential().map(str::to_owned);
@@ -97,7 +98,7 @@ impl AppState {
                         .iter()
                         .map(|(site, url)| {
                             (
-                                site.clone(),
+                                SiteId::from(site),
                                 Arc::new(HttpParticipant::site(url, site, token.clone()).with_client(client.clone()))
                                     as Arc<dyn Participant<Compute>>,
                             )
@@ -168,7 +169,7 @@ impl AppState {
     }
 
     /// True in the all-in-one deployment: the planners' participants live in this process and
-    /// share its fate (see [`crate::planner::log`]).
+    /// share its fate (see [`crate::protocol::decision`]).
     pub fn shares_fate(&self) -> bool {
         self.config.role == Role::All
     }
@@ -210,7 +211,7 @@ impl AppState {
         caller: Option<&Caller>,
     ) -> Result<Arc<dyn Participant<Compute>>, ApiError> {
         let lis = self.lis(site)?.clone();
-        Ok(Arc::new(self.journal(lis, ParticipantRef::Site(site.to_owned()), via_api, caller)))
+        Ok(Arc::new(self.journal(lis, ParticipantRef::Site(site.into()), via_api, caller)))
     }
 
     /// The NIS, journaled (see [`AppState::journal`]); 404 if this process does not keep it.
@@ -368,7 +369,8 @@ impl AppState {
         if in_doubt.is_empty() {
             return Ok(Recovery::default());
         }
-        let log = super::commit_log::StoreLog::new(self.store.as_ref(), self.shares_fate(), &guard.claim, None);
+        let log =
+            super::decision_log::StoreDecisionLog::new(self.store.as_ref(), self.shares_fate(), &guard.claim, None);
         let report = self.planners.lend().recover(&in_doubt, &log).await;
         self.metrics.recovered(report.committed, report.compensated);
         Ok(report)
@@ -474,7 +476,7 @@ impl PlannerPool {
         let template = PlannerConfig {
             w_interval_s: config.w_interval_s,
             policy: config.policy,
-            method: config.mode,
+            method: config.method,
             ..PlannerConfig::default()
         };
         let planners = Planner::pool(config.planners.max(1), &template, &services, |_| rand::random())

@@ -41,7 +41,7 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
         let capacity = u64::from(res.sites[site].cpus);
         for (from, to, peak) in overbooked(spans, capacity) {
             out.push(Violation::SiteOverbooked {
-                site: site.to_owned(),
+                site: site.into(),
                 from: from_time(from),
                 to: from_time(to),
                 peak,
@@ -53,7 +53,7 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
         let capacity = res.links[link].capacity_mbps;
         for (from, to, peak) in overbooked(spans, capacity) {
             out.push(Violation::LinkOverbooked {
-                link: link.to_owned(),
+                link: link.into(),
                 from: from_time(from),
                 to: from_time(to),
                 peak,

@@ -57,7 +57,7 @@ pub fn check_outcomes(
     for r in requests {
         by_id.entry(r.id()).or_insert(r);
     }
-    let res = Resources { sites: grid.sites.iter().map(|s| (s.id.as_str(), s)).collect(), links: grid.link_index() };
+    let res = Resources { sites: grid.sites().iter().map(|s| (s.id.as_str(), s)).collect(), links: grid.link_index() };
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut found = Vec::new();

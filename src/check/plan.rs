@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::{PlanViolation, Resources};
 use crate::model::{
-    from_time, to_time, Grid, JobPlacement, Link, NetworkDemand, Outcome, PlanRequest, TransferPlacement,
+    from_time, to_time, Grid, JobPlacement, Link, LinkId, NetworkDemand, Outcome, PlanRequest, TransferPlacement,
 };
 
 /// Relative tolerance of the cost comparison.
@@ -219,7 +219,7 @@ pub(super) fn check_committed(
 }
 
 /// Why `path` does not join node `from` to node `to`, or `None` if it does.
-fn path_problem(links: &HashMap<&str, &Link>, from: &str, to: &str, path: &[String]) -> Option<String> {
+fn path_problem(links: &HashMap<&str, &Link>, from: &str, to: &str, path: &[LinkId]) -> Option<String> {
     if path.is_empty() {
         return (from != to).then(|| format!("empty path, but the sites are on different nodes `{from}` and `{to}`"));
     }

@@ -109,7 +109,7 @@ fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> Tra
     TransferPlacement {
         from: from.into(),
         to: to.into(),
-        path: path.iter().map(|s| (*s).to_owned()).collect(),
+        path: path.iter().map(|s| (*s).into()).collect(),
         bandwidth_mbps: bw,
         start: t(start),
         end: t(end),
@@ -166,12 +166,20 @@ fn check(grid: &Grid, reqs: &[PlanRequest], outs: &[Outcome]) -> Vec<Violation> 
 
 /// Runs the checker on the batch after `mutate`; with `fix_cost`, the outcomes' costs are first
 /// set to the recomputed ones so that only the targeted rule can fire.
+/// The parts of [`grid`] a test may change before the check.
+struct GridParts {
+    links: Vec<Link>,
+    sites: Vec<Site>,
+}
+
 fn violations_after(
     fix_cost: bool,
-    mutate: impl FnOnce(&mut Grid, &mut Vec<RawPlanRequest>, &mut Vec<Outcome>),
+    mutate: impl FnOnce(&mut GridParts, &mut Vec<RawPlanRequest>, &mut Vec<Outcome>),
 ) -> Vec<Violation> {
-    let (mut g, mut raws, mut outs) = (grid(), raw_requests(), outcomes());
-    mutate(&mut g, &mut raws, &mut outs);
+    let (nodes, links, sites) = grid().into_parts();
+    let (mut parts, mut raws, mut outs) = (GridParts { links, sites }, raw_requests(), outcomes());
+    mutate(&mut parts, &mut raws, &mut outs);
+    let g = Grid::new(nodes, parts.links, parts.sites).unwrap();
     if fix_cost {
         for o in &mut outs {
             if let Some(c) = plan_cost(&g, o) {
@@ -334,7 +342,7 @@ fn broken_paths_are_reported() {
     ];
     for (id, k, path, reason) in cases {
         let v = violations_after(true, |_, _, o| {
-            outcome(o, id).transfers[k].path = path.iter().map(|s| (*s).to_owned()).collect();
+            outcome(o, id).transfers[k].path = path.iter().map(|s| (*s).into()).collect();
         });
         assert!(
             matches!(&v[..], [Violation::Plan { kind: PlanViolation::BrokenPath { reason: r, .. }, .. }] if r.contains(reason)),
@@ -493,7 +501,7 @@ fn generated_requests_with_trivial_placements_pass() {
             .iter()
             .map(|r| {
                 let st = r.submitted_at() + W;
-                let site = |os: &str| g.sites.iter().find(|s| s.os.eq_ignore_ascii_case(os)).unwrap().id.clone();
+                let site = |os: &str| g.sites().iter().find(|s| s.os.eq_ignore_ascii_case(os)).unwrap().id.clone();
                 let jobs: Vec<JobPlacement> = r
                     .jobs()
                     .iter()

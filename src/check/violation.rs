@@ -7,6 +7,8 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
+use crate::model::{LinkId, SiteId};
+
 /// One rule broken by a batch of outcomes. `Display` gives a one-line English description.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Violation {
@@ -20,7 +22,7 @@ pub enum Violation {
     /// Committed jobs on a site exceed its CPUs over `[from, to)` (peak reported).
     SiteOverbooked {
         /// The site.
-        site: String,
+        site: SiteId,
         /// Start of the overbooked interval.
         from: DateTime<Utc>,
         /// End of the overbooked interval (exclusive).
@@ -33,7 +35,7 @@ pub enum Violation {
     /// Committed transfers on a link exceed its capacity over `[from, to)` (peak reported).
     LinkOverbooked {
         /// The link.
-        link: String,
+        link: LinkId,
         /// Start of the overbooked interval.
         from: DateTime<Utc>,
         /// End of the overbooked interval (exclusive).
@@ -98,14 +100,14 @@ pub enum PlanViolation {
         /// The job.
         job: String,
         /// The unknown site id.
-        site: String,
+        site: SiteId,
     },
     /// The site's OS differs from the job's (compared case-insensitively).
     WrongOs {
         /// The job.
         job: String,
         /// The site it is placed on.
-        site: String,
+        site: SiteId,
         /// The OS the job requires.
         job_os: String,
         /// The OS the site runs.

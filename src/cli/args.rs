@@ -23,6 +23,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// `serve`'s arguments make the enum large; it is parsed once per process.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Build a grid (sites + topology) as grid.json.
@@ -159,7 +161,7 @@ pub struct PlannerArgs {
     #[arg(long, default_value = "shortest")]
     pub routing: Routing,
     /// Hold lease in seconds.
-    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S)]
+    #[arg(long, default_value_t = crate::in_process::DEFAULT_LEASE_S)]
     pub lease_s: i64,
     /// Prune reservations that ended this long before the replayed time.
     #[arg(long, default_value_t = 7 * 86_400)]
@@ -306,7 +308,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 3, env = "CORESERVE_PLANNERS")]
     pub planners: usize,
     /// Hold lease in seconds.
-    #[arg(long, default_value_t = crate::local::DEFAULT_LEASE_S, env = "CORESERVE_LEASE_S")]
+    #[arg(long, default_value_t = crate::in_process::DEFAULT_LEASE_S, env = "CORESERVE_LEASE_S")]
     pub lease_s: i64,
     /// Plans start no earlier than receipt + this.
     #[arg(long, default_value_t = 1800, env = "CORESERVE_W_INTERVAL_S")]
@@ -314,7 +316,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "time", env = "CORESERVE_POLICY")]
     pub policy: SelectionPolicy,
     /// Reservation method of requests that name none: bir, bbr or bbr-overlay.
-    #[arg(long, visible_alias = "mode", default_value = "bir", env = "CORESERVE_MODE")]
+    #[arg(long, visible_alias = "mode", default_value = "bir", env = "CORESERVE_METHOD")]
     pub method: ReservationMethod,
     /// NIS routing: shortest, widest or widest:K.
     #[arg(long, default_value = "shortest", env = "CORESERVE_ROUTING")]
@@ -390,7 +392,7 @@ impl ServeArgs {
             lease_s: self.lease_s,
             w_interval_s: self.w_interval_s,
             policy: self.policy,
-            mode: self.method,
+            method: self.method,
             routing: self.routing,
             horizon_days: self.horizon_days,
             admin_token: self.admin_token,
@@ -466,8 +468,8 @@ mod tests {
         };
         assert_eq!(serve(&["--method", "bbr-overlay"]), ReservationMethod::BbrOverlay);
         assert_eq!(serve(&["--mode", "bbr"]), ReservationMethod::Bbr);
-        // Default (unless the environment sets CORESERVE_MODE).
-        if std::env::var_os("CORESERVE_MODE").is_none() {
+        // Default (unless the environment sets the method).
+        if std::env::var_os("CORESERVE_METHOD").is_none() && std::env::var_os("CORESERVE_MODE").is_none() {
             assert_eq!(serve(&[]), ReservationMethod::Bir);
         }
     }
@@ -496,7 +498,7 @@ mod tests {
                 lis: vec![("s1".into(), "http://l".into())]
             })
         );
-        assert_eq!(s.grid.map(|g| g.sites.len()), Some(0));
+        assert_eq!(s.grid.map(|g| g.sites().len()), Some(0));
         assert_eq!(s.database_url.as_deref(), Some("postgres://x"));
         let Command::Serve(a) = parse(&["serve", "--planners", "0"]).command else { unreachable!() };
         assert!(a.into_settings(None).unwrap_err().to_string().contains("must be > 0"));

@@ -47,7 +47,10 @@ pub async fn compare(a: CompareArgs) -> Result<()> {
 }
 
 /// Replays one variant and checks its outcomes (no overbooking, deadlines, paths, costs).
-async fn run_variant(g: &Grid, reqs: &[PlanRequest], opts: &ReplayOptions) -> (Vec<Outcome>, Summary, usize) {
+/// One variant's replay: its outcomes, their summary and the outcome checker's violation count.
+type VariantRun = (Vec<Outcome>, Summary, usize);
+
+async fn run_variant(g: &Grid, reqs: &[PlanRequest], opts: &ReplayOptions) -> VariantRun {
     let outcomes = replay(g, reqs.to_vec(), opts).await;
     let violations = check_outcomes(g, reqs, &outcomes, opts.w_interval_s);
     for v in violations.iter().take(10) {
@@ -108,7 +111,7 @@ pub(super) async fn compare_variants(
         ReservationMethod::PAPER.iter().flat_map(|&m| SelectionPolicy::ALL.iter().map(move |&p| (m, p))).collect();
     let bar = crate::replay::progress_bar((variants.len() * reqs.len()) as u64, label);
     let parallel = if args.racing { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()) };
-    let results: Vec<(String, (Vec<Outcome>, Summary, usize))> = futures::stream::iter(variants)
+    let results: Vec<(String, VariantRun)> = futures::stream::iter(variants)
         .map(|(method, policy)| {
             let opts = ReplayOptions { progress: bar.clone(), ..args.options(policy, method) };
             async move { (format!("{method}-{policy}"), run_variant(g, reqs, &opts).await) }

@@ -97,12 +97,17 @@ pub fn resolve(text: &str, is_set: impl Fn(&str) -> bool) -> Result<Vec<(String,
     Ok(out)
 }
 
-/// Applies the config file of `serve` (see the module docs) to this process's environment.
+/// Applies the config file of `serve` (see the module docs) to this process's environment, and
+/// reads `CORESERVE_MODE` as `CORESERVE_METHOD` when only the old name is set.
 /// Call it before the command line is parsed and before any other thread starts.
 ///
 /// # Errors
 /// The file cannot be read, or [`resolve`] refuses it; the error names the file.
 pub fn apply(args: &[OsString]) -> Result<()> {
+    // `CORESERVE_MODE`, the round-1 name of `CORESERVE_METHOD`, is still read.
+    if let (None, Some(old)) = (std::env::var_os("CORESERVE_METHOD"), std::env::var_os("CORESERVE_MODE")) {
+        std::env::set_var("CORESERVE_METHOD", old);
+    }
     let Some(path) = config_path(args) else { return Ok(()) };
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading the config file {}", path.display()))?;
     let vars =
@@ -155,8 +160,8 @@ mod tests {
 
     #[test]
     fn method_is_also_read_under_its_old_name_mode() {
-        assert_eq!(resolve("method = \"bbr\"", |_| false).unwrap(), vec![("CORESERVE_MODE".into(), "bbr".into())]);
-        assert_eq!(resolve("mode = \"bbr\"", |_| false).unwrap(), vec![("CORESERVE_MODE".into(), "bbr".into())]);
+        assert_eq!(resolve("method = \"bbr\"", |_| false).unwrap(), vec![("CORESERVE_METHOD".into(), "bbr".into())]);
+        assert_eq!(resolve("mode = \"bbr\"", |_| false).unwrap(), vec![("CORESERVE_METHOD".into(), "bbr".into())]);
         let e = resolve("method = \"bbr\"\nmode = \"bir\"", |_| false).unwrap_err().to_string();
         assert!(e.contains("`method` and `mode` are the same setting"), "{e}");
     }

@@ -120,9 +120,9 @@ fn save(g: &Grid, out: &Path) -> Result<()> {
     println!(
         "wrote {}: {} nodes, {} links, {} sites, {} CPUs",
         out.display(),
-        g.nodes.len(),
-        g.links.len(),
-        g.sites.len(),
+        g.nodes().len(),
+        g.links().len(),
+        g.sites().len(),
         g.total_cpus()
     );
     Ok(())

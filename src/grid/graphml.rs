@@ -19,7 +19,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::sites::{attach_sites, SiteParams, SiteParamsError};
-use crate::model::{Grid, GridError, Link, Node};
+use crate::model::{Grid, GridError, Link, Node, NodeId};
 
 /// Options of [`import_graphml`]. See [`ImportOptions::default`] for the defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -209,7 +209,7 @@ pub fn import_graphml(xml: &str, opts: &ImportOptions) -> Result<Grid, GraphmlEr
             (Some(lat), Some(lon)) => (Some(lat), Some(lon)),
             _ => (None, None),
         };
-        nodes.push(Node { id: node_id_for(gid), label, latitude, longitude });
+        nodes.push(Node { id: node_id_for(gid).into(), label, latitude, longitude });
     }
 
     let mut links = Vec::new();
@@ -233,15 +233,15 @@ pub fn import_graphml(xml: &str, opts: &ImportOptions) -> Result<Grid, GraphmlEr
             },
         };
         links.push(Link {
-            id: format!("l{}", links.len()),
-            a: node_id_for(src),
-            b: node_id_for(dst),
+            id: format!("l{}", links.len()).into(),
+            a: node_id_for(src).into(),
+            b: node_id_for(dst).into(),
             capacity_mbps,
             price_per_gbps_hour: opts.price_per_gbps_hour,
         });
     }
 
-    let node_ids: Vec<String> = nodes.iter().map(|n| n.id.clone()).collect();
+    let node_ids: Vec<NodeId> = nodes.iter().map(|n| n.id.clone()).collect();
     let sites = attach_sites(&node_ids, &opts.sites, &mut ChaCha8Rng::seed_from_u64(opts.seed));
     Ok(Grid::new(nodes, links, sites)?)
 }
@@ -259,7 +259,7 @@ mod tests {
     }
 
     fn between<'g>(g: &'g Grid, a: &str, b: &str) -> Vec<&'g Link> {
-        g.links.iter().filter(|l| (l.a == a && l.b == b) || (l.a == b && l.b == a)).collect()
+        g.links().iter().filter(|l| (l.a == a && l.b == b) || (l.a == b && l.b == a)).collect()
     }
 
     /// Counts from `data/README.md`: (nodes, links, links carrying LinkSpeedRaw).
@@ -269,15 +269,15 @@ mod tests {
             [("Geant2012", 40, 61, 39), ("Esnet", 68, 92, 10), ("Renater2010", 43, 56, 56), ("Abilene", 11, 14, 0)]
         {
             let g = load(name);
-            assert_eq!(g.nodes.len(), nodes, "{name} nodes");
-            assert_eq!(g.links.len(), links, "{name} links");
-            assert_eq!(g.sites.len(), nodes, "{name} sites");
+            assert_eq!(g.nodes().len(), nodes, "{name} nodes");
+            assert_eq!(g.links().len(), links, "{name} links");
+            assert_eq!(g.sites().len(), nodes, "{name} sites");
             // With the 10 Gbit/s default, count links whose speed came from the file by
             // re-importing with a sentinel default that no real speed rounds to.
             let xml = std::fs::read_to_string(format!("{ZOO}{name}.graphml")).unwrap();
             let opts = ImportOptions { default_capacity_mbps: 7, ..ImportOptions::default() };
             let s = import_graphml(&xml, &opts).unwrap();
-            assert_eq!(s.links.iter().filter(|l| l.capacity_mbps != 7).count(), with_speed, "{name} speeds");
+            assert_eq!(s.links().iter().filter(|l| l.capacity_mbps != 7).count(), with_speed, "{name} speeds");
         }
     }
 
@@ -292,30 +292,30 @@ mod tests {
         assert_eq!(between(&g, "n2", "n32")[0].capacity_mbps, 10_000);
         // <edge source="0" target="1"> has no speed: default.
         assert_eq!(between(&g, "n0", "n1")[0].capacity_mbps, 10_000);
-        assert_eq!(g.nodes[0].id, "n0");
-        assert_eq!(g.nodes[0].label, "NL");
+        assert_eq!(g.nodes()[0].id, "n0");
+        assert_eq!(g.nodes()[0].label, "NL");
         // <node id="0">: Latitude 52.37403, Longitude 4.88969 (Amsterdam); 37 of 40 nodes
         // have coordinates.
-        assert_eq!((g.nodes[0].latitude, g.nodes[0].longitude), (Some(52.37403), Some(4.88969)));
-        assert_eq!(g.nodes.iter().filter(|n| n.latitude.is_some() && n.longitude.is_some()).count(), 37);
-        assert_eq!(g.sites[0].id, "site-n0");
-        assert_eq!(g.sites[0].node, "n0");
-        let mut speeds: Vec<u64> = g.links.iter().map(|l| l.capacity_mbps).collect();
+        assert_eq!((g.nodes()[0].latitude, g.nodes()[0].longitude), (Some(52.37403), Some(4.88969)));
+        assert_eq!(g.nodes().iter().filter(|n| n.latitude.is_some() && n.longitude.is_some()).count(), 37);
+        assert_eq!(g.sites()[0].id, "site-n0");
+        assert_eq!(g.sites()[0].node, "n0");
+        let mut speeds: Vec<u64> = g.links().iter().map(|l| l.capacity_mbps).collect();
         speeds.sort_unstable();
         speeds.dedup();
         assert_eq!(speeds, vec![155, 1000, 2500, 10_000]);
-        assert!(g.links.iter().all(|l| l.price_per_gbps_hour == 0.1));
+        assert!(g.links().iter().all(|l| l.price_per_gbps_hour == 0.1));
     }
 
     #[test]
     fn other_real_files_speeds_parallel_edges_and_key_ids() {
         // Esnet declares LinkSpeedRaw as d38, Renater2010 as d40: resolution by attr.name.
         let esnet = load("Esnet");
-        assert!(esnet.links.iter().any(|l| l.capacity_mbps == 45), "45 Mbit/s link");
-        assert!(esnet.links.iter().any(|l| l.capacity_mbps == 155));
+        assert!(esnet.links().iter().any(|l| l.capacity_mbps == 45), "45 Mbit/s link");
+        assert!(esnet.links().iter().any(|l| l.capacity_mbps == 155));
         let mut pairs = HashSet::new();
         let parallel = esnet
-            .links
+            .links()
             .iter()
             .filter(|l| {
                 let k = if l.a < l.b { (l.a.clone(), l.b.clone()) } else { (l.b.clone(), l.a.clone()) };
@@ -324,10 +324,10 @@ mod tests {
             .count();
         assert_eq!(parallel, 13, "Esnet parallel edges kept");
         let renater = load("Renater2010");
-        assert!(renater.links.iter().all(|l| l.capacity_mbps == 155));
+        assert!(renater.links().iter().all(|l| l.capacity_mbps == 155));
         let abilene = load("Abilene");
-        assert!(abilene.links.iter().all(|l| l.capacity_mbps == 10_000));
-        assert_eq!(abilene.nodes[0].label, "New York");
+        assert!(abilene.links().iter().all(|l| l.capacity_mbps == 10_000));
+        assert_eq!(abilene.nodes()[0].label, "New York");
     }
 
     #[test]
@@ -337,8 +337,8 @@ mod tests {
         let b = import_graphml(&xml, &ImportOptions { seed: 3, ..ImportOptions::default() }).unwrap();
         let c = import_graphml(&xml, &ImportOptions { seed: 4, ..ImportOptions::default() }).unwrap();
         assert_eq!(a, b);
-        assert_eq!(a.links, c.links);
-        assert_ne!(a.sites, c.sites);
+        assert_eq!(a.links(), c.links());
+        assert_ne!(a.sites(), c.sites());
     }
 
     const SMALL: &str = r#"<?xml version="1.0" encoding="utf-8"?>
@@ -363,23 +363,23 @@ mod tests {
     fn small_handwritten_graph() {
         let opts = ImportOptions { default_capacity_mbps: 1234, price_per_gbps_hour: 0.25, ..ImportOptions::default() };
         let g = import_graphml(SMALL, &opts).unwrap();
-        let ids: Vec<&str> = g.nodes.iter().map(|n| n.id.as_str()).collect();
+        let ids: Vec<&str> = g.nodes().iter().map(|n| n.id.as_str()).collect();
         assert_eq!(ids, ["n0", "n1", "n2"]);
-        let labels: Vec<&str> = g.nodes.iter().map(|n| n.label.as_str()).collect();
+        let labels: Vec<&str> = g.nodes().iter().map(|n| n.label.as_str()).collect();
         assert_eq!(labels, ["Tokyo", "Osaka", ""], "missing label -> empty; edge `label` key not used");
-        let coords: Vec<(Option<f64>, Option<f64>)> = g.nodes.iter().map(|n| (n.latitude, n.longitude)).collect();
+        let coords: Vec<(Option<f64>, Option<f64>)> = g.nodes().iter().map(|n| (n.latitude, n.longitude)).collect();
         assert_eq!(coords, [(Some(35.6895), Some(139.69171)), (None, None), (None, None)], "both or neither");
         // Self-loop 1-1 skipped; ids numbered over kept edges.
         let got: Vec<(&str, &str, &str, u64)> =
-            g.links.iter().map(|l| (l.id.as_str(), l.a.as_str(), l.b.as_str(), l.capacity_mbps)).collect();
+            g.links().iter().map(|l| (l.id.as_str(), l.a.as_str(), l.b.as_str(), l.capacity_mbps)).collect();
         assert_eq!(
             got,
             [("l0", "n0", "n1", 2500), ("l1", "n1", "n0", 1), ("l2", "n1", "n2", 1234)],
             "parallel edge kept, 0.4 Mbit/s rounds up to 1, missing speed -> default"
         );
-        assert!(g.links.iter().all(|l| l.price_per_gbps_hour == 0.25));
-        assert_eq!(g.sites.len(), 3);
-        assert_eq!(g.sites[2].id, "site-n2");
+        assert!(g.links().iter().all(|l| l.price_per_gbps_hour == 0.25));
+        assert_eq!(g.sites().len(), 3);
+        assert_eq!(g.sites()[2].id, "site-n2");
     }
 
     #[test]
@@ -388,7 +388,7 @@ mod tests {
   <key attr.name="LinkSpeedRaw" for="edge" id="s"><default>1e8</default></key>
   <graph><node id="a"/><node id="b"/><edge source="a" target="b"/></graph></graphml>"#;
         let g = import_graphml(xml, &ImportOptions::default()).unwrap();
-        assert_eq!(g.links[0].capacity_mbps, 100);
+        assert_eq!(g.links()[0].capacity_mbps, 100);
     }
 
     #[test]
@@ -425,7 +425,7 @@ mod tests {
             import_graphml(&coord("95.0"), &opts),
             Err(GraphmlError::Grid(GridError::BadCoordinate { what: "latitude", .. }))
         ));
-        assert_eq!(import_graphml(&coord("52.4"), &opts).unwrap().nodes[0].latitude, Some(52.4));
+        assert_eq!(import_graphml(&coord("52.4"), &opts).unwrap().nodes()[0].latitude, Some(52.4));
         let zero = ImportOptions { default_capacity_mbps: 0, ..ImportOptions::default() };
         assert!(matches!(import_graphml(SMALL, &zero), Err(GraphmlError::Grid(GridError::ZeroCapacity(_)))));
         let bad_sites = ImportOptions { sites: SiteParams { os_choices: vec![], ..SiteParams::default() }, ..opts };

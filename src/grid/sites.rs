@@ -8,7 +8,7 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use crate::model::Site;
+use crate::model::{NodeId, Site, SiteId};
 
 /// How [`attach_sites`] draws the attributes of each site.
 ///
@@ -80,8 +80,8 @@ impl SiteParams {
 }
 
 /// Site id used for the site attached to topology node `node_id`: `site-{node_id}`.
-pub fn site_id_for(node_id: &str) -> String {
-    format!("site-{node_id}")
+pub fn site_id_for(node_id: &str) -> SiteId {
+    format!("site-{node_id}").into()
 }
 
 /// Attaches one site to every node in `node_ids`, in that order.
@@ -100,7 +100,7 @@ pub fn site_id_for(node_id: &str) -> String {
 ///
 /// # Panics
 /// If `params` is invalid (see [`SiteParams::validate`]).
-pub fn attach_sites(node_ids: &[String], params: &SiteParams, rng: &mut impl Rng) -> Vec<Site> {
+pub fn attach_sites(node_ids: &[NodeId], params: &SiteParams, rng: &mut impl Rng) -> Vec<Site> {
     if let Err(e) = params.validate() {
         panic!("attach_sites: {e}");
     }
@@ -136,8 +136,8 @@ mod tests {
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
 
-    fn ids(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("n{i}")).collect()
+    fn ids(n: usize) -> Vec<NodeId> {
+        (0..n).map(|i| format!("n{i}").into()).collect()
     }
 
     #[test]

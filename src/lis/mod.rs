@@ -8,11 +8,10 @@
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
-use uuid::Uuid;
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
-use crate::model::{check_text, price_ok, Site, Time, MAX_PRICE};
+use crate::model::{check_text, price_ok, Site, SiteId, Time, MAX_PRICE};
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldLifecycle, HoldState,
     Participant, ParticipantError, TxnId,
@@ -23,13 +22,13 @@ use crate::protocol::{
 pub enum SiteUpdateError {
     /// Id, node or CPU count differ: they cannot change at run time.
     #[error("site `{0}`: only price_per_cpu_hour and os can change at run time (id, node and cpus are fixed)")]
-    Fixed(String),
+    Fixed(SiteId),
     /// A bad price or OS name.
     #[error("{0}")]
     Invalid(String),
     /// The OS would change under holds or reservations that end in the future.
     #[error("site `{site}`: os cannot change while {} holds or reservations end in the future", holds.len())]
-    OsInUse { site: String, holds: Vec<HoldId> },
+    OsInUse { site: SiteId, holds: Vec<HoldId> },
 }
 
 /// One hold or reservation in a LIS's book, as [`Lis::reservations`] lists it.
@@ -162,7 +161,7 @@ impl Lis {
     fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let mut st = self.state();
         let (txn, span) = self.book(&mut st, req)?;
-        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
+        let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, txn, span, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
         Ok(hold)

@@ -1,7 +1,5 @@
 use std::sync::Arc;
 
-use uuid::Uuid;
-
 use super::*;
 use crate::clock::ManualClock;
 
@@ -10,7 +8,7 @@ fn site(cpus: u32) -> Site {
 }
 
 fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {
-    ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus, start, end }
+    ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus, start, end }
 }
 
 #[tokio::test]
@@ -61,7 +59,7 @@ async fn uncommitted_hold_expires_at_its_lease() {
 async fn wrong_messages_are_refused() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
     // A network message cannot be sent to a LIS: the types forbid it (Participant<Compute>).
-    let other = ComputeHoldRequest { txn: Uuid::new_v4(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
+    let other = ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
     assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));
     assert!(matches!(lis.prepare(&hold_req(1, 10, 10)).await, Err(ParticipantError::InvalidHold(_))), "empty interval");
 }

@@ -2,6 +2,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::{LinkId, NodeId, SiteId};
+
 /// Largest capacity of one resource, in its own units (2^30: 1 Pbit/s in Mbit/s, or 10^9
 /// CPUs). The calendars' compact layout relies on it.
 pub const MAX_AMOUNT: u64 = 1 << 30;
@@ -15,13 +17,6 @@ pub const MAX_PRICE: f64 = 1e6;
 pub fn price_ok(p: f64) -> bool {
     p.is_finite() && (0.0..=MAX_PRICE).contains(&p)
 }
-
-/// Identifier of a topology node (a router / switch / PoP).
-pub type NodeId = String;
-/// Identifier of a link between two nodes.
-pub type LinkId = String;
-/// Identifier of a compute resource (site).
-pub type SiteId = String;
 
 /// A topology node, e.g. a PoP of a research network.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -97,6 +92,8 @@ pub enum GridError {
     SiteUnknownNode { site: String, node: String },
     #[error("link `{0}` has zero capacity")]
     ZeroCapacity(String),
+    #[error("unknown site `{0}`")]
+    UnknownSite(String),
     #[error("site `{0}` has zero CPUs")]
     ZeroCpus(String),
     #[error("`{id}`: capacity {value} is above the supported {max}")]
@@ -113,13 +110,14 @@ pub enum GridError {
 ///
 /// JSON: `{"nodes":[{"id","label"}], "links":[{"id","a","b","capacity_mbps",
 /// "price_per_gbps_hour"}], "sites":[{"id","node","cpus","os","price_per_cpu_hour"}]}`.
-/// Deserialisation validates (see [`Grid::new`]).
+/// Deserialisation validates (see [`Grid::new`]); the fields are private, so every `Grid`
+/// went through that check and the rest of the crate relies on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawGrid")]
 pub struct Grid {
-    pub nodes: Vec<Node>,
-    pub links: Vec<Link>,
-    pub sites: Vec<Site>,
+    nodes: Vec<Node>,
+    links: Vec<Link>,
+    sites: Vec<Site>,
 }
 
 #[derive(Deserialize)]
@@ -136,11 +134,11 @@ impl TryFrom<RawGrid> for Grid {
     }
 }
 
-fn unique<'a>(kind: &'static str, ids: impl Iterator<Item = &'a String>) -> Result<(), GridError> {
+fn unique<'a>(kind: &'static str, ids: impl Iterator<Item = &'a str>) -> Result<(), GridError> {
     let mut seen = HashSet::new();
     for id in ids {
         if !seen.insert(id) {
-            return Err(GridError::DuplicateId { kind, id: id.clone() });
+            return Err(GridError::DuplicateId { kind, id: id.to_owned() });
         }
     }
     Ok(())
@@ -159,9 +157,9 @@ impl Grid {
     pub fn new(nodes: Vec<Node>, links: Vec<Link>, sites: Vec<Site>) -> Result<Self, GridError> {
         let texts = nodes
             .iter()
-            .map(|n| ("node id", &n.id))
-            .chain(links.iter().map(|l| ("link id", &l.id)))
-            .chain(sites.iter().flat_map(|s| [("site id", &s.id), ("os", &s.os)]));
+            .map(|n| ("node id", n.id.as_str()))
+            .chain(links.iter().map(|l| ("link id", l.id.as_str())))
+            .chain(sites.iter().flat_map(|s| [("site id", s.id.as_str()), ("os", s.os.as_str())]));
         for (what, value) in texts {
             super::text::check_text(value).map_err(|reason| GridError::BadText {
                 what,
@@ -169,48 +167,96 @@ impl Grid {
                 reason,
             })?;
         }
-        unique("node", nodes.iter().map(|n| &n.id))?;
+        unique("node", nodes.iter().map(|n| n.id.as_str()))?;
         for n in &nodes {
             for (what, value, max) in [("latitude", n.latitude, 90.0), ("longitude", n.longitude, 180.0)] {
                 if let Some(value) = value.filter(|v| !degrees_ok(*v, max)) {
-                    return Err(GridError::BadCoordinate { what, id: n.id.clone(), value, max });
+                    return Err(GridError::BadCoordinate { what, id: n.id.to_string(), value, max });
                 }
             }
         }
-        unique("link", links.iter().map(|l| &l.id))?;
-        unique("site", sites.iter().map(|s| &s.id))?;
-        let node_ids: HashSet<&String> = nodes.iter().map(|n| &n.id).collect();
+        unique("link", links.iter().map(|l| l.id.as_str()))?;
+        unique("site", sites.iter().map(|s| s.id.as_str()))?;
+        let node_ids: HashSet<&NodeId> = nodes.iter().map(|n| &n.id).collect();
         for l in &links {
             for end in [&l.a, &l.b] {
                 if !node_ids.contains(end) {
-                    return Err(GridError::LinkUnknownNode { link: l.id.clone(), node: end.clone() });
+                    return Err(GridError::LinkUnknownNode { link: l.id.to_string(), node: end.to_string() });
                 }
             }
             if l.capacity_mbps == 0 {
-                return Err(GridError::ZeroCapacity(l.id.clone()));
+                return Err(GridError::ZeroCapacity(l.id.to_string()));
             }
             if l.capacity_mbps > MAX_AMOUNT {
-                return Err(GridError::CapacityTooLarge { id: l.id.clone(), value: l.capacity_mbps, max: MAX_AMOUNT });
+                return Err(GridError::CapacityTooLarge {
+                    id: l.id.to_string(),
+                    value: l.capacity_mbps,
+                    max: MAX_AMOUNT,
+                });
             }
             if !price_ok(l.price_per_gbps_hour) {
-                return Err(GridError::BadPrice { what: "price_per_gbps_hour", id: l.id.clone() });
+                return Err(GridError::BadPrice { what: "price_per_gbps_hour", id: l.id.to_string() });
             }
         }
         for s in &sites {
             if !node_ids.contains(&s.node) {
-                return Err(GridError::SiteUnknownNode { site: s.id.clone(), node: s.node.clone() });
+                return Err(GridError::SiteUnknownNode { site: s.id.to_string(), node: s.node.to_string() });
             }
             if s.cpus == 0 {
-                return Err(GridError::ZeroCpus(s.id.clone()));
+                return Err(GridError::ZeroCpus(s.id.to_string()));
             }
             if u64::from(s.cpus) > MAX_AMOUNT {
-                return Err(GridError::CapacityTooLarge { id: s.id.clone(), value: s.cpus.into(), max: MAX_AMOUNT });
+                return Err(GridError::CapacityTooLarge {
+                    id: s.id.to_string(),
+                    value: s.cpus.into(),
+                    max: MAX_AMOUNT,
+                });
             }
             if !price_ok(s.price_per_cpu_hour) {
-                return Err(GridError::BadPrice { what: "price_per_cpu_hour", id: s.id.clone() });
+                return Err(GridError::BadPrice { what: "price_per_cpu_hour", id: s.id.to_string() });
             }
         }
         Ok(Grid { nodes, links, sites })
+    }
+
+    /// The topology's nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The topology's links.
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    /// The sites.
+    pub fn sites(&self) -> &[Site] {
+        &self.sites
+    }
+
+    /// The grid's parts, to build another grid from them with [`Grid::new`].
+    pub fn into_parts(self) -> (Vec<Node>, Vec<Link>, Vec<Site>) {
+        (self.nodes, self.links, self.sites)
+    }
+
+    /// This grid with only the sites `keep` accepts (a LIS process keeps its own site). Always
+    /// valid: nothing in a grid refers to a site.
+    pub fn retain_sites(mut self, keep: impl FnMut(&Site) -> bool) -> Grid {
+        self.sites.retain(keep);
+        self
+    }
+
+    /// This grid with `site` replacing the site of the same id.
+    ///
+    /// # Errors
+    /// [`GridError::UnknownSite`] if no site has that id; what [`Grid::new`] finds wrong with
+    /// the new site (unknown node, zero CPUs, bad price or text). `self` is unchanged then.
+    pub fn with_site(&self, site: Site) -> Result<Grid, GridError> {
+        let (nodes, links, mut sites) = self.clone().into_parts();
+        let slot =
+            sites.iter_mut().find(|s| s.id == site.id).ok_or_else(|| GridError::UnknownSite(site.id.to_string()))?;
+        *slot = site;
+        Grid::new(nodes, links, sites)
     }
 
     /// Total CPUs over all sites (the denominator of offered load).

@@ -9,12 +9,15 @@
 //! UTC strings in JSON.
 
 mod grid;
+mod ids;
 mod outcome;
 mod request;
 mod text;
 mod time;
 
-pub use grid::{price_ok, Grid, GridError, Link, LinkId, Node, NodeId, Site, SiteId, MAX_AMOUNT, MAX_PRICE};
+pub use grid::{price_ok, Grid, GridError, Link, Node, Site, MAX_AMOUNT, MAX_PRICE};
+pub(crate) use ids::uuid_id;
+pub use ids::{LinkId, NodeId, SiteId};
 pub use outcome::{JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,

@@ -1,10 +1,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::grid::{LinkId, SiteId};
+use super::{LinkId, SiteId};
 
 /// Final state of a plan request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OutcomeStatus {
     /// Every reservation of the plan is committed.
@@ -42,10 +42,15 @@ pub struct TransferPlacement {
 /// `cost` = sum over jobs of `cpus * duration_s/3600 * price_per_cpu_hour` plus sum over
 /// transfers of `bandwidth_mbps/1000 * duration_s/3600 * sum(price_per_gbps_hour of its path)`;
 /// 0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Outcome {
+///
+/// `status` is the planner's (committed, rejected or planned); a plan shown by the REST API
+/// carries its stored plan's status instead (also pending or cancelled).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Outcome<S = OutcomeStatus> {
+    /// The request's `id` (the client's reference).
     pub request_id: String,
-    pub status: OutcomeStatus,
+    pub status: S,
+    /// Why the request was rejected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Application start `st` of a committed plan.
@@ -81,6 +86,36 @@ impl Outcome {
             planner: planner.to_owned(),
             messages: 0,
             holds_aborted: 0,
+        }
+    }
+
+    /// The same outcome with another status: `status` replaces the planner's.
+    pub fn with_status<T>(self, status: T) -> Outcome<T> {
+        let Outcome {
+            request_id,
+            status: _,
+            reason,
+            start,
+            jobs,
+            transfers,
+            cost,
+            planning_ms,
+            planner,
+            messages,
+            holds_aborted,
+        } = self;
+        Outcome {
+            request_id,
+            status,
+            reason,
+            start,
+            jobs,
+            transfers,
+            cost,
+            planning_ms,
+            planner,
+            messages,
+            holds_aborted,
         }
     }
 

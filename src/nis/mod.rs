@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use petgraph::graph::{NodeIndex, UnGraph};
-use uuid::Uuid;
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
@@ -121,18 +120,18 @@ impl Nis {
     pub fn new(grid: &Grid, clock: Arc<dyn Clock>, lease_s: i64, routing: Routing) -> Self {
         let mut graph = UnGraph::<String, usize>::default();
         let nodes: HashMap<&str, NodeIndex> =
-            grid.nodes.iter().map(|n| (n.id.as_str(), graph.add_node(n.id.clone()))).collect();
-        for (i, l) in grid.links.iter().enumerate() {
+            grid.nodes().iter().map(|n| (n.id.as_str(), graph.add_node(n.id.to_string()))).collect();
+        for (i, l) in grid.links().iter().enumerate() {
             graph.add_edge(nodes[l.a.as_str()], nodes[l.b.as_str()], i);
         }
-        let site_node = grid.sites.iter().map(|s| (s.id.clone(), nodes[s.node.as_str()])).collect();
-        let calendars = grid.links.iter().map(|l| CapacityCalendar::new(l.capacity_mbps)).collect();
+        let site_node = grid.sites().iter().map(|s| (s.id.clone(), nodes[s.node.as_str()])).collect();
+        let calendars = grid.links().iter().map(|l| CapacityCalendar::new(l.capacity_mbps)).collect();
         Nis {
             clock,
             lease_s,
             routing,
-            links: grid.links.clone(),
-            link_index: grid.links.iter().enumerate().map(|(i, l)| (l.id.clone(), i)).collect(),
+            links: grid.links().to_vec(),
+            link_index: grid.links().iter().enumerate().map(|(i, l)| (l.id.clone(), i)).collect(),
             graph,
             site_node,
             pairs: Mutex::new(HashMap::new()),
@@ -173,7 +172,7 @@ impl Nis {
         to: Time,
     ) -> Result<Vec<LinkReservation>, ParticipantError> {
         let only = link
-            .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.to_owned())))
+            .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.into())))
             .transpose()?;
         let st = self.state();
         let mut out: Vec<(usize, LinkReservation)> = Vec::new();
@@ -260,7 +259,7 @@ impl Nis {
     fn prepare_owned(&self, req: &NetworkHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let mut st = self.state();
         let booked = self.book(&mut st, req)?;
-        let hold = Hold { id: Uuid::new_v4(), expires_at: self.clock.now() + self.lease_s };
+        let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
         Ok(hold)

@@ -1,10 +1,9 @@
 use std::sync::Arc;
 
-use uuid::Uuid;
-
 use super::*;
 use crate::clock::ManualClock;
 use crate::model::{Node, Site};
+use crate::protocol::TxnId;
 
 /// ```text
 ///  a --1000-- b --1000-- c
@@ -53,8 +52,8 @@ async fn route(n: &Nis, bw: u64) -> Option<Route> {
 
 fn hold(links: &[&str], bw: u64) -> NetworkHoldRequest {
     NetworkHoldRequest {
-        txn: Uuid::new_v4(),
-        links: links.iter().map(|s| s.to_string()).collect(),
+        txn: TxnId::new(),
+        links: links.iter().map(|s| (*s).into()).collect(),
         bandwidth_mbps: bw,
         start: 0,
         end: 100,

@@ -5,7 +5,7 @@
 //! hold is gone) or *indeterminate* (no answer, or the participant could not make the change
 //! durable): then nobody knows whether the change happened. Commit, abort and release are
 //! idempotent, so an indeterminate answer is retried a few times; if it stays indeterminate the
-//! caller must not pretend to know the result (see [`super::log`]).
+//! caller must not pretend to know the result (see [`crate::protocol::decision`]).
 
 use std::sync::Arc;
 use std::time::Duration;

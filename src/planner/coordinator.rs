@@ -4,16 +4,16 @@
 //! Phase 1 is whatever the search did not hold yet: under BBR (and BBR-overlay) the whole plan
 //! is prepared in one batch here, and a refused prepare aborts the batch and rejects the
 //! request; under BIR every part is already held. Then the decision (durable when there is a
-//! decision log, see [`super::log`]) and phase 2 ([`super::commit`]): commit every part, or
+//! decision log, see [`crate::protocol::decision`]) and phase 2 ([`super::commit`]): commit every part, or
 //! give every part back.
 
 use std::sync::Arc;
 
 use super::commit::{self, Phase2};
-use super::log::{crash_point, CommitLog, DecidedPart, Decision};
 use super::search::Attempt;
 use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
 use crate::model::{Outcome, OutcomeStatus};
+use crate::protocol::decision::{crash_point, DecidedPart, Decision, DecisionLog};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest};
 
 /// A booked part of the plan, as the commit phase sees it.
@@ -123,9 +123,9 @@ impl Attempt<'_> {
     }
 
     /// Phase 1 (BBR batch or BIR's holds), decision, phase 2; with a commit log, the decision
-    /// is made durable in the order [`CommitLog::shares_fate`] asks for, and a plan whose
-    /// phase 2 cannot be finished now is left in doubt (see [`super::log`]).
-    async fn book(mut self, log: Option<&dyn CommitLog>) -> PlanResult {
+    /// is made durable in the order [`DecisionLog::shares_fate`] asks for, and a plan whose
+    /// phase 2 cannot be finished now is left in doubt (see [`crate::protocol::decision`]).
+    async fn book(mut self, log: Option<&dyn DecisionLog>) -> PlanResult {
         let parts = match self.prepare_all().await {
             Ok(parts) => parts,
             Err(reason) => {

@@ -40,8 +40,6 @@
 
 mod commit;
 mod coordinator;
-/// The decision log and its records (they live in [`crate::protocol::decision`]).
-pub use crate::protocol::decision as log;
 mod recover;
 mod search;
 #[cfg(test)]
@@ -55,6 +53,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::clock::Clock;
 use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
+use crate::protocol::decision;
 pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
 use crate::protocol::{Catalogue, Compute, Network, Participant, ParticipantError};
@@ -126,9 +125,9 @@ pub enum Settlement {
     /// participant and the end logged) or rejected (nothing booked).
     Final,
     /// The log refused the decision: nothing is booked and nothing recorded; the outcome is
-    /// a rejection naming the log's error. [`log::LogError::Superseded`]: the request's
+    /// a rejection naming the log's error. [`decision::LogError::Superseded`]: the request's
     /// idempotency key passed to another request, which answers for it.
-    Undecided(log::LogError),
+    Undecided(decision::LogError),
     /// A commit decision is logged but its end is not (a participant or the log did not
     /// answer, or another coordinator took the transaction over): the plan is neither booked
     /// for sure nor rejected. Its outcome must not be reported; the recovery loop settles it.
@@ -144,7 +143,7 @@ pub struct PlanOptions<'a> {
     pub dry_run: bool,
     /// Where the coordinator logs its decision (durable two-phase commit; see [`log`]).
     /// `None`: nothing is logged (replay, the CLI, the simulator).
-    pub log: Option<&'a dyn log::CommitLog>,
+    pub log: Option<&'a dyn decision::DecisionLog>,
 }
 
 /// One planner instance. Several may share the same [`Services`] and compete.

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::commit::{commit_parts, compensate, Phase2, Tally};
-use super::log::{CommitLog, InDoubt};
 use super::Planner;
 use crate::model::Outcome;
+use crate::protocol::decision::{DecisionLog, InDoubt};
 use crate::protocol::{HoldId, HoldLifecycle, ParticipantError, ParticipantRef};
 
 /// What [`Planner::recover`] did.
@@ -43,9 +43,9 @@ impl Planner {
     ///
     /// A transaction whose participants or log do not answer definitely stays in doubt
     /// (counted in [`Recovery::unsettled`]) for the next round; so does one another
-    /// coordinator took over ([`super::log::LogError::Superseded`]). Transactions with no logged decision
+    /// coordinator took over ([`crate::protocol::decision::LogError::Superseded`]). Transactions with no logged decision
     /// need nothing: presumed abort, their holds end at their lease.
-    pub async fn recover(&self, in_doubt: &[InDoubt], log: &dyn CommitLog) -> Recovery {
+    pub async fn recover(&self, in_doubt: &[InDoubt], log: &dyn DecisionLog) -> Recovery {
         let mut report = Recovery::default();
         for t in in_doubt {
             match self.settle(t, log).await {
@@ -65,7 +65,7 @@ impl Planner {
 
     /// Settles one transaction: `Ok(true)` committed, `Ok(false)` compensated, `Err` still in
     /// doubt (why).
-    async fn settle(&self, t: &InDoubt, log: &dyn CommitLog) -> Result<bool, String> {
+    async fn settle(&self, t: &InDoubt, log: &dyn DecisionLog) -> Result<bool, String> {
         let parts: Vec<(Arc<dyn HoldLifecycle>, HoldId)> = t
             .parts
             .iter()

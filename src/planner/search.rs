@@ -11,7 +11,6 @@ use futures::future::join_all;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use uuid::Uuid;
 
 use super::Planner;
 use crate::calendar::{CapacityCalendar, SpanId};
@@ -63,11 +62,21 @@ impl Overlay {
     fn peak(cal: Option<&CapacityCalendar>, start: Time, end: Time) -> u64 {
         cal.map_or(0, |c| c.peak_usage(start, end))
     }
-    fn add(map: &mut HashMap<String, CapacityCalendar>, key: &str, start: Time, end: Time, amount: u64) -> SpanId {
-        let cal = map.entry(key.to_owned()).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
+    fn add<K: Eq + std::hash::Hash + for<'a> From<&'a str> + std::borrow::Borrow<str>>(
+        map: &mut HashMap<K, CapacityCalendar>,
+        key: &str,
+        start: Time,
+        end: Time,
+        amount: u64,
+    ) -> SpanId {
+        let cal = map.entry(K::from(key)).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
         cal.add(start, end, amount).expect("the overlay has room for any plan")
     }
-    fn remove(map: &mut HashMap<String, CapacityCalendar>, key: &str, span: SpanId) {
+    fn remove<K: Eq + std::hash::Hash + std::borrow::Borrow<str>>(
+        map: &mut HashMap<K, CapacityCalendar>,
+        key: &str,
+        span: SpanId,
+    ) {
         map.get_mut(key).and_then(|c| c.remove(span).ok()).expect("overlay span is booked");
     }
 }
@@ -143,7 +152,7 @@ impl<'a> Attempt<'a> {
             req,
             policy,
             style: method.into(),
-            txn: Uuid::new_v4(),
+            txn: TxnId::new(),
             rng: ChaCha8Rng::seed_from_u64(seed),
             candidates: Vec::new(),
             incident,

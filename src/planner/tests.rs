@@ -6,11 +6,11 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::local::LocalGrid;
+use crate::in_process::InProcessGrid;
 use crate::model::{from_time, Grid, Link, Node, OutcomeStatus, RawPlanRequest, Site, Time};
 use crate::nis::Routing;
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldLifecycle, ParticipantError,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldLifecycle, ParticipantError, TxnId,
 };
 
 const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
@@ -62,13 +62,13 @@ fn pair(os_a: &str, os_b: &str, cpus: u32, bandwidth_mbps: u64, deadline_after_s
     )
 }
 
-fn planner(local: &LocalGrid, policy: SelectionPolicy, method: ReservationMethod) -> Planner {
+fn planner(local: &InProcessGrid, policy: SelectionPolicy, method: ReservationMethod) -> Planner {
     let cfg = PlannerConfig { policy, method, w_interval_s: 0, ..Default::default() };
     Planner::new(cfg, local.services())
 }
 
-fn local(g: &Grid) -> LocalGrid {
-    LocalGrid::new(g, Arc::new(ManualClock::new(T0)), 120, Routing::Shortest)
+fn local(g: &Grid) -> InProcessGrid {
+    InProcessGrid::new(g, Arc::new(ManualClock::new(T0)), 120, Routing::Shortest)
 }
 
 #[tokio::test]
@@ -76,7 +76,7 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
-    let other = ComputeHoldRequest { txn: uuid::Uuid::new_v4(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
+    let other = ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
     let h = l.lis["s1"].prepare(&other).await.unwrap();
     l.lis["s1"].commit(h.id).await.unwrap();
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
@@ -138,16 +138,10 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0)];
     let g = grid(sites, [1000; 3]);
     let r = pair("linux", "linux", 10, 100, 20_000);
-    let busy = |l: &LocalGrid| {
+    let busy = |l: &InProcessGrid| {
         let lis = l.lis["s2"].clone();
         async move {
-            let h = ComputeHoldRequest {
-                txn: uuid::Uuid::new_v4(),
-                site: "s2".into(),
-                cpus: 16,
-                start: T0,
-                end: T0 + 3600,
-            };
+            let h = ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 16, start: T0, end: T0 + 3600 };
             let h = lis.prepare(&h).await.unwrap();
             lis.commit(h.id).await.unwrap();
         }
@@ -233,7 +227,7 @@ async fn a_plan_not_decided_within_w_interval_is_rejected() {
     // first fix and books nothing.
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let clock = Arc::new(ManualClock::new(T0));
-    let l = LocalGrid::new(&g, clock.clone(), 3600, Routing::Shortest);
+    let l = InProcessGrid::new(&g, clock.clone(), 3600, Routing::Shortest);
     let mut services = l.services();
     services.lis.insert("s1".into(), Arc::new(Slow(l.lis["s1"].clone(), clock.clone())));
     let p = Planner::new(PlannerConfig { w_interval_s: 300, ..Default::default() }, services);
@@ -248,13 +242,7 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let h = l.lis["cheap"]
-        .prepare(&ComputeHoldRequest {
-            txn: uuid::Uuid::new_v4(),
-            site: "cheap".into(),
-            cpus: 8,
-            start: T0,
-            end: T0 + 3600,
-        })
+        .prepare(&ComputeHoldRequest { txn: TxnId::new(), site: "cheap".into(), cpus: 8, start: T0, end: T0 + 3600 })
         .await
         .unwrap();
     l.lis["cheap"].commit(h.id).await.unwrap();
@@ -411,7 +399,7 @@ struct FakeLog {
     /// Refuse to record compensation and ends (a store outage during phase 2).
     fail_after_decision: bool,
     compensating: std::sync::Mutex<Vec<crate::protocol::TxnId>>,
-    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<log::DecidedPart>)>>,
+    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<decision::DecidedPart>)>>,
     finished: std::sync::Mutex<Vec<(crate::protocol::TxnId, bool)>>,
     /// (CPUs booked at s1, live holds at s1) when the decision was written: the order check.
     s1_at_decision: std::sync::Mutex<Option<(u64, usize)>>,
@@ -419,29 +407,33 @@ struct FakeLog {
 }
 
 #[async_trait]
-impl log::CommitLog for FakeLog {
+impl decision::DecisionLog for FakeLog {
     fn shares_fate(&self) -> bool {
         self.shares_fate
     }
-    async fn decide(&self, d: &log::Decision<'_>) -> Result<(), log::LogError> {
+    async fn decide(&self, d: &decision::Decision<'_>) -> Result<(), decision::LogError> {
         if self.fail {
-            return Err(log::LogError::Unavailable("disk full".into()));
+            return Err(decision::LogError::Unavailable("disk full".into()));
         }
         assert_eq!(d.outcome.status, OutcomeStatus::Committed);
         *self.s1_at_decision.lock().unwrap() = self.lis.as_ref().map(|l| (l.usage_at(T0 + 1), l.holds_outstanding()));
         self.decided.lock().unwrap().push((d.txn, d.parts.to_vec()));
         Ok(())
     }
-    async fn compensating(&self, txn: crate::protocol::TxnId) -> Result<(), log::LogError> {
+    async fn compensating(&self, txn: crate::protocol::TxnId) -> Result<(), decision::LogError> {
         if self.fail_after_decision {
-            return Err(log::LogError::Unavailable("store down".into()));
+            return Err(decision::LogError::Unavailable("store down".into()));
         }
         self.compensating.lock().unwrap().push(txn);
         Ok(())
     }
-    async fn finish(&self, txn: crate::protocol::TxnId, result: Result<(), &Outcome>) -> Result<(), log::LogError> {
+    async fn finish(
+        &self,
+        txn: crate::protocol::TxnId,
+        result: Result<(), &Outcome>,
+    ) -> Result<(), decision::LogError> {
         if self.fail_after_decision {
-            return Err(log::LogError::Unavailable("store down".into()));
+            return Err(decision::LogError::Unavailable("store down".into()));
         }
         self.finished.lock().unwrap().push((txn, result.is_ok()));
         Ok(())
@@ -500,17 +492,17 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
     let g = grid(sites, [1000; 3]);
     let clock = Arc::new(ManualClock::new(T0));
-    let l = LocalGrid::new(&g, clock.clone(), 120, Routing::Shortest);
+    let l = InProcessGrid::new(&g, clock.clone(), 120, Routing::Shortest);
     let p = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir);
     // Two transactions a crashed coordinator had decided: holds granted, no commit sent.
     let mut in_doubt = Vec::new();
     for (site_a, start) in [("s1", T0), ("s1", T0 + 5000)] {
-        let txn = uuid::Uuid::new_v4();
+        let txn = TxnId::new();
         let mut parts = Vec::new();
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
             let request = ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600 };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
-            parts.push(log::DecidedPart {
+            parts.push(decision::DecidedPart {
                 participant: ParticipantRef::Site(site.into()),
                 hold,
                 request: request.into(),
@@ -566,7 +558,7 @@ async fn phase_two_never_reports_committed_unless_every_commit_and_the_end_are_d
     let g = grid(sites, [1000; 3]);
     let r = pair("linux", "bsd", 8, 500, 10_000);
     let booked =
-        |l: &LocalGrid| (l.lis["s1"].usage_at(T0 + 1), l.lis["s2"].usage_at(T0 + 1), l.nis.usage_at("l13", T0 + 1));
+        |l: &InProcessGrid| (l.lis["s1"].usage_at(T0 + 1), l.lis["s2"].usage_at(T0 + 1), l.nis.usage_at("l13", T0 + 1));
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         // (a) s2's commit answers are lost (it did commit): in doubt, nothing released.
         let l = local(&g);
@@ -624,7 +616,7 @@ async fn a_lost_commit_answer_is_retried_not_compensated() {
         services.lis.insert("s2".into(), s2.clone());
         let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
         let log = FakeLog::default();
-        let opts = PlanOptions { dry_run: false, log: with_log.then_some(&log as &dyn log::CommitLog) };
+        let opts = PlanOptions { dry_run: false, log: with_log.then_some(&log as &dyn decision::DecisionLog) };
         let res = p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), opts).await;
         assert_eq!(res.outcome.status, OutcomeStatus::Committed, "log {with_log}");
         assert!(matches!(res.settlement, Settlement::Final));

@@ -1,28 +1,28 @@
 //! The coordinator's side of durable two-phase commit: the decision log and its records (a
 //! decided transaction's parts, a booked part, a transaction in doubt). They live in
-//! `protocol`, below the planner, so that the store implements [`CommitLog`] without knowing
-//! the planner; the planner re-exports this module as `planner::log`.
+//! `protocol`, below the planner, so that the store implements [`DecisionLog`] without knowing
+//! the planner.
 //!
-//! The planner is the 2PC coordinator of each plan. With a [`CommitLog`] (the service passes
+//! The planner is the 2PC coordinator of each plan. With a [`DecisionLog`] (the service passes
 //! one per request; replay, the CLI and the simulator pass none) it writes its decision
 //! before any participant hears it, so a restarted coordinator can finish what it started
 //! (presumed abort: a transaction with no logged decision was never committed anywhere, and
 //! its holds end at their lease).
 //!
-//! Two orders, chosen by [`CommitLog::shares_fate`]:
+//! Two orders, chosen by [`DecisionLog::shares_fate`]:
 //! - **remote, durable participants** (role-separated deployment): holds are journaled by
 //!   the participants ([`crate::protocol::Journaled`]); the planner logs the decision
-//!   ([`CommitLog::decide`]), sends every commit, then logs the end ([`CommitLog::finish`]).
+//!   ([`DecisionLog::decide`]), sends every commit, then logs the end ([`DecisionLog::finish`]).
 //!   A commit that gets no answer is retried (commit is idempotent); a participant that
 //!   refuses (its lease ran out) makes the coordinator log that it gives the transaction up
-//!   ([`CommitLog::compensating`]) *before* releasing anything, then compensate, then log the
+//!   ([`DecisionLog::compensating`]) *before* releasing anything, then compensate, then log the
 //!   end as rejected. If any of this cannot be done now (a participant or the log does not
 //!   answer), the plan stays in doubt and is never reported committed: a recovery loop
 //!   (the planner's `Planner::recover`) settles it once everything answers again.
 //! - **participants in the coordinator's own process** (all-in-one): their holds are not
 //!   journaled (a crash takes coordinator and participants down together, so a hold nobody
 //!   decided on dies with them, which is exactly presumed abort). The planner commits in
-//!   memory, then [`CommitLog::decide`] writes the decision *and the reservations* in one
+//!   memory, then [`DecisionLog::decide`] writes the decision *and the reservations* in one
 //!   database transaction: one durable write per booked plan. If that write fails, the
 //!   in-memory reservations are released and the request is rejected.
 
@@ -49,7 +49,7 @@ pub struct InDoubt {
     pub parts: Vec<DecidedPart>,
     /// The committed outcome logged with the decision.
     pub outcome: Outcome,
-    /// Its coordinator logged that it gives the transaction up ([`CommitLog::compensating`]):
+    /// Its coordinator logged that it gives the transaction up ([`DecisionLog::compensating`]):
     /// only the compensation remains to be finished.
     pub compensating: bool,
 }
@@ -101,9 +101,9 @@ impl LogError {
 
 /// The coordinator's durable decision log (see the module docs).
 #[async_trait]
-pub trait CommitLog: Send + Sync {
+pub trait DecisionLog: Send + Sync {
     /// True when the participants live in this process and journal none of the planner's
-    /// holds: then the planner commits in memory first and [`CommitLog::decide`] must make
+    /// holds: then the planner commits in memory first and [`DecisionLog::decide`] must make
     /// the parts durable as reservations.
     fn shares_fate(&self) -> bool;
     /// Records the commit decision; durable when it returns `Ok`.

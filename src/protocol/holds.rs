@@ -236,12 +236,11 @@ impl<P: Clone> HoldBook<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
 
     #[test]
     fn lifecycle_and_idempotence() {
         let mut b = HoldBook::default();
-        let (h1, h2, h3, t) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let (h1, h2, h3, t) = (HoldId::new(), HoldId::new(), HoldId::new(), TxnId::new());
         b.hold(h1, t, 1, 100);
         b.hold(h2, t, 2, 50);
         b.hold(h3, t, 3, 200);
@@ -260,13 +259,13 @@ mod tests {
         assert_eq!(b.release(h1), Ok(None));
         assert_eq!(b.release(h3), Err(ParticipantError::NotCommitted(h3)));
         assert_eq!(b.outstanding(), 0);
-        assert_eq!(b.commit(Uuid::nil()), Err(ParticipantError::UnknownHold(Uuid::nil())));
+        assert_eq!(b.commit(HoldId::nil()), Err(ParticipantError::UnknownHold(HoldId::nil())));
     }
 
     #[test]
     fn extend_moves_the_lease_and_fails_like_commit() {
         let mut b = HoldBook::default();
-        let (h1, h2, h3, t) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let (h1, h2, h3, t) = (HoldId::new(), HoldId::new(), HoldId::new(), TxnId::new());
         b.hold(h1, t, 1, 100);
         b.hold(h2, t, 2, 100);
         b.hold(h3, t, 3, 100);
@@ -282,7 +281,7 @@ mod tests {
         assert_eq!(active, vec![(h1, HoldState::Held { expires_at: 300 }, 1)]);
         b.commit(h1).unwrap();
         assert_eq!(b.extend(h1, 500), Err(ParticipantError::AlreadyCommitted(h1)));
-        assert_eq!(b.extend(Uuid::nil(), 5), Err(ParticipantError::UnknownHold(Uuid::nil())));
+        assert_eq!(b.extend(HoldId::nil(), 5), Err(ParticipantError::UnknownHold(HoldId::nil())));
         assert_eq!(b.active().map(|(_, st, _)| st).collect::<Vec<_>>(), vec![HoldState::Committed]);
         assert_eq!(b.expire(1_000), Vec::<i32>::new());
     }
@@ -290,14 +289,14 @@ mod tests {
     #[test]
     fn owner_is_recorded_per_hold_and_outlives_commit() {
         let mut b = HoldBook::default();
-        let (h1, h2, t) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let (h1, h2, t) = (HoldId::new(), HoldId::new(), TxnId::new());
         b.hold(h1, t, 1, 100);
         b.hold(h2, t, 2, 100);
         b.set_owner(h1, Some("planner-a".into()));
-        b.set_owner(Uuid::nil(), Some("nobody".into()));
+        b.set_owner(HoldId::nil(), Some("nobody".into()));
         assert_eq!(b.owner(h1), Some(Some("planner-a")));
         assert_eq!(b.owner(h2), Some(None), "a hold made without an owner has none");
-        assert_eq!(b.owner(Uuid::nil()), None, "unknown holds have no entry");
+        assert_eq!(b.owner(HoldId::nil()), None, "unknown holds have no entry");
         b.commit(h1).unwrap();
         b.release(h1).unwrap();
         assert_eq!(b.owner(h1), Some(Some("planner-a")));

@@ -307,11 +307,10 @@ impl Catalogue for HttpCatalogue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
 
     #[test]
     fn participant_errors_round_trip_as_json() {
-        let h = Uuid::new_v4();
+        let h = HoldId::new();
         for e in [
             ParticipantError::Capacity { start: 1, end: 2, requested: 3, free: 1 },
             ParticipantError::LinkCapacity { link: "l1".into(), start: 1, end: 2, requested: 3, free: 1 },
@@ -339,7 +338,7 @@ mod tests {
 
     #[test]
     fn slugs_map_without_participant_error() {
-        let h = Uuid::new_v4();
+        let h = HoldId::new();
         let body = r#"{"type":"urn:coreserve:problem:hold-expired","title":"t","status":409,"detail":"d"}"#;
         assert_eq!(decode_error(409, body, Some(h), "u"), ParticipantError::HoldExpired(h));
         assert_eq!(decode_error(404, "{}", Some(h), "u"), ParticipantError::UnknownHold(h));
@@ -369,7 +368,7 @@ mod wire_tests {
         let j = serde_json::to_string(&offer).unwrap();
         assert_eq!(serde_json::from_str::<ComputeOffer>(&j).unwrap(), offer, "{j}");
         let hold = HoldRequest::Network(NetworkHoldRequest {
-            txn: uuid::Uuid::nil(),
+            txn: TxnId::nil(),
             links: vec!["l1".into()],
             bandwidth_mbps: 10,
             start: 0,

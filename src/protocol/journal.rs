@@ -91,7 +91,7 @@ impl JournalError {
 }
 
 /// The error of the backend behind a protocol trait ([`Journal`], the decision log's
-/// [`super::decision::CommitLog`]), carried by [`JournalError`] and
+/// [`super::decision::DecisionLog`]), carried by [`JournalError`] and
 /// [`super::decision::LogError`] without `protocol` depending on the store or sqlx.
 ///
 /// Transparent: it displays as the cause and its `source()` is the cause's source (it adds no
@@ -295,7 +295,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::lis::Lis;
     use crate::model::Site;
-    use crate::protocol::ComputeHoldRequest;
+    use crate::protocol::{ComputeHoldRequest, TxnId};
 
     #[derive(Default)]
     struct Recorder {
@@ -321,7 +321,7 @@ mod tests {
     }
 
     fn req(cpus: u32) -> ComputeHoldRequest {
-        ComputeHoldRequest { txn: uuid::Uuid::nil(), site: "s1".into(), cpus, start: 0, end: 100 }
+        ComputeHoldRequest { txn: TxnId::nil(), site: "s1".into(), cpus, start: 0, end: 100 }
     }
 
     #[tokio::test]

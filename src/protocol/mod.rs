@@ -28,15 +28,19 @@ pub use yielding::Yielding;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::calendar::CalendarError;
 use crate::model::{ComputeDemand, LinkId, SiteId, Time};
 
-/// Identifier of a hold (and, after commit, of the reservation it became).
-pub type HoldId = Uuid;
-/// Identifier of one planning transaction (all holds of one plan attempt share it).
-pub type TxnId = Uuid;
+crate::model::uuid_id! {
+    /// Identifier of a hold (and, after commit, of the reservation it became).
+    HoldId
+}
+
+crate::model::uuid_id! {
+    /// Identifier of one planning transaction (all holds of one plan attempt share it).
+    TxnId
+}
 
 /// Which participant keeps a hold: the LIS of a site, or the NIS.
 ///
@@ -66,7 +70,7 @@ impl std::str::FromStr for ParticipantRef {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.split_once(':') {
             None if s == "network" => Ok(ParticipantRef::Network),
-            Some(("site", id)) if !id.is_empty() => Ok(ParticipantRef::Site(id.to_owned())),
+            Some(("site", id)) if !id.is_empty() => Ok(ParticipantRef::Site(id.into())),
             _ => Err(format!("bad participant `{s}`; expected site:ID or network")),
         }
     }

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::model::{Grid, Outcome, Site, Time};
 use crate::protocol::decision::InDoubt;
-use crate::protocol::{HoldState, Journal, JournalEntry, JournalError, TxnId};
+use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, TxnId};
 
 /// Where a journaled hold stands beyond its [`HoldState`] (the `state` column in PostgreSQL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,12 +65,12 @@ struct Inner {
     /// `(user, key)` -> its claim, and `(plan, fingerprint)` once done.
     keys: HashMap<(String, String), KeyRow>,
     tokens: HashMap<String, TokenRecord>,
-    holds: HashMap<Uuid, Row>,
+    holds: HashMap<HoldId, Row>,
     /// Decided transactions.
     txns: HashMap<TxnId, TxnRow>,
     grid: Option<Grid>,
     /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
-    owners: HashMap<Uuid, String>,
+    owners: HashMap<HoldId, String>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -356,7 +356,7 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
         let live = self.live_holds(now).await?;
         let g = self.lock();
         Ok(live.into_iter().filter_map(|h| g.owners.get(&h.hold).map(|o| (h.hold, o.clone()))).collect())
@@ -384,9 +384,12 @@ impl Store for MemoryStore {
     }
 
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
-        if let Some(g) = self.lock().grid.as_mut() {
-            if let Some(s) = g.sites.iter_mut().find(|s| s.id == site.id) {
-                *s = site.clone();
+        let mut inner = self.lock();
+        if let Some(g) = inner.grid.as_ref() {
+            // The caller checked the site against the grid; a site the grid lacks is ignored,
+            // like the PostgreSQL store's UPDATE of no row.
+            if let Ok(updated) = g.with_site(site.clone()) {
+                inner.grid = Some(updated);
             }
         }
         Ok(())

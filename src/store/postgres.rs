@@ -25,7 +25,7 @@ use super::{
 };
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
 use crate::protocol::decision::{Booking, DecidedPart, InDoubt};
-use crate::protocol::{HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
+use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
 
 /// A pool of connections to one PostgreSQL database.
 #[derive(Clone)]
@@ -103,9 +103,9 @@ impl Journal for PgStore {
                 sqlx::query!(
                     "INSERT INTO reservations (hold, participant, txn, request, start_at, end_at, state, expires_at, via_api, owner)
                      VALUES ($1, $2, $3, $4, $5, $6, 'held', $7, $8, $9) ON CONFLICT (hold) DO NOTHING",
-                    hold,
+                    hold.as_uuid(),
                     participant.to_string(),
-                    txn,
+                    txn.as_uuid(),
                     Json(request) as _,
                     from_time(start),
                     from_time(end),
@@ -117,20 +117,20 @@ impl Journal for PgStore {
             JournalEntry::Committed { hold } => sqlx::query!(
                 "UPDATE reservations SET state = 'committed', expires_at = NULL, updated_at = now()
                  WHERE hold = $1 AND state IN ('held', 'expired')",
-                hold,
+                hold.as_uuid(),
             ),
             JournalEntry::Aborted { hold } => sqlx::query!(
                 "UPDATE reservations SET state = 'aborted', updated_at = now() WHERE hold = $1 AND state = 'held'",
-                hold,
+                hold.as_uuid(),
             ),
             JournalEntry::Released { hold } => sqlx::query!(
                 "UPDATE reservations SET state = 'released', updated_at = now() WHERE hold = $1 AND state = 'committed'",
-                hold,
+                hold.as_uuid(),
             ),
             JournalEntry::Extended { hold, expires_at } => sqlx::query!(
                 "UPDATE reservations SET state = 'held', expires_at = $2, updated_at = now()
                  WHERE hold = $1 AND state IN ('held', 'expired')",
-                hold,
+                hold.as_uuid(),
                 from_time(*expires_at),
             ),
         };
@@ -340,7 +340,7 @@ impl Store for PgStore {
         // (it would take them for text).
         let (plan, d) = (r.plan, &r.decision);
         let rows: &[DecidedPart] = if r.reservations { d.parts } else { &[] };
-        let holds: Vec<Uuid> = rows.iter().map(|p| p.hold).collect();
+        let holds: Vec<Uuid> = rows.iter().map(|p| p.hold.as_uuid()).collect();
         let who: Vec<String> = rows.iter().map(|p| p.participant.to_string()).collect();
         let requests: Vec<String> =
             rows.iter().map(|p| serde_json::to_string(&p.request).expect("a hold request serialises")).collect();
@@ -376,7 +376,7 @@ impl Store for PgStore {
                    $17::jsonb
                FROM ok WHERE go
                RETURNING id"#,
-            d.txn,
+            d.txn.as_uuid(),
             plan.id,
             Json(d.parts) as _,
             Json(d.outcome) as _,
@@ -437,7 +437,7 @@ impl Store for PgStore {
     async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
         let r = sqlx::query!(
             "UPDATE transactions SET compensating = true WHERE txn = $1 AND claim = $2 AND finished_at IS NULL",
-            txn,
+            txn.as_uuid(),
             claim.id,
         )
         .execute(&self.pool)
@@ -458,7 +458,7 @@ impl Store for PgStore {
                        p AS (
                            UPDATE plans SET status = 'committed' WHERE id = (SELECT plan_id FROM t) AND status = 'pending')
                        SELECT count(*) AS "finished!" FROM t"#,
-                    txn,
+                    txn.as_uuid(),
                     claim.id,
                 )
                 .fetch_one(&self.pool)
@@ -476,7 +476,7 @@ impl Store for PgStore {
                            UPDATE plans SET status = 'rejected', outcome = $3, bookings = '[]', start = NULL
                            WHERE id = (SELECT plan_id FROM t))
                        SELECT count(*) AS "finished!" FROM t"#,
-                    txn,
+                    txn.as_uuid(),
                     claim.id,
                     Json(outcome) as _,
                 )
@@ -508,7 +508,8 @@ impl Store for PgStore {
         let mut taken: Vec<(DateTime<Utc>, InDoubt)> = rows
             .into_iter()
             .map(|r| {
-                let t = InDoubt { txn: r.txn, parts: r.parts.0, outcome: r.outcome.0, compensating: r.compensating };
+                let t =
+                    InDoubt { txn: r.txn.into(), parts: r.parts.0, outcome: r.outcome.0, compensating: r.compensating };
                 (r.decided_at, t)
             })
             .collect();
@@ -530,7 +531,7 @@ impl Store for PgStore {
             .into_iter()
             .map(|r| StoredHold {
                 participant: r.participant,
-                hold: r.hold,
+                hold: r.hold.into(),
                 request: r.request.0,
                 state: match (r.state, r.expires_at) {
                     (RowState::Held, Some(t)) => HoldState::Held { expires_at: to_time(&t) },
@@ -541,7 +542,7 @@ impl Store for PgStore {
             .collect())
     }
 
-    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(Uuid, String)>, StoreError> {
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT hold, owner AS "owner!" FROM reservations
                WHERE owner IS NOT NULL AND (state = 'committed' OR (state = 'held' AND expires_at > $1))"#,
@@ -549,7 +550,7 @@ impl Store for PgStore {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.into_iter().map(|r| (r.hold, r.owner)).collect())
+        Ok(rows.into_iter().map(|r| (r.hold.into(), r.owner)).collect())
     }
 
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
@@ -567,13 +568,13 @@ impl Store for PgStore {
         sqlx::query!(
             "INSERT INTO topology (id, nodes, links) VALUES (1, $1, $2)
              ON CONFLICT (id) DO UPDATE SET nodes = EXCLUDED.nodes, links = EXCLUDED.links, updated_at = now()",
-            Json(&grid.nodes) as _,
-            Json(&grid.links) as _,
+            Json(grid.nodes()) as _,
+            Json(grid.links()) as _,
         )
         .execute(&mut *tx)
         .await?;
         sqlx::query!("DELETE FROM sites").execute(&mut *tx).await?;
-        for site in &grid.sites {
+        for site in grid.sites() {
             sqlx::query!("INSERT INTO sites (id, site) VALUES ($1, $2)", site.id.as_str(), Json(site) as _)
                 .execute(&mut *tx)
                 .await?;

@@ -435,7 +435,8 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     use coreserve::planner::{Planner, PlannerConfig, Services};
     use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
     use coreserve::protocol::{
-        Compute, ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant, ParticipantError as P,
+        Compute, ComputeHoldRequest, HoldId, HoldLifecycle, NetworkHoldRequest, Participant, ParticipantError as P,
+        TxnId,
     };
 
     let app = TestApp::spawn().await;
@@ -444,7 +445,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let nis = HttpParticipant::network(&app.base, token.clone());
     let t0 = Utc::now().timestamp() + 3600;
     let (start, end) = (t0, t0 + 3600);
-    let txn = uuid::Uuid::new_v4();
+    let txn = TxnId::new();
 
     let too_big = ComputeHoldRequest { txn, site: "s1".into(), cpus: 17, start, end };
     assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
@@ -458,7 +459,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     s1.commit(h.id).await.unwrap();
     assert_eq!(s1.abort(h.id).await, Err(P::AlreadyCommitted(h.id)));
     s1.release(h.id).await.unwrap();
-    let ghost = uuid::Uuid::new_v4();
+    let ghost = HoldId::new();
     assert_eq!(s1.commit(ghost).await, Err(P::UnknownHold(ghost)));
     let nowhere = HttpParticipant::site(&app.base, "s9", token.clone());
     assert_eq!(nowhere.commit(ghost).await, Err(P::UnknownHold(ghost)), "404 for an unknown site's hold");
@@ -474,7 +475,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
             .iter()
             .map(|s| {
                 (
-                    s.to_string(),
+                    (*s).into(),
                     Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant<Compute>>,
                 )
             })

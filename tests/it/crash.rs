@@ -1,6 +1,6 @@
 //! Crash tests of durable two-phase commit: real `coreserve serve` processes on PostgreSQL,
 //! killed with SIGKILL (`kill -9`) or aborted at a fault-injection point
-//! (`CORESERVE_CRASH_AT=after-prepare|after-decision`, see `coreserve::planner::log`), then
+//! (`CORESERVE_CRASH_AT=after-prepare|after-decision`, see `coreserve::protocol::decision`), then
 //! restarted on the same database. After every restart:
 //! - every plan a client saw committed is still committed, and booked in full;
 //! - no site is overbooked (the calendars rebuilt from the journal are checked against every

@@ -456,8 +456,8 @@ async fn role_separated(db: &str, grid: &std::path::Path, dir: &std::path::Path)
         let args = strings(&["--role", "lis", "--site", s, "--lease-s", &lease]);
         procs.push(Proc::start(&name, launch(db, grid, dir, &name, &args)));
     }
-    for i in 1..=3 {
-        proxies.insert(i, proxy(procs[i].url.clone()).await);
+    for (i, p) in procs.iter().enumerate().take(4).skip(1) {
+        proxies.insert(i, proxy(p.url.clone()).await);
     }
     // planner-1 reaches the participants through the proxies, planner-2 directly.
     for (name, via_proxy) in [("planner-1", true), ("planner-2", false)] {

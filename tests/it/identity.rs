@@ -8,6 +8,7 @@
 
 use coreserve::api::config::TlsFiles;
 use coreserve::api::{RemoteServices, Role, ServeConfig};
+use coreserve::protocol::HoldId;
 use reqwest::{Client, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -85,13 +86,13 @@ async fn another_principal_cannot_release_a_booked_plans_hold() {
 #[tokio::test]
 async fn another_principals_hold_is_a_typed_refusal_over_http() {
     use coreserve::protocol::http::HttpParticipant;
-    use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, Participant, ParticipantError};
+    use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, Participant, ParticipantError, TxnId};
     coreserve::protocol::http::install_crypto_provider();
     let app = spawn().await;
     let (planner_1, planner_2) = (app.token("planner-1", true).await, app.token("planner-2", true).await);
     let as_principal = |token: &str| HttpParticipant::site(&app.base, "s1", Some(token.to_owned()));
     let start = chrono::Utc::now().timestamp() + 3600;
-    let req = ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus: 4, start, end: start + 600 };
+    let req = ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 4, start, end: start + 600 };
     let hold = as_principal(&planner_1).prepare(&req).await.unwrap();
     let other = as_principal(&planner_2);
     assert_eq!(other.commit(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
@@ -154,7 +155,7 @@ async fn only_the_owner_drives_its_holds() {
     assert_eq!(app.post_empty(&format!("/v1/holds/{net}/abort"), ADMIN).await.status(), StatusCode::OK);
 
     // Restart on the same database: the journal brings the owner back.
-    let owner = Uuid::parse_str(&rest).unwrap();
+    let owner: HoldId = rest.parse().unwrap();
     let again = app.restarted().await;
     assert_eq!(again.state.participants.lis["s2"].owner(owner), Some(Some("planner-a".into())));
     let c = Client::new();

@@ -11,7 +11,7 @@ use coreserve::clock::{Clock, ManualClock};
 use coreserve::lis::Lis;
 use coreserve::model::Site;
 use coreserve::protocol::{
-    ComputeHoldRequest, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Participant, ParticipantRef,
+    ComputeHoldRequest, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Participant, ParticipantRef, TxnId,
 };
 use coreserve::store::{MemoryStore, PgStore, Store};
 use proptest::prelude::*;
@@ -66,7 +66,7 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
         // acknowledged must be durable.
         match *op {
             Op::Prepare { cpus, start, len } => {
-                let txn = uuid::Uuid::new_v4();
+                let txn = TxnId::new();
                 let req = ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end: start + len };
                 if let Ok(h) = p.prepare(&req).await {
                     holds.push(h.id);

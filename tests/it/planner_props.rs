@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use coreserve::check::check_outcomes;
 use coreserve::clock::ManualClock;
-use coreserve::local::LocalGrid;
+use coreserve::in_process::InProcessGrid;
 use coreserve::model::{
-    from_time, Grid, Link, Node, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy, Site,
+    from_time, Grid, Link, Node, NodeId, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod,
+    SelectionPolicy, Site,
 };
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
@@ -20,11 +21,11 @@ const T0: i64 = 1_767_225_600;
 fn grid_strategy() -> impl Strategy<Value = Grid> {
     (2usize..6, prop::collection::vec((8u32..40, 0usize..2, 1u32..4), 2..6), prop::collection::vec(100u64..2000, 6))
         .prop_map(|(nodes, sites, caps)| {
-            let node_ids: Vec<String> = (0..nodes).map(|i| format!("n{i}")).collect();
+            let node_ids: Vec<NodeId> = (0..nodes).map(|i| format!("n{i}").into()).collect();
             // a ring, plus one chord when there are enough nodes
             let mut links: Vec<Link> = (0..nodes)
                 .map(|i| Link {
-                    id: format!("l{i}"),
+                    id: format!("l{i}").into(),
                     a: node_ids[i].clone(),
                     b: node_ids[(i + 1) % nodes].clone(),
                     capacity_mbps: caps[i % caps.len()],
@@ -38,7 +39,7 @@ fn grid_strategy() -> impl Strategy<Value = Grid> {
                 .into_iter()
                 .enumerate()
                 .map(|(i, (cpus, os, price))| Site {
-                    id: format!("s{i}"),
+                    id: format!("s{i}").into(),
                     node: node_ids[i % nodes].clone(),
                     cpus,
                     os: ["linux", "bsd"][os].into(),
@@ -96,7 +97,7 @@ proptest! {
         let policy = SelectionPolicy::ALL[policy];
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
         let (outcomes, outstanding) = rt.block_on(async {
-            let local = LocalGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
             let planners: Vec<Arc<Planner>> = (0..3)
                 .map(|p| Arc::new(Planner::new(
                     PlannerConfig { name: format!("p{p}"), w_interval_s: 600, policy, method, seed: p, ..Default::default() },
@@ -127,7 +128,7 @@ proptest! {
         let policy = SelectionPolicy::ALL[policy];
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let outcomes = rt.block_on(async {
-            let local = LocalGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
             let cfg = PlannerConfig { w_interval_s: 600, policy, method: ReservationMethod::BbrOverlay, ..Default::default() };
             let planner = Planner::new(cfg, local.services());
             let mut outcomes = Vec::new();

@@ -203,7 +203,7 @@ fn command_line_round_trip_on_real_files() {
         let g = out(&format!("{kind}.json"));
         run(&["grid", "generate", kind, "--seed", "4", "--out", &p(&g)]);
         let grid: Grid = serde_json::from_str(&std::fs::read_to_string(&g).unwrap()).unwrap();
-        assert!(!grid.sites.is_empty());
+        assert!(!grid.sites().is_empty());
     }
     // Bad input: a clear error, non-zero exit, nothing written.
     let o = Command::new(env!("CARGO_BIN_EXE_coreserve"))

@@ -355,7 +355,7 @@ async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
     let path = with_class(&dom, "line", "path-link");
     assert_eq!(path.len(), path_links(&workflow).len(), "each link of the path once");
     assert_eq!(attr_set(&path, "data-link"), path_links(&workflow), "exactly the plan's links");
-    assert_eq!(with_class(&dom, "line", "link").len() + path.len(), europe().links.len());
+    assert_eq!(with_class(&dom, "line", "link").len() + path.len(), europe().links().len());
     let marked: BTreeSet<String> = with_class(&dom, "circle", "plan-site")
         .iter()
         .flat_map(|c| c["data-sites"].split(' ').map(str::to_owned).collect::<Vec<_>>())

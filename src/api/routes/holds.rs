@@ -11,7 +11,6 @@ use actix_web::{web, HttpRequest};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
-use uuid::Uuid;
 
 use crate::api::auth::Caller;
 use crate::api::body::parse;
@@ -23,7 +22,7 @@ use crate::protocol::{Hold, HoldId, HoldLifecycle};
 /// A hold: its id and lease end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HoldView {
-    pub id: Uuid,
+    pub id: HoldId,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -36,7 +35,7 @@ impl From<Hold> for HoldView {
 /// What became of a hold after commit or abort.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct HoldResult {
-    pub id: Uuid,
+    pub id: HoldId,
     /// `committed` or `aborted`.
     pub state: String,
 }
@@ -62,7 +61,7 @@ fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Ar
 }
 
 /// Commit a hold (idempotent).
-#[utoipa::path(post, path = "/v1/holds/{id}/commit", operation_id = "commit_hold", tag = "holds", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/holds/{id}/commit", operation_id = "commit_hold", tag = "holds", params(("id" = HoldId, Path)),
     responses(
         (status = 200, body = HoldResult),
         (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
@@ -74,14 +73,14 @@ fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Ar
 pub async fn commit(
     state: web::Data<AppState>,
     caller: Caller,
-    id: web::Path<Uuid>,
+    id: web::Path<HoldId>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
     owner(&state, &caller, *id, "commit")?.commit(*id).await?;
     Ok(web::Json(HoldResult { id: *id, state: "committed".into() }))
 }
 
 /// Abort a hold (idempotent; aborting an expired hold is fine).
-#[utoipa::path(post, path = "/v1/holds/{id}/abort", operation_id = "abort_hold", tag = "holds", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/holds/{id}/abort", operation_id = "abort_hold", tag = "holds", params(("id" = HoldId, Path)),
     responses(
         (status = 200, body = HoldResult),
         (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
@@ -93,7 +92,7 @@ pub async fn commit(
 pub async fn abort(
     state: web::Data<AppState>,
     caller: Caller,
-    id: web::Path<Uuid>,
+    id: web::Path<HoldId>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
     owner(&state, &caller, *id, "abort")?.abort(*id).await?;
     state.metrics.aborted();
@@ -101,7 +100,7 @@ pub async fn abort(
 }
 
 /// Give a live hold a new lease of `lease_s` seconds from now.
-#[utoipa::path(post, path = "/v1/holds/{id}/extend", operation_id = "extend_hold", tag = "holds", params(("id" = Uuid, Path)), request_body = ExtendBody,
+#[utoipa::path(post, path = "/v1/holds/{id}/extend", operation_id = "extend_hold", tag = "holds", params(("id" = HoldId, Path)), request_body = ExtendBody,
     responses(
         (status = 200, body = HoldView),
         (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
@@ -114,7 +113,7 @@ pub async fn abort(
 pub async fn extend(
     state: web::Data<AppState>,
     caller: Caller,
-    id: web::Path<Uuid>,
+    id: web::Path<HoldId>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<web::Json<HoldView>, ApiError> {

@@ -4,7 +4,6 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
 
 use super::holds::HoldView;
 use super::sites::{visible_hold, ReservationState, WindowQuery};
@@ -15,7 +14,7 @@ use crate::api::state::AppState;
 use crate::model::{from_time, Link, LinkId, Node};
 use crate::nis::LinkReservation;
 use crate::planner::ParticipantRef;
-use crate::protocol::{NetworkHoldRequest, NetworkQuery, Participant};
+use crate::protocol::{HoldId, NetworkHoldRequest, NetworkQuery, Participant, TxnId};
 
 /// The topology: nodes and links with their capacities.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -63,7 +62,7 @@ pub struct LinkReservationView {
     /// The hold's id: shown only to the principal that prepared it and to admins (another
     /// principal's booking is listed without it, so that its id cannot be used against it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hold: Option<Uuid>,
+    pub hold: Option<HoldId>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     /// Booked bandwidth (Mbit/s).
@@ -95,7 +94,7 @@ impl LinkReservationView {
 #[serde(deny_unknown_fields)]
 pub struct NetworkHoldBody {
     #[serde(default)]
-    pub txn: Option<Uuid>,
+    pub txn: Option<TxnId>,
     /// The path (e.g. from `GET /v1/network/route`); all links are held or none.
     #[schema(min_items = 1)]
     pub links: Vec<LinkId>,
@@ -112,7 +111,7 @@ pub struct NetworkHoldBody {
     responses((status = 200, body = NetworkView), (status = 401, body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn topology(state: web::Data<AppState>, _caller: Caller) -> web::Json<NetworkView> {
-    web::Json(NetworkView { nodes: state.grid.nodes.clone(), links: state.grid.links.clone() })
+    web::Json(NetworkView { nodes: state.grid.nodes().to_vec(), links: state.grid.links().to_vec() })
 }
 
 fn interval(state: &AppState, start: &DateTime<Utc>, end: &DateTime<Utc>) -> Result<(i64, i64), ApiError> {
@@ -138,8 +137,8 @@ pub async fn route(
         return Err(ApiError::invalid("bandwidth_mbps must be > 0"));
     }
     let query = NetworkQuery {
-        from_site: q.from_site.clone(),
-        to_site: q.to_site.clone(),
+        from_site: q.from_site.as_str().into(),
+        to_site: q.to_site.as_str().into(),
         bandwidth_mbps: q.bandwidth_mbps,
         start,
         end,
@@ -224,7 +223,7 @@ pub async fn hold(
     }
     let b = body;
     let hold_req = NetworkHoldRequest {
-        txn: b.txn.unwrap_or_else(Uuid::new_v4),
+        txn: b.txn.unwrap_or_else(TxnId::new),
         links: b.links,
         bandwidth_mbps: b.bandwidth_mbps,
         start,

@@ -17,7 +17,6 @@
 use std::sync::Arc;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use uuid::Uuid;
 
 use crate::api::auth::Caller;
 use crate::api::body::{parse, parse_optional};
@@ -26,8 +25,8 @@ use crate::api::state::AppState;
 use crate::model::{ComputeDemand, SiteId};
 use crate::protocol::http::Extend;
 use crate::protocol::{
-    Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, NetworkHoldRequest, NetworkQuery, Participant,
-    ParticipantRef, Route,
+    Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest, NetworkQuery,
+    Participant, ParticipantRef, Route,
 };
 use crate::protocol::{Compute, Network};
 
@@ -67,7 +66,7 @@ async fn lifecycle(
     req: &HttpRequest,
     caller: &Caller,
     who: ParticipantRef,
-    id: Uuid,
+    id: HoldId,
     verb: &str,
     body: &[u8],
 ) -> Result<HttpResponse, ApiError> {
@@ -120,12 +119,12 @@ pub async fn site_prepare(
 pub async fn site_lifecycle(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(String, Uuid, String)>,
+    path: web::Path<(String, HoldId, String)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let (s, id, verb) = path.into_inner();
-    lifecycle(&state, &req, &caller, ParticipantRef::Site(s), id, &verb, &body).await
+    lifecycle(&state, &req, &caller, ParticipantRef::Site(s.into()), id, &verb, &body).await
 }
 
 /// NIS query.
@@ -156,7 +155,7 @@ pub async fn net_prepare(
 pub async fn net_lifecycle(
     state: web::Data<AppState>,
     caller: Caller,
-    path: web::Path<(Uuid, String)>,
+    path: web::Path<(HoldId, String)>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {

@@ -18,17 +18,16 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
-use crate::api::commit_log::{PlanMeta, StoreLog};
 use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
+use crate::api::decision_log::{PlanMeta, StoreDecisionLog};
 use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{
-    ComputeDemand, JobPlacement, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod,
-    SelectionPolicy, TransferPlacement,
+    ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
-use crate::planner::log::LogError;
 use crate::planner::{PlanOptions, Settlement};
+use crate::protocol::decision::LogError;
 use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
 
 /// `POST /v1/plans` body: a plan request in the model's format, without `user` (the token's)
@@ -71,52 +70,23 @@ pub struct PlanBody {
     pub method: Option<ReservationMethod>,
 }
 
-/// A plan: the planner's outcome plus the API's record (`id`, owner, status, times).
+/// A plan: the API's record (`id`, owner, times) and, flattened beside it, the planner's
+/// outcome with the plan's status (pending, committed, rejected, cancelled or planned).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PlanView {
     /// The plan's own id.
     pub id: Uuid,
-    /// The request's `id` (the client's reference).
-    pub request_id: String,
     pub user: String,
-    pub status: PlanStatus,
-    /// Why a plan was rejected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Application start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub start: Option<DateTime<Utc>>,
-    pub jobs: Vec<JobPlacement>,
-    pub transfers: Vec<TransferPlacement>,
-    pub cost: f64,
-    pub planning_ms: f64,
-    pub planner: String,
-    pub messages: u64,
-    pub holds_aborted: u64,
     pub created_at: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_at: Option<DateTime<Utc>>,
+    #[serde(flatten)]
+    pub outcome: Outcome<PlanStatus>,
 }
 
 impl PlanView {
     fn new(id: Uuid, user: &str, status: PlanStatus, o: &Outcome, created_at: DateTime<Utc>) -> Self {
-        PlanView {
-            id,
-            request_id: o.request_id.clone(),
-            user: user.to_owned(),
-            status,
-            reason: o.reason.clone(),
-            start: o.start,
-            jobs: o.jobs.clone(),
-            transfers: o.transfers.clone(),
-            cost: o.cost,
-            planning_ms: o.planning_ms,
-            planner: o.planner.clone(),
-            messages: o.messages,
-            holds_aborted: o.holds_aborted,
-            created_at,
-            cancelled_at: None,
-        }
+        PlanView { id, user: user.to_owned(), created_at, cancelled_at: None, outcome: o.clone().with_status(status) }
     }
 }
 
@@ -289,8 +259,8 @@ pub async fn create(
             key: key.as_deref().map(|k| (k, print.as_str())),
         };
         let (id, created_at) = (meta.id, meta.created_at);
-        // The decision, this plan and its key are one durable write (see api::commit_log).
-        let log = StoreLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
+        // The decision, this plan and its key are one durable write (see api::decision_log).
+        let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
         let result = st.planners.lend().plan_with(&plan, PlanOptions { dry_run: false, log: Some(&log) }).await;
         let o = result.outcome;
         let seconds = o.planning_ms / 1000.0;

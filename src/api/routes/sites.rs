@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
-use uuid::Uuid;
 
 use super::holds::HoldView;
 use crate::api::auth::Caller;
@@ -19,9 +18,9 @@ use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::lis::SiteUpdateError;
-use crate::model::{from_time, NodeId, Site};
+use crate::model::{from_time, NodeId, Site, SiteId};
 use crate::planner::ParticipantRef;
-use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant};
+use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant, TxnId};
 use crate::store::{PlanFilter, PlanStatus};
 
 /// `PUT /v1/sites/{id}` body (the site without its id, which is in the path).
@@ -113,7 +112,7 @@ pub struct ReservationView {
     /// The hold's id: shown only to the principal that prepared it and to admins (another
     /// principal's booking is listed without it, so that its id cannot be used against it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hold: Option<Uuid>,
+    pub hold: Option<HoldId>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub cpus: u64,
@@ -129,7 +128,7 @@ pub struct ReservationView {
 pub struct SiteHoldBody {
     /// Transaction id (default: fresh).
     #[serde(default)]
-    pub txn: Option<Uuid>,
+    pub txn: Option<TxnId>,
     /// CPUs, 1 ..= 2^30.
     #[schema(minimum = 1, maximum = 1073741824)]
     pub cpus: u32,
@@ -186,7 +185,7 @@ pub async fn put(
 ) -> Result<web::Json<Site>, ApiError> {
     caller.require_admin()?;
     let body: SiteBody = parse(&req, &body)?;
-    let id = id.into_inner();
+    let id = SiteId::from(id.into_inner());
     let lis = state.participants.lis.get(&id).ok_or_else(|| {
         ApiError::invalid(format!(
             "site `{id}` does not exist; adding sites at run time is not supported (add it to grid.json and restart)"
@@ -217,7 +216,7 @@ async fn os_in_use(state: &AppState, site: &str, holds: &[HoldId]) -> Result<Api
         let mine: Vec<HoldId> = p
             .bookings
             .iter()
-            .filter(|b| b.participant == ParticipantRef::Site(site.to_owned()) && wanted.contains(&b.hold))
+            .filter(|b| b.participant == ParticipantRef::Site(site.into()) && wanted.contains(&b.hold))
             .map(|b| b.hold)
             .collect();
         if !mine.is_empty() {
@@ -276,11 +275,16 @@ pub async fn availability(
     if q.cpus == 0 || q.duration_s <= 0 {
         return Err(ApiError::invalid("cpus and duration_s must be > 0"));
     }
-    let query =
-        ComputeQuery { site: id.clone(), cpus: q.cpus, duration_s: q.duration_s, window_start: from, deadline: to };
+    let query = ComputeQuery {
+        site: id.as_str().into(),
+        cpus: q.cpus,
+        duration_s: q.duration_s,
+        window_start: from,
+        deadline: to,
+    };
     let o = lis.query(&query).await?;
     Ok(web::Json(AvailabilityView {
-        site: o.site,
+        site: o.site.into(),
         earliest_start: o.earliest_start.map(from_time),
         utilisation: o.utilisation,
         price_per_cpu_hour: o.price_per_cpu_hour,
@@ -344,14 +348,14 @@ pub async fn hold(
     let (start, end) = window(&state, &body.start, &body.end)?;
     not_past(&state, start)?;
     let hold_req = ComputeHoldRequest {
-        txn: body.txn.unwrap_or_else(Uuid::new_v4),
-        site: id.clone(),
+        txn: body.txn.unwrap_or_else(TxnId::new),
+        site: id.as_str().into(),
         cpus: body.cpus,
         start,
         end,
     };
     let hold = state.journaled_site(&id, true, Some(&caller))?.prepare(&hold_req).await?;
-    let who = ParticipantRef::Site(id.into_inner());
+    let who = ParticipantRef::Site(id.into_inner().into());
     state.holds.lock().expect("hold registry").insert(hold.id, who);
     Ok(HttpResponse::Created().json(HoldView::from(hold)))
 }

@@ -4,7 +4,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::grid::sites::{attach_sites, SiteParams};
-use crate::model::{Grid, Link, Node};
+use crate::model::{Grid, Link, Node, NodeId};
 
 /// Capacity of every fat-tree link: 10 Gbit/s (a 10 GbE data-centre fabric; Al-Fares et al.
 /// use 1 GbE, we scale up so hosts with hundreds of CPUs are not starved).
@@ -39,9 +39,9 @@ pub fn fat_tree(k: u32, seed: u64, params: &SiteParams) -> Grid {
         id
     };
     let link = |a: &str, b: &str| Link {
-        id: format!("{a}--{b}"),
-        a: a.to_string(),
-        b: b.to_string(),
+        id: format!("{a}--{b}").into(),
+        a: a.into(),
+        b: b.into(),
         capacity_mbps: FAT_TREE_CAPACITY_MBPS,
         price_per_gbps_hour: FAT_TREE_PRICE_PER_GBPS_HOUR,
     };
@@ -64,7 +64,7 @@ pub fn fat_tree(k: u32, seed: u64, params: &SiteParams) -> Grid {
             for h in 0..half {
                 let host = add_node(format!("host-{p}-{e}-{h}"), format!("host {p}.{e}.{h}"));
                 links.push(link(edge, &host));
-                hosts.push(host);
+                hosts.push(NodeId::from(host));
             }
         }
     }

@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::grid::sites::{attach_sites, SiteParams, SiteParamsError};
-use crate::model::{Grid, Link, Node};
+use crate::model::{Grid, Link, Node, NodeId};
 
 /// The two topologies of Ando & Aida's experiment (section 4; docs/simulator.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -344,15 +344,15 @@ pub fn gridg(variant: GridgVariant, seed: u64, params: &GridgParams) -> Grid {
                 _ => class.capacity_mbps,
             };
             Link {
-                id: format!("{}--{}", b.ids[x], b.ids[y]),
-                a: b.ids[x].clone(),
-                b: b.ids[y].clone(),
+                id: format!("{}--{}", b.ids[x], b.ids[y]).into(),
+                a: b.ids[x].as_str().into(),
+                b: b.ids[y].as_str().into(),
                 capacity_mbps,
                 price_per_gbps_hour: class.price_per_gbps_hour,
             }
         })
         .collect();
-    let host_ids: Vec<String> = hosts.iter().map(|&h| b.ids[h].clone()).collect();
+    let host_ids: Vec<NodeId> = hosts.iter().map(|&h| b.ids[h].as_str().into()).collect();
     let sites = attach_sites(&host_ids, &params.sites, &mut site_rng);
     let nodes = b.ids.into_iter().zip(b.labels).map(|(id, label)| Node::new(id, label)).collect();
     Grid::new(nodes, links, sites).expect("gridg builds a valid grid from validated parameters")

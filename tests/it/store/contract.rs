@@ -6,7 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeZone, Utc};
 use coreserve::model::{Outcome, OutcomeStatus};
 use coreserve::protocol::decision::{Booking, DecidedPart, Decision};
-use coreserve::protocol::{ComputeHoldRequest, HoldRequest, ParticipantRef};
+use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     TokenRecord,
@@ -28,8 +28,8 @@ fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRec
         outcome.cost = 12.375;
         outcome.planning_ms = 0.1 + 0.2;
         bookings = vec![
-            Booking { participant: ParticipantRef::Site("s1".into()), hold: Uuid::new_v4() },
-            Booking { participant: ParticipantRef::Network, hold: Uuid::new_v4() },
+            Booking { participant: ParticipantRef::Site("s1".into()), hold: HoldId::new() },
+            Booking { participant: ParticipantRef::Network, hold: HoldId::new() },
         ];
         status = PlanStatus::Committed;
     }
@@ -92,10 +92,10 @@ async fn lapse() {
     tokio::time::sleep(Duration::from_millis(1300)).await;
 }
 
-fn decided_plan(user: &str) -> (PlanRecord, Vec<DecidedPart>, Uuid) {
+fn decided_plan(user: &str) -> (PlanRecord, Vec<DecidedPart>, TxnId) {
     let mut plan = record(user, "wf", Some(at(10)));
     plan.status = PlanStatus::Pending;
-    let txn = Uuid::new_v4();
+    let txn = TxnId::new();
     let parts = vec![DecidedPart {
         participant: ParticipantRef::Site("s1".into()),
         hold: plan.bookings[0].hold,
@@ -108,7 +108,7 @@ async fn decide(
     s: &dyn Store,
     plan: &PlanRecord,
     parts: &[DecidedPart],
-    txn: Uuid,
+    txn: TxnId,
     key: Option<(&str, &str)>,
     claim: &Claim,
 ) -> Result<(), StoreError> {

@@ -64,11 +64,11 @@ async fn an_unreachable_database_is_an_error() {
 /// an abort or release is final.
 #[sqlx::test(migrations = false)]
 async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOptions, db: PgConnectOptions) {
-    use coreserve::protocol::{ComputeHoldRequest, HoldRequest, HoldState, Journal, JournalEntry};
+    use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, HoldState, Journal, JournalEntry, TxnId};
     let s = PgStore::connect(&url(&db)).await.unwrap();
     let who = ParticipantRef::Site("s1".into());
     let request =
-        HoldRequest::from(ComputeHoldRequest { txn: Uuid::new_v4(), site: "s1".into(), cpus: 2, start: 100, end: 200 });
+        HoldRequest::from(ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 2, start: 100, end: 200 });
     let held = |hold| JournalEntry::Held {
         participant: who.clone(),
         hold,
@@ -77,7 +77,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
         via_api: false,
         owner: None,
     };
-    let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let (a, b, c) = (HoldId::new(), HoldId::new(), HoldId::new());
     for h in [a, b, c] {
         s.append(&held(h)).await.unwrap();
     }
@@ -87,7 +87,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     s.append(&JournalEntry::Extended { hold: b, expires_at: 50 }).await.unwrap();
     s.append(&JournalEntry::Committed { hold: c }).await.unwrap();
     s.append(&JournalEntry::Extended { hold: c, expires_at: 50 }).await.unwrap();
-    let mut live: Vec<(Uuid, HoldState)> =
+    let mut live: Vec<(HoldId, HoldState)> =
         s.live_holds(20).await.unwrap().into_iter().map(|h| (h.hold, h.state)).collect();
     live.sort_by_key(|(h, _)| *h);
     let mut want = vec![(a, HoldState::Committed), (b, HoldState::Held { expires_at: 50 })];

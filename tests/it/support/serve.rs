@@ -1,6 +1,6 @@
 //! Real `coreserve serve` processes for the crash and fault tests: started on a database,
 //! optionally with a fault-injection point (`CORESERVE_CRASH_AT`, see
-//! `coreserve::planner::log::crash_point`), killed with SIGKILL, paused with SIGSTOP.
+//! `coreserve::protocol::decision::crash_point`), killed with SIGKILL, paused with SIGSTOP.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -13,6 +13,8 @@ from .network_demand import NetworkDemand
 from .network_hold_body import NetworkHoldBody
 from .network_view import NetworkView
 from .node import Node
+from .outcome_plan_status import OutcomePlanStatus
+from .outcome_plan_status_status import OutcomePlanStatusStatus
 from .plan_body import PlanBody
 from .plan_status import PlanStatus
 from .plan_view import PlanView
@@ -46,6 +48,8 @@ __all__ = (
     "NetworkHoldBody",
     "NetworkView",
     "Node",
+    "OutcomePlanStatus",
+    "OutcomePlanStatusStatus",
     "PlanBody",
     "PlanStatus",
     "PlanView",

@@ -15,7 +15,7 @@ class HoldResult:
     """What became of a hold after commit or abort.
 
     Attributes:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
         state (str): `committed` or `aborted`.
     """
 

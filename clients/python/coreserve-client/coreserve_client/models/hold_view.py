@@ -17,7 +17,7 @@ class HoldView:
 
     Attributes:
         expires_at (datetime.datetime):
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
     """
 
     expires_at: datetime.datetime

@@ -18,7 +18,7 @@ class JobPlacement:
         cpus (int):
         end (datetime.datetime):
         name (str):
-        site (str):
+        site (str): Identifier of a compute resource (site).
         start (datetime.datetime):
     """
 

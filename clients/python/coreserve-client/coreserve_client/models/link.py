@@ -14,10 +14,10 @@ class Link:
     """An undirected link; its capacity is shared by both directions.
 
     Attributes:
-        a (str):
-        b (str):
+        a (str): Identifier of a topology node (a router / switch / PoP).
+        b (str): Identifier of a topology node (a router / switch / PoP).
         capacity_mbps (int): Reservable bandwidth in Mbit/s, > 0.
-        id (str):
+        id (str): Identifier of a link between two nodes.
         price_per_gbps_hour (float): Price of 1 Gbit/s for one hour on this link, in `0 ..= MAX_PRICE` (10^6).
     """
 

@@ -81,9 +81,9 @@ class NetworkHoldBody:
             try:
                 if not isinstance(data, str):
                     raise TypeError()
-                txn_type_0 = UUID(data)
+                txn_type_1 = UUID(data)
 
-                return txn_type_0
+                return txn_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
             return cast(None | Unset | UUID, data)

@@ -16,7 +16,7 @@ class Node:
     """A topology node, e.g. a PoP of a research network.
 
     Attributes:
-        id (str):
+        id (str): Identifier of a topology node (a router / switch / PoP).
         label (str | Unset): Human-readable label (city name in Topology Zoo graphs).
         latitude (float | None | Unset): Latitude in degrees, `-90 ..= 90` (north positive), when known (Topology Zoo's
             `Latitude`). Only used to draw the topology.

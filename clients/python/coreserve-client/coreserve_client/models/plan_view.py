@@ -8,7 +8,7 @@ from uuid import UUID
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-from ..models.plan_status import PlanStatus
+from ..models.outcome_plan_status_status import OutcomePlanStatusStatus
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -21,62 +21,50 @@ T = TypeVar("T", bound="PlanView")
 
 @_attrs_define
 class PlanView:
-    """A plan: the planner's outcome plus the API's record (`id`, owner, status, times).
+    """A plan: the API's record (`id`, owner, times) and, flattened beside it, the planner's
+    outcome with the plan's status (pending, committed, rejected, cancelled or planned).
 
-    Attributes:
-        cost (float):
-        created_at (datetime.datetime):
-        holds_aborted (int):
-        id (UUID): The plan's own id.
-        jobs (list[JobPlacement]):
-        messages (int):
-        planner (str):
-        planning_ms (float):
-        request_id (str): The request's `id` (the client's reference).
-        status (PlanStatus): The life of a stored plan.
+        Attributes:
+            cost (float):
+            planner (str):
+            planning_ms (float):
+            request_id (str): The request's `id` (the client's reference).
+            status (OutcomePlanStatusStatus): The life of a stored plan.
 
-            One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
-            `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
-            TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
-        transfers (list[TransferPlacement]):
-        user (str):
-        cancelled_at (datetime.datetime | None | Unset):
-        reason (None | str | Unset): Why a plan was rejected.
-        start (datetime.datetime | None | Unset): Application start.
+                One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+                `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+                TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
+            created_at (datetime.datetime):
+            id (UUID): The plan's own id.
+            user (str):
+            holds_aborted (int | Unset): Holds released before commit (backtracks, `st` shifts, failed batches).
+            jobs (list[JobPlacement] | Unset):
+            messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
+            reason (None | str | Unset): Why the request was rejected.
+            start (datetime.datetime | None | Unset): Application start `st` of a committed plan.
+            transfers (list[TransferPlacement] | Unset):
+            cancelled_at (datetime.datetime | None | Unset):
     """
 
     cost: float
-    created_at: datetime.datetime
-    holds_aborted: int
-    id: UUID
-    jobs: list[JobPlacement]
-    messages: int
     planner: str
     planning_ms: float
     request_id: str
-    status: PlanStatus
-    transfers: list[TransferPlacement]
+    status: OutcomePlanStatusStatus
+    created_at: datetime.datetime
+    id: UUID
     user: str
-    cancelled_at: datetime.datetime | None | Unset = UNSET
+    holds_aborted: int | Unset = UNSET
+    jobs: list[JobPlacement] | Unset = UNSET
+    messages: int | Unset = UNSET
     reason: None | str | Unset = UNSET
     start: datetime.datetime | None | Unset = UNSET
+    transfers: list[TransferPlacement] | Unset = UNSET
+    cancelled_at: datetime.datetime | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         cost = self.cost
-
-        created_at = self.created_at.isoformat()
-
-        holds_aborted = self.holds_aborted
-
-        id = str(self.id)
-
-        jobs = []
-        for jobs_item_data in self.jobs:
-            jobs_item = jobs_item_data.to_dict()
-            jobs.append(jobs_item)
-
-        messages = self.messages
 
         planner = self.planner
 
@@ -86,20 +74,22 @@ class PlanView:
 
         status = self.status.value
 
-        transfers = []
-        for transfers_item_data in self.transfers:
-            transfers_item = transfers_item_data.to_dict()
-            transfers.append(transfers_item)
+        created_at = self.created_at.isoformat()
+
+        id = str(self.id)
 
         user = self.user
 
-        cancelled_at: None | str | Unset
-        if isinstance(self.cancelled_at, Unset):
-            cancelled_at = UNSET
-        elif isinstance(self.cancelled_at, datetime.datetime):
-            cancelled_at = self.cancelled_at.isoformat()
-        else:
-            cancelled_at = self.cancelled_at
+        holds_aborted = self.holds_aborted
+
+        jobs: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.jobs, Unset):
+            jobs = []
+            for jobs_item_data in self.jobs:
+                jobs_item = jobs_item_data.to_dict()
+                jobs.append(jobs_item)
+
+        messages = self.messages
 
         reason: None | str | Unset
         if isinstance(self.reason, Unset):
@@ -115,30 +105,49 @@ class PlanView:
         else:
             start = self.start
 
+        transfers: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.transfers, Unset):
+            transfers = []
+            for transfers_item_data in self.transfers:
+                transfers_item = transfers_item_data.to_dict()
+                transfers.append(transfers_item)
+
+        cancelled_at: None | str | Unset
+        if isinstance(self.cancelled_at, Unset):
+            cancelled_at = UNSET
+        elif isinstance(self.cancelled_at, datetime.datetime):
+            cancelled_at = self.cancelled_at.isoformat()
+        else:
+            cancelled_at = self.cancelled_at
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
                 "cost": cost,
-                "created_at": created_at,
-                "holds_aborted": holds_aborted,
-                "id": id,
-                "jobs": jobs,
-                "messages": messages,
                 "planner": planner,
                 "planning_ms": planning_ms,
                 "request_id": request_id,
                 "status": status,
-                "transfers": transfers,
+                "created_at": created_at,
+                "id": id,
                 "user": user,
             }
         )
-        if cancelled_at is not UNSET:
-            field_dict["cancelled_at"] = cancelled_at
+        if holds_aborted is not UNSET:
+            field_dict["holds_aborted"] = holds_aborted
+        if jobs is not UNSET:
+            field_dict["jobs"] = jobs
+        if messages is not UNSET:
+            field_dict["messages"] = messages
         if reason is not UNSET:
             field_dict["reason"] = reason
         if start is not UNSET:
             field_dict["start"] = start
+        if transfers is not UNSET:
+            field_dict["transfers"] = transfers
+        if cancelled_at is not UNSET:
+            field_dict["cancelled_at"] = cancelled_at
 
         return field_dict
 
@@ -150,54 +159,32 @@ class PlanView:
         d = dict(src_dict)
         cost = d.pop("cost")
 
-        created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
-
-        holds_aborted = d.pop("holds_aborted")
-
-        id = UUID(d.pop("id"))
-
-        jobs = []
-        _jobs = d.pop("jobs")
-        for jobs_item_data in _jobs:
-            jobs_item = JobPlacement.from_dict(jobs_item_data)
-
-            jobs.append(jobs_item)
-
-        messages = d.pop("messages")
-
         planner = d.pop("planner")
 
         planning_ms = d.pop("planning_ms")
 
         request_id = d.pop("request_id")
 
-        status = PlanStatus(d.pop("status"))
+        status = OutcomePlanStatusStatus(d.pop("status"))
 
-        transfers = []
-        _transfers = d.pop("transfers")
-        for transfers_item_data in _transfers:
-            transfers_item = TransferPlacement.from_dict(transfers_item_data)
+        created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
-            transfers.append(transfers_item)
+        id = UUID(d.pop("id"))
 
         user = d.pop("user")
 
-        def _parse_cancelled_at(data: object) -> datetime.datetime | None | Unset:
-            if data is None:
-                return data
-            if isinstance(data, Unset):
-                return data
-            try:
-                if not isinstance(data, str):
-                    raise TypeError()
-                cancelled_at_type_0 = datetime.datetime.fromisoformat(data)
+        holds_aborted = d.pop("holds_aborted", UNSET)
 
-                return cancelled_at_type_0
-            except (TypeError, ValueError, AttributeError, KeyError):
-                pass
-            return cast(datetime.datetime | None | Unset, data)
+        _jobs = d.pop("jobs", UNSET)
+        jobs: list[JobPlacement] | Unset = UNSET
+        if _jobs is not UNSET:
+            jobs = []
+            for jobs_item_data in _jobs:
+                jobs_item = JobPlacement.from_dict(jobs_item_data)
 
-        cancelled_at = _parse_cancelled_at(d.pop("cancelled_at", UNSET))
+                jobs.append(jobs_item)
+
+        messages = d.pop("messages", UNSET)
 
         def _parse_reason(data: object) -> None | str | Unset:
             if data is None:
@@ -225,22 +212,48 @@ class PlanView:
 
         start = _parse_start(d.pop("start", UNSET))
 
+        _transfers = d.pop("transfers", UNSET)
+        transfers: list[TransferPlacement] | Unset = UNSET
+        if _transfers is not UNSET:
+            transfers = []
+            for transfers_item_data in _transfers:
+                transfers_item = TransferPlacement.from_dict(transfers_item_data)
+
+                transfers.append(transfers_item)
+
+        def _parse_cancelled_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                cancelled_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return cancelled_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        cancelled_at = _parse_cancelled_at(d.pop("cancelled_at", UNSET))
+
         plan_view = cls(
             cost=cost,
-            created_at=created_at,
-            holds_aborted=holds_aborted,
-            id=id,
-            jobs=jobs,
-            messages=messages,
             planner=planner,
             planning_ms=planning_ms,
             request_id=request_id,
             status=status,
-            transfers=transfers,
+            created_at=created_at,
+            id=id,
             user=user,
-            cancelled_at=cancelled_at,
+            holds_aborted=holds_aborted,
+            jobs=jobs,
+            messages=messages,
             reason=reason,
             start=start,
+            transfers=transfers,
+            cancelled_at=cancelled_at,
         )
 
         plan_view.additional_properties = d

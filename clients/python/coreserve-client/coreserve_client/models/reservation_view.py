@@ -24,8 +24,7 @@ class ReservationView:
         start (datetime.datetime):
         state (ReservationState): State of a hold or reservation.
         expires_at (datetime.datetime | None | Unset): Lease end of a hold.
-        hold (None | Unset | UUID): The hold's id: shown only to the principal that prepared it and to admins (another
-            principal's booking is listed without it, so that its id cannot be used against it).
+        hold (None | Unset | UUID):
     """
 
     cpus: int
@@ -114,9 +113,9 @@ class ReservationView:
             try:
                 if not isinstance(data, str):
                     raise TypeError()
-                hold_type_0 = UUID(data)
+                hold_type_1 = UUID(data)
 
-                return hold_type_0
+                return hold_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
             return cast(None | Unset | UUID, data)

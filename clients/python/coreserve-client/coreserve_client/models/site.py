@@ -15,8 +15,8 @@ class Site:
 
     Attributes:
         cpus (int): Number of CPUs, > 0.
-        id (str):
-        node (str):
+        id (str): Identifier of a compute resource (site).
+        node (str): Identifier of a topology node (a router / switch / PoP).
         os (str): Operating system, e.g. `linux`, `solaris`, `bsd` (compared case-insensitively).
         price_per_cpu_hour (float): Price of one CPU for one hour, in `0 ..= MAX_PRICE` (10^6).
     """

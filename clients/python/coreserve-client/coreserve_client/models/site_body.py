@@ -14,7 +14,7 @@ class SiteBody:
 
     Attributes:
         cpus (int): Must equal the current CPU count.
-        node (str):
+        node (str): Identifier of a topology node (a router / switch / PoP).
         os (str): 1-128 characters, not blank, no control characters. Cannot change while holds or
             reservations of the site end in the future (409).
         price_per_cpu_hour (float): 0 ..= 1,000,000.

@@ -20,7 +20,7 @@ class SiteHoldBody:
         cpus (int): CPUs, 1 ..= 2^30.
         end (datetime.datetime):
         start (datetime.datetime): Not in the past; before `end`.
-        txn (None | Unset | UUID): Transaction id (default: fresh).
+        txn (None | Unset | UUID):
     """
 
     cpus: int
@@ -74,9 +74,9 @@ class SiteHoldBody:
             try:
                 if not isinstance(data, str):
                     raise TypeError()
-                txn_type_0 = UUID(data)
+                txn_type_1 = UUID(data)
 
-                return txn_type_0
+                return txn_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
             return cast(None | Unset | UUID, data)

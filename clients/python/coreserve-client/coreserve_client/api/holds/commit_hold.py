@@ -82,7 +82,7 @@ def sync_detailed(
     """Commit a hold (idempotent).
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -111,7 +111,7 @@ def sync(
     """Commit a hold (idempotent).
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -135,7 +135,7 @@ async def asyncio_detailed(
     """Commit a hold (idempotent).
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -162,7 +162,7 @@ async def asyncio(
     """Commit a hold (idempotent).
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

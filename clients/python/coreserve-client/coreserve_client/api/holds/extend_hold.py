@@ -110,7 +110,7 @@ def sync_detailed(
     """Give a live hold a new lease of `lease_s` seconds from now.
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
         body (ExtendBody): `POST /v1/holds/{id}/extend` body.
 
     Raises:
@@ -142,7 +142,7 @@ def sync(
     """Give a live hold a new lease of `lease_s` seconds from now.
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
         body (ExtendBody): `POST /v1/holds/{id}/extend` body.
 
     Raises:
@@ -169,7 +169,7 @@ async def asyncio_detailed(
     """Give a live hold a new lease of `lease_s` seconds from now.
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
         body (ExtendBody): `POST /v1/holds/{id}/extend` body.
 
     Raises:
@@ -199,7 +199,7 @@ async def asyncio(
     """Give a live hold a new lease of `lease_s` seconds from now.
 
     Args:
-        id (UUID):
+        id (UUID): Identifier of a hold (and, after commit, of the reservation it became).
         body (ExtendBody): `POST /v1/holds/{id}/extend` body.
 
     Raises:

@@ -1,6 +1,6 @@
-//! [`StoreLog`]: the planner's decision log ([`CommitLog`]) over the service's [`Store`], one
+//! [`StoreDecisionLog`]: the planner's decision log ([`DecisionLog`]) over the service's [`Store`], one
 //! per plan request, so that the decision, the plan record and the idempotency key are one
-//! durable write (and, all-in-one, the reservations too; see [`crate::planner::log`]).
+//! durable write (and, all-in-one, the reservations too; see [`crate::protocol::decision`]).
 
 use std::sync::Mutex;
 
@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::model::Outcome;
-use crate::planner::log::{CommitLog, Decision, LogError};
 use crate::planner::Booking;
+use crate::protocol::decision::{Decision, DecisionLog, LogError};
 use crate::protocol::{BackendError, TxnId};
 use crate::store::{Claim, DecisionRecord, PlanRecord, PlanStatus, Store, StoreError};
 
@@ -29,7 +29,7 @@ pub struct PlanMeta<'a> {
 /// A decision log over a store, for one request (`plan`) or for recovery (`None`: no new
 /// decisions). Every write is made under `claim`: the request's claim on its key and its
 /// transaction, or the recovery round's claim on the transactions it took over.
-pub struct StoreLog<'a> {
+pub struct StoreDecisionLog<'a> {
     store: &'a dyn Store,
     shares_fate: bool,
     claim: &'a Claim,
@@ -38,10 +38,10 @@ pub struct StoreLog<'a> {
     decided: Mutex<Option<PlanRecord>>,
 }
 
-impl<'a> StoreLog<'a> {
+impl<'a> StoreDecisionLog<'a> {
     /// `shares_fate`: the planner's participants live in this process (all-in-one).
     pub fn new(store: &'a dyn Store, shares_fate: bool, claim: &'a Claim, plan: Option<PlanMeta<'a>>) -> Self {
-        StoreLog { store, shares_fate, claim, plan, decided: Mutex::new(None) }
+        StoreDecisionLog { store, shares_fate, claim, plan, decided: Mutex::new(None) }
     }
 
     /// The stored plan, if a decision was written: committed, pending (its end is not
@@ -52,7 +52,7 @@ impl<'a> StoreLog<'a> {
 }
 
 #[async_trait]
-impl CommitLog for StoreLog<'_> {
+impl DecisionLog for StoreDecisionLog<'_> {
     fn shares_fate(&self) -> bool {
         self.shares_fate
     }
@@ -118,8 +118,8 @@ fn log_error(e: StoreError) -> LogError {
 mod tests {
     use super::*;
     use crate::model::OutcomeStatus;
-    use crate::planner::log::{DecidedPart, Decision};
-    use crate::protocol::{ComputeHoldRequest, ParticipantRef};
+    use crate::protocol::decision::{DecidedPart, Decision};
+    use crate::protocol::{ComputeHoldRequest, HoldId, ParticipantRef};
     use crate::store::MemoryStore;
 
     /// Issue: a plan whose phase 2 had failed was answered and stored `committed`. Remote
@@ -131,13 +131,13 @@ mod tests {
         let claim = Claim::new("test", 60);
         let meta = PlanMeta { id: Uuid::new_v4(), user: "u", created_at: Utc::now(), key: None };
         let id = meta.id;
-        let log = StoreLog::new(&store, false, &claim, Some(meta));
+        let log = StoreDecisionLog::new(&store, false, &claim, Some(meta));
         let mut outcome = Outcome::rejected("r", "", "p0");
         outcome.status = OutcomeStatus::Committed;
-        let txn = Uuid::new_v4();
+        let txn = TxnId::new();
         let parts = [DecidedPart {
             participant: ParticipantRef::Site("s1".into()),
-            hold: Uuid::new_v4(),
+            hold: HoldId::new(),
             request: ComputeHoldRequest { txn, site: "s1".into(), cpus: 1, start: 0, end: 60 }.into(),
         }];
         log.decide(&Decision { txn, parts: &parts, outcome: &outcome }).await.unwrap();
@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(log.decided().unwrap().status, PlanStatus::Committed);
         // A finish under a claim that does not own the transaction is refused.
         let other = Claim::new("other", 60);
-        let stale = StoreLog::new(&store, false, &other, None);
+        let stale = StoreDecisionLog::new(&store, false, &other, None);
         assert!(matches!(stale.finish(txn, Ok(())).await, Err(LogError::Superseded)));
     }
 }

@@ -17,20 +17,20 @@ use crate::protocol::{Compute, Participant};
 pub const DEFAULT_LEASE_S: i64 = 120;
 
 /// The participants of a grid, in process.
-pub struct LocalGrid {
+pub struct InProcessGrid {
     pub gis: Arc<Gis>,
     pub lis: HashMap<SiteId, Arc<Lis>>,
     pub nis: Arc<Nis>,
     pub clock: Arc<dyn Clock>,
 }
 
-impl LocalGrid {
+impl InProcessGrid {
     /// Empty calendars for every site and link of `grid`; holds live `lease_s` of `clock` time.
     pub fn new(grid: &Grid, clock: Arc<dyn Clock>, lease_s: i64, routing: Routing) -> Self {
-        LocalGrid {
-            gis: Arc::new(Gis::new(grid.sites.clone())),
+        InProcessGrid {
+            gis: Arc::new(Gis::new(grid.sites().to_vec())),
             lis: grid
-                .sites
+                .sites()
                 .iter()
                 .map(|s| (s.id.clone(), Arc::new(Lis::new(s.clone(), clock.clone(), lease_s))))
                 .collect(),

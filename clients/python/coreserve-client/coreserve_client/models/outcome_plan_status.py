@@ -1,0 +1,227 @@
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..models.outcome_plan_status_status import OutcomePlanStatusStatus
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.job_placement import JobPlacement
+    from ..models.transfer_placement import TransferPlacement
+
+
+T = TypeVar("T", bound="OutcomePlanStatus")
+
+
+@_attrs_define
+class OutcomePlanStatus:
+    """What became of one plan request (one line of outcomes.jsonl).
+
+    `cost` = sum over jobs of `cpus * duration_s/3600 * price_per_cpu_hour` plus sum over
+    transfers of `bandwidth_mbps/1000 * duration_s/3600 * sum(price_per_gbps_hour of its path)`;
+    0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
+
+    `status` is the planner's (committed, rejected or planned); a plan shown by the REST API
+    carries its stored plan's status instead (also pending or cancelled).
+
+        Attributes:
+            cost (float):
+            planner (str):
+            planning_ms (float):
+            request_id (str): The request's `id` (the client's reference).
+            status (OutcomePlanStatusStatus): The life of a stored plan.
+
+                One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
+                `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
+                TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
+            holds_aborted (int | Unset): Holds released before commit (backtracks, `st` shifts, failed batches).
+            jobs (list[JobPlacement] | Unset):
+            messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
+            reason (None | str | Unset): Why the request was rejected.
+            start (datetime.datetime | None | Unset): Application start `st` of a committed plan.
+            transfers (list[TransferPlacement] | Unset):
+    """
+
+    cost: float
+    planner: str
+    planning_ms: float
+    request_id: str
+    status: OutcomePlanStatusStatus
+    holds_aborted: int | Unset = UNSET
+    jobs: list[JobPlacement] | Unset = UNSET
+    messages: int | Unset = UNSET
+    reason: None | str | Unset = UNSET
+    start: datetime.datetime | None | Unset = UNSET
+    transfers: list[TransferPlacement] | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        cost = self.cost
+
+        planner = self.planner
+
+        planning_ms = self.planning_ms
+
+        request_id = self.request_id
+
+        status = self.status.value
+
+        holds_aborted = self.holds_aborted
+
+        jobs: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.jobs, Unset):
+            jobs = []
+            for jobs_item_data in self.jobs:
+                jobs_item = jobs_item_data.to_dict()
+                jobs.append(jobs_item)
+
+        messages = self.messages
+
+        reason: None | str | Unset
+        if isinstance(self.reason, Unset):
+            reason = UNSET
+        else:
+            reason = self.reason
+
+        start: None | str | Unset
+        if isinstance(self.start, Unset):
+            start = UNSET
+        elif isinstance(self.start, datetime.datetime):
+            start = self.start.isoformat()
+        else:
+            start = self.start
+
+        transfers: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.transfers, Unset):
+            transfers = []
+            for transfers_item_data in self.transfers:
+                transfers_item = transfers_item_data.to_dict()
+                transfers.append(transfers_item)
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "cost": cost,
+                "planner": planner,
+                "planning_ms": planning_ms,
+                "request_id": request_id,
+                "status": status,
+            }
+        )
+        if holds_aborted is not UNSET:
+            field_dict["holds_aborted"] = holds_aborted
+        if jobs is not UNSET:
+            field_dict["jobs"] = jobs
+        if messages is not UNSET:
+            field_dict["messages"] = messages
+        if reason is not UNSET:
+            field_dict["reason"] = reason
+        if start is not UNSET:
+            field_dict["start"] = start
+        if transfers is not UNSET:
+            field_dict["transfers"] = transfers
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.job_placement import JobPlacement  # noqa: PLC0415
+        from ..models.transfer_placement import TransferPlacement  # noqa: PLC0415
+
+        d = dict(src_dict)
+        cost = d.pop("cost")
+
+        planner = d.pop("planner")
+
+        planning_ms = d.pop("planning_ms")
+
+        request_id = d.pop("request_id")
+
+        status = OutcomePlanStatusStatus(d.pop("status"))
+
+        holds_aborted = d.pop("holds_aborted", UNSET)
+
+        _jobs = d.pop("jobs", UNSET)
+        jobs: list[JobPlacement] | Unset = UNSET
+        if _jobs is not UNSET:
+            jobs = []
+            for jobs_item_data in _jobs:
+                jobs_item = JobPlacement.from_dict(jobs_item_data)
+
+                jobs.append(jobs_item)
+
+        messages = d.pop("messages", UNSET)
+
+        def _parse_reason(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        reason = _parse_reason(d.pop("reason", UNSET))
+
+        def _parse_start(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                start_type_0 = datetime.datetime.fromisoformat(data)
+
+                return start_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        start = _parse_start(d.pop("start", UNSET))
+
+        _transfers = d.pop("transfers", UNSET)
+        transfers: list[TransferPlacement] | Unset = UNSET
+        if _transfers is not UNSET:
+            transfers = []
+            for transfers_item_data in _transfers:
+                transfers_item = TransferPlacement.from_dict(transfers_item_data)
+
+                transfers.append(transfers_item)
+
+        outcome_plan_status = cls(
+            cost=cost,
+            planner=planner,
+            planning_ms=planning_ms,
+            request_id=request_id,
+            status=status,
+            holds_aborted=holds_aborted,
+            jobs=jobs,
+            messages=messages,
+            reason=reason,
+            start=start,
+            transfers=transfers,
+        )
+
+        outcome_plan_status.additional_properties = d
+        return outcome_plan_status
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,12 @@
+from enum import StrEnum
+
+
+class OutcomePlanStatusStatus(StrEnum):
+    CANCELLED = "cancelled"
+    COMMITTED = "committed"
+    PENDING = "pending"
+    PLANNED = "planned"
+    REJECTED = "rejected"
+
+    def __str__(self) -> str:
+        return str(self.value)
