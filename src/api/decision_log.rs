@@ -118,7 +118,7 @@ fn log_error(e: StoreError) -> LogError {
 mod tests {
     use super::*;
     use crate::model::OutcomeStatus;
-    use crate::protocol::decision::{DecidedPart, Decision};
+    use crate::protocol::decision::{Decision, Part};
     use crate::protocol::{ComputeHoldRequest, HoldId, ParticipantRef};
     use crate::store::MemoryStore;
 
@@ -135,7 +135,7 @@ mod tests {
         let mut outcome = Outcome::rejected("r", "", "p0");
         outcome.status = OutcomeStatus::Committed;
         let txn = TxnId::new();
-        let parts = [DecidedPart {
+        let parts = [Part {
             participant: ParticipantRef::Site("s1".into()),
             hold: HoldId::new(),
             request: ComputeHoldRequest { txn, site: "s1".into(), cpus: 1, start: 0, end: 60 }.into(),

@@ -13,11 +13,11 @@ use super::commit::{self, Phase2};
 use super::search::Attempt;
 use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
 use crate::model::{Outcome, OutcomeStatus};
-use crate::protocol::decision::{crash_point, DecidedPart, Decision, DecisionLog};
+use crate::protocol::decision::{crash_point, Decision, DecisionLog, Part};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest};
 
 /// A booked part of the plan, as the commit phase sees it.
-struct Part {
+struct HeldPart {
     participant: Arc<dyn HoldLifecycle>,
     target: ParticipantRef,
     hold: HoldId,
@@ -44,7 +44,7 @@ impl Attempt<'_> {
     }
 
     /// Every hold of the complete plan: under BBR the batch prepare happens here.
-    async fn prepare_all(&mut self) -> Result<Vec<Part>, String> {
+    async fn prepare_all(&mut self) -> Result<Vec<HeldPart>, String> {
         let mut parts = Vec::new();
         for v in 0..self.jobs.len() {
             let f = self.jobs[v].clone().expect("complete plan");
@@ -64,7 +64,7 @@ impl Attempt<'_> {
                     }
                 }
             };
-            parts.push(Part {
+            parts.push(HeldPart {
                 participant: p,
                 target: ParticipantRef::Site(f.site.clone()),
                 hold,
@@ -92,24 +92,24 @@ impl Attempt<'_> {
                     }
                 }
             };
-            parts.push(Part { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
+            parts.push(HeldPart { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
         }
         Ok(parts)
     }
 
     /// Every part as its participant and hold id (what phase 2 sends).
-    fn targets(parts: &[Part]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
+    fn targets(parts: &[HeldPart]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
         parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
     }
 
     /// Phase 2: commits every part (see [`commit::commit_parts`]).
-    async fn phase2(&mut self, parts: &[Part]) -> Phase2 {
+    async fn phase2(&mut self, parts: &[HeldPart]) -> Phase2 {
         commit::commit_parts(&Self::targets(parts), &mut self.messages).await
     }
 
     /// Gives every part back: releases those known committed (`committed[i]`), aborts the
     /// others (see [`commit::compensate`]). `Err`: a participant did not answer.
-    async fn compensate(&mut self, parts: &[Part], committed: &[bool]) -> Result<(), String> {
+    async fn compensate(&mut self, parts: &[HeldPart], committed: &[bool]) -> Result<(), String> {
         let mut tally = commit::Tally::default();
         let r = commit::compensate(&Self::targets(parts), committed, &mut tally).await;
         self.messages += tally.messages;
@@ -150,9 +150,9 @@ impl Attempt<'_> {
                 }
             };
         };
-        let decided: Vec<DecidedPart> = parts
+        let decided: Vec<Part> = parts
             .iter()
-            .map(|p| DecidedPart { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
+            .map(|p| Part { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
             .collect();
         // The outcome as it will be once every commit is sent (one message each).
         let mut outcome = self.outcome();
@@ -225,7 +225,7 @@ impl Attempt<'_> {
         }
     }
 
-    fn committed(&self, parts: Vec<Part>) -> PlanResult {
+    fn committed(&self, parts: Vec<HeldPart>) -> PlanResult {
         let bookings = parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
         PlanResult { outcome: self.outcome(), bookings, settlement: Settlement::Final }
     }

@@ -399,7 +399,7 @@ struct FakeLog {
     /// Refuse to record compensation and ends (a store outage during phase 2).
     fail_after_decision: bool,
     compensating: std::sync::Mutex<Vec<crate::protocol::TxnId>>,
-    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<decision::DecidedPart>)>>,
+    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<decision::Part>)>>,
     finished: std::sync::Mutex<Vec<(crate::protocol::TxnId, bool)>>,
     /// (CPUs booked at s1, live holds at s1) when the decision was written: the order check.
     s1_at_decision: std::sync::Mutex<Option<(u64, usize)>>,
@@ -502,7 +502,7 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
             let request = ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600 };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
-            parts.push(decision::DecidedPart {
+            parts.push(decision::Part {
                 participant: ParticipantRef::Site(site.into()),
                 hold,
                 request: request.into(),

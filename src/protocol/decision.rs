@@ -46,7 +46,7 @@ pub struct InDoubt {
     /// The transaction.
     pub txn: TxnId,
     /// Its parts, as logged with the decision.
-    pub parts: Vec<DecidedPart>,
+    pub parts: Vec<Part>,
     /// The committed outcome logged with the decision.
     pub outcome: Outcome,
     /// Its coordinator logged that it gives the transaction up ([`DecisionLog::compensating`]):
@@ -56,7 +56,7 @@ pub struct InDoubt {
 
 /// One part of a decided transaction: who holds it, its id there, and what it books.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecidedPart {
+pub struct Part {
     /// The LIS or the NIS that keeps the hold.
     pub participant: ParticipantRef,
     /// The hold's id there.
@@ -71,7 +71,7 @@ pub struct Decision<'a> {
     /// The transaction (one plan attempt).
     pub txn: TxnId,
     /// Every hold of the plan.
-    pub parts: &'a [DecidedPart],
+    pub parts: &'a [Part],
     /// The committed outcome (status `committed`).
     pub outcome: &'a Outcome,
 }

@@ -24,7 +24,7 @@ use super::{
     StoredHold, TokenRecord,
 };
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
-use crate::protocol::decision::{Booking, DecidedPart, InDoubt};
+use crate::protocol::decision::{Booking, InDoubt, Part};
 use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
 
 /// A pool of connections to one PostgreSQL database.
@@ -339,7 +339,7 @@ impl Store for PgStore {
         // The casts of parameters that appear only in a SELECT list give PostgreSQL their types
         // (it would take them for text).
         let (plan, d) = (r.plan, &r.decision);
-        let rows: &[DecidedPart] = if r.reservations { d.parts } else { &[] };
+        let rows: &[Part] = if r.reservations { d.parts } else { &[] };
         let holds: Vec<Uuid> = rows.iter().map(|p| p.hold.as_uuid()).collect();
         let who: Vec<String> = rows.iter().map(|p| p.participant.to_string()).collect();
         let requests: Vec<String> =
@@ -496,7 +496,7 @@ impl Store for PgStore {
                WHERE txn IN (
                    SELECT txn FROM transactions WHERE finished_at IS NULL AND lease_until < now()
                    ORDER BY decided_at LIMIT $4 FOR UPDATE SKIP LOCKED)
-               RETURNING txn, parts AS "parts: Json<Vec<DecidedPart>>", outcome AS "outcome: Json<Outcome>",
+               RETURNING txn, parts AS "parts: Json<Vec<Part>>", outcome AS "outcome: Json<Outcome>",
                          compensating, decided_at"#,
             claim.id,
             claim.owner,

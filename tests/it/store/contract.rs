@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use coreserve::model::{Outcome, OutcomeStatus};
-use coreserve::protocol::decision::{Booking, DecidedPart, Decision};
+use coreserve::protocol::decision::{Booking, Decision, Part};
 use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
@@ -92,11 +92,11 @@ async fn lapse() {
     tokio::time::sleep(Duration::from_millis(1300)).await;
 }
 
-fn decided_plan(user: &str) -> (PlanRecord, Vec<DecidedPart>, TxnId) {
+fn decided_plan(user: &str) -> (PlanRecord, Vec<Part>, TxnId) {
     let mut plan = record(user, "wf", Some(at(10)));
     plan.status = PlanStatus::Pending;
     let txn = TxnId::new();
-    let parts = vec![DecidedPart {
+    let parts = vec![Part {
         participant: ParticipantRef::Site("s1".into()),
         hold: plan.bookings[0].hold,
         request: HoldRequest::from(ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start: 0, end: 3600 }),
@@ -107,7 +107,7 @@ fn decided_plan(user: &str) -> (PlanRecord, Vec<DecidedPart>, TxnId) {
 async fn decide(
     s: &dyn Store,
     plan: &PlanRecord,
-    parts: &[DecidedPart],
+    parts: &[Part],
     txn: TxnId,
     key: Option<(&str, &str)>,
     claim: &Claim,
