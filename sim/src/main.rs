@@ -27,13 +27,20 @@ use scenario::Scenario;
 #[command(version, about)]
 struct Args {
     /// Scenario file (sim/scenarios/*.toml).
-    scenario: PathBuf,
+    #[arg(required_unless_present = "replot")]
+    scenario: Option<PathBuf>,
+    /// Run nothing: draw the figures of OUT again from its summary.csv.
+    #[arg(long, conflicts_with_all = ["scenario", "seeds", "seed_offset", "keep_outcomes"])]
+    replot: bool,
     /// Output folder for runs.csv, summary.csv and the figures.
     #[arg(long)]
     out: PathBuf,
     /// Override the scenario's number of seeds.
     #[arg(long)]
     seeds: Option<u64>,
+    /// Override the scenario's `seed_offset` (runs use seeds OFFSET+1 ..= OFFSET+seeds).
+    #[arg(long)]
+    seed_offset: Option<u64>,
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
@@ -44,10 +51,23 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let mut s = Scenario::load(&args.scenario)?;
+    if args.replot {
+        // Figures only: findings.md is computed from the runs' full-precision summary, and the
+        // CSV's six decimals could move a rounded digit of it.
+        let summary = report::read_summary_csv(&args.out.join("summary.csv"))?;
+        report::write_figures(&summary, &args.out)?;
+        println!("figures of {} drawn again", args.out.display());
+        return Ok(());
+    }
+    let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot");
+    let mut s = Scenario::load(scenario)?;
     if let Some(n) = args.seeds {
         s.seeds = n;
     }
+    if let Some(o) = args.seed_offset {
+        s.seed_offset = o;
+    }
+    s.validate().context("the scenario with the command line's overrides")?;
     if let Some(t) = args.threads {
         rayon::ThreadPoolBuilder::new().num_threads(t).build_global()?;
     }
@@ -58,7 +78,7 @@ fn main() -> Result<()> {
     // Every workload (topology x kind x load x seed) once; every algorithm runs on the same one.
     let mut cells = Vec::new();
     for topology in &s.topologies {
-        for seed in 1..=s.seeds {
+        for seed in s.run_seeds() {
             let grid = s.grid(topology, seed)?;
             for kind in &s.kinds {
                 for &load in &s.loads {

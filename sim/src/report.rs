@@ -18,7 +18,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::algorithm::Algorithm;
@@ -98,7 +98,7 @@ pub const SUMMARY_CSV_HEADER: [&str; 12] = [
 /// single run (or none).
 ///
 /// Its serde form is a line of `summary.csv` ([`write_summary_csv`]): floats as [`fmt_f64`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRow {
     /// Topology name, e.g. `gridg-n`.
     pub topology: String,
@@ -316,6 +316,14 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
     write_csv(path, &SUMMARY_CSV_HEADER, sorted)
 }
 
+/// Reads a `summary.csv` written by [`write_summary_csv`] (to draw its figures again).
+///
+/// Errors: the file cannot be read, or a line is not a summary row.
+pub fn read_summary_csv(path: &Path) -> anyhow::Result<Vec<SummaryRow>> {
+    let mut reader = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    reader.deserialize().collect::<Result<_, _>>().with_context(|| format!("parsing {}", path.display()))
+}
+
 /// Draws the paper's figures (Ando & Aida, Figs. 7-12) from a summary (see [`summarise`]) into `dir` (created if
 /// missing; existing files of the same name are overwritten) and returns the paths written, in
 /// order: for every (topology, kind), sorted, `success-<topology>-<kind>.svg`, `.png`, then
@@ -323,12 +331,13 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
 /// digits, `-`, `_`, `.` have them replaced by `_`).
 ///
 /// Each figure is 1100 x 700 px: offered load on the x axis; on the y axis the success rate
-/// (axis 0..1) or the average cost per CPU-hour (axis fitted to the data and its intervals);
+/// (axis 0..1) or the average cost per CPU-hour (axis from 0 to the data and its intervals);
 /// one line per algorithm with its marker at every load, and a translucent band for
 /// mean ± ci95 (clipped to the axis). The legend panel on the right lists the algorithms (BBR,
 /// BIR, `bbr-overlay-*`; within each time, cost, load, random): BIR solid and
 /// full colour, BBR dashed, lighter and with hollow markers, overlay short-dashed and darker;
-/// the policy gives the hue and marker shape. The cost figure leaves out points where no run
+/// the policy gives the hue and marker shape; our algorithms (`bbr-overlay-*`) are marked `*`.
+/// The x axis and the legend say what offered load is (CPU demand only). The cost figure leaves out points where no run
 /// committed anything (`success_rate_mean == 0`), as those have no average cost. Points with
 /// a non-finite mean or load are left out.
 ///

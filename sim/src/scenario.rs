@@ -9,7 +9,8 @@
 //! loads = [0.2, 0.6, 1.0]                 # offered loads to sweep
 //! algorithms = ["bbr-time", "bir-time"]   # default: all 9 (bbr, bir, bbr-overlay x 4 policies
 //!                                         # ... bbr-overlay only with `time` by default)
-//! seeds = 2                                # runs per point: seeds 1..=seeds
+//! seeds = 2                                # runs per point: seeds seed_offset+1 ..= seed_offset+seeds
+//! seed_offset = 0                          # default 0; e.g. 100 for seeds 101..=102
 //! requests = 100                           # plan requests per run
 //! planners = 3
 //! planner_concurrency = 1                  # requests a planner works on at once
@@ -47,9 +48,14 @@ pub struct Scenario {
     pub loads: Vec<f64>,
     #[serde(default = "default_algorithms")]
     pub algorithms: Vec<Algorithm>,
-    /// Runs per point, with seeds `1..=seeds`.
+    /// Runs per point, with seeds `seed_offset + 1 ..= seed_offset + seeds`.
     #[serde(default = "default_seeds")]
     pub seeds: u64,
+    /// Added to every run's seed (default 0), so that runs outside the published seeds need no
+    /// code change: each seed draws its own workload, grid (unless `topology_seed`), planner
+    /// and latency streams.
+    #[serde(default)]
+    pub seed_offset: u64,
     /// Plan requests per run.
     #[serde(default = "default_requests")]
     pub requests: usize,
@@ -119,7 +125,8 @@ impl Scenario {
         Ok(s)
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks the settings (also after command-line overrides).
+    pub fn validate(&self) -> Result<()> {
         if self.loads.is_empty() || self.loads.iter().any(|l| !(l.is_finite() && *l > 0.0)) {
             bail!("loads must be a non-empty list of numbers > 0");
         }
@@ -128,6 +135,9 @@ impl Scenario {
         }
         if self.seeds == 0 || self.requests == 0 || self.planners == 0 || self.planner_concurrency == 0 {
             bail!("seeds, requests, planners and planner_concurrency must be >= 1");
+        }
+        if self.seed_offset.checked_add(self.seeds).is_none() {
+            bail!("seed_offset + seeds must fit in 64 bits");
         }
         if self.w_interval_s < 0 || self.lease_s.is_some_and(|l| l <= 0) {
             bail!("w_interval_s must be >= 0 and lease_s > 0");
@@ -140,6 +150,11 @@ impl Scenario {
     /// The NIS routing policy.
     pub fn routing(&self) -> Result<Routing, String> {
         self.routing.parse()
+    }
+
+    /// The run seeds: `seed_offset + 1 ..= seed_offset + seeds`.
+    pub fn run_seeds(&self) -> std::ops::RangeInclusive<u64> {
+        self.seed_offset + 1..=self.seed_offset + self.seeds
     }
 
     /// The hold lease in seconds.
@@ -176,5 +191,27 @@ impl Scenario {
     /// The short name of a topology for file names and tables.
     pub fn topology_label(name: &str) -> String {
         Path::new(name).file_stem().map_or(name.to_string(), |s| s.to_string_lossy().to_lowercase())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(extra: &str) -> Scenario {
+        toml::from_str(&format!("name = 't'\ntrace = 'unused'\nloads = [1.0]\n{extra}")).unwrap()
+    }
+
+    #[test]
+    fn seeds_start_after_the_offset() {
+        assert_eq!(scenario("seeds = 3").run_seeds(), 1..=3, "no offset: the published seeds 1..=N");
+        let s = scenario("seeds = 2\nseed_offset = 100");
+        assert_eq!(s.run_seeds().collect::<Vec<_>>(), vec![101, 102]);
+        s.validate().unwrap();
+        // TOML integers are i64; the command line's --seed-offset reaches u64.
+        let mut s = scenario("seeds = 2");
+        s.seed_offset = u64::MAX - 1;
+        let e = s.validate().unwrap_err();
+        assert!(e.to_string().contains("seed_offset + seeds"), "{e}");
     }
 }

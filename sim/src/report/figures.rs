@@ -129,6 +129,17 @@ fn style(algorithm: &Algorithm) -> Style {
     }
 }
 
+/// The x axis: what offered load means (the workload generator's definition; docs/simulator.md).
+const X_DESC: &str = "offered load (requested CPU-seconds per second ÷ the grid's CPUs)";
+
+/// An algorithm's name in the legend: ours (not in Ando & Aida) marked with `*`.
+fn legend_name(algorithm: &Algorithm) -> String {
+    match algorithm.method {
+        ReservationMethod::BbrOverlay => format!("{algorithm}*"),
+        ReservationMethod::Bbr | ReservationMethod::Bir => algorithm.to_string(),
+    }
+}
+
 /// One point: x, mean, CI half-width.
 #[derive(Debug, Clone, Copy)]
 struct Point {
@@ -196,7 +207,7 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
         .map(|algorithm| {
             let mut points = by_alg.remove(&algorithm).unwrap_or_default();
             points.sort_by(|a, b| a.x.total_cmp(&b.x));
-            Series { name: algorithm.to_string(), style: style(&algorithm), points }
+            Series { name: legend_name(&algorithm), style: style(&algorithm), points }
         })
         .collect();
 
@@ -209,11 +220,12 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
             let pts = series.iter().flat_map(|s| s.points.iter());
             let (lo, hi) =
                 pts.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.mean - p.ci), b.max(p.mean + p.ci)));
+            // From 0, so that the ratio of two algorithms' costs reads off the figure.
             if lo > hi {
                 (0.0, 1.0)
             } else {
                 let (plo, phi) = pad(lo, hi, 0.08);
-                (if lo >= 0.0 { plo.max(0.0) } else { plo }, phi)
+                (if lo >= 0.0 { 0.0 } else { plo }, phi)
             }
         }
     };
@@ -294,7 +306,7 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(drawing_err)?;
     let mut mesh = chart.configure_mesh();
-    mesh.x_desc("offered load")
+    mesh.x_desc(X_DESC)
         .y_desc(fig.metric.y_desc())
         .axis_desc_style((FONT, 22))
         .label_style((FONT, 17))
@@ -360,6 +372,14 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
     y += row_h;
     let small = (FONT, 16).into_font().color(&RGBColor(80, 80, 80)).pos(Pos::new(HPos::Left, VPos::Center));
     legend_area.draw_text(&fig.note, &small, (10, y)).map_err(drawing_err)?;
+    if fig.series.iter().any(|s| s.name.ends_with('*')) {
+        y += row_h;
+        legend_area.draw_text("* ours, not in the paper", &small, (10, y)).map_err(drawing_err)?;
+    }
+    y += row_h;
+    legend_area.draw_text("network demand is not", &small, (10, y)).map_err(drawing_err)?;
+    y += row_h * 2 / 3;
+    legend_area.draw_text("part of the offered load", &small, (10, y)).map_err(drawing_err)?;
     Ok(())
 }
 
@@ -408,4 +428,36 @@ pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Resul
         }
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(algorithm: &str, load: f64, cost: f64) -> SummaryRow {
+        SummaryRow {
+            topology: "t".into(),
+            kind: "workflow".into(),
+            algorithm: algorithm.parse().unwrap(),
+            load,
+            runs: 2,
+            success_rate_mean: 0.5,
+            success_rate_ci95: 0.0,
+            mean_cost_mean: cost,
+            mean_cost_ci95: 0.1,
+            messages_mean: 0.0,
+            holds_aborted_mean: 0.0,
+            planning_s_mean: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_cost_axis_starts_at_zero_and_ours_are_marked() {
+        let rows = [row("bir-cost", 0.2, 5.0), row("bir-cost", 0.4, 6.0), row("bbr-overlay-time", 0.2, 8.0)];
+        let fig = build_figure("t", "workflow", &rows.iter().collect::<Vec<_>>(), Metric::Cost);
+        assert_eq!(fig.y_range.0, 0.0, "costs of 5 to 8 are drawn from 0");
+        assert!(fig.y_range.1 > 8.1);
+        let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["bir-cost", "bbr-overlay-time*"]);
+    }
 }

@@ -307,3 +307,14 @@ fn figures_handle_edge_cases() {
     let s = summarise(&[r]);
     assert!(write_figures(&[s[0].clone(), s[0].clone()], dir.path()).is_err());
 }
+
+/// The summary read back from summary.csv draws the same figures (`--replot`).
+#[test]
+fn summary_csv_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = vec![row("bir-time", 0.5, 1, 50, 0.5, 7.25), row("bbr-overlay-time", 0.5, 1, 60, 0.6, 4.0)];
+    let summary = summarise(&rows);
+    let path = dir.path().join("summary.csv");
+    write_summary_csv(&summary, &path).unwrap();
+    assert_eq!(read_summary_csv(&path).unwrap(), summary);
+}
