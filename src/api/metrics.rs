@@ -11,29 +11,105 @@
 //! - `coreserve_2pc_aborts_total`: holds aborted, by the planners (backtracks, shifts, failed
 //!   batches) plus successful `POST /v1/holds/{id}/abort` calls;
 //! - `coreserve_handler_panics_total`: requests whose handler (or a task it awaited) panicked
-//!   and were answered 500 (there should be none).
+//!   and were answered 500 (there should be none);
+//! - `coreserve_participant_call_seconds{participant, message}`: how long the planners' calls
+//!   to participants take (`participant` = `lis` or `nis`; `message` = `query`, `prepare`,
+//!   `commit`, `abort`, `release`, `extend`), measured by [`crate::protocol::Timed`]; in a
+//!   planner process these are HTTP round trips, all-in-one in-process calls.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use strum::VariantArray;
+
+use crate::protocol::{CallObserver, Message, ParticipantKind};
 use crate::store::PlanStatus;
 
-/// Upper bounds of the latency buckets, seconds.
+/// Upper bounds of the planning latency buckets, seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
+/// Upper bounds of the participant call buckets, seconds (in-process calls take microseconds).
+const CALL_BUCKETS: [f64; 14] =
+    [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0];
+const KINDS: [(ParticipantKind, &str); 2] = [(ParticipantKind::Compute, "lis"), (ParticipantKind::Network, "nis")];
+
+/// A Prometheus histogram over fixed bucket bounds (seconds): cumulative counts and the sum.
+#[derive(Debug)]
+struct Histogram {
+    bounds: &'static [f64],
+    /// Cumulative counts per bound, then +Inf.
+    counts: Vec<AtomicU64>,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram { bounds, counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(), sum_us: AtomicU64::new(0) }
+    }
+
+    fn observe(&self, seconds: f64) {
+        for (i, b) in self.bounds.iter().enumerate() {
+            if seconds <= *b {
+                self.counts[i].fetch_add(1, Relaxed);
+            }
+        }
+        self.counts[self.bounds.len()].fetch_add(1, Relaxed);
+        self.sum_us.fetch_add((seconds * 1e6) as u64, Relaxed);
+    }
+
+    /// The histogram's lines for metric `name` with `labels` (`a="x",b="y"` or empty).
+    fn render(&self, s: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in self.bounds.iter().enumerate() {
+            let _ = writeln!(s, "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}", self.counts[i].load(Relaxed));
+        }
+        let count = self.counts[self.bounds.len()].load(Relaxed);
+        let _ = writeln!(s, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let braces = |l: &str| if l.is_empty() { String::new() } else { format!("{{{l}}}") };
+        let _ = writeln!(s, "{name}_sum{} {}", braces(labels), self.sum_us.load(Relaxed) as f64 / 1e6);
+        let _ = writeln!(s, "{name}_count{} {count}", braces(labels));
+    }
+}
 const STATUSES: [PlanStatus; 5] =
     [PlanStatus::Committed, PlanStatus::Rejected, PlanStatus::Planned, PlanStatus::Pending, PlanStatus::Cancelled];
 
 /// The counters (lock-free; shared by every worker).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     plans: [AtomicU64; STATUSES.len()],
     /// Recovered transactions: committed, compensated.
     recovered: [AtomicU64; 2],
-    /// Cumulative counts per bucket of [`BUCKETS`], then +Inf.
-    latency: [AtomicU64; BUCKETS.len() + 1],
-    latency_sum_us: AtomicU64,
+    /// Planning latency.
+    latency: Histogram,
+    /// Participant calls, by [`KINDS`] then [`Message::VARIANTS`].
+    calls: Vec<Histogram>,
     aborts: AtomicU64,
     panics: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            plans: Default::default(),
+            recovered: Default::default(),
+            latency: Histogram::new(&BUCKETS),
+            calls: (0..KINDS.len() * Message::VARIANTS.len()).map(|_| Histogram::new(&CALL_BUCKETS)).collect(),
+            aborts: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The index of a (kind, message) pair in [`Metrics::calls`].
+fn call_index(kind: ParticipantKind, message: Message) -> usize {
+    let k = KINDS.iter().position(|(x, _)| *x == kind).expect("every kind is listed");
+    let m = Message::VARIANTS.iter().position(|x| *x == message).expect("every message is listed");
+    k * Message::VARIANTS.len() + m
+}
+
+impl CallObserver for Metrics {
+    fn observe(&self, kind: ParticipantKind, message: Message, seconds: f64) {
+        self.calls[call_index(kind, message)].observe(seconds);
+    }
 }
 
 fn index(s: PlanStatus) -> usize {
@@ -44,13 +120,7 @@ impl Metrics {
     /// One plan finished with `status` after `seconds` of planning, aborting `aborts` holds.
     pub fn plan_done(&self, status: PlanStatus, seconds: f64, aborts: u64) {
         self.plans[index(status)].fetch_add(1, Relaxed);
-        for (i, b) in BUCKETS.iter().enumerate() {
-            if seconds <= *b {
-                self.latency[i].fetch_add(1, Relaxed);
-            }
-        }
-        self.latency[BUCKETS.len()].fetch_add(1, Relaxed);
-        self.latency_sum_us.fetch_add((seconds * 1e6) as u64, Relaxed);
+        self.latency.observe(seconds);
         self.aborts.fetch_add(aborts, Relaxed);
     }
 
@@ -90,13 +160,17 @@ impl Metrics {
         }
         s.push_str("# HELP coreserve_planning_seconds Time to plan and book one request.\n");
         s.push_str("# TYPE coreserve_planning_seconds histogram\n");
-        for (i, b) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(s, "coreserve_planning_seconds_bucket{{le=\"{b}\"}} {}", self.latency[i].load(Relaxed));
+        self.latency.render(&mut s, "coreserve_planning_seconds", "");
+        s.push_str(
+            "# HELP coreserve_participant_call_seconds The planners' calls to participants, by kind and message.\n",
+        );
+        s.push_str("# TYPE coreserve_participant_call_seconds histogram\n");
+        for (kind, label) in KINDS {
+            for &message in Message::VARIANTS {
+                let labels = format!("participant=\"{label}\",message=\"{}\"", <&str>::from(message));
+                self.calls[call_index(kind, message)].render(&mut s, "coreserve_participant_call_seconds", &labels);
+            }
         }
-        let count = self.latency[BUCKETS.len()].load(Relaxed);
-        let _ = writeln!(s, "coreserve_planning_seconds_bucket{{le=\"+Inf\"}} {count}");
-        let _ = writeln!(s, "coreserve_planning_seconds_sum {}", self.latency_sum_us.load(Relaxed) as f64 / 1e6);
-        let _ = writeln!(s, "coreserve_planning_seconds_count {count}");
         s.push_str("# HELP coreserve_holds_outstanding Live holds over every participant.\n");
         s.push_str("# TYPE coreserve_holds_outstanding gauge\n");
         let _ = writeln!(s, "coreserve_holds_outstanding {holds_outstanding}");
@@ -129,5 +203,20 @@ mod tests {
         assert!(t.contains("coreserve_2pc_aborts_total 3"));
         m.panicked();
         assert!(m.render(0).contains("coreserve_handler_panics_total 1"));
+    }
+
+    #[test]
+    fn participant_calls_have_a_histogram_per_kind_and_message() {
+        let m = Metrics::default();
+        m.observe(ParticipantKind::Network, Message::Prepare, 0.003);
+        m.observe(ParticipantKind::Compute, Message::Query, 0.00002);
+        let t = m.render(0);
+        let line = |l: &str, v: &str| format!("coreserve_participant_call_seconds_bucket{{{l},le=\"{v}\"}}");
+        let nis_prepare = "participant=\"nis\",message=\"prepare\"";
+        assert!(t.contains(&format!("{} 0", line(nis_prepare, "0.0025"))), "{t}");
+        assert!(t.contains(&format!("{} 1", line(nis_prepare, "0.005"))));
+        assert!(t.contains(&format!("{} 1", line("participant=\"lis\",message=\"query\"", "0.000025"))));
+        assert!(t.contains("coreserve_participant_call_seconds_count{participant=\"lis\",message=\"commit\"} 0"));
+        assert!(t.contains("coreserve_participant_call_seconds_sum{participant=\"nis\",message=\"prepare\"} 0.003"));
     }
 }

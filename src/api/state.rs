@@ -19,7 +19,8 @@ use crate::model::{from_time, to_time, Grid, SiteId, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
 use crate::protocol::{
-    Backlog, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant, Yielding,
+    Backlog, CallObserver, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
+    ParticipantKind, Timed, Yielding,
 };
 use crate::store::{Claim, Store, StoreError, TokenRecord};
 
@@ -42,8 +43,9 @@ pub struct AppState {
     /// Holds made through the API (`POST /v1/sites/{id}/holds`, `POST /v1/network/holds`):
     /// hold id -> the participant that keeps it, for commit / abort / extend.
     pub holds: Mutex<HashMap<HoldId, ParticipantRef>>,
-    /// Counters and histograms behind `/metrics`.
-    pub metrics: Metrics,
+    /// Counters and histograms behind `/metrics` (also the planners' [`Timed`] participants'
+    /// observer).
+    pub metrics: Arc<Metrics>,
     /// Tokens found in the store, by hash, with when they were read (see [`AppState::token`]).
     tokens: Mutex<HashMap<String, (TokenRecord, std::time::Instant)>>,
     /// This process's name in claims (see [`ServeConfig::instance`]).
@@ -119,6 +121,14 @@ impl AppState {
                 s
             }
         };
+        // Every planner call to a participant is timed for /metrics (protocol::Timed).
+        let metrics = Arc::new(Metrics::default());
+        let mut services = services;
+        let observer: Arc<dyn CallObserver> = metrics.clone();
+        for p in services.lis.values_mut() {
+            *p = Arc::new(Timed::new(p.clone(), ParticipantKind::Compute, observer.clone()));
+        }
+        services.nis = Arc::new(Timed::new(services.nis.clone(), ParticipantKind::Network, observer));
         let planners = PlannerPool::new(&config, services);
         let instance = config.instance.clone().unwrap_or_else(|| {
             let role = match &config.role {
@@ -142,7 +152,7 @@ impl AppState {
             planners,
             store,
             holds: Mutex::new(HashMap::new()),
-            metrics: Metrics::default(),
+            metrics,
             tokens: Mutex::new(HashMap::new()),
         })
     }

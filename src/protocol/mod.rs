@@ -19,10 +19,12 @@ pub mod decision;
 mod holds;
 pub mod http;
 mod journal;
+mod timed;
 mod yielding;
 
 pub use holds::{HoldBook, HoldState};
 pub use journal::{BackendError, Backlog, Journal, JournalEntry, JournalError, Journaled};
+pub use timed::{CallObserver, Message, Timed};
 pub use yielding::Yielding;
 
 use async_trait::async_trait;

@@ -142,6 +142,14 @@ async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
     assert!(text.contains("coreserve_plans_total{status=\"committed\"} 1"), "{text}");
     assert!(text.contains("coreserve_plans_total{status=\"cancelled\"} 1"));
     assert!(text.contains("coreserve_planning_seconds_count 1"));
+    // The planner's calls to participants are timed: the plan committed a hold at a LIS.
+    let count = |participant: &str, message: &str| -> u64 {
+        let key =
+            format!("coreserve_participant_call_seconds_count{{participant=\"{participant}\",message=\"{message}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(key.as_str())).and_then(|v| v.parse().ok()).unwrap()
+    };
+    assert!(count("lis", "query") >= 2 && count("lis", "commit") >= 2, "{text}");
+    assert!(count("nis", "query") >= 1);
 }
 
 #[tokio::test]
