@@ -17,16 +17,22 @@ fn url_of(server: &str, db: &str) -> String {
 }
 
 /// The databases this run created (all dropped at the end, also after a failure).
-pub(crate) struct Databases {
-    pub(crate) server: String,
-    pub(crate) names: Mutex<Vec<String>>,
+pub struct Databases {
+    /// The server's URL (any database of it).
+    server: String,
+    names: Mutex<Vec<String>>,
 }
 
 impl Databases {
+    /// None yet, on the PostgreSQL server at `server` (a URL).
+    pub fn new(server: &str) -> Self {
+        Databases { server: server.to_owned(), names: Mutex::new(Vec::new()) }
+    }
+
     async fn admin(&self) -> Result<PgConnection> {
         PgConnection::connect(&self.server).await.with_context(|| {
             format!(
-                "PostgreSQL is required for the load benchmark and is unreachable at {} \
+                "PostgreSQL is required and is unreachable at {} \
                  (start it, see .ci/run, or point CORESERVE_TEST_PG at a server)",
                 self.server
             )
@@ -34,14 +40,15 @@ impl Databases {
     }
 
     /// Creates a fresh database `coreserve_load_<what>_<uuid>` and returns its URL.
-    pub(crate) async fn create(&self, what: &str) -> Result<String> {
+    pub async fn create(&self, what: &str) -> Result<String> {
         let name = format!("coreserve_load_{what}_{}", uuid::Uuid::new_v4().simple());
         self.admin().await?.execute(format!("CREATE DATABASE {name}").as_str()).await?;
         self.names.lock().unwrap().push(name.clone());
         Ok(url_of(&self.server, &name))
     }
 
-    pub(crate) async fn drop_all(&self) -> Result<()> {
+    /// Drops every database [`Databases::create`] made.
+    pub async fn drop_all(&self) -> Result<()> {
         let names = std::mem::take(&mut *self.names.lock().unwrap());
         let mut conn = self.admin().await?;
         for n in names {

@@ -1,5 +1,6 @@
 //! The `coreserve serve` processes of a round: all-in-one, or one per role (a LIS per site,
-//! the NIS, the GIS and a planner).
+//! the NIS, the GIS and a planner). Public: the simulator's validation against the service
+//! (`coreserve-sim --validate`) deploys the service with it too.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -10,16 +11,19 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::settings::{HORIZON_DAYS, W_INTERVAL_S};
-use crate::workload::Scenario;
+use coreserve::model::Grid;
 
-/// `coreserve serve` processes of one round; killed when dropped.
-pub(crate) struct Procs {
+/// `coreserve serve` processes on one database; killed when dropped.
+pub struct Procs {
     /// The `coreserve` executable.
     bin: PathBuf,
+    /// `DATABASE_URL` of every process.
+    db: String,
+    /// `--admin-token`, `--service-token` and the flags every process gets.
+    args: Vec<String>,
     procs: Vec<(String, Child)>,
     /// Log lines that look like trouble (warnings, errors, failed participant calls).
-    pub(crate) problems: Arc<AtomicUsize>,
+    pub problems: Arc<AtomicUsize>,
 }
 
 impl Drop for Procs {
@@ -32,19 +36,29 @@ impl Drop for Procs {
 }
 
 impl Procs {
-    fn new(bin: &Path) -> Self {
-        Procs { bin: bin.to_owned(), procs: Vec::new(), problems: Arc::new(AtomicUsize::new(0)) }
+    /// No process yet: each will run `bin serve` on `db` with these tokens and `common` flags
+    /// (e.g. `--w-interval-s`, `--method`).
+    pub fn new(bin: &Path, db: &str, admin: &str, service: &str, common: &[String]) -> Self {
+        let mut args = vec!["--admin-token".to_owned(), admin.to_owned(), "--service-token".into(), service.into()];
+        args.extend_from_slice(common);
+        Procs {
+            bin: bin.to_owned(),
+            db: db.to_owned(),
+            args,
+            procs: Vec::new(),
+            problems: Arc::new(AtomicUsize::new(0)),
+        }
     }
 
-    /// Starts `coreserve serve ARGS` on a free port with `DATABASE_URL=db` and returns its base
-    /// URL (from the start line on stderr, printed once the listener is bound).
-    fn serve(&mut self, label: &str, db: &str, admin: &str, service: &str, args: &[String]) -> Result<String> {
+    /// Starts `coreserve serve ARGS` on a free port and returns its base URL (from the start
+    /// line on stderr, printed once the listener is bound).
+    fn serve(&mut self, label: &str, args: &[String]) -> Result<String> {
         let mut child = Command::new(&self.bin)
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--admin-token", admin, "--service-token", service])
-            .args(["--horizon-days", HORIZON_DAYS, "--w-interval-s", &W_INTERVAL_S.to_string()])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(&self.args)
             .args(args)
-            .env("DATABASE_URL", db)
+            .env("DATABASE_URL", &self.db)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -80,12 +94,14 @@ impl Procs {
             .map_err(|_| anyhow!("`coreserve serve` ({}) did not start", args.join(" ")))
     }
 
-    pub(crate) fn pids(&self) -> Vec<(String, u32)> {
+    /// Each process's label and pid.
+    pub fn pids(&self) -> Vec<(String, u32)> {
         self.procs.iter().map(|(l, c)| (l.clone(), c.id())).collect()
     }
 }
 
-pub(crate) async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<()> {
+/// Waits (30 s at most) until `url/readyz` answers 200.
+pub async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(r) = client.get(format!("{url}/readyz")).send().await {
@@ -100,14 +116,18 @@ pub(crate) async fn wait_ready(client: &reqwest::Client, url: &str) -> Result<()
     }
 }
 
+/// The two deployments.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub enum Mode {
+    /// One process with every role.
     AllInOne,
+    /// A LIS per site, the NIS, the GIS and one planner, each a process.
     Roles,
 }
 
 impl Mode {
-    pub(crate) fn name(self) -> &'static str {
+    /// `all-in-one` or `role-separated`.
+    pub fn name(self) -> &'static str {
         match self {
             Mode::AllInOne => "all-in-one",
             Mode::Roles => "role-separated",
@@ -115,31 +135,30 @@ impl Mode {
     }
 }
 
-/// Starts the deployment on database `db` and returns the processes and the planner's URL.
-pub(crate) fn deploy(
-    bin: &Path,
-    mode: Mode,
-    sc: &Scenario,
-    db: &str,
-    admin: &str,
-    service: &str,
-) -> Result<(Procs, String)> {
-    let mut procs = Procs::new(bin);
-    let grid = sc.path.to_str().context("grid path")?.to_owned();
-    let url = match mode {
-        Mode::AllInOne => procs.serve("all", db, admin, service, &["--grid".into(), grid])?,
-        Mode::Roles => {
-            let mut planner = vec!["--role".to_owned(), "planner".into()];
-            for s in sc.grid.sites() {
-                let args = ["--role", "lis", "--site", &s.id, "--grid", &grid].map(String::from);
-                let u = procs.serve(&format!("lis {}", s.id), db, admin, service, &args)?;
-                planner.extend(["--lis".to_owned(), format!("{}={u}", s.id)]);
+impl Procs {
+    /// Starts the deployment of `grid` (saved at `grid_path`) and returns the URL of its
+    /// planner (or of the all-in-one process).
+    ///
+    /// # Errors
+    /// A process does not start (its first lines are printed) or the path is not UTF-8.
+    pub fn deploy(&mut self, mode: Mode, grid: &Grid, grid_path: &Path) -> Result<String> {
+        let path = grid_path.to_str().context("grid path")?.to_owned();
+        let with_grid = |role: &[&str]| -> Vec<String> {
+            role.iter().map(|a| a.to_string()).chain(["--grid".to_owned(), path.clone()]).collect()
+        };
+        match mode {
+            Mode::AllInOne => self.serve("all", &with_grid(&[])),
+            Mode::Roles => {
+                let mut planner = vec!["--role".to_owned(), "planner".into()];
+                for s in grid.sites() {
+                    let u = self.serve(&format!("lis {}", s.id), &with_grid(&["--role", "lis", "--site", &s.id]))?;
+                    planner.extend(["--lis".to_owned(), format!("{}={u}", s.id)]);
+                }
+                let nis = self.serve("nis", &with_grid(&["--role", "nis"]))?;
+                let gis = self.serve("gis", &with_grid(&["--role", "gis"]))?;
+                planner.extend(["--nis".to_owned(), nis, "--gis".into(), gis]);
+                self.serve("planner", &planner)
             }
-            let nis = procs.serve("nis", db, admin, service, &["--role", "nis", "--grid", &grid].map(String::from))?;
-            let gis = procs.serve("gis", db, admin, service, &["--role", "gis", "--grid", &grid].map(String::from))?;
-            planner.extend(["--nis".to_owned(), nis, "--gis".into(), gis]);
-            procs.serve("planner", db, admin, service, &planner)?
         }
-    };
-    Ok((procs, url))
+    }
 }

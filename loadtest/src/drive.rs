@@ -14,8 +14,8 @@ use serde::Deserialize;
 
 use crate::cpu::{clk_tck, snapshot, CpuSplit};
 use crate::database::{xacts, Databases};
-use crate::deploy::{deploy, wait_ready, Mode, Procs};
-use crate::settings::{Settings, BASE_MARGIN_S};
+use crate::deploy::{wait_ready, Mode, Procs};
+use crate::settings::{Settings, BASE_MARGIN_S, HORIZON_DAYS, W_INTERVAL_S};
 use crate::workload::{Scenario, Workload};
 
 #[derive(Deserialize)]
@@ -260,7 +260,9 @@ pub(crate) async fn round(s: &Settings, bin: &Path, dbs: &Databases, mode: Mode,
     let db = dbs.create(if mode == Mode::Roles { "roles" } else { "all" }).await?;
     let admin = format!("load-admin-{}", uuid::Uuid::new_v4().simple());
     let service = format!("load-service-{}", uuid::Uuid::new_v4().simple());
-    let (procs, url) = deploy(bin, mode, sc, &db, &admin, &service)?;
+    let common = ["--horizon-days", HORIZON_DAYS, "--w-interval-s", &W_INTERVAL_S.to_string()].map(String::from);
+    let mut procs = Procs::new(bin, &db, &admin, &service, &common);
+    let url = procs.deploy(mode, &sc.grid, &sc.path)?;
     coreserve::protocol::http::install_crypto_provider();
     let client = reqwest::Client::new();
     wait_ready(&client, &url).await?;

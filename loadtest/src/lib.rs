@@ -32,15 +32,14 @@
 //! round), `cpu` (/proc accounting), `report` (summary lines and Markdown).
 
 mod cpu;
-mod database;
-mod deploy;
+pub mod database;
+pub mod deploy;
 mod drive;
 mod report;
 mod settings;
 mod workload;
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use anyhow::{bail, Result};
 use futures::FutureExt;
@@ -124,7 +123,7 @@ async fn run(s: &Settings, paths: &Paths, dbs: &Databases) -> Result<String> {
 /// does not answer.
 pub fn main(paths: &Paths) -> Result<String> {
     let s = Settings::from_env()?;
-    let dbs = Databases { server: s.server.clone(), names: Mutex::new(Vec::new()) };
+    let dbs = Databases::new(&s.server);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(async {
         let result = std::panic::AssertUnwindSafe(run(&s, paths, &dbs)).catch_unwind().await;

@@ -426,20 +426,7 @@ mod tests {
     use super::*;
 
     fn row(topology: &str, kind: &str, algorithm: &str, load: f64, success: f64, cost: f64) -> SummaryRow {
-        SummaryRow {
-            topology: topology.into(),
-            kind: kind.into(),
-            algorithm: algorithm.parse().unwrap(),
-            load,
-            runs: 1,
-            success_rate_mean: success,
-            success_rate_ci95: 0.0,
-            mean_cost_mean: cost,
-            mean_cost_ci95: 0.0,
-            messages_mean: 100.0,
-            holds_aborted_mean: 0.0,
-            planning_s_mean: 1.0,
-        }
+        SummaryRow { runs: 1, ..SummaryRow::point(topology, kind, algorithm, load, success, cost) }
     }
 
     #[test]

@@ -7,7 +7,9 @@ mod findings;
 mod report;
 mod run;
 mod scenario;
+mod sensitivity;
 mod transport;
+mod validate;
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -27,11 +29,19 @@ use scenario::Scenario;
 #[command(version, about)]
 struct Args {
     /// Scenario file (sim/scenarios/*.toml).
-    #[arg(required_unless_present = "replot")]
+    #[arg(required_unless_present_any = ["replot", "compare"])]
     scenario: Option<PathBuf>,
     /// Run nothing: draw the figures of OUT again from its summary.csv.
     #[arg(long, conflicts_with_all = ["scenario", "seeds", "seed_offset", "keep_outcomes"])]
     replot: bool,
+    /// Run nothing: compare finished runs (folders with a summary.csv), the first the baseline,
+    /// and write OUT/sensitivity.md. Repeat the flag: --compare BASE --compare VARIANT ...
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "replot", "seeds", "seed_offset", "keep_outcomes"])]
+    compare: Vec<PathBuf>,
+    /// The figures' x axis: the CPUs' offered load (the scenario's `loads`, as in the paper)
+    /// or the network's (requested bandwidth over the sites' link capacity; docs/simulator.md).
+    #[arg(long, value_enum, default_value_t = report::XAxis::Cpu)]
+    x_axis: report::XAxis,
     /// Output folder for runs.csv, summary.csv and the figures.
     #[arg(long)]
     out: PathBuf,
@@ -47,6 +57,17 @@ struct Args {
     /// Also write every run's outcomes to DIR/outcomes/ (one JSON line per request).
     #[arg(long)]
     keep_outcomes: bool,
+    /// Run every run through the real service too (role-separated processes on PostgreSQL, in
+    /// real time), calibrate the service times from its measured latencies, and compare
+    /// (OUT/validation.md; see docs/simulator.md). Use a scenario with compressed times.
+    #[arg(long, conflicts_with_all = ["replot", "keep_outcomes"])]
+    validate: bool,
+    /// The `coreserve` executable for --validate (default: beside this one).
+    #[arg(long, requires = "validate")]
+    coreserve_bin: Option<PathBuf>,
+    /// PostgreSQL server for --validate (fresh databases are made and dropped on it).
+    #[arg(long, env = "CORESERVE_TEST_PG", default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    postgres: String,
 }
 
 fn main() -> Result<()> {
@@ -55,11 +76,18 @@ fn main() -> Result<()> {
         // Figures only: findings.md is computed from the runs' full-precision summary, and the
         // CSV's six decimals could move a rounded digit of it.
         let summary = report::read_summary_csv(&args.out.join("summary.csv"))?;
-        report::write_figures(&summary, &args.out)?;
+        report::write_figures(&summary, &args.out, args.x_axis)?;
         println!("figures of {} drawn again", args.out.display());
         return Ok(());
     }
-    let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot");
+    if !args.compare.is_empty() {
+        std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+        let path = args.out.join("sensitivity.md");
+        std::fs::write(&path, sensitivity::compare(&args.compare)?)?;
+        println!("comparison -> {}", path.display());
+        return Ok(());
+    }
+    let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot or --compare");
     let mut s = Scenario::load(scenario)?;
     if let Some(n) = args.seeds {
         s.seeds = n;
@@ -74,6 +102,14 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let trace = s.resolve(&s.trace);
     let cpus = procs_of(&read_swf(&trace).with_context(|| format!("reading trace {}", trace.display()))?);
+    if args.validate {
+        let here = std::env::current_exe()?;
+        let bin = args.coreserve_bin.clone().unwrap_or_else(|| here.with_file_name("coreserve"));
+        let service = validate::Service { bin, postgres: args.postgres.clone() };
+        validate::validate(&s, &service, &cpus, &args.out)?;
+        println!("validation of scenario `{}` -> {}", s.name, args.out.join("validation.md").display());
+        return Ok(());
+    }
 
     // Every workload (topology x kind x load x seed) once; every algorithm runs on the same one.
     let mut cells = Vec::new();
@@ -127,16 +163,16 @@ fn main() -> Result<()> {
     )?;
     bar.finish_and_clear();
     let rows = rows.into_inner().expect("rows lock");
-    write_outputs(&rows, &args.out)?;
+    write_outputs(&rows, &args.out, args.x_axis)?;
     println!("{} runs of scenario `{}` -> {}", rows.len(), s.name, args.out.display());
     Ok(())
 }
 
-fn write_outputs(rows: &[report::RunRow], out: &std::path::Path) -> Result<()> {
+fn write_outputs(rows: &[report::RunRow], out: &std::path::Path, x_axis: report::XAxis) -> Result<()> {
     report::write_runs_csv(rows, &out.join("runs.csv"))?;
     let summary = report::summarise(rows);
     report::write_summary_csv(&summary, &out.join("summary.csv"))?;
-    report::write_figures(&summary, out)?;
+    report::write_figures(&summary, out, x_axis)?;
     std::fs::write(out.join("findings.md"), findings::findings(&summary))?;
     Ok(())
 }

@@ -21,9 +21,12 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize, Serializer};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
+use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest};
+
 use crate::algorithm::Algorithm;
 
 mod figures;
+pub use figures::XAxis;
 
 /// One simulated run: one topology x kind x algorithm x offered load x seed.
 ///
@@ -55,10 +58,95 @@ pub struct RunRow {
     /// Mean virtual planning time per request, seconds.
     #[serde(serialize_with = "fixed")]
     pub planning_s_mean: f64,
+    /// Network offered load of the run's requests: see [`network_load`].
+    #[serde(serialize_with = "fixed")]
+    pub network_load: f64,
+    /// Rejections by reason (they add up to `requests - committed`), see [`Rejections`]: its
+    /// fields are columns of `runs.csv` in its place (the csv writer writes a nested struct's
+    /// fields in line).
+    pub rejected: Rejections,
+    /// Success rate of the first and of the last quarter of the counted requests (in arrival
+    /// order): a run in steady state has them about equal.
+    #[serde(serialize_with = "fixed")]
+    pub success_first_quarter: f64,
+    #[serde(serialize_with = "fixed")]
+    pub success_last_quarter: f64,
 }
 
-/// Column names of `runs.csv`, in order: exactly the field names of [`RunRow`].
-pub const RUNS_CSV_HEADER: [&str; 12] = [
+/// A run's rejections by what ended them, read from the outcomes' reasons (the planner's
+/// texts, docs/algorithm.md): the simulator's trace of *why* an algorithm loses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rejections {
+    /// "planning took longer than w_interval": the search ran out of time.
+    pub rejected_time_limit: u64,
+    /// "batch prepare failed" (BBR): the complete plan was refused by a participant.
+    pub rejected_batch: u64,
+    /// Of `rejected_batch`, those the plan's own parts explain (self-conflict).
+    pub self_conflicts: u64,
+    /// No plan fits before the deadline (including requests that cannot start in time).
+    pub rejected_no_plan: u64,
+    /// The search budget (tentative fixes or `st` shifts) ran out.
+    pub rejected_budget: u64,
+    /// Anything else (a refused commit, an unavailable participant).
+    pub rejected_other: u64,
+}
+
+impl Rejections {
+    /// Counts the rejections among `outcomes`.
+    pub fn of(outcomes: &[Outcome]) -> Self {
+        let mut r = Rejections::default();
+        for o in outcomes.iter().filter(|o| o.status != OutcomeStatus::Committed) {
+            let reason = o.reason.as_deref().unwrap_or("");
+            let slot = if reason.starts_with("planning took longer than w_interval") {
+                &mut r.rejected_time_limit
+            } else if reason.starts_with("batch prepare failed") {
+                if reason.contains("(self-conflict") {
+                    r.self_conflicts += 1;
+                }
+                &mut r.rejected_batch
+            } else if reason.starts_with("no feasible plan")
+                || reason.starts_with("deadline cannot be met")
+                || reason.starts_with("no site can run")
+            {
+                &mut r.rejected_no_plan
+            } else if reason.starts_with("search budget") || reason.starts_with("gave up after") {
+                &mut r.rejected_budget
+            } else {
+                &mut r.rejected_other
+            };
+            *slot += 1;
+        }
+        r
+    }
+}
+
+/// The network offered load of `requests` on `grid`: the bandwidth-seconds the requests'
+/// transfers ask for, counted on two site attachments each (the sender's and the receiver's),
+/// per second of the arrival period, divided by the sites' attachment capacity (the sum over
+/// sites of the capacities of the links at the site's node). The counterpart of the CPU
+/// offered load (requested CPU-seconds per second ÷ the grid's CPUs), so that two traces or
+/// two kinds can be compared on the network's axis too. The arrival period is `n` mean
+/// inter-arrival times (`(last - first) * n / (n - 1)`); 0 for fewer than two requests.
+pub fn network_load(grid: &Grid, requests: &[PlanRequest]) -> f64 {
+    let (Some(first), Some(last)) = (requests.first(), requests.last()) else { return 0.0 };
+    let n = requests.len() as f64;
+    let period_s = (last.submitted_at() - first.submitted_at()) as f64 * n / (n - 1.0);
+    let attachment_mbps: u64 = grid
+        .sites()
+        .iter()
+        .map(|s| grid.links().iter().filter(|l| l.a == s.node || l.b == s.node).map(|l| l.capacity_mbps).sum::<u64>())
+        .sum();
+    if !(period_s > 0.0) || attachment_mbps == 0 {
+        return 0.0;
+    }
+    let demand: f64 =
+        requests.iter().flat_map(|r| r.transfers()).map(|t| 2.0 * t.bandwidth_mbps as f64 * t.duration_s as f64).sum();
+    demand / period_s / attachment_mbps as f64
+}
+
+/// Column names of `runs.csv`, in order: exactly the field names of [`RunRow`] (with
+/// [`Rejections`]' fields in its place).
+pub const RUNS_CSV_HEADER: [&str; 21] = [
     "topology",
     "kind",
     "algorithm",
@@ -71,10 +159,19 @@ pub const RUNS_CSV_HEADER: [&str; 12] = [
     "messages",
     "holds_aborted",
     "planning_s_mean",
+    "network_load",
+    "rejected_time_limit",
+    "rejected_batch",
+    "self_conflicts",
+    "rejected_no_plan",
+    "rejected_budget",
+    "rejected_other",
+    "success_first_quarter",
+    "success_last_quarter",
 ];
 
 /// Column names of `summary.csv`, in order: exactly the field names of [`SummaryRow`].
-pub const SUMMARY_CSV_HEADER: [&str; 12] = [
+pub const SUMMARY_CSV_HEADER: [&str; 20] = [
     "topology",
     "kind",
     "algorithm",
@@ -87,6 +184,14 @@ pub const SUMMARY_CSV_HEADER: [&str; 12] = [
     "messages_mean",
     "holds_aborted_mean",
     "planning_s_mean",
+    "network_load_mean",
+    "time_limit_share",
+    "batch_share",
+    "self_conflict_share",
+    "no_plan_share",
+    "budget_share",
+    "success_first_quarter_mean",
+    "success_last_quarter_mean",
 ];
 
 /// One point of the figures: the runs of one topology x kind x algorithm x offered load,
@@ -135,6 +240,58 @@ pub struct SummaryRow {
     /// Mean over all runs of `planning_s_mean` (virtual planning time per request, seconds).
     #[serde(serialize_with = "fixed")]
     pub planning_s_mean: f64,
+    /// Mean network offered load of the runs' workloads ([`network_load`]): the figures' x
+    /// axis with `--x-axis network`. The fields from here on default to 0 when a summary
+    /// written before they existed is read again (`--replot`).
+    #[serde(serialize_with = "fixed", default)]
+    pub network_load_mean: f64,
+    /// Shares of all the group's requests rejected for each reason of [`Rejections`]
+    /// (`time_limit_share + batch_share + no_plan_share + budget_share <= 1 - success`).
+    #[serde(serialize_with = "fixed", default)]
+    pub time_limit_share: f64,
+    #[serde(serialize_with = "fixed", default)]
+    pub batch_share: f64,
+    #[serde(serialize_with = "fixed", default)]
+    pub self_conflict_share: f64,
+    #[serde(serialize_with = "fixed", default)]
+    pub no_plan_share: f64,
+    #[serde(serialize_with = "fixed", default)]
+    pub budget_share: f64,
+    /// Means of the runs' `success_first_quarter` and `success_last_quarter` (drift).
+    #[serde(serialize_with = "fixed", default)]
+    pub success_first_quarter_mean: f64,
+    #[serde(serialize_with = "fixed", default)]
+    pub success_last_quarter_mean: f64,
+}
+
+#[cfg(test)]
+impl SummaryRow {
+    /// A point for tests: `runs` 2, no intervals, 100 messages, network load = `load / 2`,
+    /// no rejection diagnostics.
+    pub fn point(topology: &str, kind: &str, algorithm: &str, load: f64, success: f64, cost: f64) -> Self {
+        SummaryRow {
+            topology: topology.into(),
+            kind: kind.into(),
+            algorithm: algorithm.parse().unwrap(),
+            load,
+            runs: 2,
+            success_rate_mean: success,
+            success_rate_ci95: 0.0,
+            mean_cost_mean: cost,
+            mean_cost_ci95: 0.0,
+            messages_mean: 100.0,
+            holds_aborted_mean: 0.0,
+            planning_s_mean: 1.0,
+            network_load_mean: load / 2.0,
+            time_limit_share: 0.0,
+            batch_share: 0.0,
+            self_conflict_share: 0.0,
+            no_plan_share: 0.0,
+            budget_share: 0.0,
+            success_first_quarter_mean: success,
+            success_last_quarter_mean: success,
+        }
+    }
 }
 
 /// The two-sided 95% quantile of Student's t with `df` degrees of freedom (`t_{0.975, df}`),
@@ -278,6 +435,10 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
         let first = group[0];
         let mean_of =
             |f: &dyn Fn(&RunRow) -> f64| -> f64 { group.iter().map(|r| f(r)).sum::<f64>() / group.len() as f64 };
+        let requests: u64 = group.iter().map(|r| r.requests).sum();
+        let share = |f: &dyn Fn(&RunRow) -> u64| -> f64 {
+            group.iter().map(|r| f(r)).sum::<u64>() as f64 / requests.max(1) as f64
+        };
         let success: Vec<f64> = group.iter().map(|r| r.success_rate).collect();
         let cost: Vec<f64> = group.iter().filter(|r| r.committed > 0).map(|r| r.mean_cost).collect();
         let (success_rate_mean, success_rate_ci95) = ci95_half_width(&success);
@@ -295,6 +456,14 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
             messages_mean: mean_of(&|r| r.messages as f64),
             holds_aborted_mean: mean_of(&|r| r.holds_aborted as f64),
             planning_s_mean: mean_of(&|r| r.planning_s_mean),
+            network_load_mean: mean_of(&|r| r.network_load),
+            time_limit_share: share(&|r| r.rejected.rejected_time_limit),
+            batch_share: share(&|r| r.rejected.rejected_batch),
+            self_conflict_share: share(&|r| r.rejected.self_conflicts),
+            no_plan_share: share(&|r| r.rejected.rejected_no_plan),
+            budget_share: share(&|r| r.rejected.rejected_budget),
+            success_first_quarter_mean: mean_of(&|r| r.success_first_quarter),
+            success_last_quarter_mean: mean_of(&|r| r.success_last_quarter),
         });
     }
     out
@@ -330,7 +499,8 @@ pub fn read_summary_csv(path: &Path) -> anyhow::Result<Vec<SummaryRow>> {
 /// `cost-<topology>-<kind>.svg`, `.png` (names with characters other than ASCII letters,
 /// digits, `-`, `_`, `.` have them replaced by `_`).
 ///
-/// Each figure is 1100 x 700 px: offered load on the x axis; on the y axis the success rate
+/// Each figure is 1100 x 700 px: offered load on the x axis (the CPUs', or with
+/// [`XAxis::Network`] the network's, see [`network_load`]); on the y axis the success rate
 /// (axis 0..1) or the average cost per CPU-hour (axis from 0 to the data and its intervals);
 /// one line per algorithm with its marker at every load, and a translucent band for
 /// mean ± ci95 (clipped to the axis). The legend panel on the right lists the algorithms (BBR,
@@ -348,8 +518,8 @@ pub fn read_summary_csv(path: &Path) -> anyhow::Result<Vec<SummaryRow>> {
 /// Errors: two summary rows with the same (topology, kind, algorithm, load); two
 /// (topology, kind) pairs that map to the same file name; `dir` cannot be created; drawing or
 /// writing a file fails (e.g. no usable font for the PNG).
-pub fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    figures::write_figures(summary, dir)
+pub fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -> anyhow::Result<Vec<PathBuf>> {
+    figures::write_figures(summary, dir, x_axis)
 }
 
 /// The distinct (topology, kind) pairs of a summary, sorted.

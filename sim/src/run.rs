@@ -19,7 +19,7 @@ use coreserve::replay::{dispatch, Dispatch, Summary};
 use indicatif::ProgressBar;
 
 use crate::algorithm::Algorithm;
-use crate::report::RunRow;
+use crate::report::{network_load, Rejections, RunRow};
 use crate::scenario::Scenario;
 use crate::transport::{SimParticipant, VirtualClock};
 
@@ -50,22 +50,38 @@ pub fn simulate(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest
     if !violations.is_empty() {
         bail!("{key:?}: the outcome checker found {} violations, first: {}", violations.len(), violations[0]);
     }
-    let sum = Summary::of(&outcomes);
-    let row = RunRow {
-        topology: key.topology.clone(),
-        kind: key.kind.clone(),
-        algorithm: key.algorithm,
-        load: key.load,
-        seed: key.seed,
-        requests: sum.requests as u64,
-        committed: sum.committed as u64,
-        success_rate: sum.success_rate,
-        mean_cost: sum.average_cost_per_cpu_hour,
-        messages: sum.messages,
-        holds_aborted: sum.holds_aborted,
-        planning_s_mean: outcomes.iter().map(|o| o.planning_ms / 1000.0).sum::<f64>() / outcomes.len().max(1) as f64,
-    };
-    Ok((row, outcomes))
+    Ok((RunRow::of(key, grid, requests, &outcomes, s.warmup_requests), outcomes))
+}
+
+impl RunRow {
+    /// The row of run `key`: `requests` on `grid` and their `outcomes` (both in arrival
+    /// order). The first `warmup` outcomes are simulated but not counted (a warm-up, the
+    /// scenario's `warmup_requests`); the network offered load is that of all the requests.
+    pub fn of(key: &RunKey, grid: &Grid, requests: &[PlanRequest], outcomes: &[Outcome], warmup: usize) -> RunRow {
+        let outcomes = &outcomes[warmup.min(outcomes.len())..];
+        let sum = Summary::of(outcomes);
+        let quarter = outcomes.len().div_ceil(4);
+        let success = |part: &[Outcome]| Summary::of(part).success_rate;
+        RunRow {
+            topology: key.topology.clone(),
+            kind: key.kind.clone(),
+            algorithm: key.algorithm,
+            load: key.load,
+            seed: key.seed,
+            requests: sum.requests as u64,
+            committed: sum.committed as u64,
+            success_rate: sum.success_rate,
+            mean_cost: sum.average_cost_per_cpu_hour,
+            messages: sum.messages,
+            holds_aborted: sum.holds_aborted,
+            planning_s_mean: outcomes.iter().map(|o| o.planning_ms / 1000.0).sum::<f64>()
+                / outcomes.len().max(1) as f64,
+            network_load: network_load(grid, requests),
+            rejected: Rejections::of(outcomes),
+            success_first_quarter: success(&outcomes[..quarter]),
+            success_last_quarter: success(&outcomes[outcomes.len() - quarter..]),
+        }
+    }
 }
 
 async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) -> Result<Vec<Outcome>> {
@@ -95,6 +111,8 @@ async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) 
         w_interval_s: s.w_interval_s,
         policy: key.algorithm.policy,
         method: key.algorithm.method,
+        query_fanout: s.query_fanout,
+        bbr_replans: s.bbr_replans,
         ..Default::default()
     };
     let planners = Planner::pool(s.planners, &template, &services, |p| {
@@ -139,6 +157,7 @@ mod tests {
             cpus,
             os: os.into(),
             price_per_cpu_hour: price,
+            attributes: Default::default(),
         };
         Grid::new(
             vec![node("a"), node("b")],
@@ -192,6 +211,26 @@ mod tests {
         assert_eq!(outcomes[0].messages, 3);
         assert!((4.0..=7.0).contains(&(outcomes[0].planning_ms / 1000.0)), "{}", outcomes[0].planning_ms);
         assert!(outcomes[1..].iter().all(|o| o.reason.is_some()));
+    }
+
+    /// The same three requests with the first as a warm-up: it is still simulated (it takes
+    /// the site, so the others fail as before) but only the two others are counted.
+    #[test]
+    fn warm_up_requests_are_simulated_but_not_counted() {
+        let job = serde_json::json!([{"name": "A", "os": "linux", "cpus": 8, "offset_s": 0, "duration_s": 3600}]);
+        let reqs: Vec<PlanRequest> = (0..3)
+            .map(|i| request(&format!("r{i}"), T0 + i, job.clone(), serde_json::json!([]), 1800 + 3600 + 10))
+            .collect();
+        let mut s = scenario(1);
+        s.warmup_requests = 1;
+        let (row, outcomes) = simulate(&s, &key(ReservationMethod::Bir), &grid(), &reqs).unwrap();
+        assert_eq!(outcomes.len(), 3, "every request is simulated");
+        assert_eq!((row.requests, row.committed, row.success_rate), (2, 0, 0.0));
+        let r = row.rejected;
+        let counted =
+            r.rejected_time_limit + r.rejected_batch + r.rejected_no_plan + r.rejected_budget + r.rejected_other;
+        assert_eq!(counted, 2, "{r:?}");
+        assert_eq!((row.success_first_quarter, row.success_last_quarter), (0.0, 0.0));
     }
 
     /// A co-allocation of a linux and a bsd job with a 600 Mbps transfer: compute cost

@@ -15,6 +15,10 @@
 //! planners = 3
 //! planner_concurrency = 1                  # requests a planner works on at once
 //! w_interval_s = 1800
+//! warmup_requests = 0                      # requests simulated but not counted, per run
+//! query_fanout = "parallel"                # or "sequential": a step's free-slot queries
+//! bbr_replans = 0                          # re-plans of a refused BBR batch
+//! access_capacity_mbps = 2500              # gridg-n's site access links
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
 //! free_slot = [2.0, 3.0]
 //! [workload]                               # any WorkloadParams field (shape, durations_s, ...)
@@ -28,11 +32,17 @@ use coreserve::grid::{
 };
 use coreserve::model::Grid;
 use coreserve::nis::Routing;
+use coreserve::planner::QueryFanout;
 use coreserve::workload::{AppKind, WorkloadParams};
 use serde::Deserialize;
 
 use crate::algorithm::{default_algorithms, Algorithm};
 use crate::transport::ServiceTimes;
+
+/// The parameters of the `gridg-w-8` topology.
+fn gridg_8() -> GridgParams {
+    GridgParams { wan_nodes: 2, man_per_wan: 2, lan_per_man: 1, hosts_per_lan: 2, ..Default::default() }
+}
 
 /// A scenario as written in its file.
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +90,18 @@ pub struct Scenario {
     pub topology_seed: Option<u64>,
     #[serde(default)]
     pub service_times: ServiceTimes,
+    /// Requests at the start of every run that are simulated but not counted (a warm-up;
+    /// default 0: every request counts, from an empty grid).
+    #[serde(default)]
+    pub warmup_requests: usize,
+    /// How a search step's free-slot queries go out: `parallel` (default) or `sequential`.
+    #[serde(default)]
+    pub query_fanout: QueryFanout,
+    /// BBR: re-plans of a request whose batch prepare was refused (default 0, the paper's).
+    #[serde(default)]
+    pub bbr_replans: u32,
+    /// Capacity of `gridg-n`'s site access links, Mbit/s (default 2,500; `gridg-w` keeps 5,000).
+    pub access_capacity_mbps: Option<u64>,
     /// Workload parameters (kind, requests, load, seed and w_interval are set per run).
     #[serde(default)]
     pub workload: WorkloadParams,
@@ -139,6 +161,12 @@ impl Scenario {
         if self.seed_offset.checked_add(self.seeds).is_none() {
             bail!("seed_offset + seeds must fit in 64 bits");
         }
+        if self.warmup_requests >= self.requests {
+            bail!("warmup_requests ({}) must be fewer than requests ({})", self.warmup_requests, self.requests);
+        }
+        if self.access_capacity_mbps == Some(0) {
+            bail!("access_capacity_mbps must be > 0");
+        }
         if self.w_interval_s < 0 || self.lease_s.is_some_and(|l| l <= 0) {
             bail!("w_interval_s must be >= 0 and lease_s > 0");
         }
@@ -175,8 +203,17 @@ impl Scenario {
     pub fn grid(&self, name: &str, seed: u64) -> Result<Grid> {
         let seed = self.topology_seed.unwrap_or(seed);
         Ok(match name {
-            "gridg-n" => gridg(GridgVariant::Narrow, seed, &GridgParams::default()),
+            "gridg-n" => {
+                let mut p = GridgParams::default();
+                if let Some(c) = self.access_capacity_mbps {
+                    p.access.capacity_mbps = c;
+                }
+                gridg(GridgVariant::Narrow, seed, &p)
+            }
             "gridg-w" => gridg(GridgVariant::Wide, seed, &GridgParams::default()),
+            // 2 WAN routers x 2 MAN x 1 LAN x 2 hosts: 8 sites (the load test's small grid; a
+            // role-separated deployment of it is 11 processes).
+            "gridg-w-8" => gridg(GridgVariant::Wide, seed, &gridg_8()),
             "fat-tree" => fat_tree(self.fat_tree_k, seed, &SiteParams::default()),
             path if path.ends_with(".graphml") => {
                 let p = self.resolve(Path::new(path));
@@ -184,7 +221,9 @@ impl Scenario {
                 import_graphml(&xml, &ImportOptions { seed, ..Default::default() })?
             }
             path if path.ends_with(".json") => load_grid(&self.resolve(Path::new(path)))?,
-            other => bail!("unknown topology `{other}`: gridg-n, gridg-w, fat-tree, or a .graphml / .json path"),
+            other => {
+                bail!("unknown topology `{other}`: gridg-n, gridg-w, gridg-w-8, fat-tree, or a .graphml / .json path")
+            }
         })
     }
 

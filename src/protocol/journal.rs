@@ -316,12 +316,19 @@ mod tests {
     }
 
     fn lis() -> Arc<Lis> {
-        let site = Site { id: "s1".into(), node: "n1".into(), cpus: 8, os: "linux".into(), price_per_cpu_hour: 1.0 };
+        let site = Site {
+            id: "s1".into(),
+            node: "n1".into(),
+            cpus: 8,
+            os: "linux".into(),
+            price_per_cpu_hour: 1.0,
+            attributes: Default::default(),
+        };
         Arc::new(Lis::new(site, Arc::new(ManualClock::new(0)), 120))
     }
 
     fn req(cpus: u32) -> ComputeHoldRequest {
-        ComputeHoldRequest { txn: TxnId::nil(), site: "s1".into(), cpus, start: 0, end: 100 }
+        ComputeHoldRequest { txn: TxnId::nil(), site: "s1".into(), cpus, start: 0, end: 100, gpus: None }
     }
 
     #[tokio::test]

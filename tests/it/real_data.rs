@@ -39,7 +39,7 @@ fn data_files_match_their_checksums() {
             assert!(name.ends_with("LICENSE") || listed.contains(&name), "{name} has no checksum in data/SHA256SUMS");
         }
     }
-    assert_eq!(listed.len(), 5, "the SWF trace and four Topology Zoo graphs");
+    assert_eq!(listed.len(), 6, "the SDSC-BLUE and KTH-SP2 traces and four Topology Zoo graphs");
 }
 
 fn geant() -> Grid {

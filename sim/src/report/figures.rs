@@ -129,8 +129,32 @@ fn style(algorithm: &Algorithm) -> Style {
     }
 }
 
-/// The x axis: what offered load means (the workload generator's definition; docs/simulator.md).
-const X_DESC: &str = "offered load (requested CPU-seconds per second ÷ the grid's CPUs)";
+/// Which offered load the figures' x axis shows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum XAxis {
+    /// The CPUs' (the scenario's `loads`, the workload generator's definition).
+    #[default]
+    Cpu,
+    /// The network's ([`super::network_load`], mean over the point's runs).
+    Network,
+}
+
+impl XAxis {
+    /// The axis title: what offered load means (docs/simulator.md).
+    fn desc(self) -> &'static str {
+        match self {
+            XAxis::Cpu => "offered load (requested CPU-seconds per second ÷ the grid's CPUs)",
+            XAxis::Network => "network offered load (requested Mbit/s x 2 ends ÷ the sites' link capacity)",
+        }
+    }
+
+    fn of(self, r: &SummaryRow) -> f64 {
+        match self {
+            XAxis::Cpu => r.load,
+            XAxis::Network => r.network_load_mean,
+        }
+    }
+}
 
 /// An algorithm's name in the legend: ours (not in Ando & Aida) marked with `*`.
 fn legend_name(algorithm: &Algorithm) -> String {
@@ -157,6 +181,7 @@ struct Series {
 struct Figure {
     title: String,
     metric: Metric,
+    x_axis: XAxis,
     x_range: (f64, f64),
     y_range: (f64, f64),
     series: Vec<Series>,
@@ -181,7 +206,7 @@ fn pad(lo: f64, hi: f64, frac: f64) -> (f64, f64) {
 /// Points whose mean is not finite are left out; a non-finite CI counts as 0. For the cost
 /// figure, points where no run committed anything (`success_rate_mean == 0`) are left out: they
 /// have no average cost.
-fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric) -> Figure {
+fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric, x_axis: XAxis) -> Figure {
     let mut by_alg: BTreeMap<Algorithm, Vec<Point>> = BTreeMap::new();
     for r in rows {
         let (mean, ci) = match metric {
@@ -193,11 +218,12 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
                 (r.mean_cost_mean, r.mean_cost_ci95)
             }
         };
-        if !mean.is_finite() || !r.load.is_finite() {
+        let x = x_axis.of(r);
+        if !mean.is_finite() || !x.is_finite() {
             continue;
         }
         let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
-        by_alg.entry(r.algorithm).or_default().push(Point { x: r.load, mean, ci });
+        by_alg.entry(r.algorithm).or_default().push(Point { x, mean, ci });
     }
     let mut algorithms: Vec<Algorithm> = rows.iter().map(|r| r.algorithm).collect();
     algorithms.sort_by(legend_order);
@@ -211,7 +237,7 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
         })
         .collect();
 
-    let loads = rows.iter().map(|r| r.load).filter(|x| x.is_finite());
+    let loads = rows.iter().map(|r| x_axis.of(r)).filter(|x| x.is_finite());
     let (xmin, xmax) = loads.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
     let x_range = pad(xmin, xmax, 0.04);
     let y_range = match metric {
@@ -236,7 +262,7 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
         (Some(a), Some(b)) => format!("runs per point: {a}-{b}"),
         _ => String::new(),
     };
-    Figure { title: format!("{topology}, {kind}: {}", metric.title()), metric, x_range, y_range, series, note }
+    Figure { title: format!("{topology}, {kind}: {}", metric.title()), metric, x_axis, x_range, y_range, series, note }
 }
 
 fn drawing_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
@@ -306,7 +332,7 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(drawing_err)?;
     let mut mesh = chart.configure_mesh();
-    mesh.x_desc(X_DESC)
+    mesh.x_desc(fig.x_axis.desc())
         .y_desc(fig.metric.y_desc())
         .axis_desc_style((FONT, 22))
         .label_style((FONT, 17))
@@ -376,10 +402,12 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         y += row_h;
         legend_area.draw_text("* ours, not in the paper", &small, (10, y)).map_err(drawing_err)?;
     }
-    y += row_h;
-    legend_area.draw_text("network demand is not", &small, (10, y)).map_err(drawing_err)?;
-    y += row_h * 2 / 3;
-    legend_area.draw_text("part of the offered load", &small, (10, y)).map_err(drawing_err)?;
+    if fig.x_axis == XAxis::Cpu {
+        y += row_h;
+        legend_area.draw_text("network demand is not", &small, (10, y)).map_err(drawing_err)?;
+        y += row_h * 2 / 3;
+        legend_area.draw_text("part of the offered load", &small, (10, y)).map_err(drawing_err)?;
+    }
     Ok(())
 }
 
@@ -390,7 +418,7 @@ fn file_safe(s: &str) -> String {
 }
 
 /// Implementation of [`super::write_figures`] (documented there).
-pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -> anyhow::Result<Vec<PathBuf>> {
     let mut keys = BTreeSet::new();
     for r in summary {
         if !keys.insert((&r.topology, &r.kind, r.algorithm, r.load.to_bits())) {
@@ -408,7 +436,7 @@ pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path) -> anyhow::Resul
             if !stems.insert(stem.clone()) {
                 bail!("two (topology, kind) pairs give the same figure name {stem}");
             }
-            let fig = build_figure(&topology, &kind, &rows, metric);
+            let fig = build_figure(&topology, &kind, &rows, metric, x_axis);
 
             let svg = dir.join(format!("{stem}.svg"));
             {
@@ -436,28 +464,30 @@ mod tests {
 
     fn row(algorithm: &str, load: f64, cost: f64) -> SummaryRow {
         SummaryRow {
-            topology: "t".into(),
-            kind: "workflow".into(),
-            algorithm: algorithm.parse().unwrap(),
-            load,
-            runs: 2,
             success_rate_mean: 0.5,
-            success_rate_ci95: 0.0,
-            mean_cost_mean: cost,
             mean_cost_ci95: 0.1,
-            messages_mean: 0.0,
-            holds_aborted_mean: 0.0,
-            planning_s_mean: 0.0,
+            ..SummaryRow::point("t", "workflow", algorithm, load, 0.5, cost)
         }
     }
 
     #[test]
     fn the_cost_axis_starts_at_zero_and_ours_are_marked() {
         let rows = [row("bir-cost", 0.2, 5.0), row("bir-cost", 0.4, 6.0), row("bbr-overlay-time", 0.2, 8.0)];
-        let fig = build_figure("t", "workflow", &rows.iter().collect::<Vec<_>>(), Metric::Cost);
+        let fig = build_figure("t", "workflow", &rows.iter().collect::<Vec<_>>(), Metric::Cost, XAxis::Cpu);
         assert_eq!(fig.y_range.0, 0.0, "costs of 5 to 8 are drawn from 0");
         assert!(fig.y_range.1 > 8.1);
         let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["bir-cost", "bbr-overlay-time*"]);
+    }
+
+    #[test]
+    fn the_network_axis_plots_each_point_at_its_network_load() {
+        let rows = [row("bir-time", 0.2, 5.0), row("bir-time", 0.6, 6.0)];
+        let rows: Vec<&SummaryRow> = rows.iter().collect();
+        let xs = |x_axis| -> Vec<f64> {
+            build_figure("t", "workflow", &rows, Metric::Success, x_axis).series[0].points.iter().map(|p| p.x).collect()
+        };
+        assert_eq!(xs(XAxis::Cpu), [0.2, 0.6]);
+        assert_eq!(xs(XAxis::Network), [0.1, 0.3]);
     }
 }

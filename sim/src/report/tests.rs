@@ -15,6 +15,10 @@ fn row(alg: &str, load: f64, seed: u64, committed: u64, success: f64, cost: f64)
         messages: 1000 + seed,
         holds_aborted: seed,
         planning_s_mean: 12.5,
+        network_load: 0.25,
+        rejected: Rejections { rejected_no_plan: 100 - committed, ..Default::default() },
+        success_first_quarter: success,
+        success_last_quarter: success,
     }
 }
 
@@ -37,12 +41,14 @@ fn runs_csv_is_sorted_by_key_with_fixed_float_format() {
     ];
     write_runs_csv(&rows, &path).unwrap();
     let expected = "\
-topology,kind,algorithm,load,seed,requests,committed,success_rate,mean_cost,messages,holds_aborted,planning_s_mean
-gridg-n,workflow,bbr-time,2.000000,1,100,70,0.700000,0.000000,1001,1,12.500000
-gridg-n,workflow,bir-time,2.000000,2,100,90,0.900000,5.000000,1002,2,12.500000
-gridg-n,workflow,bir-time,2.000000,10,100,80,0.800000,0.333333,1010,10,12.500000
-gridg-n,workflow,bir-time,10.000000,1,100,50,0.500000,7.250000,1001,1,12.500000
-gridg-w,workflow,bbr-time,10.000000,2,100,0,0.000000,0.000000,1002,2,12.500000
+topology,kind,algorithm,load,seed,requests,committed,success_rate,mean_cost,messages,holds_aborted,planning_s_mean,\
+network_load,rejected_time_limit,rejected_batch,self_conflicts,rejected_no_plan,rejected_budget,rejected_other,\
+success_first_quarter,success_last_quarter
+gridg-n,workflow,bbr-time,2.000000,1,100,70,0.700000,0.000000,1001,1,12.500000,0.250000,0,0,0,30,0,0,0.700000,0.700000
+gridg-n,workflow,bir-time,2.000000,2,100,90,0.900000,5.000000,1002,2,12.500000,0.250000,0,0,0,10,0,0,0.900000,0.900000
+gridg-n,workflow,bir-time,2.000000,10,100,80,0.800000,0.333333,1010,10,12.500000,0.250000,0,0,0,20,0,0,0.800000,0.800000
+gridg-n,workflow,bir-time,10.000000,1,100,50,0.500000,7.250000,1001,1,12.500000,0.250000,0,0,0,50,0,0,0.500000,0.500000
+gridg-w,workflow,bbr-time,10.000000,2,100,0,0.000000,0.000000,1002,2,12.500000,0.250000,0,0,0,100,0,0,0.000000,0.000000
 ";
     assert_eq!(read(&path), expected);
     assert_eq!(RUNS_CSV_HEADER.join(","), expected.lines().next().unwrap());
@@ -61,7 +67,9 @@ gridg-w,workflow,bbr-time,10.000000,2,100,0,0.000000,0.000000,1002,2,12.500000
 
 #[test]
 fn header_matches_serde_field_names() {
-    let v = serde_json::to_value(row("bir-time", 1.0, 1, 1, 1.0, 1.0)).unwrap();
+    let mut v = serde_json::to_value(row("bir-time", 1.0, 1, 1, 1.0, 1.0)).unwrap();
+    let rejected = v.as_object_mut().unwrap().remove("rejected").unwrap();
+    v.as_object_mut().unwrap().extend(rejected.as_object().unwrap().clone());
     let names: Vec<&String> = v.as_object().unwrap().keys().collect();
     let mut header: Vec<&str> = RUNS_CSV_HEADER.to_vec();
     header.sort();
@@ -178,9 +186,13 @@ fn summary_csv_is_sorted_and_fixed_format() {
     s.reverse();
     write_summary_csv(&s, &path).unwrap();
     let expected = "\
-topology,kind,algorithm,load,runs,success_rate_mean,success_rate_ci95,mean_cost_mean,mean_cost_ci95,messages_mean,holds_aborted_mean,planning_s_mean
-gridg-n,workflow,bbr-time,0.500000,1,0.000000,0.000000,0.000000,0.000000,1001.000000,1.000000,12.500000
-gridg-n,workflow,bir-time,0.500000,3,0.600000,0.248414,12.000000,4.968275,1002.000000,2.000000,12.500000
+topology,kind,algorithm,load,runs,success_rate_mean,success_rate_ci95,mean_cost_mean,mean_cost_ci95,messages_mean,\
+holds_aborted_mean,planning_s_mean,network_load_mean,time_limit_share,batch_share,self_conflict_share,no_plan_share,\
+budget_share,success_first_quarter_mean,success_last_quarter_mean
+gridg-n,workflow,bbr-time,0.500000,1,0.000000,0.000000,0.000000,0.000000,1001.000000,1.000000,12.500000,0.250000,\
+0.000000,0.000000,0.000000,1.000000,0.000000,0.000000,0.000000
+gridg-n,workflow,bir-time,0.500000,3,0.600000,0.248414,12.000000,4.968275,1002.000000,2.000000,12.500000,0.250000,\
+0.000000,0.000000,0.000000,0.400000,0.000000,0.600000,0.600000
 ";
     assert_eq!(read(&path), expected);
 
@@ -239,6 +251,10 @@ fn synthetic_runs() -> Vec<RunRow> {
                             messages: 40 * committed,
                             holds_aborted: requests - committed,
                             planning_s_mean: 20.0 + load,
+                            network_load: load / 2.0,
+                            rejected: Rejections::default(),
+                            success_first_quarter: success,
+                            success_last_quarter: success,
                         });
                     }
                 }
@@ -253,7 +269,7 @@ fn figures_are_written_for_every_topology_and_kind() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("figs");
     let summary = summarise(&synthetic_runs());
-    let paths = write_figures(&summary, &out).unwrap();
+    let paths = write_figures(&summary, &out, XAxis::Cpu).unwrap();
     assert_eq!(paths.len(), 2 * 2 * 2 * 2);
     for stem in [
         "success-gridg-n-workflow",
@@ -286,7 +302,7 @@ fn figures_are_written_for_every_topology_and_kind() {
 
     // Deterministic: drawing again gives the same bytes.
     let again = dir.path().join("again");
-    let paths2 = write_figures(&summary, &again).unwrap();
+    let paths2 = write_figures(&summary, &again, XAxis::Cpu).unwrap();
     for (a, b) in paths.iter().zip(&paths2) {
         assert_eq!(fs::read(a).unwrap(), fs::read(b).unwrap(), "{}", a.display());
     }
@@ -296,16 +312,16 @@ fn figures_are_written_for_every_topology_and_kind() {
 fn figures_handle_edge_cases() {
     let dir = tempfile::tempdir().unwrap();
     // Empty summary: nothing drawn, no error.
-    assert!(write_figures(&[], dir.path()).unwrap().is_empty());
+    assert!(write_figures(&[], dir.path(), XAxis::Cpu).unwrap().is_empty());
     // One load, one seed, nothing committed anywhere; odd names.
     let mut r = row("bir-time", 1.0, 1, 0, 0.0, 0.0);
     r.topology = "my grid/1".into();
-    let paths = write_figures(&summarise(&[r.clone()]), dir.path()).unwrap();
+    let paths = write_figures(&summarise(&[r.clone()]), dir.path(), XAxis::Cpu).unwrap();
     assert_eq!(paths[0], dir.path().join("success-my_grid_1-workflow.svg"));
     assert!(paths.iter().all(|p| fs::metadata(p).unwrap().len() > 0));
     // Duplicate summary rows are refused.
     let s = summarise(&[r]);
-    assert!(write_figures(&[s[0].clone(), s[0].clone()], dir.path()).is_err());
+    assert!(write_figures(&[s[0].clone(), s[0].clone()], dir.path(), XAxis::Cpu).is_err());
 }
 
 /// The summary read back from summary.csv draws the same figures (`--replot`).
@@ -317,4 +333,76 @@ fn summary_csv_reads_back() {
     let path = dir.path().join("summary.csv");
     write_summary_csv(&summary, &path).unwrap();
     assert_eq!(read_summary_csv(&path).unwrap(), summary);
+}
+
+#[test]
+fn rejections_are_counted_by_reason() {
+    let rejected = |reason: &str| Outcome::rejected("r", reason, "p");
+    let mut committed = rejected("");
+    committed.status = OutcomeStatus::Committed;
+    let outcomes = [
+        committed,
+        rejected("planning took longer than w_interval (1800 s)"),
+        rejected("batch prepare failed: job `B` on site `s1`: over capacity (self-conflict: the plan's own parts hold 10 there at that time)"),
+        rejected("batch prepare failed: transfer A->B: link `l` cannot carry the hold"),
+        rejected("no feasible plan before the deadline"),
+        rejected("deadline cannot be met: the plan starts no earlier than 2026-01-01T00:30:00Z"),
+        rejected("search budget of 20000 tentative fixes exhausted"),
+        rejected("commit refused: hold expired"),
+    ];
+    let r = Rejections::of(&outcomes);
+    assert_eq!(
+        r,
+        Rejections {
+            rejected_time_limit: 1,
+            rejected_batch: 2,
+            self_conflicts: 1,
+            rejected_no_plan: 2,
+            rejected_budget: 1,
+            rejected_other: 1,
+        }
+    );
+}
+
+#[test]
+fn network_load_is_requested_bandwidth_over_the_sites_attachments() {
+    use coreserve::model::{from_time, Link, Node, RawPlanRequest, Site};
+    // Two sites, each attached by one 1000 Mbit/s link to a router: attachments 2 x 1000.
+    let node = |id: &str| Node::new(id, "");
+    let link = |id: &str, a: &str| Link {
+        id: id.into(),
+        a: a.into(),
+        b: "r".into(),
+        capacity_mbps: 1000,
+        price_per_gbps_hour: 0.1,
+    };
+    let site = |id: &str, n: &str| Site {
+        id: id.into(),
+        node: n.into(),
+        cpus: 8,
+        os: "linux".into(),
+        price_per_cpu_hour: 1.0,
+        attributes: Default::default(),
+    };
+    let grid = Grid::new(
+        vec![node("a"), node("b"), node("r")],
+        vec![link("la", "a"), link("lb", "b")],
+        vec![site("sa", "a"), site("sb", "b")],
+    )
+    .unwrap();
+    // Two requests 100 s apart (period 200 s), each one 100 Mbit/s transfer for 100 s:
+    // 2 x (2 ends x 100 x 100) = 40,000 Mbit; per second 200 Mbit/s; over 2,000: 0.1.
+    let req = |id: &str, at: i64| {
+        let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+            "id": id, "submitted_at": from_time(at), "deadline": from_time(at + 10_000),
+            "jobs": [{"name": "A", "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 100},
+                     {"name": "B", "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 100}],
+            "transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 100}],
+        }))
+        .unwrap();
+        PlanRequest::new(raw).unwrap()
+    };
+    let requests = [req("r1", 1_767_225_600), req("r2", 1_767_225_700)];
+    assert!((network_load(&grid, &requests) - 0.1).abs() < 1e-12);
+    assert_eq!(network_load(&grid, &requests[..1]), 0.0, "one request has no arrival period");
 }
