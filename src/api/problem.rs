@@ -157,7 +157,7 @@ impl From<ParticipantError> for ApiError {
         use ParticipantError as P;
         let detail = e.to_string();
         let mut err = match &e {
-            P::Capacity { .. } | P::LinkCapacity { .. } => ApiError::conflict("capacity", "Not enough capacity", detail),
+            P::Capacity { .. } | P::GpuCapacity { .. } | P::LinkCapacity { .. } => ApiError::conflict("capacity", "Not enough capacity", detail),
             P::InvalidHold(_) => ApiError::invalid(detail),
             P::UnknownHold(_) | P::UnknownSite(_) | P::UnknownLink(_) => ApiError::not_found(detail),
             P::HoldExpired(_) => ApiError::conflict("hold-expired", "The hold expired", detail),

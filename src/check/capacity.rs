@@ -1,5 +1,5 @@
 //! The capacity check across plans: together, the committed outcomes never hold more CPUs on a
-//! site, or more Mbit/s on a link, than it has at any instant.
+//! site, more GPUs of one of its pools, or more Mbit/s on a link, than it has at any instant.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +11,7 @@ use crate::model::{from_time, to_time, Outcome, OutcomeStatus, Time};
 /// does not know are left to the per-plan checks.
 pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Violation> {
     let mut site_use: BTreeMap<&str, Vec<(Time, Time, u64)>> = BTreeMap::new();
+    let mut gpu_use: BTreeMap<(&str, String), Vec<(Time, Time, u64)>> = BTreeMap::new();
     let mut link_use: BTreeMap<&str, Vec<(Time, Time, u64)>> = BTreeMap::new();
     // A dry run (`Planned`) books nothing: its placements hold no capacity.
     for o in outcomes.iter().filter(|o| matches!(o.status, OutcomeStatus::Committed)) {
@@ -21,6 +22,13 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
                     to_time(&j.end),
                     u64::from(j.cpus),
                 ));
+                if let Some(g) = &j.gpus {
+                    gpu_use.entry((j.site.as_str(), g.model.to_ascii_lowercase())).or_default().push((
+                        to_time(&j.start),
+                        to_time(&j.end),
+                        u64::from(g.count),
+                    ));
+                }
             }
         }
         for t in &o.transfers {
@@ -42,6 +50,21 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
         for (from, to, peak) in overbooked(spans, capacity) {
             out.push(Violation::SiteOverbooked {
                 site: site.into(),
+                from: from_time(from),
+                to: from_time(to),
+                peak,
+                capacity,
+            });
+        }
+    }
+    for ((site, model), spans) in gpu_use {
+        // GPUs of a pool the site lacks are reported by the per-plan checks.
+        let Some((_, pool)) = res.sites[site].attributes.gpu_pool(&model) else { continue };
+        let capacity = u64::from(pool.count);
+        for (from, to, peak) in overbooked(spans, capacity) {
+            out.push(Violation::GpuOverbooked {
+                site: site.into(),
+                model: pool.model.clone(),
                 from: from_time(from),
                 to: from_time(to),
                 peak,

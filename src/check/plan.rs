@@ -9,14 +9,16 @@ use chrono::{DateTime, Utc};
 
 use super::{PlanViolation, Resources};
 use crate::model::{
-    from_time, to_time, Grid, JobPlacement, Link, LinkId, NetworkDemand, Outcome, PlanRequest, TransferPlacement,
+    from_time, to_time, ComputeDemand, Grid, JobPlacement, Link, LinkId, NetworkDemand, Outcome, PlanRequest, Site,
+    TransferPlacement, Unmet,
 };
 
 /// Relative tolerance of the cost comparison.
 pub const COST_REL_TOLERANCE: f64 = 1e-6;
 
 /// The cost of an outcome recomputed from its placements and the grid's prices: the sum over
-/// jobs of `cpus * (end - start)/3600 s * price_per_cpu_hour` plus the sum over transfers of
+/// jobs of `(end - start)/3600 s * (cpus * price_per_cpu_hour + gpus * price_per_gpu_hour)`
+/// plus the sum over transfers of
 /// `bandwidth_mbps/1000 * (end - start)/3600 s * sum of price_per_gbps_hour over its path`.
 /// `None` if a placement names an unknown site or link. A rejected outcome has no placements and
 /// costs 0.
@@ -25,7 +27,10 @@ pub fn plan_cost(grid: &Grid, outcome: &Outcome) -> Option<f64> {
     let mut cost = 0.0;
     for j in &outcome.jobs {
         let site = grid.site(&j.site)?;
-        cost += f64::from(j.cpus) * hours(&j.start, &j.end) * site.price_per_cpu_hour;
+        let gpus = j.gpus.as_ref().map_or(0, |g| g.count);
+        let per_hour =
+            f64::from(j.cpus) * site.price_per_cpu_hour + f64::from(gpus) * site.attributes.price_per_gpu_hour;
+        cost += hours(&j.start, &j.end) * per_hour;
     }
     for t in &outcome.transfers {
         let mut price = 0.0;
@@ -39,6 +44,14 @@ pub fn plan_cost(grid: &Grid, outcome: &Outcome) -> Option<f64> {
 
 fn hours(start: &DateTime<Utc>, end: &DateTime<Utc>) -> f64 {
     (to_time(end) - to_time(start)) as f64 / 3600.0
+}
+
+/// A placement's GPUs on `site` that are of no pool of the site, or of a pool that fails the
+/// job's GPU bounds.
+fn gpus_unmet(site: &Site, j: &ComputeDemand, p: &JobPlacement) -> Option<Unmet> {
+    let (placed, wanted) = (p.gpus.as_ref()?, j.requires.gpus.as_ref()?);
+    let ok = site.attributes.gpu_pool(&placed.model).is_some_and(|(_, pool)| wanted.accepts(pool));
+    (!ok).then(|| Unmet::Gpus(format!("a GPU pool `{}` that meets the job's bounds", placed.model)))
 }
 
 /// A rejected outcome carries no start, no placements and no cost.
@@ -115,7 +128,19 @@ pub(super) fn check_committed(
                     job_os: j.os.clone(),
                     site_os: site.os.clone(),
                 }),
-                Some(_) => {}
+                Some(site) => {
+                    let unmet = match crate::model::unmet(site, j) {
+                        Some(Unmet::Os(_) | Unmet::Cpus(_)) | None => gpus_unmet(site, j, p),
+                        other => other,
+                    };
+                    if let Some(unmet) = unmet {
+                        out.push(PlanViolation::UnmetRequirement { job: j.name.clone(), site: site.id.clone(), unmet });
+                    }
+                }
+            }
+            let placed_gpus = p.gpus.as_ref().map_or(0, |g| g.count);
+            if placed_gpus != j.gpus() {
+                out.push(PlanViolation::WrongGpus { job: j.name.clone(), placed: placed_gpus, requested: j.gpus() });
             }
             if p.cpus != j.cpus {
                 out.push(PlanViolation::WrongCpus { job: j.name.clone(), placed: p.cpus, requested: j.cpus });

@@ -32,6 +32,7 @@ fn grid() -> Grid {
         cpus,
         os: os.into(),
         price_per_cpu_hour: price,
+        attributes: Default::default(),
     };
     Grid::new(
         vec![node("n1"), node("n2"), node("n3")],
@@ -47,7 +48,7 @@ fn grid() -> Grid {
 }
 
 fn job(name: &str, os: &str, cpus: u32, offset_s: i64, duration_s: i64) -> ComputeDemand {
-    ComputeDemand { name: name.into(), os: os.into(), cpus, offset_s, duration_s }
+    ComputeDemand { name: name.into(), os: os.into(), cpus, offset_s, duration_s, requires: Default::default() }
 }
 
 fn demand(from: &str, to: &str, bw: u64, offset_s: i64, duration_s: i64) -> NetworkDemand {
@@ -102,7 +103,7 @@ fn requests() -> Vec<PlanRequest> {
 }
 
 fn jp(name: &str, site: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
-    JobPlacement { name: name.into(), site: site.into(), start: t(start), end: t(end), cpus }
+    JobPlacement { name: name.into(), site: site.into(), start: t(start), end: t(end), cpus, gpus: None }
 }
 
 fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> TransferPlacement {
@@ -489,6 +490,7 @@ fn generated_requests_with_trivial_placements_pass() {
         cpus: 1 << 30,
         os: os.into(),
         price_per_cpu_hour: 0.25,
+        attributes: Default::default(),
     };
     let g =
         Grid::new(vec![Node::new("n", "")], vec![], vec![big("lx", "Linux"), big("so", "Solaris"), big("bs", "BSD")])
@@ -511,6 +513,7 @@ fn generated_requests_with_trivial_placements_pass() {
                         start: from_time(st + j.offset_s),
                         end: from_time(st + j.offset_s + j.duration_s),
                         cpus: j.cpus,
+                        gpus: None,
                     })
                     .collect();
                 let transfers = r

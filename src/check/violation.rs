@@ -1,13 +1,14 @@
 //! What the outcome checker reports: a [`Violation`] is either a rule broken by the outcome of
 //! one request ([`Violation::Plan`], the request id written once, the rule in
 //! [`PlanViolation`]) or a resource over its capacity ([`Violation::SiteOverbooked`],
-//! [`Violation::LinkOverbooked`]), which involves every committed outcome using it.
+//! [`Violation::GpuOverbooked`], [`Violation::LinkOverbooked`]), which involves every committed
+//! outcome using it.
 
 use std::fmt;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{LinkId, SiteId};
+use crate::model::{LinkId, SiteId, Unmet};
 
 /// One rule broken by a batch of outcomes. `Display` gives a one-line English description.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,6 +31,21 @@ pub enum Violation {
         /// Highest CPU count booked within it.
         peak: u64,
         /// The site's CPUs.
+        capacity: u64,
+    },
+    /// Committed jobs on a site exceed the GPUs of its pool `model` over `[from, to)`.
+    GpuOverbooked {
+        /// The site.
+        site: SiteId,
+        /// The GPU pool's model.
+        model: String,
+        /// Start of the overbooked interval.
+        from: DateTime<Utc>,
+        /// End of the overbooked interval (exclusive).
+        to: DateTime<Utc>,
+        /// Highest GPU count booked within it.
+        peak: u64,
+        /// The pool's GPUs.
         capacity: u64,
     },
     /// Committed transfers on a link exceed its capacity over `[from, to)` (peak reported).
@@ -112,6 +128,25 @@ pub enum PlanViolation {
         job_os: String,
         /// The OS the site runs.
         site_os: String,
+    },
+    /// The site fails a requirement of the job's `requires` (architecture, extensions, GPUs,
+    /// software, labels), or the GPUs are of a pool the site lacks or that fails the bounds.
+    UnmetRequirement {
+        /// The job.
+        job: String,
+        /// The site it is placed on.
+        site: SiteId,
+        /// What the site lacks.
+        unmet: Unmet,
+    },
+    /// The placement holds another GPU count than the job asked for (0 when it holds none).
+    WrongGpus {
+        /// The job.
+        job: String,
+        /// GPUs in the placement.
+        placed: u32,
+        /// GPUs in the request.
+        requested: u32,
     },
     /// The placement holds a different CPU count than the job asked for.
     WrongCpus {
@@ -205,7 +240,7 @@ impl Violation {
     pub fn request_id(&self) -> Option<&str> {
         match self {
             Violation::Plan { request_id, .. } => Some(request_id),
-            Violation::SiteOverbooked { .. } | Violation::LinkOverbooked { .. } => None,
+            _ => None,
         }
     }
 
@@ -213,7 +248,7 @@ impl Violation {
     pub fn plan_violation(&self) -> Option<&PlanViolation> {
         match self {
             Violation::Plan { kind, .. } => Some(kind),
-            Violation::SiteOverbooked { .. } | Violation::LinkOverbooked { .. } => None,
+            _ => None,
         }
     }
 }
@@ -225,6 +260,12 @@ impl fmt::Display for Violation {
             Violation::Plan { request_id, kind } => (request_id, kind),
             Violation::SiteOverbooked { site, from, to, peak, capacity } => {
                 return write!(f, "site `{site}` is overbooked over [{from}, {to}): {peak} CPUs of {capacity}");
+            }
+            Violation::GpuOverbooked { site, model, from, to, peak, capacity } => {
+                return write!(
+                    f,
+                    "site `{site}` is overbooked over [{from}, {to}): {peak} GPUs of model `{model}` of {capacity}"
+                );
             }
             Violation::LinkOverbooked { link, from, to, peak, capacity } => {
                 return write!(f, "link `{link}` is overbooked over [{from}, {to}): {peak} Mbit/s of {capacity}");
@@ -247,6 +288,12 @@ impl fmt::Display for Violation {
             UnknownSite { job, site } => write!(f, "request `{id}`: job `{job}` is placed on unknown site `{site}`"),
             WrongOs { job, site, job_os, site_os } => {
                 write!(f, "request `{id}`: job `{job}` needs OS `{job_os}` but site `{site}` runs `{site_os}`")
+            }
+            UnmetRequirement { job, site, unmet } => {
+                write!(f, "request `{id}`: job `{job}` is placed on site `{site}`, which lacks {unmet}")
+            }
+            WrongGpus { job, placed, requested } => {
+                write!(f, "request `{id}`: job `{job}` holds {placed} GPUs, requested {requested}")
             }
             WrongCpus { job, placed, requested } => {
                 write!(f, "request `{id}`: job `{job}` holds {placed} CPUs, requested {requested}")

@@ -9,11 +9,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::client;
 use crate::api::{RemoteServices, Role, ServeConfig, Settings};
-use crate::grid;
+use crate::grid::{self, Heterogeneity};
 use crate::model::{Grid, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 use crate::replay::ReplayOptions;
-use crate::workload::AppKind;
+use crate::workload::{AppKind, RequirementsProfile};
 
 /// coreserve: an advance co-reservation broker for compute and network bandwidth.
 #[derive(Debug, Parser)]
@@ -94,6 +94,10 @@ pub enum GridCommand {
         /// Price of 1 Gbit/s for one hour on every link.
         #[arg(long, default_value_t = 0.1)]
         price_per_gbps_hour: f64,
+        /// Site attributes: `none` (homogeneous) or `mixed` (architectures, extensions, GPUs,
+        /// software, labels from a documented distribution; docs/model.md).
+        #[arg(long, value_enum, default_value_t = Heterogeneity::None)]
+        heterogeneity: Heterogeneity,
     },
     /// Generate a grid: `gridg-n`, `gridg-w` (GridG-style tiers) or `fat-tree`.
     Generate {
@@ -105,6 +109,9 @@ pub enum GridCommand {
         /// Arity of the fat-tree (even).
         #[arg(long, default_value_t = 4)]
         k: u32,
+        /// Site attributes: `none` (homogeneous) or `mixed` (see `grid import-graphml`).
+        #[arg(long, value_enum, default_value_t = Heterogeneity::None)]
+        heterogeneity: Heterogeneity,
     },
 }
 
@@ -144,6 +151,11 @@ pub struct WorkloadArgs {
     /// Arrival of the first request (RFC 3339), default 2026-01-01T00:00:00Z.
     #[arg(long)]
     pub start: Option<DateTime<Utc>>,
+    /// Job requirements: `none`, or `mixed` (part of the jobs require AVX2, GPUs or TensorFlow,
+    /// drawn from a documented distribution; docs/model.md), so that they can run only on some
+    /// sites of a `--heterogeneity mixed` grid.
+    #[arg(long, value_enum, default_value_t = RequirementsProfile::None)]
+    pub requirements: RequirementsProfile,
 }
 
 /// Settings shared by `plan`, `compare` and `demo`.

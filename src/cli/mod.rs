@@ -33,13 +33,20 @@ use crate::workload::{self, WorkloadParams};
 /// Runs the command line.
 pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Grid(GridCommand::ImportGraphml { file, seed, out, default_capacity_mbps, price_per_gbps_hour }) => {
+        Command::Grid(GridCommand::ImportGraphml {
+            file,
+            seed,
+            out,
+            default_capacity_mbps,
+            price_per_gbps_hour,
+            heterogeneity,
+        }) => {
             let xml = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let opts = ImportOptions { seed, default_capacity_mbps, price_per_gbps_hour, ..Default::default() };
             let g = grid::import_graphml(&xml, &opts).with_context(|| format!("importing {}", file.display()))?;
-            save(&g, &out)
+            save(&grid::heterogenize(g, heterogeneity, seed), &out)
         }
-        Command::Grid(GridCommand::Generate { kind, seed, out, k }) => {
+        Command::Grid(GridCommand::Generate { kind, seed, out, k, heterogeneity }) => {
             let g = match kind {
                 args::GeneratedGrid::GridgN => grid::gridg(GridgVariant::Narrow, seed, &GridgParams::default()),
                 args::GeneratedGrid::GridgW => grid::gridg(GridgVariant::Wide, seed, &GridgParams::default()),
@@ -50,7 +57,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     grid::fat_tree(k, seed, &SiteParams::default())
                 }
             };
-            save(&g, &out)
+            save(&grid::heterogenize(g, heterogeneity, seed), &out)
         }
         Command::Workload(a) => {
             let g = grid::load_grid(&a.grid)?;
@@ -60,6 +67,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 seed: a.seed,
                 w_interval_s: a.w_interval_s,
                 start: a.start.as_ref().map_or(workload::DEFAULT_START, to_time),
+                requirements: a.requirements,
                 ..WorkloadParams::for_kind(a.kind)
             };
             let reqs = generate(&a.trace, &g, &params)?;

@@ -6,6 +6,7 @@
 //!   topologies of Ando & Aida's experiment (docs/simulator.md);
 //! - [`fat_tree`]: k-ary fat-trees (Al-Fares et al. 2008), the data-centre case of Watashiba's thesis;
 //! - [`attach_sites`]: the site attributes shared by all of them (CPUs, OS, CPU price);
+//! - [`heterogenize`]: architectures, extensions, GPUs, software and labels (`--heterogeneity`);
 //! - [`load_grid`] / [`save_grid`]: `grid.json` files (format on [`Grid`]).
 //!
 //! Randomness: every function takes a seed and uses `rand_chacha::ChaCha8Rng`, so the same
@@ -13,6 +14,7 @@
 
 mod generate;
 mod graphml;
+mod heterogeneity;
 mod sites;
 
 use std::path::Path;
@@ -26,6 +28,7 @@ pub use generate::{
     FAT_TREE_PRICE_PER_GBPS_HOUR,
 };
 pub use graphml::{import_graphml, node_id_for, GraphmlError, ImportOptions};
+pub use heterogeneity::{heterogenize, Heterogeneity};
 pub use sites::{attach_sites, site_id_for, SiteParams, SiteParamsError};
 
 /// Reads a grid from a JSON file (the `grid.json` format documented on [`Grid`]).

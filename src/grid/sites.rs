@@ -8,7 +8,7 @@
 use rand::seq::SliceRandom;
 use rand::Rng;
 
-use crate::model::{NodeId, Site, SiteId};
+use crate::model::{NodeId, Site, SiteAttributes, SiteId};
 
 /// How [`attach_sites`] draws the attributes of each site.
 ///
@@ -125,6 +125,7 @@ pub fn attach_sites(node_ids: &[NodeId], params: &SiteParams, rng: &mut impl Rng
                 cpus,
                 os: params.os_choices[os_of[i]].clone(),
                 price_per_cpu_hour: price,
+                attributes: SiteAttributes::default(),
             }
         })
         .collect()

@@ -1,9 +1,11 @@
 //! LIS — Local Information Service, one per site (Ando & Aida, section 2.3; docs/algorithm.md).
 //!
-//! Manages the site's compute reservations in a [`CapacityCalendar`] of CPUs, answers
-//! free-slot searches (earliest start in a window, with the site's utilisation and price) and
-//! is a two-phase-commit participant. Check-and-hold is atomic: one mutex guards the calendar
-//! and the hold book, so two planners can never both get the last CPUs.
+//! Manages the site's compute reservations in a [`CapacityCalendar`] of CPUs and one per GPU
+//! pool, answers free-slot searches (earliest start in a window at which the CPUs, and the GPUs
+//! of one suitable pool, are free together, with the site's utilisation and prices) and is a
+//! two-phase-commit participant. Check-and-hold is atomic: one mutex guards the calendars and
+//! the hold book, so two planners can never both get the last CPUs or GPUs, and a hold books
+//! its CPUs and GPUs together or not at all.
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -11,7 +13,7 @@ use async_trait::async_trait;
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
-use crate::model::{check_text, price_ok, Site, SiteId, Time, MAX_PRICE};
+use crate::model::{check_text, price_ok, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, Time, MAX_PRICE};
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldLifecycle, HoldState,
     Participant, ParticipantError, TxnId,
@@ -20,14 +22,17 @@ use crate::protocol::{
 /// Why [`Lis::update_site`] refused a change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SiteUpdateError {
-    /// Id, node or CPU count differ: they cannot change at run time.
-    #[error("site `{0}`: only price_per_cpu_hour and os can change at run time (id, node and cpus are fixed)")]
+    /// Id, node, CPU count or GPU pools differ: they cannot change at run time.
+    #[error(
+        "site `{0}`: id, node, cpus and gpus are fixed at run time (prices, os and the other attributes can change)"
+    )]
     Fixed(SiteId),
     /// A bad price or OS name.
     #[error("{0}")]
     Invalid(String),
-    /// The OS would change under holds or reservations that end in the future.
-    #[error("site `{site}`: os cannot change while {} holds or reservations end in the future", holds.len())]
+    /// The OS or another attribute a job can require would change under holds or
+    /// reservations that end in the future.
+    #[error("site `{site}`: os and attributes cannot change while {} holds or reservations end in the future", holds.len())]
     OsInUse { site: SiteId, holds: Vec<HoldId> },
 }
 
@@ -38,6 +43,8 @@ pub struct Reservation {
     pub start: Time,
     pub end: Time,
     pub cpus: u64,
+    /// GPUs held with the CPUs, if any.
+    pub gpus: Option<GpuAllocation>,
     /// Held (with its lease end) or committed.
     pub state: HoldState,
     /// The principal that prepared it through this LIS's HTTP endpoints; `None` for holds of
@@ -49,7 +56,53 @@ pub struct Reservation {
 #[derive(Debug)]
 struct State {
     calendar: CapacityCalendar,
-    holds: HoldBook<SpanId>,
+    /// One calendar per GPU pool, in the order of the site's `attributes.gpus`.
+    gpu_calendars: Vec<CapacityCalendar>,
+    holds: HoldBook<Booked>,
+}
+
+/// What one hold booked: its CPUs' span and, with GPUs, the pool's index and span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Booked {
+    cpus: SpanId,
+    gpus: Option<(usize, SpanId)>,
+}
+
+impl State {
+    fn unbook(&mut self, b: Booked) {
+        self.calendar.remove(b.cpus).expect("booked CPU span");
+        if let Some((pool, span)) = b.gpus {
+            self.gpu_calendars[pool].remove(span).expect("booked GPU span");
+        }
+    }
+
+    /// The earliest start `>= from` at which `cpus` CPUs and `gpus` GPUs of pool `pool` are
+    /// both free for `duration_s`, ending by `deadline`: each calendar's earliest start from the
+    /// other's, until they agree (each step moves later, so it ends).
+    fn joint_earliest(
+        &self,
+        from: Time,
+        duration_s: i64,
+        cpus: u64,
+        pool: usize,
+        gpus: u64,
+        deadline: Time,
+    ) -> Option<Time> {
+        let mut t = from;
+        loop {
+            let c = self.calendar.earliest_start(t, duration_s, cpus, deadline)?;
+            let g = self.gpu_calendars[pool].earliest_start(c, duration_s, gpus, deadline)?;
+            if g == c {
+                return Some(c);
+            }
+            t = g;
+        }
+    }
+}
+
+/// The attributes a job can require, without the prices (what may not change under bookings).
+fn requirable(site: &Site) -> (String, SiteAttributes) {
+    (site.os.to_ascii_lowercase(), SiteAttributes { price_per_gpu_hour: 0.0, ..site.attributes.clone() })
 }
 
 /// The local reservation manager of one site.
@@ -66,11 +119,12 @@ impl Lis {
     /// A LIS for `site` with an empty calendar; holds live `lease_s` seconds of `clock` time.
     pub fn new(site: Site, clock: Arc<dyn Clock>, lease_s: i64) -> Self {
         let calendar = CapacityCalendar::new(u64::from(site.cpus));
+        let gpu_calendars = site.attributes.gpus.iter().map(|g| CapacityCalendar::new(u64::from(g.count))).collect();
         Lis {
             site: RwLock::new(site),
             clock,
             lease_s,
-            state: Mutex::new(State { calendar, holds: HoldBook::default() }),
+            state: Mutex::new(State { calendar, gpu_calendars, holds: HoldBook::default() }),
         }
     }
 
@@ -94,7 +148,11 @@ impl Lis {
     pub fn update_site(&self, site: Site) -> Result<(), SiteUpdateError> {
         let st = self.state();
         let mut cur = self.site.write().expect("LIS site lock");
-        if site.id != cur.id || site.node != cur.node || site.cpus != cur.cpus {
+        if site.id != cur.id
+            || site.node != cur.node
+            || site.cpus != cur.cpus
+            || site.attributes.gpus != cur.attributes.gpus
+        {
             return Err(SiteUpdateError::Fixed(cur.id.clone()));
         }
         if !price_ok(site.price_per_cpu_hour) {
@@ -104,12 +162,13 @@ impl Lis {
             )));
         }
         check_text(&site.os).map_err(|e| SiteUpdateError::Invalid(format!("os: {e}")))?;
-        if site.os != cur.os {
+        site.attributes.validate().map_err(SiteUpdateError::Invalid)?;
+        if site.os != cur.os || requirable(&site) != requirable(&cur) {
             let now = self.clock.now();
             let mut holds: Vec<HoldId> = st
                 .holds
                 .active()
-                .filter(|(_, _, span)| st.calendar.span(**span).is_some_and(|s| s.end > now))
+                .filter(|(_, _, b)| st.calendar.span(b.cpus).is_some_and(|s| s.end > now))
                 .map(|(id, _, _)| id)
                 .collect();
             if !holds.is_empty() {
@@ -122,29 +181,55 @@ impl Lis {
     }
 
     /// Puts back a hold or reservation read from a journal (at start, before any other call):
-    /// books `req`'s CPUs as hold `id` of `req`'s transaction, held until `expires_at` or
-    /// committed (`state`).
+    /// books `req`'s CPUs (and GPUs) as hold `id` of `req`'s transaction, held until
+    /// `expires_at` or committed (`state`).
     ///
     /// # Errors
     /// `UnknownSite` for a request not for this site; `Capacity` if it does not fit (the
     /// journal contradicts the site's capacity: the caller must stop).
     pub fn restore(&self, id: HoldId, req: &ComputeHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        let (txn, span) = self.book(&mut st, req)?;
-        st.holds.restore(id, txn, span, state);
+        let (txn, booked) = self.book(&mut st, req)?;
+        st.holds.restore(id, txn, booked, state);
         Ok(())
     }
 
-    /// Books `req`'s CPUs in the calendar (check and book in one step, under the state lock).
-    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<(TxnId, SpanId), ParticipantError> {
-        if req.site != self.site.read().expect("LIS site lock").id {
-            return Err(ParticipantError::UnknownSite(req.site.clone()));
-        }
-        let span = st
+    /// Books `req`'s CPUs and GPUs in the calendars, all or none (check and book in one step,
+    /// under the state lock).
+    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<(TxnId, Booked), ParticipantError> {
+        let pool = {
+            let site = self.site.read().expect("LIS site lock");
+            if req.site != site.id {
+                return Err(ParticipantError::UnknownSite(req.site.clone()));
+            }
+            match &req.gpus {
+                None => None,
+                Some(g) => match site.attributes.gpu_pool(&g.model) {
+                    Some((i, _)) => Some((i, g)),
+                    None => {
+                        return Err(ParticipantError::InvalidHold(format!(
+                            "site `{}` has no GPU model `{}`",
+                            site.id, g.model
+                        )))
+                    }
+                },
+            }
+        };
+        let cpus = st
             .calendar
             .add(req.start, req.end, u64::from(req.cpus))
             .map_err(|e| ParticipantError::from_calendar(e, None))?;
-        Ok((req.txn, span))
+        let gpus = match pool {
+            None => None,
+            Some((i, g)) => match st.gpu_calendars[i].add(req.start, req.end, u64::from(g.count)) {
+                Ok(span) => Some((i, span)),
+                Err(e) => {
+                    st.calendar.remove(cpus).expect("just booked");
+                    return Err(ParticipantError::from_gpu_calendar(e, &g.model));
+                }
+            },
+        };
+        Ok((req.txn, Booked { cpus, gpus }))
     }
 
     /// The owner of hold `id` (see [`HoldBook::owner`]): `None` for an unknown hold,
@@ -160,9 +245,9 @@ impl Lis {
 
     fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let mut st = self.state();
-        let (txn, span) = self.book(&mut st, req)?;
+        let (txn, booked) = self.book(&mut st, req)?;
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
-        st.holds.hold(hold.id, txn, span, hold.expires_at);
+        st.holds.hold(hold.id, txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
         Ok(hold)
     }
@@ -170,16 +255,23 @@ impl Lis {
     /// Holds and reservations overlapping `[from, to)`, sorted by start then id.
     pub fn reservations(&self, from: Time, to: Time) -> Vec<Reservation> {
         let st = self.state();
+        let site = self.site.read().expect("LIS site lock");
         let mut out: Vec<Reservation> = st
             .holds
             .active()
-            .filter_map(|(hold, state, span)| {
-                let s = st.calendar.span(*span)?; // pruned reservations are gone
+            .filter_map(|(hold, state, b)| {
+                let s = st.calendar.span(b.cpus)?; // pruned reservations are gone
+                let gpus = b.gpus.and_then(|(pool, span)| {
+                    let g = st.gpu_calendars[pool].span(span)?;
+                    let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
+                    Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
+                });
                 (s.start < to && s.end > from).then_some(Reservation {
                     hold,
                     start: s.start,
                     end: s.end,
                     cpus: s.amount,
+                    gpus,
                     state,
                     owner: st.holds.owner(hold).flatten().map(str::to_owned),
                 })
@@ -193,8 +285,8 @@ impl Lis {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         let mut st = self.state.lock().expect("LIS state lock");
         let now = self.clock.now();
-        for span in st.holds.expire(now) {
-            st.calendar.remove(span).expect("expired hold's span is booked");
+        for booked in st.holds.expire(now) {
+            st.unbook(booked);
         }
         st
     }
@@ -202,6 +294,11 @@ impl Lis {
     /// Booked CPUs at instant `t` (holds included).
     pub fn usage_at(&self, t: Time) -> u64 {
         self.state().calendar.usage_at(t)
+    }
+
+    /// Booked GPUs of each pool (in the site's order) at instant `t` (holds included).
+    pub fn gpu_usage_at(&self, t: Time) -> Vec<u64> {
+        self.state().gpu_calendars.iter().map(|c| c.usage_at(t)).collect()
     }
 
     /// Live holds (not committed, not expired).
@@ -219,7 +316,11 @@ impl Lis {
     pub fn prune_before(&self, horizon: Time) -> usize {
         let mut st = self.state();
         let pruned: std::collections::HashSet<SpanId> = st.calendar.prune_before(horizon).into_iter().collect();
-        st.holds.forget(|span| pruned.contains(span));
+        // A GPU span ends with its CPU span: prune the pools to the same horizon.
+        for c in &mut st.gpu_calendars {
+            c.prune_before(horizon);
+        }
+        st.holds.forget(|b| pruned.contains(&b.cpus));
         pruned.len()
     }
 }
@@ -232,11 +333,18 @@ impl Participant<Compute> for Lis {
             return Err(ParticipantError::UnknownSite(q.site.clone()));
         }
         let st = self.state();
+        let cpus = u64::from(q.cpus);
+        let (earliest_start, gpu_model) = match &q.gpus {
+            None => (st.calendar.earliest_start(q.window_start, q.duration_s, cpus, q.deadline), None),
+            Some(g) => earliest_with_gpus(&st, &me, q, g),
+        };
         Ok(ComputeOffer {
             site: q.site.clone(),
-            earliest_start: st.calendar.earliest_start(q.window_start, q.duration_s, u64::from(q.cpus), q.deadline),
+            earliest_start,
             utilisation: st.calendar.utilisation(q.window_start, q.deadline),
             price_per_cpu_hour: me.price_per_cpu_hour,
+            gpu_model,
+            price_per_gpu_hour: me.attributes.price_per_gpu_hour,
         })
     }
 
@@ -257,16 +365,16 @@ impl HoldLifecycle for Lis {
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        if let Some(span) = st.holds.abort(hold)? {
-            st.calendar.remove(span).expect("held span is booked");
+        if let Some(booked) = st.holds.abort(hold)? {
+            st.unbook(booked);
         }
         Ok(())
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        if let Some(span) = st.holds.release(hold)? {
-            st.calendar.remove(span).expect("committed span is booked");
+        if let Some(booked) = st.holds.release(hold)? {
+            st.unbook(booked);
         }
         Ok(())
     }
@@ -274,6 +382,22 @@ impl HoldLifecycle for Lis {
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
+}
+
+/// The earliest start of `q` with `g`'s GPUs, over the site's pools that meet `g`'s bounds, and
+/// the pool that gives it (the first such pool in the site's order on a tie).
+fn earliest_with_gpus(st: &State, site: &Site, q: &ComputeQuery, g: &GpuDemand) -> (Option<Time>, Option<String>) {
+    site.attributes
+        .gpus
+        .iter()
+        .enumerate()
+        .filter(|(_, pool)| g.accepts(pool))
+        .filter_map(|(i, pool)| {
+            st.joint_earliest(q.window_start, q.duration_s, u64::from(q.cpus), i, u64::from(g.count), q.deadline)
+                .map(|t| (t, i, pool.model.clone()))
+        })
+        .min_by_key(|&(t, i, _)| (t, i))
+        .map_or((None, None), |(t, _, model)| (Some(t), Some(model)))
 }
 
 #[cfg(test)]

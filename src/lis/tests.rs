@@ -4,18 +4,25 @@ use super::*;
 use crate::clock::ManualClock;
 
 fn site(cpus: u32) -> Site {
-    Site { id: "s1".into(), node: "n1".into(), cpus, os: "linux".into(), price_per_cpu_hour: 2.0 }
+    Site {
+        id: "s1".into(),
+        node: "n1".into(),
+        cpus,
+        os: "linux".into(),
+        price_per_cpu_hour: 2.0,
+        attributes: Default::default(),
+    }
 }
 
 fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {
-    ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus, start, end }
+    ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus, start, end, gpus: None }
 }
 
 #[tokio::test]
 async fn holds_are_visible_to_queries_and_abort_frees_them() {
     let clock = Arc::new(ManualClock::new(0));
     let lis = Lis::new(site(16), clock.clone(), 120);
-    let q = ComputeQuery { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000 };
+    let q = ComputeQuery { site: "s1".into(), cpus: 16, duration_s: 100, window_start: 0, deadline: 1000, gpus: None };
     assert_eq!(lis.query(&q).await.unwrap().earliest_start, Some(0));
     let h = lis.prepare(&hold_req(10, 0, 100)).await.unwrap();
     assert_eq!(h.expires_at, 120);
@@ -59,7 +66,7 @@ async fn uncommitted_hold_expires_at_its_lease() {
 async fn wrong_messages_are_refused() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
     // A network message cannot be sent to a LIS: the types forbid it (Participant<Compute>).
-    let other = ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 1, start: 0, end: 1 };
+    let other = ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 1, start: 0, end: 1, gpus: None };
     assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));
     assert!(matches!(lis.prepare(&hold_req(1, 10, 10)).await, Err(ParticipantError::InvalidHold(_))), "empty interval");
 }
@@ -131,7 +138,7 @@ async fn extend_keeps_a_hold_past_its_first_lease_and_reservations_list_it() {
 async fn price_and_os_change_but_not_size() {
     let lis = Lis::new(site(16), Arc::new(ManualClock::new(0)), 120);
     lis.update_site(Site { price_per_cpu_hour: 3.5, os: "bsd".into(), ..site(16) }).unwrap();
-    let q = ComputeQuery { site: "s1".into(), cpus: 1, duration_s: 10, window_start: 0, deadline: 100 };
+    let q = ComputeQuery { site: "s1".into(), cpus: 1, duration_s: 10, window_start: 0, deadline: 100, gpus: None };
     assert_eq!(lis.query(&q).await.unwrap().price_per_cpu_hour, 3.5);
     assert!(lis.update_site(site(32)).is_err());
     assert!(lis.update_site(Site { price_per_cpu_hour: f64::NAN, ..site(16) }).is_err());
@@ -152,4 +159,95 @@ async fn os_cannot_change_under_future_bookings() {
     clock.advance_to(200);
     lis.update_site(Site { os: "bsd".into(), ..site(16) }).unwrap();
     assert_eq!(lis.site().os, "bsd");
+}
+
+fn gpu_site() -> Site {
+    let pool = |model: &str, count, cc| crate::model::GpuPool {
+        model: model.into(),
+        count,
+        compute_capability: cc,
+        memory_gib: 16,
+    };
+    Site {
+        attributes: SiteAttributes {
+            gpus: vec![pool("k80", 4, 3.7), pool("v100", 2, 7.0)],
+            price_per_gpu_hour: 3.0,
+            ..Default::default()
+        },
+        ..site(16)
+    }
+}
+
+fn gpu_hold(cpus: u32, model: &str, count: u32, start: Time, end: Time) -> ComputeHoldRequest {
+    ComputeHoldRequest { gpus: Some(GpuAllocation { model: model.into(), count }), ..hold_req(cpus, start, end) }
+}
+
+fn gpu_query(cpus: u32, count: u32, min_cc: Option<f64>) -> ComputeQuery {
+    let gpus = GpuDemand { count, min_compute_capability: min_cc, min_memory_gib: None, model: None };
+    ComputeQuery { site: "s1".into(), cpus, duration_s: 100, window_start: 0, deadline: 10_000, gpus: Some(gpus) }
+}
+
+/// The earliest start needs the CPUs and the GPUs of one suitable pool free together: each
+/// calendar alone would answer earlier.
+#[tokio::test]
+async fn a_gpu_query_finds_the_first_instant_cpus_and_gpus_are_free_together() {
+    let lis = Lis::new(gpu_site(), Arc::new(ManualClock::new(0)), 1_000);
+    lis.prepare(&hold_req(16, 0, 100)).await.unwrap(); // CPUs busy [0, 100)
+    lis.prepare(&gpu_hold(1, "v100", 2, 150, 300)).await.unwrap(); // v100s busy [150, 300)
+    lis.prepare(&hold_req(16, 350, 420)).await.unwrap(); // CPUs busy [350, 420)
+    let o = lis.query(&gpu_query(8, 1, Some(7.0))).await.unwrap();
+    // [100, 200) collides with the v100 hold, [300, 400) with the CPUs: 420.
+    assert_eq!((o.earliest_start, o.gpu_model.as_deref()), (Some(420), Some("v100")));
+    assert_eq!(o.price_per_gpu_hour, 3.0);
+    // Any capability: the k80s are free from 100.
+    let o = lis.query(&gpu_query(8, 4, None)).await.unwrap();
+    assert_eq!((o.earliest_start, o.gpu_model.as_deref()), (Some(100), Some("k80")));
+    // More GPUs than any pool: no slot.
+    assert_eq!(lis.query(&gpu_query(1, 5, None)).await.unwrap().earliest_start, None);
+}
+
+/// A hold books its CPUs and GPUs together or not at all, and frees both.
+#[tokio::test]
+async fn gpus_are_held_with_the_cpus_all_or_none_and_never_overbooked() {
+    let lis = Lis::new(gpu_site(), Arc::new(ManualClock::new(0)), 1_000);
+    let a = lis.prepare(&gpu_hold(4, "V100", 2, 0, 100)).await.unwrap();
+    assert_eq!(lis.gpu_usage_at(50), vec![0, 2]);
+    let err = lis.prepare(&gpu_hold(4, "v100", 1, 50, 150)).await.unwrap_err();
+    assert!(
+        matches!(&err, ParticipantError::GpuCapacity { model, requested: 1, free: 0, .. } if model == "v100"),
+        "{err}"
+    );
+    assert_eq!((lis.usage_at(50), lis.booked_spans()), (4, 1), "the refused hold's CPUs were given back");
+    let err = lis.prepare(&gpu_hold(1, "a100", 1, 0, 10)).await.unwrap_err();
+    assert!(matches!(err, ParticipantError::InvalidHold(_)), "{err}");
+    let listed = lis.reservations(0, 1_000);
+    assert_eq!(listed[0].gpus, Some(GpuAllocation { model: "v100".into(), count: 2 }));
+    lis.commit(a.id).await.unwrap();
+    lis.release(a.id).await.unwrap();
+    assert_eq!((lis.usage_at(50), lis.gpu_usage_at(50)), (0, vec![0, 0]));
+    // Expiry frees the GPUs too.
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(gpu_site(), clock.clone(), 10);
+    lis.prepare(&gpu_hold(1, "k80", 4, 100, 200)).await.unwrap();
+    clock.advance_to(10);
+    assert_eq!(lis.gpu_usage_at(150), vec![0, 0]);
+}
+
+#[tokio::test]
+async fn gpu_pools_are_fixed_and_requirable_attributes_wait_for_bookings_to_end() {
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(gpu_site(), clock.clone(), 1_000);
+    let mut fewer = gpu_site();
+    fewer.attributes.gpus.pop();
+    assert!(matches!(lis.update_site(fewer), Err(SiteUpdateError::Fixed(_))));
+    let h = lis.prepare(&hold_req(1, 0, 100)).await.unwrap();
+    lis.commit(h.id).await.unwrap();
+    let mut labelled = gpu_site();
+    labelled.attributes.labels = vec!["ssd".into()];
+    assert!(matches!(lis.update_site(labelled.clone()), Err(SiteUpdateError::OsInUse { .. })));
+    let mut dearer = gpu_site();
+    dearer.attributes.price_per_gpu_hour = 9.0;
+    lis.update_site(dearer).unwrap();
+    clock.advance_to(100);
+    lis.update_site(labelled).unwrap();
 }

@@ -2,6 +2,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::attributes::SiteAttributes;
 use super::{LinkId, NodeId, SiteId};
 
 /// Largest capacity of one resource, in its own units (2^30: 1 Pbit/s in Mbit/s, or 10^9
@@ -79,6 +80,24 @@ pub struct Site {
     pub os: String,
     /// Price of one CPU for one hour, in `0 ..= MAX_PRICE` (10^6).
     pub price_per_cpu_hour: f64,
+    /// Architecture, extensions, GPUs, software and labels (all optional; JSON: flattened into
+    /// the site). See [`SiteAttributes`].
+    #[serde(flatten)]
+    pub attributes: SiteAttributes,
+}
+
+impl Site {
+    /// A site with default attributes (`x86_64`, no GPUs, no software, no labels).
+    pub fn new(id: impl Into<SiteId>, node: impl Into<NodeId>, cpus: u32, os: &str, price_per_cpu_hour: f64) -> Self {
+        Site {
+            id: id.into(),
+            node: node.into(),
+            cpus,
+            os: os.to_owned(),
+            price_per_cpu_hour,
+            attributes: SiteAttributes::default(),
+        }
+    }
 }
 
 /// Why a grid description was refused.
@@ -102,6 +121,8 @@ pub enum GridError {
     BadPrice { what: &'static str, id: String },
     #[error("{what} of node `{id}` must be a finite number of degrees in -{max}..={max} (got {value})")]
     BadCoordinate { what: &'static str, id: String, value: f64, max: f64 },
+    #[error("site `{site}`: {reason}")]
+    BadAttributes { site: String, reason: String },
     #[error("{what} `{value}`: {reason}")]
     BadText { what: &'static str, value: String, reason: super::text::TextError },
 }
@@ -215,6 +236,7 @@ impl Grid {
             if !price_ok(s.price_per_cpu_hour) {
                 return Err(GridError::BadPrice { what: "price_per_cpu_hour", id: s.id.to_string() });
             }
+            s.attributes.validate().map_err(|reason| GridError::BadAttributes { site: s.id.to_string(), reason })?;
         }
         Ok(Grid { nodes, links, sites })
     }
@@ -257,6 +279,11 @@ impl Grid {
             sites.iter_mut().find(|s| s.id == site.id).ok_or_else(|| GridError::UnknownSite(site.id.to_string()))?;
         *slot = site;
         Grid::new(nodes, links, sites)
+    }
+
+    /// Total GPUs over all sites and pools.
+    pub fn total_gpus(&self) -> u64 {
+        self.sites.iter().flat_map(|s| &s.attributes.gpus).map(|g| u64::from(g.count)).sum()
     }
 
     /// Total CPUs over all sites (the denominator of offered load).

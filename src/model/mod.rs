@@ -8,6 +8,7 @@
 //! Times are whole seconds since the Unix epoch ([`Time`]) inside the engine and RFC 3339
 //! UTC strings in JSON.
 
+mod attributes;
 mod grid;
 mod ids;
 mod outcome;
@@ -15,10 +16,13 @@ mod request;
 mod text;
 mod time;
 
+pub use attributes::{
+    unmet, Arch, GpuDemand, GpuPool, Package, Requirements, SiteAttributes, SoftwareRequirement, Unmet, Version,
+};
 pub use grid::{price_ok, Grid, GridError, Link, Node, Site, MAX_AMOUNT, MAX_PRICE};
 pub(crate) use ids::uuid_id;
 pub use ids::{LinkId, NodeId, SiteId};
-pub use outcome::{JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
+pub use outcome::{GpuAllocation, JobPlacement, Outcome, OutcomeStatus, TransferPlacement};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
     MAX_DURATION_S, MAX_OFFSET_S,

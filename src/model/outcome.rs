@@ -23,6 +23,18 @@ pub struct JobPlacement {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub cpus: u32,
+    /// GPUs reserved with the CPUs (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuAllocation>,
+}
+
+/// GPUs of one pool of a site, reserved with a job's CPUs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct GpuAllocation {
+    /// The pool's model, as the site names it.
+    pub model: String,
+    /// How many GPUs, > 0.
+    pub count: u32,
 }
 
 /// The bandwidth reservation of one transfer. `path` is empty when both jobs share a node
@@ -39,7 +51,8 @@ pub struct TransferPlacement {
 
 /// What became of one plan request (one line of outcomes.jsonl).
 ///
-/// `cost` = sum over jobs of `cpus * duration_s/3600 * price_per_cpu_hour` plus sum over
+/// `cost` = sum over jobs of `duration_s/3600 * (cpus * price_per_cpu_hour + gpus *
+/// price_per_gpu_hour)` plus sum over
 /// transfers of `bandwidth_mbps/1000 * duration_s/3600 * sum(price_per_gbps_hour of its path)`;
 /// 0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
 ///
@@ -71,24 +84,7 @@ pub struct Outcome<S = OutcomeStatus> {
     pub holds_aborted: u64,
 }
 
-impl Outcome {
-    /// A rejection with nothing booked.
-    pub fn rejected(request_id: &str, reason: impl Into<String>, planner: &str) -> Self {
-        Outcome {
-            request_id: request_id.to_owned(),
-            status: OutcomeStatus::Rejected,
-            reason: Some(reason.into()),
-            start: None,
-            jobs: vec![],
-            transfers: vec![],
-            cost: 0.0,
-            planning_ms: 0.0,
-            planner: planner.to_owned(),
-            messages: 0,
-            holds_aborted: 0,
-        }
-    }
-
+impl<S> Outcome<S> {
     /// The same outcome with another status: `status` replaces the planner's.
     pub fn with_status<T>(self, status: T) -> Outcome<T> {
         let Outcome {
@@ -116,6 +112,25 @@ impl Outcome {
             planner,
             messages,
             holds_aborted,
+        }
+    }
+}
+
+impl Outcome {
+    /// A rejection with nothing booked.
+    pub fn rejected(request_id: &str, reason: impl Into<String>, planner: &str) -> Self {
+        Outcome {
+            request_id: request_id.to_owned(),
+            status: OutcomeStatus::Rejected,
+            reason: Some(reason.into()),
+            start: None,
+            jobs: vec![],
+            transfers: vec![],
+            cost: 0.0,
+            planning_ms: 0.0,
+            planner: planner.to_owned(),
+            messages: 0,
+            holds_aborted: 0,
         }
     }
 

@@ -3,6 +3,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::attributes::Requirements;
 use super::grid::MAX_AMOUNT;
 use super::text::{check_text, TextError};
 use super::time::{to_time, Time};
@@ -46,9 +47,30 @@ pub struct ComputeDemand {
     /// Reservation length in seconds, in `1 ..= MAX_DURATION_S` (3,153,600,000: 100 years).
     #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
+    /// What the job requires of its site beyond the OS and CPUs (architecture, extensions,
+    /// GPUs, software, labels); a hard filter before any selection policy. Default: nothing.
+    #[serde(default, skip_serializing_if = "Requirements::is_empty")]
+    pub requires: Requirements,
 }
 
 impl ComputeDemand {
+    /// A job with no requirement beyond its OS and CPUs.
+    pub fn new(name: &str, os: &str, cpus: u32, offset_s: i64, duration_s: i64) -> Self {
+        ComputeDemand {
+            name: name.to_owned(),
+            os: os.to_owned(),
+            cpus,
+            offset_s,
+            duration_s,
+            requires: Requirements::default(),
+        }
+    }
+
+    /// GPUs the job reserves with its CPUs (0 if none).
+    pub fn gpus(&self) -> u32 {
+        self.requires.gpu_count()
+    }
+
     /// Offset of the end, seconds from the application start.
     pub fn end_offset_s(&self) -> i64 {
         self.offset_s + self.duration_s
@@ -213,6 +235,8 @@ pub enum RequestError {
     TooLarge { what: String, field: &'static str, value: u64, max: u64 },
     #[error("{field}: {reason}")]
     BadText { field: String, reason: TextError },
+    #[error("job `{job}`: {reason}")]
+    BadRequirement { job: String, reason: String },
     #[error("the earliest possible end of the request is beyond the representable time range")]
     TimeOutOfRange,
 }
@@ -302,6 +326,7 @@ impl PlanRequest {
             }
             let what = format!("job `{}`", j.name);
             at_most(&what, "cpus", u64::from(j.cpus), MAX_AMOUNT)?;
+            j.requires.validate().map_err(|reason| RequestError::BadRequirement { job: j.name.clone(), reason })?;
             check_interval(&what, j.offset_s, j.duration_s)?;
         }
         let mut ends = Vec::with_capacity(raw.transfers.len());

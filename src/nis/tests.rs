@@ -25,6 +25,7 @@ fn grid() -> Grid {
         cpus: 8,
         os: "linux".into(),
         price_per_cpu_hour: 1.0,
+        attributes: Default::default(),
     };
     Grid::new(
         vec![node("a"), node("b"), node("c"), node("d")],

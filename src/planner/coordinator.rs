@@ -12,9 +12,37 @@ use std::sync::Arc;
 use super::commit::{self, Phase2};
 use super::search::Attempt;
 use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
-use crate::model::{Outcome, OutcomeStatus};
+use crate::calendar::CapacityCalendar;
+use crate::model::{LinkId, Outcome, OutcomeStatus, SiteId, Time, MAX_AMOUNT};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, Part};
-use crate::protocol::{HoldId, HoldLifecycle, HoldRequest};
+use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError};
+
+/// Whether a refused batch prepare is a **self-conflict** (Ando & Aida, section 3.2: BBR's
+/// searches cannot see the plan's own choices, so two parts of one plan may need the same
+/// capacity at once): `e` is a capacity refusal — `requested` over `[start, end)` with only
+/// `free` left — and the peak of the plan's own parts already prepared on the same site or
+/// link (`own`: `(start, end, amount)`) within that interval is at least what was missing.
+/// Then, were those parts not there, the refused one would have had room at the instant the
+/// participant measured `free` (up to the own peak falling at another instant of the interval,
+/// which makes this an upper bound). Returns the text appended to the rejection's reason, or
+/// an empty string.
+fn self_conflict(e: &ParticipantError, own: impl Iterator<Item = (Time, Time, u64)>) -> String {
+    let (ParticipantError::Capacity { start, end, requested, free }
+    | ParticipantError::LinkCapacity { start, end, requested, free, .. }) = *e
+    else {
+        return String::new();
+    };
+    let mut cal = CapacityCalendar::new(MAX_AMOUNT);
+    for (a, b, n) in own {
+        let _ = cal.add(a, b, n);
+    }
+    let peak = cal.peak_usage(start, end);
+    if peak > 0 && free + peak >= requested {
+        format!(" (self-conflict: the plan's own parts hold {peak} there at that time)")
+    } else {
+        String::new()
+    }
+}
 
 /// A booked part of the plan, as the commit phase sees it.
 struct HeldPart {
@@ -27,29 +55,47 @@ struct HeldPart {
 
 impl Attempt<'_> {
     /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
-    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> PlanResult {
+    /// The flag is true when the plan was rejected because its batch prepare was refused
+    /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
+    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> (PlanResult, bool) {
         let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
         match self.search_plan().await {
-            Err(outcome) => rejected(outcome),
+            Err(outcome) if self.unsatisfiable => {
+                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, false)
+            }
+            Err(outcome) => (rejected(outcome), false),
             Ok(()) if opts.dry_run => {
                 let mut outcome = self.outcome();
                 outcome.status = OutcomeStatus::Planned;
                 self.undo_to(0).await;
                 outcome.messages = self.messages;
                 outcome.holds_aborted = self.holds_aborted;
-                rejected(outcome)
+                (rejected(outcome), false)
             }
-            Ok(()) => self.book(opts.log).await,
+            Ok(()) => match self.prepare_all().await {
+                Ok(parts) => (self.book(parts, opts.log).await, false),
+                Err(reason) => {
+                    // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
+                    self.undo_to(0).await;
+                    (self.rejected(reason), true)
+                }
+            },
         }
     }
 
     /// Every hold of the complete plan: under BBR the batch prepare happens here.
+    ///
+    /// A refused prepare rejects the request; its reason ends in `(self-conflict: ...)` when
+    /// the plan's own parts prepared before it explain the refusal (see [`self_conflict`]).
     async fn prepare_all(&mut self) -> Result<Vec<HeldPart>, String> {
         let mut parts = Vec::new();
+        // What this batch has prepared so far: (site, start, end, CPUs), (links, start, end, Mbit/s).
+        let mut own_jobs: Vec<(SiteId, Time, Time, u64)> = Vec::new();
+        let mut own_transfers: Vec<(Vec<LinkId>, Time, Time, u64)> = Vec::new();
         for v in 0..self.jobs.len() {
             let f = self.jobs[v].clone().expect("complete plan");
             let p = self.lis(&f.site).map_err(|e| e.to_string())?;
-            let req = self.job_hold(v, &f.site);
+            let req = self.job_hold(v, &f);
             let hold = match f.hold {
                 Some(h) => h,
                 None => {
@@ -58,12 +104,18 @@ impl Attempt<'_> {
                     match p.prepare(&req).await {
                         Ok(h) => h.id,
                         Err(e) => {
+                            let own = own_jobs.iter().filter(|(s, ..)| *s == f.site).map(|(_, a, b, n)| (*a, *b, *n));
+                            let why = self_conflict(&e, own);
                             let _ = self.compensate(&parts, &[]).await;
-                            return Err(format!("batch prepare failed: job `{}` on site `{}`: {e}", job.name, f.site));
+                            return Err(format!(
+                                "batch prepare failed: job `{}` on site `{}`: {e}{why}",
+                                job.name, f.site
+                            ));
                         }
                     }
                 }
             };
+            own_jobs.push((f.site.clone(), req.start, req.end, u64::from(req.cpus)));
             parts.push(HeldPart {
                 participant: p,
                 target: ParticipantRef::Site(f.site.clone()),
@@ -86,12 +138,22 @@ impl Attempt<'_> {
                     match nis.prepare(&req).await {
                         Ok(h) => h.id,
                         Err(err) => {
+                            let link = match &err {
+                                ParticipantError::LinkCapacity { link, .. } => Some(link),
+                                _ => None,
+                            };
+                            let own = own_transfers
+                                .iter()
+                                .filter(|(links, ..)| link.is_some_and(|l| links.contains(l)))
+                                .map(|(_, a, b, n)| (*a, *b, *n));
+                            let why = self_conflict(&err, own);
                             let _ = self.compensate(&parts, &[]).await;
-                            return Err(format!("batch prepare failed: transfer {}->{}: {err}", t.from, t.to));
+                            return Err(format!("batch prepare failed: transfer {}->{}: {err}{why}", t.from, t.to));
                         }
                     }
                 }
             };
+            own_transfers.push((req.links.clone(), req.start, req.end, req.bandwidth_mbps));
             parts.push(HeldPart { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
         }
         Ok(parts)
@@ -122,18 +184,11 @@ impl Attempt<'_> {
         PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
     }
 
-    /// Phase 1 (BBR batch or BIR's holds), decision, phase 2; with a commit log, the decision
-    /// is made durable in the order [`DecisionLog::shares_fate`] asks for, and a plan whose
-    /// phase 2 cannot be finished now is left in doubt (see [`crate::protocol::decision`]).
-    async fn book(mut self, log: Option<&dyn DecisionLog>) -> PlanResult {
-        let parts = match self.prepare_all().await {
-            Ok(parts) => parts,
-            Err(reason) => {
-                // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
-                self.undo_to(0).await;
-                return self.rejected(reason);
-            }
-        };
+    /// The decision and phase 2 of a plan whose every part is held (`parts`, from
+    /// [`Self::prepare_all`]); with a commit log, the decision is made durable in the order
+    /// [`DecisionLog::shares_fate`] asks for, and a plan whose phase 2 cannot be finished now
+    /// is left in doubt (see [`crate::protocol::decision`]).
+    async fn book(mut self, parts: Vec<HeldPart>, log: Option<&dyn DecisionLog>) -> PlanResult {
         self.trail.clear(); // from here the parts own the holds
         crash_point("after-prepare");
         let Some(log) = log else {

@@ -80,6 +80,24 @@ pub struct PlannerConfig {
     /// The backtracking search is exponential in the worst case (every candidate of every
     /// vertex against every other); past this many fixes the request is rejected.
     pub max_fixes: u32,
+    /// How the search asks a job's candidate sites for their earliest start (Ando & Aida do
+    /// not say): all at once, one wait per search step (the default), or one after the other.
+    pub query_fanout: QueryFanout,
+    /// BBR and BBR-overlay: how many times a request whose batch prepare was refused is
+    /// planned again, with a fresh search, before it is rejected. Ando & Aida reject it at
+    /// once: the default is 0. Each new search still ends at arrival + `w_interval`.
+    pub bbr_replans: u32,
+}
+
+/// How the search sends a step's free-slot queries to the candidate sites of a job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryFanout {
+    /// Every candidate at once, the answers awaited together: one service time per step.
+    #[default]
+    Parallel,
+    /// One candidate after the other: a step costs the sum of its queries' service times.
+    Sequential,
 }
 
 impl Default for PlannerConfig {
@@ -92,6 +110,8 @@ impl Default for PlannerConfig {
             seed: 0,
             max_shifts: 10_000,
             max_fixes: 20_000,
+            query_fanout: QueryFanout::Parallel,
+            bbr_replans: 0,
         }
     }
 }
@@ -124,6 +144,11 @@ pub enum Settlement {
     /// The outcome is final and, with a log, recorded: committed (every part durable at its
     /// participant and the end logged) or rejected (nothing booked).
     Final,
+    /// The request can never be planned on this grid: a job that no site of the catalogue can
+    /// run (OS, CPUs or a requirement; the outcome's reason names the nearest miss). Nothing
+    /// was booked nor logged; the outcome is a final rejection that the REST API answers as
+    /// invalid input (422) instead of recording it.
+    Unsatisfiable,
     /// The log refused the decision: nothing is booked and nothing recorded; the outcome is
     /// a rejection naming the log's error. [`decision::LogError::Superseded`]: the request's
     /// idempotency key passed to another request, which answers for it.
@@ -190,10 +215,25 @@ impl Planner {
     /// [`Planner::plan`] with options, also returning the bookings of a committed plan (what
     /// [`Planner::cancel`] needs).
     pub async fn plan_with(&self, req: &PlanRequest, opts: PlanOptions<'_>) -> PlanResult {
-        let seed = self.rng.lock().expect("planner rng").gen::<u64>();
         let policy = req.policy().unwrap_or(self.cfg.policy);
         let method = req.method().unwrap_or(self.cfg.method);
-        search::Attempt::new(self, req, policy, method, seed).run(opts).await
+        let started = tokio::time::Instant::now();
+        let replans = if method == ReservationMethod::Bir { 0 } else { self.cfg.bbr_replans };
+        let (mut messages, mut holds_aborted) = (0, 0);
+        for attempt in 0..=replans {
+            let seed = self.rng.lock().expect("planner rng").gen::<u64>();
+            let (mut result, batch_refused) =
+                search::Attempt::new(self, req, policy, method, seed, started).run(opts).await;
+            if batch_refused && attempt < replans {
+                messages += result.outcome.messages;
+                holds_aborted += result.outcome.holds_aborted;
+                continue;
+            }
+            result.outcome.messages += messages;
+            result.outcome.holds_aborted += holds_aborted;
+            return result;
+        }
+        unreachable!("the last attempt returns")
     }
 
     /// Releases every booking of a committed plan (plan cancellation). Tries them all, even

@@ -12,11 +12,11 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::Planner;
+use super::{Planner, QueryFanout};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
-    from_time, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId,
-    Time, TransferPlacement, MAX_AMOUNT,
+    from_time, ComputeDemand, GpuAllocation, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest,
+    ReservationMethod, SelectionPolicy, SiteId, Time, TransferPlacement, MAX_AMOUNT,
 };
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest, NetworkQuery,
@@ -36,10 +36,13 @@ pub(crate) enum Step {
 pub(super) struct JobFix {
     pub(super) site: SiteId,
     price_per_cpu_hour: f64,
+    price_per_gpu_hour: f64,
+    /// The GPU pool the offer found free (jobs with GPUs).
+    gpu_model: Option<String>,
     /// BIR: the hold made at the fix.
     pub(super) hold: Option<HoldId>,
-    /// BBR-overlay: the fix's span in the plan's own overlay of that site.
-    overlay: Option<SpanId>,
+    /// BBR-overlay: the fix's spans in the plan's own overlay of that site (CPUs, GPUs).
+    overlay: Option<(SpanId, Option<SpanId>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -55,6 +58,9 @@ pub(super) struct TransferFix {
 #[derive(Default)]
 struct Overlay {
     sites: HashMap<SiteId, CapacityCalendar>,
+    /// Own GPUs per site, all pools together (conservative: a query adds them to the pool it
+    /// asks about).
+    gpus: HashMap<SiteId, CapacityCalendar>,
     links: HashMap<LinkId, CapacityCalendar>,
 }
 
@@ -128,8 +134,11 @@ pub(crate) struct Attempt<'a> {
     fixes: u32,
     /// Why the search was cut short (budget or w_interval), if it was.
     stopped: Option<String>,
+    /// A job no site of the catalogue can run: the request can never be planned.
+    pub(super) unsatisfiable: bool,
     overlay: Overlay,
-    /// When planning began (the outcome's `planning_ms`).
+    /// When planning of the request began (the outcome's `planning_ms`; before the first
+    /// attempt when a refused BBR batch is planned again).
     started: tokio::time::Instant,
 }
 
@@ -140,6 +149,7 @@ impl<'a> Attempt<'a> {
         policy: SelectionPolicy,
         method: ReservationMethod,
         seed: u64,
+        started: tokio::time::Instant,
     ) -> Self {
         let mut incident = vec![Vec::new(); req.jobs().len()];
         for e in 0..req.transfers().len() {
@@ -164,8 +174,9 @@ impl<'a> Attempt<'a> {
             holds_aborted: 0,
             fixes: 0,
             stopped: None,
+            unsatisfiable: false,
             overlay: Overlay::default(),
-            started: tokio::time::Instant::now(),
+            started,
         }
     }
 
@@ -197,11 +208,15 @@ impl<'a> Attempt<'a> {
         }
         for job in req.jobs() {
             match self.planner.services.gis.candidates(job).await {
-                Ok(c) if !c.is_empty() => self.candidates.push(c),
-                Ok(_) => {
-                    return Err(
-                        self.reject(format!("no site can run job `{}` ({} CPUs of {})", job.name, job.cpus, job.os))
-                    )
+                Ok(c) if !c.sites.is_empty() => self.candidates.push(c.sites),
+                Ok(c) => {
+                    let why = match &c.nearest_miss {
+                        Some((site, unmet)) => format!("; nearest: site `{site}` lacks {unmet}"),
+                        None => String::new(),
+                    };
+                    self.unsatisfiable = true;
+                    return Err(self
+                        .reject(format!("no site can run job `{}` ({} CPUs of {}{why})", job.name, job.cpus, job.os)));
                 }
                 Err(e) => return Err(self.reject(format!("GIS unavailable: {e}"))),
             }
@@ -293,19 +308,35 @@ impl<'a> Attempt<'a> {
         let overlay = self.style.overlay;
         let queries = self.candidates[v].iter().map(|site| {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
-            let own =
-                if overlay { Overlay::peak(self.overlay.sites.get(site), t_bgn, t_bgn + job.duration_s) } else { 0 };
+            let own = |cals: &HashMap<SiteId, CapacityCalendar>| {
+                let peak = if overlay { Overlay::peak(cals.get(site), t_bgn, t_bgn + job.duration_s) } else { 0 };
+                u32::try_from(peak).unwrap_or(u32::MAX)
+            };
+            let gpus = job.requires.gpus.clone().map(|mut g| {
+                g.count = g.count.saturating_add(own(&self.overlay.gpus));
+                g
+            });
             let q = ComputeQuery {
                 site: site.clone(),
-                cpus: job.cpus + u32::try_from(own).unwrap_or(u32::MAX),
+                cpus: job.cpus.saturating_add(own(&self.overlay.sites)),
                 duration_s: job.duration_s,
                 window_start: t_bgn,
                 deadline,
+                gpus,
             };
             let lis = self.lis(site);
             async move { lis?.query(&q).await }
         });
-        let answers = join_all(queries).await;
+        let answers = match self.planner.cfg.query_fanout {
+            QueryFanout::Parallel => join_all(queries).await,
+            QueryFanout::Sequential => {
+                let mut answers = Vec::with_capacity(self.candidates[v].len());
+                for q in queries {
+                    answers.push(q.await);
+                }
+                answers
+            }
+        };
         self.messages += answers.len() as u64;
         let mut offers: Vec<(Time, ComputeOffer)> = answers
             .into_iter()
@@ -323,7 +354,8 @@ impl<'a> Attempt<'a> {
         match self.policy {
             SelectionPolicy::Time => offers.sort_by_key(|o| o.0),
             SelectionPolicy::Cost => {
-                offers.sort_by(|a, b| a.1.price_per_cpu_hour.total_cmp(&b.1.price_per_cpu_hour).then(a.0.cmp(&b.0)))
+                let price = |o: &ComputeOffer| o.price_per_hour(job.cpus, job.gpus());
+                offers.sort_by(|a, b| price(&a.1).total_cmp(&price(&b.1)).then(a.0.cmp(&b.0)))
             }
             SelectionPolicy::Load => {
                 offers.sort_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation).then(a.0.cmp(&b.0)))
@@ -403,10 +435,22 @@ impl<'a> Attempt<'a> {
     async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         let job = &self.req.jobs()[v];
         let overlay = self.style.overlay.then(|| {
-            Overlay::add(&mut self.overlay.sites, &offer.site, start, start + job.duration_s, u64::from(job.cpus))
+            let end = start + job.duration_s;
+            let cpus = Overlay::add(&mut self.overlay.sites, &offer.site, start, end, u64::from(job.cpus));
+            let gpus = (job.gpus() > 0)
+                .then(|| Overlay::add(&mut self.overlay.gpus, &offer.site, start, end, u64::from(job.gpus())));
+            (cpus, gpus)
         });
+        let fix = JobFix {
+            site: offer.site.clone(),
+            price_per_cpu_hour: offer.price_per_cpu_hour,
+            price_per_gpu_hour: offer.price_per_gpu_hour,
+            gpu_model: offer.gpu_model.clone(),
+            hold: None,
+            overlay,
+        };
         let hold = if self.style.hold_each_fix {
-            let req = self.job_hold(v, &offer.site);
+            let req = self.job_hold(v, &fix);
             match self.prepare(self.lis(&offer.site), &req).await {
                 Some(h) => Some(h),
                 None => return false,
@@ -414,8 +458,7 @@ impl<'a> Attempt<'a> {
         } else {
             None
         };
-        self.jobs[v] =
-            Some(JobFix { site: offer.site.clone(), price_per_cpu_hour: offer.price_per_cpu_hour, hold, overlay });
+        self.jobs[v] = Some(JobFix { hold, ..fix });
         self.trail.push(Fix::Job(v));
         true
     }
@@ -470,11 +513,23 @@ impl<'a> Attempt<'a> {
         Step::Success
     }
 
-    /// The prepare message for job `v` on `site` at the current `st`.
-    pub(super) fn job_hold(&self, v: usize, site: &SiteId) -> ComputeHoldRequest {
+    /// The prepare message for job `v` fixed as `fix` at the current `st`.
+    pub(super) fn job_hold(&self, v: usize, fix: &JobFix) -> ComputeHoldRequest {
         let job = &self.req.jobs()[v];
         let start = self.st + job.offset_s;
-        ComputeHoldRequest { txn: self.txn, site: site.clone(), cpus: job.cpus, start, end: start + job.duration_s }
+        ComputeHoldRequest {
+            txn: self.txn,
+            site: fix.site.clone(),
+            cpus: job.cpus,
+            start,
+            end: start + job.duration_s,
+            gpus: Self::gpus_of(job, fix),
+        }
+    }
+
+    /// The GPUs job `job` reserves when fixed as `fix`.
+    fn gpus_of(job: &ComputeDemand, fix: &JobFix) -> Option<GpuAllocation> {
+        fix.gpu_model.clone().filter(|_| job.gpus() > 0).map(|model| GpuAllocation { model, count: job.gpus() })
     }
 
     /// The prepare message for transfer `e` on `links` at the current `st`.
@@ -509,8 +564,11 @@ impl<'a> Attempt<'a> {
             let (participant, hold) = match fix {
                 Fix::Job(v) => {
                     let f = self.jobs[v].take().expect("trail names a fixed job");
-                    if let Some(span) = f.overlay {
-                        Overlay::remove(&mut self.overlay.sites, &f.site, span);
+                    if let Some((cpus, gpus)) = f.overlay {
+                        Overlay::remove(&mut self.overlay.sites, &f.site, cpus);
+                        if let Some(span) = gpus {
+                            Overlay::remove(&mut self.overlay.gpus, &f.site, span);
+                        }
                     }
                     (self.lis(&f.site).ok().map(|p| p as Arc<dyn HoldLifecycle>), f.hold)
                 }
@@ -557,13 +615,16 @@ impl<'a> Attempt<'a> {
             .map(|(job, fix)| {
                 let fix = fix.as_ref().expect("complete plan");
                 let start = self.st + job.offset_s;
-                cost += f64::from(job.cpus) * job.duration_s as f64 / 3600.0 * fix.price_per_cpu_hour;
+                let per_hour =
+                    f64::from(job.cpus) * fix.price_per_cpu_hour + f64::from(job.gpus()) * fix.price_per_gpu_hour;
+                cost += job.duration_s as f64 / 3600.0 * per_hour;
                 JobPlacement {
                     name: job.name.clone(),
                     site: fix.site.clone(),
                     start: from_time(start),
                     end: from_time(start + job.duration_s),
                     cpus: job.cpus,
+                    gpus: Self::gpus_of(job, fix),
                 }
             })
             .collect();

@@ -15,8 +15,37 @@ use crate::protocol::{
 
 const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
 
+/// `HoldLifecycle` for a test wrapper around a real LIS (its field `.0`): phase 2 passes
+/// through unchanged.
+macro_rules! lifecycle_passes_through {
+    ($wrapper:ty) => {
+        #[async_trait]
+        impl HoldLifecycle for $wrapper {
+            async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+                self.0.commit(hold).await
+            }
+            async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+                self.0.abort(hold).await
+            }
+            async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+                self.0.release(hold).await
+            }
+            async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+                self.0.extend(hold, lease_s).await
+            }
+        }
+    };
+}
+
 fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
-    Site { id: id.into(), node: node.into(), cpus, os: os.into(), price_per_cpu_hour: price }
+    Site {
+        id: id.into(),
+        node: node.into(),
+        cpus,
+        os: os.into(),
+        price_per_cpu_hour: price,
+        attributes: Default::default(),
+    }
 }
 
 /// Nodes n1..n3 in a line n1 - n2 - n3 plus n1 - n3; capacities given per link.
@@ -76,7 +105,8 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
-    let other = ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000 };
+    let other =
+        ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000, gpus: None };
     let h = l.lis["s1"].prepare(&other).await.unwrap();
     l.lis["s1"].commit(h.id).await.unwrap();
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
@@ -141,7 +171,14 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     let busy = |l: &InProcessGrid| {
         let lis = l.lis["s2"].clone();
         async move {
-            let h = ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 16, start: T0, end: T0 + 3600 };
+            let h = ComputeHoldRequest {
+                txn: TxnId::new(),
+                site: "s2".into(),
+                cpus: 16,
+                start: T0,
+                end: T0 + 3600,
+                gpus: None,
+            };
             let h = lis.prepare(&h).await.unwrap();
             lis.commit(h.id).await.unwrap();
         }
@@ -150,7 +187,9 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     busy(&l).await;
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bbr).plan(&r).await;
     assert_eq!(o.status, OutcomeStatus::Rejected);
-    assert!(o.reason.as_deref().unwrap().starts_with("batch prepare failed: job `B` on site `s1`"), "{o:?}");
+    let reason = o.reason.as_deref().unwrap();
+    assert!(reason.starts_with("batch prepare failed: job `B` on site `s1`"), "{o:?}");
+    assert!(reason.ends_with("(self-conflict: the plan's own parts hold 10 there at that time)"), "{o:?}");
     assert_eq!(o.holds_aborted, 1, "A's batch hold is aborted");
     assert_eq!(l.lis["s1"].usage_at(T0 + 10), 0);
     assert_eq!(l.holds_outstanding(), 0);
@@ -184,11 +223,144 @@ async fn overlay_counts_own_bandwidth_on_shared_links() {
     );
     let l = local(&g);
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bbr).plan(&r).await;
-    assert!(o.reason.as_deref().unwrap().starts_with("batch prepare failed: transfer A->"), "{o:?}");
+    let reason = o.reason.as_deref().unwrap();
+    assert!(reason.starts_with("batch prepare failed: transfer A->"), "{o:?}");
+    assert!(reason.ends_with("(self-conflict: the plan's own parts hold 600 there at that time)"), "{o:?}");
     let l = local(&g);
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::BbrOverlay).plan(&r).await;
     assert_eq!(o.reason.as_deref(), Some("no feasible plan before the deadline"), "{o:?}");
     assert_eq!(l.nis.usage_at("l12", T0 + 1), Some(0));
+}
+
+#[tokio::test]
+async fn a_refused_bbr_batch_is_planned_again_only_when_configured() {
+    // The self-conflict of `bbr_self_conflicts_where_bir_does_not`: every new search makes the
+    // same choice, so with two re-plans the request is planned three times, then rejected.
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let r = pair("linux", "linux", 10, 100, 20_000);
+    let mut per_replans = Vec::new();
+    for replans in [0, 2] {
+        let l = local(&g);
+        let h = ComputeHoldRequest {
+            txn: TxnId::new(),
+            site: "s2".into(),
+            cpus: 16,
+            start: T0,
+            end: T0 + 3600,
+            gpus: None,
+        };
+        let h = l.lis["s2"].prepare(&h).await.unwrap();
+        l.lis["s2"].commit(h.id).await.unwrap();
+        let cfg = PlannerConfig {
+            method: ReservationMethod::Bbr,
+            w_interval_s: 0,
+            bbr_replans: replans,
+            ..Default::default()
+        };
+        let o = Planner::new(cfg, l.services()).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Rejected, "{o:?}");
+        assert!(o.reason.as_deref().unwrap().contains("self-conflict"), "{o:?}");
+        assert_eq!(l.holds_outstanding(), 0);
+        per_replans.push((o.messages, o.holds_aborted));
+    }
+    let (m0, a0) = per_replans[0];
+    assert_eq!(per_replans[1], (3 * m0, 3 * a0), "three attempts' messages and aborts");
+}
+
+/// A LIS that lets another planner take the whole site (commit included) just before the
+/// first prepare it receives: a batch refused by a race, not by the plan itself.
+struct Raced(Arc<crate::lis::Lis>, std::sync::atomic::AtomicBool);
+
+#[async_trait]
+impl Participant<Compute> for Raced {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
+        if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let cpus = self.0.site().cpus;
+            let other = ComputeHoldRequest { txn: TxnId::new(), cpus, start: T0, end: T0 + 100_000, ..req.clone() };
+            let h = self.0.prepare(&other).await.unwrap();
+            self.0.commit(h.id).await.unwrap();
+        }
+        self.0.prepare(req).await
+    }
+}
+
+lifecycle_passes_through!(Raced);
+
+#[tokio::test]
+async fn a_batch_lost_to_a_race_is_not_a_self_conflict_and_a_replan_books_elsewhere() {
+    // One job; s1 is cheaper so `cost` picks it, but another planner takes s1 just before the
+    // batch prepare arrives. Without re-plans the request is rejected (no self-conflict: the
+    // plan has no other part); with one, the second search sees s1 full and books s2.
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "linux", 2.0)];
+    let g = grid(sites, [1000; 3]);
+    let r = request(vec![job("A", "linux", 8, 0, 600)], vec![], 20_000);
+    for replans in [0, 1] {
+        let l = local(&g);
+        let mut services = l.services();
+        let raced = Raced(l.lis["s1"].clone(), false.into());
+        services.lis.insert("s1".into(), Arc::new(raced));
+        let cfg = PlannerConfig {
+            method: ReservationMethod::Bbr,
+            policy: SelectionPolicy::Cost,
+            w_interval_s: 0,
+            bbr_replans: replans,
+            ..Default::default()
+        };
+        let o = Planner::new(cfg, services).plan(&r).await;
+        if replans == 0 {
+            let reason = o.reason.as_deref().unwrap();
+            assert!(reason.starts_with("batch prepare failed: job `A` on site `s1`"), "{o:?}");
+            assert!(!reason.contains("self-conflict"), "{o:?}");
+        } else {
+            assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+            assert_eq!(o.jobs[0].site, "s2");
+        }
+    }
+}
+
+/// A LIS that counts the queries in flight at once (each yields once before answering).
+struct Counting(Arc<crate::lis::Lis>, Arc<std::sync::Mutex<(usize, usize)>>);
+
+#[async_trait]
+impl Participant<Compute> for Counting {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
+        {
+            let mut c = self.1.lock().unwrap();
+            c.0 += 1;
+            c.1 = c.1.max(c.0);
+        }
+        tokio::task::yield_now().await;
+        self.1.lock().unwrap().0 -= 1;
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+}
+
+lifecycle_passes_through!(Counting);
+
+#[tokio::test]
+async fn query_fanout_sends_a_steps_queries_together_or_one_at_a_time() {
+    let sites = (1..=3).map(|i| site(&format!("s{i}"), &format!("n{i}"), 8, "linux", 1.0)).collect();
+    let g = grid(sites, [1000; 3]);
+    let r = request(vec![job("A", "linux", 8, 0, 600)], vec![], 20_000);
+    for (fanout, most_at_once) in [(QueryFanout::Parallel, 3), (QueryFanout::Sequential, 1)] {
+        let l = local(&g);
+        let mut services = l.services();
+        let count = Arc::new(std::sync::Mutex::new((0, 0)));
+        for (id, lis) in &l.lis {
+            services.lis.insert(id.clone(), Arc::new(Counting(lis.clone(), count.clone())));
+        }
+        let cfg = PlannerConfig { w_interval_s: 0, query_fanout: fanout, ..Default::default() };
+        let o = Planner::new(cfg, services).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+        assert_eq!(count.lock().unwrap().1, most_at_once, "{fanout:?}");
+    }
 }
 
 /// A LIS whose every answer takes 400 s of the shared manual clock.
@@ -205,21 +377,7 @@ impl Participant<Compute> for Slow {
     }
 }
 
-#[async_trait]
-impl HoldLifecycle for Slow {
-    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.commit(hold).await
-    }
-    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.abort(hold).await
-    }
-    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.release(hold).await
-    }
-    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        self.0.extend(hold, lease_s).await
-    }
-}
+lifecycle_passes_through!(Slow);
 
 #[tokio::test]
 async fn a_plan_not_decided_within_w_interval_is_rejected() {
@@ -242,7 +400,14 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let h = l.lis["cheap"]
-        .prepare(&ComputeHoldRequest { txn: TxnId::new(), site: "cheap".into(), cpus: 8, start: T0, end: T0 + 3600 })
+        .prepare(&ComputeHoldRequest {
+            txn: TxnId::new(),
+            site: "cheap".into(),
+            cpus: 8,
+            start: T0,
+            end: T0 + 3600,
+            gpus: None,
+        })
         .await
         .unwrap();
     l.lis["cheap"].commit(h.id).await.unwrap();
@@ -500,7 +665,7 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         let txn = TxnId::new();
         let mut parts = Vec::new();
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
-            let request = ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600 };
+            let request = ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600, gpus: None };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
             parts.push(decision::Part {
                 participant: ParticipantRef::Site(site.into()),
@@ -623,5 +788,67 @@ async fn a_lost_commit_answer_is_retried_not_compensated() {
         assert_eq!(s2.2.load(std::sync::atomic::Ordering::SeqCst), 2, "sent twice");
         assert_eq!(l.lis["s2"].usage_at(T0 + 1), 8, "booked once");
         assert_eq!(l.holds_outstanding(), 0);
+    }
+}
+
+/// Jobs with GPUs go only to sites whose pools meet their bounds, hold CPUs and GPUs together,
+/// pay for both, and never overbook a pool: three two-GPU jobs on a site with two suitable GPUs
+/// run one after the other. Every method; the outcome checker agrees.
+#[tokio::test]
+async fn gpu_jobs_are_filtered_held_priced_and_never_overbooked() {
+    use crate::check::check_outcomes;
+    use crate::model::{GpuPool, SiteAttributes};
+    let with_gpus = |id: &str, node: &str, model: &str, count, cc| Site {
+        attributes: SiteAttributes {
+            gpus: vec![GpuPool { model: model.into(), count, compute_capability: cc, memory_gib: 32 }],
+            price_per_gpu_hour: 2.0,
+            extensions: vec!["avx2".into()],
+            ..Default::default()
+        },
+        ..site(id, node, 64, "linux", 1.0)
+    };
+    let sites = vec![
+        site("plain", "n1", 64, "linux", 0.1),
+        with_gpus("old", "n2", "k80", 8, 3.7),
+        with_gpus("new", "n3", "a100", 2, 8.0),
+    ];
+    let g = grid(sites, [10_000; 3]);
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr, ReservationMethod::BbrOverlay] {
+        let l = local(&g);
+        let p = planner(&l, SelectionPolicy::Cost, method);
+        let gpu_job = |name: &str| {
+            let mut j = job(name, "linux", 4, 0, 3600);
+            j["requires"] =
+                serde_json::json!({"gpus": {"count": 2, "min_compute_capability": 7.5}, "extensions": ["AVX2"]});
+            j
+        };
+        let mut requests = Vec::new();
+        let mut outcomes = Vec::new();
+        for i in 0..3 {
+            let mut r = request(vec![gpu_job("train")], vec![], 100_000).raw().clone();
+            r.id = format!("r{i}");
+            let r = PlanRequest::new(r).unwrap();
+            outcomes.push(p.plan(&r).await);
+            requests.push(r);
+        }
+        for (i, o) in outcomes.iter().enumerate() {
+            assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+            let j = &o.jobs[0];
+            assert_eq!(
+                (j.site.as_str(), j.gpus.as_ref().map(|g| (g.model.as_str(), g.count))),
+                ("new", Some(("a100", 2)))
+            );
+            assert_eq!(j.start, from_time(T0 + 3600 * i as i64), "{method}: one two-GPU job at a time");
+            assert!((o.cost - (4.0 * 1.0 + 2.0 * 2.0)).abs() < 1e-9, "{method}: CPUs and GPUs paid: {}", o.cost);
+        }
+        assert_eq!(l.lis["new"].gpu_usage_at(T0 + 100), vec![2]);
+        assert_eq!(check_outcomes(&g, &requests, &outcomes, 0), vec![], "{method}");
+        // A GPU job nobody can run is unsatisfiable, naming the nearest miss.
+        let mut r = request(vec![gpu_job("big")], vec![], 100_000).raw().clone();
+        r.jobs[0].requires.gpus.as_mut().unwrap().count = 3;
+        let res = p.plan_with(&PlanRequest::new(r).unwrap(), PlanOptions::default()).await;
+        assert!(matches!(res.settlement, Settlement::Unsatisfiable), "{method}");
+        let reason = res.outcome.reason.unwrap();
+        assert!(reason.contains("nearest: site `new` lacks 3 GPUs with compute capability >= 7.5"), "{reason}");
     }
 }

@@ -12,7 +12,7 @@
 //! | prepare | `POST {base}/prepare` | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
 //! | extend | `POST {base}/holds/{id}/extend` | [`Extend`] -> [`Hold`] |
-//! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> `[SiteId]` |
+//! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> [`Candidates`] |
 //!
 //! where `{base}` is `{server}/v1/participant/sites/{site}` for a LIS and
 //! `{server}/v1/participant/network` for the NIS.
@@ -33,10 +33,12 @@ use serde::{Deserialize, Serialize};
 
 use std::marker::PhantomData;
 
-use super::{Catalogue, Compute, Hold, HoldId, HoldLifecycle, Network, Participant, ParticipantError, Role};
+use super::{
+    Candidates, Catalogue, Compute, Hold, HoldId, HoldLifecycle, Network, Participant, ParticipantError, Role,
+};
 #[cfg(doc)]
 use super::{ComputeHoldRequest, ComputeOffer, ComputeQuery, NetworkHoldRequest, NetworkQuery, Route};
-use crate::model::{ComputeDemand, SiteId};
+use crate::model::ComputeDemand;
 
 /// Per-call timeout of the HTTP transport.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -299,7 +301,7 @@ impl HttpCatalogue {
 
 #[async_trait]
 impl Catalogue for HttpCatalogue {
-    async fn candidates(&self, demand: &ComputeDemand) -> Result<Vec<SiteId>, ParticipantError> {
+    async fn candidates(&self, demand: &ComputeDemand) -> Result<Candidates, ParticipantError> {
         self.remote.call("/candidates", demand).await
     }
 }
@@ -363,8 +365,14 @@ mod wire_tests {
             let j = serde_json::to_string(&a).unwrap();
             assert_eq!(serde_json::from_str::<Option<Route>>(&j).unwrap(), a, "{j}");
         }
-        let offer =
-            ComputeOffer { site: "s".into(), earliest_start: Some(5), utilisation: 0.5, price_per_cpu_hour: 1.0 };
+        let offer = ComputeOffer {
+            site: "s".into(),
+            earliest_start: Some(5),
+            utilisation: 0.5,
+            price_per_cpu_hour: 1.0,
+            gpu_model: None,
+            price_per_gpu_hour: 0.0,
+        };
         let j = serde_json::to_string(&offer).unwrap();
         assert_eq!(serde_json::from_str::<ComputeOffer>(&j).unwrap(), offer, "{j}");
         let hold = HoldRequest::Network(NetworkHoldRequest {

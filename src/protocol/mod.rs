@@ -32,7 +32,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::calendar::CalendarError;
-use crate::model::{ComputeDemand, LinkId, SiteId, Time};
+use crate::model::{ComputeDemand, GpuAllocation, GpuDemand, LinkId, SiteId, Time, Unmet};
 
 crate::model::uuid_id! {
     /// Identifier of a hold (and, after commit, of the reservation it became).
@@ -79,8 +79,9 @@ impl std::str::FromStr for ParticipantRef {
 }
 
 /// LIS free-slot search: the earliest start `>= window_start` at which `cpus` CPUs of `site`
-/// are free for `duration_s` seconds, ending by `deadline` (Ando & Aida, Fig. 3, "candidates
-/// of rm"). Answered by a [`ComputeOffer`]. Times are [`Time`] seconds.
+/// (and, with `gpus`, that many GPUs of one pool meeting its bounds) are free for `duration_s`
+/// seconds, ending by `deadline` (Ando & Aida, Fig. 3, "candidates of rm"). Answered by a
+/// [`ComputeOffer`]. Times are [`Time`] seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputeQuery {
     pub site: SiteId,
@@ -88,6 +89,9 @@ pub struct ComputeQuery {
     pub duration_s: i64,
     pub window_start: Time,
     pub deadline: Time,
+    /// GPUs to find with the CPUs (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuDemand>,
 }
 
 /// NIS availability check: can `bandwidth_mbps` be reserved between the nodes of two sites
@@ -111,6 +115,24 @@ pub struct ComputeOffer {
     pub utilisation: f64,
     /// The site's price (policy `cost`).
     pub price_per_cpu_hour: f64,
+    /// For a query with GPUs: the pool whose GPUs are free from `earliest_start` (the earliest
+    /// of the pools that meet the bounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
+    /// The site's price of one GPU-hour.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub price_per_gpu_hour: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl ComputeOffer {
+    /// The price of one hour of a job's `cpus` CPUs and `gpus` GPUs here (policy `cost`).
+    pub fn price_per_hour(&self, cpus: u32, gpus: u32) -> f64 {
+        f64::from(cpus) * self.price_per_cpu_hour + f64::from(gpus) * self.price_per_gpu_hour
+    }
 }
 
 /// A network path the NIS can reserve.
@@ -124,8 +146,8 @@ pub struct Route {
     pub free_mbps: u64,
 }
 
-/// A prepare message to a LIS: set `cpus` CPUs of `site` aside over `[start, end)` for
-/// transaction `txn`.
+/// A prepare message to a LIS: set `cpus` CPUs of `site` (and `gpus`, if any) aside over
+/// `[start, end)` for transaction `txn`, all or none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputeHoldRequest {
     pub txn: TxnId,
@@ -133,6 +155,9 @@ pub struct ComputeHoldRequest {
     pub cpus: u32,
     pub start: Time,
     pub end: Time,
+    /// GPUs of one pool held with the CPUs (absent: none; journals written before GPUs read so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuAllocation>,
 }
 
 /// A prepare message to the NIS: hold `bandwidth_mbps` on every link of `links` over
@@ -206,6 +231,9 @@ pub enum ParticipantError {
     /// the least free there.
     #[error("not enough capacity: over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
     Capacity { start: Time, end: Time, requested: u64, free: u64 },
+    /// Like `Capacity`, for the GPUs of pool `model` at a site.
+    #[error("not enough GPUs of model `{model}`: over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
+    GpuCapacity { model: String, start: Time, end: Time, requested: u64, free: u64 },
     /// Like `Capacity`, for link `link` of a network hold (in Mbit/s).
     #[error(
         "link `{link}` cannot carry the hold: over capacity: {requested} requested over [{start}, {end}) but only {free} free"
@@ -255,6 +283,19 @@ impl ParticipantError {
                 ParticipantError::LinkCapacity { link: link.clone(), start, end, requested, free }
             }
             (e, _) => ParticipantError::InvalidHold(e.to_string()),
+        }
+    }
+}
+
+impl ParticipantError {
+    /// A GPU calendar's refusal: `OverCapacity` becomes [`Self::GpuCapacity`] for pool `model`,
+    /// the others [`Self::InvalidHold`].
+    pub fn from_gpu_calendar(e: CalendarError, model: &str) -> Self {
+        match e {
+            CalendarError::OverCapacity { start, end, requested, free } => {
+                ParticipantError::GpuCapacity { model: model.to_owned(), start, end, requested, free }
+            }
+            e => ParticipantError::InvalidHold(e.to_string()),
         }
     }
 }
@@ -342,9 +383,21 @@ pub trait Participant<R: Role>: HoldLifecycle {
     }
 }
 
+/// The GIS's answer to "which sites can ever run this job?".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Candidates {
+    /// The sites that meet every requirement of the job, sorted by id.
+    pub sites: Vec<SiteId>,
+    /// When `sites` is empty: the site that came nearest, and the first requirement it fails
+    /// (the one a rejection names). `None` when the catalogue has no site at all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nearest_miss: Option<(SiteId, Unmet)>,
+}
+
 /// The site catalogue (GIS) as the planner sees it.
 #[async_trait]
 pub trait Catalogue: Send + Sync {
-    /// Candidate sites for a compute demand, sorted by id: the sites that can ever run it.
-    async fn candidates(&self, demand: &ComputeDemand) -> Result<Vec<SiteId>, ParticipantError>;
+    /// Candidate sites for a compute demand: the sites that can ever run it (OS, CPUs and
+    /// every requirement of `demand.requires`, a hard filter before any policy).
+    async fn candidates(&self, demand: &ComputeDemand) -> Result<Candidates, ParticipantError>;
 }

@@ -9,7 +9,7 @@ pub mod generate;
 pub mod swf;
 
 pub use generate::{
-    generate, model_cpus, parse_jsonl, read_jsonl, write_jsonl, write_jsonl_to, AppKind, CpuModel, Shape,
-    WorkloadError, WorkloadParams, DEFAULT_START,
+    generate, model_cpus, parse_jsonl, read_jsonl, write_jsonl, write_jsonl_to, AppKind, CpuModel, RequirementsProfile,
+    Shape, WorkloadError, WorkloadParams, DEFAULT_START,
 };
 pub use swf::{parse_swf, procs_of, read_swf, SwfError, SwfJob};

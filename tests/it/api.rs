@@ -155,9 +155,7 @@ async fn a_plan_is_booked_read_listed_and_cancelled_by_its_owner() {
 #[tokio::test]
 async fn a_rejected_plan_is_stored_with_its_reason_and_cannot_be_cancelled() {
     let app = TestApp::spawn().await;
-    let mut body = workflow();
-    body["jobs"][0]["os"] = json!("solaris"); // no such site
-    let r = app.post("/v1/plans", ADMIN, &body).await;
+    let r = app.post("/v1/plans", ADMIN, &too_tight()).await;
     assert_eq!(r.status(), StatusCode::CREATED);
     let plan: Value = r.json().await.unwrap();
     assert_eq!(plan["status"], "rejected");
@@ -165,6 +163,59 @@ async fn a_rejected_plan_is_stored_with_its_reason_and_cannot_be_cancelled() {
     let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
     problem(app.call(Method::DELETE, &path, Some(ADMIN), None).await, StatusCode::CONFLICT).await;
     assert_eq!(app.booked_anywhere().await, 0);
+}
+
+/// A workflow whose deadline the model accepts (it leaves the span) but no plan can meet: the
+/// planner's w_interval (60 s) comes first.
+fn too_tight() -> Value {
+    let mut body = workflow();
+    body["deadline"] = json!((chrono::Utc::now() + chrono::Duration::seconds(3630)).to_rfc3339());
+    body
+}
+
+/// A job no site of the grid can ever run is invalid input (422, naming the nearest site's
+/// unmet requirement), not a stored rejection; the idempotency key stays free.
+#[tokio::test]
+async fn a_job_no_site_can_run_is_422_naming_the_unmet_requirement_and_stores_nothing() {
+    let app = TestApp::spawn().await;
+    let cases = [
+        (json!({"os": "solaris"}), "lacks OS solaris"),
+        (json!({"cpus": 40}), "lacks 40 CPUs"),
+        (
+            json!({"requires": {"gpus": {"count": 1, "min_compute_capability": 3.5}}}),
+            "lacks 1 GPU with compute capability >= 3.5",
+        ),
+        (
+            json!({"requires": {"software": ["tensorflow >=1.5"], "extensions": ["avx"]}}),
+            "lacks instruction-set extension avx",
+        ),
+    ];
+    for (change, unmet) in cases {
+        let mut body = workflow();
+        for (k, v) in change.as_object().unwrap() {
+            body["jobs"][0][k] = v.clone();
+        }
+        for dry_run in ["", "?dry_run=true"] {
+            let r = app
+                .client
+                .post(format!("{}/v1/plans{dry_run}", app.base))
+                .bearer_auth(ADMIN)
+                .header("Idempotency-Key", "k-unsat")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+            assert!(p["type"].as_str().unwrap().ends_with(":unsatisfiable"), "{p}");
+            let detail = p["detail"].as_str().unwrap();
+            assert!(detail.contains("no site can run job `A`") && detail.contains(unmet), "{unmet}: {p}");
+        }
+    }
+    let plans: Value = app.get("/v1/plans", ADMIN).await.json().await.unwrap();
+    assert_eq!(plans.as_array().unwrap().len(), 0, "nothing stored: {plans}");
+    // The key was given back: a valid body may use it now.
+    let r = app.client.post(format!("{}/v1/plans", app.base)).bearer_auth(ADMIN).header("Idempotency-Key", "k-unsat");
+    assert_eq!(r.json(&workflow()).send().await.unwrap().status(), StatusCode::CREATED);
 }
 
 #[tokio::test]
@@ -455,15 +506,15 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let (start, end) = (t0, t0 + 3600);
     let txn = TxnId::new();
 
-    let too_big = ComputeHoldRequest { txn, site: "s1".into(), cpus: 17, start, end };
+    let too_big = ComputeHoldRequest { txn, site: "s1".into(), cpus: 17, start, end, gpus: None };
     assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
     let wide = NetworkHoldRequest { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end };
     assert!(matches!(nis.prepare(&wide).await, Err(P::LinkCapacity { link, .. }) if link == "l1"));
-    let h = s1.prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
+    let h = s1.prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end, gpus: None }).await.unwrap();
     s1.abort(h.id).await.unwrap();
     s1.abort(h.id).await.unwrap();
     assert_eq!(s1.commit(h.id).await, Err(P::Aborted(h.id)));
-    let h = s1.prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end }).await.unwrap();
+    let h = s1.prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end, gpus: None }).await.unwrap();
     s1.commit(h.id).await.unwrap();
     assert_eq!(s1.abort(h.id).await, Err(P::AlreadyCommitted(h.id)));
     s1.release(h.id).await.unwrap();
@@ -765,10 +816,8 @@ async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
     assert!(code == 4 && err.contains("401"), "no token: {code} {err}");
     let (code, _, err) = coreserve(&["sites", "--server", "http://127.0.0.1:1"], &[]).await;
     assert!(code == 1 && err.contains("did not answer"), "unreachable: {code} {err}");
-    let mut too_big = workflow();
-    too_big["jobs"][0]["cpus"] = json!(40);
     let big = dir.path().join("big.json");
-    std::fs::write(&big, too_big.to_string()).unwrap();
+    std::fs::write(&big, too_tight().to_string()).unwrap();
     let (code, out, _) = coreserve(&["plans", "submit", big.to_str().unwrap()], &env).await;
     assert!(code == 3 && out.contains("REJECTED") && out.contains("reason:"), "rejected: {code} {out}");
     let mut bad = workflow();
@@ -786,7 +835,7 @@ async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
             format!("{r}\n")
         })
         .collect::<String>()
-        + &format!("{too_big}\n");
+        + &format!("{}\n", too_tight());
     let many = dir.path().join("many.jsonl");
     std::fs::write(&many, lines).unwrap();
     let (code, out, err) =

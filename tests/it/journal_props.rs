@@ -49,7 +49,14 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn site() -> Site {
-    Site { id: "s1".into(), node: "n1".into(), cpus: CPUS, os: "linux".into(), price_per_cpu_hour: 1.0 }
+    Site {
+        id: "s1".into(),
+        node: "n1".into(),
+        cpus: CPUS,
+        os: "linux".into(),
+        price_per_cpu_hour: 1.0,
+        attributes: Default::default(),
+    }
 }
 
 /// Runs `ops` on a journaled LIS over `store` (emptied first), then compares it with a LIS
@@ -67,7 +74,7 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
         match *op {
             Op::Prepare { cpus, start, len } => {
                 let txn = TxnId::new();
-                let req = ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end: start + len };
+                let req = ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end: start + len, gpus: None };
                 if let Ok(h) = p.prepare(&req).await {
                     holds.push(h.id);
                 }

@@ -1,6 +1,7 @@
-//! Property tests of the planner: on random small grids, random requests planned by several
-//! competing planners (every method and policy) never overbook a site or a link, meet every
-//! deadline, and leave no hold behind.
+//! Property tests of the planner: on random small grids (some sites with a GPU pool), random
+//! requests (some jobs with GPUs) planned by several competing planners (every method and
+//! policy) never overbook a site's CPUs, a GPU pool or a link, place no job on a site that
+//! fails its requirements, meet every deadline, and leave no hold behind.
 
 use std::sync::Arc;
 
@@ -8,8 +9,8 @@ use coreserve::check::check_outcomes;
 use coreserve::clock::ManualClock;
 use coreserve::in_process::InProcessGrid;
 use coreserve::model::{
-    from_time, Grid, Link, Node, NodeId, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod,
-    SelectionPolicy, Site,
+    from_time, GpuPool, Grid, Link, Node, NodeId, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod,
+    SelectionPolicy, Site, SiteAttributes,
 };
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
@@ -19,8 +20,9 @@ use proptest::test_runner::FileFailurePersistence;
 const T0: i64 = 1_767_225_600;
 
 fn grid_strategy() -> impl Strategy<Value = Grid> {
-    (2usize..6, prop::collection::vec((8u32..40, 0usize..2, 1u32..4), 2..6), prop::collection::vec(100u64..2000, 6))
-        .prop_map(|(nodes, sites, caps)| {
+    let site = (8u32..40, 0usize..2, 1u32..4, 0u32..6, prop::bool::ANY);
+    (2usize..6, prop::collection::vec(site, 2..6), prop::collection::vec(100u64..2000, 6)).prop_map(
+        |(nodes, sites, caps)| {
             let node_ids: Vec<NodeId> = (0..nodes).map(|i| format!("n{i}").into()).collect();
             // a ring, plus one chord when there are enough nodes
             let mut links: Vec<Link> = (0..nodes)
@@ -38,30 +40,50 @@ fn grid_strategy() -> impl Strategy<Value = Grid> {
             let sites = sites
                 .into_iter()
                 .enumerate()
-                .map(|(i, (cpus, os, price))| Site {
+                .map(|(i, (cpus, os, price, gpus, new))| Site {
                     id: format!("s{i}").into(),
                     node: node_ids[i % nodes].clone(),
                     cpus,
                     os: ["linux", "bsd"][os].into(),
                     price_per_cpu_hour: f64::from(price),
+                    attributes: SiteAttributes {
+                        gpus: (gpus > 0)
+                            .then(|| GpuPool {
+                                model: if new { "a100" } else { "k80" }.into(),
+                                count: gpus,
+                                compute_capability: if new { 8.0 } else { 3.7 },
+                                memory_gib: 16,
+                            })
+                            .into_iter()
+                            .collect(),
+                        price_per_gpu_hour: 2.0,
+                        ..Default::default()
+                    },
                 })
                 .collect();
             let nodes = node_ids.into_iter().map(|id| Node::new(id, "")).collect();
             Grid::new(nodes, links, sites).unwrap()
-        })
+        },
+    )
 }
 
 /// A request: 1-4 jobs, a chain of transfers between consecutive jobs, all co-allocated.
 fn request_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
-    (1usize..5, prop::collection::vec((1u32..24, 0usize..2), 4), 1i64..5, 50u64..900, 0i64..4000, 1i64..6)
+    let job = (1u32..24, 0usize..2, 0u32..4, prop::bool::ANY);
+    (1usize..5, prop::collection::vec(job, 4), 1i64..5, 50u64..900, 0i64..4000, 1i64..6)
         .prop_map(move |(n, jobs, dur, bw, arrival, slack)| {
             let duration_s = dur * 300;
             let jobs: Vec<_> = jobs[..n]
                 .iter()
                 .enumerate()
-                .map(|(j, (cpus, os))| {
+                .map(|(j, (cpus, os, gpus, new))| {
                     let os = ["linux", "bsd"][*os];
-                    serde_json::json!({"name": format!("j{j}"), "os": os, "cpus": cpus, "offset_s": 0, "duration_s": duration_s})
+                    let mut job = serde_json::json!({"name": format!("j{j}"), "os": os, "cpus": cpus, "offset_s": 0, "duration_s": duration_s});
+                    if *gpus > 0 {
+                        let min_cc = if *new { serde_json::json!(7.0) } else { serde_json::Value::Null };
+                        job["requires"] = serde_json::json!({"gpus": {"count": gpus, "min_compute_capability": min_cc}});
+                    }
+                    job
                 })
                 .collect();
             let transfers: Vec<_> = (1..n)

@@ -231,13 +231,21 @@ def test_key_reused_with_another_body_is_422(alice: AuthenticatedClient) -> None
 
 
 def test_rejected_plan_and_its_cancel(alice: AuthenticatedClient) -> None:
-    # No site runs this OS: planned, rejected with a reason, stored.
-    plan = plan_of(create_plan.sync_detailed(client=alice, body=diamond(os_name="plan9")), 201)
+    # A deadline the model accepts (it leaves the span) but w_interval makes unreachable:
+    # planned, rejected with a reason, stored.
+    tight = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=9600 + 30)
+    plan = plan_of(create_plan.sync_detailed(client=alice, body=diamond(deadline=tight)), 201)
     assert plan.status == PlanStatus.REJECTED
     assert isinstance(plan.reason, str) and plan.reason and isinstance(plan.start, Unset)
     assert plan.jobs == [] and plan.transfers == []
     assert plan.id in {p.id for p in my_plans(alice, PlanStatus.REJECTED)}
     problem_of(cancel_plan.sync_detailed(client=alice, id=plan.id), 409, "plan-not-committed")
+
+
+def test_a_job_no_site_can_run_is_unsatisfiable(alice: AuthenticatedClient) -> None:
+    # No site runs this OS: 422 naming what the nearest site lacks, nothing stored.
+    p = problem_of(create_plan.sync_detailed(client=alice, body=diamond(os_name="plan9")), 422, "unsatisfiable")
+    assert "lacks OS plan9" in p.detail
 
 
 def test_auth_errors(service: Service, alice: AuthenticatedClient, bob: AuthenticatedClient) -> None:

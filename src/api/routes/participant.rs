@@ -22,11 +22,11 @@ use crate::api::auth::Caller;
 use crate::api::body::{parse, parse_optional};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
-use crate::model::{ComputeDemand, SiteId};
+use crate::model::ComputeDemand;
 use crate::protocol::http::Extend;
 use crate::protocol::{
-    Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest, NetworkQuery,
-    Participant, ParticipantRef, Route,
+    Candidates, Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest,
+    NetworkQuery, Participant, ParticipantRef, Route,
 };
 use crate::protocol::{Compute, Network};
 
@@ -169,7 +169,7 @@ pub async fn candidates(
     caller: Caller,
     req: HttpRequest,
     body: web::Bytes,
-) -> Result<web::Json<Vec<SiteId>>, ApiError> {
+) -> Result<web::Json<Candidates>, ApiError> {
     caller.require_service()?;
     let demand: ComputeDemand = parse(&req, &body)?;
     Ok(web::Json(state.participants.gis.candidates(&demand).await?))

@@ -172,7 +172,7 @@ fn created(view: &PlanView) -> HttpResponse {
         (status = 401, description = "No or unknown token", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A request with this Idempotency-Key is in progress, or its plan is pending (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 256 KiB", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body), or a job no site of the grid can ever run (type .../unsatisfiable, naming the nearest site's unmet requirement; nothing is stored)", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "The caller already has --max-in-flight-per-user plan requests in flight (Retry-After)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The plan could not be recorded (nothing booked), or its commit is not confirmed yet (plan-in-doubt: pending, settled within seconds). Retry with the same Idempotency-Key (Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
@@ -211,6 +211,9 @@ pub async fn create(
         let _slot = admission.into_slot().await;
         let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true, log: None }).await;
         let o = &result.outcome;
+        if matches!(result.settlement, Settlement::Unsatisfiable) {
+            return Err(unsatisfiable(o));
+        }
         let status = PlanStatus::from(o.status);
         state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
         return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
@@ -287,6 +290,13 @@ pub async fn create(
                     }
                 }
             },
+            Settlement::Unsatisfiable => {
+                // Invalid input: nothing is booked nor recorded, and the key is free again.
+                if let Some(key) = &key {
+                    st.store.release_key(&user, key, claim).await?;
+                }
+                return Err(unsatisfiable(&o));
+            }
             Settlement::Undecided(LogError::Superseded) => {
                 return Err(in_progress(&st, key.as_deref().unwrap_or_default()));
             }
@@ -315,6 +325,17 @@ pub async fn create(
     });
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(created(&PlanView::from(&rec)))
+}
+
+/// A request with a job that no site can ever run (422): the outcome's reason names the job
+/// and the nearest site's first unmet requirement.
+fn unsatisfiable(o: &Outcome) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unsatisfiable",
+        "No site of the grid can run a job of the request",
+        o.reason.clone().unwrap_or_default(),
+    )
 }
 
 /// A planning or cancel task that panicked: a bare 500 (the panic text is logged, not sent),

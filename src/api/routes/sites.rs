@@ -18,14 +18,14 @@ use crate::api::body::parse;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::lis::SiteUpdateError;
-use crate::model::{from_time, NodeId, Site, SiteId};
+use crate::model::{from_time, GpuAllocation, GpuDemand, NodeId, Site, SiteAttributes, SiteId};
 use crate::planner::ParticipantRef;
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant, TxnId};
 use crate::store::{PlanFilter, PlanStatus};
 
-/// `PUT /v1/sites/{id}` body (the site without its id, which is in the path).
+/// `PUT /v1/sites/{id}` body (the site without its id, which is in the path). Unknown fields
+/// are refused.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
 pub struct SiteBody {
     /// Must equal the current node.
     pub node: NodeId,
@@ -43,6 +43,16 @@ pub struct SiteBody {
     /// 0 ..= 1,000,000.
     #[schema(minimum = 0, maximum = 1000000)]
     pub price_per_cpu_hour: f64,
+    /// The other attributes (all optional; `gpus` must equal the current pools). Cannot change
+    /// while holds or reservations of the site end in the future (409), except
+    /// `price_per_gpu_hour`.
+    #[serde(flatten)]
+    pub attributes: SiteAttributes,
+    /// Whatever else the body holds: refused (serde's `deny_unknown_fields` does not work
+    /// beside `flatten`; the attributes take their fields first).
+    #[serde(flatten, skip_serializing)]
+    #[schema(ignore)]
+    pub unknown: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// `GET /v1/sites/{id}/availability` query: the LIS free-slot search.
@@ -59,6 +69,13 @@ pub struct AvailabilityQueryParams {
     /// Seconds wanted, 1 ..= 3,153,600,000.
     #[param(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: i64,
+    /// GPUs wanted with the CPUs, of one pool (0 or absent: none).
+    #[serde(default)]
+    #[param(minimum = 0, maximum = 1073741824)]
+    pub gpus: u32,
+    /// Least compute capability of those GPUs.
+    #[serde(default)]
+    pub min_gpu_compute_capability: Option<f64>,
 }
 
 /// What the LIS offers.
@@ -72,6 +89,10 @@ pub struct AvailabilityView {
     /// Mean booked fraction of the site's CPUs over the window.
     pub utilisation: f64,
     pub price_per_cpu_hour: f64,
+    /// With `gpus`: the pool whose GPUs are free from `earliest_start`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
+    pub price_per_gpu_hour: f64,
 }
 
 /// A time window query.
@@ -116,6 +137,9 @@ pub struct ReservationView {
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub cpus: u64,
+    /// GPUs booked with the CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuAllocation>,
     pub state: ReservationState,
     /// Lease end of a hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,6 +159,9 @@ pub struct SiteHoldBody {
     /// Not in the past; before `end`.
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// GPUs of one pool held with the CPUs (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<GpuAllocation>,
 }
 
 /// Every site, sorted by id.
@@ -192,7 +219,17 @@ pub async fn put(
         ))
     })?;
     let b = body;
-    let site = Site { id, node: b.node, cpus: b.cpus, os: b.os, price_per_cpu_hour: b.price_per_cpu_hour };
+    if let Some(field) = b.unknown.keys().next() {
+        return Err(ApiError::invalid(format!("unknown field `{field}`")));
+    }
+    let site = Site {
+        id,
+        node: b.node,
+        cpus: b.cpus,
+        os: b.os,
+        price_per_cpu_hour: b.price_per_cpu_hour,
+        attributes: b.attributes,
+    };
     // The LIS checks what may change; the GIS follows only if it accepted.
     match lis.update_site(site.clone()) {
         Ok(()) => {}
@@ -275,12 +312,22 @@ pub async fn availability(
     if q.cpus == 0 || q.duration_s <= 0 {
         return Err(ApiError::invalid("cpus and duration_s must be > 0"));
     }
+    if q.min_gpu_compute_capability.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(ApiError::invalid("min_gpu_compute_capability must be a finite number >= 0"));
+    }
+    let gpus = (q.gpus > 0).then(|| GpuDemand {
+        count: q.gpus,
+        min_compute_capability: q.min_gpu_compute_capability,
+        min_memory_gib: None,
+        model: None,
+    });
     let query = ComputeQuery {
         site: id.as_str().into(),
         cpus: q.cpus,
         duration_s: q.duration_s,
         window_start: from,
         deadline: to,
+        gpus,
     };
     let o = lis.query(&query).await?;
     Ok(web::Json(AvailabilityView {
@@ -288,6 +335,8 @@ pub async fn availability(
         earliest_start: o.earliest_start.map(from_time),
         utilisation: o.utilisation,
         price_per_cpu_hour: o.price_per_cpu_hour,
+        gpu_model: o.gpu_model,
+        price_per_gpu_hour: o.price_per_gpu_hour,
     }))
 }
 
@@ -315,6 +364,7 @@ pub async fn reservations(
                 start: from_time(r.start),
                 end: from_time(r.end),
                 cpus: r.cpus,
+                gpus: r.gpus,
                 state,
                 expires_at,
             }
@@ -353,6 +403,7 @@ pub async fn hold(
         cpus: body.cpus,
         start,
         end,
+        gpus: body.gpus,
     };
     let hold = state.journaled_site(&id, true, Some(&caller))?.prepare(&hold_req).await?;
     let who = ParticipantRef::Site(id.into_inner().into());

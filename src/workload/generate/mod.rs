@@ -23,6 +23,7 @@
 mod error;
 mod jsonl;
 mod params;
+mod requirements;
 mod streams;
 
 use rand::distributions::Distribution;
@@ -32,6 +33,7 @@ use rand_distr::{Exp, Normal};
 pub use error::WorkloadError;
 pub use jsonl::{parse_jsonl, read_jsonl, write_jsonl, write_jsonl_to};
 pub use params::{AppKind, CpuModel, Shape, WorkloadParams, DEFAULT_START};
+pub use requirements::RequirementsProfile;
 use streams::{rng, stream, Weighted};
 
 use crate::model::{from_time, ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest};
@@ -120,6 +122,7 @@ pub fn generate(
     let mut r_factor = rng(seed, stream::DEADLINE_FACTORS);
     let mut r_users = rng(seed, stream::USERS);
     let mut r_arrivals = rng(seed, stream::ARRIVALS);
+    let mut r_requires = rng(seed, stream::REQUIREMENTS);
 
     let os = Weighted::new(&params.os);
     let durations = Weighted::new(&params.durations_s);
@@ -151,6 +154,7 @@ pub fn generate(
                 cpus: cpus[i],
                 offset_s: offsets[i],
                 duration_s: durs[i],
+                requires: params.requirements.draw(&mut r_requires),
             })
             .collect();
         let transfers = edges

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::WorkloadError;
+use super::{RequirementsProfile, WorkloadError};
 use crate::model::Time;
 
 /// The two application kinds of Ando & Aida (section 4, Figs. 5 and 6).
@@ -200,6 +200,8 @@ pub struct WorkloadParams {
     /// Lower clamp of `f`, >= 1.0 (a smaller factor makes a request no planner can satisfy; the
     /// normal law goes below 1 with probability about 4e-5). Default 1.0.
     pub deadline_factor_min: f64,
+    /// What jobs require of their sites. Default [`RequirementsProfile::None`].
+    pub requirements: RequirementsProfile,
 }
 
 /// 2026-01-01T00:00:00Z in seconds since the Unix epoch.
@@ -224,6 +226,7 @@ impl Default for WorkloadParams {
             deadline_factor_mean: 5.0,
             deadline_factor_sd: 1.02,
             deadline_factor_min: 1.0,
+            requirements: RequirementsProfile::None,
         }
     }
 }

@@ -15,6 +15,7 @@ pub(super) mod stream {
     pub const BANDWIDTHS: u64 = 6;
     pub const DEADLINE_FACTORS: u64 = 7;
     pub const USERS: u64 = 8;
+    pub const REQUIREMENTS: u64 = 9;
 }
 
 pub(super) fn rng(seed: u64, stream: u64) -> ChaCha8Rng {

@@ -99,7 +99,14 @@ fn decided_plan(user: &str) -> (PlanRecord, Vec<Part>, TxnId) {
     let parts = vec![Part {
         participant: ParticipantRef::Site("s1".into()),
         hold: plan.bookings[0].hold,
-        request: HoldRequest::from(ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start: 0, end: 3600 }),
+        request: HoldRequest::from(ComputeHoldRequest {
+            txn,
+            site: "s1".into(),
+            cpus: 4,
+            start: 0,
+            end: 3600,
+            gpus: None,
+        }),
     }];
     (plan, parts, txn)
 }

@@ -67,8 +67,14 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, HoldState, Journal, JournalEntry, TxnId};
     let s = PgStore::connect(&url(&db)).await.unwrap();
     let who = ParticipantRef::Site("s1".into());
-    let request =
-        HoldRequest::from(ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 2, start: 100, end: 200 });
+    let request = HoldRequest::from(ComputeHoldRequest {
+        txn: TxnId::new(),
+        site: "s1".into(),
+        cpus: 2,
+        start: 100,
+        end: 200,
+        gpus: None,
+    });
     let held = |hold| JournalEntry::Held {
         participant: who.clone(),
         hold,

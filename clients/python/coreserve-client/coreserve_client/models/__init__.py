@@ -1,8 +1,12 @@
 """Contains all the data models used in inputs/outputs"""
 
+from .arch import Arch
 from .availability_view import AvailabilityView
 from .compute_demand import ComputeDemand
 from .extend_body import ExtendBody
+from .gpu_allocation import GpuAllocation
+from .gpu_demand import GpuDemand
+from .gpu_pool import GpuPool
 from .health import Health
 from .hold_result import HoldResult
 from .hold_view import HoldView
@@ -15,11 +19,13 @@ from .network_view import NetworkView
 from .node import Node
 from .outcome_plan_status import OutcomePlanStatus
 from .outcome_plan_status_status import OutcomePlanStatusStatus
+from .package import Package
 from .plan_body import PlanBody
 from .plan_status import PlanStatus
 from .plan_view import PlanView
 from .problem import Problem
 from .problem_participant_error_type_0 import ProblemParticipantErrorType0
+from .requirements import Requirements
 from .reservation_method import ReservationMethod
 from .reservation_state import ReservationState
 from .reservation_view import ReservationView
@@ -27,6 +33,7 @@ from .route_answer import RouteAnswer
 from .route_view import RouteView
 from .selection_policy import SelectionPolicy
 from .site import Site
+from .site_attributes import SiteAttributes
 from .site_body import SiteBody
 from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
@@ -35,9 +42,13 @@ from .transfer_placement import TransferPlacement
 from .who_am_i import WhoAmI
 
 __all__ = (
+    "Arch",
     "AvailabilityView",
     "ComputeDemand",
     "ExtendBody",
+    "GpuAllocation",
+    "GpuDemand",
+    "GpuPool",
     "Health",
     "HoldResult",
     "HoldView",
@@ -50,11 +61,13 @@ __all__ = (
     "Node",
     "OutcomePlanStatus",
     "OutcomePlanStatusStatus",
+    "Package",
     "PlanBody",
     "PlanStatus",
     "PlanView",
     "Problem",
     "ProblemParticipantErrorType0",
+    "Requirements",
     "ReservationMethod",
     "ReservationState",
     "ReservationView",
@@ -62,6 +75,7 @@ __all__ = (
     "RouteView",
     "SelectionPolicy",
     "Site",
+    "SiteAttributes",
     "SiteBody",
     "SiteHoldBody",
     "TokenBody",

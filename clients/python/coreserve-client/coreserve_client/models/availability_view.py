@@ -18,21 +18,27 @@ class AvailabilityView:
 
     Attributes:
         price_per_cpu_hour (float):
+        price_per_gpu_hour (float):
         site (str):
         utilisation (float): Mean booked fraction of the site's CPUs over the window.
         earliest_start (datetime.datetime | None | Unset): Earliest start at which `cpus` CPUs are free for `duration_s`
             inside the window; absent
             when there is none.
+        gpu_model (None | str | Unset): With `gpus`: the pool whose GPUs are free from `earliest_start`.
     """
 
     price_per_cpu_hour: float
+    price_per_gpu_hour: float
     site: str
     utilisation: float
     earliest_start: datetime.datetime | None | Unset = UNSET
+    gpu_model: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         price_per_cpu_hour = self.price_per_cpu_hour
+
+        price_per_gpu_hour = self.price_per_gpu_hour
 
         site = self.site
 
@@ -46,17 +52,26 @@ class AvailabilityView:
         else:
             earliest_start = self.earliest_start
 
+        gpu_model: None | str | Unset
+        if isinstance(self.gpu_model, Unset):
+            gpu_model = UNSET
+        else:
+            gpu_model = self.gpu_model
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
             {
                 "price_per_cpu_hour": price_per_cpu_hour,
+                "price_per_gpu_hour": price_per_gpu_hour,
                 "site": site,
                 "utilisation": utilisation,
             }
         )
         if earliest_start is not UNSET:
             field_dict["earliest_start"] = earliest_start
+        if gpu_model is not UNSET:
+            field_dict["gpu_model"] = gpu_model
 
         return field_dict
 
@@ -64,6 +79,8 @@ class AvailabilityView:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         d = dict(src_dict)
         price_per_cpu_hour = d.pop("price_per_cpu_hour")
+
+        price_per_gpu_hour = d.pop("price_per_gpu_hour")
 
         site = d.pop("site")
 
@@ -86,11 +103,22 @@ class AvailabilityView:
 
         earliest_start = _parse_earliest_start(d.pop("earliest_start", UNSET))
 
+        def _parse_gpu_model(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        gpu_model = _parse_gpu_model(d.pop("gpu_model", UNSET))
+
         availability_view = cls(
             price_per_cpu_hour=price_per_cpu_hour,
+            price_per_gpu_hour=price_per_gpu_hour,
             site=site,
             utilisation=utilisation,
             earliest_start=earliest_start,
+            gpu_model=gpu_model,
         )
 
         availability_view.additional_properties = d

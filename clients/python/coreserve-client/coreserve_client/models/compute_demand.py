@@ -1,9 +1,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from attrs import define as _attrs_define
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.requirements import Requirements
+
 
 T = TypeVar("T", bound="ComputeDemand")
 
@@ -23,6 +29,12 @@ class ComputeDemand:
                 (3,153,600,000: 100 years).
             os (str): Required operating system, matched case-insensitively against a site's `os`; 1-128
                 characters, not blank, no control characters.
+            requires (Requirements | Unset): What a job requires of the site it runs on (the `requires` object of a job).
+                Every field is
+                optional; an empty object requires nothing beyond the job's OS and CPUs.
+
+                Example (Saito & Hirotsu's): `{"software": ["tensorflow >=1.5"], "extensions": ["avx"],
+                "gpus": {"count": 1, "min_compute_capability": 3.5}}`.
     """
 
     cpus: int
@@ -30,6 +42,7 @@ class ComputeDemand:
     name: str
     offset_s: int
     os: str
+    requires: Requirements | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         cpus = self.cpus
@@ -42,6 +55,10 @@ class ComputeDemand:
 
         os = self.os
 
+        requires: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.requires, Unset):
+            requires = self.requires.to_dict()
+
         field_dict: dict[str, Any] = {}
 
         field_dict.update(
@@ -53,11 +70,15 @@ class ComputeDemand:
                 "os": os,
             }
         )
+        if requires is not UNSET:
+            field_dict["requires"] = requires
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.requirements import Requirements  # noqa: PLC0415
+
         d = dict(src_dict)
         cpus = d.pop("cpus")
 
@@ -69,12 +90,20 @@ class ComputeDemand:
 
         os = d.pop("os")
 
+        _requires = d.pop("requires", UNSET)
+        requires: Requirements | Unset
+        if isinstance(_requires, Unset):
+            requires = UNSET
+        else:
+            requires = Requirements.from_dict(_requires)
+
         compute_demand = cls(
             cpus=cpus,
             duration_s=duration_s,
             name=name,
             offset_s=offset_s,
             os=os,
+            requires=requires,
         )
 
         return compute_demand

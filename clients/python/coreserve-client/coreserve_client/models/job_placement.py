@@ -2,10 +2,16 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.gpu_allocation import GpuAllocation
+
 
 T = TypeVar("T", bound="JobPlacement")
 
@@ -20,6 +26,7 @@ class JobPlacement:
         name (str):
         site (str): Identifier of a compute resource (site).
         start (datetime.datetime):
+        gpus (GpuAllocation | None | Unset):
     """
 
     cpus: int
@@ -27,9 +34,12 @@ class JobPlacement:
     name: str
     site: str
     start: datetime.datetime
+    gpus: GpuAllocation | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+
         cpus = self.cpus
 
         end = self.end.isoformat()
@@ -39,6 +49,14 @@ class JobPlacement:
         site = self.site
 
         start = self.start.isoformat()
+
+        gpus: dict[str, Any] | None | Unset
+        if isinstance(self.gpus, Unset):
+            gpus = UNSET
+        elif isinstance(self.gpus, GpuAllocation):
+            gpus = self.gpus.to_dict()
+        else:
+            gpus = self.gpus
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -51,11 +69,15 @@ class JobPlacement:
                 "start": start,
             }
         )
+        if gpus is not UNSET:
+            field_dict["gpus"] = gpus
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+
         d = dict(src_dict)
         cpus = d.pop("cpus")
 
@@ -67,12 +89,30 @@ class JobPlacement:
 
         start = datetime.datetime.fromisoformat(d.pop("start"))
 
+        def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                gpus_type_1 = GpuAllocation.from_dict(data)
+
+                return gpus_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(GpuAllocation | None | Unset, data)
+
+        gpus = _parse_gpus(d.pop("gpus", UNSET))
+
         job_placement = cls(
             cpus=cpus,
             end=end,
             name=name,
             site=site,
             start=start,
+            gpus=gpus,
         )
 
         job_placement.additional_properties = d

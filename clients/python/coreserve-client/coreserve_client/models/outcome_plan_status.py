@@ -22,7 +22,8 @@ T = TypeVar("T", bound="OutcomePlanStatus")
 class OutcomePlanStatus:
     """What became of one plan request (one line of outcomes.jsonl).
 
-    `cost` = sum over jobs of `cpus * duration_s/3600 * price_per_cpu_hour` plus sum over
+    `cost` = sum over jobs of `duration_s/3600 * (cpus * price_per_cpu_hour + gpus *
+    price_per_gpu_hour)` plus sum over
     transfers of `bandwidth_mbps/1000 * duration_s/3600 * sum(price_per_gbps_hour of its path)`;
     0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 from attrs import define as _attrs_define
@@ -10,6 +10,10 @@ from attrs import field as _attrs_field
 
 from ..models.reservation_state import ReservationState
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.gpu_allocation import GpuAllocation
+
 
 T = TypeVar("T", bound="ReservationView")
 
@@ -24,6 +28,7 @@ class ReservationView:
         start (datetime.datetime):
         state (ReservationState): State of a hold or reservation.
         expires_at (datetime.datetime | None | Unset): Lease end of a hold.
+        gpus (GpuAllocation | None | Unset):
         hold (None | Unset | UUID):
     """
 
@@ -32,10 +37,13 @@ class ReservationView:
     start: datetime.datetime
     state: ReservationState
     expires_at: datetime.datetime | None | Unset = UNSET
+    gpus: GpuAllocation | None | Unset = UNSET
     hold: None | Unset | UUID = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+
         cpus = self.cpus
 
         end = self.end.isoformat()
@@ -51,6 +59,14 @@ class ReservationView:
             expires_at = self.expires_at.isoformat()
         else:
             expires_at = self.expires_at
+
+        gpus: dict[str, Any] | None | Unset
+        if isinstance(self.gpus, Unset):
+            gpus = UNSET
+        elif isinstance(self.gpus, GpuAllocation):
+            gpus = self.gpus.to_dict()
+        else:
+            gpus = self.gpus
 
         hold: None | str | Unset
         if isinstance(self.hold, Unset):
@@ -72,6 +88,8 @@ class ReservationView:
         )
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
+        if gpus is not UNSET:
+            field_dict["gpus"] = gpus
         if hold is not UNSET:
             field_dict["hold"] = hold
 
@@ -79,6 +97,8 @@ class ReservationView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+
         d = dict(src_dict)
         cpus = d.pop("cpus")
 
@@ -105,6 +125,23 @@ class ReservationView:
 
         expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
 
+        def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                gpus_type_1 = GpuAllocation.from_dict(data)
+
+                return gpus_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(GpuAllocation | None | Unset, data)
+
+        gpus = _parse_gpus(d.pop("gpus", UNSET))
+
         def _parse_hold(data: object) -> None | Unset | UUID:
             if data is None:
                 return data
@@ -128,6 +165,7 @@ class ReservationView:
             start=start,
             state=state,
             expires_at=expires_at,
+            gpus=gpus,
             hold=hold,
         )
 

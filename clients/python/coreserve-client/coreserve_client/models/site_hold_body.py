@@ -2,12 +2,16 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 from attrs import define as _attrs_define
 
 from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.gpu_allocation import GpuAllocation
+
 
 T = TypeVar("T", bound="SiteHoldBody")
 
@@ -20,20 +24,32 @@ class SiteHoldBody:
         cpus (int): CPUs, 1 ..= 2^30.
         end (datetime.datetime):
         start (datetime.datetime): Not in the past; before `end`.
+        gpus (GpuAllocation | None | Unset):
         txn (None | Unset | UUID):
     """
 
     cpus: int
     end: datetime.datetime
     start: datetime.datetime
+    gpus: GpuAllocation | None | Unset = UNSET
     txn: None | Unset | UUID = UNSET
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+
         cpus = self.cpus
 
         end = self.end.isoformat()
 
         start = self.start.isoformat()
+
+        gpus: dict[str, Any] | None | Unset
+        if isinstance(self.gpus, Unset):
+            gpus = UNSET
+        elif isinstance(self.gpus, GpuAllocation):
+            gpus = self.gpus.to_dict()
+        else:
+            gpus = self.gpus
 
         txn: None | str | Unset
         if isinstance(self.txn, Unset):
@@ -52,6 +68,8 @@ class SiteHoldBody:
                 "start": start,
             }
         )
+        if gpus is not UNSET:
+            field_dict["gpus"] = gpus
         if txn is not UNSET:
             field_dict["txn"] = txn
 
@@ -59,12 +77,31 @@ class SiteHoldBody:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+
         d = dict(src_dict)
         cpus = d.pop("cpus")
 
         end = datetime.datetime.fromisoformat(d.pop("end"))
 
         start = datetime.datetime.fromisoformat(d.pop("start"))
+
+        def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                gpus_type_1 = GpuAllocation.from_dict(data)
+
+                return gpus_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(GpuAllocation | None | Unset, data)
+
+        gpus = _parse_gpus(d.pop("gpus", UNSET))
 
         def _parse_txn(data: object) -> None | Unset | UUID:
             if data is None:
@@ -87,6 +124,7 @@ class SiteHoldBody:
             cpus=cpus,
             end=end,
             start=start,
+            gpus=gpus,
             txn=txn,
         )
 

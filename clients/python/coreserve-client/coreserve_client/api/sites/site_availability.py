@@ -9,7 +9,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.availability_view import AvailabilityView
 from ...models.problem import Problem
-from ...types import UNSET, Response
+from ...types import UNSET, Response, Unset
 
 
 def _get_kwargs(
@@ -19,6 +19,8 @@ def _get_kwargs(
     to: datetime.datetime,
     cpus: int,
     duration_s: int,
+    gpus: int | Unset = UNSET,
+    min_gpu_compute_capability: float | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
@@ -32,6 +34,10 @@ def _get_kwargs(
     params["cpus"] = cpus
 
     params["duration_s"] = duration_s
+
+    params["gpus"] = gpus
+
+    params["min_gpu_compute_capability"] = min_gpu_compute_capability
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -104,6 +110,8 @@ def sync_detailed(
     to: datetime.datetime,
     cpus: int,
     duration_s: int,
+    gpus: int | Unset = UNSET,
+    min_gpu_compute_capability: float | Unset = UNSET,
 ) -> Response[AvailabilityView | Problem]:
     """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
 
@@ -113,6 +121,8 @@ def sync_detailed(
         to (datetime.datetime):
         cpus (int):
         duration_s (int):
+        gpus (int | Unset):
+        min_gpu_compute_capability (float | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -128,6 +138,8 @@ def sync_detailed(
         to=to,
         cpus=cpus,
         duration_s=duration_s,
+        gpus=gpus,
+        min_gpu_compute_capability=min_gpu_compute_capability,
     )
 
     response = client.get_httpx_client().request(
@@ -145,6 +157,8 @@ def sync(
     to: datetime.datetime,
     cpus: int,
     duration_s: int,
+    gpus: int | Unset = UNSET,
+    min_gpu_compute_capability: float | Unset = UNSET,
 ) -> AvailabilityView | Problem | None:
     """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
 
@@ -154,6 +168,8 @@ def sync(
         to (datetime.datetime):
         cpus (int):
         duration_s (int):
+        gpus (int | Unset):
+        min_gpu_compute_capability (float | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -170,6 +186,8 @@ def sync(
         to=to,
         cpus=cpus,
         duration_s=duration_s,
+        gpus=gpus,
+        min_gpu_compute_capability=min_gpu_compute_capability,
     ).parsed
 
 
@@ -181,6 +199,8 @@ async def asyncio_detailed(
     to: datetime.datetime,
     cpus: int,
     duration_s: int,
+    gpus: int | Unset = UNSET,
+    min_gpu_compute_capability: float | Unset = UNSET,
 ) -> Response[AvailabilityView | Problem]:
     """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
 
@@ -190,6 +210,8 @@ async def asyncio_detailed(
         to (datetime.datetime):
         cpus (int):
         duration_s (int):
+        gpus (int | Unset):
+        min_gpu_compute_capability (float | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -205,6 +227,8 @@ async def asyncio_detailed(
         to=to,
         cpus=cpus,
         duration_s=duration_s,
+        gpus=gpus,
+        min_gpu_compute_capability=min_gpu_compute_capability,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -220,6 +244,8 @@ async def asyncio(
     to: datetime.datetime,
     cpus: int,
     duration_s: int,
+    gpus: int | Unset = UNSET,
+    min_gpu_compute_capability: float | Unset = UNSET,
 ) -> AvailabilityView | Problem | None:
     """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
 
@@ -229,6 +255,8 @@ async def asyncio(
         to (datetime.datetime):
         cpus (int):
         duration_s (int):
+        gpus (int | Unset):
+        min_gpu_compute_capability (float | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -246,5 +274,7 @@ async def asyncio(
             to=to,
             cpus=cpus,
             duration_s=duration_s,
+            gpus=gpus,
+            min_gpu_compute_capability=min_gpu_compute_capability,
         )
     ).parsed

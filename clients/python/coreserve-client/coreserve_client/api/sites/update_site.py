@@ -111,7 +111,8 @@ def sync_detailed(
     Args:
         id (str):
         body (SiteBody): `PUT /v1/sites/{id}` body (the site without its id, which is in the
-            path).
+            path). Unknown fields
+            are refused.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -144,7 +145,8 @@ def sync(
     Args:
         id (str):
         body (SiteBody): `PUT /v1/sites/{id}` body (the site without its id, which is in the
-            path).
+            path). Unknown fields
+            are refused.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -172,7 +174,8 @@ async def asyncio_detailed(
     Args:
         id (str):
         body (SiteBody): `PUT /v1/sites/{id}` body (the site without its id, which is in the
-            path).
+            path). Unknown fields
+            are refused.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -203,7 +206,8 @@ async def asyncio(
     Args:
         id (str):
         body (SiteBody): `PUT /v1/sites/{id}` body (the site without its id, which is in the
-            path).
+            path). Unknown fields
+            are refused.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
