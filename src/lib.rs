@@ -33,6 +33,7 @@ pub mod calendar;
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod fairshare;
 pub mod gis;
 pub mod grid;
 pub mod in_process;

@@ -23,11 +23,12 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use tokio::sync::{mpsc, Semaphore};
 
-use crate::clock::ManualClock;
+use crate::clock::{Clock, ManualClock};
+use crate::fairshare::Ledger;
 use crate::in_process::{InProcessGrid, DEFAULT_LEASE_S};
 use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
-use crate::planner::{Planner, PlannerConfig};
+use crate::planner::{Charge, PlanOptions, Planner, PlannerConfig};
 use crate::protocol::Yielding;
 
 /// Settings of one replay.
@@ -109,7 +110,7 @@ async fn replay_here(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayO
     });
     // One request per planner at a time, one waiting: requests are handed out as planners free
     // up, so the replayed clock never runs far ahead of the plans being made.
-    let d = Dispatch { seed: opts.seed, concurrency: 1, queue_capacity: 1 };
+    let d = Dispatch { seed: opts.seed, concurrency: 1, queue_capacity: 1, fair_share: None };
     dispatch(planners, Arc::new(requests), &d, opts.progress.clone(), |i, r| {
         clock.advance_to(r.submitted_at());
         if i % 512 == 511 {
@@ -143,6 +144,52 @@ pub struct Dispatch {
     pub concurrency: usize,
     /// Requests that may wait for one planner; when its queue is full the dispatcher waits.
     pub queue_capacity: usize,
+    /// Planned-Use fair share: pending requests are taken by priority, then arrival, and every
+    /// plan is charged to its project's allocation. `None`: first come, first served.
+    pub fair_share: Option<FairDispatch>,
+}
+
+/// Fair share in [`dispatch`] (see [`crate::fairshare`]).
+#[derive(Clone)]
+pub struct FairDispatch {
+    /// The allocations and usage; every plan is charged here (its key: the request's index).
+    pub ledger: Arc<Ledger>,
+    /// The admission window, seconds: arrivals wait for the end of their window (windows of
+    /// this length from the epoch), so that those of one window are taken by priority rather
+    /// than by arrival. 0: none (still by priority among requests already waiting).
+    pub window_s: i64,
+    /// "Now" for the priorities (the services' clock); waits are on tokio's clock, so this must
+    /// advance with it (the simulator's virtual clock does).
+    pub clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for FairDispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairDispatch").field("window_s", &self.window_s).finish_non_exhaustive()
+    }
+}
+
+/// The requests waiting for one planner (indexes into the request list) and, with fair share,
+/// the order it takes them in.
+struct Pending {
+    waiting: std::sync::Mutex<Vec<usize>>,
+}
+
+impl Pending {
+    /// The next request to plan: the highest priority of its user's project, then the
+    /// earliest arrival (without fair share: the earliest arrival).
+    fn take(&self, requests: &[PlanRequest], fair: Option<&FairDispatch>) -> usize {
+        let mut w = self.waiting.lock().expect("pending requests");
+        let best = match fair {
+            None => (0..w.len()).min_by_key(|&k| w[k]),
+            Some(f) => {
+                let now = f.clock.now();
+                let key = |k: usize| (f.ledger.priority_of(requests[w[k]].user(), now), std::cmp::Reverse(w[k]));
+                (0..w.len()).max_by(|&a, &b| key(a).partial_cmp(&key(b)).expect("priorities are not NaN"))
+            }
+        };
+        w.swap_remove(best.expect("a signalled request is waiting"))
+    }
 }
 
 /// Hands `requests`, in order, each to a seeded random planner, after awaiting
@@ -166,23 +213,29 @@ where
     let mut queues = Vec::new();
     for planner in planners {
         let planner = Arc::new(planner);
-        let (tx, mut rx) = mpsc::channel::<usize>(d.queue_capacity.max(1));
+        // One signal per waiting request; the channel's capacity bounds the queue.
+        let (tx, mut rx) = mpsc::channel::<()>(d.queue_capacity.max(1));
+        let pending = Arc::new(Pending { waiting: std::sync::Mutex::new(Vec::new()) });
         let slots = Arc::new(Semaphore::new(d.concurrency.max(1)));
-        let (requests, done) = (requests.clone(), done_tx.clone());
+        let (requests, done, fair) = (requests.clone(), done_tx.clone(), d.fair_share.clone());
+        let queue = pending.clone();
         tokio::spawn(async move {
             loop {
                 // Take a request off the queue only when there is room to work on it.
                 let permit = slots.clone().acquire_owned().await.expect("semaphore never closed");
-                let Some(i) = rx.recv().await else { break };
-                let (planner, requests, done) = (planner.clone(), requests.clone(), done.clone());
+                let Some(()) = rx.recv().await else { break };
+                let i = queue.take(&requests, fair.as_ref());
+                let (planner, requests, done, fair) = (planner.clone(), requests.clone(), done.clone(), fair.clone());
                 tokio::spawn(async move {
-                    let outcome = planner.plan(&requests[i]).await;
-                    let _ = done.send((i, outcome));
+                    let key = i.to_string();
+                    let charge = fair.as_ref().map(|f| Charge { ledger: &f.ledger, key: &key });
+                    let outcome = planner.plan_with(&requests[i], PlanOptions { charge, ..Default::default() }).await;
+                    let _ = done.send((i, outcome.outcome));
                     drop(permit);
                 });
             }
         });
-        queues.push(tx);
+        queues.push((tx, pending));
     }
     drop(done_tx);
     let collector = tokio::spawn(async move {
@@ -197,8 +250,20 @@ where
     let mut pick = ChaCha8Rng::seed_from_u64(d.seed);
     for (i, r) in requests.iter().enumerate() {
         arrive(i, r).await;
+        if let Some(f) = d.fair_share.as_ref().filter(|f| f.window_s > 0) {
+            // Wait for the end of the arrival's window; later arrivals of the same window are
+            // due at once and join the same queues before any planner runs again.
+            let end = r.submitted_at().div_euclid(f.window_s) * f.window_s + f.window_s;
+            let wait = (end - f.clock.now()).max(0) as u64;
+            if wait > 0 {
+                tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+            }
+        }
         let p = pick.gen_range(0..queues.len());
-        queues[p].send(i).await.expect("planner alive");
+        let (tx, pending) = &queues[p];
+        let slot = tx.reserve().await.expect("planner alive");
+        pending.waiting.lock().expect("pending requests").push(i);
+        slot.send(());
     }
     drop(queues);
     collector.await.expect("collector task")

@@ -80,6 +80,11 @@ pub struct ServeConfig {
     /// At most this many plan requests of one user in flight (waiting or planning) at once;
     /// one more is answered 429 (see [`crate::api::fair`]).
     pub max_in_flight_per_user: usize,
+    /// Planned-Use fair share's admission window, milliseconds: a plan request waits for the
+    /// end of its window before it may plan, so the arrivals of one window plan in the order of
+    /// their projects' priorities (see [`crate::api::fair`]). 0 (the default): no wait; the
+    /// priorities still order the requests waiting for a slot.
+    pub admission_window_ms: u64,
     /// This process's name in claims (logs, diagnostics); `None`: `ROLE@LISTEN#PID`.
     pub instance: Option<String>,
     /// Bootstrap token shared by the processes of a separated deployment: participants accept
@@ -130,6 +135,7 @@ impl Default for ServeConfig {
             instance: None,
             max_in_flight_per_user: DEFAULT_MAX_IN_FLIGHT_PER_USER,
             planning_slots: DEFAULT_PLANNING_SLOTS,
+            admission_window_ms: 0,
             service_token: None,
             participant_token: None,
             tls: None,

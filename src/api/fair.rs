@@ -10,6 +10,12 @@
 //!   user's backlog cannot starve another user's single request. With more slots than the
 //!   per-user limit (the defaults: 16 and 8), a newcomer never waits for a slot at all.
 //!
+//! With Planned-Use fair share ([`crate::fairshare`]) the waiting user whose project has the
+//! highest priority `p_i` goes first, then the rule above; with an admission window
+//! (`--admission-window-ms`), a request waits for the end of its window (windows of that length
+//! from the epoch) before it may take a slot, so the arrivals of one window are served by
+//! priority, not by arrival.
+//!
 //! The requests that plan share the CPU: the all-in-one's in-process participants yield
 //! before every message ([`crate::protocol::Yielding`]), so a small request is not stuck
 //! behind a long search on its worker thread. The queue is in-process (each planning process
@@ -19,6 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+use tokio::time::{Duration, Instant};
 
 /// Why a request was not admitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,15 +45,22 @@ struct State {
     /// Per user: admitted requests (waiting or running) and running ones.
     in_flight: HashMap<String, usize>,
     running: HashMap<String, usize>,
-    /// Per user: the requests waiting for a slot, oldest first.
-    waiting: HashMap<String, VecDeque<oneshot::Sender<Slot>>>,
+    /// Per user: the requests waiting for a slot (and when each may take one), oldest first.
+    waiting: HashMap<String, VecDeque<(Instant, oneshot::Sender<Slot>)>>,
     /// Per user: when it was last given a slot (a counter).
     served: HashMap<String, u64>,
     grants: u64,
 }
 
+/// A user's priority now (higher first): their project's `p_i`.
+pub type Priority = Arc<dyn Fn(&str) -> f64 + Send + Sync>;
+
 struct Inner {
     max_in_flight_per_user: usize,
+    /// None: every user alike.
+    priority: Option<Priority>,
+    /// The admission window (zero: none).
+    window: Duration,
     state: Mutex<State>,
 }
 
@@ -79,8 +93,20 @@ impl FairQueue {
     pub fn new(slots: usize, max_in_flight_per_user: usize) -> Self {
         let state = State { free: slots.max(1), ..State::default() };
         FairQueue {
-            inner: Arc::new(Inner { max_in_flight_per_user: max_in_flight_per_user.max(1), state: Mutex::new(state) }),
+            inner: Arc::new(Inner {
+                max_in_flight_per_user: max_in_flight_per_user.max(1),
+                priority: None,
+                window: Duration::ZERO,
+                state: Mutex::new(state),
+            }),
         }
+    }
+
+    /// This queue serving waiting users by `priority` first, each request after the end of its
+    /// admission `window` (see the module docs). Call before any request is admitted.
+    pub fn with_priority(self, priority: Priority, window: Duration) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("with_priority before any admission"));
+        FairQueue { inner: Arc::new(Inner { priority: Some(priority), window, ..inner }) }
     }
 
     /// Admits one request of `user`, or refuses it at once.
@@ -116,32 +142,54 @@ impl Admission {
     }
 
     async fn wait(&self) -> Slot {
+        let due = self.inner.window_end();
         let rx = {
             let mut s = self.inner.state.lock().expect("fair queue");
             let (tx, rx) = oneshot::channel();
-            s.waiting.entry(self.user.clone()).or_default().push_back(tx);
+            s.waiting.entry(self.user.clone()).or_default().push_back((due, tx));
             self.inner.dispatch(&mut s);
             rx
         };
+        if due > Instant::now() {
+            tokio::time::sleep_until(due).await;
+            self.inner.dispatch(&mut self.inner.state.lock().expect("fair queue"));
+        }
         rx.await.expect("a waiter is only dropped with its slot handed over")
     }
 }
 
 impl Inner {
-    /// Hands free slots to waiting requests: each to the waiting user with the fewest
-    /// requests planning, ties to the one served longest ago.
+    /// When a request arriving now may take a slot: the end of its admission window (now
+    /// without one).
+    fn window_end(&self) -> Instant {
+        let now = Instant::now();
+        let w = self.window.as_millis();
+        if w == 0 {
+            return now;
+        }
+        let epoch_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        now + Duration::from_millis((w - epoch_ms % w) as u64)
+    }
+
+    /// Hands free slots to waiting requests whose window has ended: each to the waiting user
+    /// of the highest priority, then with the fewest requests planning, ties to the one
+    /// served longest ago.
     fn dispatch(self: &Arc<Self>, s: &mut State) {
+        let now = Instant::now();
         while s.free > 0 {
+            let priority = |u: &str| self.priority.as_ref().map_or(0.0, |p| p(u));
+            let rank =
+                |u: &String| (s.running.get(u).copied().unwrap_or(0), s.served.get(u).copied().unwrap_or(0), u.clone());
             let next = s
                 .waiting
-                .keys()
-                .min_by_key(|u| {
-                    (s.running.get(*u).copied().unwrap_or(0), s.served.get(*u).copied().unwrap_or(0), (*u).clone())
-                })
-                .cloned();
+                .iter()
+                .filter(|(_, q)| q.front().is_some_and(|(due, _)| *due <= now))
+                .map(|(u, _)| (priority(u), u))
+                .min_by(|(pa, a), (pb, b)| pb.total_cmp(pa).then_with(|| rank(a).cmp(&rank(b))))
+                .map(|(_, u)| u.clone());
             let Some(user) = next else { break };
             let queue = s.waiting.get_mut(&user).expect("a waiting user");
-            let tx = queue.pop_front().expect("a waiting user has a waiter");
+            let (_, tx) = queue.pop_front().expect("a waiting user has a waiter");
             if queue.is_empty() {
                 s.waiting.remove(&user);
             }
@@ -191,7 +239,6 @@ impl Drop for Admission {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn a_user_beyond_the_limit_is_refused_and_admitted_again_once_one_ends() {
@@ -225,6 +272,41 @@ mod tests {
         assert!(granted(&mut a_waiting[0]).await.is_none(), "a waits behind b");
         drop(b_slot);
         assert!(granted(&mut a_waiting[0]).await.is_some(), "then a again");
+    }
+
+    /// Waits until just after a window boundary of `window_ms`, so two arrivals a few
+    /// milliseconds apart fall in one window.
+    async fn start_of_window(window_ms: u128) {
+        loop {
+            let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+            if ms % window_ms < window_ms / 10 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Planned-Use fair share: within one admission window the request of the user whose
+    /// project is within its pace (priority 0) plans before the earlier request of a user over
+    /// it (priority -2); without priorities, the earlier one goes first.
+    #[tokio::test]
+    async fn within_a_window_the_higher_priority_plans_first() {
+        for with_priority in [true, false] {
+            let mut q = FairQueue::new(1, 100);
+            if with_priority {
+                let p: Priority = Arc::new(|u: &str| if u == "flood" { -2.0 } else { 0.0 });
+                q = q.with_priority(p, Duration::from_millis(400));
+            }
+            start_of_window(400).await;
+            let mut flood = tokio::spawn(q.admit("flood").unwrap().into_slot());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let mut steady = tokio::spawn(q.admit("steady").unwrap().into_slot());
+            let (first, mut second) = if with_priority { (&mut steady, &mut flood) } else { (&mut flood, &mut steady) };
+            let slot = tokio::time::timeout(Duration::from_secs(2), first).await.expect("granted").unwrap();
+            assert!(granted(&mut second).await.is_none(), "one slot: the other waits (priority: {with_priority})");
+            drop(slot);
+            assert!(granted(&mut second).await.is_some());
+        }
     }
 
     #[tokio::test]

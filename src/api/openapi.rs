@@ -6,7 +6,7 @@
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::routes::{health, holds, network, plans, sites, tokens};
+use super::routes::{health, holds, network, plans, projects, sites, tokens};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -17,6 +17,7 @@ use super::routes::{health, holds, network, plans, sites, tokens};
     ),
     paths(
         plans::create, plans::list, plans::get, plans::cancel,
+        projects::put, projects::list, projects::get, projects::usage,
         sites::list, sites::get, sites::put, sites::availability, sites::reservations, sites::hold,
         network::topology, network::route, network::reservations, network::link_reservations, network::hold,
         holds::commit, holds::abort, holds::extend,
@@ -30,6 +31,7 @@ use super::routes::{health, holds, network, plans, sites, tokens};
     modifiers(&BearerAuth, &CommonAnswers),
     tags(
         (name = "plans", description = "Plan and book multi-job requests; read and cancel plans"),
+        (name = "projects", description = "Planned-Use fair share: allocations per project (admin), usage and priority"),
         (name = "sites", description = "GIS catalogue and each site's LIS"),
         (name = "network", description = "The NIS: topology, routes and bandwidth bookings"),
         (name = "holds", description = "Two-phase commit for service clients"),

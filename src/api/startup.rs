@@ -187,6 +187,9 @@ impl Application {
         let claim_every = std::time::Duration::from_millis((config.claim_lease_s.max(1) * 250) as u64);
         let state = web::Data::new(AppState::new(config, grid, store)?);
         let (restored, recovery) = state.recover().await?;
+        if matches!(state.config.role, Role::All | Role::Planner(_)) {
+            state.load_fair_share().await?;
+        }
         if restored > 0 || recovery != Default::default() {
             tracing::info!(restored, committed = recovery.committed, compensated = recovery.compensated, "recovered");
             notice(&format!(

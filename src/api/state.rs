@@ -9,10 +9,11 @@ use uuid::Uuid;
 
 use super::auth::Caller;
 use super::config::{Role, ServeConfig};
-use super::fair::FairQueue;
+use super::fair::{FairQueue, Priority};
 use super::metrics::Metrics;
 use super::problem::ApiError;
 use crate::clock::{Clock, SystemClock};
+use crate::fairshare::{FairShareConfig, Ledger, Usage};
 use crate::in_process::InProcessGrid;
 use crate::lis::Lis;
 use crate::model::{from_time, to_time, Grid, SiteId, Time};
@@ -22,7 +23,7 @@ use crate::protocol::{
     Backlog, CallObserver, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
     ParticipantKind, Timed, Yielding,
 };
-use crate::store::{Claim, Store, StoreError, TokenRecord};
+use crate::store::{Claim, PlanFilter, PlanStatus, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
 pub struct AppState {
@@ -36,8 +37,12 @@ pub struct AppState {
     pub planners: PlannerPool,
     /// Journal entries not written yet because the store failed (see [`Backlog`]).
     pub backlog: Backlog,
-    /// Fair admission to the planners: a limit per user, slots shared between users.
+    /// Fair admission to the planners: a limit per user, slots shared between users, by
+    /// fair-share priority.
     pub fair: FairQueue,
+    /// Planned-Use fair share: the projects' allocations and committed usage (loaded from the
+    /// store at start; see [`crate::fairshare`]).
+    pub ledger: Arc<Ledger>,
     /// The service's persistent state (memory or PostgreSQL).
     pub store: Arc<dyn Store>,
     /// Holds made through the API (`POST /v1/sites/{id}/holds`, `POST /v1/network/holds`):
@@ -107,7 +112,7 @@ impl AppState {
                         })
                         .collect(),
                     nis: Arc::new(HttpParticipant::network(&remote.nis, token).with_client(client)),
-                    clock,
+                    clock: clock.clone(),
                 }
             }
             _ => {
@@ -140,10 +145,18 @@ impl AppState {
             };
             format!("{role}@{}#{}", config.listen, std::process::id())
         });
-        let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user);
+        let grid_cpus = grid.sites().iter().map(|s| u64::from(s.cpus)).sum();
+        let ledger = Arc::new(Ledger::new(FairShareConfig::default(), grid_cpus));
+        let priority = {
+            let (ledger, clock) = (ledger.clone(), clock.clone());
+            Arc::new(move |user: &str| ledger.priority_of(user, clock.now())) as Priority
+        };
+        let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user)
+            .with_priority(priority, std::time::Duration::from_millis(config.admission_window_ms));
         Ok(AppState {
             backlog: Backlog::default(),
             fair,
+            ledger,
             instance,
             claims: Arc::new(Mutex::new(HashSet::new())),
             config,
@@ -155,6 +168,23 @@ impl AppState {
             metrics,
             tokens: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Loads fair share's projects and the committed plans' usage from the store (at start: the
+    /// ledger is in memory; a planning process charges its own plans from then on).
+    ///
+    /// # Errors
+    /// The store fails, or holds a project that is no longer valid.
+    pub async fn load_fair_share(&self) -> anyhow::Result<usize> {
+        for p in self.store.projects().await? {
+            self.ledger.set_project(p)?;
+        }
+        let filter = PlanFilter { status: Some(PlanStatus::Committed), ..Default::default() };
+        let plans = self.store.list_plans(&filter).await?;
+        for rec in &plans {
+            self.ledger.record(&rec.id.to_string(), &rec.user, Usage::of_outcome(&rec.outcome));
+        }
+        Ok(plans.len())
     }
 
     /// The token with this hash. Found tokens are cached for [`TOKEN_CACHE_TTL`] (every

@@ -22,7 +22,8 @@ use std::collections::{HashMap, HashSet};
 pub use plan::{plan_cost, COST_REL_TOLERANCE};
 pub use violation::{PlanViolation, Violation};
 
-use crate::model::{Grid, Link, Outcome, OutcomeStatus, PlanRequest, Site};
+use crate::fairshare::Project;
+use crate::model::{from_time, to_time, Grid, Link, Outcome, OutcomeStatus, PlanRequest, Site, Time};
 
 /// Checks a whole batch of outcomes; returns every violation (empty = valid).
 ///
@@ -83,6 +84,59 @@ pub fn check_outcomes(
         out.extend(found.drain(..).map(|kind| Violation::plan(rid, kind)));
     }
     out.extend(capacity::overbookings(&res, outcomes));
+    out
+}
+
+/// Checks fair share's allocation limit on committed outcomes: in no allocation period does a
+/// project (its members' requests; a user no project names is a project of its own, without an
+/// allocation) use more CPU-hours (or GPU-hours, when allocated) than its allocation, unless
+/// it allows overdraft. A job counts in each period by its part inside it. Recounted here from
+/// the placements, independently of [`crate::fairshare::Ledger`].
+pub fn check_allocations(projects: &[Project], requests: &[PlanRequest], outcomes: &[Outcome]) -> Vec<Violation> {
+    let user_of: HashMap<&str, &str> = requests.iter().map(|r| (r.id(), r.user())).collect();
+    let member_of: HashMap<&str, &str> =
+        projects.iter().flat_map(|p| p.members.iter().map(move |m| (m.as_str(), p.id.as_str()))).collect();
+    let mut out = Vec::new();
+    for p in projects.iter().filter(|p| !p.allocation.overdraft) {
+        let a = &p.allocation;
+        let in_project = |user: &str| member_of.get(user).copied().unwrap_or(user) == p.id;
+        // period start -> (CPU-hours, GPU-hours)
+        let mut used: std::collections::BTreeMap<Time, (f64, f64)> = Default::default();
+        for o in outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed) {
+            if !user_of.get(o.request_id.as_str()).is_some_and(|u| in_project(u)) {
+                continue;
+            }
+            for j in &o.jobs {
+                let (start, end) = (to_time(&j.start), to_time(&j.end));
+                let mut t = start;
+                while t < end {
+                    let (ps, pe) = a.period_of(t);
+                    let hours = (end.min(pe) - t) as f64 / 3600.0;
+                    let e = used.entry(ps).or_default();
+                    e.0 += hours * f64::from(j.cpus);
+                    e.1 += hours * f64::from(j.gpus.as_ref().map_or(0, |g| g.count));
+                    t = pe;
+                }
+            }
+        }
+        for (ps, (cpu, gpu)) in used {
+            let mut over = |unit, booked: f64, allocated: f64| {
+                if booked > allocated + 1e-6 {
+                    out.push(Violation::OverAllocation {
+                        project: p.id.clone(),
+                        unit,
+                        period_start: from_time(ps),
+                        booked,
+                        allocated,
+                    });
+                }
+            };
+            over("CPU-hours", cpu, a.cpu_hours);
+            if let Some(g) = a.gpu_hours {
+                over("GPU-hours", gpu, g);
+            }
+        }
+    }
     out
 }
 

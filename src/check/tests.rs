@@ -609,3 +609,50 @@ fn violations_read_as_one_line_each() {
         "link `l12` is overbooked over [2026-01-01 00:00:00 UTC, 2026-01-01 00:01:00 UTC): 1100 Mbit/s of 1000"
     );
 }
+
+/// Fair share: a project's committed CPU-hours per period against its allocation; overdraft
+/// exempts it; members count, other users do not; the text names the project and period.
+#[test]
+fn over_allocation_is_a_violation_unless_overdraft() {
+    use crate::fairshare::{Allocation, Project};
+    // Two 1-hour jobs of 4 CPUs each (8 CPU-hours), by user `alice` of project `lab`.
+    let req = |id: &str, user: &str| {
+        let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+            "id": id, "user": user, "submitted_at": t(0), "deadline": t(100_000),
+            "jobs": [{"name": "A", "os": "linux", "cpus": 4, "offset_s": 0, "duration_s": 3600}],
+        }))
+        .unwrap();
+        PlanRequest::new(raw).unwrap()
+    };
+    let committed = |id: &str| {
+        let mut o = Outcome::rejected(id, "p", "x");
+        o.status = OutcomeStatus::Committed;
+        o.reason = None;
+        o.start = Some(t(1800));
+        o.jobs = vec![JobPlacement {
+            name: "A".into(),
+            site: "s1".into(),
+            start: t(1800),
+            end: t(5400),
+            cpus: 4,
+            gpus: None,
+        }];
+        o
+    };
+    let requests = vec![req("r1", "alice"), req("r2", "alice"), req("r3", "bob")];
+    let outcomes = vec![committed("r1"), committed("r2"), committed("r3")];
+    let mut lab = Project { id: "lab".into(), allocation: Allocation::cpu_hours(6.0), members: vec!["alice".into()] };
+    let v = check_allocations(std::slice::from_ref(&lab), &requests, &outcomes);
+    assert_eq!(v.len(), 1, "{v:?}");
+    let text = v[0].to_string();
+    assert!(
+        text.starts_with("project `lab` is over its allocation in the period from")
+            && text.ends_with("8.000 CPU-hours of 6.000"),
+        "{text}"
+    );
+    lab.allocation.cpu_hours = 8.0;
+    assert!(check_allocations(std::slice::from_ref(&lab), &requests, &outcomes).is_empty(), "exactly the allocation");
+    lab.allocation.cpu_hours = 1.0;
+    lab.allocation.overdraft = true;
+    assert!(check_allocations(&[lab], &requests, &outcomes).is_empty(), "overdraft");
+}

@@ -61,6 +61,20 @@ pub enum Violation {
         /// The link's `capacity_mbps`.
         capacity: u64,
     },
+    /// A project's committed plans use more than its allocation in one period (fair share;
+    /// projects with `overdraft` are exempt).
+    OverAllocation {
+        /// The project.
+        project: String,
+        /// `CPU-hours` or `GPU-hours`.
+        unit: &'static str,
+        /// Start of the allocation period.
+        period_start: DateTime<Utc>,
+        /// What its committed plans use inside the period.
+        booked: f64,
+        /// The allocation.
+        allocated: f64,
+    },
 }
 
 /// A rule broken by the outcome of one request (the request is [`Violation::Plan`]'s
@@ -265,6 +279,12 @@ impl fmt::Display for Violation {
                 return write!(
                     f,
                     "site `{site}` is overbooked over [{from}, {to}): {peak} GPUs of model `{model}` of {capacity}"
+                );
+            }
+            Violation::OverAllocation { project, unit, period_start, booked, allocated } => {
+                return write!(
+                    f,
+                    "project `{project}` is over its allocation in the period from {period_start}: {booked:.3} {unit} of {allocated:.3}"
                 );
             }
             Violation::LinkOverbooked { link, from, to, peak, capacity } => {

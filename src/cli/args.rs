@@ -357,6 +357,10 @@ pub struct ServeArgs {
     /// At most this many plan requests plan at once, shared fairly between users.
     #[arg(long, default_value_t = crate::api::config::DEFAULT_PLANNING_SLOTS, env = "CORESERVE_PLANNING_SLOTS")]
     pub planning_slots: usize,
+    /// Fair share's admission window, ms: requests arriving within one window plan in the
+    /// order of their projects' priorities (0: no wait).
+    #[arg(long, default_value_t = 0, env = "CORESERVE_ADMISSION_WINDOW_MS")]
+    pub admission_window_ms: u64,
 }
 
 /// `coreserve serve --role`.
@@ -414,6 +418,7 @@ impl ServeArgs {
             instance: self.instance,
             max_in_flight_per_user: self.max_in_flight_per_user,
             planning_slots: self.planning_slots,
+            admission_window_ms: self.admission_window_ms,
             service_token: self.service_token,
             participant_token: self.participant_token,
             tls: tls_files(self.tls_cert.zip(self.tls_key)),

@@ -13,6 +13,7 @@ use super::commit::{self, Phase2};
 use super::search::Attempt;
 use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
 use crate::calendar::CapacityCalendar;
+use crate::fairshare::Usage;
 use crate::model::{LinkId, Outcome, OutcomeStatus, SiteId, Time, MAX_AMOUNT};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, Part};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError};
@@ -73,7 +74,26 @@ impl Attempt<'_> {
                 (rejected(outcome), false)
             }
             Ok(()) => match self.prepare_all().await {
-                Ok(parts) => (self.book(parts, opts.log).await, false),
+                Ok(parts) => {
+                    // The allocation limit: charged before the decision (atomically per
+                    // project), given back unless the plan commits or stays in doubt.
+                    if let Some(c) = opts.charge {
+                        let usage = Usage::of_outcome(&self.outcome());
+                        if let Err(e) = c.ledger.charge(c.key, self.req.user(), usage) {
+                            let _ = self.compensate(&parts, &[]).await;
+                            return (self.rejected(e.to_string()), false);
+                        }
+                    }
+                    let result = self.book(parts, opts.log).await;
+                    if let Some(c) = opts.charge {
+                        let booked = result.outcome.status == OutcomeStatus::Committed
+                            || matches!(result.settlement, Settlement::InDoubt(_));
+                        if !booked {
+                            c.ledger.forget(c.key);
+                        }
+                    }
+                    (result, false)
+                }
                 Err(reason) => {
                     // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
                     self.undo_to(0).await;

@@ -169,6 +169,18 @@ pub struct PlanOptions<'a> {
     /// Where the coordinator logs its decision (durable two-phase commit; see [`log`]).
     /// `None`: nothing is logged (replay, the CLI, the simulator).
     pub log: Option<&'a dyn decision::DecisionLog>,
+    /// Fair share's allocation limit: the plan is charged to its user's project before the
+    /// decision and rejected (`allocation exceeded: ...`) if it does not fit (see
+    /// [`crate::fairshare`]). `None`: no limit.
+    pub charge: Option<Charge<'a>>,
+}
+
+/// Where and under which key [`Planner::plan_with`] charges a plan (see [`PlanOptions::charge`]).
+#[derive(Clone, Copy)]
+pub struct Charge<'a> {
+    pub ledger: &'a crate::fairshare::Ledger,
+    /// Unique per plan: what [`crate::fairshare::Ledger::forget`] takes when it is cancelled.
+    pub key: &'a str,
 }
 
 /// One planner instance. Several may share the same [`Services`] and compete.

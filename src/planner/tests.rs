@@ -533,7 +533,7 @@ async fn dry_run_books_nothing_and_cancel_releases_everything() {
     for method in ReservationMethod::ALL.iter().copied() {
         let l = local(&g);
         let p = planner(&l, SelectionPolicy::Time, method);
-        let dry = p.plan_with(&r, PlanOptions { dry_run: true, log: None }).await;
+        let dry = p.plan_with(&r, PlanOptions { dry_run: true, ..Default::default() }).await;
         assert_eq!(dry.outcome.status, OutcomeStatus::Planned, "{method}");
         assert_eq!(dry.outcome.jobs.len(), 2);
         assert!(dry.bookings.is_empty());
@@ -615,7 +615,7 @@ async fn the_decision_is_logged_before_phase_two_and_its_failure_books_nothing()
             let l = local(&g);
             let p = planner(&l, SelectionPolicy::Time, method);
             let log = FakeLog { shares_fate, lis: Some(l.lis["s1"].clone()), ..Default::default() };
-            let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+            let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
             assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{method} {shares_fate}");
             let decided = log.decided.lock().unwrap().clone();
             assert_eq!(decided.len(), 1);
@@ -642,7 +642,7 @@ async fn the_decision_is_logged_before_phase_two_and_its_failure_books_nothing()
             let l = local(&g);
             let p = planner(&l, SelectionPolicy::Time, method);
             let log = FakeLog { shares_fate, fail: true, ..Default::default() };
-            let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+            let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
             assert_eq!(res.outcome.status, OutcomeStatus::Rejected);
             assert!(res.outcome.reason.as_deref().unwrap().contains("disk full"), "{:?}", res.outcome.reason);
             assert_eq!(l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1), 0, "{method} {shares_fate}");
@@ -731,7 +731,7 @@ async fn phase_two_never_reports_committed_unless_every_commit_and_the_end_are_d
         services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::AnswerLost)));
         let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
         let log = FakeLog::default();
-        let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
         assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{method}: {:?}", res.settlement);
         assert!(log.finished.lock().unwrap().is_empty(), "no end is recorded");
         assert_eq!(booked(&l), (8, 8, Some(500)), "{method}: every part committed, none given back on a guess");
@@ -748,7 +748,7 @@ async fn phase_two_never_reports_committed_unless_every_commit_and_the_end_are_d
         services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Refused)));
         let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services.clone());
         let log = FakeLog { fail_after_decision: true, ..Default::default() };
-        let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
         assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{method}: {:?}", res.settlement);
         assert_eq!(booked(&l).0, 8, "{method}: s1 stays committed until compensation is recorded");
         let log = FakeLog { decided: std::sync::Mutex::new(log.decided.lock().unwrap().clone()), ..Default::default() };
@@ -762,7 +762,7 @@ async fn phase_two_never_reports_committed_unless_every_commit_and_the_end_are_d
         let l = local(&g);
         let p = planner(&l, SelectionPolicy::Time, method);
         let log = FakeLog { fail_after_decision: true, ..Default::default() };
-        let res = p.plan_with(&r, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
         assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{method}: {:?}", res.settlement);
         assert_eq!(booked(&l), (8, 8, Some(500)));
     }
@@ -781,7 +781,7 @@ async fn a_lost_commit_answer_is_retried_not_compensated() {
         services.lis.insert("s2".into(), s2.clone());
         let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
         let log = FakeLog::default();
-        let opts = PlanOptions { dry_run: false, log: with_log.then_some(&log as &dyn decision::DecisionLog) };
+        let opts = PlanOptions { log: with_log.then_some(&log as &dyn decision::DecisionLog), ..Default::default() };
         let res = p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), opts).await;
         assert_eq!(res.outcome.status, OutcomeStatus::Committed, "log {with_log}");
         assert!(matches!(res.settlement, Settlement::Final));

@@ -12,6 +12,7 @@ use super::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     StoredHold, TokenRecord,
 };
+use crate::fairshare::Project;
 use crate::model::{Grid, Outcome, Site, Time};
 use crate::protocol::decision::InDoubt;
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, TxnId};
@@ -71,6 +72,7 @@ struct Inner {
     grid: Option<Grid>,
     /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
     owners: HashMap<HoldId, String>,
+    projects: std::collections::BTreeMap<String, Project>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -381,6 +383,15 @@ impl Store for MemoryStore {
 
     async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
         Ok(self.lock().grid.clone())
+    }
+
+    async fn save_project(&self, project: &Project) -> Result<(), StoreError> {
+        self.lock().projects.insert(project.id.clone(), project.clone());
+        Ok(())
+    }
+
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        Ok(self.lock().projects.values().cloned().collect())
     }
 
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {

@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::fairshare::Project;
 use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
 use crate::protocol::decision::{Booking, Decision, InDoubt};
 use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
@@ -338,6 +339,10 @@ pub trait Store: Journal + Send + Sync {
     async fn load_grid(&self) -> Result<Option<Grid>, StoreError>;
     /// Saves one site's new catalogue entry.
     async fn save_site(&self, site: &Site) -> Result<(), StoreError>;
+    /// Creates or replaces a fair-share project (its allocation and members).
+    async fn save_project(&self, project: &Project) -> Result<(), StoreError>;
+    /// Every project saved, by id.
+    async fn projects(&self) -> Result<Vec<Project>, StoreError>;
 
     /// Readiness probe: can the store answer?
     async fn ping(&self) -> Result<(), StoreError>;

@@ -23,6 +23,7 @@ use super::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     StoredHold, TokenRecord,
 };
+use crate::fairshare::Project;
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
 use crate::protocol::decision::{Booking, InDoubt, Part};
 use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
@@ -597,6 +598,26 @@ impl Store for PgStore {
         )
         .map_err(StoreError::InvalidGrid)?;
         Ok(Some(grid))
+    }
+
+    async fn save_project(&self, project: &Project) -> Result<(), StoreError> {
+        sqlx::query!(
+            "INSERT INTO projects (id, project) VALUES ($1, $2)
+             ON CONFLICT (id) DO UPDATE SET project = EXCLUDED.project, updated_at = now()",
+            project.id.as_str(),
+            Json(project) as _,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+        let rows: Vec<serde_json::Value> =
+            sqlx::query_scalar!("SELECT project FROM projects ORDER BY id").fetch_all(&self.pool).await?;
+        rows.into_iter()
+            .map(|v| serde_json::from_value(v).map_err(|e| StoreError::Corrupt(sqlx::Error::Decode(Box::new(e)))))
+            .collect()
     }
 
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {

@@ -933,3 +933,89 @@ async fn serve_reads_a_config_file_below_the_environment_and_the_command_line() 
     let (code, _, err) = coreserve(&["serve", "--config", config.to_str().unwrap()], &[]).await;
     assert!(code == 2 && err.contains("unknown setting `listn`"), "{code} {err}");
 }
+
+/// Planned-Use fair share over REST: an admin sets a project's allocation; its member's plans
+/// are charged to it, the plan that would go past it is rejected (`allocation exceeded`) and
+/// books nothing, a cancellation gives the hours back, the usage report shows booked against
+/// allocated with the paper's quantities, and a restarted broker finds the allocation and the
+/// usage in PostgreSQL. Bad allocations are 422 and change nothing; only admins set them and
+/// only members and admins read them.
+#[tokio::test]
+async fn a_project_cannot_book_past_its_allocation_and_its_usage_is_reported() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", false).await;
+    let bob = app.token("bob", false).await;
+    let period_start = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let lab = json!({"allocation": {"cpu_hours": 30.0, "period_s": 2_592_000, "period_start": period_start}, "members": ["alice"]});
+    let put = |token: &str, body: &Value| {
+        app.client.put(format!("{}/v1/projects/lab", app.base)).bearer_auth(token.to_owned()).json(body).send()
+    };
+    assert_eq!(put(&alice, &lab).await.unwrap().status(), StatusCode::FORBIDDEN);
+    for bad in [
+        json!({"allocation": {"cpu_hours": -1.0}}),
+        json!({"allocation": {"cpu_hours": 1.0, "period_s": 0}}),
+        json!({"allocation": {"cpu_hours": 1.0}, "extra": 1}),
+    ] {
+        assert_eq!(put(ADMIN, &bad).await.unwrap().status(), StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+    }
+    assert_eq!(
+        app.get("/v1/projects/lab", ADMIN).await.status(),
+        StatusCode::NOT_FOUND,
+        "the bad ones changed nothing"
+    );
+    assert_eq!(put(ADMIN, &lab).await.unwrap().status(), StatusCode::OK);
+
+    // 24 CPU-hours of 30: committed. The next 24 would make 48: rejected, nothing booked.
+    let plan = |id: &str| {
+        let mut b = workflow();
+        b["id"] = json!(id);
+        b
+    };
+    let first: Value = app.post("/v1/plans", &alice, &plan("wf-1")).await.json().await.unwrap();
+    assert_eq!(first["status"], "committed", "{first}");
+    let held = app.reservations("s1").await.len() + app.reservations("s2").await.len();
+    let second: Value = app.post("/v1/plans", &alice, &plan("wf-2")).await.json().await.unwrap();
+    assert_eq!(second["status"], "rejected", "{second}");
+    assert!(second["reason"].as_str().unwrap().starts_with("allocation exceeded: project `lab`"), "{second}");
+    assert_eq!(
+        app.reservations("s1").await.len() + app.reservations("s2").await.len(),
+        held,
+        "the rejected plan holds nothing"
+    );
+    // bob is a project of his own, without an allocation: not limited.
+    let bobs: Value = app.post("/v1/plans", &bob, &plan("wf-b")).await.json().await.unwrap();
+    assert_eq!(bobs["status"], "committed", "{bobs}");
+
+    let usage: Value = app.get("/v1/projects/lab/usage", &alice).await.json().await.unwrap();
+    assert_eq!(
+        (usage["booked_cpu_hours"].as_f64(), usage["allocated_cpu_hours"].as_f64()),
+        (Some(24.0), Some(30.0)),
+        "{usage}"
+    );
+    assert_eq!(usage["priority"], 0.0, "booked in advance, not used yet: {usage}");
+    assert_eq!(usage["usage_index"], 0.0, "{usage}");
+    assert!(usage["entitled_cpus"].as_f64().unwrap() > 0.0, "{usage}");
+    assert_eq!(app.get("/v1/projects/lab/usage", &bob).await.status(), StatusCode::FORBIDDEN);
+    let bob_usage: Value = app.get("/v1/projects/bob/usage", &bob).await.json().await.unwrap();
+    assert_eq!(
+        (bob_usage["booked_cpu_hours"].as_f64(), bob_usage["entitled_cpus"].as_f64()),
+        (Some(24.0), Some(0.0)),
+        "{bob_usage}"
+    );
+
+    // A restarted broker has the allocation and the usage: still no room for 24 more.
+    let again = app.restarted().await;
+    let u: Value = again.get("/v1/projects/lab/usage", ADMIN).await.json().await.unwrap();
+    assert_eq!(u["booked_cpu_hours"].as_f64(), Some(24.0), "{u}");
+    let third: Value = again.post("/v1/plans", &alice, &plan("wf-3")).await.json().await.unwrap();
+    assert_eq!(third["status"], "rejected", "{third}");
+
+    // Cancelling gives the hours back.
+    let id = first["id"].as_str().unwrap();
+    let r = again.client.delete(format!("{}/v1/plans/{id}", again.base)).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let fourth: Value = again.post("/v1/plans", &alice, &plan("wf-4")).await.json().await.unwrap();
+    assert_eq!(fourth["status"], "committed", "{fourth}");
+    let projects: Value = again.get("/v1/projects", ADMIN).await.json().await.unwrap();
+    assert_eq!(projects[0]["members"], json!(["alice"]), "{projects}");
+}

@@ -8,6 +8,7 @@ pub mod holds;
 pub mod network;
 pub mod participant;
 pub mod plans;
+pub mod projects;
 pub mod sites;
 pub mod tokens;
 pub mod ui;
@@ -63,7 +64,12 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
 
 fn plans_v1(v: &mut web::ServiceConfig) {
     v.service(web::resource("/plans").route(web::post().to(plans::create)).route(web::get().to(plans::list)))
-        .service(web::resource("/plans/{id}").route(web::get().to(plans::get)).route(web::delete().to(plans::cancel)));
+        .service(web::resource("/plans/{id}").route(web::get().to(plans::get)).route(web::delete().to(plans::cancel)))
+        .route("/projects", web::get().to(projects::list))
+        .service(
+            web::resource("/projects/{id}").route(web::get().to(projects::get)).route(web::put().to(projects::put)),
+        )
+        .route("/projects/{id}/usage", web::get().to(projects::usage));
 }
 
 fn sites_read_v1(v: &mut web::ServiceConfig) {

@@ -26,7 +26,7 @@ use crate::api::state::AppState;
 use crate::model::{
     ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
-use crate::planner::{PlanOptions, Settlement};
+use crate::planner::{Charge, PlanOptions, Settlement};
 use crate::protocol::decision::LogError;
 use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
 
@@ -209,7 +209,7 @@ pub async fn create(
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
         let _slot = admission.into_slot().await;
-        let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true, log: None }).await;
+        let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true, ..Default::default() }).await;
         let o = &result.outcome;
         if matches!(result.settlement, Settlement::Unsatisfiable) {
             return Err(unsatisfiable(o));
@@ -264,7 +264,10 @@ pub async fn create(
         let (id, created_at) = (meta.id, meta.created_at);
         // The decision, this plan and its key are one durable write (see api::decision_log).
         let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
-        let result = st.planners.lend().plan_with(&plan, PlanOptions { dry_run: false, log: Some(&log) }).await;
+        let charge_key = id.to_string();
+        let charge = Some(Charge { ledger: &st.ledger, key: &charge_key });
+        let result =
+            st.planners.lend().plan_with(&plan, PlanOptions { log: Some(&log), charge, ..Default::default() }).await;
         let o = result.outcome;
         let seconds = o.planning_ms / 1000.0;
         let rec = match result.settlement {
@@ -470,6 +473,7 @@ pub async fn cancel(
         st.planners.lend().cancel(&rec.bookings).await?;
         let rec =
             st.store.mark_cancelled(rec.id, st.now_utc()).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
+        st.ledger.forget(&rec.id.to_string());
         st.metrics.cancelled();
         tracing::info!(plan = %rec.id, "cancelled");
         Ok::<_, ApiError>(rec)

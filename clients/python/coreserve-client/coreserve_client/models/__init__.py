@@ -1,5 +1,6 @@
 """Contains all the data models used in inputs/outputs"""
 
+from .allocation import Allocation
 from .arch import Arch
 from .availability_view import AvailabilityView
 from .compute_demand import ComputeDemand
@@ -25,6 +26,8 @@ from .plan_status import PlanStatus
 from .plan_view import PlanView
 from .problem import Problem
 from .problem_participant_error_type_0 import ProblemParticipantErrorType0
+from .project import Project
+from .project_body import ProjectBody
 from .requirements import Requirements
 from .reservation_method import ReservationMethod
 from .reservation_state import ReservationState
@@ -39,9 +42,11 @@ from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
 from .token_view import TokenView
 from .transfer_placement import TransferPlacement
+from .usage_report import UsageReport
 from .who_am_i import WhoAmI
 
 __all__ = (
+    "Allocation",
     "Arch",
     "AvailabilityView",
     "ComputeDemand",
@@ -67,6 +72,8 @@ __all__ = (
     "PlanView",
     "Problem",
     "ProblemParticipantErrorType0",
+    "Project",
+    "ProjectBody",
     "Requirements",
     "ReservationMethod",
     "ReservationState",
@@ -81,5 +88,6 @@ __all__ = (
     "TokenBody",
     "TokenView",
     "TransferPlacement",
+    "UsageReport",
     "WhoAmI",
 )

@@ -1,0 +1,128 @@
+//! `/v1/projects`: Planned-Use fair share's allocations (admin) and each project's usage (see
+//! [`crate::fairshare`]).
+//!
+//! Every user belongs to one project: the one whose `members` name them, else the project named
+//! like the user (which has no allocation unless an admin gives it one). A project's plans are
+//! charged to its allocation when they commit (a plan past it is rejected, `allocation
+//! exceeded`, unless the allocation allows `overdraft`), and its priority orders the requests
+//! waiting for a planning slot.
+
+use actix_web::{web, HttpRequest};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::api::auth::Caller;
+use crate::api::body::parse;
+use crate::api::problem::{ApiError, Problem};
+use crate::api::state::AppState;
+use crate::fairshare::{Allocation, Project, UsageReport};
+use crate::model::to_time;
+
+/// `PUT /v1/projects/{id}` body. Unknown fields are refused.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectBody {
+    pub allocation: Allocation,
+    /// The users whose plans count against the project (naming a user here moves them from
+    /// their previous project).
+    #[serde(default)]
+    pub members: Vec<String>,
+}
+
+/// Create or replace a project's allocation and members (admin).
+#[utoipa::path(put, path = "/v1/projects/{id}", operation_id = "put_project", tag = "projects",
+    params(("id" = String, Path, description = "1-128 characters, no control characters")),
+    request_body = ProjectBody,
+    responses(
+        (status = 200, body = Project),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An allocation out of range (negative or non-finite hours, period_s <= 0), a bad id or member", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn put(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<web::Json<Project>, ApiError> {
+    caller.require_admin()?;
+    let body: ProjectBody = parse(&req, &body)?;
+    let project = Project { id: id.into_inner(), allocation: body.allocation, members: body.members };
+    project.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+    // Stored first, then applied: a project the store refused is not in force. Projects that
+    // lose a member to this one are stored again too.
+    let before = state.ledger.projects();
+    let moved: Vec<Project> = before
+        .into_iter()
+        .filter(|p| p.id != project.id && p.members.iter().any(|m| project.members.contains(m)))
+        .map(|mut p| {
+            p.members.retain(|m| !project.members.contains(m));
+            p
+        })
+        .collect();
+    state.store.save_project(&project).await?;
+    for p in &moved {
+        state.store.save_project(p).await?;
+    }
+    state.ledger.set_project(project.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
+    Ok(web::Json(project))
+}
+
+/// Every project with an allocation (admin).
+#[utoipa::path(get, path = "/v1/projects", operation_id = "list_projects", tag = "projects",
+    responses(
+        (status = 200, body = Vec<Project>),
+        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<web::Json<Vec<Project>>, ApiError> {
+    caller.require_admin()?;
+    Ok(web::Json(state.ledger.projects()))
+}
+
+/// The caller may read project `id`: an admin, or a member (a user's own project included).
+fn may_read(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    if caller.admin || state.ledger.project_of(&caller.user) == id {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!("only its members and admins may read project `{id}`")))
+    }
+}
+
+/// A project's allocation and members (admin or member).
+#[utoipa::path(get, path = "/v1/projects/{id}", operation_id = "get_project", tag = "projects",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, body = Project),
+        (status = 403, description = "Neither an admin nor a member", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No allocation for this project", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn get(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<web::Json<Project>, ApiError> {
+    may_read(&state, &caller, &id)?;
+    state.ledger.project(&id).map(web::Json).ok_or_else(|| ApiError::not_found(format!("no project `{id}`")))
+}
+
+/// A project's fair-share standing now: allocation, entitled CPUs `R_i`, usage index `u_i`,
+/// priority `p_i`, and CPU- and GPU-hours booked in the current period against those allocated
+/// (admin or member). A project without an allocation answers too (entitled rate 0).
+#[utoipa::path(get, path = "/v1/projects/{id}/usage", operation_id = "project_usage", tag = "projects",
+    params(("id" = String, Path)),
+    responses(
+        (status = 200, body = UsageReport),
+        (status = 403, description = "Neither an admin nor a member", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn usage(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<web::Json<UsageReport>, ApiError> {
+    may_read(&state, &caller, &id)?;
+    Ok(web::Json(state.ledger.report(&id, to_time(&state.now_utc()))))
+}

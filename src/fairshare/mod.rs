@@ -1,0 +1,499 @@
+//! Planned-Use fair share: allocations per project, the usage index, the priority, and the
+//! allocation limit (Nakajima, Iwata, Sekizawa, Uno & Yamamoto, *A proposal of a fair-share
+//! function based on allocated resource amounts*, section 4, eqs. 11-12; docs/fairshare.md).
+//!
+//! Every user belongs to one project (by default the project named like the user). A project
+//! has an [`Allocation`]: `cpu_hours` (and optionally `gpu_hours`) per period of `period_s`.
+//!
+//! - **Entitled rate** `R_i = w_i / sum_j w_j * N` CPUs, with `w_i = cpu_hours_i / period_s_i`
+//!   the allocation's pace and `N` the grid's CPUs (with equal periods, the paper's
+//!   `S_i / sum_j S_j * N`).
+//! - **Usage index** `u_i = (1 - D) / (R_i * dt) * sum_m D^m * s_i(n - m)`: time is cut into
+//!   intervals `T_m = [m dt, (m + 1) dt)` since the epoch, `n` is the interval holding now, and
+//!   `s_i(m)` is the CPU-time (CPU-seconds) of the project's committed jobs that *start* in
+//!   `T_m` (the paper's definition: a job counts whole, in the interval where it starts, and
+//!   only once it has started: booked in advance, it does not count yet). `D` is the decay per
+//!   interval: the paper's 10^(-1/15) per day by default. A project using exactly its rate
+//!   converges to `u_i = 1`.
+//! - **Priority** `p_i = 0` if `u_i <= 1`, else `1 - u_i` (higher first; ties first come,
+//!   first served).
+//! - **Allocation limit**: a plan may not take a project past `cpu_hours` (or `gpu_hours`) in
+//!   any allocation period its jobs run in, unless the allocation allows `overdraft`. Periods
+//!   are `[period_start + k * period_s, ...)`; a job's CPU-hours count in each period by the
+//!   part of the job inside it. A project without an allocation is not limited and has an
+//!   entitled rate of 0: while it has used nothing its priority is 0, once it has, it is the
+//!   lowest (`u_i` infinite).
+//!
+//! [`Ledger`] keeps the allocations and the committed usage of one planning process; the
+//! planner charges a plan to it atomically before deciding to commit (see
+//! [`crate::planner::PlanOptions`]).
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::model::{check_text, to_time, JobPlacement, Outcome, Time};
+
+/// One day, seconds: the paper's unit interval `dt`.
+pub const DAY_S: i64 = 86_400;
+
+/// The paper's decay per day, `10^(-1/15)`: usage loses 90 % of its weight in 15 days.
+pub fn paper_decay_per_day() -> f64 {
+    10f64.powf(-1.0 / 15.0)
+}
+
+/// Errors of fair-share settings.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FairShareError {
+    /// An allocation or setting out of range (the text says which).
+    #[error("invalid allocation: {0}")]
+    Invalid(String),
+}
+
+/// A project's allocation for one period (admin-set).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Allocation {
+    /// CPU-hours the project may use per period, >= 0 and finite.
+    pub cpu_hours: f64,
+    /// GPU-hours per period; absent: GPUs are not limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours: Option<f64>,
+    /// Length of a period, seconds (> 0; default 30 days).
+    #[serde(default = "default_period_s")]
+    pub period_s: i64,
+    /// Where periods are counted from (default: the Unix epoch).
+    #[serde(default = "default_period_start")]
+    pub period_start: DateTime<Utc>,
+    /// May book past the allocation (an admin's exception).
+    #[serde(default)]
+    pub overdraft: bool,
+}
+
+fn default_period_s() -> i64 {
+    30 * DAY_S
+}
+
+fn default_period_start() -> DateTime<Utc> {
+    DateTime::UNIX_EPOCH
+}
+
+impl Allocation {
+    /// `cpu_hours` per 30-day period from the epoch, no GPU limit, no overdraft.
+    pub fn cpu_hours(cpu_hours: f64) -> Self {
+        Allocation {
+            cpu_hours,
+            gpu_hours: None,
+            period_s: default_period_s(),
+            period_start: default_period_start(),
+            overdraft: false,
+        }
+    }
+
+    /// Checks the ranges.
+    ///
+    /// # Errors
+    /// [`FairShareError::Invalid`] naming the field.
+    pub fn validate(&self) -> Result<(), FairShareError> {
+        let hours = |name: &str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(FairShareError::Invalid(format!("{name} must be a finite number >= 0, not {v}")))
+            }
+        };
+        hours("cpu_hours", self.cpu_hours)?;
+        if let Some(g) = self.gpu_hours {
+            hours("gpu_hours", g)?;
+        }
+        if self.period_s <= 0 {
+            return Err(FairShareError::Invalid(format!("period_s must be > 0, not {}", self.period_s)));
+        }
+        Ok(())
+    }
+
+    /// The period holding instant `t`: `[start, end)`.
+    pub fn period_of(&self, t: Time) -> (Time, Time) {
+        let origin = to_time(&self.period_start);
+        let k = (t - origin).div_euclid(self.period_s);
+        (origin + k * self.period_s, origin + (k + 1) * self.period_s)
+    }
+}
+
+/// A project: its allocation and its members (users). Users not named by any project form a
+/// project of their own, named like them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Project {
+    /// 1-128 characters, no control characters.
+    pub id: String,
+    pub allocation: Allocation,
+    /// The users whose plans count against this project (a user is in one project at most:
+    /// naming them here moves them).
+    #[serde(default)]
+    pub members: Vec<String>,
+}
+
+impl Project {
+    /// Checks the id, the members and the allocation.
+    ///
+    /// # Errors
+    /// [`FairShareError::Invalid`] naming the field.
+    pub fn validate(&self) -> Result<(), FairShareError> {
+        check_text(&self.id).map_err(|e| FairShareError::Invalid(format!("project id {e}")))?;
+        for m in &self.members {
+            check_text(m).map_err(|e| FairShareError::Invalid(format!("member `{m}` {e}")))?;
+        }
+        self.allocation.validate()
+    }
+}
+
+/// Fair-share settings (the paper's operator parameters).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FairShareConfig {
+    /// The interval `dt`, seconds (default one day, the paper's).
+    pub interval_s: i64,
+    /// `D` per day (default 10^(-1/15), the paper's); per interval it is `D^(dt / 1 day)`.
+    pub decay_per_day: f64,
+}
+
+impl Default for FairShareConfig {
+    fn default() -> Self {
+        FairShareConfig { interval_s: DAY_S, decay_per_day: paper_decay_per_day() }
+    }
+}
+
+impl FairShareConfig {
+    /// `D` per interval `dt`.
+    pub fn decay_per_interval(&self) -> f64 {
+        self.decay_per_day.powf(self.interval_s as f64 / DAY_S as f64)
+    }
+}
+
+/// One job's booked resources: CPUs and GPUs over `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub start: Time,
+    pub end: Time,
+    pub cpus: u32,
+    pub gpus: u32,
+}
+
+impl Usage {
+    /// The usage of every job of a committed (or planned) outcome.
+    pub fn of_outcome(o: &Outcome) -> Vec<Usage> {
+        o.jobs.iter().map(Usage::of_job).collect()
+    }
+
+    /// The usage of one placed job.
+    pub fn of_job(j: &JobPlacement) -> Usage {
+        Usage {
+            start: to_time(&j.start),
+            end: to_time(&j.end),
+            cpus: j.cpus,
+            gpus: j.gpus.as_ref().map_or(0, |g| g.count),
+        }
+    }
+
+    /// CPU-seconds and GPU-seconds inside `[a, b)`.
+    fn inside(&self, a: Time, b: Time) -> (f64, f64) {
+        let s = (self.end.min(b) - self.start.max(a)).max(0) as f64;
+        (s * f64::from(self.cpus), s * f64::from(self.gpus))
+    }
+}
+
+/// The paper's entitled rate `R_i = w_i / sum_j w_j * N` (CPUs); 0 when nothing is allocated.
+pub fn entitled_rate(pace: f64, total_pace: f64, grid_cpus: u64) -> f64 {
+    if pace <= 0.0 || total_pace <= 0.0 {
+        0.0
+    } else {
+        pace / total_pace * grid_cpus as f64
+    }
+}
+
+/// The paper's usage index (eq. 12): `(1 - d) / (rate * dt) * sum_m d^m * s(n - m)`, with
+/// `per_interval[m] = s(n - m)` in CPU-seconds (the newest first). Infinite when `rate` is 0
+/// and something was used; 0 when nothing was.
+pub fn usage_index(rate: f64, interval_s: i64, d: f64, per_interval: &[f64]) -> f64 {
+    let mut sum = 0.0;
+    let mut w = 1.0;
+    for s in per_interval {
+        sum += w * s;
+        w *= d;
+    }
+    if sum <= 0.0 {
+        0.0
+    } else if rate <= 0.0 {
+        f64::INFINITY
+    } else {
+        (1.0 - d) / (rate * interval_s as f64) * sum
+    }
+}
+
+/// The paper's priority (eq. 11): 0 up to `u = 1`, then `1 - u` (higher is served first).
+pub fn priority(u: f64) -> f64 {
+    if u <= 1.0 {
+        0.0
+    } else {
+        1.0 - u
+    }
+}
+
+/// A plan that would take its project past its allocation (the planner rejects it).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "allocation exceeded: project `{project}` has {booked:.1} of {allocated:.1} {unit} booked in the period from {period_start}; this plan needs {needed:.1} more"
+)]
+pub struct AllocationExceeded {
+    pub project: String,
+    pub unit: &'static str,
+    pub period_start: DateTime<Utc>,
+    pub booked: f64,
+    pub allocated: f64,
+    pub needed: f64,
+}
+
+/// What `GET /v1/projects/{id}/usage` shows: the project's allocation, its paper quantities
+/// now, and its bookings in the current period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageReport {
+    pub project: String,
+    /// Absent: the project has no allocation (not limited; entitled rate 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<Allocation>,
+    /// `R_i`: CPUs the project is entitled to at its allocation's pace.
+    pub entitled_cpus: f64,
+    /// `u_i` (eq. 12); null when infinite (used something with no allocation).
+    pub usage_index: Option<f64>,
+    /// `p_i` (eq. 11): 0 at or under the planned pace, negative above; null when `u_i` is.
+    pub priority: Option<f64>,
+    /// The current allocation period (absent without an allocation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_start: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_end: Option<DateTime<Utc>>,
+    /// CPU-hours of committed plans inside the current period (without an allocation: inside
+    /// the 30 days from the last period boundary of the epoch).
+    pub booked_cpu_hours: f64,
+    pub booked_gpu_hours: f64,
+    /// The allocation's CPU-hours (0 without one).
+    pub allocated_cpu_hours: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_gpu_hours: Option<f64>,
+}
+
+#[derive(Default)]
+struct State {
+    projects: BTreeMap<String, Project>,
+    /// user -> project, for the members named by projects.
+    member_of: HashMap<String, String>,
+    /// plan key -> (project, its jobs' usage).
+    charged: HashMap<String, (String, Vec<Usage>)>,
+}
+
+impl State {
+    fn project_of(&self, user: &str) -> String {
+        self.member_of.get(user).cloned().unwrap_or_else(|| user.to_owned())
+    }
+
+    fn usages<'a>(&'a self, project: &'a str) -> impl Iterator<Item = &'a Usage> + 'a {
+        self.charged.values().filter(move |(p, _)| p == project).flat_map(|(_, u)| u.iter())
+    }
+
+    /// CPU-hours and GPU-hours of the project inside `[a, b)`.
+    fn booked(&self, project: &str, a: Time, b: Time) -> (f64, f64) {
+        self.usages(project).fold((0.0, 0.0), |(c, g), u| {
+            let (uc, ug) = u.inside(a, b);
+            (c + uc / 3600.0, g + ug / 3600.0)
+        })
+    }
+
+    fn total_pace(&self) -> f64 {
+        self.projects.values().map(|p| p.allocation.cpu_hours / p.allocation.period_s as f64).sum()
+    }
+}
+
+/// The allocations and committed usage of one planning process (see the module docs). All
+/// methods take `&self`: it is shared by the planners and the API.
+pub struct Ledger {
+    cfg: FairShareConfig,
+    grid_cpus: u64,
+    state: Mutex<State>,
+}
+
+impl Ledger {
+    /// No projects yet, on a grid of `grid_cpus` CPUs.
+    pub fn new(cfg: FairShareConfig, grid_cpus: u64) -> Self {
+        Ledger { cfg, grid_cpus, state: Mutex::new(State::default()) }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("fair-share ledger")
+    }
+
+    /// The settings.
+    pub fn config(&self) -> FairShareConfig {
+        self.cfg
+    }
+
+    /// Creates or replaces a project (its members leave their previous project).
+    ///
+    /// # Errors
+    /// [`FairShareError::Invalid`]: nothing changed.
+    pub fn set_project(&self, p: Project) -> Result<(), FairShareError> {
+        p.validate()?;
+        let mut st = self.state();
+        st.member_of.retain(|_, proj| *proj != p.id);
+        for m in &p.members {
+            st.member_of.insert(m.clone(), p.id.clone());
+        }
+        // A member moved here leaves the member list of its previous project.
+        for other in st.projects.values_mut().filter(|o| o.id != p.id) {
+            other.members.retain(|m| !p.members.contains(m));
+        }
+        st.projects.insert(p.id.clone(), p);
+        Ok(())
+    }
+
+    /// The project named `id`, if it has an allocation.
+    pub fn project(&self, id: &str) -> Option<Project> {
+        self.state().projects.get(id).cloned()
+    }
+
+    /// Every project with an allocation, by id.
+    pub fn projects(&self) -> Vec<Project> {
+        self.state().projects.values().cloned().collect()
+    }
+
+    /// The project `user`'s plans count against.
+    pub fn project_of(&self, user: &str) -> String {
+        self.state().project_of(user)
+    }
+
+    /// Records a committed plan's usage for `user` under `key` (unique per plan; recording a
+    /// key again replaces it). No limit is checked: restoring what is already booked.
+    pub fn record(&self, key: &str, user: &str, usage: Vec<Usage>) {
+        let mut st = self.state();
+        let project = st.project_of(user);
+        st.charged.insert(key.to_owned(), (project, usage));
+    }
+
+    /// Forgets a plan's usage (cancelled, or not committed after all).
+    pub fn forget(&self, key: &str) {
+        self.state().charged.remove(key);
+    }
+
+    /// Charges a plan: checks the allocation limit of `user`'s project in every period the
+    /// plan's jobs run in, and records the usage under `key` if it fits, atomically (two plans
+    /// of one project cannot both take its last CPU-hours).
+    ///
+    /// # Errors
+    /// [`AllocationExceeded`] for the first period and resource that would go over; nothing
+    /// is recorded.
+    pub fn charge(&self, key: &str, user: &str, usage: Vec<Usage>) -> Result<(), AllocationExceeded> {
+        let mut st = self.state();
+        let project = st.project_of(user);
+        if let Some(p) = st.projects.get(&project).filter(|p| !p.allocation.overdraft) {
+            let a = &p.allocation;
+            let mut periods: Vec<(Time, Time)> = Vec::new();
+            for u in &usage {
+                let mut t = u.start;
+                while t < u.end {
+                    let per = a.period_of(t);
+                    if !periods.contains(&per) {
+                        periods.push(per);
+                    }
+                    t = per.1;
+                }
+            }
+            for (ps, pe) in periods {
+                let (booked_c, booked_g) = st.booked(&project, ps, pe);
+                let (need_c, need_g) = usage.iter().fold((0.0, 0.0), |(c, g), u| {
+                    let (uc, ug) = u.inside(ps, pe);
+                    (c + uc / 3600.0, g + ug / 3600.0)
+                });
+                let over = |unit, booked: f64, allocated: f64, needed: f64| {
+                    // A millionth of an hour of slack for float sums.
+                    (needed > 0.0 && booked + needed > allocated + 1e-6).then(|| AllocationExceeded {
+                        project: project.clone(),
+                        unit,
+                        period_start: crate::model::from_time(ps),
+                        booked,
+                        allocated,
+                        needed,
+                    })
+                };
+                let exceeded = over("CPU-hours", booked_c, a.cpu_hours, need_c)
+                    .or_else(|| a.gpu_hours.and_then(|g| over("GPU-hours", booked_g, g, need_g)));
+                if let Some(e) = exceeded {
+                    return Err(e);
+                }
+            }
+        }
+        st.charged.insert(key.to_owned(), (project, usage));
+        Ok(())
+    }
+
+    /// `s_i(n - m)` for m = 0, 1, ... (CPU-seconds of jobs started in each interval up to
+    /// `now`, the newest first), as long as any usage is left.
+    fn per_interval(&self, st: &State, project: &str, now: Time) -> Vec<f64> {
+        let dt = self.cfg.interval_s;
+        let n = now.div_euclid(dt);
+        let mut by_m: BTreeMap<i64, f64> = BTreeMap::new();
+        for u in st.usages(project).filter(|u| u.start <= now) {
+            let m = n - u.start.div_euclid(dt);
+            *by_m.entry(m).or_default() += (u.end - u.start) as f64 * f64::from(u.cpus);
+        }
+        let len = by_m.keys().next_back().map_or(0, |m| *m as usize + 1);
+        let mut out = vec![0.0; len];
+        for (m, s) in by_m {
+            out[m as usize] = s;
+        }
+        out
+    }
+
+    /// `(R_i, u_i, p_i)` of `project` at `now`.
+    fn index(&self, st: &State, project: &str, now: Time) -> (f64, f64, f64) {
+        let pace = st.projects.get(project).map_or(0.0, |p| p.allocation.cpu_hours / p.allocation.period_s as f64);
+        let rate = entitled_rate(pace, st.total_pace(), self.grid_cpus);
+        let u =
+            usage_index(rate, self.cfg.interval_s, self.cfg.decay_per_interval(), &self.per_interval(st, project, now));
+        (rate, u, priority(u))
+    }
+
+    /// `p_i` of `user`'s project at `now` (`-inf` for a project with no allocation that used
+    /// something).
+    pub fn priority_of(&self, user: &str, now: Time) -> f64 {
+        let st = self.state();
+        let project = st.project_of(user);
+        self.index(&st, &project, now).2
+    }
+
+    /// The usage report of `project` at `now`.
+    pub fn report(&self, project: &str, now: Time) -> UsageReport {
+        let st = self.state();
+        let (rate, u, p) = self.index(&st, project, now);
+        let allocation = st.projects.get(project).map(|p| p.allocation.clone());
+        let (ps, pe) =
+            allocation.as_ref().map_or_else(|| Allocation::cpu_hours(0.0).period_of(now), |a| a.period_of(now));
+        let (booked_c, booked_g) = st.booked(project, ps, pe);
+        UsageReport {
+            project: project.to_owned(),
+            entitled_cpus: rate,
+            usage_index: u.is_finite().then_some(u),
+            priority: p.is_finite().then_some(p),
+            period_start: allocation.as_ref().map(|_| crate::model::from_time(ps)),
+            period_end: allocation.as_ref().map(|_| crate::model::from_time(pe)),
+            booked_cpu_hours: booked_c,
+            booked_gpu_hours: booked_g,
+            allocated_cpu_hours: allocation.as_ref().map_or(0.0, |a| a.cpu_hours),
+            allocated_gpu_hours: allocation.as_ref().and_then(|a| a.gpu_hours),
+            allocation,
+        }
+    }
+}
