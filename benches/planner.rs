@@ -38,8 +38,14 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
         let end = start + [600, 1200, 1800, 3600, 5400, 7200][rng.gen_range(0..6)];
         let booked_now = if rng.gen_bool(0.8) {
             let s = &g.sites()[rng.gen_range(0..g.sites().len())];
-            let req =
-                ComputeHoldRequest { txn: TxnId::nil(), site: s.id.clone(), cpus: rng.gen_range(8..=64), start, end, gpus: None };
+            let req = ComputeHoldRequest {
+                txn: TxnId::nil(),
+                site: s.id.clone(),
+                cpus: rng.gen_range(8..=64),
+                start,
+                end,
+                gpus: None,
+            };
             let lis = &local.lis[&s.id];
             match lis.prepare(&req).await {
                 Ok(h) => lis.commit(h.id).await.map(|_| true),

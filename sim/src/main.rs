@@ -1,9 +1,13 @@
 //! `coreserve-sim SCENARIO.toml --out DIR`: runs a scenario's whole grid of runs (topologies x
 //! kinds x algorithms x offered loads x seeds) under virtual time with the production planner
-//! and participants, and writes runs.csv, summary.csv and the figures.
+//! and participants, and writes runs.csv, summary.csv and the figures. A scenario with
+//! `experiment = "heterogeneity"` runs seed 003's measurement instead ([`heterogeneous`]),
+//! one with `experiment = "fairshare"` seed 002's ([`fairshare`]).
 
 mod algorithm;
+mod fairshare;
 mod findings;
+mod heterogeneous;
 mod report;
 mod run;
 mod scenario;
@@ -102,6 +106,28 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let trace = s.resolve(&s.trace);
     let cpus = procs_of(&read_swf(&trace).with_context(|| format!("reading trace {}", trace.display()))?);
+    if s.experiment == scenario::Experiment::Heterogeneity {
+        if args.validate {
+            anyhow::bail!(
+                "--validate runs the paper experiment only (this scenario is experiment = \"heterogeneity\")"
+            );
+        }
+        let runs = heterogeneous::run(&s, &cpus, &args.out, args.keep_outcomes)?;
+        println!(
+            "{runs} runs of scenario `{}` (heterogeneity) -> {}",
+            s.name,
+            args.out.join("heterogeneous.md").display()
+        );
+        return Ok(());
+    }
+    if s.experiment == scenario::Experiment::Fairshare {
+        if args.validate {
+            anyhow::bail!("--validate runs the paper experiment only (this scenario is experiment = \"fairshare\")");
+        }
+        let runs = fairshare::run(&s, &cpus, &args.out, args.keep_outcomes)?;
+        println!("{runs} runs of scenario `{}` (fairshare) -> {}", s.name, args.out.join("fairshare.md").display());
+        return Ok(());
+    }
     if args.validate {
         let here = std::env::current_exe()?;
         let bin = args.coreserve_bin.clone().unwrap_or_else(|| here.with_file_name("coreserve"));

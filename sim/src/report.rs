@@ -378,14 +378,14 @@ pub fn fmt_f64(v: f64) -> String {
 }
 
 /// [`fmt_f64`] as a serde `serialize_with`: the CSV form of the rows' floats.
-fn fixed<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn fixed<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&fmt_f64(*v))
 }
 
 /// Creates `path` (and its missing parent directories) and writes a CSV file: the `header` line,
 /// then one line per row (its serde form), `\n` line ends, fields quoted (RFC 4180, inner
 /// quotes doubled) only if they contain a comma, a quote or a line break.
-fn write_csv<'a, T: Serialize + 'a>(
+pub(crate) fn write_csv<'a, T: Serialize + 'a>(
     path: &Path,
     header: &[&str],
     rows: impl IntoIterator<Item = &'a T>,

@@ -11,11 +11,13 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use coreserve::check::check_outcomes;
+use coreserve::clock::Clock;
+use coreserve::fairshare::Ledger;
 use coreserve::in_process::InProcessGrid;
 use coreserve::model::{Grid, Outcome, PlanRequest, SiteId};
 use coreserve::planner::{Planner, PlannerConfig, Services};
 use coreserve::protocol::{Compute, Participant};
-use coreserve::replay::{dispatch, Dispatch, Summary};
+use coreserve::replay::{dispatch, Dispatch, FairDispatch, Summary};
 use indicatif::ProgressBar;
 
 use crate::algorithm::Algorithm;
@@ -44,8 +46,30 @@ pub struct RunKey {
 /// # Errors
 /// When the outcome checker finds a violation (a bug: the run is not reported).
 pub fn simulate(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) -> Result<(RunRow, Vec<Outcome>)> {
+    simulate_with(s, key, grid, requests, None)
+}
+
+/// Planned-Use fair share in a run (`crate::fairshare`): the ledger every plan is charged to
+/// and the admission window of the dispatch (`coreserve::replay::FairDispatch`).
+#[derive(Clone)]
+pub struct FairShare {
+    pub ledger: Arc<Ledger>,
+    pub window_s: i64,
+}
+
+/// [`simulate`], with `fair` share (`None`: first come, first served).
+///
+/// # Errors
+/// As [`simulate`].
+pub fn simulate_with(
+    s: &Scenario,
+    key: &RunKey,
+    grid: &Grid,
+    requests: &[PlanRequest],
+    fair: Option<&FairShare>,
+) -> Result<(RunRow, Vec<Outcome>)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build()?;
-    let outcomes = rt.block_on(run(s, key, grid, requests))?;
+    let outcomes = rt.block_on(run(s, key, grid, requests, fair))?;
     let violations = check_outcomes(grid, requests, &outcomes, s.w_interval_s);
     if !violations.is_empty() {
         bail!("{key:?}: the outcome checker found {} violations, first: {}", violations.len(), violations[0]);
@@ -84,7 +108,13 @@ impl RunRow {
     }
 }
 
-async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) -> Result<Vec<Outcome>> {
+async fn run(
+    s: &Scenario,
+    key: &RunKey,
+    grid: &Grid,
+    requests: &[PlanRequest],
+    fair: Option<&FairShare>,
+) -> Result<Vec<Outcome>> {
     let Some(first) = requests.first() else { return Ok(vec![]) };
     let clock = Arc::new(VirtualClock::new(first.submitted_at()));
     let local = InProcessGrid::new(grid, clock.clone(), s.lease_s(), s.routing().map_err(anyhow::Error::msg)?);
@@ -119,8 +149,17 @@ async fn run(s: &Scenario, key: &RunKey, grid: &Grid, requests: &[PlanRequest]) 
         (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64)
     });
     // Requests queue at their planner (no back-pressure on arrivals).
-    let d =
-        Dispatch { seed: key.seed ^ DISPATCH_SEED, concurrency: s.planner_concurrency, queue_capacity: requests.len() };
+    let fair_share = fair.map(|f| FairDispatch {
+        ledger: f.ledger.clone(),
+        window_s: f.window_s,
+        clock: clock.clone() as Arc<dyn Clock>,
+    });
+    let d = Dispatch {
+        seed: key.seed ^ DISPATCH_SEED,
+        concurrency: s.planner_concurrency,
+        queue_capacity: requests.len(),
+        fair_share,
+    };
     let outcomes = dispatch(planners, Arc::new(requests.to_vec()), &d, ProgressBar::hidden(), |_, r| {
         tokio::time::sleep_until(clock.instant_of(r.submitted_at()))
     })

@@ -21,19 +21,24 @@
 //! access_capacity_mbps = 2500              # gridg-n's site access links
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
 //! free_slot = [2.0, 3.0]
-//! [workload]                               # any WorkloadParams field (shape, durations_s, ...)
+//! heterogeneity = "mixed"                  # default "none": site attributes (grid::heterogenize)
+//! experiment = "heterogeneity"             # default "paper"; sim/src/heterogeneous.rs,
+//!                                          # or "fairshare" (sim/src/fairshare.rs, [fairshare])
+//! [workload]                               # any WorkloadParams field (shape, durations_s,
+//!                                          # requirements = "mixed", ...)
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use coreserve::grid::{
-    fat_tree, gridg, import_graphml, load_grid, GridgParams, GridgVariant, ImportOptions, SiteParams,
+    fat_tree, gridg, heterogenize, import_graphml, load_grid, GridgParams, GridgVariant, Heterogeneity, ImportOptions,
+    SiteParams,
 };
 use coreserve::model::Grid;
 use coreserve::nis::Routing;
 use coreserve::planner::QueryFanout;
-use coreserve::workload::{AppKind, WorkloadParams};
+use coreserve::workload::{AppKind, RequirementsProfile, WorkloadParams};
 use serde::Deserialize;
 
 use crate::algorithm::{default_algorithms, Algorithm};
@@ -102,11 +107,44 @@ pub struct Scenario {
     pub bbr_replans: u32,
     /// Capacity of `gridg-n`'s site access links, Mbit/s (default 2,500; `gridg-w` keeps 5,000).
     pub access_capacity_mbps: Option<u64>,
+    /// Site attributes drawn for every grid (`grid::heterogenize` with the grid's seed):
+    /// `none` (default: round 1's homogeneous sites) or `mixed`.
+    #[serde(default)]
+    pub heterogeneity: Heterogeneity,
+    /// What the scenario measures: `paper` (default: success rate and cost of every algorithm,
+    /// the figures and findings) or `heterogeneity` (seed 003's placement validity and single
+    /// vs per-type queues; `crate::heterogeneous`) or `fairshare` (seed 002's Planned-Use fair
+    /// share against first come, first served; `crate::fairshare`).
+    #[serde(default)]
+    pub experiment: Experiment,
+    /// Experiment `heterogeneity`, arm `per-type`: how a request that several site types can
+    /// run is given one: `weighted` (default: at random, weighted by the types' CPUs) or
+    /// `largest` (the type with the most CPUs).
+    #[serde(default)]
+    pub type_choice: crate::heterogeneous::TypeChoice,
     /// Workload parameters (kind, requests, load, seed and w_interval are set per run).
     #[serde(default)]
     pub workload: WorkloadParams,
+    /// `experiment = "fairshare"`: the projects, the run's span and the arms (`[fairshare]`).
+    #[serde(default)]
+    pub fairshare: crate::fairshare::FairShareParams,
     #[serde(skip)]
     pub dir: PathBuf,
+}
+
+/// The experiments a scenario can run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Experiment {
+    /// Ando & Aida's: runs.csv, summary.csv, figures, findings.md.
+    #[default]
+    Paper,
+    /// Seed 003's (Saito & Hirotsu): requirements filter vs OS-only matching, one queue vs
+    /// per-type queues (`crate::heterogeneous`).
+    Heterogeneity,
+    /// Seed 002's (Nakajima et al.): Planned-Use fair share against first come, first served
+    /// when an idle project floods the grid (`crate::fairshare`; `loads` are the flood's).
+    Fairshare,
 }
 
 fn default_topologies() -> Vec<String> {
@@ -170,6 +208,12 @@ impl Scenario {
         if self.w_interval_s < 0 || self.lease_s.is_some_and(|l| l <= 0) {
             bail!("w_interval_s must be >= 0 and lease_s > 0");
         }
+        if self.experiment == Experiment::Heterogeneity
+            && (self.heterogeneity == Heterogeneity::None || self.workload.requirements == RequirementsProfile::None)
+        {
+            bail!("experiment = \"heterogeneity\" needs heterogeneity = \"mixed\" and [workload] requirements = \"mixed\"");
+        }
+        self.fairshare.validate().context("[fairshare]")?;
         self.routing().map_err(anyhow::Error::msg)?;
         self.service_times.validate().map_err(anyhow::Error::msg)?;
         Ok(())
@@ -199,9 +243,15 @@ impl Scenario {
         }
     }
 
-    /// Builds topology `name` for run seed `seed`.
+    /// Builds topology `name` for run seed `seed`, its sites' attributes drawn for the
+    /// scenario's `heterogeneity` from the same (topology) seed.
     pub fn grid(&self, name: &str, seed: u64) -> Result<Grid> {
         let seed = self.topology_seed.unwrap_or(seed);
+        Ok(heterogenize(self.topology(name, seed)?, self.heterogeneity, seed))
+    }
+
+    /// Topology `name` for topology seed `seed`, default site attributes.
+    fn topology(&self, name: &str, seed: u64) -> Result<Grid> {
         Ok(match name {
             "gridg-n" => {
                 let mut p = GridgParams::default();

@@ -249,6 +249,11 @@ pub struct DemoArgs {
     pub requests: usize,
     #[arg(long, default_value_t = 0.5)]
     pub load: f64,
+    /// `mixed`: give Geant2012's sites drawn attributes (architectures, extensions, GPUs,
+    /// software, labels) and the jobs drawn requirements (`workload --requirements mixed`), then
+    /// run the same comparison; the checker verifies every job landed on a site that can run it.
+    #[arg(long, value_enum, default_value_t = Heterogeneity::None)]
+    pub heterogeneity: Heterogeneity,
     #[command(flatten)]
     pub planner: PlannerArgs,
 }
