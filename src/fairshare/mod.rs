@@ -112,8 +112,12 @@ impl Allocation {
         if let Some(g) = self.gpu_hours {
             hours("gpu_hours", g)?;
         }
-        if self.period_s <= 0 {
-            return Err(FairShareError::Invalid(format!("period_s must be > 0, not {}", self.period_s)));
+        // At most 100 years from a start within years 0-9999: period arithmetic never overflows.
+        if !(1..=3_153_600_000).contains(&self.period_s) {
+            return Err(FairShareError::Invalid(format!("period_s must be 1 ..= 3153600000, not {}", self.period_s)));
+        }
+        if !(-62_167_219_200..=253_402_300_799).contains(&to_time(&self.period_start)) {
+            return Err(FairShareError::Invalid("period_start must be within the years 0 to 9999".into()));
         }
         Ok(())
     }
