@@ -28,7 +28,8 @@
 //! at the end of the run (from a ledger of the committed plans, the same quantities the
 //! planned-use arms decide by; for `fcfs` what they would be). Per day, the same per project
 //! (`daily.csv`). Outputs: `runs.csv`, `summary.csv` (mean and 95 % CI over seeds),
-//! `daily.csv` (means over seeds) and `fairshare.md`.
+//! `daily.csv` (means over seeds) and `fairshare.md`. Every run must pass the outcome checker,
+//! and the arms with an allocation limit the allocation checker (`check::check_allocations`).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -37,6 +38,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
+use coreserve::check::check_allocations;
 use coreserve::fairshare::{Allocation, FairShareConfig, Ledger, Project, Usage, DAY_S};
 use coreserve::model::{from_time, to_time, Grid, Outcome, OutcomeStatus, PlanRequest, Time};
 use coreserve::workload::{generate, AppKind, WorkloadParams};
@@ -917,6 +919,13 @@ pub fn run(s: &Scenario, cpus: &[u32], out: &Path, keep_outcomes: bool) -> Resul
             };
             let (_, outcomes) =
                 simulate_with(s, &key, grid, &w.requests, fair.as_ref()).with_context(|| format!("arm {arm}"))?;
+            if let Some(f) = &fair {
+                // The allocation limit, recounted from the placements (overdraft: nothing to check).
+                let v = check_allocations(&f.ledger.projects(), &w.requests, &outcomes);
+                if let Some(first) = v.first() {
+                    bail!("{key:?}, arm {arm}: the allocation checker found {} violations, first: {first}", v.len());
+                }
+            }
             let id = RunId { key: &key, arm };
             let (r, d) = measure(p, &id, n, &w, &outcomes, fair.as_ref().map(|f| f.ledger.as_ref()))?;
             if keep_outcomes {
@@ -1056,6 +1065,7 @@ mod tests {
         let (_, o) = simulate_with(&s, &key(), &grid(), &reqs, Some(&fair)).unwrap();
         assert_eq!(winners(&reqs, &o), vec![STEADY]);
         assert!(o[0].reason.as_deref().unwrap_or("").starts_with("allocation exceeded"), "{:?}", o[0].reason);
+        assert!(check_allocations(&ledger.projects(), &reqs, &o).is_empty());
     }
 
     /// Steady's arrivals span the run, the flood's start at `flood_from_day`; users and ids
@@ -1075,7 +1085,8 @@ mod tests {
         assert!(steady.iter().all(|r| r.id().starts_with("steady-") && r.submitted_at() < w.end));
         assert!(flood.iter().all(|r| r.id().starts_with("flood-") && r.submitted_at() >= w.flood_start));
         assert!(steady[0].submitted_at() < T0 + 3600 && steady.last().unwrap().submitted_at() > w.end - 3 * 3600);
-        let load = |rs: &[&PlanRequest], span: i64| rs.iter().map(|r| r.cpu_seconds()).sum::<f64>() / (512.0 * span as f64);
+        let load =
+            |rs: &[&PlanRequest], span: i64| rs.iter().map(|r| r.cpu_seconds()).sum::<f64>() / (512.0 * span as f64);
         let (ls, lf) = (load(&steady, 4 * DAY_S), load(&flood, 2 * DAY_S));
         assert!((0.3..0.5).contains(&ls), "{ls}");
         assert!((1.7..2.3).contains(&lf), "{lf}");
