@@ -929,12 +929,7 @@ pub fn run(s: &Scenario, cpus: &[u32], out: &Path, keep_outcomes: bool) -> Resul
             let id = RunId { key: &key, arm };
             let (r, d) = measure(p, &id, n, &w, &outcomes, fair.as_ref().map(|f| f.ledger.as_ref()))?;
             if keep_outcomes {
-                let dir = out.join("outcomes");
-                std::fs::create_dir_all(&dir)?;
-                let name =
-                    format!("{}-{}-{}-{}-{}-{}.jsonl", key.topology, key.kind, key.algorithm, arm, key.load, key.seed);
-                let lines: Vec<String> = outcomes.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
-                std::fs::write(dir.join(name), lines.join("\n") + "\n")?;
+                crate::report::write_outcomes(out, &key, Some(&arm), &outcomes)?;
             }
             rows.lock().expect("rows lock").extend(r);
             days.lock().expect("days lock").extend(d);

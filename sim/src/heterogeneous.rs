@@ -682,12 +682,7 @@ pub fn run(s: &Scenario, cpus: &[u32], out: &Path, keep_outcomes: bool) -> Resul
             let split = if arm == Arm::PerType { n_split } else { 0 };
             let (row, outcomes) = one_run(s, &key, arm, grid, &drawn, requests, &counted, split, n_runnable)?;
             if keep_outcomes {
-                let dir = out.join("outcomes");
-                std::fs::create_dir_all(&dir)?;
-                let name =
-                    format!("{}-{}-{}-{}-{}-{}.jsonl", key.topology, key.kind, key.algorithm, arm, key.load, key.seed);
-                let lines: Vec<String> = outcomes.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
-                std::fs::write(dir.join(name), lines.join("\n") + "\n")?;
+                crate::report::write_outcomes(out, &key, Some(&arm), &outcomes)?;
             }
             rows.lock().expect("rows lock").push(row);
             bar.inc(1);

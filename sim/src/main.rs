@@ -174,12 +174,7 @@ fn main() -> Result<()> {
                 };
                 let (row, outcomes) = simulate(&s, &key, grid, &requests)?;
                 if args.keep_outcomes {
-                    let dir = args.out.join("outcomes");
-                    std::fs::create_dir_all(&dir)?;
-                    let name =
-                        format!("{}-{}-{}-{}-{}.jsonl", key.topology, key.kind, key.algorithm, key.load, key.seed);
-                    let lines: Vec<String> = outcomes.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
-                    std::fs::write(dir.join(name), lines.join("\n") + "\n")?;
+                    report::write_outcomes(&args.out, &key, None, &outcomes)?;
                 }
                 rows.lock().expect("rows lock").push(row);
                 bar.inc(1);
