@@ -471,9 +471,13 @@ impl Ledger {
     }
 
     /// `p_i` of `user`'s project at `now` (`-inf` for a project with no allocation that used
-    /// something).
+    /// something). 0 for everyone while no project has an allocation: fair share is off and
+    /// requests are served as before (without scanning the usage on every admission).
     pub fn priority_of(&self, user: &str, now: Time) -> f64 {
         let st = self.state();
+        if st.projects.is_empty() {
+            return 0.0;
+        }
         let project = st.project_of(user);
         self.index(&st, &project, now).2
     }

@@ -58,6 +58,16 @@ fn usage_counts_at_the_start_and_not_before() {
     assert!((u_later - 2.0 * (1.0 - d) * d.powi(5)).abs() < 1e-9, "{u_later}");
 }
 
+/// No allocation anywhere: fair share is off, every user has priority 0 whatever they used.
+#[test]
+fn without_any_allocation_every_priority_is_zero() {
+    let ledger = Ledger::new(FairShareConfig::default(), 100);
+    ledger.record("p", "carol", vec![job(T0, 10, 100)]);
+    assert_eq!(ledger.priority_of("carol", T0 + 3600), 0.0);
+    ledger.set_project(project("a", 10.0, &["alice"])).unwrap();
+    assert_eq!(ledger.priority_of("carol", T0 + 3600), f64::NEG_INFINITY, "on once a project has an allocation");
+}
+
 #[test]
 fn priority_is_zero_up_to_the_planned_pace_then_one_minus_u() {
     assert_eq!(priority(0.0), 0.0);
