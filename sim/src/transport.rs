@@ -143,4 +143,13 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for SimParticipant<T> {
         // Table 2 has no lease extension; the planner never extends, so it costs no time here.
         self.inner.extend(hold, lease_s).await
     }
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        // The simulated participants keep no journal (the planner runs without a decision log
+        // here, so it never asks): nothing to wait for.
+        self.inner.persist(holds).await
+    }
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        // One commit message per hold, each with its service time, as in Table 2.
+        coreserve::protocol::commit_each(self, holds).await
+    }
 }

@@ -21,7 +21,7 @@ use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services}
 use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
 use crate::protocol::{
     Backlog, CallObserver, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
-    ParticipantKind, Timed, Yielding,
+    ParticipantKind, Tentative, Timed, Yielding,
 };
 use crate::store::{Claim, PlanFilter, PlanStatus, Store, StoreError, TokenRecord};
 
@@ -37,6 +37,8 @@ pub struct AppState {
     pub planners: PlannerPool,
     /// Journal entries not written yet because the store failed (see [`Backlog`]).
     pub backlog: Backlog,
+    /// Holds granted to remote planners and not journaled yet (see [`Tentative`]).
+    pub tentative: Tentative,
     /// Fair admission to the planners: a limit per user, slots shared between users, by
     /// fair-share priority.
     pub fair: FairQueue,
@@ -155,6 +157,7 @@ impl AppState {
             .with_priority(priority, std::time::Duration::from_millis(config.admission_window_ms));
         Ok(AppState {
             backlog: Backlog::default(),
+            tentative: Tentative::default(),
             fair,
             ledger,
             instance,
@@ -235,7 +238,9 @@ impl AppState {
         caller: Option<&Caller>,
     ) -> Journaled<T> {
         let journal: Arc<dyn Journal> = self.store.clone();
-        let j = Journaled::new(inner, who, journal, via_api).with_backlog(self.backlog.clone());
+        let j = Journaled::new(inner, who, journal, via_api)
+            .with_backlog(self.backlog.clone())
+            .with_tentative(self.tentative.clone());
         match caller {
             Some(c) => j.owned_by(c.user.clone()),
             None => j,
@@ -254,16 +259,35 @@ impl AppState {
         Ok(Arc::new(self.journal(lis, ParticipantRef::Site(site.into()), via_api, caller)))
     }
 
+    /// The LIS of `site` granting tentative holds ([`Journaled::tentative_prepares`]): the
+    /// participant protocol's prepare for a coordinator that persists its holds before its
+    /// decision. 404 if this process does not keep it.
+    pub fn tentative_site(&self, site: &str, caller: &Caller) -> Result<Arc<dyn Participant<Compute>>, ApiError> {
+        let lis = self.lis(site)?.clone();
+        Ok(Arc::new(self.journal(lis, ParticipantRef::Site(site.into()), false, Some(caller)).tentative_prepares()))
+    }
+
+    /// The NIS of this process, or 404.
+    fn nis(&self) -> Result<Arc<crate::nis::Nis>, ApiError> {
+        if !self.keeps(&ParticipantRef::Network) {
+            return Err(ApiError::not_found("this process does not serve the network"));
+        }
+        Ok(self.participants.nis.clone())
+    }
+
+    /// The NIS granting tentative holds (see [`AppState::tentative_site`]).
+    pub fn tentative_network(&self, caller: &Caller) -> Result<Arc<dyn Participant<Network>>, ApiError> {
+        let nis = self.nis()?;
+        Ok(Arc::new(self.journal(nis, ParticipantRef::Network, false, Some(caller)).tentative_prepares()))
+    }
+
     /// The NIS, journaled (see [`AppState::journal`]); 404 if this process does not keep it.
     pub fn journaled_network(
         &self,
         via_api: bool,
         caller: Option<&Caller>,
     ) -> Result<Arc<dyn Participant<Network>>, ApiError> {
-        if !self.keeps(&ParticipantRef::Network) {
-            return Err(ApiError::not_found("this process does not serve the network"));
-        }
-        let nis = self.participants.nis.clone();
+        let nis = self.nis()?;
         Ok(Arc::new(self.journal(nis, ParticipantRef::Network, via_api, caller)))
     }
 
@@ -427,6 +451,7 @@ impl AppState {
             Err(e) => tracing::warn!(error = %e, "journal backlog still waits"),
         }
         self.participants.holds_outstanding(); // expires in memory as a side effect
+        self.tentative.prune(self.now());
         self.store.expire_holds(self.now()).await
     }
 

@@ -382,6 +382,15 @@ impl HoldLifecycle for Lis {
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
+
+    /// In memory only: nothing to make durable.
+    async fn persist(&self, _holds: &[HoldId]) -> Result<(), ParticipantError> {
+        Ok(())
+    }
+
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        crate::protocol::commit_each(self, holds).await
+    }
 }
 
 /// The earliest start of `q` with `g`'s GPUs, over the site's pools that meet `g`'s bounds, and

@@ -386,6 +386,15 @@ impl HoldLifecycle for Nis {
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
+
+    /// In memory only: nothing to make durable.
+    async fn persist(&self, _holds: &[HoldId]) -> Result<(), ParticipantError> {
+        Ok(())
+    }
+
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        crate::protocol::commit_each(self, holds).await
+    }
 }
 
 #[cfg(test)]

@@ -74,6 +74,80 @@ pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], mes
     }
 }
 
+/// The parts of a plan grouped by participant: each participant, with the indices of its
+/// parts (first appearance order).
+pub(super) type Groups = Vec<(Arc<dyn HoldLifecycle>, Vec<usize>)>;
+
+/// Phase 1's votes made durable before a logged decision: one [`HoldLifecycle::persist`] per
+/// participant, all sent at once. `Err`: a participant could not promise its holds (the caller
+/// gives the plan up).
+pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], messages: &mut u64) -> Result<(), String> {
+    *messages += groups.len() as u64;
+    let calls = groups.iter().map(|(p, parts)| {
+        let ids: Vec<HoldId> = parts.iter().map(|&i| holds[i]).collect();
+        async move { p.persist(&ids).await }
+    });
+    for r in futures::future::join_all(calls).await {
+        r.map_err(|e| format!("a participant could not make its holds durable: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Phase 2 by participant: one [`HoldLifecycle::commit_all`] per participant, all sent at once;
+/// holds whose answer was indeterminate are sent again (up to [`RETRY_AFTER`]'s count). The
+/// result is that of [`commit_parts`], except that a refusal does not stop the other
+/// participants' commits (those are then `committed` and compensation releases them).
+pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], messages: &mut u64) -> Phase2 {
+    let calls = groups.iter().map(|(p, parts)| async move {
+        let mut sent = 0u64;
+        let mut pending: Vec<usize> = parts.clone();
+        let mut answers: Vec<(usize, Result<(), ParticipantError>)> = Vec::new();
+        let mut pauses = RETRY_AFTER.iter();
+        loop {
+            sent += 1;
+            let ids: Vec<HoldId> = pending.iter().map(|&i| holds[i]).collect();
+            let mut again = Vec::new();
+            for (i, r) in pending.iter().copied().zip(p.commit_all(&ids).await) {
+                match r {
+                    Err(e) if indeterminate(&e) => again.push((i, e)),
+                    r => answers.push((i, r)),
+                }
+            }
+            match pauses.next() {
+                Some(pause) if !again.is_empty() => {
+                    tokio::time::sleep(*pause).await;
+                    pending = again.into_iter().map(|(i, _)| i).collect();
+                }
+                _ => {
+                    answers.extend(again.into_iter().map(|(i, e)| (i, Err(e))));
+                    return (sent, answers);
+                }
+            }
+        }
+    });
+    let mut committed = vec![false; holds.len()];
+    let (mut refused, mut silent) = (None, None);
+    for (sent, answers) in futures::future::join_all(calls).await {
+        *messages += sent;
+        for (i, r) in answers {
+            match r {
+                Ok(()) => committed[i] = true,
+                Err(e) if indeterminate(&e) => {
+                    silent.get_or_insert_with(|| format!("commit of hold {} got no answer: {e}", holds[i]));
+                }
+                Err(e) => {
+                    refused.get_or_insert_with(|| format!("commit failed: {e}"));
+                }
+            }
+        }
+    }
+    match (refused, silent) {
+        (Some(reason), _) => Phase2::Refused { committed, reason },
+        (None, Some(reason)) => Phase2::Unreachable { reason },
+        (None, None) => Phase2::Committed,
+    }
+}
+
 /// Messages and aborted holds a compensation cost.
 #[derive(Debug, Default)]
 pub(super) struct Tally {

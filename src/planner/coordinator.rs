@@ -184,6 +184,22 @@ impl Attempt<'_> {
         parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
     }
 
+    /// The parts grouped by participant (see [`commit::Groups`]).
+    fn groups(parts: &[HeldPart]) -> commit::Groups {
+        let mut targets: Vec<&ParticipantRef> = Vec::new();
+        let mut groups: commit::Groups = Vec::new();
+        for (i, p) in parts.iter().enumerate() {
+            match targets.iter().position(|t| **t == p.target) {
+                Some(g) => groups[g].1.push(i),
+                None => {
+                    targets.push(&p.target);
+                    groups.push((p.participant.clone(), vec![i]));
+                }
+            }
+        }
+        groups
+    }
+
     /// Phase 2: commits every part (see [`commit::commit_parts`]).
     async fn phase2(&mut self, parts: &[HeldPart]) -> Phase2 {
         commit::commit_parts(&Self::targets(parts), &mut self.messages).await
@@ -229,11 +245,11 @@ impl Attempt<'_> {
             .iter()
             .map(|p| Part { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
             .collect();
-        // The outcome as it will be once every commit is sent (one message each).
-        let mut outcome = self.outcome();
-        outcome.messages += parts.len() as u64;
-        let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
         if log.shares_fate() {
+            // The outcome as it will be once every commit is sent (one message each).
+            let mut outcome = self.outcome();
+            outcome.messages += parts.len() as u64;
+            let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
             // Participants in this process: commit in memory, then one durable write.
             match self.phase2(&parts).await {
                 Phase2::Committed => {}
@@ -258,6 +274,19 @@ impl Attempt<'_> {
             crash_point("after-decision");
             return self.committed(parts);
         }
+        // Participants in other processes: they may have granted tentative holds, which must
+        // survive their crash once a commit decision is logged. One persist per participant,
+        // then the decision, then one commit per participant, all participants at once.
+        let groups = Self::groups(&parts);
+        let holds: Vec<HoldId> = parts.iter().map(|p| p.hold).collect();
+        if let Err(reason) = commit::persist_groups(&groups, &holds, &mut self.messages).await {
+            let _ = self.compensate(&parts, &[]).await;
+            return self.rejected(reason);
+        }
+        // The outcome as it will be once every commit is sent (one message per participant).
+        let mut outcome = self.outcome();
+        outcome.messages += groups.len() as u64;
+        let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
         if let Err(e) = log.decide(&decision).await {
             let _ = self.compensate(&parts, &[]).await;
             return PlanResult {
@@ -272,7 +301,7 @@ impl Attempt<'_> {
             tracing::warn!(%txn, %reason, "a decided transaction stays in doubt");
             PlanResult { outcome: outcome.clone(), bookings: vec![], settlement: Settlement::InDoubt(reason) }
         };
-        match self.phase2(&parts).await {
+        match commit::commit_groups(&groups, &holds, &mut self.messages).await {
             Phase2::Committed => {
                 crash_point("after-commit");
                 match log.finish(txn, Ok(())).await {

@@ -33,6 +33,12 @@ macro_rules! lifecycle_passes_through {
             async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
                 self.0.extend(hold, lease_s).await
             }
+            async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+                self.0.persist(holds).await
+            }
+            async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+                crate::protocol::commit_each(self, holds).await
+            }
         }
     };
 }
@@ -478,6 +484,12 @@ impl HoldLifecycle for FaultyCommit {
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         self.0.extend(hold, lease_s).await
     }
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.0.persist(holds).await
+    }
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        crate::protocol::commit_each(self, holds).await
+    }
 }
 
 #[tokio::test]
@@ -851,4 +863,158 @@ async fn gpu_jobs_are_filtered_held_priced_and_never_overbooked() {
         let reason = res.outcome.reason.unwrap();
         assert!(reason.contains("nearest: site `new` lacks 3 GPUs with compute capability >= 7.5"), "{reason}");
     }
+}
+
+/// A participant journal that counts its durable writes (one `append` or `append_all` each).
+#[derive(Default)]
+struct CountingJournal {
+    writes: std::sync::atomic::AtomicUsize,
+    entries: std::sync::Mutex<Vec<crate::protocol::JournalEntry>>,
+}
+
+#[async_trait]
+impl crate::protocol::Journal for CountingJournal {
+    async fn append(&self, entry: &crate::protocol::JournalEntry) -> Result<(), crate::protocol::JournalError> {
+        self.append_all(std::slice::from_ref(entry)).await
+    }
+    async fn append_all(&self, entries: &[crate::protocol::JournalEntry]) -> Result<(), crate::protocol::JournalError> {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.entries.lock().unwrap().extend_from_slice(entries);
+        Ok(())
+    }
+}
+
+/// The participants of `l` as a role-separated planner sees them: journaled, granting tentative
+/// holds, each with its own journal (returned by participant: `s1`, `s2`, ..., `network`).
+fn separated(l: &InProcessGrid) -> (Services, HashMap<String, Arc<CountingJournal>>) {
+    use crate::protocol::{Journaled, Tentative};
+    let mut journals = HashMap::new();
+    let mut services = l.services();
+    for (id, lis) in &l.lis {
+        let j = Arc::new(CountingJournal::default());
+        journals.insert(id.to_string(), j.clone());
+        let p = Journaled::new(lis.clone(), ParticipantRef::Site(id.clone()), j, false)
+            .with_tentative(Tentative::default())
+            .tentative_prepares();
+        services.lis.insert(id.clone(), Arc::new(p));
+    }
+    let j = Arc::new(CountingJournal::default());
+    journals.insert("network".into(), j.clone());
+    services.nis = Arc::new(
+        Journaled::new(l.nis.clone(), ParticipantRef::Network, j, false)
+            .with_tentative(Tentative::default())
+            .tentative_prepares(),
+    );
+    (services, journals)
+}
+
+/// Issue 13: a role-separated plan costs each participant it touches at most two durable
+/// writes (its holds persisted before the decision, then their commit), however many tentative
+/// holds the search made and aborted there; before, every prepare and every abort was a write.
+#[tokio::test]
+async fn a_separated_plan_writes_each_participant_journal_at_most_twice() {
+    // s1 is busy at first: BIR holds and aborts there on the way (start-time shifts).
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let l = local(&g);
+    let busy =
+        ComputeHoldRequest { txn: TxnId::nil(), site: "s2".into(), cpus: 12, start: T0, end: T0 + 300, gpus: None };
+    let h = l.lis["s2"].prepare(&busy).await.unwrap();
+    l.lis["s2"].commit(h.id).await.unwrap();
+    let (services, journals) = separated(&l);
+    let cfg = PlannerConfig { w_interval_s: 0, ..Default::default() };
+    let p = Planner::new(cfg, services);
+    let log = FakeLog::default();
+    let res =
+        p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions { log: Some(&log), ..Default::default() }).await;
+    assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{:?}", res.outcome.reason);
+    for (who, j) in &journals {
+        let writes = j.writes.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(writes <= 2, "{who}: {writes} durable writes for one plan");
+        let entries = j.entries.lock().unwrap().clone();
+        assert!(
+            !entries.iter().any(|e| matches!(e, crate::protocol::JournalEntry::Aborted { .. })),
+            "{who}: aborted tentative holds are never written: {entries:?}"
+        );
+    }
+    for (who, held) in [("s1", 1), ("s2", 1), ("network", 1)] {
+        let entries = journals[who].entries.lock().unwrap().clone();
+        let kinds: Vec<_> = entries
+            .iter()
+            .map(|e| match e {
+                crate::protocol::JournalEntry::Held { .. } => "held",
+                crate::protocol::JournalEntry::Committed { .. } => "committed",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds.iter().filter(|k| **k == "held").count(), held, "{who}: {kinds:?}");
+        assert_eq!(kinds.last(), Some(&"committed"), "{who}: {kinds:?}");
+    }
+    assert!(res.outcome.holds_aborted > 0, "the search did abort holds on the way: {}", res.outcome.holds_aborted);
+    assert_eq!(journals["s1"].writes.load(std::sync::atomic::Ordering::SeqCst), 2, "persist, then commit");
+}
+
+/// A participant that crashed and came back without its tentative holds (they were never
+/// journaled): its `persist` finds nothing to write, and its commit is refused.
+struct Forgetful(Arc<crate::lis::Lis>);
+
+#[async_trait]
+impl Participant<Compute> for Forgetful {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+}
+
+#[async_trait]
+impl HoldLifecycle for Forgetful {
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.commit(hold).await
+    }
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.abort(hold).await
+    }
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.0.release(hold).await
+    }
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        self.0.extend(hold, lease_s).await
+    }
+    /// The crash: the restarted LIS rebuilt its calendar from a journal without these holds.
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        for &h in holds {
+            self.0.abort(h).await?;
+        }
+        Ok(())
+    }
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        crate::protocol::commit_each(self, holds).await
+    }
+}
+
+/// Issue 13: the crash a tentative hold allows. A participant loses a plan's hold before the
+/// coordinator's decision; the commit is refused, the coordinator compensates every other
+/// participant and rejects the plan: nothing is booked anywhere.
+#[tokio::test]
+async fn a_participant_that_forgot_a_tentative_hold_makes_the_plan_fail_whole() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let l = local(&g);
+    let (mut services, _journals) = separated(&l);
+    services.lis.insert("s2".into(), Arc::new(Forgetful(l.lis["s2"].clone())));
+    let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
+    let log = FakeLog::default();
+    let res =
+        p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions { log: Some(&log), ..Default::default() }).await;
+    assert_eq!(res.outcome.status, OutcomeStatus::Rejected);
+    assert!(matches!(res.settlement, Settlement::Final), "{:?}", res.settlement);
+    assert!(res.outcome.reason.as_deref().unwrap().contains("aborted"), "{:?}", res.outcome.reason);
+    assert_eq!(log.decided.lock().unwrap().len(), 1, "the decision was logged before the commit failed");
+    assert_eq!(log.compensating.lock().unwrap().len(), 1);
+    assert_eq!(*log.finished.lock().unwrap(), vec![(log.decided.lock().unwrap()[0].0, false)]);
+    assert_eq!(l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1), 0, "nothing booked");
+    assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0));
+    assert_eq!(l.holds_outstanding(), 0, "nothing held");
 }

@@ -9,7 +9,9 @@
 //! | call | endpoint | body -> answer |
 //! |---|---|---|
 //! | query | `POST {base}/query` | [`ComputeQuery`] -> [`ComputeOffer`] (LIS), [`NetworkQuery`] -> [`Route`] or `null` (NIS) |
-//! | prepare | `POST {base}/prepare` | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
+//! | prepare | `POST {base}/prepare`, `?tentative=true` for a tentative hold | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
+//! | persist | `POST {base}/holds/persist` | [`HoldBatch`] -> 204 |
+//! | commit of several holds | `POST {base}/holds/commit` | [`HoldBatch`] -> [`BatchAnswer`] |
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
 //! | extend | `POST {base}/holds/{id}/extend` | [`Extend`] -> [`Hold`] |
 //! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> [`Candidates`] |
@@ -130,7 +132,7 @@ impl Remote {
         }
         // A pooled connection to a participant that restarted fails on first use; every call
         // but prepare is idempotent, so it is retried once on a fresh connection.
-        let again = if path.ends_with("/prepare") { None } else { r.try_clone() };
+        let again = if path.starts_with("/prepare") { None } else { r.try_clone() };
         let resp = match (r.send().await, again) {
             (Err(e), Some(again)) if e.is_request() || e.is_connect() => {
                 tracing::debug!(error = %e, %url, "retrying on a fresh connection");
@@ -245,8 +247,11 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
         self.remote.call("/query", q).await
     }
 
+    /// Asks for a tentative hold (`?tentative=true`): the coordinator persists its holds
+    /// before logging a decision ([`HoldLifecycle::persist`]), and a commit journals a hold
+    /// that was never persisted, so the participant need not write every hold of the search.
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
-        self.remote.call("/prepare", req).await
+        self.remote.call("/prepare?tentative=true", req).await
     }
 }
 
@@ -270,6 +275,44 @@ impl<R: Role> HoldLifecycle for HttpParticipant<R> {
             .await
             .map_err(|e| transport(format!("{}/holds/{hold}/extend: bad answer: {e}", self.remote.base)))
     }
+
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.remote.post("/holds/persist", Some(&HoldBatch { holds: holds.to_vec() }), None).await.map(|_| ())
+    }
+
+    /// One message for every hold; a failed call is every hold's answer.
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let answer: Result<BatchAnswer, _> =
+            self.remote.call("/holds/commit", &HoldBatch { holds: holds.to_vec() }).await;
+        match answer {
+            Ok(a) if a.errors.len() == holds.len() => a.errors.into_iter().map(|e| e.map_or(Ok(()), Err)).collect(),
+            Ok(a) => {
+                let e = transport(format!(
+                    "{}/holds/commit: {} answers for {} holds",
+                    self.remote.base,
+                    a.errors.len(),
+                    holds.len()
+                ));
+                vec![Err(e); holds.len()]
+            }
+            Err(e) => vec![Err(e); holds.len()],
+        }
+    }
+}
+
+/// Body of the participant protocol's batches (`POST {base}/holds/persist`, `/holds/commit`):
+/// the holds, all of one participant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldBatch {
+    pub holds: Vec<HoldId>,
+}
+
+/// Answer of `POST {base}/holds/commit`: per hold of the batch, in its order, `null` (committed)
+/// or the participant's refusal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchAnswer {
+    pub errors: Vec<Option<ParticipantError>>,
 }
 
 /// Body of the participant protocol's extend call.

@@ -15,6 +15,11 @@
 //! A crash between the in-memory change and the journal write loses only that change, which
 //! was never acknowledged: a commit not journaled comes back as a hold (with its journaled
 //! lease), which the coordinator commits again on recovery.
+//!
+//! Exception: a participant built with [`Journaled::tentative_prepares`] answers prepares
+//! before journaling them (see [`Tentative`] for why that is safe); the coordinator makes
+//! them durable with [`HoldLifecycle::persist`] before its decision, a commit journals a hold
+//! never persisted together with its commit, and an abort of a tentative hold writes nothing.
 
 use std::sync::Arc;
 
@@ -144,6 +149,56 @@ impl From<String> for BackendError {
 pub trait Journal: Send + Sync {
     /// Writes `entry`; it is durable when this returns `Ok`.
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError>;
+
+    /// Writes `entries` in order, all or none (one transaction, one flush: group commit); they
+    /// are durable when this returns `Ok`. The default writes them one by one, which is all or
+    /// none only for backends that cannot fail halfway (the memory store).
+    async fn append_all(&self, entries: &[JournalEntry]) -> Result<(), JournalError> {
+        for e in entries {
+            self.append(e).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The tentative holds of one process: prepare-OKs granted in memory only, not journaled yet
+/// (their [`JournalEntry::Held`], by hold id). Shared by every [`Journaled`] of the process.
+///
+/// Why a hold may be tentative (docs/protocol.md, "Tentative holds"): a participant that
+/// forgets a hold (it crashed before the hold was journaled) answers the coordinator's commit
+/// with `UnknownHold`, so the commit fails and the coordinator gives the plan up and compensates:
+/// nothing is overbooked and nothing half-booked. The only promise a tentative hold cannot keep
+/// is surviving the participant's crash; a coordinator that logs its decision asks for that
+/// promise first, with [`HoldLifecycle::persist`], one journal write per participant for all of
+/// its holds, instead of one write per tentative hold of the search (most of which the search
+/// aborts again: those cost no write at all).
+#[derive(Clone, Default)]
+pub struct Tentative(Arc<std::sync::Mutex<std::collections::HashMap<HoldId, JournalEntry>>>);
+
+impl Tentative {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<HoldId, JournalEntry>> {
+        self.0.lock().expect("tentative holds")
+    }
+
+    /// Forgets the tentative holds whose lease ended at or before `now` (the participant has
+    /// expired them; persisting one now would be pointless). Returns how many. The sweeper
+    /// calls it.
+    pub fn prune(&self, now: Time) -> usize {
+        let mut m = self.lock();
+        let before = m.len();
+        m.retain(|_, e| !matches!(e, JournalEntry::Held { expires_at, .. } if *expires_at <= now));
+        before - m.len()
+    }
+
+    /// Tentative holds kept.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no hold is tentative.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A participant whose every acknowledged change is journaled first (see the module docs).
@@ -154,6 +209,9 @@ pub struct Journaled<T: ?Sized> {
     via_api: bool,
     owner: Option<String>,
     backlog: Backlog,
+    tentative: Tentative,
+    /// Prepares grant tentative holds (kept in `tentative`, journaled by `persist` or commit).
+    prepare_tentative: bool,
 }
 
 /// Journal entries whose write failed after the participant had already changed its calendar
@@ -198,7 +256,31 @@ impl<T: ?Sized> Journaled<T> {
     /// Wraps `inner` (the participant `who`); `via_api` marks the holds it makes as made
     /// through the REST hold endpoints.
     pub fn new(inner: Arc<T>, who: ParticipantRef, journal: Arc<dyn Journal>, via_api: bool) -> Self {
-        Journaled { inner, who, journal, via_api, owner: None, backlog: Backlog::default() }
+        Journaled {
+            inner,
+            who,
+            journal,
+            via_api,
+            owner: None,
+            backlog: Backlog::default(),
+            tentative: Tentative::default(),
+            prepare_tentative: false,
+        }
+    }
+
+    /// The same participant knowing the process's tentative holds `tentative` (every
+    /// `Journaled` of a process must share them: a hold prepared through one is persisted,
+    /// committed or aborted through another).
+    pub fn with_tentative(mut self, tentative: Tentative) -> Self {
+        self.tentative = tentative;
+        self
+    }
+
+    /// The same participant granting tentative holds: its prepares are answered before they
+    /// are journaled (see [`Tentative`]); [`HoldLifecycle::persist`] or the commit journals them.
+    pub fn tentative_prepares(mut self) -> Self {
+        self.prepare_tentative = true;
+        self
     }
 
     /// The same participant keeping its failed writes in `backlog` (shared by every
@@ -218,14 +300,23 @@ impl<T: ?Sized> Journaled<T> {
     /// Writes `entry` after the backlog. `Err`: not durable; an entry of a change already
     /// made in memory (`keep`) then waits in the backlog.
     async fn write(&self, entry: JournalEntry, keep: bool) -> Result<(), ParticipantError> {
+        self.write_all(vec![entry], keep).await
+    }
+
+    /// Writes `entries` after the backlog, all or none (see [`Self::write`]).
+    async fn write_all(&self, entries: Vec<JournalEntry>, keep: bool) -> Result<(), ParticipantError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
         let r = match self.backlog.flush(self.journal.as_ref()).await {
-            Ok(_) => self.journal.append(&entry).await,
+            Ok(_) if entries.len() == 1 => self.journal.append(&entries[0]).await,
+            Ok(_) => self.journal.append_all(&entries).await,
             Err(e) => Err(e),
         };
         let Err(e) = r else { return Ok(()) };
         tracing::error!(error = %e, participant = %self.who, "journal write failed");
         if keep {
-            self.backlog.0.lock().await.push_back(entry);
+            self.backlog.0.lock().await.extend(entries);
         }
         // The participant's error names the backend's failure (its text), not the journal.
         let JournalError::Unavailable(cause) = e;
@@ -252,6 +343,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
             via_api: self.via_api,
             owner: self.owner.clone(),
         };
+        if self.prepare_tentative {
+            self.tentative.lock().insert(hold.id, entry);
+            return Ok(hold);
+        }
         if let Err(e) = self.write(entry, false).await {
             // Not durable, so not promised: give the capacity back.
             if let Err(abort) = self.inner.abort(hold.id).await {
@@ -266,13 +361,53 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
 #[async_trait]
 impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Journaled<T> {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.inner.commit(hold).await?;
-        self.write(JournalEntry::Committed { hold }, true).await
+        self.commit_all(&[hold]).await.pop().expect("one answer per hold")
     }
 
+    /// Commits in memory, then journals every commit (with the `Held` record of a tentative
+    /// hold before it) in one write.
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let mut answers = Vec::with_capacity(holds.len());
+        let mut entries = Vec::new();
+        let mut written = Vec::new();
+        for &hold in holds {
+            let r = self.inner.commit(hold).await;
+            if r.is_ok() {
+                entries.extend(self.tentative.lock().remove(&hold));
+                entries.push(JournalEntry::Committed { hold });
+                written.push(answers.len());
+            }
+            answers.push(r);
+        }
+        if let Err(e) = self.write_all(entries, true).await {
+            for i in written {
+                answers[i] = Err(e.clone());
+            }
+        }
+        answers
+    }
+
+    /// A tentative hold is forgotten without a write; a journaled one is journaled aborted.
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.inner.abort(hold).await?;
+        if self.tentative.lock().remove(&hold).is_some() {
+            return Ok(());
+        }
         self.write(JournalEntry::Aborted { hold }, true).await
+    }
+
+    /// Journals the `Held` records of the tentative holds among `holds`, in one write.
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        let entries: Vec<JournalEntry> = {
+            let m = self.tentative.lock();
+            holds.iter().filter_map(|h| m.get(h).cloned()).collect()
+        };
+        self.write_all(entries, false).await?;
+        let mut m = self.tentative.lock();
+        for h in holds {
+            m.remove(h);
+        }
+        Ok(())
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
@@ -282,6 +417,10 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Journaled<T> {
 
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         let h = self.inner.extend(hold, lease_s).await?;
+        if let Some(JournalEntry::Held { expires_at, .. }) = self.tentative.lock().get_mut(&hold) {
+            *expires_at = h.expires_at;
+            return Ok(h);
+        }
         self.write(JournalEntry::Extended { hold, expires_at: h.expires_at }, true).await?;
         Ok(h)
     }
@@ -402,5 +541,45 @@ mod tests {
         let last = journal.entries.lock().unwrap().last().cloned();
         assert_eq!(last, Some(JournalEntry::Aborted { hold: h.id }));
         assert!(backlog.is_empty().await);
+    }
+
+    /// Tentative holds: nothing is written until persist or commit, and an abort or a lease end
+    /// writes nothing at all; persist and commit go through any `Journaled` sharing the set.
+    #[tokio::test]
+    async fn tentative_holds_are_written_only_by_persist_or_commit() {
+        let (inner, journal) = (lis(), Arc::new(Recorder::default()));
+        let who = ParticipantRef::Site("s1".into());
+        let tentative = Tentative::default();
+        let make =
+            || Journaled::new(inner.clone(), who.clone(), journal.clone(), false).with_tentative(tentative.clone());
+        let p = make().tentative_prepares().owned_by("planner-a");
+        let (a, b, c) =
+            (p.prepare(&req(2)).await.unwrap(), p.prepare(&req(2)).await.unwrap(), p.prepare(&req(2)).await.unwrap());
+        assert_eq!(inner.usage_at(50), 6, "held in memory at once");
+        assert!(journal.entries.lock().unwrap().is_empty(), "nothing written yet");
+        assert_eq!(tentative.len(), 3);
+        make().abort(a.id).await.unwrap();
+        assert!(journal.entries.lock().unwrap().is_empty(), "an abort of a tentative hold writes nothing");
+        let later = make().extend(b.id, 500).await.unwrap();
+        make().persist(&[b.id]).await.unwrap();
+        make().persist(&[b.id]).await.unwrap(); // idempotent: nothing more to write
+        make().commit(c.id).await.unwrap();
+        let held = |hold: HoldId, expires_at: Time| JournalEntry::Held {
+            participant: who.clone(),
+            hold,
+            request: req(2).into(),
+            expires_at,
+            via_api: false,
+            owner: Some("planner-a".into()),
+        };
+        assert_eq!(
+            *journal.entries.lock().unwrap(),
+            vec![held(b.id, later.expires_at), held(c.id, 120), JournalEntry::Committed { hold: c.id }],
+            "persist writes the hold with its extended lease; a commit writes the hold first"
+        );
+        assert!(tentative.is_empty());
+        p.prepare(&req(2)).await.unwrap();
+        assert_eq!(tentative.prune(119), 0);
+        assert_eq!(tentative.prune(120), 1, "the sweeper forgets a hold whose lease ended");
     }
 }

@@ -23,7 +23,7 @@ mod timed;
 mod yielding;
 
 pub use holds::{HoldBook, HoldState};
-pub use journal::{BackendError, Backlog, Journal, JournalEntry, JournalError, Journaled};
+pub use journal::{BackendError, Backlog, Journal, JournalEntry, JournalError, Journaled, Tentative};
 pub use timed::{CallObserver, Message, Timed};
 pub use yielding::Yielding;
 
@@ -363,6 +363,30 @@ pub trait HoldLifecycle: Send + Sync {
     /// `Invalid` for `lease_s <= 0`; `HoldExpired`, `Aborted`, `UnknownHold`, or
     /// `AlreadyCommitted` for a committed hold (it has no lease).
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError>;
+    /// Phase 1's votes made durable: every hold of `holds` that this participant granted as a
+    /// *tentative* hold (kept in memory only, see [`Journaled`]) is written to its journal, so
+    /// that it survives the participant's crash until its lease ends. Holds already durable,
+    /// and holds that are gone, need nothing (a gone hold's commit says so). A coordinator with
+    /// a decision log calls it before logging a commit decision. Participants without a
+    /// journal answer `Ok` at once.
+    ///
+    /// # Errors
+    /// [`ParticipantError::Durability`] (nothing promised: abort and give up the plan) or a
+    /// transport error.
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError>;
+    /// Phase 2 for several holds of this participant in one message: the answer of each hold,
+    /// in the order of `holds` (see [`HoldLifecycle::commit`]). [`commit_each`] is the plain
+    /// implementation, one commit after the other.
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>>;
+}
+
+/// [`HoldLifecycle::commit_all`] as one [`HoldLifecycle::commit`] per hold, in order.
+pub async fn commit_each<P: HoldLifecycle + ?Sized>(p: &P, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+    let mut answers = Vec::with_capacity(holds.len());
+    for &h in holds {
+        answers.push(p.commit(h).await);
+    }
+    answers
 }
 
 /// A resource manager taking part in planning and two-phase commit: a LIS

@@ -21,6 +21,8 @@ pub enum Message {
     Abort,
     Release,
     Extend,
+    /// Phase 1's votes made durable ([`HoldLifecycle::persist`]).
+    Persist,
 }
 
 /// Receives the duration of every call a [`Timed`] participant makes, answered or refused.
@@ -74,5 +76,11 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Timed<T> {
     }
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         self.timed(Message::Extend, self.inner.extend(hold, lease_s)).await
+    }
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.timed(Message::Persist, self.inner.persist(holds)).await
+    }
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        self.timed(Message::Commit, self.inner.commit_all(holds)).await
     }
 }

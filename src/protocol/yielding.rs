@@ -46,4 +46,12 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Yielding<T> {
         tokio::task::yield_now().await;
         self.0.extend(hold, lease_s).await
     }
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        tokio::task::yield_now().await;
+        self.0.persist(holds).await
+    }
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        tokio::task::yield_now().await;
+        self.0.commit_all(holds).await
+    }
 }

@@ -94,6 +94,24 @@ impl From<PlanRow> for PlanRecord {
 #[async_trait]
 impl Journal for PgStore {
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
+        journal_entry(entry).execute(&self.pool).await.map_err(StoreError::from)?;
+        Ok(())
+    }
+
+    /// One transaction for all of `entries`: one flush of the write-ahead log (group commit).
+    async fn append_all(&self, entries: &[JournalEntry]) -> Result<(), JournalError> {
+        let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
+        for e in entries {
+            journal_entry(e).execute(&mut *tx).await.map_err(StoreError::from)?;
+        }
+        tx.commit().await.map_err(StoreError::from)?;
+        Ok(())
+    }
+}
+
+/// The statement that journals `entry`.
+fn journal_entry(entry: &JournalEntry) -> sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    {
         // Each transition is guarded by the states it may leave, as in protocol::HoldBook. The
         // in-memory participant decided first, before the lease ended, so its commit or
         // extension wins over an `expired` the sweeper (of any process) wrote meanwhile.
@@ -135,8 +153,7 @@ impl Journal for PgStore {
                 from_time(*expires_at),
             ),
         };
-        q.execute(&self.pool).await.map_err(StoreError::from)?;
-        Ok(())
+        q
     }
 }
 

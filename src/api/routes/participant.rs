@@ -17,13 +17,14 @@
 use std::sync::Arc;
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use serde::Deserialize;
 
 use crate::api::auth::Caller;
 use crate::api::body::{parse, parse_optional};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::ComputeDemand;
-use crate::protocol::http::Extend;
+use crate::protocol::http::{BatchAnswer, Extend, HoldBatch};
 use crate::protocol::{
     Candidates, Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest,
     NetworkQuery, Participant, ParticipantRef, Route,
@@ -34,6 +35,7 @@ use crate::protocol::{Compute, Network};
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
     cfg.route("/participant/sites/{site}/query", web::post().to(site_query))
         .route("/participant/sites/{site}/prepare", web::post().to(site_prepare))
+        .route("/participant/sites/{site}/holds/{verb}", web::post().to(site_batch))
         .route("/participant/sites/{site}/holds/{id}/{verb}", web::post().to(site_lifecycle));
 }
 
@@ -41,7 +43,17 @@ pub fn configure_sites(cfg: &mut web::ServiceConfig) {
 pub fn configure_network(cfg: &mut web::ServiceConfig) {
     cfg.route("/participant/network/query", web::post().to(net_query))
         .route("/participant/network/prepare", web::post().to(net_prepare))
+        .route("/participant/network/holds/{verb}", web::post().to(net_batch))
         .route("/participant/network/holds/{id}/{verb}", web::post().to(net_lifecycle));
+}
+
+/// The query string of a prepare: `?tentative=true` asks for a tentative hold (answered before
+/// it is journaled; see [`crate::protocol::Tentative`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareParams {
+    #[serde(default)]
+    tentative: bool,
 }
 
 /// Registers the GIS endpoint.
@@ -49,15 +61,60 @@ pub fn configure_gis(cfg: &mut web::ServiceConfig) {
     cfg.route("/participant/gis/candidates", web::post().to(candidates));
 }
 
-/// The journaled LIS of `id` acting for `caller`, or 404.
-fn site(state: &AppState, id: &str, caller: &Caller) -> Result<Arc<dyn Participant<Compute>>, ApiError> {
-    state.journaled_site(id, false, Some(caller))
+/// The journaled LIS of `id` acting for `caller`, granting tentative holds if asked, or 404.
+fn site(
+    state: &AppState,
+    id: &str,
+    caller: &Caller,
+    tentative: bool,
+) -> Result<Arc<dyn Participant<Compute>>, ApiError> {
+    match tentative {
+        true => state.tentative_site(id, caller),
+        false => state.journaled_site(id, false, Some(caller)),
+    }
 }
 
-/// The journaled NIS acting for `caller`, or 404.
-fn network(state: &AppState, caller: &Caller) -> Result<Arc<dyn Participant<Network>>, ApiError> {
-    state.journaled_network(false, Some(caller))
+/// The journaled NIS acting for `caller`, granting tentative holds if asked, or 404.
+fn network(state: &AppState, caller: &Caller, tentative: bool) -> Result<Arc<dyn Participant<Network>>, ApiError> {
+    match tentative {
+        true => state.tentative_network(caller),
+        false => state.journaled_network(false, Some(caller)),
+    }
 }
+
+/// `persist` or `commit` of several holds of participant `who` (the protocol's batches):
+/// every hold must be the caller's (or the caller an admin), as for one hold. `commit` answers
+/// [`BatchAnswer`], `persist` 204.
+async fn batch(
+    state: &AppState,
+    req: &HttpRequest,
+    caller: &Caller,
+    who: ParticipantRef,
+    verb: &str,
+    body: &[u8],
+) -> Result<HttpResponse, ApiError> {
+    caller.require_service()?;
+    if !matches!(verb, "commit" | "persist") {
+        return Err(ApiError::not_found(format!("unknown batch operation `{verb}`")));
+    }
+    let p = state.journaled_holds(&who, false, Some(caller))?;
+    let b: HoldBatch = parse(req, body)?;
+    if b.holds.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!("at most {MAX_BATCH} holds per batch")));
+    }
+    for &id in &b.holds {
+        state.authorize_hold(caller, &who, id, verb)?;
+    }
+    if verb == "persist" {
+        p.persist(&b.holds).await?;
+        return Ok(HttpResponse::NoContent().finish());
+    }
+    let errors = p.commit_all(&b.holds).await.into_iter().map(Result::err).collect();
+    Ok(HttpResponse::Ok().json(BatchAnswer { errors }))
+}
+
+/// Most holds one batch may name.
+const MAX_BATCH: usize = 1024;
 
 /// Commit / abort / release / extend of hold `id` at participant `who`: the caller's role,
 /// then its right to this hold ([`AppState::authorize_hold`]), then the body.
@@ -99,7 +156,7 @@ pub async fn site_query(
 ) -> Result<web::Json<ComputeOffer>, ApiError> {
     caller.require_service()?;
     let q: ComputeQuery = parse(&req, &body)?;
-    Ok(web::Json(site(&state, &id, &caller)?.query(&q).await?))
+    Ok(web::Json(site(&state, &id, &caller, false)?.query(&q).await?))
 }
 
 /// LIS prepare: the hold is owned by the caller's principal.
@@ -107,12 +164,25 @@ pub async fn site_prepare(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
+    params: web::Query<PrepareParams>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
     caller.require_service()?;
     let hold: ComputeHoldRequest = parse(&req, &body)?;
-    Ok(web::Json(site(&state, &id, &caller)?.prepare(&hold).await?))
+    Ok(web::Json(site(&state, &id, &caller, params.tentative)?.prepare(&hold).await?))
+}
+
+/// LIS batches: `persist` and `commit` of several holds.
+pub async fn site_batch(
+    state: web::Data<AppState>,
+    caller: Caller,
+    path: web::Path<(String, String)>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let (s, verb) = path.into_inner();
+    batch(&state, &req, &caller, ParticipantRef::Site(s.into()), &verb, &body).await
 }
 
 /// LIS commit / abort / release / extend (the hold's owner, or an admin).
@@ -136,19 +206,31 @@ pub async fn net_query(
 ) -> Result<web::Json<Option<Route>>, ApiError> {
     caller.require_service()?;
     let q: NetworkQuery = parse(&req, &body)?;
-    Ok(web::Json(network(&state, &caller)?.query(&q).await?))
+    Ok(web::Json(network(&state, &caller, false)?.query(&q).await?))
 }
 
 /// NIS prepare: the hold is owned by the caller's principal.
 pub async fn net_prepare(
     state: web::Data<AppState>,
     caller: Caller,
+    params: web::Query<PrepareParams>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
     caller.require_service()?;
     let hold: NetworkHoldRequest = parse(&req, &body)?;
-    Ok(web::Json(network(&state, &caller)?.prepare(&hold).await?))
+    Ok(web::Json(network(&state, &caller, params.tentative)?.prepare(&hold).await?))
+}
+
+/// NIS batches: `persist` and `commit` of several holds.
+pub async fn net_batch(
+    state: web::Data<AppState>,
+    caller: Caller,
+    verb: web::Path<String>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    batch(&state, &req, &caller, ParticipantRef::Network, &verb, &body).await
 }
 
 /// NIS commit / abort / release / extend (the hold's owner, or an admin).
