@@ -17,7 +17,7 @@ use crate::database::{xacts, Databases};
 use crate::deploy::{wait_ready, Mode, Procs};
 use crate::roles::{by_role, RoleUsage};
 use crate::settings::{Settings, BASE_MARGIN_S, HORIZON_DAYS, W_INTERVAL_S};
-use crate::traffic::{scrape, socket_snapshot, traffic};
+use crate::traffic::{sample_traffic, scrape};
 use crate::workload::{Scenario, Workload};
 
 #[derive(Deserialize)]
@@ -264,14 +264,18 @@ async fn drive(
     // CPU, sockets, transactions and the planner's counters at the ends of the measured window.
     let pids = procs.pids();
     let scraper = reqwest::Client::new();
+    let sockets = {
+        let pids = pids.clone();
+        tokio::task::spawn_blocking(move || sample_traffic(&pids, from, to))
+    };
     tokio::time::sleep_until(from.into()).await;
-    let (a, sa) = (snapshot(&pids), socket_snapshot(&pids));
+    let a = snapshot(&pids);
     let (xa, ca) = (xacts(dbs, db).await?, scrape(&scraper, url).await?);
     tokio::time::sleep_until(to.into()).await;
-    let (b, sb) = (snapshot(&pids), socket_snapshot(&pids));
+    let b = snapshot(&pids);
     let (xb, cb) = (xacts(dbs, db).await?, scrape(&scraper, url).await?);
     let cpu = CpuSplit::of(&a, &b, s.measure.as_secs_f64(), clk_tck());
-    let roles = by_role(&a, &b, traffic(&sa, &sb).as_deref(), &ca.until(&cb), clk_tck());
+    let roles = by_role(&a, &b, sockets.await?.as_deref(), &ca.until(&cb), clk_tck());
 
     let mut all = ClientLog::default();
     for t in tasks {

@@ -8,6 +8,7 @@ use crate::settings::{
     Settings, BASE_MARGIN_S, OFFERED_LOAD, TARGET_ALL_GRID, TARGET_ALL_P99_MS, TARGET_ALL_RATIO, TARGET_ROLES_P99_MS,
     TARGET_ROLES_RATIO, TARGET_XACTS_PER_PARTICIPANT,
 };
+use crate::traffic::SAMPLE_EVERY;
 
 pub(crate) struct Measured {
     pub(crate) mode: Mode,
@@ -131,7 +132,7 @@ pub(crate) fn summary_line(m: &Measured, pg: &Pgbench) -> String {
         r.problems,
         match r.roles.iter().filter_map(|u| u.traffic).map(|t| t.closed).sum::<usize>() {
             0 => String::new(),
-            n => format!("; {n} sockets closed inside the window (their bytes not counted)"),
+            n => format!("; {n} sockets closed inside the window (counted up to their last sample)"),
         }
     )
 }
@@ -243,19 +244,21 @@ pub(crate) fn markdown(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Me
             per_plan(r.cpu.postgres)
         ));
     }
-    body.push_str(
+    body.push_str(&format!(
         "\nPer plan and role, over the measured window (plans = the `201` answers completed in it): CPU time of \
          the role's processes (/proc/PID/stat); HTTP requests they served; TCP bytes their sockets received / sent \
-         (the kernel's per-socket `bytes_received` / `bytes_sent`, read with `ss -tinOe` and summed over the \
-         sockets each process holds in /proc/PID/fd: client, peer and PostgreSQL connections; /proc/PID/io is not \
-         used because it does not count recv(2)/send(2)). Requests served: `all` and `planner` = `POST /v1/plans` \
+         (the kernel's per-socket `bytes_received` / `bytes_sent`, read with `ss -tinOe` every {every} s and summed \
+         over the sockets each process holds in /proc/PID/fd: client, peer and PostgreSQL connections, a socket \
+         that closes in the window up to its last sample; /proc/PID/io is not used because it does not count \
+         recv(2)/send(2)). Requests served: `all` and `planner` = `POST /v1/plans` \
          (the process's `coreserve_plans_total` on `/metrics`), `lis` and `nis` = the planner's calls to them (its \
          `coreserve_participant_call_seconds_count`, every message; all-in-one makes these calls in process); the \
          GIS's (one `candidates` call per job) are counted nowhere: `-`. `lis (sum of N)` = every LIS process; \
          `lis (per process, mean)` = that sum ÷ N.\n\n\
          | deployment | grid | role | processes | CPU | requests served | kB received / sent |\n\
          |---|---|---|---|---|---|---|\n",
-    );
+        every = SAMPLE_EVERY.as_secs_f64()
+    ));
     for m in measured {
         let r = m.median();
         for u in &r.roles {

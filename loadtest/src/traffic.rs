@@ -2,10 +2,13 @@
 //! ends:
 //! - TCP bytes each `coreserve serve` process sent and received: the kernel's per-socket
 //!   counters (`tcp_info`'s `bytes_sent`, `bytes_received`, as `ss -tinHOe` prints them),
-//!   summed over the sockets the process holds (`/proc/PID/fd`). /proc/PID/io's `rchar` and
-//!   `wchar` would not do: they count read(2)/write(2) but not recv(2)/send(2), and Rust's
-//!   standard library reads sockets with recv(2). A socket that closes inside the window takes
-//!   its bytes with it; the number of such sockets is kept beside the figures.
+//!   summed over the sockets the process holds (`/proc/PID/fd`), sampled every
+//!   [`SAMPLE_EVERY`] through the window: a socket counts from its value at the window's start
+//!   (0 if it opened later) to the last sample that saw it, so a connection that closes inside
+//!   the window (an idle keep-alive one the server drops) keeps its bytes but those of its last
+//!   moments before a sample. /proc/PID/io's `rchar` and `wchar` would not do: they count
+//!   read(2)/write(2) but not recv(2)/send(2), and Rust's standard library reads sockets with
+//!   recv(2).
 //! - The planner's (or the all-in-one process's) `/metrics`: plans it answered and the
 //!   participant calls it made, by participant kind (the requests the LIS and NIS processes
 //!   served). `coreserve serve` keeps no total of the HTTP requests a process serves, and none
@@ -13,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use procfs::process::{FDTarget, Process};
@@ -55,18 +59,38 @@ fn socket_inodes(pid: u32) -> Vec<u64> {
         .collect()
 }
 
-/// Each server's TCP sockets with their counters, in the order of the pids given.
-#[derive(Clone, Default)]
-pub(crate) struct SocketSnap(Option<Vec<HashMap<u64, SocketBytes>>>);
+/// How often the sockets are sampled during the window.
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 
-pub(crate) fn socket_snapshot(servers: &[(String, u32)]) -> SocketSnap {
-    let Some(all) = tcp_sockets() else { return SocketSnap(None) };
-    SocketSnap(Some(
+/// Each server's TCP sockets with their counters, in the order of the pids given; `None`
+/// without `ss`.
+fn socket_snapshot(servers: &[(String, u32)]) -> Option<Vec<HashMap<u64, SocketBytes>>> {
+    let all = tcp_sockets()?;
+    Some(
         servers
             .iter()
             .map(|(_, pid)| socket_inodes(*pid).into_iter().filter_map(|i| all.get(&i).map(|b| (i, *b))).collect())
             .collect(),
-    ))
+    )
+}
+
+/// Samples the servers' sockets from `from` to `to` (blocking: run it on a thread of its own)
+/// and returns each server's traffic in between, in the order of `servers`; `None` without
+/// `ss`.
+pub(crate) fn sample_traffic(servers: &[(String, u32)], from: Instant, to: Instant) -> Option<Vec<Traffic>> {
+    std::thread::sleep(from.saturating_duration_since(Instant::now()));
+    let start = socket_snapshot(servers)?;
+    let mut last = start.clone();
+    let mut next = from;
+    while next < to {
+        next = (next + SAMPLE_EVERY).min(to);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        for (seen, now) in last.iter_mut().zip(socket_snapshot(servers)?) {
+            seen.extend(now);
+        }
+    }
+    let end = socket_snapshot(servers)?;
+    Some(start.iter().zip(&last).zip(&end).map(|((a, seen), b)| traffic(a, seen, b)).collect())
 }
 
 /// What one process's sockets carried during a window.
@@ -74,24 +98,25 @@ pub(crate) fn socket_snapshot(servers: &[(String, u32)]) -> SocketSnap {
 pub(crate) struct Traffic {
     pub(crate) sent: u64,
     pub(crate) received: u64,
-    /// Sockets open at the window's start and gone at its end (their bytes are not counted).
+    /// Sockets seen during the window and gone at its end (counted up to their last sample).
     pub(crate) closed: usize,
 }
 
-/// Per server (in the snapshots' order), the bytes between `a` and `b`; `None` without `ss`.
-pub(crate) fn traffic(a: &SocketSnap, b: &SocketSnap) -> Option<Vec<Traffic>> {
-    let (a, b) = (a.0.as_ref()?, b.0.as_ref()?);
-    let per = a.iter().zip(b).map(|(before, after)| {
-        let mut t = Traffic::default();
-        for (ino, (sent, received)) in after {
-            let (s0, r0) = before.get(ino).copied().unwrap_or_default();
-            t.sent += sent.saturating_sub(s0);
-            t.received += received.saturating_sub(r0);
-        }
-        t.closed = before.keys().filter(|i| !after.contains_key(i)).count();
-        t
-    });
-    Some(per.collect())
+/// One server's bytes from `start` (a socket not in it counts from 0) to the last value `seen`
+/// of each socket; the sockets seen but not in `end` closed inside the window.
+fn traffic(
+    start: &HashMap<u64, SocketBytes>,
+    seen: &HashMap<u64, SocketBytes>,
+    end: &HashMap<u64, SocketBytes>,
+) -> Traffic {
+    let mut t = Traffic::default();
+    for (ino, (sent, received)) in seen {
+        let (s0, r0) = start.get(ino).copied().unwrap_or_default();
+        t.sent += sent.saturating_sub(s0);
+        t.received += received.saturating_sub(r0);
+    }
+    t.closed = seen.keys().filter(|i| !end.contains_key(i)).count();
+    t
 }
 
 /// Counters of a planning process's `/metrics`.
@@ -164,5 +189,15 @@ mod tests {
         assert_eq!((c.plans, c.lis_calls, c.nis_calls), (9, 12, 4));
         let d = Counters::default().until(&c);
         assert_eq!((d.plans, d.lis_calls, d.nis_calls), (9, 12, 4));
+    }
+
+    #[test]
+    fn traffic_counts_closed_and_new_sockets_from_their_samples() {
+        let start = HashMap::from([(1, (100, 10)), (2, (50, 5))]);
+        // 2 closed after a last sample at (80, 9); 3 opened inside the window.
+        let seen = HashMap::from([(1, (150, 30)), (2, (80, 9)), (3, (7, 1))]);
+        let end = HashMap::from([(1, (150, 30)), (3, (7, 1))]);
+        let t = traffic(&start, &seen, &end);
+        assert_eq!((t.sent, t.received, t.closed), (50 + 30 + 7, 20 + 4 + 1, 1));
     }
 }
