@@ -15,7 +15,9 @@ use serde::Deserialize;
 use crate::cpu::{clk_tck, snapshot, CpuSplit};
 use crate::database::{xacts, Databases};
 use crate::deploy::{wait_ready, Mode, Procs};
+use crate::roles::{by_role, RoleUsage};
 use crate::settings::{Settings, BASE_MARGIN_S, HORIZON_DAYS, W_INTERVAL_S};
+use crate::traffic::{sample_traffic, scrape};
 use crate::workload::{Scenario, Workload};
 
 #[derive(Deserialize)]
@@ -29,6 +31,34 @@ struct PlanAnswer {
     messages: u64,
     /// Holds it made and aborted again (BIR's backtracking and shifts).
     holds_aborted: u64,
+    #[serde(default)]
+    jobs: Vec<JobAt>,
+    #[serde(default)]
+    transfers: Vec<TransferOn>,
+}
+
+/// A placed job of an answer: its site.
+#[derive(Deserialize)]
+struct JobAt {
+    site: String,
+}
+
+/// A placed transfer of an answer: its links (empty within a site).
+#[derive(Deserialize)]
+struct TransferOn {
+    #[serde(default)]
+    path: Vec<serde::de::IgnoredAny>,
+}
+
+impl PlanAnswer {
+    /// The participants the plan touches: the distinct sites of its jobs (a LIS each), and the
+    /// NIS if a transfer crosses a link.
+    fn participants(&self) -> usize {
+        let mut sites: Vec<&str> = self.jobs.iter().map(|j| j.site.as_str()).collect();
+        sites.sort_unstable();
+        sites.dedup();
+        sites.len() + usize::from(self.transfers.iter().any(|t| !t.path.is_empty()))
+    }
 }
 
 struct ClientLog {
@@ -37,6 +67,8 @@ struct ClientLog {
     planning: Histogram<u64>,
     messages: u64,
     holds_aborted: u64,
+    /// Participants touched, summed over the committed plans.
+    participants: usize,
     committed: usize,
     rejected: usize,
     reasons: BTreeMap<String, usize>,
@@ -59,7 +91,11 @@ pub(crate) struct RoundResult {
     /// Transactions (commits and rollbacks, read-only ones too) in the round's database during
     /// the window, per plan (pg_stat_database; its counters lag by up to about a second).
     pub(crate) pg_xacts_per_plan: f64,
+    /// Participants (LIS and NIS) a committed plan touches, mean.
+    pub(crate) participants_per_plan: f64,
     pub(crate) cpu: CpuSplit,
+    /// CPU, socket bytes and requests served by role, over the window.
+    pub(crate) roles: Vec<RoleUsage>,
     pub(crate) problems: usize,
 }
 
@@ -72,6 +108,7 @@ impl Default for ClientLog {
             planning: histogram(),
             messages: 0,
             holds_aborted: 0,
+            participants: 0,
             committed: 0,
             rejected: 0,
             reasons: BTreeMap::new(),
@@ -86,7 +123,7 @@ fn us(ms: f64) -> u64 {
 }
 
 impl RoundResult {
-    fn completed(&self) -> usize {
+    pub(crate) fn completed(&self) -> usize {
         self.committed + self.rejected
     }
 
@@ -96,6 +133,16 @@ impl RoundResult {
 
     pub(crate) fn errors(&self) -> usize {
         self.errors.values().sum()
+    }
+
+    /// PostgreSQL transactions per plan per participant a committed plan touches (NaN when
+    /// no plan committed).
+    pub(crate) fn xacts_per_participant(&self) -> f64 {
+        if self.participants_per_plan > 0.0 {
+            self.pg_xacts_per_plan / self.participants_per_plan
+        } else {
+            f64::NAN
+        }
     }
 }
 
@@ -185,7 +232,10 @@ async fn drive(
                             log.holds_aborted += a.holds_aborted;
                         }
                         match answer {
-                            Ok(a) if a.status == "committed" => log.committed += 1,
+                            Ok(a) if a.status == "committed" => {
+                                log.committed += 1;
+                                log.participants += a.participants();
+                            }
                             Ok(a) if a.status == "rejected" => {
                                 log.rejected += 1;
                                 *log.reasons
@@ -211,15 +261,21 @@ async fn drive(
             log
         }));
     }
-    // CPU at the ends of the measured window.
+    // CPU, sockets, transactions and the planner's counters at the ends of the measured window.
     let pids = procs.pids();
+    let scraper = reqwest::Client::new();
+    let sockets = {
+        let pids = pids.clone();
+        tokio::task::spawn_blocking(move || sample_traffic(&pids, from, to))
+    };
     tokio::time::sleep_until(from.into()).await;
     let a = snapshot(&pids);
-    let xa = xacts(dbs, db).await?;
+    let (xa, ca) = (xacts(dbs, db).await?, scrape(&scraper, url).await?);
     tokio::time::sleep_until(to.into()).await;
     let b = snapshot(&pids);
-    let xb = xacts(dbs, db).await?;
+    let (xb, cb) = (xacts(dbs, db).await?, scrape(&scraper, url).await?);
     let cpu = CpuSplit::of(&a, &b, s.measure.as_secs_f64(), clk_tck());
+    let roles = by_role(&a, &b, sockets.await?.as_deref(), &ca.until(&cb), clk_tck());
 
     let mut all = ClientLog::default();
     for t in tasks {
@@ -228,6 +284,7 @@ async fn drive(
         all.planning.add(&log.planning)?;
         all.messages += log.messages;
         all.holds_aborted += log.holds_aborted;
+        all.participants += log.participants;
         all.committed += log.committed;
         all.rejected += log.rejected;
         for (k, v) in log.reasons {
@@ -250,7 +307,9 @@ async fn drive(
         messages_per_plan: all.messages as f64 / p.len().max(1) as f64,
         holds_aborted_per_plan: all.holds_aborted as f64 / p.len().max(1) as f64,
         pg_xacts_per_plan: (xb - xa) as f64 / (all.committed + all.rejected).max(1) as f64,
+        participants_per_plan: all.participants as f64 / all.committed.max(1) as f64,
         cpu,
+        roles,
         problems: procs.problems.load(Ordering::Relaxed),
     })
 }

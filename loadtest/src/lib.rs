@@ -22,21 +22,26 @@
 //! `CORESERVE_LOAD_CLIENTS` (8), `CORESERVE_LOAD_SECONDS` (20, measured per round),
 //! `CORESERVE_LOAD_WARMUP_S` (5), `CORESERVE_LOAD_ROUNDS` (3), `CORESERVE_LOAD_PGBENCH_S` (15),
 //! `CORESERVE_LOAD_IDEMPOTENCY` (`1`: every request carries an `Idempotency-Key`).
-//! Needs `pgbench` on the PATH and the repository's `data/`.
+//! Needs `pgbench` on the PATH and the repository's `data/`; `ss` (iproute2) for the socket
+//! bytes by role (without it they are reported as `-`).
 //!
 //! `cargo bench --bench load` runs it: `benches/load.rs` of the coreserve package (so that
 //! cargo builds the `coreserve` binary first) calls [`main`] and writes the section.
 //!
 //! Modules: `settings` (environment, constants), `database` (fresh databases, pgbench),
 //! `workload` (grids, requests), `deploy` (the serve processes), `drive` (the clients, one
-//! round), `cpu` (/proc accounting), `report` (summary lines and Markdown).
+//! round), `cpu` (/proc accounting), `traffic` (socket bytes from `ss`, the planner's
+//! `/metrics` counters), `roles` (CPU, bytes and requests by role), `report` (summary lines
+//! and Markdown).
 
 mod cpu;
 pub mod database;
 pub mod deploy;
 mod drive;
 mod report;
+mod roles;
 mod settings;
+mod traffic;
 mod workload;
 
 use std::path::PathBuf;
@@ -87,7 +92,7 @@ async fn run(s: &Settings, paths: &Paths, dbs: &Databases) -> Result<String> {
             dbs.drop_all().await?;
             eprintln!(
                 "  {:.0} plans/s, p50 {:.2} ms, p99 {:.2} ms, commit rate {:.3}, errors {}; per plan {:.0} messages, \
-                 {:.1} PostgreSQL transactions; CPU: {}",
+                 {:.1} PostgreSQL transactions ({:.2} per participant touched); CPU: {}",
                 r.plans_per_s,
                 r.latency_ms[0],
                 r.latency_ms[2],
@@ -95,6 +100,7 @@ async fn run(s: &Settings, paths: &Paths, dbs: &Databases) -> Result<String> {
                 r.errors(),
                 r.messages_per_plan,
                 r.pg_xacts_per_plan,
+                r.xacts_per_participant(),
                 r.cpu.describe()
             );
             m.rounds.push(r);
