@@ -198,11 +198,12 @@ struct Proxy {
     ctl: Arc<ProxyCtl>,
 }
 
-/// The last path segment of the HTTP request starting `chunk`, if it starts one.
+/// The last path segment of the HTTP request starting `chunk` (without its query string: a
+/// planner's prepare is `.../prepare?tentative=true`), if it starts one.
 fn verb_of(chunk: &[u8]) -> Option<String> {
     let line = chunk.split(|&b| b == b'\r').next()?;
     let line = std::str::from_utf8(line).ok()?;
-    let path = line.strip_prefix("POST ")?.split(' ').next()?;
+    let path = line.strip_prefix("POST ")?.split([' ', '?']).next()?;
     Some(path.rsplit('/').next()?.to_owned())
 }
 
