@@ -45,19 +45,22 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
         Role::Planner(_) => {
             v.configure(plans_v1).route("/tokens", web::post().to(tokens::create));
         }
+        // A participant process serves mostly the participant protocol: its routes come first,
+        // since actix matches routes in order and every pattern with a `{segment}` tried
+        // before the right one costs a regex match (10 % of a LIS's CPU when they came last).
         Role::Lis { .. } => {
-            v.configure(sites_read_v1)
+            v.configure(participant::configure_sites)
+                .configure(sites_read_v1)
                 .route("/sites/{id}/availability", web::get().to(sites::availability))
                 .route("/sites/{id}/reservations", web::get().to(sites::reservations))
                 .route("/sites/{id}/holds", web::post().to(sites::hold))
-                .configure(holds_v1)
-                .configure(participant::configure_sites);
+                .configure(holds_v1);
         }
         Role::Nis => {
-            v.configure(network_v1).configure(holds_v1).configure(participant::configure_network);
+            v.configure(participant::configure_network).configure(network_v1).configure(holds_v1);
         }
         Role::Gis => {
-            v.configure(sites_read_v1).configure(participant::configure_gis);
+            v.configure(participant::configure_gis).configure(sites_read_v1);
         }
     }));
 }
