@@ -9,6 +9,7 @@
 //! | call | endpoint | body -> answer |
 //! |---|---|---|
 //! | query | `POST {base}/query` | [`ComputeQuery`] -> [`ComputeOffer`] (LIS), [`NetworkQuery`] -> [`Route`] or `null` (NIS) |
+//! | several queries | `POST {base}/queries` | [`QueryBatch`] -> [`AnswerBatch`] (answers in order; any refusal fails the call) |
 //! | prepare | `POST {base}/prepare`, `?tentative=true` for a tentative hold | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
 //! | persist | `POST {base}/holds/persist` | [`HoldBatch`] -> 204 |
 //! | commit of several holds | `POST {base}/holds/commit` | [`HoldBatch`] -> [`BatchAnswer`] |
@@ -247,6 +248,19 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
         self.remote.call("/query", q).await
     }
 
+    /// One `POST {base}/queries`; a failed call is every query's answer.
+    async fn query_all(&self, qs: &[R::Query]) -> Vec<Result<R::Answer, ParticipantError>> {
+        let body = QueryBatch { queries: qs.to_vec() };
+        match self.remote.call::<_, AnswerBatch<R::Answer>>("/queries", &body).await {
+            Ok(a) if a.answers.len() == qs.len() => a.answers.into_iter().map(Ok).collect(),
+            Ok(a) => {
+                let e = transport(format!("{}/queries: {} answers for {} queries", self.remote.base, a.answers.len(), qs.len()));
+                vec![Err(e); qs.len()]
+            }
+            Err(e) => vec![Err(e); qs.len()],
+        }
+    }
+
     /// Asks for a tentative hold (`?tentative=true`): the coordinator persists its holds
     /// before logging a decision ([`HoldLifecycle::persist`]), and a commit journals a hold
     /// that was never persisted, so the participant need not write every hold of the search.
@@ -298,6 +312,19 @@ impl<R: Role> HoldLifecycle for HttpParticipant<R> {
             Err(e) => vec![Err(e); holds.len()],
         }
     }
+}
+
+/// Body of `POST {base}/queries`: several availability queries of one participant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryBatch<Q> {
+    pub queries: Vec<Q>,
+}
+
+/// Answer of `POST {base}/queries`: the answers, in the order of the queries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AnswerBatch<A> {
+    pub answers: Vec<A>,
 }
 
 /// Body of the participant protocol's batches (`POST {base}/holds/persist`, `/holds/commit`):

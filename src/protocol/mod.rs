@@ -395,6 +395,16 @@ pub async fn commit_each<P: HoldLifecycle + ?Sized>(p: &P, holds: &[HoldId]) -> 
 pub trait Participant<R: Role>: HoldLifecycle {
     /// Answers an availability query; changes nothing.
     async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError>;
+    /// Answers several availability queries in one message, in order (the planner's batched
+    /// queries: every job a search step may still ask this participant about). The default
+    /// asks them one by one; the HTTP transport sends one request.
+    async fn query_all(&self, qs: &[R::Query]) -> Vec<Result<R::Answer, ParticipantError>> {
+        let mut answers = Vec::with_capacity(qs.len());
+        for q in qs {
+            answers.push(self.query(q).await);
+        }
+        answers
+    }
     /// Phase 1: check and set aside capacity atomically, with a lease.
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError>;
     /// Phase 1 on behalf of the principal `owner` (the `user` of the token that asked): like

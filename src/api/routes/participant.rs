@@ -24,16 +24,17 @@ use crate::api::body::{parse, parse_optional};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::ComputeDemand;
-use crate::protocol::http::{BatchAnswer, Extend, HoldBatch};
+use crate::protocol::http::{AnswerBatch, BatchAnswer, Extend, HoldBatch, QueryBatch};
 use crate::protocol::{
     Candidates, Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest,
     NetworkQuery, Participant, ParticipantRef, Route,
 };
-use crate::protocol::{Compute, Network};
+use crate::protocol::{Compute, Network, Role};
 
 /// Registers the LIS endpoints (every site of this process).
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
     cfg.route("/participant/sites/{site}/query", web::post().to(site_query))
+        .route("/participant/sites/{site}/queries", web::post().to(site_queries))
         .route("/participant/sites/{site}/prepare", web::post().to(site_prepare))
         .route("/participant/sites/{site}/holds/{verb}", web::post().to(site_batch))
         .route("/participant/sites/{site}/holds/{id}/{verb}", web::post().to(site_lifecycle));
@@ -42,6 +43,7 @@ pub fn configure_sites(cfg: &mut web::ServiceConfig) {
 /// Registers the NIS endpoints.
 pub fn configure_network(cfg: &mut web::ServiceConfig) {
     cfg.route("/participant/network/query", web::post().to(net_query))
+        .route("/participant/network/queries", web::post().to(net_queries))
         .route("/participant/network/prepare", web::post().to(net_prepare))
         .route("/participant/network/holds/{verb}", web::post().to(net_batch))
         .route("/participant/network/holds/{id}/{verb}", web::post().to(net_lifecycle));
@@ -157,6 +159,46 @@ pub async fn site_query(
     caller.require_service()?;
     let q: ComputeQuery = parse(&req, &body)?;
     Ok(web::Json(site(&state, &id, &caller, false)?.query(&q).await?))
+}
+
+/// Answers a batch of queries of participant `p` in order; the first refusal fails the batch.
+async fn queries<R: Role>(
+    p: Arc<dyn Participant<R>>,
+    req: &HttpRequest,
+    body: &[u8],
+) -> Result<HttpResponse, ApiError> {
+    let b: QueryBatch<R::Query> = parse(req, body)?;
+    if b.queries.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!("at most {MAX_BATCH} queries per batch")));
+    }
+    let mut answers = Vec::with_capacity(b.queries.len());
+    for a in p.query_all(&b.queries).await {
+        answers.push(a?);
+    }
+    Ok(HttpResponse::Ok().json(AnswerBatch { answers }))
+}
+
+/// LIS: several queries at once.
+pub async fn site_queries(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_service()?;
+    queries(site(&state, &id, &caller, false)?, &req, &body).await
+}
+
+/// NIS: several queries at once.
+pub async fn net_queries(
+    state: web::Data<AppState>,
+    caller: Caller,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    caller.require_service()?;
+    queries(network(&state, &caller, false)?, &req, &body).await
 }
 
 /// LIS prepare: the hold is owned by the caller's principal.
