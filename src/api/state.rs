@@ -20,8 +20,8 @@ use crate::model::{from_time, to_time, Grid, SiteId, Time};
 use crate::planner::{ParticipantRef, Planner, PlannerConfig, Recovery, Services};
 use crate::protocol::http::{ClientTls, HttpCatalogue, HttpParticipant};
 use crate::protocol::{
-    Backlog, CallObserver, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
-    ParticipantKind, Timed, Yielding,
+    Backlog, CallObserver, Compute, Hold, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
+    ParticipantError, ParticipantKind, Role as ParticipantRole, Timed,
 };
 use crate::store::{Claim, PlanFilter, PlanStatus, Store, StoreError, TokenRecord};
 
@@ -116,13 +116,13 @@ impl AppState {
                 }
             }
             _ => {
-                // In process: yield before each message, so that long searches share their
-                // worker thread (see protocol::Yielding).
+                // In process: a message may yield, so that long searches share their worker
+                // thread (see [`Cooperative`]).
                 let mut s = participants.services();
                 for p in s.lis.values_mut() {
-                    *p = Arc::new(Yielding(p.clone()));
+                    *p = Arc::new(Cooperative(p.clone()));
                 }
-                s.nis = Arc::new(Yielding(s.nis.clone()));
+                s.nis = Arc::new(Cooperative(s.nis.clone()));
                 s
             }
         };
@@ -485,6 +485,51 @@ pub fn participant_client(config: &ServeConfig) -> anyhow::Result<reqwest::Clien
         tls.identity_pem = Some(pem);
     }
     crate::protocol::http::client(&tls).map_err(|e| anyhow::anyhow!("participant client TLS: {e}"))
+}
+
+/// The all-in-one's in-process transport: forwards every message unchanged, after giving
+/// the scheduler a chance to run other tasks once the planning task has used up its
+/// cooperative budget (`tokio::task::coop::consume_budget`, about 128 messages or other
+/// budgeted operations per poll).
+///
+/// An in-process participant answers without ever waiting, so without a yield point a long
+/// search (a 64-job request takes about a second) would keep its worker thread to itself.
+/// [`crate::protocol::Yielding`] yields before every message; on the service's hot path that
+/// cost a scheduler round (and an `epoll_wait`) per message, about 200 per plan on
+/// Geant2012. Yielding when the budget runs out keeps long searches interleaved (a yield at
+/// least every few hundred microseconds) at a fraction of that cost.
+pub struct Cooperative<T: ?Sized>(pub Arc<T>);
+
+#[async_trait::async_trait]
+impl<R: ParticipantRole, T: Participant<R> + ?Sized> Participant<R> for Cooperative<T> {
+    async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.prepare(req).await
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Cooperative<T> {
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.commit(hold).await
+    }
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.abort(hold).await
+    }
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.release(hold).await
+    }
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.extend(hold, lease_s).await
+    }
 }
 
 /// N planners over one set of participants; each request goes to the least busy one.

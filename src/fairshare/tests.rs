@@ -146,7 +146,10 @@ fn naming_a_member_moves_them_and_bad_allocations_are_refused() {
         project("c", -1.0, &[]),
         project("c", f64::NAN, &[]),
         Project { allocation: Allocation { period_s: 0, ..Allocation::cpu_hours(1.0) }, ..project("c", 1.0, &[]) },
-        Project { allocation: Allocation { period_s: i64::MAX, ..Allocation::cpu_hours(1.0) }, ..project("c", 1.0, &[]) },
+        Project {
+            allocation: Allocation { period_s: i64::MAX, ..Allocation::cpu_hours(1.0) },
+            ..project("c", 1.0, &[])
+        },
         project(" ", 1.0, &[]),
         project("c", 1.0, &["\u{7}"]),
     ] {
