@@ -35,31 +35,34 @@ impl<T> std::ops::Deref for JsonBody<T> {
     }
 }
 
-/// The JSON path (`$.jobs[0].name`) of the first string or key with a control character.
+/// The JSON path (`$.jobs[0].name`) of the first string or key with a control character,
+/// appended to `path`. The path is built only on the way back from a find: a clean body
+/// (every request) costs no allocation.
 fn control_path(v: &Value, path: &mut String) -> bool {
-    let bad = |s: &str| s.chars().any(char::is_control);
-    match v {
-        Value::String(s) => bad(s),
-        Value::Array(items) => items.iter().enumerate().any(|(i, x)| {
-            let len = path.len();
-            path.push_str(&format!("[{i}]"));
-            let found = control_path(x, path);
-            if !found {
-                path.truncate(len);
-            }
-            found
-        }),
-        Value::Object(map) => map.iter().any(|(k, x)| {
-            let len = path.len();
-            path.push('.');
-            path.push_str(&k.escape_debug().to_string());
-            let found = bad(k) || control_path(x, path);
-            if !found {
-                path.truncate(len);
-            }
-            found
-        }),
-        _ => false,
+    fn find(v: &Value) -> Option<Vec<String>> {
+        let bad = |s: &str| s.chars().any(char::is_control);
+        match v {
+            Value::String(s) => bad(s).then(Vec::new),
+            Value::Array(items) => items.iter().enumerate().find_map(|(i, x)| {
+                let mut rest = find(x)?;
+                rest.push(format!("[{i}]"));
+                Some(rest)
+            }),
+            Value::Object(map) => map.iter().find_map(|(k, x)| {
+                let mut rest = if bad(k) { Vec::new() } else { find(x)? };
+                rest.push(format!(".{}", k.escape_debug()));
+                Some(rest)
+            }),
+            _ => None,
+        }
+    }
+    match find(v) {
+        // Innermost first.
+        Some(steps) => {
+            steps.iter().rev().for_each(|s| path.push_str(s));
+            true
+        }
+        None => false,
     }
 }
 

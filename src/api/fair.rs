@@ -17,8 +17,9 @@
 //! priority, not by arrival.
 //!
 //! The requests that plan share the CPU: the all-in-one's in-process participants yield
-//! before every message ([`crate::protocol::Yielding`]), so a small request is not stuck
-//! behind a long search on its worker thread. The queue is in-process (each planning process
+//! once a planning task has used up its cooperative budget ([`crate::protocol::Yielding`]:
+//! every hundred-odd messages), so a small request is not stuck behind a long search on its
+//! worker thread. The queue is in-process (each planning process
 //! shares its own planners fairly).
 
 use std::collections::{HashMap, VecDeque};

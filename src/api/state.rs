@@ -118,8 +118,8 @@ impl AppState {
                 }
             }
             _ => {
-                // In process: yield before each message, so that long searches share their
-                // worker thread (see protocol::Yielding).
+                // In process: a message may yield, so that long searches share their worker
+                // thread (see [`Yielding`]).
                 let mut s = participants.services();
                 for p in s.lis.values_mut() {
                     *p = Arc::new(Yielding(p.clone()));

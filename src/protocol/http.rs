@@ -254,7 +254,12 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
         match self.remote.call::<_, AnswerBatch<R::Answer>>("/queries", &body).await {
             Ok(a) if a.answers.len() == qs.len() => a.answers.into_iter().map(Ok).collect(),
             Ok(a) => {
-                let e = transport(format!("{}/queries: {} answers for {} queries", self.remote.base, a.answers.len(), qs.len()));
+                let e = transport(format!(
+                    "{}/queries: {} answers for {} queries",
+                    self.remote.base,
+                    a.answers.len(),
+                    qs.len()
+                ));
                 vec![Err(e); qs.len()]
             }
             Err(e) => vec![Err(e); qs.len()],

@@ -96,6 +96,19 @@ impl From<&PlanRecord> for PlanView {
     }
 }
 
+impl From<PlanRecord> for PlanView {
+    /// The record's view without copying its outcome.
+    fn from(r: PlanRecord) -> Self {
+        PlanView {
+            id: r.id,
+            user: r.user,
+            created_at: r.created_at,
+            cancelled_at: r.cancelled_at,
+            outcome: r.outcome.with_status(r.status),
+        }
+    }
+}
+
 /// `POST /v1/plans` query.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -218,7 +231,8 @@ pub async fn create(
         state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
         return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
     }
-    let print = fingerprint(&body);
+    // Only a keyed request needs its body's fingerprint (to tell a retry from a reuse).
+    let print = if key.is_some() { fingerprint(&body) } else { String::new() };
     // The request's claim on its key and, once decided, on its transaction: renewed while this
     // request works, taken over by another process if this one stops (see store::Claim).
     let guard = state.claim();
@@ -327,7 +341,7 @@ pub async fn create(
         Ok::<_, ApiError>(rec)
     });
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
-    Ok(created(&PlanView::from(&rec)))
+    Ok(created(&PlanView::from(rec)))
 }
 
 /// A request with a job that no site can ever run (422): the outcome's reason names the job
