@@ -542,6 +542,8 @@ impl PlannerPool {
             w_interval_s: config.w_interval_s,
             policy: config.policy,
             method: config.method,
+            // Remote participants: a message costs far more than an answer (see planner::queries).
+            batch_queries: matches!(config.role, Role::Planner(_)),
             ..PlannerConfig::default()
         };
         let planners = Planner::pool(config.planners.max(1), &template, &services, |_| rand::random())

@@ -40,6 +40,7 @@
 
 mod commit;
 mod coordinator;
+mod queries;
 mod recover;
 mod search;
 #[cfg(test)]
@@ -87,6 +88,10 @@ pub struct PlannerConfig {
     /// planned again, with a fresh search, before it is rejected. Ando & Aida reject it at
     /// once: the default is 0. Each new search still ends at arrival + `w_interval`.
     pub bbr_replans: u32,
+    /// Ask each LIS once per search step about every job the step may still need from it
+    /// (one message instead of one per job; see `queries`). Off by default (the simulator's
+    /// message counts are those of Ando & Aida); the service turns it on for remote participants.
+    pub batch_queries: bool,
 }
 
 /// How the search sends a step's free-slot queries to the candidate sites of a job.
@@ -112,6 +117,7 @@ impl Default for PlannerConfig {
             max_fixes: 20_000,
             query_fanout: QueryFanout::Parallel,
             bbr_replans: 0,
+            batch_queries: false,
         }
     }
 }

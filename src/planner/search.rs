@@ -12,6 +12,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use super::queries::QueryCache;
 use super::{Planner, QueryFanout};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
@@ -137,6 +138,8 @@ pub(crate) struct Attempt<'a> {
     /// A job no site of the catalogue can run: the request can never be planned.
     pub(super) unsatisfiable: bool,
     overlay: Overlay,
+    /// Batched query answers (see [`super::queries`]).
+    queries: QueryCache,
     /// When planning of the request began (the outcome's `planning_ms`; before the first
     /// attempt when a refused BBR batch is planned again).
     started: tokio::time::Instant,
@@ -176,6 +179,7 @@ impl<'a> Attempt<'a> {
             stopped: None,
             unsatisfiable: false,
             overlay: Overlay::default(),
+            queries: QueryCache::default(),
             started,
         }
     }
@@ -303,6 +307,10 @@ impl<'a> Attempt<'a> {
     /// Reservation candidates of job `v` starting no earlier than `t_bgn`, one per candidate
     /// site that can fit it before the deadline, ordered by the selection policy.
     async fn reservation_candidates(&mut self, v: usize, t_bgn: Time) -> Vec<(Time, ComputeOffer)> {
+        if self.planner.cfg.batch_queries && !self.style.overlay {
+            let answers = self.batched_offers(v).await;
+            return self.rank(v, answers);
+        }
         let job = &self.req.jobs()[v];
         let deadline = self.req.deadline();
         let overlay = self.style.overlay;
@@ -338,6 +346,86 @@ impl<'a> Attempt<'a> {
             }
         };
         self.messages += answers.len() as u64;
+        self.rank(v, answers)
+    }
+
+    /// The offers of job `v` from every candidate site, batched (see [`super::queries`]): each
+    /// candidate site not asked yet at this `st` gets one message with the queries of `v` and
+    /// of every other unfixed job it could run.
+    async fn batched_offers(&mut self, v: usize) -> Vec<Result<ComputeOffer, ParticipantError>> {
+        self.queries.at(self.st);
+        let deadline = self.req.deadline();
+        let query = |u: usize, site: &SiteId| {
+            let job = &self.req.jobs()[u];
+            ComputeQuery {
+                site: site.clone(),
+                cpus: job.cpus,
+                duration_s: job.duration_s,
+                window_start: self.st + job.offset_s,
+                deadline,
+                gpus: job.requires.gpus.clone(),
+            }
+        };
+        let mut batches = Vec::new();
+        for site in &self.candidates[v] {
+            if self.queries.get(v, site).is_some() {
+                continue;
+            }
+            let others = (0..self.jobs.len()).filter(|&u| {
+                u != v
+                    && self.jobs[u].is_none()
+                    && self.queries.get(u, site).is_none()
+                    && self.candidates[u].contains(site)
+            });
+            let jobs: Vec<usize> = std::iter::once(v).chain(others).collect();
+            let qs: Vec<ComputeQuery> = jobs.iter().map(|&u| query(u, site)).collect();
+            batches.push((site.clone(), jobs, qs));
+        }
+        self.messages += batches.len() as u64;
+        let calls = batches.iter().map(|(site, _, qs)| {
+            let lis = self.lis(site);
+            async move {
+                match lis {
+                    Ok(p) => p.query_all(qs).await,
+                    Err(e) => vec![Err(e); qs.len()],
+                }
+            }
+        });
+        let answers = match self.planner.cfg.query_fanout {
+            QueryFanout::Parallel => join_all(calls).await,
+            QueryFanout::Sequential => {
+                let mut all = Vec::with_capacity(batches.len());
+                for c in calls {
+                    all.push(c.await);
+                }
+                all
+            }
+        };
+        let mut failed = HashMap::new();
+        for ((site, jobs, _), answers) in batches.into_iter().zip(answers) {
+            for (u, a) in jobs.into_iter().zip(answers) {
+                match a {
+                    Ok(offer) => self.queries.put(u, site.clone(), offer),
+                    Err(e) if u == v => {
+                        failed.insert(site.clone(), e);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        self.candidates[v]
+            .iter()
+            .map(|site| match failed.remove(site) {
+                Some(e) => Err(e),
+                None => Ok(self.queries.get(v, site).cloned().expect("asked at this st")),
+            })
+            .collect()
+    }
+
+    /// The usable offers among `answers` for job `v`, ordered by the selection policy (ties
+    /// at random).
+    fn rank(&mut self, v: usize, answers: Vec<Result<ComputeOffer, ParticipantError>>) -> Vec<(Time, ComputeOffer)> {
+        let job = &self.req.jobs()[v];
         let mut offers: Vec<(Time, ComputeOffer)> = answers
             .into_iter()
             .filter_map(|a| match a {
@@ -451,6 +539,8 @@ impl<'a> Attempt<'a> {
         };
         let hold = if self.style.hold_each_fix {
             let req = self.job_hold(v, &fix);
+            // Held or refused, the site's answers to this attempt's batch are out of date.
+            self.queries.forget_site(&offer.site);
             match self.prepare(self.lis(&offer.site), &req).await {
                 Some(h) => Some(h),
                 None => return false,
@@ -569,6 +659,9 @@ impl<'a> Attempt<'a> {
                         if let Some(span) = gpus {
                             Overlay::remove(&mut self.overlay.gpus, &f.site, span);
                         }
+                    }
+                    if f.hold.is_some() {
+                        self.queries.forget_site(&f.site);
                     }
                     (self.lis(&f.site).ok().map(|p| p as Arc<dyn HoldLifecycle>), f.hold)
                 }

@@ -1018,3 +1018,46 @@ async fn a_participant_that_forgot_a_tentative_hold_makes_the_plan_fail_whole() 
     assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0));
     assert_eq!(l.holds_outstanding(), 0, "nothing held");
 }
+
+/// Issue 13: batched queries (one message per LIS per search step for every job it may still
+/// be asked about) plan exactly what one query per job and site plans, with fewer messages,
+/// also when the search holds, shifts and backtracks.
+#[tokio::test]
+async fn batched_queries_plan_the_same_with_fewer_messages() {
+    let sites = vec![
+        site("s1", "n1", 16, "linux", 1.0),
+        site("s2", "n2", 16, "linux", 1.0),
+        site("s3", "n3", 16, "linux", 1.0),
+    ];
+    let g = grid(sites, [1000; 3]);
+    let chain = request(
+        vec![job("A", "linux", 8, 0, 600), job("B", "linux", 12, 0, 600), job("C", "linux", 8, 0, 600)],
+        vec![
+            serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600}),
+            serde_json::json!({"from": "B", "to": "C", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600}),
+        ],
+        20_000,
+    );
+    let mut outcomes = Vec::new();
+    for batch_queries in [false, true] {
+        let l = local(&g);
+        // Busy sites at first: the search shifts and holds on the way.
+        for (s, cpus) in [("s1", 10), ("s2", 6), ("s3", 9)] {
+            let busy =
+                ComputeHoldRequest { txn: TxnId::nil(), site: s.into(), cpus, start: T0, end: T0 + 900, gpus: None };
+            let h = l.lis[s].prepare(&busy).await.unwrap();
+            l.lis[s].commit(h.id).await.unwrap();
+        }
+        let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
+        let p = Planner::new(cfg, l.services());
+        let o = p.plan(&chain).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_queries}: {:?}", o.reason);
+        outcomes.push(o);
+    }
+    let (plain, batched) = (&outcomes[0], &outcomes[1]);
+    assert_eq!(batched.start, plain.start);
+    assert_eq!(batched.jobs, plain.jobs, "the same placements");
+    assert_eq!(batched.transfers, plain.transfers);
+    assert_eq!(batched.holds_aborted, plain.holds_aborted);
+    assert!(batched.messages < plain.messages, "batched {} vs {}", batched.messages, plain.messages);
+}
