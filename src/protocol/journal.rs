@@ -330,6 +330,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
         self.inner.query(q).await
     }
 
+    async fn query_all(&self, qs: &[R::Query]) -> Vec<Result<R::Answer, ParticipantError>> {
+        self.inner.query_all(qs).await
+    }
+
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         let hold = match &self.owner {
             Some(owner) => self.inner.prepare_for(req, owner).await?,

@@ -58,6 +58,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Timed<T> {
     async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
         self.timed(Message::Query, self.inner.query(q)).await
     }
+    /// One message, timed as one query.
+    async fn query_all(&self, qs: &[R::Query]) -> Vec<Result<R::Answer, ParticipantError>> {
+        self.timed(Message::Query, self.inner.query_all(qs)).await
+    }
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         self.timed(Message::Prepare, self.inner.prepare(req)).await
     }
