@@ -88,3 +88,89 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Timed<T> {
         self.timed(Message::Commit, self.inner.commit_all(holds)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::lis::Lis;
+    use crate::model::Site;
+    use crate::protocol::{Compute, ComputeQuery};
+
+    #[derive(Default)]
+    struct Calls(Mutex<Vec<Message>>);
+    impl CallObserver for Calls {
+        fn observe(&self, _: ParticipantKind, message: Message, _: f64) {
+            self.0.lock().unwrap().push(message);
+        }
+    }
+
+    /// A LIS that counts the batches it is sent.
+    struct Batches(Lis, AtomicUsize);
+    #[async_trait]
+    impl Participant<Compute> for Batches {
+        async fn query(&self, q: &ComputeQuery) -> Result<super::super::ComputeOffer, ParticipantError> {
+            self.0.query(q).await
+        }
+        async fn query_all(&self, qs: &[ComputeQuery]) -> Vec<Result<super::super::ComputeOffer, ParticipantError>> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let mut out = Vec::new();
+            for q in qs {
+                out.push(self.0.query(q).await);
+            }
+            out
+        }
+        async fn prepare(&self, req: &super::super::ComputeHoldRequest) -> Result<Hold, ParticipantError> {
+            self.0.prepare(req).await
+        }
+    }
+
+    #[async_trait]
+    impl HoldLifecycle for Batches {
+        async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+            self.0.commit(hold).await
+        }
+        async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+            self.0.abort(hold).await
+        }
+        async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+            self.0.release(hold).await
+        }
+        async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+            self.0.extend(hold, lease_s).await
+        }
+        async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+            self.0.persist(holds).await
+        }
+        async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+            self.0.commit_all(holds).await
+        }
+    }
+
+    /// Issue 13: a wrapper must pass a batch on as one message (the default one-by-one loop
+    /// sent the planner's batches over HTTP one query at a time).
+    #[tokio::test]
+    async fn a_batch_of_queries_is_one_timed_message() {
+        let site = Site {
+            id: "s1".into(),
+            node: "n1".into(),
+            cpus: 8,
+            os: "linux".into(),
+            price_per_cpu_hour: 1.0,
+            attributes: Default::default(),
+        };
+        let inner = Arc::new(Batches(Lis::new(site, Arc::new(ManualClock::new(0)), 120), AtomicUsize::new(0)));
+        let calls = Arc::new(Calls::default());
+        let t = Timed::new(inner.clone(), ParticipantKind::Compute, calls.clone());
+        let q =
+            ComputeQuery { site: "s1".into(), cpus: 4, duration_s: 60, window_start: 0, deadline: 1000, gpus: None };
+        let answers = Participant::<Compute>::query_all(&t, &[q.clone(), q.clone(), q]).await;
+        assert_eq!(answers.len(), 3);
+        assert!(answers.iter().all(|a| a.as_ref().unwrap().earliest_start == Some(0)));
+        assert_eq!(inner.1.load(Ordering::SeqCst), 1, "one batch reached the participant");
+        assert_eq!(*calls.0.lock().unwrap(), vec![Message::Query], "observed as one message");
+    }
+}
