@@ -1,6 +1,8 @@
 //! Planning a 4-job workflow diamond (BIR, policy `time`) on a 100-site GridG-style grid that
 //! already holds 10^5 reservations, against the same requests on the empty grid in the same
-//! run. Writes its section of BENCHMARKS.md.
+//! run; the same with the search of Fig. 3 as written (chronological backtracking, the
+//! baseline of issue 13); and a 64-job co-allocation on Geant2012 (dry run), both ways. Writes
+//! its section of BENCHMARKS.md.
 
 mod report;
 
@@ -9,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use coreserve::clock::ManualClock;
 use coreserve::grid::{gridg, GridgParams, GridgVariant};
+use coreserve::grid::{import_graphml, ImportOptions};
 use coreserve::in_process::InProcessGrid;
-use coreserve::model::{Grid, PlanRequest};
+use coreserve::model::{from_time, Grid, PlanRequest, RawPlanRequest};
 use coreserve::nis::Routing;
-use coreserve::planner::{Planner, PlannerConfig};
+use coreserve::planner::{Backtrack, PlanOptions, Planner, PlannerConfig};
 use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, NetworkHoldRequest, Participant, TxnId};
 use coreserve::replay::Summary;
 use coreserve::workload::{generate, AppKind, WorkloadParams, DEFAULT_START};
@@ -92,7 +95,53 @@ fn per_plan(
         ns.push(t.elapsed().as_nanos() as f64);
     }
     ns.sort_by(f64::total_cmp);
-    (ns[ns.len() / 2], ns[ns.len() * 99 / 100], Summary::of(&outcomes))
+    (report::percentile(&ns, 0.5), report::percentile(&ns, 0.99), Summary::of(&outcomes))
+}
+
+/// Messages per plan of a summary.
+fn per_plan_messages(s: &Summary) -> f64 {
+    s.messages as f64 / s.requests as f64
+}
+
+/// The largest request the service admits (benches/fairness.rs): 64 jobs of 4 CPUs for the same
+/// hour, a 100 Mbit/s transfer between every two consecutive ones.
+fn heavy_request(i: usize) -> PlanRequest {
+    let jobs: Vec<serde_json::Value> = (0..64)
+        .map(|j| serde_json::json!({"name": format!("j{j}"), "os": "linux", "cpus": 4, "offset_s": 0, "duration_s": 3600}))
+        .collect();
+    let transfers: Vec<serde_json::Value> = (1..64)
+        .map(|j| {
+            serde_json::json!({"from": format!("j{}", j - 1), "to": format!("j{j}"), "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 3600})
+        })
+        .collect();
+    let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+        "id": format!("heavy-{i}"), "submitted_at": from_time(DEFAULT_START),
+        "deadline": from_time(DEFAULT_START + 2 * 86_400), "jobs": jobs, "transfers": transfers,
+    }))
+    .unwrap();
+    PlanRequest::new(raw).unwrap()
+}
+
+/// Plans `n` 64-job co-allocations one after the other as dry runs (nothing booked, so each
+/// sees the same calendars) on Geant2012: (median ns, messages per plan, plans found).
+fn heavy(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (f64, f64, usize) {
+    let xml =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/topology-zoo/Geant2012.graphml")).unwrap();
+    let g = import_graphml(&xml, &ImportOptions { seed: 1, ..Default::default() }).unwrap();
+    let local = InProcessGrid::new(&g, Arc::new(ManualClock::new(DEFAULT_START)), 120, Routing::Shortest);
+    let planner = Planner::new(cfg.clone(), local.services());
+    let opts = PlanOptions { dry_run: true, ..Default::default() };
+    let (mut ns, mut messages, mut found) = (Vec::new(), 0, 0);
+    for i in 0..n {
+        let r = heavy_request(i);
+        let t = Instant::now();
+        let o = rt.block_on(planner.plan_with(&r, opts)).outcome;
+        ns.push(t.elapsed().as_nanos() as f64);
+        messages += o.messages;
+        found += usize::from(o.reason.is_none());
+    }
+    ns.sort_by(f64::total_cmp);
+    (report::percentile(&ns, 0.5), messages as f64 / n as f64, found)
 }
 
 fn main() {
@@ -108,12 +157,25 @@ fn main() {
         local
     };
     let reqs = requests(&g);
-    let cfg = PlannerConfig::default(); // BIR, time, w_interval 30 min
-                                        // 1. Each plan timed alone, on fresh grids: the per-plan distribution.
+    // BIR, time, w_interval 30 min, conflict-directed backjumping.
+    let cfg = PlannerConfig::default();
+    // The search of Fig. 3 to the letter: the baseline of issue 13.
+    let old = PlannerConfig { backtrack: Backtrack::Chronological, ..PlannerConfig::default() };
+    // 1. Each plan timed alone, on fresh grids: the per-plan distribution.
     let (loaded_med, loaded_p99, loaded_sum) = per_plan(&rt, &fresh(true), &cfg, &reqs);
     let (empty_med, empty_p99, empty_sum) = per_plan(&rt, &fresh(false), &cfg, &reqs);
+    let (old_med, old_p99, old_sum) = per_plan(&rt, &fresh(true), &old, &reqs);
+    let (old_empty_med, old_empty_p99, old_empty_sum) = per_plan(&rt, &fresh(false), &old, &reqs);
     println!("per plan, 1e5 reservations: median {loaded_med:.0} ns, p99 {loaded_p99:.0} ns, {loaded_sum:?}");
     println!("per plan, empty grid:       median {empty_med:.0} ns, p99 {empty_p99:.0} ns, {empty_sum:?}");
+    println!("chronological, 1e5:         median {old_med:.0} ns, p99 {old_p99:.0} ns, {old_sum:?}");
+    println!("chronological, empty grid:  median {old_empty_med:.0} ns, p99 {old_empty_p99:.0} ns, {old_empty_sum:?}");
+    let (heavy_med, heavy_msgs, heavy_found) = heavy(&rt, &cfg, 8);
+    let (old_heavy_med, old_heavy_msgs, old_heavy_found) = heavy(&rt, &old, 8);
+    println!("64 jobs: median {heavy_med:.0} ns, {heavy_msgs} messages, {heavy_found}/8 planned");
+    println!(
+        "64 jobs, chronological: median {old_heavy_med:.0} ns, {old_heavy_msgs} messages, {old_heavy_found}/8 planned"
+    );
     // 2. criterion over the same requests, cycling (what it calls the median is the median of
     //    sample means, so the search's heavy tail is inside it).
     let (loaded, empty) = (fresh(true), fresh(false));
@@ -134,17 +196,37 @@ fn main() {
     c.final_summary();
     use report::{Fig, Row};
     let notes = format!(
-        "One planner (BIR, policy `time`, w_interval 30 min, search budget {} fixes) plans and commits 4-job \
-         diamond workflows (the workload rules of Ando & Aida, see docs/simulator.md) on a 100-site gridg-w grid (20 LANs x 5 sites) whose \
-         calendars already hold 10^5 committed reservations (80 % compute, 20 % single-link bandwidth) over 60 \
-         days. 512 requests spread over that horizon; each is timed alone (rows `per_plan`), then criterion \
-         cycles through them (rows `criterion`: median of sample means, so the heavy tail of the backtracking \
-         search, p99 above, weighs in). Baseline: the same requests on the empty grid, same run. \
-         Success rate {:.3} with 10^5 reservations ({} messages/plan on average), {:.3} on the empty grid.",
+        "One planner (BIR, policy `time`, w_interval 30 min, search budget {} fixes, conflict-directed \
+         backjumping) plans and commits 4-job diamond workflows (the workload rules of Ando & Aida, see \
+         docs/simulator.md) on a 100-site gridg-w grid (20 LANs x 5 sites) whose calendars already hold 10^5 \
+         committed reservations (80 % compute, 20 % single-link bandwidth) over 60 days. 512 requests spread \
+         over that horizon; each is timed alone (rows `per_plan`), then criterion cycles through them (rows \
+         `criterion`: median of sample means, so the heavy tail of the backtracking search weighs in). \
+         Baseline of the `per_plan` rows: the same requests, same run, planned by the search of Fig. 3 as \
+         written (`Backtrack::Chronological`, the search before issue 13); of the criterion row: the empty \
+         grid. Success rate {:.3} with 10^5 reservations ({:.0} messages/plan), {:.3} on the empty grid \
+         ({:.0} messages/plan); chronological: {:.3} ({:.0} messages/plan) and {:.3} ({:.0}). Empty grid, \
+         per plan: median {:.0} µs, p99 {:.2} ms (chronological {:.0} µs, {:.2} ms). The 64-job row: a \
+         co-allocation of 64 4-CPU jobs chained by 100 Mbit/s transfers (the largest request the API admits, \
+         benches/fairness.rs) on Geant2012, dry run, median of 8; {:.0} messages/plan, {}/8 planned \
+         (chronological: {:.0} messages, {}/8).",
         cfg.max_fixes,
         loaded_sum.success_rate,
-        loaded_sum.messages / loaded_sum.requests as u64,
+        per_plan_messages(&loaded_sum),
         empty_sum.success_rate,
+        per_plan_messages(&empty_sum),
+        old_sum.success_rate,
+        per_plan_messages(&old_sum),
+        old_empty_sum.success_rate,
+        per_plan_messages(&old_empty_sum),
+        empty_med / 1e3,
+        empty_p99 / 1e6,
+        old_empty_med / 1e3,
+        old_empty_p99 / 1e6,
+        heavy_msgs,
+        heavy_found,
+        old_heavy_msgs,
+        old_heavy_found,
     );
     report::write_section(
         "planner",
@@ -156,14 +238,21 @@ fn main() {
                 name: "planner/per_plan_median/1e5_reservations",
                 what: "plan + commit one diamond: median over 512 plans",
                 median: Fig::Measured(loaded_med),
-                baseline: Some(Fig::Measured(empty_med)),
+                baseline: Some(Fig::Measured(old_med)),
                 target_ns: Some(1_000_000.0),
             },
             Row {
                 name: "planner/per_plan_p99/1e5_reservations",
                 what: "same, 99th percentile",
                 median: Fig::Measured(loaded_p99),
-                baseline: Some(Fig::Measured(empty_p99)),
+                baseline: Some(Fig::Measured(old_p99)),
+                target_ns: Some(10_000_000.0),
+            },
+            Row {
+                name: "planner/coallocation_64_jobs/geant2012",
+                what: "plan one 64-job co-allocation (dry run): median of 8",
+                median: Fig::Measured(heavy_med),
+                baseline: Some(Fig::Measured(old_heavy_med)),
                 target_ns: None,
             },
             Row {

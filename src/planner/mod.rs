@@ -92,6 +92,28 @@ pub struct PlannerConfig {
     /// (one message instead of one per job; see `queries`). Off by default (the simulator's
     /// message counts are those of Ando & Aida); the service turns it on for remote participants.
     pub batch_queries: bool,
+    /// How the search backtracks when every candidate below a fix failed (docs/algorithm.md,
+    /// "Backjumping"). Default [`Backtrack::ConflictDirected`]; [`Backtrack::Chronological`] is
+    /// Fig. 3 to the letter (coreserve before issue 13), kept as the benchmarks' baseline.
+    pub backtrack: Backtrack,
+}
+
+/// How the search backtracks after a failure (see [`PlannerConfig::backtrack`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backtrack {
+    /// Ando & Aida, Fig. 3 as written: a failed candidate is undone and the next candidate of
+    /// the same job is tried, whatever made it fail; network checks and holds alternate.
+    Chronological,
+    /// Conflict-directed backjumping (Prosser, 1993) over Fig. 3: every failure carries the set
+    /// of jobs whose fixes explain it; a job whose own choice is not in the explanation of the
+    /// failure below it skips its remaining on-time candidates (they would fail the same way)
+    /// and returns what the loop would have returned after them: the delay of its next late
+    /// candidate, or NOTFOUND with the same explanation. A network check proven infeasible is
+    /// not asked again while the holds that may have caused it stay, and a job's checks
+    /// against its fixed neighbours are all asked before any of them is held.
+    #[default]
+    ConflictDirected,
 }
 
 /// How the search sends a step's free-slot queries to the candidate sites of a job.
@@ -118,6 +140,7 @@ impl Default for PlannerConfig {
             query_fanout: QueryFanout::Parallel,
             bbr_replans: 0,
             batch_queries: false,
+            backtrack: Backtrack::ConflictDirected,
         }
     }
 }

@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::queries::QueryCache;
-use super::{Planner, QueryFanout};
+use super::{Backtrack, Planner, QueryFanout};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
     from_time, ComputeDemand, GpuAllocation, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest,
@@ -97,6 +97,46 @@ pub(super) enum Fix {
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// A set of job (or transfer) indices of one request, as a bitset: the explanation of a
+/// failure under conflict-directed backjumping (the jobs whose fixes made it fail).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct IndexSet(Vec<u64>);
+
+impl IndexSet {
+    pub(super) fn insert(&mut self, i: usize) {
+        let (w, b) = (i / 64, i % 64);
+        if self.0.len() <= w {
+            self.0.resize(w + 1, 0);
+        }
+        self.0[w] |= 1 << b;
+    }
+    #[cfg(test)]
+    pub(super) fn contains(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+    pub(super) fn union(&mut self, other: &IndexSet) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a |= b;
+        }
+    }
+    /// Every element of `self` is in `other`.
+    pub(super) fn is_subset(&self, other: &IndexSet) -> bool {
+        self.0.iter().enumerate().all(|(i, a)| a & !other.0.get(i).copied().unwrap_or(0) == 0)
+    }
+    pub(super) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &bits)| (0..64).filter(move |b| bits & (1 << b) != 0).map(move |b| w * 64 + b))
+    }
+}
+
+/// A network check the NIS answered "no path": from site, to site, Mbit/s asked, start, end.
+type NisQuestion = (SiteId, SiteId, u64, Time, Time);
+
 /// What a reservation method does during the search, decided once per attempt (Ando & Aida,
 /// section 3.2): BIR holds every tentative fix; BBR-overlay keeps the plan's own fixes in a
 /// local overlay; plain BBR does neither (the coordinator prepares the whole plan at the end).
@@ -135,6 +175,22 @@ pub(crate) struct Attempt<'a> {
     fixes: u32,
     /// Why the search was cut short (budget or w_interval), if it was.
     stopped: Option<String>,
+    /// [`Backtrack::ConflictDirected`]: the jobs whose fixes explain the last NOTFOUND (set
+    /// by whoever returns it, read by the caller at once).
+    failure: IndexSet,
+    /// `st` shifts so far.
+    shifts: u32,
+    /// Search statistics (logged at debug level): backjumps, candidates skipped because a
+    /// check of theirs is recorded in `infeasible`, checks answered from it, and probes (the
+    /// second NIS question that tells whether the plan's own holds caused a "no").
+    jumps: u64,
+    skipped: u64,
+    memo_hits: u64,
+    probes: u64,
+    /// [`Backtrack::ConflictDirected`]: network checks proven infeasible at the current `st`,
+    /// each with the plan's own held transfers that overlapped it then (under BIR they may be
+    /// the cause; the answer stands while they are all still held). Cleared on every shift.
+    infeasible: HashMap<NisQuestion, IndexSet>,
     /// A job no site of the catalogue can run: the request can never be planned.
     pub(super) unsatisfiable: bool,
     overlay: Overlay,
@@ -177,6 +233,13 @@ impl<'a> Attempt<'a> {
             holds_aborted: 0,
             fixes: 0,
             stopped: None,
+            failure: IndexSet::default(),
+            shifts: 0,
+            jumps: 0,
+            skipped: 0,
+            memo_hits: 0,
+            probes: 0,
+            infeasible: HashMap::new(),
             unsatisfiable: false,
             overlay: Overlay::default(),
             queries: QueryCache::default(),
@@ -202,6 +265,16 @@ impl<'a> Attempt<'a> {
 
     /// Searches until a complete plan is fixed (`Ok`) or the request is rejected.
     pub(super) async fn search_plan(&mut self) -> Result<(), Outcome> {
+        let r = self.search_plan_inner().await;
+        tracing::debug!(
+            request = %self.req.id(), planned = r.is_ok(), fixes = self.fixes, shifts = self.shifts,
+            backjumps = self.jumps, skipped = self.skipped, nis_answers_reused = self.memo_hits,
+            nis_probes = self.probes, messages = self.messages, "search finished"
+        );
+        r
+    }
+
+    async fn search_plan_inner(&mut self) -> Result<(), Outcome> {
         let req = self.req;
         let w = self.planner.cfg.w_interval_s;
         self.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
@@ -226,7 +299,6 @@ impl<'a> Attempt<'a> {
             }
         }
         let roots = self.roots();
-        let mut shifts = 0u32;
         'shift: loop {
             for &root in &roots {
                 if self.jobs[root].is_some() {
@@ -242,11 +314,12 @@ impl<'a> Attempt<'a> {
                     }
                     Step::Delay(dt) => {
                         self.undo_to(0).await;
-                        shifts += 1;
-                        if shifts > self.planner.cfg.max_shifts {
-                            return Err(self.reject(format!("gave up after {shifts} start-time shifts")));
+                        self.shifts += 1;
+                        if self.shifts > self.planner.cfg.max_shifts {
+                            return Err(self.reject(format!("gave up after {} start-time shifts", self.shifts)));
                         }
                         self.st += dt;
+                        self.infeasible.clear();
                         continue 'shift;
                     }
                 }
@@ -453,15 +526,33 @@ impl<'a> Attempt<'a> {
         offers
     }
 
-    /// `search(rm, st)` of Ando & Aida, Fig. 3.
+    /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
+    /// NOTFOUND leaves its explanation in `self.failure`, and a candidate whose failure is
+    /// explained without `v` ends the loop (see [`Backtrack`] and docs/algorithm.md).
     fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
         Box::pin(async move {
             let job = self.req.jobs()[v].clone();
             let t_bgn = self.st + job.offset_s;
-            for (start, offer) in self.reservation_candidates(v, t_bgn).await {
+            let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+            let offers = self.reservation_candidates(v, t_bgn).await;
+            // Why every candidate failed, should they all fail: starting with the plan's own
+            // fixes at the sites that did not offer a slot at all.
+            let mut why = if backjump { self.absent_sites_conflict(v, t_bgn, &offers) } else { IndexSet::default() };
+            for (i, (start, offer)) in offers.iter().enumerate() {
                 let dt = start - t_bgn;
                 if dt > 0 {
                     return Step::Delay(dt);
+                }
+                if backjump {
+                    // A candidate whose check against a fixed neighbour is already known to fail
+                    // is not held only to be given back: it fails for the same reason.
+                    if let Some(known) = self.known_infeasible(v, &offer.site) {
+                        self.skipped += 1;
+                        for w in known.iter().filter(|&w| w != v) {
+                            why.insert(w);
+                        }
+                        continue;
+                    }
                 }
                 self.fixes += 1;
                 if self.fixes > self.planner.cfg.max_fixes {
@@ -473,21 +564,56 @@ impl<'a> Attempt<'a> {
                     return Step::NotFound;
                 }
                 let mark = self.trail.len();
-                if !self.fix_job(v, &offer, t_bgn).await {
+                if !self.fix_job(v, offer, t_bgn).await {
+                    if backjump {
+                        why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + job.duration_s));
+                    }
                     continue;
                 }
                 match self.satisfy_transfers(v).await {
                     Step::Success => return Step::Success,
                     Step::Delay(dt) => return Step::Delay(dt),
-                    Step::NotFound => self.undo_to(mark).await,
+                    Step::NotFound if !backjump => self.undo_to(mark).await,
+                    Step::NotFound => {
+                        let failure = std::mem::take(&mut self.failure);
+                        let fixed_at = self.fix_positions();
+                        // Jobs fixed from `mark` on are `v` and what was fixed under it.
+                        let (mut before, mut involves_v) = (IndexSet::default(), false);
+                        for w in failure.iter() {
+                            if fixed_at[w] < mark {
+                                before.insert(w);
+                            } else {
+                                involves_v = true;
+                            }
+                        }
+                        self.undo_to(mark).await;
+                        if self.stopped.is_some() {
+                            return Step::NotFound;
+                        }
+                        if !involves_v {
+                            // The failure holds whatever `v` is: every other on-time candidate
+                            // would fail the same way, so do what the loop would do after them.
+                            self.jumps += 1;
+                            if let Some((later, _)) = offers[i + 1..].iter().find(|(t, _)| *t > t_bgn) {
+                                return Step::Delay(later - t_bgn);
+                            }
+                            self.failure = before;
+                            return Step::NotFound;
+                        }
+                        why.union(&before);
+                    }
                 }
             }
+            self.failure = why;
             Step::NotFound
         })
     }
 
     /// The network demands of freshly fixed job `v`: those whose other end is fixed first (in
-    /// random order), then those whose other end is free (fewest candidates first).
+    /// random order), then those whose other end is free (fewest candidates first). Under
+    /// [`Backtrack::ConflictDirected`] (BIR and BBR) every check against a fixed end is asked
+    /// before any of them is held, so that a check that fails is explained by fixes made
+    /// before `v` only, not by `v`'s own holds.
     async fn satisfy_transfers(&mut self, v: usize) -> Step {
         let other = |e: usize| {
             let (a, b) = self.req.transfer_ends(e);
@@ -504,17 +630,116 @@ impl<'a> Attempt<'a> {
             .partition(|&e| self.jobs[other(e)].is_some());
         fixed.shuffle(&mut self.rng);
         free.sort_by_key(|&e| (self.candidates[other(e)].len(), e));
-        for e in fixed.into_iter().chain(free) {
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        if backjump && !self.style.overlay {
+            let mut routes = Vec::with_capacity(fixed.len());
+            for &e in &fixed {
+                match self.transfer_route(e).await {
+                    Ok(route) => routes.push((e, route)),
+                    Err(why) => {
+                        self.failure = why;
+                        return Step::NotFound;
+                    }
+                }
+            }
+            for (e, route) in routes {
+                if self.hold_transfer(e, route).await {
+                    continue;
+                }
+                // Refused: a hold of `v`'s made since the check, or another planner, took the
+                // bandwidth. Ask again, seeing it, as the interleaved order would have.
+                if self.fix_transfer(e).await != Step::Success {
+                    return Step::NotFound;
+                }
+            }
+        } else {
+            for &e in &fixed {
+                if self.fix_transfer(e).await != Step::Success {
+                    return Step::NotFound;
+                }
+            }
+        }
+        for e in free {
             if self.transfers[e].is_some() {
                 continue; // fixed meanwhile by a deeper search
             }
             let u = other(e);
+            // The other end may have been fixed meanwhile too (by a deeper search, through
+            // another path): then it is a check like the ones above.
             let step = if self.jobs[u].is_some() { self.fix_transfer(e).await } else { self.search(u).await };
             if step != Step::Success {
                 return step;
             }
         }
         Step::Success
+    }
+
+    /// Trail position of every fixed job (`usize::MAX` for a free one).
+    fn fix_positions(&self) -> Vec<usize> {
+        let mut at = vec![usize::MAX; self.jobs.len()];
+        for (i, f) in self.trail.iter().enumerate() {
+            if let Fix::Job(w) = f {
+                at[*w] = i;
+            }
+        }
+        at
+    }
+
+    /// Whether the participants see the plan's own fixes in their answers: under BIR as holds,
+    /// under BBR-overlay through the overlay added to every query; under plain BBR not at all.
+    fn own_fixes_visible(&self) -> bool {
+        self.style.hold_each_fix || self.style.overlay
+    }
+
+    /// The fixed jobs at `site` whose run overlaps `[start, end)`, when the plan's own fixes
+    /// are visible: what may have made that site refuse or not offer a slot.
+    fn own_jobs_at(&self, site: &SiteId, start: Time, end: Time) -> IndexSet {
+        let mut set = IndexSet::default();
+        if !self.own_fixes_visible() {
+            return set;
+        }
+        for (w, fix) in self.jobs.iter().enumerate() {
+            let Some(fix) = fix else { continue };
+            let job = &self.req.jobs()[w];
+            let (s, e) = (self.st + job.offset_s, self.st + job.offset_s + job.duration_s);
+            if &fix.site == site && s < end && start < e {
+                set.insert(w);
+            }
+        }
+        set
+    }
+
+    /// The explanation of the candidate sites of `v` that offered no slot before the deadline:
+    /// the plan's own jobs at those sites over `[t_bgn, deadline)`.
+    fn absent_sites_conflict(&self, v: usize, t_bgn: Time, offers: &[(Time, ComputeOffer)]) -> IndexSet {
+        let mut set = IndexSet::default();
+        if !self.own_fixes_visible() {
+            return set;
+        }
+        for site in &self.candidates[v] {
+            if !offers.iter().any(|(_, o)| &o.site == site) {
+                set.union(&self.own_jobs_at(site, t_bgn, self.req.deadline()));
+            }
+        }
+        set
+    }
+
+    /// The plan's own transfers that may narrow the NIS's answer for `[start, end)`: those held
+    /// (BIR) or in the overlay (BBR-overlay) over an overlapping interval, on some link.
+    fn own_transfers_over(&self, start: Time, end: Time) -> IndexSet {
+        let mut set = IndexSet::default();
+        for (f, fix) in self.transfers.iter().enumerate() {
+            let Some(fix) = fix else { continue };
+            if fix.hold.is_none() && fix.overlay.is_empty() {
+                continue;
+            }
+            let t = &self.req.transfers()[f];
+            let (s, e) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
+            if s < end && start < e {
+                set.insert(f);
+            }
+        }
+        set
     }
 
     /// Tentatively fixes job `v` on `offer`'s site from `start`; under BIR this holds the CPUs,
@@ -556,38 +781,176 @@ impl<'a> Attempt<'a> {
     /// Checks and fixes transfer `e` between two fixed jobs (NOTFOUND when the network cannot
     /// carry it); under BIR this holds the bandwidth on the path.
     async fn fix_transfer(&mut self, e: usize) -> Step {
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        match self.transfer_route(e).await {
+            Ok(route) => {
+                let links = if backjump { route.links.clone() } else { Vec::new() };
+                if self.hold_transfer(e, route).await {
+                    return Step::Success;
+                }
+                if backjump {
+                    self.failure = self.hold_conflict(e, &links);
+                }
+                Step::NotFound
+            }
+            Err(why) => {
+                self.failure = why;
+                Step::NotFound
+            }
+        }
+    }
+
+    /// Asks the NIS for a path for transfer `e` between its two fixed jobs over its interval at
+    /// the current `st` (none needed on one site: the empty route, no message). `None`: no
+    /// path, or the NIS did not answer. Under [`Backtrack::ConflictDirected`] a question the
+    /// NIS answered "no path" at this `st` is not asked again while the plan's own transfers
+    /// that overlapped it then are all still held (it could only be answered "no" again).
+    async fn transfer_route(&mut self, e: usize) -> Result<Route, IndexSet> {
         let t = &self.req.transfers()[e];
         let (a, b) = self.req.transfer_ends(e);
         let site_a = self.jobs[a].as_ref().expect("fixed").site.clone();
         let site_b = self.jobs[b].as_ref().expect("fixed").site.clone();
         let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
-        let route = if site_a == site_b {
-            Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX }
+        if site_a == site_b {
+            return Ok(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
+        }
+        // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
+        // known before the answer, so this bound covers every link of it).
+        let own = if self.style.overlay {
+            self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
         } else {
-            // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
-            // known before the answer, so this bound covers every link of it).
+            0
+        };
+        let bandwidth = t.bandwidth_mbps;
+        let q = NetworkQuery { from_site: site_a, to_site: site_b, bandwidth_mbps: bandwidth + own, start, end };
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        let key = (q.from_site.clone(), q.to_site.clone(), q.bandwidth_mbps, start, end);
+        let own_over = self.own_transfers_over(start, end);
+        if backjump {
+            if let Some(then) = self.infeasible.get(&key) {
+                if then.is_subset(&own_over) {
+                    self.memo_hits += 1;
+                    return Err(self.ends_of(e, then));
+                }
+            }
+        }
+        self.messages += 1;
+        match self.planner.services.nis.query(&q).await {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => {
+                if !backjump {
+                    return Err(IndexSet::default());
+                }
+                // Which of the plan's own transfers may have caused the "no": those held over an
+                // overlapping interval. Under BIR, if even `bandwidth` minus the most the plan
+                // holds on any one link at that time finds no path, the plan's holds are not
+                // the cause (without them every link would have at most that much more free).
+                let mut cause = own_over;
+                if self.style.hold_each_fix && cause != IndexSet::default() {
+                    let most = self.own_peak_on_a_link(&cause);
+                    if most < bandwidth {
+                        let probe = NetworkQuery { bandwidth_mbps: bandwidth - most, ..q.clone() };
+                        self.messages += 1;
+                        self.probes += 1;
+                        if let Ok(None) = self.planner.services.nis.query(&probe).await {
+                            cause = IndexSet::default();
+                        }
+                    }
+                }
+                let why = self.ends_of(e, &cause);
+                self.infeasible.insert(key, cause);
+                Err(why)
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "NIS query failed");
+                Err(self.ends_of(e, &own_over))
+            }
+        }
+    }
+
+    /// If job `v` fixed at `site` has a transfer to a fixed neighbour whose check is recorded
+    /// in `infeasible` (and still valid), the explanation of that failure.
+    fn known_infeasible(&self, v: usize, site: &SiteId) -> Option<IndexSet> {
+        if self.infeasible.is_empty() {
+            return None;
+        }
+        for &e in &self.incident[v] {
+            let (a, b) = self.req.transfer_ends(e);
+            let u = if a == v { b } else { a };
+            let (Some(fu), None) = (&self.jobs[u], &self.transfers[e]) else { continue };
+            let (site_a, site_b) = if a == v { (site, &fu.site) } else { (&fu.site, site) };
+            if site_a == site_b {
+                continue;
+            }
+            let t = &self.req.transfers()[e];
+            let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
             let own = if self.style.overlay {
                 self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
             } else {
                 0
             };
-            let q =
-                NetworkQuery { from_site: site_a, to_site: site_b, bandwidth_mbps: t.bandwidth_mbps + own, start, end };
-            self.messages += 1;
-            match self.planner.services.nis.query(&q).await {
-                Ok(Some(r)) => r,
-                Ok(None) => return Step::NotFound,
-                Err(err) => {
-                    tracing::warn!(error = %err, "NIS query failed");
-                    return Step::NotFound;
+            let key = (site_a.clone(), site_b.clone(), t.bandwidth_mbps + own, start, end);
+            if let Some(then) = self.infeasible.get(&key) {
+                if then.is_subset(&self.own_transfers_over(start, end)) {
+                    return Some(self.ends_of(e, then));
                 }
             }
-        };
+        }
+        None
+    }
+
+    /// The ends of transfer `e` and of the transfers in `others`: the jobs a network failure
+    /// of `e` is blamed on.
+    fn ends_of(&self, e: usize, others: &IndexSet) -> IndexSet {
+        let mut set = IndexSet::default();
+        for f in std::iter::once(e).chain(others.iter()) {
+            let (a, b) = self.req.transfer_ends(f);
+            set.insert(a);
+            set.insert(b);
+        }
+        set
+    }
+
+    /// The most bandwidth the held transfers `held` take together on any one link (their
+    /// routes are known; each counted whole, whatever part of the interval it overlaps).
+    fn own_peak_on_a_link(&self, held: &IndexSet) -> u64 {
+        let mut per_link: HashMap<&LinkId, u64> = HashMap::new();
+        for f in held.iter() {
+            let fix = self.transfers[f].as_ref().expect("held transfer is fixed");
+            for l in &fix.route.links {
+                *per_link.entry(l).or_default() += self.req.transfers()[f].bandwidth_mbps;
+            }
+        }
+        per_link.into_values().max().unwrap_or(0)
+    }
+
+    /// The explanation of a refused hold of transfer `e` on `route`: its ends, and the ends of
+    /// the plan's own held transfers over an overlapping interval on a link of `route`.
+    fn hold_conflict(&self, e: usize, route: &[LinkId]) -> IndexSet {
+        let t = &self.req.transfers()[e];
+        let start = self.st + t.offset_s;
+        let mut sharing = IndexSet::default();
+        for f in self.own_transfers_over(start, start + t.duration_s).iter() {
+            let fix = self.transfers[f].as_ref().expect("held transfer is fixed");
+            if fix.route.links.iter().any(|l| route.contains(l)) {
+                sharing.insert(f);
+            }
+        }
+        self.ends_of(e, &sharing)
+    }
+
+    /// Fixes transfer `e` on `route`; under BIR this holds the bandwidth on it (false when the
+    /// hold was refused), under BBR-overlay it enters the overlay.
+    async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
+        let t = &self.req.transfers()[e];
+        let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
         let hold = if self.style.hold_each_fix && !route.links.is_empty() {
             let req = self.transfer_hold(e, &route.links);
             match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
                 Some(h) => Some(h),
-                None => return Step::NotFound,
+                None => {
+                    return false;
+                }
             }
         } else {
             None
@@ -600,7 +963,7 @@ impl<'a> Attempt<'a> {
         };
         self.transfers[e] = Some(TransferFix { route, hold, overlay });
         self.trail.push(Fix::Transfer(e));
-        Step::Success
+        true
     }
 
     /// The prepare message for job `v` fixed as `fix` at the current `st`.
