@@ -143,6 +143,7 @@ async fn run(
         method: key.algorithm.method,
         query_fanout: s.query_fanout,
         bbr_replans: s.bbr_replans,
+        backtrack: s.backtrack,
         ..Default::default()
     };
     let planners = Planner::pool(s.planners, &template, &services, |p| {

@@ -18,6 +18,7 @@
 //! warmup_requests = 0                      # requests simulated but not counted, per run
 //! query_fanout = "parallel"                # or "sequential": a step's free-slot queries
 //! bbr_replans = 0                          # re-plans of a refused BBR batch
+//! backtrack = "conflict-directed"          # or "chronological": Fig. 3 as written
 //! access_capacity_mbps = 2500              # gridg-n's site access links
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
 //! free_slot = [2.0, 3.0]
@@ -37,7 +38,7 @@ use coreserve::grid::{
 };
 use coreserve::model::Grid;
 use coreserve::nis::Routing;
-use coreserve::planner::QueryFanout;
+use coreserve::planner::{Backtrack, QueryFanout};
 use coreserve::workload::{AppKind, RequirementsProfile, WorkloadParams};
 use serde::Deserialize;
 
@@ -105,6 +106,10 @@ pub struct Scenario {
     /// BBR: re-plans of a request whose batch prepare was refused (default 0, the paper's).
     #[serde(default)]
     pub bbr_replans: u32,
+    /// How the planners' search backtracks: `conflict-directed` (default, backjumping) or
+    /// `chronological` (Ando & Aida's Fig. 3 as written; docs/algorithm.md).
+    #[serde(default)]
+    pub backtrack: Backtrack,
     /// Capacity of `gridg-n`'s site access links, Mbit/s (default 2,500; `gridg-w` keeps 5,000).
     pub access_capacity_mbps: Option<u64>,
     /// Site attributes drawn for every grid (`grid::heterogenize` with the grid's seed):

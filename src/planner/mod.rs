@@ -13,7 +13,9 @@
 //!    satisfies `rm`'s network demands — first those whose other end is fixed (random order:
 //!    check the NIS, fail the candidate if the bandwidth is not there), then those whose other
 //!    end is free (fewest candidates first: recurse). A failed candidate undoes its fixes and
-//!    the next is tried.
+//!    the next is tried — unless the failure is explained by jobs fixed before `rm` only:
+//!    then, by default, `rm`'s other on-time candidates are skipped (conflict-directed
+//!    backjumping, [`Backtrack`]; docs/algorithm.md).
 //!
 //! Reservation methods ([`ReservationMethod`], Ando & Aida, section 3.2): **BIR** holds every
 //! tentative fix at once (prepare), aborts holds on backtrack and on every `st` shift, and

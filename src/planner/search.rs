@@ -1,6 +1,50 @@
 //! The search of one planning attempt: the recursive search of Ando & Aida, Fig. 3, and the
 //! `st` loop of Fig. 2. It ends with every job and transfer fixed (under BIR, held) or with a
 //! rejection; [`super::coordinator`] books the fixed plan.
+//!
+//! **Backtracking** ([`super::Backtrack`], docs/algorithm.md "Backjumping"). Fig. 3 as written
+//! (`Chronological`) undoes a failed candidate and tries the next candidate of the same job,
+//! whatever made it fail. When the failure was caused by a job fixed earlier (a transfer from
+//! the root that no site of a deep job can carry, say), every candidate of every job in
+//! between is tried in vain, each time asking all their sites again: the 4-job diamonds of
+//! `benches/planner.rs` that did so took up to 20,000 fixes (the budget) and half a second,
+//! and were rejected. The default (`ConflictDirected`) is conflict-directed backjumping
+//! (Prosser, 1993) fitted to Fig. 3, with the same candidate order, the same delays and the
+//! same `st` loop:
+//!
+//! - every NOTFOUND carries an explanation: the jobs whose fixes made it fail (`failure`).
+//!   A check of transfer `e` that the NIS refuses is explained by `e`'s two ends, plus (BIR,
+//!   BBR-overlay) the ends of the plan's own transfers held over an overlapping interval,
+//!   which may have taken the bandwidth, unless a probe clears them (below). A refused hold
+//!   of a job, or a site that offered no slot, is explained by the plan's own jobs held at
+//!   that site over an overlapping interval (none under plain BBR: its queries do not see
+//!   them). A job whose candidates all failed is explained by the union of their
+//!   explanations, less itself.
+//! - when the failure below candidate `c` of job `v` is explained by jobs fixed before `v`
+//!   only, no other candidate of `v` can change it: `v` skips its remaining on-time
+//!   candidates and returns what Fig. 3's loop would have returned after them, the delay of
+//!   its next late candidate or NOTFOUND with the same explanation. Otherwise `v` tries its
+//!   next candidate, as in Fig. 3.
+//! - a check the NIS refused is remembered (`infeasible`) with the plan's own overlapping
+//!   held transfers at the time, until the next shift of `st`; while they are all still held
+//!   the answer could only be "no" again, so it is not asked again, and a candidate of `v`
+//!   that such a remembered "no" rules out is skipped before it is held.
+//! - the checks of `v`'s transfers to already fixed jobs are all asked before any is held
+//!   (BIR; under BBR nothing is held anyway), so that a refused check is explained by fixes
+//!   made before `v`, not by `v`'s own sibling holds. A hold refused after its check (a
+//!   sibling took the bandwidth, or another planner) is checked again and held once more.
+//! - the probe: a check of bandwidth `b` refused while the plan holds at most `m < b` on any
+//!   one link over that interval is asked once more for `b - m`. If that is refused too, no
+//!   path could carry `b` even without the plan's holds (each link would have at most `m`
+//!   more free), so the holds are cleared of the blame. This relies on the NIS answering
+//!   whether some path of its path set has the bandwidth free over the interval, as both
+//!   routings do (docs/algorithm.md).
+//!
+//! What it keeps from Fig. 3: the candidates, their order and their delays; a skipped
+//! candidate is one Fig. 3 would have tried and seen fail for the same reason (up to the
+//! plan's own holds making a site late in a branch that was skipped, which would have
+//! delayed `st` instead: under BIR the search can then reject a request at this `st` where
+//! Fig. 3 would have shifted).
 
 use std::collections::HashMap;
 use std::future::Future;
