@@ -10,9 +10,15 @@
 //! some point at that `st` except for jobs the step never reaches (the answers of such jobs
 //! are wasted, the message count is never higher).
 //!
-//! An answer stays exact for this planner: answers are kept for one `st` only, and the
-//! answers from a site are dropped as soon as this attempt holds or aborts something there
-//! (its own change would alter them). Other planners' changes since the batch make an answer
+//! An answer stays exact for this planner: answers are kept for one `st` only, and when this
+//! attempt holds or aborts something at a site over `[a, b)`, the answers from that site
+//! that the change could alter are dropped. An answer for a job of `d` seconds asked from
+//! `w` depends only on the site's calendar over `[w, e + d)` when it named the earliest start
+//! `e` (every start before `e` was refused over that range, and `e` fits in it), over
+//! `[w, deadline)` when it named none: a change outside that range leaves it exact, so a
+//! hold of the plan's first job does not make the site answer again for the jobs that run
+//! after it. Its utilisation (over `[w, deadline)`) may be out of date: under the `load`
+//! policy, which ranks by it, every answer from the site is dropped. Other planners' changes since the batch make an answer
 //! stale as they make any answer stale between query and prepare: a prepare that is refused
 //! moves the search to the next candidate, as it always did. Not used under BBR-overlay (its
 //! queries depend on the plan's own overlay, which changes at every fix).
@@ -22,11 +28,12 @@ use std::collections::HashMap;
 use crate::model::{SiteId, Time};
 use crate::protocol::ComputeOffer;
 
-/// Answers of the current `st`, by (job index, site).
+/// Answers of the current `st`, by (job index, site), each with the range of the site's
+/// calendar it depends on.
 #[derive(Default)]
 pub(super) struct QueryCache {
     st: Time,
-    answers: HashMap<(usize, SiteId), ComputeOffer>,
+    answers: HashMap<(usize, SiteId), (ComputeOffer, Time, Time)>,
 }
 
 impl QueryCache {
@@ -40,17 +47,26 @@ impl QueryCache {
 
     /// The answer for job `v` at `site`, if asked at the current `st`.
     pub(super) fn get(&self, v: usize, site: &SiteId) -> Option<&ComputeOffer> {
-        self.answers.get(&(v, site.clone()))
+        self.answers.get(&(v, site.clone())).map(|(offer, _, _)| offer)
     }
 
-    /// Keeps `offer`, the answer for job `v` at `site`.
-    pub(super) fn put(&mut self, v: usize, site: SiteId, offer: ComputeOffer) {
-        self.answers.insert((v, site), offer);
+    /// Keeps `offer`, the answer for job `v` at `site` to a query for `duration_s` seconds from
+    /// `window_start` before `deadline`.
+    pub(super) fn put(&mut self, v: usize, site: SiteId, offer: ComputeOffer, window_start: Time, duration_s: i64, deadline: Time) {
+        let end = offer.earliest_start.map_or(deadline, |e| e + duration_s);
+        self.answers.insert((v, site), (offer, window_start, end));
     }
 
-    /// Forgets the answers from `site` (this attempt changed its calendar).
+    /// Forgets the answers from `site` (its calendar changed in ways this attempt cannot
+    /// bound).
     pub(super) fn forget_site(&mut self, site: &SiteId) {
         self.answers.retain(|(_, s), _| s != site);
+    }
+
+    /// Forgets the answers from `site` that depend on its calendar over `[start, end)`, where
+    /// this attempt just held or aborted something.
+    pub(super) fn forget_over(&mut self, site: &SiteId, start: Time, end: Time) {
+        self.answers.retain(|(_, s), (_, from, to)| s != site || !(start < *to && *from < end));
     }
 }
 
@@ -73,9 +89,9 @@ mod tests {
     fn answers_live_for_one_st_and_until_their_site_changes() {
         let mut c = QueryCache::default();
         c.at(10);
-        c.put(0, "a".into(), offer("a"));
-        c.put(1, "a".into(), offer("a"));
-        c.put(1, "b".into(), offer("b"));
+        c.put(0, "a".into(), offer("a"), 1, 5, 100);
+        c.put(1, "a".into(), offer("a"), 1, 5, 100);
+        c.put(1, "b".into(), offer("b"), 1, 5, 100);
         c.at(10);
         assert!(c.get(0, &"a".into()).is_some(), "same st: kept");
         c.forget_site(&"a".into());
@@ -83,5 +99,23 @@ mod tests {
         assert!(c.get(1, &"b".into()).is_some(), "other sites kept");
         c.at(11);
         assert!(c.get(1, &"b".into()).is_none(), "a new st forgets everything");
+    }
+
+    #[test]
+    fn a_change_outside_an_answers_range_keeps_it() {
+        let mut c = QueryCache::default();
+        c.at(0);
+        // Earliest start 1 for 5 s: depends on [1, 6). No slot: depends on [10, 50).
+        c.put(0, "a".into(), offer("a"), 1, 5, 50);
+        let none = ComputeOffer { earliest_start: None, ..offer("a") };
+        c.put(1, "a".into(), none, 10, 5, 50);
+        c.forget_over(&"a".into(), 6, 10);
+        assert!(c.get(0, &"a".into()).is_some() && c.get(1, &"a".into()).is_some(), "[6, 10) touches neither");
+        c.forget_over(&"b".into(), 0, 100);
+        assert!(c.get(0, &"a".into()).is_some(), "another site");
+        c.forget_over(&"a".into(), 49, 60);
+        assert!(c.get(0, &"a".into()).is_some() && c.get(1, &"a".into()).is_none(), "[49, 60) overlaps [10, 50) only");
+        c.forget_over(&"a".into(), 0, 2);
+        assert!(c.get(0, &"a".into()).is_none());
     }
 }

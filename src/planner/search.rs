@@ -522,7 +522,11 @@ impl<'a> Attempt<'a> {
         for ((site, jobs, _), answers) in batches.into_iter().zip(answers) {
             for (u, a) in jobs.into_iter().zip(answers) {
                 match a {
-                    Ok(offer) => self.queries.put(u, site.clone(), offer),
+                    Ok(offer) => {
+                        let job = &self.req.jobs()[u];
+                        let from = self.st + job.offset_s;
+                        self.queries.put(u, site.clone(), offer, from, job.duration_s, deadline);
+                    }
                     Err(e) if u == v => {
                         failed.insert(site.clone(), e);
                     }
@@ -808,11 +812,16 @@ impl<'a> Attempt<'a> {
         };
         let hold = if self.style.hold_each_fix {
             let req = self.job_hold(v, &fix);
-            // Held or refused, the site's answers to this attempt's batch are out of date.
-            self.queries.forget_site(&offer.site);
             match self.prepare(self.lis(&offer.site), &req).await {
-                Some(h) => Some(h),
-                None => return false,
+                Some(h) => {
+                    self.forget_answers(&offer.site, req.start, req.end);
+                    Some(h)
+                }
+                None => {
+                    // Refused: the site changed since it answered (another planner).
+                    self.queries.forget_site(&offer.site);
+                    return false;
+                }
             }
         } else {
             None
@@ -1054,6 +1063,17 @@ impl<'a> Attempt<'a> {
         }
     }
 
+    /// This attempt held or aborted something at `site` over `[start, end)`: drops the batched
+    /// answers that may have changed (all of the site's under the `load` policy, which ranks
+    /// by a utilisation over the whole window; see [`super::queries`]).
+    fn forget_answers(&mut self, site: &SiteId, start: Time, end: Time) {
+        if self.policy == SelectionPolicy::Load {
+            self.queries.forget_site(site);
+        } else {
+            self.queries.forget_over(site, start, end);
+        }
+    }
+
     /// Undoes the fixes after `mark`, aborting their holds.
     pub(super) async fn undo_to(&mut self, mark: usize) {
         while self.trail.len() > mark {
@@ -1068,7 +1088,9 @@ impl<'a> Attempt<'a> {
                         }
                     }
                     if f.hold.is_some() {
-                        self.queries.forget_site(&f.site);
+                        let job = &self.req.jobs()[v];
+                        let start = self.st + job.offset_s;
+                        self.forget_answers(&f.site, start, start + job.duration_s);
                     }
                     (self.lis(&f.site).ok().map(|p| p as Arc<dyn HoldLifecycle>), f.hold)
                 }

@@ -1062,6 +1062,29 @@ async fn batched_queries_plan_the_same_with_fewer_messages() {
     assert!(batched.messages < plain.messages, "batched {} vs {}", batched.messages, plain.messages);
 }
 
+/// Issue 13: a hold of an earlier job leaves the batched answers of the jobs that run after
+/// it at that site in place (they do not depend on the calendar where it holds), so jobs one
+/// after another on one site are asked once, not once per job, and are still planned as
+/// unbatched queries plan them.
+#[tokio::test]
+async fn a_hold_keeps_the_batched_answers_it_cannot_change() {
+    let g = grid(vec![site("s1", "n1", 16, "linux", 1.0)], [1000; 3]);
+    let jobs = vec![job("A", "linux", 8, 0, 600), job("B", "linux", 12, 900, 600), job("C", "linux", 8, 1800, 600)];
+    let chain = request(jobs, vec![], 20_000);
+    let mut outcomes = Vec::new();
+    for batch_queries in [false, true] {
+        let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
+        let o = Planner::new(cfg, local(&g).services()).plan(&chain).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_queries}: {:?}", o.reason);
+        outcomes.push(o);
+    }
+    let (plain, batched) = (&outcomes[0], &outcomes[1]);
+    assert_eq!((&batched.jobs, batched.start), (&plain.jobs, plain.start), "the same plan");
+    // Unbatched: a query per job. Batched: one message for the three (dropping the site's
+    // answers at each hold asked again for B and C: as many messages as unbatched).
+    assert_eq!(batched.messages + 2, plain.messages, "batched {} vs {}", batched.messages, plain.messages);
+}
+
 /// A LIS that counts the free-slot queries each site is asked.
 struct Tally(Arc<crate::lis::Lis>, Arc<std::sync::Mutex<HashMap<String, usize>>>);
 

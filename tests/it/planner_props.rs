@@ -100,6 +100,38 @@ fn request_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
         })
 }
 
+/// A request of 1-4 jobs that start at different offsets (0-3 x 300 s), with a transfer
+/// between consecutive jobs whose runs overlap (over their common interval).
+fn staggered_request(i: usize) -> impl Strategy<Value = PlanRequest> {
+    let job = (1u32..24, 0i64..4, 1i64..4);
+    (1usize..5, prop::collection::vec(job, 4), 50u64..900, 0i64..4000, 1i64..6).prop_map(
+        move |(n, jobs, bw, arrival, slack)| {
+            let span = |(_, offset, dur): &(u32, i64, i64)| (offset * 300, (offset + dur) * 300);
+            let json_jobs: Vec<_> = jobs[..n]
+                .iter()
+                .enumerate()
+                .map(|(j, (cpus, offset, dur))| serde_json::json!({"name": format!("j{j}"), "os": "linux", "cpus": cpus, "offset_s": offset * 300, "duration_s": dur * 300}))
+                .collect();
+            let transfers: Vec<_> = (1..n)
+                .filter_map(|j| {
+                    let ((a0, a1), (b0, b1)) = (span(&jobs[j - 1]), span(&jobs[j]));
+                    let (s, e) = (a0.max(b0), a1.min(b1));
+                    (s < e).then(|| serde_json::json!({"from": format!("j{}", j - 1), "to": format!("j{j}"), "bandwidth_mbps": bw, "offset_s": s, "duration_s": e - s}))
+                })
+                .collect();
+            let length = jobs[..n].iter().map(|j| span(j).1).max().unwrap_or(0);
+            let submitted = T0 + arrival;
+            let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+                "id": format!("r{i}"), "submitted_at": from_time(submitted),
+                "deadline": from_time(submitted + 600 + length * slack),
+                "jobs": json_jobs, "transfers": transfers,
+            }))
+            .unwrap();
+            PlanRequest::new(raw).unwrap()
+        },
+    )
+}
+
 fn batch() -> impl Strategy<Value = Vec<PlanRequest>> {
     (4usize..14).prop_flat_map(|n| (0..n).map(request_strategy).collect::<Vec<_>>())
 }
@@ -140,6 +172,32 @@ proptest! {
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
         for o in &outcomes {
             prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
+        }
+    }
+
+    /// Issue 13: batched queries (`PlannerConfig::batch_queries`, with the answers a hold or
+    /// an abort cannot change kept) plan exactly what one query per job and site plans, with
+    /// no more messages: one planner, requests one after another, every method and policy.
+    #[test]
+    fn batched_queries_plan_as_unbatched_ones(
+        grid in grid_strategy(),
+        reqs in (4usize..14).prop_flat_map(|n| (0..n).map(staggered_request).collect::<Vec<_>>()),
+        method in 0usize..3,
+        policy in 0usize..4,
+    ) {
+        let (method, policy) = (ReservationMethod::ALL[method], SelectionPolicy::ALL[policy]);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let [plain, batched] = [false, true].map(|batch_queries| rt.block_on(async {
+            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let cfg = PlannerConfig { w_interval_s: 600, policy, method, batch_queries, ..Default::default() };
+            let planner = Planner::new(cfg, local.services());
+            let mut outcomes = Vec::new();
+            for r in &reqs { outcomes.push(planner.plan(r).await); }
+            outcomes
+        }));
+        for (p, b) in plain.iter().zip(&batched) {
+            prop_assert_eq!((p.status, p.start, &p.jobs, &p.transfers), (b.status, b.start, &b.jobs, &b.transfers));
+            prop_assert!(b.messages <= p.messages, "batched {} > {}", b.messages, p.messages);
         }
     }
 
