@@ -21,7 +21,9 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`; unreachable = failure),
 //! `CORESERVE_LOAD_CLIENTS` (8), `CORESERVE_LOAD_SECONDS` (20, measured per round),
 //! `CORESERVE_LOAD_WARMUP_S` (5), `CORESERVE_LOAD_ROUNDS` (3), `CORESERVE_LOAD_PGBENCH_S` (15),
-//! `CORESERVE_LOAD_IDEMPOTENCY` (`1`: every request carries an `Idempotency-Key`).
+//! `CORESERVE_LOAD_IDEMPOTENCY` (`1`: every request carries an `Idempotency-Key`),
+//! `CORESERVE_LOAD_ONLY` (`all-in-one`, `role-separated` or both, comma-separated: run only
+//! these deployments; default both).
 //! Needs `pgbench` on the PATH and the repository's `data/`; `ss` (iproute2) for the socket
 //! bytes by role (without it they are reported as `-`).
 //!
@@ -80,6 +82,9 @@ async fn run(s: &Settings, paths: &Paths, dbs: &Databases) -> Result<String> {
     let plan = [(Mode::AllInOne, 0), (Mode::AllInOne, 1), (Mode::Roles, 1)];
     let mut measured = Vec::new();
     for (mode, i) in plan {
+        if !s.only.is_empty() && !s.only.iter().any(|d| d == mode.name()) {
+            continue;
+        }
         let sc = &scenarios[i];
         let processes = match mode {
             Mode::AllInOne => "1".to_owned(),

@@ -36,6 +36,9 @@ pub(crate) struct Settings {
     pub(crate) rounds: usize,
     pub(crate) pgbench_s: u64,
     pub(crate) idempotency: bool,
+    /// Which deployments to run (`CORESERVE_LOAD_ONLY`, a comma list of `all-in-one` /
+    /// `role-separated`; empty = all). A filtered run still writes its section.
+    pub(crate) only: Vec<String>,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
@@ -55,6 +58,11 @@ impl Settings {
             rounds: env_or("CORESERVE_LOAD_ROUNDS", 3)?,
             pgbench_s: env_or("CORESERVE_LOAD_PGBENCH_S", 15)?,
             idempotency: env_or("CORESERVE_LOAD_IDEMPOTENCY", 0u8)? == 1,
+            only: env_or("CORESERVE_LOAD_ONLY", String::new())?
+                .split(',')
+                .map(|d| d.trim().to_owned())
+                .filter(|d| !d.is_empty())
+                .collect(),
         };
         if s.clients == 0 || s.rounds == 0 || s.measure.is_zero() || s.pgbench_s == 0 {
             bail!("clients, rounds, seconds and pgbench seconds must be > 0");
