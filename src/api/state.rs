@@ -544,6 +544,7 @@ impl PlannerPool {
             method: config.method,
             // Remote participants: a message costs far more than an answer (see planner::queries).
             batch_queries: matches!(config.role, Role::Planner(_)),
+            batch_aborts: matches!(config.role, Role::Planner(_)),
             ..PlannerConfig::default()
         };
         let planners = Planner::pool(config.planners.max(1), &template, &services, |_| rand::random())

@@ -94,6 +94,11 @@ pub struct PlannerConfig {
     /// (one message instead of one per job; see `queries`). Off by default (the simulator's
     /// message counts are those of Ando & Aida); the service turns it on for remote participants.
     pub batch_queries: bool,
+    /// Abort the holds a backtrack or a shift of `st` gives up with one message per
+    /// participant, all participants at once (`HoldLifecycle::abort_all`), instead of one
+    /// message per hold, one after the other. Off by default (the simulator's message counts
+    /// are those of Ando & Aida); the service turns it on for remote participants.
+    pub batch_aborts: bool,
     /// How the search backtracks when every candidate below a fix failed (docs/algorithm.md,
     /// "Backjumping"). Default [`Backtrack::ConflictDirected`]; [`Backtrack::Chronological`] is
     /// Fig. 3 to the letter (coreserve before issue 13), kept as the benchmarks' baseline.
@@ -142,6 +147,7 @@ impl Default for PlannerConfig {
             query_fanout: QueryFanout::Parallel,
             bbr_replans: 0,
             batch_queries: false,
+            batch_aborts: false,
             backtrack: Backtrack::ConflictDirected,
         }
     }

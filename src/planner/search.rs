@@ -1076,6 +1076,8 @@ impl<'a> Attempt<'a> {
 
     /// Undoes the fixes after `mark`, aborting their holds.
     pub(super) async fn undo_to(&mut self, mark: usize) {
+        // The holds to abort, in trail order, each with its participant (`None`: the NIS).
+        let mut aborts: Vec<(Option<SiteId>, Arc<dyn HoldLifecycle>, HoldId)> = Vec::new();
         while self.trail.len() > mark {
             let fix = self.trail.pop().expect("trail longer than mark");
             let (participant, hold) = match fix {
@@ -1092,26 +1094,51 @@ impl<'a> Attempt<'a> {
                         let start = self.st + job.offset_s;
                         self.forget_answers(&f.site, start, start + job.duration_s);
                     }
-                    (self.lis(&f.site).ok().map(|p| p as Arc<dyn HoldLifecycle>), f.hold)
+                    let p = self.lis(&f.site).ok().map(|p| (Some(f.site.clone()), p as Arc<dyn HoldLifecycle>));
+                    (p, f.hold)
                 }
                 Fix::Transfer(e) => {
                     let f = self.transfers[e].take().expect("trail names a fixed transfer");
                     for (link, span) in &f.overlay {
                         Overlay::remove(&mut self.overlay.links, link, *span);
                     }
-                    (Some(self.planner.services.nis.clone() as Arc<dyn HoldLifecycle>), f.hold)
+                    (Some((None, self.planner.services.nis.clone() as Arc<dyn HoldLifecycle>)), f.hold)
                 }
             };
-            if let (Some(p), Some(h)) = (participant, hold) {
-                self.abort(&p, h).await;
+            if let (Some((key, p)), Some(h)) = (participant, hold) {
+                aborts.push((key, p, h));
+            }
+        }
+        if !self.planner.cfg.batch_aborts {
+            for (_, p, hold) in aborts {
+                self.messages += 1;
+                self.holds_aborted += 1;
+                let answer = p.abort(hold).await;
+                self.aborted(&p, hold, answer).await;
+            }
+            return;
+        }
+        // One message per participant, all at once.
+        let mut batches: Vec<(Option<SiteId>, Arc<dyn HoldLifecycle>, Vec<HoldId>)> = Vec::new();
+        for (key, p, hold) in aborts {
+            match batches.iter_mut().find(|b| b.0 == key) {
+                Some(b) => b.2.push(hold),
+                None => batches.push((key, p, vec![hold])),
+            }
+        }
+        self.messages += batches.len() as u64;
+        self.holds_aborted += batches.iter().map(|b| b.2.len() as u64).sum::<u64>();
+        let answers = join_all(batches.iter().map(|(_, p, holds)| p.abort_all(holds))).await;
+        for ((_, p, holds), answers) in batches.iter().zip(answers) {
+            for (&hold, answer) in holds.iter().zip(answers) {
+                self.aborted(p, hold, answer).await;
             }
         }
     }
 
-    async fn abort(&mut self, p: &Arc<dyn HoldLifecycle>, hold: HoldId) {
-        self.messages += 1;
-        self.holds_aborted += 1;
-        match p.abort(hold).await {
+    /// After the abort of `hold` at `p` answered `answer`.
+    async fn aborted(&mut self, p: &Arc<dyn HoldLifecycle>, hold: HoldId, answer: Result<(), ParticipantError>) {
+        match answer {
             Ok(()) => {}
             // A commit whose answer was lost (compensation after a failed commit): give the
             // reservation back instead.

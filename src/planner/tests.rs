@@ -1085,6 +1085,33 @@ async fn a_hold_keeps_the_batched_answers_it_cannot_change() {
     assert_eq!(batched.messages + 2, plain.messages, "batched {} vs {}", batched.messages, plain.messages);
 }
 
+/// Issue 13: with `batch_aborts`, the holds a shift of `st` gives up at one participant go in
+/// one message; the search is otherwise the same (the same plan, the same holds aborted).
+#[tokio::test]
+async fn a_shift_aborts_a_sites_holds_in_one_message() {
+    // A and B run only on s1 (linux), C only on s2 (bsd), busy until T0 + 900: A and B are
+    // held at s1, C's delay gives both back, and the next `st` books all three.
+    let g = grid(vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "bsd", 1.0)], [1000; 3]);
+    let jobs = vec![job("A", "linux", 4, 0, 600), job("B", "linux", 4, 0, 600), job("C", "bsd", 12, 0, 600)];
+    let req = request(jobs, vec![], 20_000);
+    let mut outcomes = Vec::new();
+    for batch_aborts in [false, true] {
+        let l = local(&g);
+        let busy = ComputeHoldRequest { txn: TxnId::nil(), site: "s2".into(), cpus: 10, start: T0, end: T0 + 900, gpus: None };
+        let h = l.lis["s2"].prepare(&busy).await.unwrap();
+        l.lis["s2"].commit(h.id).await.unwrap();
+        let cfg = PlannerConfig { w_interval_s: 0, batch_aborts, ..Default::default() };
+        let o = Planner::new(cfg, l.services()).plan(&req).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_aborts}: {:?}", o.reason);
+        assert_eq!(l.holds_outstanding(), 0);
+        outcomes.push(o);
+    }
+    let (plain, batched) = (&outcomes[0], &outcomes[1]);
+    assert_eq!((&batched.jobs, batched.start), (&plain.jobs, plain.start), "the same plan");
+    assert_eq!((batched.holds_aborted, plain.holds_aborted), (2, 2));
+    assert_eq!(batched.messages + 1, plain.messages, "two aborts at s1, one message");
+}
+
 /// A LIS that counts the free-slot queries each site is asked.
 struct Tally(Arc<crate::lis::Lis>, Arc<std::sync::Mutex<HashMap<String, usize>>>);
 

@@ -12,7 +12,7 @@
 //! | several queries | `POST {base}/queries` | [`QueryBatch`] -> [`AnswerBatch`] (answers in order; any refusal fails the call) |
 //! | prepare | `POST {base}/prepare`, `?tentative=true` for a tentative hold | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
 //! | persist | `POST {base}/holds/persist` | [`HoldBatch`] -> 204 |
-//! | commit of several holds | `POST {base}/holds/commit` | [`HoldBatch`] -> [`BatchAnswer`] |
+//! | commit / abort of several holds | `POST {base}/holds/commit` (`abort`) | [`HoldBatch`] -> [`BatchAnswer`] |
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
 //! | extend | `POST {base}/holds/{id}/extend` | [`Extend`] -> [`Hold`] |
 //! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> [`Candidates`] |
@@ -162,6 +162,21 @@ impl Remote {
         resp.json::<T>().await.map_err(|e| transport(format!("{}{path}: bad answer: {e}", self.base)))
     }
 
+    /// `POST {base}/holds/{verb}` of `holds` ([`HoldBatch`] -> [`BatchAnswer`]): the answer of
+    /// each hold; a failed call is every hold's answer.
+    async fn hold_batch(&self, verb: &str, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let path = format!("/holds/{verb}");
+        let answer: Result<BatchAnswer, _> = self.call(&path, &HoldBatch { holds: holds.to_vec() }).await;
+        match answer {
+            Ok(a) if a.errors.len() == holds.len() => a.errors.into_iter().map(|e| e.map_or(Ok(()), Err)).collect(),
+            Ok(a) => {
+                let e = transport(format!("{}{path}: {} answers for {} holds", self.base, a.errors.len(), holds.len()));
+                vec![Err(e); holds.len()]
+            }
+            Err(e) => vec![Err(e); holds.len()],
+        }
+    }
+
     async fn lifecycle(&self, hold: HoldId, verb: &str) -> Result<(), ParticipantError> {
         self.post::<()>(&format!("/holds/{hold}/{verb}"), None, Some(hold)).await.map(|_| ())
     }
@@ -301,21 +316,12 @@ impl<R: Role> HoldLifecycle for HttpParticipant<R> {
 
     /// One message for every hold; a failed call is every hold's answer.
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-        let answer: Result<BatchAnswer, _> =
-            self.remote.call("/holds/commit", &HoldBatch { holds: holds.to_vec() }).await;
-        match answer {
-            Ok(a) if a.errors.len() == holds.len() => a.errors.into_iter().map(|e| e.map_or(Ok(()), Err)).collect(),
-            Ok(a) => {
-                let e = transport(format!(
-                    "{}/holds/commit: {} answers for {} holds",
-                    self.remote.base,
-                    a.errors.len(),
-                    holds.len()
-                ));
-                vec![Err(e); holds.len()]
-            }
-            Err(e) => vec![Err(e); holds.len()],
-        }
+        self.remote.hold_batch("commit", holds).await
+    }
+
+    /// One message for every hold; a failed call is every hold's answer.
+    async fn abort_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        self.remote.hold_batch("abort", holds).await
     }
 }
 

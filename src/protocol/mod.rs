@@ -378,6 +378,17 @@ pub trait HoldLifecycle: Send + Sync {
     /// in the order of `holds` (see [`HoldLifecycle::commit`]). [`commit_each`] is the plain
     /// implementation, one commit after the other.
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>>;
+    /// Phase 2 (abort) for several holds of this participant in one message: the answer of
+    /// each hold, in the order of `holds` (see [`HoldLifecycle::abort`]). The default aborts
+    /// them one after the other; the HTTP transport sends one request, and wrappers pass it on
+    /// as one message.
+    async fn abort_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let mut answers = Vec::with_capacity(holds.len());
+        for &h in holds {
+            answers.push(self.abort(h).await);
+        }
+        answers
+    }
 }
 
 /// [`HoldLifecycle::commit_all`] as one [`HoldLifecycle::commit`] per hold, in order.

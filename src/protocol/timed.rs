@@ -87,6 +87,9 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Timed<T> {
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
         self.timed(Message::Commit, self.inner.commit_all(holds)).await
     }
+    async fn abort_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        self.timed(Message::Abort, self.inner.abort_all(holds)).await
+    }
 }
 
 #[cfg(test)]

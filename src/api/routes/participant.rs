@@ -84,9 +84,9 @@ fn network(state: &AppState, caller: &Caller, tentative: bool) -> Result<Arc<dyn
     }
 }
 
-/// `persist` or `commit` of several holds of participant `who` (the protocol's batches):
-/// every hold must be the caller's (or the caller an admin), as for one hold. `commit` answers
-/// [`BatchAnswer`], `persist` 204.
+/// `persist`, `commit` or `abort` of several holds of participant `who` (the protocol's
+/// batches): every hold must be the caller's (or the caller an admin), as for one hold.
+/// `commit` and `abort` answer [`BatchAnswer`], `persist` 204.
 async fn batch(
     state: &AppState,
     req: &HttpRequest,
@@ -96,7 +96,7 @@ async fn batch(
     body: &[u8],
 ) -> Result<HttpResponse, ApiError> {
     caller.require_service()?;
-    if !matches!(verb, "commit" | "persist") {
+    if !matches!(verb, "commit" | "abort" | "persist") {
         return Err(ApiError::not_found(format!("unknown batch operation `{verb}`")));
     }
     let p = state.journaled_holds(&who, false, Some(caller))?;
@@ -111,7 +111,8 @@ async fn batch(
         p.persist(&b.holds).await?;
         return Ok(HttpResponse::NoContent().finish());
     }
-    let errors = p.commit_all(&b.holds).await.into_iter().map(Result::err).collect();
+    let answers = if verb == "commit" { p.commit_all(&b.holds).await } else { p.abort_all(&b.holds).await };
+    let errors = answers.into_iter().map(Result::err).collect();
     Ok(HttpResponse::Ok().json(BatchAnswer { errors }))
 }
 
