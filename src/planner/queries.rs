@@ -52,7 +52,15 @@ impl QueryCache {
 
     /// Keeps `offer`, the answer for job `v` at `site` to a query for `duration_s` seconds from
     /// `window_start` before `deadline`.
-    pub(super) fn put(&mut self, v: usize, site: SiteId, offer: ComputeOffer, window_start: Time, duration_s: i64, deadline: Time) {
+    pub(super) fn put(
+        &mut self,
+        v: usize,
+        site: SiteId,
+        offer: ComputeOffer,
+        window_start: Time,
+        duration_s: i64,
+        deadline: Time,
+    ) {
         let end = offer.earliest_start.map_or(deadline, |e| e + duration_s);
         self.answers.insert((v, site), (offer, window_start, end));
     }

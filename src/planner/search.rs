@@ -141,6 +141,9 @@ pub(super) enum Fix {
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// The holds of one participant (`None`: the NIS) that one backtrack aborts together.
+type AbortBatch = (Option<SiteId>, Arc<dyn HoldLifecycle>, Vec<HoldId>);
+
 /// A set of job (or transfer) indices of one request, as a bitset: the explanation of a
 /// failure under conflict-directed backjumping (the jobs whose fixes made it fail).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -1119,7 +1122,7 @@ impl<'a> Attempt<'a> {
             return;
         }
         // One message per participant, all at once.
-        let mut batches: Vec<(Option<SiteId>, Arc<dyn HoldLifecycle>, Vec<HoldId>)> = Vec::new();
+        let mut batches: Vec<AbortBatch> = Vec::new();
         for (key, p, hold) in aborts {
             match batches.iter_mut().find(|b| b.0 == key) {
                 Some(b) => b.2.push(hold),

@@ -1097,7 +1097,8 @@ async fn a_shift_aborts_a_sites_holds_in_one_message() {
     let mut outcomes = Vec::new();
     for batch_aborts in [false, true] {
         let l = local(&g);
-        let busy = ComputeHoldRequest { txn: TxnId::nil(), site: "s2".into(), cpus: 10, start: T0, end: T0 + 900, gpus: None };
+        let busy =
+            ComputeHoldRequest { txn: TxnId::nil(), site: "s2".into(), cpus: 10, start: T0, end: T0 + 900, gpus: None };
         let h = l.lis["s2"].prepare(&busy).await.unwrap();
         l.lis["s2"].commit(h.id).await.unwrap();
         let cfg = PlannerConfig { w_interval_s: 0, batch_aborts, ..Default::default() };

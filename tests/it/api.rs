@@ -520,7 +520,8 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     s1.release(h.id).await.unwrap();
     // Aborts of several holds in one message (`POST {base}/holds/abort`): an answer per hold.
     let hold = |cpus| ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end, gpus: None };
-    let (a, b, c) = (s1.prepare(&hold(4)).await.unwrap(), s1.prepare(&hold(8)).await.unwrap(), s1.prepare(&hold(2)).await.unwrap());
+    let (a, b, c) =
+        (s1.prepare(&hold(4)).await.unwrap(), s1.prepare(&hold(8)).await.unwrap(), s1.prepare(&hold(2)).await.unwrap());
     s1.commit(c.id).await.unwrap();
     assert_eq!(s1.abort_all(&[a.id, b.id, c.id]).await, vec![Ok(()), Ok(()), Err(P::AlreadyCommitted(c.id))]);
     assert_eq!(app.state.participants.lis["s1"].usage_at(start), 2, "both holds given back, the booking kept");

@@ -98,7 +98,10 @@ async fn another_principals_hold_is_a_typed_refusal_over_http() {
     assert_eq!(other.commit(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
     assert_eq!(other.abort(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));
     let batch = other.abort_all(&[hold.id]).await;
-    assert!(matches!(&batch[..], [Err(ParticipantError::Transport(m))] if m.contains("403 hold-not-owned")), "{batch:?}");
+    assert!(
+        matches!(&batch[..], [Err(ParticipantError::Transport(m))] if m.contains("403 hold-not-owned")),
+        "{batch:?}"
+    );
     assert_eq!(peak(&app, "s1"), 4, "the hold is untouched");
     as_principal(&planner_1).commit(hold.id).await.unwrap();
     assert_eq!(other.release(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));

@@ -89,15 +89,25 @@ fn request_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
             let transfers: Vec<_> = (1..n)
                 .map(|j| serde_json::json!({"from": format!("j{}", j - 1), "to": format!("j{j}"), "bandwidth_mbps": bw, "offset_s": 0, "duration_s": duration_s}))
                 .collect();
-            let submitted = T0 + arrival;
-            let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
-                "id": format!("r{i}"), "submitted_at": from_time(submitted),
-                "deadline": from_time(submitted + 600 + duration_s * slack),
-                "jobs": jobs, "transfers": transfers,
-            }))
-            .unwrap();
-            PlanRequest::new(raw).unwrap()
+            plan_request(i, T0 + arrival, 600 + duration_s * slack, jobs, transfers)
         })
+}
+
+/// Request `r{i}` submitted at `submitted`, due `window_s` later.
+fn plan_request(
+    i: usize,
+    submitted: i64,
+    window_s: i64,
+    jobs: Vec<serde_json::Value>,
+    transfers: Vec<serde_json::Value>,
+) -> PlanRequest {
+    let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+        "id": format!("r{i}"), "submitted_at": from_time(submitted),
+        "deadline": from_time(submitted + window_s),
+        "jobs": jobs, "transfers": transfers,
+    }))
+    .unwrap();
+    PlanRequest::new(raw).unwrap()
 }
 
 /// A request of 1-4 jobs that start at different offsets (0-3 x 300 s), with a transfer
@@ -120,14 +130,7 @@ fn staggered_request(i: usize) -> impl Strategy<Value = PlanRequest> {
                 })
                 .collect();
             let length = jobs[..n].iter().map(|j| span(j).1).max().unwrap_or(0);
-            let submitted = T0 + arrival;
-            let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
-                "id": format!("r{i}"), "submitted_at": from_time(submitted),
-                "deadline": from_time(submitted + 600 + length * slack),
-                "jobs": json_jobs, "transfers": transfers,
-            }))
-            .unwrap();
-            PlanRequest::new(raw).unwrap()
+            plan_request(i, T0 + arrival, 600 + length * slack, json_jobs, transfers)
         },
     )
 }
