@@ -545,6 +545,7 @@ impl PlannerPool {
             // Remote participants: a message costs far more than an answer (see planner::queries).
             batch_queries: matches!(config.role, Role::Planner(_)),
             batch_aborts: matches!(config.role, Role::Planner(_)),
+            check_before_hold: true,
             ..PlannerConfig::default()
         };
         let planners = Planner::pool(config.planners.max(1), &template, &services, |_| rand::random())

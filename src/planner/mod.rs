@@ -99,6 +99,12 @@ pub struct PlannerConfig {
     /// message per hold, one after the other. Off by default (the simulator's message counts
     /// are those of Ando & Aida); the service turns it on for remote participants.
     pub batch_aborts: bool,
+    /// BIR with backjumping: ask the NIS about a candidate's transfers to already fixed jobs
+    /// before holding the candidate, not after (the same checks, the same answers: they do not
+    /// depend on its CPUs), so a candidate the network rules out costs no prepare and no
+    /// abort. Off by default (the simulator's message counts are those of Ando & Aida); the
+    /// service turns it on.
+    pub check_before_hold: bool,
     /// How the search backtracks when every candidate below a fix failed (docs/algorithm.md,
     /// "Backjumping"). Default [`Backtrack::ConflictDirected`]; [`Backtrack::Chronological`] is
     /// Fig. 3 to the letter (coreserve before issue 13), kept as the benchmarks' baseline.
@@ -148,6 +154,7 @@ impl Default for PlannerConfig {
             bbr_replans: 0,
             batch_queries: false,
             batch_aborts: false,
+            check_before_hold: false,
             backtrack: Backtrack::ConflictDirected,
         }
     }

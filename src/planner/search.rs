@@ -615,13 +615,26 @@ impl<'a> Attempt<'a> {
                     return Step::NotFound;
                 }
                 let mark = self.trail.len();
-                if !self.fix_job(v, offer, t_bgn).await {
-                    if backjump {
-                        why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + job.duration_s));
+                // `check_before_hold`: the network checks of `v`'s transfers to fixed jobs, asked
+                // with `v` placed at this site but not held yet (they do not depend on its hold).
+                let checked =
+                    if self.check_before_hold() { Some(self.check_transfers_at(v, offer).await) } else { None };
+                let step = match checked {
+                    Some(Err(failure)) => {
+                        self.failure = failure;
+                        Step::NotFound
                     }
-                    continue;
-                }
-                match self.satisfy_transfers(v).await {
+                    checked => {
+                        if !self.fix_job(v, offer, t_bgn).await {
+                            if backjump {
+                                why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + job.duration_s));
+                            }
+                            continue;
+                        }
+                        self.satisfy_transfers(v, checked.and_then(Result::ok)).await
+                    }
+                };
+                match step {
                     Step::Success => return Step::Success,
                     Step::Delay(dt) => return Step::Delay(dt),
                     Step::NotFound if !backjump => self.undo_to(mark).await,
@@ -665,34 +678,32 @@ impl<'a> Attempt<'a> {
     /// [`Backtrack::ConflictDirected`] (BIR and BBR) every check against a fixed end is asked
     /// before any of them is held, so that a check that fails is explained by fixes made
     /// before `v` only, not by `v`'s own holds.
-    async fn satisfy_transfers(&mut self, v: usize) -> Step {
-        let other = |e: usize| {
-            let (a, b) = self.req.transfer_ends(e);
-            if a == v {
-                b
-            } else {
-                a
-            }
+    ///
+    /// `checked`: the routes of the transfers to fixed jobs, already checked (in the order
+    /// [`Self::fixed_transfers`] drew) by [`Self::check_transfers_at`].
+    async fn satisfy_transfers(&mut self, v: usize, checked: Option<Vec<(usize, Route)>>) -> Step {
+        let fixed = match &checked {
+            Some(routes) => routes.iter().map(|(e, _)| *e).collect(),
+            None => self.fixed_transfers(v),
         };
-        let (mut fixed, mut free): (Vec<usize>, Vec<usize>) = self.incident[v]
+        let mut free: Vec<usize> = self.incident[v]
             .iter()
             .copied()
-            .filter(|&e| self.transfers[e].is_none())
-            .partition(|&e| self.jobs[other(e)].is_some());
-        fixed.shuffle(&mut self.rng);
-        free.sort_by_key(|&e| (self.candidates[other(e)].len(), e));
+            .filter(|&e| self.transfers[e].is_none() && self.jobs[self.other_end(e, v)].is_none())
+            .collect();
+        free.sort_by_key(|&e| (self.candidates[self.other_end(e, v)].len(), e));
         let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
         if backjump && !self.style.overlay {
-            let mut routes = Vec::with_capacity(fixed.len());
-            for &e in &fixed {
-                match self.transfer_route(e).await {
-                    Ok(route) => routes.push((e, route)),
+            let routes = match checked {
+                Some(routes) => routes,
+                None => match self.check_transfers(&fixed).await {
+                    Ok(routes) => routes,
                     Err(why) => {
                         self.failure = why;
                         return Step::NotFound;
                     }
-                }
-            }
+                },
+            };
             for (e, route) in routes {
                 if self.hold_transfer(e, route).await {
                     continue;
@@ -714,7 +725,7 @@ impl<'a> Attempt<'a> {
             if self.transfers[e].is_some() {
                 continue; // fixed meanwhile by a deeper search
             }
-            let u = other(e);
+            let u = self.other_end(e, v);
             // The other end may have been fixed meanwhile too (by a deeper search, through
             // another path): then it is a check like the ones above.
             let step = if self.jobs[u].is_some() { self.fix_transfer(e).await } else { self.search(u).await };
@@ -723,6 +734,69 @@ impl<'a> Attempt<'a> {
             }
         }
         Step::Success
+    }
+
+    /// The other end of transfer `e` of job `v`.
+    fn other_end(&self, e: usize, v: usize) -> usize {
+        let (a, b) = self.req.transfer_ends(e);
+        if a == v {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// The transfers of `v` still to fix whose other end is fixed, in random order (the order
+    /// they are checked and held in).
+    fn fixed_transfers(&mut self, v: usize) -> Vec<usize> {
+        let mut fixed: Vec<usize> = self.incident[v]
+            .iter()
+            .copied()
+            .filter(|&e| self.transfers[e].is_none() && self.jobs[self.other_end(e, v)].is_some())
+            .collect();
+        fixed.shuffle(&mut self.rng);
+        fixed
+    }
+
+    /// Asks the NIS about each of `transfers` (both ends fixed) in order; the first refusal's
+    /// explanation ends it.
+    async fn check_transfers(&mut self, transfers: &[usize]) -> Result<Vec<(usize, Route)>, IndexSet> {
+        let mut routes = Vec::with_capacity(transfers.len());
+        for &e in transfers {
+            routes.push((e, self.transfer_route(e).await?));
+        }
+        Ok(routes)
+    }
+
+    /// Whether the search checks a candidate's transfers to fixed jobs before it holds the
+    /// candidate ([`super::PlannerConfig::check_before_hold`]; BIR with backjumping only).
+    fn check_before_hold(&self) -> bool {
+        self.planner.cfg.check_before_hold
+            && self.planner.cfg.backtrack == Backtrack::ConflictDirected
+            && self.style.hold_each_fix
+            && !self.style.overlay
+    }
+
+    /// The checks of [`Self::satisfy_transfers`] for `v` on `offer`'s site, asked before `v`
+    /// is held there: a network check does not depend on `v`'s CPUs, so a refused one costs
+    /// no hold and no abort (and leaves the site's batched answers in place). `v` is placed
+    /// for the checks only.
+    async fn check_transfers_at(&mut self, v: usize, offer: &ComputeOffer) -> Result<Vec<(usize, Route)>, IndexSet> {
+        let transfers = self.fixed_transfers(v);
+        if transfers.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.jobs[v] = Some(JobFix {
+            site: offer.site.clone(),
+            price_per_cpu_hour: offer.price_per_cpu_hour,
+            price_per_gpu_hour: offer.price_per_gpu_hour,
+            gpu_model: offer.gpu_model.clone(),
+            hold: None,
+            overlay: None,
+        });
+        let checked = self.check_transfers(&transfers).await;
+        self.jobs[v] = None;
+        checked
     }
 
     /// Trail position of every fixed job (`usize::MAX` for a free one).

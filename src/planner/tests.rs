@@ -1113,6 +1113,38 @@ async fn a_shift_aborts_a_sites_holds_in_one_message() {
     assert_eq!(batched.messages + 1, plain.messages, "two aborts at s1, one message");
 }
 
+/// Issue 13: with `check_before_hold`, a candidate whose transfer the network cannot carry is
+/// ruled out by the NIS's answer before it is held: no prepare and no abort for it, and the
+/// same plan as checking after the hold.
+#[tokio::test]
+async fn a_candidate_the_network_rules_out_is_never_held() {
+    // A runs only on s1 (bsd, n1). B prefers s2 (cheap, n2), but n1 -> n2 carries 100 Mbit/s
+    // at most; s3 (n3, over l13) carries the 600 Mbit/s of A -> B.
+    let sites =
+        vec![site("s1", "n1", 16, "bsd", 1.0), site("s2", "n2", 16, "linux", 1.0), site("s3", "n3", 16, "linux", 2.0)];
+    let g = grid(sites, [100, 100, 1000]);
+    let req = request(
+        vec![job("A", "bsd", 4, 0, 600), job("B", "linux", 4, 0, 600)],
+        vec![serde_json::json!({"from": "A", "to": "B", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600})],
+        20_000,
+    );
+    let mut outcomes = Vec::new();
+    for check_before_hold in [false, true] {
+        let l = local(&g);
+        let cfg =
+            PlannerConfig { w_interval_s: 0, policy: SelectionPolicy::Cost, check_before_hold, ..Default::default() };
+        let o = Planner::new(cfg, l.services()).plan(&req).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{check_before_hold}: {:?}", o.reason);
+        assert_eq!(l.holds_outstanding(), 0);
+        outcomes.push(o);
+    }
+    let (after, before) = (&outcomes[0], &outcomes[1]);
+    assert_eq!((&before.jobs, &before.transfers, before.start), (&after.jobs, &after.transfers, after.start));
+    assert_eq!(before.jobs[1].site, "s3");
+    assert_eq!((after.holds_aborted, before.holds_aborted), (1, 0), "B was held at s2 and given back");
+    assert_eq!(before.messages + 2, after.messages, "no prepare and no abort at s2");
+}
+
 /// A LIS that counts the free-slot queries each site is asked.
 struct Tally(Arc<crate::lis::Lis>, Arc<std::sync::Mutex<HashMap<String, usize>>>);
 

@@ -179,9 +179,10 @@ proptest! {
     }
 
     /// Issue 13: batched queries and aborts (`PlannerConfig::batch_queries`, with the answers a
-    /// hold or an abort cannot change kept; `batch_aborts`) plan exactly what one query per job
-    /// and site and one abort per hold plan, with no more messages: one planner, requests one
-    /// after another, every method and policy.
+    /// hold or an abort cannot change kept; `batch_aborts`) and network checks before holds
+    /// (`check_before_hold`) plan exactly what one query per job and site, one abort per hold
+    /// and checks after holds plan, with no more messages: one planner, requests one after
+    /// another, every method and policy.
     #[test]
     fn batched_queries_plan_as_unbatched_ones(
         grid in grid_strategy(),
@@ -193,8 +194,8 @@ proptest! {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let [plain, batched] = [false, true].map(|batch_queries| rt.block_on(async {
             let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
-            let batch_aborts = batch_queries;
-            let cfg = PlannerConfig { w_interval_s: 600, policy, method, batch_queries, batch_aborts, ..Default::default() };
+            let (batch_aborts, check_before_hold) = (batch_queries, batch_queries);
+            let cfg = PlannerConfig { w_interval_s: 600, policy, method, batch_queries, batch_aborts, check_before_hold, ..Default::default() };
             let planner = Planner::new(cfg, local.services());
             let mut outcomes = Vec::new();
             for r in &reqs { outcomes.push(planner.plan(r).await); }
