@@ -10,7 +10,8 @@
 //! some point at that `st` except for jobs the step never reaches (the answers of such jobs
 //! are wasted, the message count is never higher).
 //!
-//! An answer stays exact for this planner: answers are kept for one `st` only, and when this
+//! An answer stays exact for this planner: answers that a shift of `st` could change are
+//! dropped at the shift (see [`QueryCache::at`]), and when this
 //! attempt holds or aborts something at a site over `[a, b)`, the answers from that site
 //! that the change could alter are dropped. An answer for a job of `d` seconds asked from
 //! `w` depends only on the site's calendar over `[w, e + d)` when it named the earliest start
@@ -37,12 +38,26 @@ pub(super) struct QueryCache {
 }
 
 impl QueryCache {
-    /// Forgets every answer unless they are for `st`.
-    pub(super) fn at(&mut self, st: Time) {
-        if self.st != st {
-            self.answers.clear();
-            self.st = st;
+    /// Moves the answers to `st`. A shift of `st` later by `dt` moves every query's window
+    /// start later by `dt`: an answer that named an earliest start at or after the new window
+    /// start is still exact (the starts before it were refused, and it fits), and so is one
+    /// that named none (the deadline did not move). The others are forgotten, and all of them
+    /// when `keep` is false (the `load` policy: the utilisation is over the window) or `st`
+    /// moved back.
+    pub(super) fn at(&mut self, st: Time, keep: bool) {
+        let dt = st - self.st;
+        self.st = st;
+        if dt == 0 {
+            return;
         }
+        if !keep || dt < 0 {
+            self.answers.clear();
+            return;
+        }
+        self.answers.retain(|_, (offer, from, _)| {
+            *from += dt;
+            offer.earliest_start.is_none_or(|e| e >= *from)
+        });
     }
 
     /// The answer for job `v` at `site`, if asked at the current `st`.
@@ -96,23 +111,23 @@ mod tests {
     #[test]
     fn answers_live_for_one_st_and_until_their_site_changes() {
         let mut c = QueryCache::default();
-        c.at(10);
+        c.at(10, false);
         c.put(0, "a".into(), offer("a"), 1, 5, 100);
         c.put(1, "a".into(), offer("a"), 1, 5, 100);
         c.put(1, "b".into(), offer("b"), 1, 5, 100);
-        c.at(10);
+        c.at(10, false);
         assert!(c.get(0, &"a".into()).is_some(), "same st: kept");
         c.forget_site(&"a".into());
         assert!(c.get(0, &"a".into()).is_none() && c.get(1, &"a".into()).is_none());
         assert!(c.get(1, &"b".into()).is_some(), "other sites kept");
-        c.at(11);
-        assert!(c.get(1, &"b".into()).is_none(), "a new st forgets everything");
+        c.at(11, false);
+        assert!(c.get(1, &"b".into()).is_none(), "a new st forgets everything (policy load)");
     }
 
     #[test]
     fn a_change_outside_an_answers_range_keeps_it() {
         let mut c = QueryCache::default();
-        c.at(0);
+        c.at(0, true);
         // Earliest start 1 for 5 s: depends on [1, 6). No slot: depends on [10, 50).
         c.put(0, "a".into(), offer("a"), 1, 5, 50);
         let none = ComputeOffer { earliest_start: None, ..offer("a") };
@@ -125,5 +140,21 @@ mod tests {
         assert!(c.get(0, &"a".into()).is_some() && c.get(1, &"a".into()).is_none(), "[49, 60) overlaps [10, 50) only");
         c.forget_over(&"a".into(), 0, 2);
         assert!(c.get(0, &"a".into()).is_none());
+    }
+
+    #[test]
+    fn a_shift_keeps_the_answers_it_cannot_change() {
+        let mut c = QueryCache::default();
+        c.at(100, true);
+        // Window starts 100 (st + 0) and 400 (st + 300); earliest starts 150, 400 and none.
+        c.put(0, "a".into(), ComputeOffer { earliest_start: Some(150), ..offer("a") }, 100, 60, 1000);
+        c.put(1, "a".into(), ComputeOffer { earliest_start: Some(400), ..offer("a") }, 400, 60, 1000);
+        c.put(0, "b".into(), ComputeOffer { earliest_start: None, ..offer("b") }, 100, 60, 1000);
+        c.at(150, true);
+        assert!(c.get(0, &"a".into()).is_some(), "150 >= the new window start 150");
+        assert!(c.get(0, &"b".into()).is_some(), "no slot before the deadline stays so");
+        assert!(c.get(1, &"a".into()).is_none(), "400 < the new window start 450");
+        c.at(160, false);
+        assert!(c.get(0, &"b".into()).is_none(), "policy load: nothing kept");
     }
 }

@@ -473,7 +473,7 @@ impl<'a> Attempt<'a> {
     /// candidate site not asked yet at this `st` gets one message with the queries of `v` and
     /// of every other unfixed job it could run.
     async fn batched_offers(&mut self, v: usize) -> Vec<Result<ComputeOffer, ParticipantError>> {
-        self.queries.at(self.st);
+        self.queries.at(self.st, self.policy != SelectionPolicy::Load);
         let deadline = self.req.deadline();
         let query = |u: usize, site: &SiteId| {
             let job = &self.req.jobs()[u];
