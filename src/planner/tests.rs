@@ -15,33 +15,7 @@ use crate::protocol::{
 
 const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
 
-/// `HoldLifecycle` for a test wrapper around a real LIS (its field `.0`): phase 2 passes
-/// through unchanged.
-macro_rules! lifecycle_passes_through {
-    ($wrapper:ty) => {
-        #[async_trait]
-        impl HoldLifecycle for $wrapper {
-            async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-                self.0.commit(hold).await
-            }
-            async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-                self.0.abort(hold).await
-            }
-            async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-                self.0.release(hold).await
-            }
-            async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-                self.0.extend(hold, lease_s).await
-            }
-            async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
-                self.0.persist(holds).await
-            }
-            async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-                crate::protocol::commit_each(self, holds).await
-            }
-        }
-    };
-}
+use crate::protocol::lifecycle_passes_through;
 
 fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
     Site {

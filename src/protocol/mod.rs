@@ -391,6 +391,47 @@ pub trait HoldLifecycle: Send + Sync {
     }
 }
 
+/// Test doubles: `HoldLifecycle` for a wrapper around a real participant (its field `.0`)
+/// whose phase 2 passes through unchanged.
+#[cfg(test)]
+macro_rules! lifecycle_passes_through {
+    ($wrapper:ty) => {
+        #[async_trait::async_trait]
+        impl $crate::protocol::HoldLifecycle for $wrapper {
+            async fn commit(&self, hold: $crate::protocol::HoldId) -> Result<(), $crate::protocol::ParticipantError> {
+                self.0.commit(hold).await
+            }
+            async fn abort(&self, hold: $crate::protocol::HoldId) -> Result<(), $crate::protocol::ParticipantError> {
+                self.0.abort(hold).await
+            }
+            async fn release(&self, hold: $crate::protocol::HoldId) -> Result<(), $crate::protocol::ParticipantError> {
+                self.0.release(hold).await
+            }
+            async fn extend(
+                &self,
+                hold: $crate::protocol::HoldId,
+                lease_s: i64,
+            ) -> Result<$crate::protocol::Hold, $crate::protocol::ParticipantError> {
+                self.0.extend(hold, lease_s).await
+            }
+            async fn persist(
+                &self,
+                holds: &[$crate::protocol::HoldId],
+            ) -> Result<(), $crate::protocol::ParticipantError> {
+                self.0.persist(holds).await
+            }
+            async fn commit_all(
+                &self,
+                holds: &[$crate::protocol::HoldId],
+            ) -> Vec<Result<(), $crate::protocol::ParticipantError>> {
+                $crate::protocol::commit_each(self, holds).await
+            }
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use lifecycle_passes_through;
+
 /// [`HoldLifecycle::commit_all`] as one [`HoldLifecycle::commit`] per hold, in order.
 pub async fn commit_each<P: HoldLifecycle + ?Sized>(p: &P, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
     let mut answers = Vec::with_capacity(holds.len());

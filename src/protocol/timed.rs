@@ -131,27 +131,7 @@ mod tests {
         }
     }
 
-    #[async_trait]
-    impl HoldLifecycle for Batches {
-        async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-            self.0.commit(hold).await
-        }
-        async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-            self.0.abort(hold).await
-        }
-        async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-            self.0.release(hold).await
-        }
-        async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-            self.0.extend(hold, lease_s).await
-        }
-        async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
-            self.0.persist(holds).await
-        }
-        async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-            self.0.commit_all(holds).await
-        }
-    }
+    crate::protocol::lifecycle_passes_through!(Batches);
 
     /// Issue 13: a wrapper must pass a batch on as one message (the default one-by-one loop
     /// sent the planner's batches over HTTP one query at a time).
