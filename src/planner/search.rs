@@ -330,20 +330,24 @@ impl<'a> Attempt<'a> {
                 self.reject(format!("deadline cannot be met: the plan starts no earlier than {}", from_time(self.st)))
             );
         }
-        for job in req.jobs() {
-            match self.planner.services.gis.candidates(job).await {
-                Ok(c) if !c.sites.is_empty() => self.candidates.push(c.sites),
-                Ok(c) => {
-                    let why = match &c.nearest_miss {
-                        Some((site, unmet)) => format!("; nearest: site `{site}` lacks {unmet}"),
-                        None => String::new(),
-                    };
-                    self.unsatisfiable = true;
-                    return Err(self
-                        .reject(format!("no site can run job `{}` ({} CPUs of {}{why})", job.name, job.cpus, job.os)));
-                }
-                Err(e) => return Err(self.reject(format!("GIS unavailable: {e}"))),
+        // One message for every job's candidates.
+        let all = match self.planner.services.gis.candidates_all(req.jobs()).await {
+            Ok(all) => all,
+            Err(e) => return Err(self.reject(format!("GIS unavailable: {e}"))),
+        };
+        for (job, c) in req.jobs().iter().zip(all) {
+            if !c.sites.is_empty() {
+                self.candidates.push(c.sites);
+                continue;
             }
+            let why = match &c.nearest_miss {
+                Some((site, unmet)) => format!("; nearest: site `{site}` lacks {unmet}"),
+                None => String::new(),
+            };
+            self.unsatisfiable = true;
+            return Err(
+                self.reject(format!("no site can run job `{}` ({} CPUs of {}{why})", job.name, job.cpus, job.os))
+            );
         }
         let roots = self.roots();
         'shift: loop {

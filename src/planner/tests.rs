@@ -1119,6 +1119,43 @@ async fn a_candidate_the_network_rules_out_is_never_held() {
     assert_eq!(before.messages + 2, after.messages, "no prepare and no abort at s2");
 }
 
+/// A GIS that counts the messages it gets: single demands and batches.
+struct GisCalls(Arc<dyn crate::protocol::Catalogue>, std::sync::Mutex<(usize, usize)>);
+
+#[async_trait]
+impl crate::protocol::Catalogue for GisCalls {
+    async fn candidates(
+        &self,
+        d: &crate::model::ComputeDemand,
+    ) -> Result<crate::protocol::Candidates, ParticipantError> {
+        self.1.lock().unwrap().0 += 1;
+        self.0.candidates(d).await
+    }
+    async fn candidates_all(
+        &self,
+        ds: &[crate::model::ComputeDemand],
+    ) -> Result<Vec<crate::protocol::Candidates>, ParticipantError> {
+        self.1.lock().unwrap().1 += 1;
+        self.0.candidates_all(ds).await
+    }
+}
+
+/// Issue 13: a plan asks the GIS once for the candidates of all its jobs (one message instead
+/// of one per job).
+#[tokio::test]
+async fn the_gis_is_asked_once_per_plan() {
+    let g = grid(vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0)], [1000; 3]);
+    let jobs = vec![job("A", "linux", 4, 0, 600), job("B", "linux", 4, 0, 600), job("C", "linux", 4, 0, 600)];
+    let mut services = local(&g).services();
+    let gis = Arc::new(GisCalls(services.gis.clone(), Default::default()));
+    services.gis = gis.clone();
+    let o = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services)
+        .plan(&request(jobs, vec![], 20_000))
+        .await;
+    assert_eq!(o.status, OutcomeStatus::Committed, "{:?}", o.reason);
+    assert_eq!(*gis.1.lock().unwrap(), (0, 1), "(single demands, batches)");
+}
+
 /// A LIS that counts the free-slot queries each site is asked.
 struct Tally(Arc<crate::lis::Lis>, Arc<std::sync::Mutex<HashMap<String, usize>>>);
 

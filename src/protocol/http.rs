@@ -16,6 +16,7 @@
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
 //! | extend | `POST {base}/holds/{id}/extend` | [`Extend`] -> [`Hold`] |
 //! | candidates | `POST {gis}/v1/participant/gis/candidates` | [`ComputeDemand`] -> [`Candidates`] |
+//! | candidates of several demands | `POST {gis}/v1/participant/gis/candidates/batch` | [`QueryBatch`] of [`ComputeDemand`] -> [`AnswerBatch`] of [`Candidates`] |
 //!
 //! where `{base}` is `{server}/v1/participant/sites/{site}` for a LIS and
 //! `{server}/v1/participant/network` for the NIS.
@@ -384,6 +385,21 @@ impl HttpCatalogue {
 impl Catalogue for HttpCatalogue {
     async fn candidates(&self, demand: &ComputeDemand) -> Result<Candidates, ParticipantError> {
         self.remote.call("/candidates", demand).await
+    }
+
+    /// One message for every demand.
+    async fn candidates_all(&self, demands: &[ComputeDemand]) -> Result<Vec<Candidates>, ParticipantError> {
+        let batch: AnswerBatch<Candidates> =
+            self.remote.call("/candidates/batch", &QueryBatch { queries: demands.to_vec() }).await?;
+        if batch.answers.len() != demands.len() {
+            return Err(transport(format!(
+                "{}/candidates/batch: {} answers for {} demands",
+                self.remote.base,
+                batch.answers.len(),
+                demands.len()
+            )));
+        }
+        Ok(batch.answers)
     }
 }
 

@@ -486,4 +486,16 @@ pub trait Catalogue: Send + Sync {
     /// Candidate sites for a compute demand: the sites that can ever run it (OS, CPUs and
     /// every requirement of `demand.requires`, a hard filter before any policy).
     async fn candidates(&self, demand: &ComputeDemand) -> Result<Candidates, ParticipantError>;
+    /// The candidates of several demands (a request's jobs), in order, in one message. The
+    /// default asks them one by one; the HTTP transport sends one request.
+    ///
+    /// # Errors
+    /// The first error of a demand, or the transport's.
+    async fn candidates_all(&self, demands: &[ComputeDemand]) -> Result<Vec<Candidates>, ParticipantError> {
+        let mut all = Vec::with_capacity(demands.len());
+        for d in demands {
+            all.push(self.candidates(d).await?);
+        }
+        Ok(all)
+    }
 }

@@ -494,8 +494,8 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     use coreserve::planner::{Planner, PlannerConfig, Services};
     use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
     use coreserve::protocol::{
-        Compute, ComputeHoldRequest, HoldId, HoldLifecycle, NetworkHoldRequest, Participant, ParticipantError as P,
-        TxnId,
+        Catalogue, Compute, ComputeHoldRequest, HoldId, HoldLifecycle, NetworkHoldRequest, Participant,
+        ParticipantError as P, TxnId,
     };
 
     let app = TestApp::spawn().await;
@@ -534,6 +534,20 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert!(matches!(unauthorised.commit(ghost).await, Err(P::Transport(_))));
     let dead = HttpParticipant::site("http://127.0.0.1:9", "s1", token.clone());
     assert!(matches!(dead.commit(ghost).await, Err(P::Transport(_))));
+
+    // The GIS answers several demands in one message as it answers each.
+    let gis = HttpCatalogue::new(&app.base, token.clone());
+    let demands: Vec<coreserve::model::ComputeDemand> = serde_json::from_value(json!([
+        {"name": "a", "os": "linux", "cpus": 8, "offset_s": 0, "duration_s": 60},
+        {"name": "b", "os": "plan9", "cpus": 8, "offset_s": 0, "duration_s": 60}
+    ]))
+    .unwrap();
+    let mut one_by_one = Vec::new();
+    for d in &demands {
+        one_by_one.push(gis.candidates(d).await.unwrap());
+    }
+    assert_eq!(gis.candidates_all(&demands).await.unwrap(), one_by_one);
+    assert!(!one_by_one[0].sites.is_empty() && one_by_one[1].sites.is_empty());
 
     // The planner, unchanged, over HTTP participants.
     let services = Services {

@@ -12,7 +12,8 @@
 //! - `POST /v1/participant/sites/{site}/query` and `/prepare`, and
 //!   `POST /v1/participant/sites/{site}/holds/{id}/{commit|abort|release|extend}` (a LIS);
 //! - the same under `/v1/participant/network` (the NIS);
-//! - `POST /v1/participant/gis/candidates` (the GIS; body: a compute demand).
+//! - `POST /v1/participant/gis/candidates` (the GIS; body: a compute demand), and
+//!   `/candidates/batch` (`{"queries": [demand, ...]}`, answered `{"answers": [...]}` in order).
 
 use std::sync::Arc;
 
@@ -60,7 +61,8 @@ pub struct PrepareParams {
 
 /// Registers the GIS endpoint.
 pub fn configure_gis(cfg: &mut web::ServiceConfig) {
-    cfg.route("/participant/gis/candidates", web::post().to(candidates));
+    cfg.route("/participant/gis/candidates", web::post().to(candidates))
+        .route("/participant/gis/candidates/batch", web::post().to(candidates_batch));
 }
 
 /// The journaled LIS of `id` acting for `caller`, granting tentative holds if asked, or 404.
@@ -298,4 +300,19 @@ pub async fn candidates(
     caller.require_service()?;
     let demand: ComputeDemand = parse(&req, &body)?;
     Ok(web::Json(state.participants.gis.candidates(&demand).await?))
+}
+
+/// GIS: the candidate sites of several compute demands (a request's jobs), in order.
+pub async fn candidates_batch(
+    state: web::Data<AppState>,
+    caller: Caller,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<web::Json<AnswerBatch<Candidates>>, ApiError> {
+    caller.require_service()?;
+    let b: QueryBatch<ComputeDemand> = parse(&req, &body)?;
+    if b.queries.len() > MAX_BATCH {
+        return Err(ApiError::invalid(format!("at most {MAX_BATCH} demands per batch")));
+    }
+    Ok(web::Json(AnswerBatch { answers: state.participants.gis.candidates_all(&b.queries).await? }))
 }
