@@ -163,17 +163,29 @@ impl Remote {
         resp.json::<T>().await.map_err(|e| transport(format!("{}{path}: bad answer: {e}", self.base)))
     }
 
+    /// `POST {base}{path}` of a batch of `n` items of `what`, answered in order: the answers
+    /// (`answers` takes them out of the body), one per item, or an error.
+    async fn call_batch<B: Serialize + ?Sized, T: DeserializeOwned, A>(
+        &self,
+        path: &str,
+        body: &B,
+        (n, what): (usize, &str),
+        answers: impl FnOnce(T) -> Vec<A>,
+    ) -> Result<Vec<A>, ParticipantError> {
+        let answers = answers(self.call(path, body).await?);
+        if answers.len() != n {
+            return Err(transport(format!("{}{path}: {} answers for {n} {what}", self.base, answers.len())));
+        }
+        Ok(answers)
+    }
+
     /// `POST {base}/holds/{verb}` of `holds` ([`HoldBatch`] -> [`BatchAnswer`]): the answer of
     /// each hold; a failed call is every hold's answer.
     async fn hold_batch(&self, verb: &str, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let body = HoldBatch { holds: holds.to_vec() };
         let path = format!("/holds/{verb}");
-        let answer: Result<BatchAnswer, _> = self.call(&path, &HoldBatch { holds: holds.to_vec() }).await;
-        match answer {
-            Ok(a) if a.errors.len() == holds.len() => a.errors.into_iter().map(|e| e.map_or(Ok(()), Err)).collect(),
-            Ok(a) => {
-                let e = transport(format!("{}{path}: {} answers for {} holds", self.base, a.errors.len(), holds.len()));
-                vec![Err(e); holds.len()]
-            }
+        match self.call_batch(&path, &body, (holds.len(), "holds"), |a: BatchAnswer| a.errors).await {
+            Ok(errors) => errors.into_iter().map(|e| e.map_or(Ok(()), Err)).collect(),
             Err(e) => vec![Err(e); holds.len()],
         }
     }
@@ -267,17 +279,8 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
     /// One `POST {base}/queries`; a failed call is every query's answer.
     async fn query_all(&self, qs: &[R::Query]) -> Vec<Result<R::Answer, ParticipantError>> {
         let body = QueryBatch { queries: qs.to_vec() };
-        match self.remote.call::<_, AnswerBatch<R::Answer>>("/queries", &body).await {
-            Ok(a) if a.answers.len() == qs.len() => a.answers.into_iter().map(Ok).collect(),
-            Ok(a) => {
-                let e = transport(format!(
-                    "{}/queries: {} answers for {} queries",
-                    self.remote.base,
-                    a.answers.len(),
-                    qs.len()
-                ));
-                vec![Err(e); qs.len()]
-            }
+        match self.remote.call_batch("/queries", &body, (qs.len(), "queries"), |a: AnswerBatch<_>| a.answers).await {
+            Ok(answers) => answers.into_iter().map(Ok).collect(),
             Err(e) => vec![Err(e); qs.len()],
         }
     }
@@ -389,17 +392,10 @@ impl Catalogue for HttpCatalogue {
 
     /// One message for every demand.
     async fn candidates_all(&self, demands: &[ComputeDemand]) -> Result<Vec<Candidates>, ParticipantError> {
-        let batch: AnswerBatch<Candidates> =
-            self.remote.call("/candidates/batch", &QueryBatch { queries: demands.to_vec() }).await?;
-        if batch.answers.len() != demands.len() {
-            return Err(transport(format!(
-                "{}/candidates/batch: {} answers for {} demands",
-                self.remote.base,
-                batch.answers.len(),
-                demands.len()
-            )));
-        }
-        Ok(batch.answers)
+        let body = QueryBatch { queries: demands.to_vec() };
+        self.remote
+            .call_batch("/candidates/batch", &body, (demands.len(), "demands"), |a: AnswerBatch<_>| a.answers)
+            .await
     }
 }
 

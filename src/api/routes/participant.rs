@@ -103,9 +103,7 @@ async fn batch(
     }
     let p = state.journaled_holds(&who, false, Some(caller))?;
     let b: HoldBatch = parse(req, body)?;
-    if b.holds.len() > MAX_BATCH {
-        return Err(ApiError::invalid(format!("at most {MAX_BATCH} holds per batch")));
-    }
+    within_batch(b.holds.len(), "holds")?;
     for &id in &b.holds {
         state.authorize_hold(caller, &who, id, verb)?;
     }
@@ -118,8 +116,16 @@ async fn batch(
     Ok(HttpResponse::Ok().json(BatchAnswer { errors }))
 }
 
-/// Most holds one batch may name.
+/// Most items (holds, queries, demands) one batch may name.
 const MAX_BATCH: usize = 1024;
+
+/// A batch of `n` items of `what` is refused (422) beyond [`MAX_BATCH`].
+fn within_batch(n: usize, what: &str) -> Result<(), ApiError> {
+    if n > MAX_BATCH {
+        return Err(ApiError::invalid(format!("at most {MAX_BATCH} {what} per batch")));
+    }
+    Ok(())
+}
 
 /// Commit / abort / release / extend of hold `id` at participant `who`: the caller's role,
 /// then its right to this hold ([`AppState::authorize_hold`]), then the body.
@@ -171,9 +177,7 @@ async fn queries<R: Role>(
     body: &[u8],
 ) -> Result<HttpResponse, ApiError> {
     let b: QueryBatch<R::Query> = parse(req, body)?;
-    if b.queries.len() > MAX_BATCH {
-        return Err(ApiError::invalid(format!("at most {MAX_BATCH} queries per batch")));
-    }
+    within_batch(b.queries.len(), "queries")?;
     let mut answers = Vec::with_capacity(b.queries.len());
     for a in p.query_all(&b.queries).await {
         answers.push(a?);
@@ -311,8 +315,6 @@ pub async fn candidates_batch(
 ) -> Result<web::Json<AnswerBatch<Candidates>>, ApiError> {
     caller.require_service()?;
     let b: QueryBatch<ComputeDemand> = parse(&req, &body)?;
-    if b.queries.len() > MAX_BATCH {
-        return Err(ApiError::invalid(format!("at most {MAX_BATCH} demands per batch")));
-    }
+    within_batch(b.queries.len(), "demands")?;
     Ok(web::Json(AnswerBatch { answers: state.participants.gis.candidates_all(&b.queries).await? }))
 }
