@@ -12,7 +12,7 @@
 //! | 2 | bad command line (clap) |
 //! | 3 | a plan was rejected (no placement before its deadline) |
 //! | 4 | the server refused the request (4xx: bad input, unknown id, no permission, conflict) |
-//! | 5 | the server could not answer now (5xx, 429, in doubt): retry, with the same key |
+//! | 5 | the server could not answer now (5xx, 408, 429, in doubt): retry, with the same key |
 //!
 //! With several requests (a JSON-lines file) the highest code of any request is the exit code.
 
@@ -41,7 +41,7 @@ pub struct Exit {
 pub const EXIT_REJECTED: u8 = 3;
 /// Exit code: the server refused the request (4xx).
 pub const EXIT_REFUSED: u8 = 4;
-/// Exit code: the server could not answer now (5xx, 429): retry.
+/// Exit code: the server could not answer now (5xx, 408, 429): retry.
 pub const EXIT_UNAVAILABLE: u8 = 5;
 
 /// Where the broker is and who calls it.
@@ -221,9 +221,16 @@ impl Client {
     }
 }
 
-/// The exit code of a refused answer: 5 for 5xx and 429 (retry), 4 for other 4xx.
+/// Whether an answer says "not now" rather than "no": a 5xx, 429 (too many in flight) or 408
+/// (the server timed out reading the request, e.g. after a pause, before it looked at it; RFC
+/// 9110 §15.5.9 lets the client repeat it). The same request, with the same key, may succeed.
+fn retryable(status: StatusCode) -> bool {
+    status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT
+}
+
+/// The exit code of a refused answer: 5 for a [`retryable`] one, 4 for other 4xx.
 fn code_of(status: StatusCode) -> u8 {
-    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+    if retryable(status) {
         EXIT_UNAVAILABLE
     } else {
         EXIT_REFUSED
@@ -395,8 +402,8 @@ struct Submitted {
     error: Option<String>,
 }
 
-/// Submits one request, retrying with the same key on a dropped connection, 503 and 429 (up to
-/// 5 tries, 1-5 s apart, as `Retry-After` says).
+/// Submits one request, retrying with the same key on a dropped connection, 503, 429, 408 and
+/// 409 (in progress) (up to 5 tries, 1-5 s apart, as `Retry-After` says).
 async fn submit_one(c: &Client, body: &Value, key: &str, dry_run: bool) -> Submitted {
     let query: Vec<(&str, String)> = if dry_run { vec![("dry_run", "true".into())] } else { vec![] };
     let mut last: Option<Result<Answer>> = None;
@@ -413,7 +420,10 @@ async fn submit_one(c: &Client, body: &Value, key: &str, dry_run: bool) -> Submi
             Err(_) => true,
             Ok(a) => matches!(
                 a.status,
-                StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS | StatusCode::CONFLICT
+                StatusCode::SERVICE_UNAVAILABLE
+                    | StatusCode::TOO_MANY_REQUESTS
+                    | StatusCode::REQUEST_TIMEOUT
+                    | StatusCode::CONFLICT
             ),
         };
         last = Some(a);
@@ -647,5 +657,21 @@ pub async fn route(a: RouteArgs) -> Result<()> {
             ),
         }
         .into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_timeout_is_retried_not_refused() {
+        // actix answers 408 to a request it did not finish reading in time, e.g. after the
+        // server was paused: it never looked at it, so the same key may be sent again.
+        assert_eq!(code_of(StatusCode::REQUEST_TIMEOUT), EXIT_UNAVAILABLE);
+        assert_eq!(code_of(StatusCode::TOO_MANY_REQUESTS), EXIT_UNAVAILABLE);
+        assert_eq!(code_of(StatusCode::BAD_GATEWAY), EXIT_UNAVAILABLE);
+        assert_eq!(code_of(StatusCode::BAD_REQUEST), EXIT_REFUSED);
+        assert_eq!(code_of(StatusCode::NOT_FOUND), EXIT_REFUSED);
     }
 }

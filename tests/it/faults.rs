@@ -511,7 +511,7 @@ enum Seen {
     Rejected,
     /// No final answer within [`REQUEST_DEADLINE`]: the last thing seen.
     Unanswered(String),
-    /// A 4xx other than 409 and 429.
+    /// A 4xx other than 408, 409 and 429.
     Refused(u16, String),
 }
 
@@ -524,6 +524,7 @@ struct KeyRecord {
 struct ClientStats {
     status_503: AtomicUsize,
     status_429: AtomicUsize,
+    status_408: AtomicUsize,
     status_5xx_other: AtomicUsize,
     transport_errors: AtomicUsize,
     attempts: AtomicUsize,
@@ -561,6 +562,12 @@ async fn send(c: &Client, planners: &[String], first: usize, key: &str, body: &V
             Ok(r) if r.status() == StatusCode::TOO_MANY_REQUESTS => {
                 stats.status_429.fetch_add(1, Ordering::Relaxed);
                 last = "429 too many in flight".into();
+            }
+            // The server timed out reading the request (a paused process resumes with its
+            // connections' read timers expired) and never looked at it: send it again.
+            Ok(r) if r.status() == StatusCode::REQUEST_TIMEOUT => {
+                stats.status_408.fetch_add(1, Ordering::Relaxed);
+                last = "408 request timeout".into();
             }
             Ok(r) => return Seen::Refused(r.status().as_u16(), r.text().await.unwrap_or_default()),
             Err(e) => {
@@ -967,10 +974,11 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
     f.status_5xx_other = stats.status_5xx_other.load(Ordering::SeqCst);
     f.wall_s = t_run.elapsed().as_secs_f64();
     f.notes.push(format!(
-        "client attempts {}, transport errors/timeouts {}, 429 (retried) {}, other 5xx {}, refused {}, checker's other violations {}",
+        "client attempts {}, transport errors/timeouts {}, 429 (retried) {}, 408 (retried) {}, other 5xx {}, refused {}, checker's other violations {}",
         stats.attempts.load(Ordering::SeqCst),
         stats.transport_errors.load(Ordering::SeqCst),
         stats.status_429.load(Ordering::SeqCst),
+        stats.status_408.load(Ordering::SeqCst),
         f.status_5xx_other,
         f.refused,
         f.other_violations

@@ -32,10 +32,15 @@ from coreserve_client.models import ComputeDemand, NetworkDemand, PlanBody, Plan
 from coreserve_client.types import Response, Unset
 
 # Answers after which the same request may be sent again with the same Idempotency-Key: the
-# key is in use by a request still planning, or the plan is pending (409); too many of our
+# server timed out reading the request before looking at it (408); the key is in use by a request still planning, or the plan is pending (409); too many of our
 # requests are in flight (429); the plan could not be recorded or its commit is not confirmed
 # yet (503). A retry with the same key and body never books twice.
-RETRYABLE = {HTTPStatus.CONFLICT, HTTPStatus.TOO_MANY_REQUESTS, HTTPStatus.SERVICE_UNAVAILABLE}
+RETRYABLE = {
+    HTTPStatus.REQUEST_TIMEOUT,
+    HTTPStatus.CONFLICT,
+    HTTPStatus.TOO_MANY_REQUESTS,
+    HTTPStatus.SERVICE_UNAVAILABLE,
+}
 
 
 class EngineError(Exception):
@@ -75,7 +80,7 @@ def expect_plan(resp: Response[PlanView | Problem], what: str) -> PlanView:
 
 def submit(client: AuthenticatedClient, body: PlanBody, key: str, attempts: int = 5) -> PlanView:
     """POST /v1/plans with an Idempotency-Key, retried (same key, same body) while the broker
-    answers 409, 429 or 503, after the Retry-After it sends."""
+    answers 408, 409, 429 or 503, after the Retry-After it sends."""
     for attempt in range(1, attempts + 1):
         resp = create_plan.sync_detailed(client=client, body=body, idempotency_key=key)
         if resp.status_code not in RETRYABLE or attempt == attempts:
