@@ -6,6 +6,11 @@ use clap::Parser;
 use coreserve::api::telemetry::{self, LogFormat};
 use coreserve::cli::{client::Exit, config_file, Cli, Command};
 
+/// mimalloc instead of the system allocator: a service that parses and builds a JSON message
+/// per participant call allocates a lot (docs/capacity.md, "Where a message's CPU goes").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // Before any thread starts: the config file of `serve` becomes environment variables.
