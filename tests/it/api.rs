@@ -549,6 +549,23 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert_eq!(gis.candidates_all(&demands).await.unwrap(), one_by_one);
     assert!(!one_by_one[0].sites.is_empty() && one_by_one[1].sites.is_empty());
 
+    // The NIS answers several path questions in one message (`POST {base}/queries`, the
+    // planner's batched network checks) as it answers each, "no path" included.
+    let path = |to: &str, bandwidth_mbps| coreserve::protocol::NetworkQuery {
+        from_site: "s1".into(),
+        to_site: to.into(),
+        bandwidth_mbps,
+        start,
+        end,
+    };
+    let questions = [path("s2", 100), path("s3", 100_000), path("s3", 100)];
+    let mut one_by_one = Vec::new();
+    for q in &questions {
+        one_by_one.push(nis.query(q).await);
+    }
+    assert!(one_by_one[0].as_ref().is_ok_and(Option::is_some) && one_by_one[1] == Ok(None), "{one_by_one:?}");
+    assert_eq!(nis.query_all(&questions).await, one_by_one);
+
     // The planner, unchanged, over HTTP participants.
     let services = Services {
         gis: Arc::new(HttpCatalogue::new(&app.base, token.clone())),
@@ -746,9 +763,19 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
     let r = app.call(Method::DELETE, "/healthz", None, None).await;
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.headers()["allow"], "GET, HEAD");
-    let r = app.call(Method::GET, "/v1/participant/network/query", Some(ADMIN), None).await;
-    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
-    assert_eq!(r.headers()["allow"], "POST");
+    for path in [
+        "/v1/participant/network/query",
+        "/v1/participant/network/queries",
+        "/v1/participant/network/holds/abort",
+        "/v1/participant/sites/s1/queries",
+        "/v1/participant/sites/s1/holds/commit",
+        "/v1/participant/sites/s1/holds/0190b2d8-0000-7000-8000-000000000000/commit",
+        "/v1/participant/gis/candidates/batch",
+    ] {
+        let r = app.call(Method::GET, path, Some(ADMIN), None).await;
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(r.headers()["allow"], "POST", "{path}");
+    }
 
     let get = app.get("/v1/sites/s1", ADMIN).await;
     let length = get.headers()["content-length"].clone();

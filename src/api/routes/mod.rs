@@ -157,12 +157,17 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
             .collect();
         for p in [
             "/v1/participant/sites/{site}/query",
+            "/v1/participant/sites/{site}/queries",
             "/v1/participant/sites/{site}/prepare",
+            "/v1/participant/sites/{site}/holds/{verb}",
             "/v1/participant/sites/{site}/holds/{id}/{verb}",
             "/v1/participant/network/query",
+            "/v1/participant/network/queries",
             "/v1/participant/network/prepare",
+            "/v1/participant/network/holds/{verb}",
             "/v1/participant/network/holds/{id}/{verb}",
             "/v1/participant/gis/candidates",
+            "/v1/participant/gis/candidates/batch",
         ] {
             table.push((segments(p), "POST"));
         }

@@ -33,21 +33,32 @@ use crate::protocol::{
 use crate::protocol::{Compute, Network, Role};
 
 /// Registers the LIS endpoints (every site of this process).
+///
+/// In one scope per participant, so that a request matches its participant's prefix once and
+/// then mostly static paths: the router tries a path with `{...}` segments by running a regex,
+/// and with every route spelled out in full a hold's commit ran five of them (10 % of a LIS
+/// process's CPU under load; docs/capacity.md).
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
-    cfg.route("/participant/sites/{site}/query", web::post().to(site_query))
-        .route("/participant/sites/{site}/queries", web::post().to(site_queries))
-        .route("/participant/sites/{site}/prepare", web::post().to(site_prepare))
-        .route("/participant/sites/{site}/holds/{verb}", web::post().to(site_batch))
-        .route("/participant/sites/{site}/holds/{id}/{verb}", web::post().to(site_lifecycle));
+    cfg.service(
+        web::scope("/participant/sites/{site}")
+            .route("/query", web::post().to(site_query))
+            .route("/queries", web::post().to(site_queries))
+            .route("/prepare", web::post().to(site_prepare))
+            .route("/holds/{verb}", web::post().to(site_batch))
+            .route("/holds/{id}/{verb}", web::post().to(site_lifecycle)),
+    );
 }
 
-/// Registers the NIS endpoints.
+/// Registers the NIS endpoints (one scope, as [`configure_sites`]).
 pub fn configure_network(cfg: &mut web::ServiceConfig) {
-    cfg.route("/participant/network/query", web::post().to(net_query))
-        .route("/participant/network/queries", web::post().to(net_queries))
-        .route("/participant/network/prepare", web::post().to(net_prepare))
-        .route("/participant/network/holds/{verb}", web::post().to(net_batch))
-        .route("/participant/network/holds/{id}/{verb}", web::post().to(net_lifecycle));
+    cfg.service(
+        web::scope("/participant/network")
+            .route("/query", web::post().to(net_query))
+            .route("/queries", web::post().to(net_queries))
+            .route("/prepare", web::post().to(net_prepare))
+            .route("/holds/{verb}", web::post().to(net_batch))
+            .route("/holds/{id}/{verb}", web::post().to(net_lifecycle)),
+    );
 }
 
 /// The query string of a prepare: `?tentative=true` asks for a tentative hold (answered before
