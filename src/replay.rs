@@ -28,7 +28,7 @@ use crate::fairshare::Ledger;
 use crate::in_process::{InProcessGrid, DEFAULT_LEASE_S};
 use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
-use crate::planner::{Charge, PlanOptions, Planner, PlannerConfig};
+use crate::planner::{Backtrack, Charge, PlanOptions, Planner, PlannerConfig};
 use crate::protocol::Yielding;
 
 /// Settings of one replay.
@@ -51,6 +51,8 @@ pub struct ReplayOptions {
     /// Planners race on the caller's runtime (real threads; outcomes vary) instead of
     /// interleaving deterministically on one thread (see the module docs).
     pub racing: bool,
+    /// The planners' search: backjumping (default) or Fig. 3's chronological backtracking.
+    pub backtrack: Backtrack,
 }
 
 impl Default for ReplayOptions {
@@ -66,6 +68,7 @@ impl Default for ReplayOptions {
             progress: ProgressBar::hidden(),
             prune_after_s: 7 * 86_400,
             racing: false,
+            backtrack: Backtrack::ConflictDirected,
         }
     }
 }
@@ -103,6 +106,7 @@ async fn replay_here(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayO
         w_interval_s: opts.w_interval_s,
         policy: opts.policy,
         method: opts.method,
+        backtrack: opts.backtrack,
         ..Default::default()
     };
     let planners = Planner::pool(opts.planners.max(1), &template, &services, |p| {

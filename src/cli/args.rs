@@ -12,6 +12,7 @@ use crate::api::{RemoteServices, Role, ServeConfig, Settings};
 use crate::grid::{self, Heterogeneity};
 use crate::model::{Grid, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
+use crate::planner::Backtrack;
 use crate::replay::ReplayOptions;
 use crate::workload::{AppKind, RequirementsProfile};
 
@@ -186,6 +187,10 @@ pub struct PlannerArgs {
     /// Also print planning times (wall clock: they vary from run to run and machine to machine).
     #[arg(long)]
     pub timings: bool,
+    /// The planners' search: `conflict-directed` (backjumping) or `chronological` (Ando &
+    /// Aida's Fig. 3 as written); docs/algorithm.md "Backjumping".
+    #[arg(long, value_enum, default_value_t = Backtrack::ConflictDirected)]
+    pub backtrack: Backtrack,
 }
 
 impl PlannerArgs {
@@ -203,6 +208,7 @@ impl PlannerArgs {
             progress: indicatif::ProgressBar::hidden(),
             prune_after_s: self.prune_after_s,
             racing: self.racing,
+            backtrack: self.backtrack,
         }
     }
 }
@@ -494,6 +500,23 @@ mod tests {
         if std::env::var_os("CORESERVE_METHOD").is_none() && std::env::var_os("CORESERVE_MODE").is_none() {
             assert_eq!(serve(&[]), ReservationMethod::Bir);
         }
+    }
+
+    #[test]
+    fn the_backtrack_flag_picks_the_search() {
+        let demo = |args: &[&str]| match parse(&[&["demo"], args].concat()).command {
+            Command::Demo(a) => a.planner.backtrack,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(demo(&[]), Backtrack::ConflictDirected);
+        assert_eq!(demo(&["--backtrack", "chronological"]), Backtrack::Chronological);
+        assert_eq!(demo(&["--backtrack", "conflict-directed"]), Backtrack::ConflictDirected);
+        let compare = parse(&["compare", "--grid", "g", "--requests", "r", "--backtrack", "chronological"]);
+        let Command::Compare(a) = compare.command else { unreachable!() };
+        assert_eq!(
+            a.planner.options(SelectionPolicy::Time, ReservationMethod::Bir).backtrack,
+            Backtrack::Chronological
+        );
     }
 
     #[test]

@@ -111,8 +111,10 @@ pub struct PlannerConfig {
     pub backtrack: Backtrack,
 }
 
-/// How the search backtracks after a failure (see [`PlannerConfig::backtrack`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+/// How the search backtracks after a failure (see [`PlannerConfig::backtrack`]). Spelled
+/// `chronological` / `conflict-directed` in the simulator's TOML and on the command line
+/// (`plan`, `compare`, `demo --backtrack`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backtrack {
     /// Ando & Aida, Fig. 3 as written: a failed candidate is undone and the next candidate of

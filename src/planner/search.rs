@@ -181,8 +181,13 @@ impl IndexSet {
     }
 }
 
-/// A network check the NIS answered "no path": from site, to site, Mbit/s asked, start, end.
-type NisQuestion = (SiteId, SiteId, u64, Time, Time);
+/// Why a transfer needs no NIS question (see `Attempt::nis_question`).
+enum Answered {
+    /// Both ends on one site: the empty route.
+    SameSite,
+    /// A recorded "no path" that still stands, with its explanation.
+    Infeasible(IndexSet),
+}
 
 /// What a reservation method does during the search, decided once per attempt (Ando & Aida,
 /// section 3.2): BIR holds every tentative fix; BBR-overlay keeps the plan's own fixes in a
@@ -237,7 +242,11 @@ pub(crate) struct Attempt<'a> {
     /// [`Backtrack::ConflictDirected`]: network checks proven infeasible at the current `st`,
     /// each with the plan's own held transfers that overlapped it then (under BIR they may be
     /// the cause; the answer stands while they are all still held). Cleared on every shift.
-    infeasible: HashMap<NisQuestion, IndexSet>,
+    infeasible: HashMap<NetworkQuery, IndexSet>,
+    /// [`super::PlannerConfig::batch_queries`]: the NIS's answers to the checks of one
+    /// [`Self::check_transfers`], asked in one message and taken by [`Self::transfer_route`]
+    /// in the order it would have asked them; emptied when that check ends.
+    prefetched: HashMap<NetworkQuery, Result<Option<Route>, ParticipantError>>,
     /// A job no site of the catalogue can run: the request can never be planned.
     pub(super) unsatisfiable: bool,
     overlay: Overlay,
@@ -287,6 +296,7 @@ impl<'a> Attempt<'a> {
             memo_hits: 0,
             probes: 0,
             infeasible: HashMap::new(),
+            prefetched: HashMap::new(),
             unsatisfiable: false,
             overlay: Overlay::default(),
             queries: QueryCache::default(),
@@ -764,12 +774,33 @@ impl<'a> Attempt<'a> {
 
     /// Asks the NIS about each of `transfers` (both ends fixed) in order; the first refusal's
     /// explanation ends it.
+    ///
+    /// With [`super::PlannerConfig::batch_queries`] the questions it would ask are sent to
+    /// the NIS in one message first ([`crate::protocol::Participant::query_all`]). A check
+    /// books nothing, so the answers are the ones the questions asked one by one would get
+    /// (the same plan); only those after the first refusal go unused.
     async fn check_transfers(&mut self, transfers: &[usize]) -> Result<Vec<(usize, Route)>, IndexSet> {
-        let mut routes = Vec::with_capacity(transfers.len());
-        for &e in transfers {
-            routes.push((e, self.transfer_route(e).await?));
+        if self.planner.cfg.batch_queries && transfers.len() > 1 {
+            let asked: Vec<NetworkQuery> = transfers.iter().filter_map(|&e| self.nis_question(e).ok()).collect();
+            if asked.len() > 1 {
+                self.messages += 1;
+                let answers = self.planner.services.nis.query_all(&asked).await;
+                self.prefetched = asked.into_iter().zip(answers).collect();
+            }
         }
-        Ok(routes)
+        let mut routes = Vec::with_capacity(transfers.len());
+        let mut checked = Ok(());
+        for &e in transfers {
+            match self.transfer_route(e).await {
+                Ok(route) => routes.push((e, route)),
+                Err(why) => {
+                    checked = Err(why);
+                    break;
+                }
+            }
+        }
+        self.prefetched.clear();
+        checked.map(|()| routes)
     }
 
     /// Whether the search checks a candidate's transfers to fixed jobs before it holds the
@@ -940,36 +971,27 @@ impl<'a> Attempt<'a> {
     /// NIS answered "no path" at this `st` is not asked again while the plan's own transfers
     /// that overlapped it then are all still held (it could only be answered "no" again).
     async fn transfer_route(&mut self, e: usize) -> Result<Route, IndexSet> {
-        let t = &self.req.transfers()[e];
-        let (a, b) = self.req.transfer_ends(e);
-        let site_a = self.jobs[a].as_ref().expect("fixed").site.clone();
-        let site_b = self.jobs[b].as_ref().expect("fixed").site.clone();
-        let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
-        if site_a == site_b {
-            return Ok(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
-        }
-        // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
-        // known before the answer, so this bound covers every link of it).
-        let own = if self.style.overlay {
-            self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
-        } else {
-            0
-        };
-        let bandwidth = t.bandwidth_mbps;
-        let q = NetworkQuery { from_site: site_a, to_site: site_b, bandwidth_mbps: bandwidth + own, start, end };
-        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
-        let key = (q.from_site.clone(), q.to_site.clone(), q.bandwidth_mbps, start, end);
-        let own_over = self.own_transfers_over(start, end);
-        if backjump {
-            if let Some(then) = self.infeasible.get(&key) {
-                if then.is_subset(&own_over) {
-                    self.memo_hits += 1;
-                    return Err(self.ends_of(e, then));
-                }
+        let q = match self.nis_question(e) {
+            Ok(asked) => asked,
+            Err(Answered::SameSite) => {
+                return Ok(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
             }
-        }
-        self.messages += 1;
-        match self.planner.services.nis.query(&q).await {
+            Err(Answered::Infeasible(why)) => {
+                self.memo_hits += 1;
+                return Err(why);
+            }
+        };
+        let (bandwidth, start, end) = (self.req.transfers()[e].bandwidth_mbps, q.start, q.end);
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        let own_over = self.own_transfers_over(start, end);
+        let answer = match self.prefetched.remove(&q) {
+            Some(answer) => answer,
+            None => {
+                self.messages += 1;
+                self.planner.services.nis.query(&q).await
+            }
+        };
+        match answer {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
                 if !backjump {
@@ -992,13 +1014,51 @@ impl<'a> Attempt<'a> {
                     }
                 }
                 let why = self.ends_of(e, &cause);
-                self.infeasible.insert(key, cause);
+                self.infeasible.insert(q, cause);
                 Err(why)
             }
             Err(err) => {
                 tracing::warn!(error = %err, "NIS query failed");
                 Err(self.ends_of(e, &own_over))
             }
+        }
+    }
+
+    /// The question [`Self::transfer_route`] asks the NIS about transfer `e` (both ends fixed)
+    /// at the current `st`; or why it needs none.
+    fn nis_question(&self, e: usize) -> Result<NetworkQuery, Answered> {
+        let (a, b) = self.req.transfer_ends(e);
+        let site_a = &self.jobs[a].as_ref().expect("fixed").site;
+        let site_b = &self.jobs[b].as_ref().expect("fixed").site;
+        if site_a == site_b {
+            return Err(Answered::SameSite);
+        }
+        self.question(e, site_a, site_b).map_err(Answered::Infeasible)
+    }
+
+    /// The NIS question about transfer `e` from `site_a` to `site_b` (two different sites) at
+    /// the current `st`; `Err`, with its explanation, when a "no path" recorded for it in
+    /// `infeasible` still stands (only [`Backtrack::ConflictDirected`] records them).
+    fn question(&self, e: usize, site_a: &SiteId, site_b: &SiteId) -> Result<NetworkQuery, IndexSet> {
+        let t = &self.req.transfers()[e];
+        let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
+        // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
+        // known before the answer, so this bound covers every link of it).
+        let own = if self.style.overlay {
+            self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
+        } else {
+            0
+        };
+        let q = NetworkQuery {
+            from_site: site_a.clone(),
+            to_site: site_b.clone(),
+            bandwidth_mbps: t.bandwidth_mbps + own,
+            start,
+            end,
+        };
+        match self.infeasible.get(&q) {
+            Some(then) if then.is_subset(&self.own_transfers_over(start, end)) => Err(self.ends_of(e, then)),
+            _ => Ok(q),
         }
     }
 
@@ -1009,25 +1069,13 @@ impl<'a> Attempt<'a> {
             return None;
         }
         for &e in &self.incident[v] {
-            let (a, b) = self.req.transfer_ends(e);
-            let u = if a == v { b } else { a };
-            let (Some(fu), None) = (&self.jobs[u], &self.transfers[e]) else { continue };
-            let (site_a, site_b) = if a == v { (site, &fu.site) } else { (&fu.site, site) };
+            let (Some(fu), None) = (&self.jobs[self.other_end(e, v)], &self.transfers[e]) else { continue };
+            let (site_a, site_b) = if self.req.transfer_ends(e).0 == v { (site, &fu.site) } else { (&fu.site, site) };
             if site_a == site_b {
                 continue;
             }
-            let t = &self.req.transfers()[e];
-            let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
-            let own = if self.style.overlay {
-                self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
-            } else {
-                0
-            };
-            let key = (site_a.clone(), site_b.clone(), t.bandwidth_mbps + own, start, end);
-            if let Some(then) = self.infeasible.get(&key) {
-                if then.is_subset(&self.own_transfers_over(start, end)) {
-                    return Some(self.ends_of(e, then));
-                }
+            if let Err(why) = self.question(e, site_a, site_b) {
+                return Some(why);
             }
         }
         None

@@ -10,7 +10,8 @@ use crate::in_process::InProcessGrid;
 use crate::model::{from_time, Grid, Link, Node, OutcomeStatus, RawPlanRequest, Site, Time};
 use crate::nis::Routing;
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldLifecycle, ParticipantError, TxnId,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldLifecycle, Network, NetworkHoldRequest,
+    NetworkQuery, ParticipantError, Route, TxnId,
 };
 
 const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
@@ -1156,6 +1157,55 @@ async fn the_gis_is_asked_once_per_plan() {
     assert_eq!(*gis.1.lock().unwrap(), (0, 1), "(single demands, batches)");
 }
 
+/// A NIS that counts the path questions it gets: single ones and batches.
+struct NisCalls(Arc<dyn Participant<Network>>, std::sync::Mutex<(usize, usize)>);
+
+#[async_trait]
+impl Participant<Network> for NisCalls {
+    async fn query(&self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
+        self.1.lock().unwrap().0 += 1;
+        self.0.query(q).await
+    }
+    async fn query_all(&self, qs: &[NetworkQuery]) -> Vec<Result<Option<Route>, ParticipantError>> {
+        self.1.lock().unwrap().1 += 1;
+        self.0.query_all(qs).await
+    }
+    async fn prepare(&self, req: &NetworkHoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+}
+
+lifecycle_passes_through!(NisCalls);
+
+/// Issue 13: with `batch_queries`, the network checks of a job with several fixed neighbours
+/// go to the NIS in one message, and the plan is the one the checks asked one by one give.
+#[tokio::test]
+async fn a_jobs_network_checks_go_in_one_message() {
+    // A, B and C each run on one site of their own (n1, n2, n3) and exchange data pairwise:
+    // the job fixed last has two transfers to check, to the two jobs fixed before it.
+    let sites = vec![site("s1", "n1", 16, "a", 1.0), site("s2", "n2", 16, "b", 1.0), site("s3", "n3", 16, "c", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let t = |from: &str, to: &str| serde_json::json!({"from": from, "to": to, "bandwidth_mbps": 100, "offset_s": 0, "duration_s": 600});
+    let req = request(
+        vec![job("A", "a", 4, 0, 600), job("B", "b", 4, 0, 600), job("C", "c", 4, 0, 600)],
+        vec![t("A", "B"), t("A", "C"), t("B", "C")],
+        20_000,
+    );
+    let mut outcomes = Vec::new();
+    for (batch_queries, asked) in [(false, (3, 0)), (true, (1, 1))] {
+        let mut services = local(&g).services();
+        let nis = Arc::new(NisCalls(services.nis.clone(), Default::default()));
+        services.nis = nis.clone();
+        let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
+        let o = Planner::new(cfg, services).plan(&req).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_queries}: {:?}", o.reason);
+        assert_eq!(*nis.1.lock().unwrap(), asked, "{batch_queries}: (single questions, batches)");
+        outcomes.push(o);
+    }
+    let (plain, batched) = (&outcomes[0], &outcomes[1]);
+    assert_eq!((&batched.jobs, &batched.transfers, batched.start), (&plain.jobs, &plain.transfers, plain.start));
+}
+
 /// A LIS that counts the free-slot queries each site is asked.
 struct Tally(Arc<crate::lis::Lis>, Arc<std::sync::Mutex<HashMap<String, usize>>>);
 
@@ -1310,4 +1360,75 @@ fn index_sets() {
     b.union(&a);
     assert_eq!(b, a);
     assert!(IndexSet::default().is_subset(&b));
+}
+
+/// The one way backjumping plans less than Fig. 3 as written on a quiet grid (no other
+/// planner): a skipped candidate's own hold (BIR) would have made a deeper job's site late, and that delay would have shifted `st` to a start where the
+/// plan fits (the caveat in `search.rs`'s module docs). W runs on w (n1) only, V on a (cheap)
+/// or b, U on b or u1 (cheaper than u1); every site but w has 8 CPUs, V and U take 8 each.
+/// W-U needs 500 Mbit/s and l13 (n1-n3) has 100 free until T0 + 1000 (another user's
+/// booking); n1-n2-n3 carries 1. At `st` = T0 every U fails on W-U, explained by W alone:
+/// backjumping skips V = b and rejects. Fig. 3 tries V = b, whose hold makes b late for U by
+/// 600 s: U returns that delay, `st` moves to T0 + 600 and then (the same way) to T0 + 1200,
+/// past the booking, where V = a, U = b fits. Plain BBR cannot see its own fixes: b stays on
+/// time for U under V = b, both searches fail everywhere and reject. (BBR-overlay sees its
+/// own fixes too, but asks b for 16 CPUs under V = b: no slot at all, not a late one.)
+#[tokio::test]
+async fn a_skipped_candidates_own_hold_would_have_shifted_st_under_bir() {
+    use crate::model::SiteAttributes;
+    let labelled = |id: &str, price: f64, labels: &[&str]| Site {
+        attributes: SiteAttributes { labels: labels.iter().map(|l| l.to_string()).collect(), ..Default::default() },
+        ..site(id, "n3", 8, "linux", price)
+    };
+    let sites = vec![
+        site("w", "n1", 8, "bsd", 1.0),
+        labelled("a", 0.5, &["v"]),
+        labelled("b", 1.0, &["v", "u"]),
+        labelled("u1", 1.5, &["u"]),
+    ];
+    let g = grid(sites, [1, 1, 1000]);
+    let needs = |name: &str, label: &str| {
+        let mut j = job(name, "linux", 8, 0, 600);
+        j["requires"] = serde_json::json!({ "labels": [label] });
+        j
+    };
+    let t = |from: &str, to: &str, bw: u64| serde_json::json!({"from": from, "to": to, "bandwidth_mbps": bw, "offset_s": 0, "duration_s": 600});
+    let r = request(
+        vec![job("W", "bsd", 8, 0, 600), needs("V", "v"), needs("U", "u")],
+        vec![t("W", "V", 10), t("V", "U", 10), t("W", "U", 500)],
+        10_000,
+    );
+    for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
+        let mut planned = Vec::new();
+        for backtrack in [Backtrack::Chronological, Backtrack::ConflictDirected] {
+            let l = local(&g);
+            let other = crate::protocol::NetworkHoldRequest {
+                txn: TxnId::new(),
+                links: vec!["l13".into()],
+                bandwidth_mbps: 900,
+                start: T0,
+                end: T0 + 1000,
+            };
+            let h = l.nis.prepare(&other).await.unwrap();
+            l.nis.commit(h.id).await.unwrap();
+            let cfg = PlannerConfig {
+                policy: SelectionPolicy::Cost,
+                method,
+                w_interval_s: 0,
+                backtrack,
+                ..Default::default()
+            };
+            let o = Planner::new(cfg, l.services()).plan(&r).await;
+            if o.status == OutcomeStatus::Committed {
+                assert_eq!(o.start, Some(from_time(T0 + 1200)), "{method} {backtrack:?}");
+                assert_eq!((o.jobs[1].site.as_str(), o.jobs[2].site.as_str()), ("a", "b"), "{method} {backtrack:?}");
+            } else {
+                assert_eq!(o.reason.as_deref(), Some("no feasible plan before the deadline"), "{method} {backtrack:?}");
+            }
+            assert_eq!(l.holds_outstanding(), 0);
+            planned.push(o.status == OutcomeStatus::Committed);
+        }
+        let expected = if method == ReservationMethod::Bbr { [false, false] } else { [true, false] };
+        assert_eq!(planned, expected, "{method}: (chronological, conflict-directed) committed");
+    }
 }

@@ -96,7 +96,7 @@ pub struct ComputeQuery {
 
 /// NIS availability check: can `bandwidth_mbps` be reserved between the nodes of two sites
 /// over `[start, end)`? Answered by `Some(`[`Route`]`)` or `None` (no path has room).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NetworkQuery {
     pub from_site: SiteId,
     pub to_site: SiteId,

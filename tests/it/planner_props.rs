@@ -111,22 +111,27 @@ fn plan_request(
 }
 
 /// A request of 1-4 jobs that start at different offsets (0-3 x 300 s), with a transfer
-/// between consecutive jobs whose runs overlap (over their common interval).
+/// between consecutive jobs whose runs overlap (over their common interval), and between the
+/// last and the first when `ring` closes the chain.
 fn staggered_request(i: usize) -> impl Strategy<Value = PlanRequest> {
     let job = (1u32..24, 0i64..4, 1i64..4);
-    (1usize..5, prop::collection::vec(job, 4), 50u64..900, 0i64..4000, 1i64..6).prop_map(
-        move |(n, jobs, bw, arrival, slack)| {
+    (1usize..5, prop::collection::vec(job, 4), 50u64..900, 0i64..4000, 1i64..6, prop::bool::ANY).prop_map(
+        move |(n, jobs, bw, arrival, slack, ring)| {
             let span = |(_, offset, dur): &(u32, i64, i64)| (offset * 300, (offset + dur) * 300);
             let json_jobs: Vec<_> = jobs[..n]
                 .iter()
                 .enumerate()
                 .map(|(j, (cpus, offset, dur))| serde_json::json!({"name": format!("j{j}"), "os": "linux", "cpus": cpus, "offset_s": offset * 300, "duration_s": dur * 300}))
                 .collect();
+            // A chain, closed into a ring of 3 or 4 when `ring` (a job then has two neighbours).
+            let closing = (ring && n >= 3).then_some((n - 1, 0));
             let transfers: Vec<_> = (1..n)
-                .filter_map(|j| {
-                    let ((a0, a1), (b0, b1)) = (span(&jobs[j - 1]), span(&jobs[j]));
+                .map(|j| (j - 1, j))
+                .chain(closing)
+                .filter_map(|(a, b)| {
+                    let ((a0, a1), (b0, b1)) = (span(&jobs[a]), span(&jobs[b]));
                     let (s, e) = (a0.max(b0), a1.min(b1));
-                    (s < e).then(|| serde_json::json!({"from": format!("j{}", j - 1), "to": format!("j{j}"), "bandwidth_mbps": bw, "offset_s": s, "duration_s": e - s}))
+                    (s < e).then(|| serde_json::json!({"from": format!("j{a}"), "to": format!("j{b}"), "bandwidth_mbps": bw, "offset_s": s, "duration_s": e - s}))
                 })
                 .collect();
             let length = jobs[..n].iter().map(|j| span(j).1).max().unwrap_or(0);
