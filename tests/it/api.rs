@@ -763,16 +763,15 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
     let r = app.call(Method::DELETE, "/healthz", None, None).await;
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.headers()["allow"], "GET, HEAD");
-    for path in [
-        "/v1/participant/network/query",
-        "/v1/participant/network/queries",
-        "/v1/participant/network/holds/abort",
-        "/v1/participant/sites/s1/queries",
-        "/v1/participant/sites/s1/holds/commit",
-        "/v1/participant/sites/s1/holds/0190b2d8-0000-7000-8000-000000000000/commit",
-        "/v1/participant/gis/candidates/batch",
-    ] {
-        let r = app.call(Method::GET, path, Some(ADMIN), None).await;
+    // Every participant-protocol route, from the list its registration reads.
+    let paths: Vec<String> = coreserve::api::routes::participant::paths().collect();
+    assert_eq!(paths.len(), 12, "5 LIS, 5 NIS and 2 GIS endpoints: {paths:?}");
+    for template in paths {
+        let path = format!("/v1{template}")
+            .replace("{site}", "s1")
+            .replace("{id}", "0190b2d8-0000-7000-8000-000000000000")
+            .replace("{verb}", "commit");
+        let r = app.call(Method::GET, &path, Some(ADMIN), None).await;
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
         assert_eq!(r.headers()["allow"], "POST", "{path}");
     }

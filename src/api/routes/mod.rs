@@ -126,7 +126,8 @@ pub async fn not_found(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
 /// The methods the all-in-one serves on `path` (e.g. `/v1/plans/42`), for `Allow`: those the
 /// OpenAPI document lists for the first path template that matches it (`{param}` matches one
 /// segment), plus `HEAD` wherever `GET` is served; `POST` on the participant protocol's routes
-/// (which the document does not describe); `GET, HEAD` on the timeline's pages (`/ui`, not in
+/// (which the document does not describe; [`participant::paths`], the list their registration
+/// reads); `GET, HEAD` on the timeline's pages (`/ui`, not in
 /// the document either). `None` for a path no route serves.
 pub fn allowed_methods(path: &str) -> Option<&'static str> {
     use std::sync::OnceLock;
@@ -155,21 +156,8 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
                 (segments(path), &*Box::leak(methods.join(", ").into_boxed_str()))
             })
             .collect();
-        for p in [
-            "/v1/participant/sites/{site}/query",
-            "/v1/participant/sites/{site}/queries",
-            "/v1/participant/sites/{site}/prepare",
-            "/v1/participant/sites/{site}/holds/{verb}",
-            "/v1/participant/sites/{site}/holds/{id}/{verb}",
-            "/v1/participant/network/query",
-            "/v1/participant/network/queries",
-            "/v1/participant/network/prepare",
-            "/v1/participant/network/holds/{verb}",
-            "/v1/participant/network/holds/{id}/{verb}",
-            "/v1/participant/gis/candidates",
-            "/v1/participant/gis/candidates/batch",
-        ] {
-            table.push((segments(p), "POST"));
+        for p in participant::paths() {
+            table.push((segments(&format!("/v1{p}")), "POST"));
         }
         for p in ui::PATHS {
             table.push((segments(p), "GET, HEAD"));

@@ -39,26 +39,48 @@ use crate::protocol::{Compute, Network, Role};
 /// and with every route spelled out in full a hold's commit ran five of them (10 % of a LIS
 /// process's CPU under load; docs/capacity.md).
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
+    let [query, queries, prepare, batch, lifecycle] = HOLDER_PATHS;
     cfg.service(
-        web::scope("/participant/sites/{site}")
-            .route("/query", web::post().to(site_query))
-            .route("/queries", web::post().to(site_queries))
-            .route("/prepare", web::post().to(site_prepare))
-            .route("/holds/{verb}", web::post().to(site_batch))
-            .route("/holds/{id}/{verb}", web::post().to(site_lifecycle)),
+        web::scope(SITES_SCOPE)
+            .route(query, web::post().to(site_query))
+            .route(queries, web::post().to(site_queries))
+            .route(prepare, web::post().to(site_prepare))
+            .route(batch, web::post().to(site_batch))
+            .route(lifecycle, web::post().to(site_lifecycle)),
     );
 }
 
 /// Registers the NIS endpoints (one scope, as [`configure_sites`]).
 pub fn configure_network(cfg: &mut web::ServiceConfig) {
+    let [query, queries, prepare, batch, lifecycle] = HOLDER_PATHS;
     cfg.service(
-        web::scope("/participant/network")
-            .route("/query", web::post().to(net_query))
-            .route("/queries", web::post().to(net_queries))
-            .route("/prepare", web::post().to(net_prepare))
-            .route("/holds/{verb}", web::post().to(net_batch))
-            .route("/holds/{id}/{verb}", web::post().to(net_lifecycle)),
+        web::scope(NETWORK_SCOPE)
+            .route(query, web::post().to(net_query))
+            .route(queries, web::post().to(net_queries))
+            .route(prepare, web::post().to(net_prepare))
+            .route(batch, web::post().to(net_batch))
+            .route(lifecycle, web::post().to(net_lifecycle)),
     );
+}
+
+/// The scope of the LIS endpoints, under `/v1`.
+const SITES_SCOPE: &str = "/participant/sites/{site}";
+/// The scope of the NIS endpoints, under `/v1`.
+const NETWORK_SCOPE: &str = "/participant/network";
+/// A holder's endpoints (LIS and NIS alike) in its scope, in the order [`configure_sites`] and
+/// [`configure_network`] destructure them: query, query batch, prepare, lifecycle batch
+/// (`holds/{commit|abort|release}`), one hold's lifecycle.
+const HOLDER_PATHS: [&str; 5] = ["/query", "/queries", "/prepare", "/holds/{verb}", "/holds/{id}/{verb}"];
+/// The GIS endpoints, under `/v1`: one demand's candidates, and a batch.
+const GIS_PATHS: [&str; 2] = ["/participant/gis/candidates", "/participant/gis/candidates/batch"];
+
+/// Every participant-protocol path under `/v1` (e.g. `/participant/sites/{site}/query`), all
+/// `POST`: the paths `configure_*` register, for the 405 table ([`super::allowed_methods`]).
+pub fn paths() -> impl Iterator<Item = String> {
+    [SITES_SCOPE, NETWORK_SCOPE]
+        .into_iter()
+        .flat_map(|scope| HOLDER_PATHS.map(|p| format!("{scope}{p}")))
+        .chain(GIS_PATHS.map(str::to_owned))
 }
 
 /// The query string of a prepare: `?tentative=true` asks for a tentative hold (answered before
@@ -72,8 +94,8 @@ pub struct PrepareParams {
 
 /// Registers the GIS endpoint.
 pub fn configure_gis(cfg: &mut web::ServiceConfig) {
-    cfg.route("/participant/gis/candidates", web::post().to(candidates))
-        .route("/participant/gis/candidates/batch", web::post().to(candidates_batch));
+    let [one, batch] = GIS_PATHS;
+    cfg.route(one, web::post().to(candidates)).route(batch, web::post().to(candidates_batch));
 }
 
 /// The journaled LIS of `id` acting for `caller`, granting tentative holds if asked, or 404.
