@@ -136,7 +136,7 @@ pub fn network_load(grid: &Grid, requests: &[PlanRequest]) -> f64 {
         .iter()
         .map(|s| grid.links().iter().filter(|l| l.a == s.node || l.b == s.node).map(|l| l.capacity_mbps).sum::<u64>())
         .sum();
-    if !(period_s > 0.0) || attachment_mbps == 0 {
+    if period_s.is_nan() || period_s <= 0.0 || attachment_mbps == 0 {
         return 0.0;
     }
     let demand: f64 =

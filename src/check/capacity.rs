@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 use super::{Resources, Violation};
 use crate::model::{from_time, to_time, Outcome, OutcomeStatus, Time};
 
+/// One resource's bookings: `(start, end, amount)` per committed placement.
+type Usage = Vec<(Time, Time, u64)>;
+
 /// Every interval over which the committed `outcomes` overbook a site or a link, sites first
 /// (each in id order), using the placements as reported. Placements on sites or links `res`
 /// does not know are left to the per-plan checks.
 pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Violation> {
-    let mut site_use: BTreeMap<&str, Vec<(Time, Time, u64)>> = BTreeMap::new();
-    let mut gpu_use: BTreeMap<(&str, String), Vec<(Time, Time, u64)>> = BTreeMap::new();
-    let mut link_use: BTreeMap<&str, Vec<(Time, Time, u64)>> = BTreeMap::new();
+    let mut site_use: BTreeMap<&str, Usage> = BTreeMap::new();
+    let mut gpu_use: BTreeMap<(&str, String), Usage> = BTreeMap::new();
+    let mut link_use: BTreeMap<&str, Usage> = BTreeMap::new();
     // A dry run (`Planned`) books nothing: its placements hold no capacity.
     for o in outcomes.iter().filter(|o| matches!(o.status, OutcomeStatus::Committed)) {
         for j in &o.jobs {
