@@ -28,7 +28,7 @@ use super::routes::{health, holds, network, plans, projects, sites, tokens};
     // outcome's status), so it is listed here to be a component.
     components(schemas(crate::store::PlanStatus)),
     servers((url = "/", description = "This server (the document is served at /openapi.json)")),
-    modifiers(&BearerAuth, &CommonAnswers),
+    modifiers(&BearerAuth, &CommonAnswers, &HoldLinks),
     tags(
         (name = "plans", description = "Plan and book multi-job requests; read and cancel plans"),
         (name = "projects", description = "Planned-Use fair share: allocations per project (admin), usage and priority"),
@@ -61,8 +61,7 @@ impl Modify for BearerAuth {
 /// - with path parameters: `404` (unparsable or unknown id).
 ///
 /// It also constrains the `Idempotency-Key` header (1-255 visible ASCII characters, no
-/// surrounding space). (No response links: utoipa 5.5 writes a link's `operationId` as
-/// `operation_id`, which OpenAPI readers refuse.)
+/// surrounding space).
 struct CommonAnswers;
 
 impl Modify for CommonAnswers {
@@ -130,6 +129,41 @@ impl Modify for CommonAnswers {
     }
 }
 
+/// Response links from a prepared hold (`201` of `prepare_site_hold` and
+/// `prepare_network_hold`) to the operations on it: `commit`, `abort` and `extend`, each with
+/// `id = $response.body#/id`. A client generator or a stateful fuzzer follows them from the
+/// prepare to the 2PC verbs. (utoipa 5.5 writes `Link::operation_id` as `operation_id`, which
+/// OpenAPI readers do not know, so the `operationId` field is written as a raw field.)
+struct HoldLinks;
+
+impl Modify for HoldLinks {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::extensions::Extensions;
+        use utoipa::openapi::link::LinkBuilder;
+        use utoipa::openapi::RefOr;
+
+        let link = |operation_id: &str| {
+            LinkBuilder::new()
+                .parameter("id", "$response.body#/id")
+                .extensions(Some(Extensions::from_iter([("operationId", operation_id)])))
+                .build()
+        };
+        for item in api.paths.paths.values_mut() {
+            let Some(op) = item.post.as_mut() else { continue };
+            if !matches!(op.operation_id.as_deref(), Some("prepare_site_hold" | "prepare_network_hold")) {
+                continue;
+            }
+            if let Some(RefOr::T(created)) = op.responses.responses.get_mut("201") {
+                for (name, operation_id) in
+                    [("commit", "commit_hold"), ("abort", "abort_hold"), ("extend", "extend_hold")]
+                {
+                    created.links.insert(name.to_owned(), RefOr::T(link(operation_id)));
+                }
+            }
+        }
+    }
+}
+
 /// The document as YAML (what `openapi/coreserve.yaml` holds).
 pub fn yaml() -> String {
     ApiDoc::openapi().to_yaml().expect("the OpenAPI document serialises")
@@ -138,4 +172,41 @@ pub fn yaml() -> String {
 /// The document as pretty JSON (what `/openapi.json` serves).
 pub fn json() -> String {
     ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    /// Every response link names an operation of the document by `operationId` (the field
+    /// OpenAPI defines; utoipa's own `operation_id` spelling must not leak out), and each
+    /// prepared hold links to its commit, abort and extend with the hold's id.
+    #[test]
+    fn hold_links_name_existing_operations_by_operation_id() {
+        let doc: Value = serde_json::from_str(&super::json()).unwrap();
+        let ops: Vec<&Value> =
+            doc["paths"].as_object().unwrap().values().flat_map(|p| p.as_object().unwrap().values()).collect();
+        let ids: Vec<&str> = ops.iter().filter_map(|op| op["operationId"].as_str()).collect();
+        let mut linked = Vec::new();
+        for op in &ops {
+            for (status, response) in op["responses"].as_object().into_iter().flatten() {
+                for (name, link) in response["links"].as_object().into_iter().flatten() {
+                    assert!(link.get("operation_id").is_none(), "{status} link {name} spells operation_id: {link}");
+                    let target = link["operationId"].as_str().expect("a link names its operation by operationId");
+                    assert!(ids.contains(&target), "link {name} names no operation: {target}");
+                    assert_eq!(link["parameters"]["id"], "$response.body#/id");
+                    linked.push((op["operationId"].as_str().unwrap().to_owned(), status.clone(), target.to_owned()));
+                }
+            }
+        }
+        linked.sort();
+        let expected: Vec<(String, String, String)> = ["prepare_network_hold", "prepare_site_hold"]
+            .iter()
+            .flat_map(|from| {
+                ["abort_hold", "commit_hold", "extend_hold"]
+                    .map(|to| (from.to_string(), "201".to_string(), to.to_string()))
+            })
+            .collect();
+        assert_eq!(linked, expected);
+    }
 }
