@@ -93,7 +93,7 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
 /// Maximal intervals `[from, to)` where the summed amount of `spans` (half-open `[start, end)`)
 /// exceeds `capacity`, with the peak reached in each. Empty spans (`end <= start`) count for
 /// nothing.
-pub(super) fn overbooked(spans: Vec<(Time, Time, u64)>, capacity: u64) -> Vec<(Time, Time, u64)> {
+pub(super) fn overbooked(spans: Usage, capacity: u64) -> Vec<(Time, Time, u64)> {
     let mut delta: BTreeMap<Time, i128> = BTreeMap::new();
     for (s, e, amount) in spans {
         if s < e {
