@@ -48,6 +48,7 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
                 start,
                 end,
                 gpus: None,
+                user: None,
             };
             let lis = &local.lis[&s.id];
             match lis.prepare(&req).await {

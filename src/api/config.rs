@@ -106,6 +106,9 @@ pub struct ServeConfig {
     /// With [`ServeConfig::tls`]: require a client certificate signed by this CA (PEM) of every
     /// caller (mutual TLS between the processes of a separated deployment).
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// The sites whose LIS fronts a Slurm partition, with how to reach it (`--slurm`); the
+    /// other sites are calendars only.
+    pub slurm: Vec<(String, crate::lis::slurm::SlurmConfig)>,
 }
 
 /// A PEM certificate chain and its private key.
@@ -142,6 +145,7 @@ impl Default for ServeConfig {
             tls_ca: None,
             tls_client: None,
             tls_client_ca: None,
+            slurm: Vec::new(),
         }
     }
 }

@@ -86,6 +86,19 @@ pub struct Metrics {
     calls: Vec<Histogram>,
     aborts: AtomicU64,
     panics: AtomicU64,
+    /// Slurm sites' synchronisations, by site.
+    local: std::sync::Mutex<std::collections::BTreeMap<String, LocalTally>>,
+}
+
+/// One Slurm site's synchronisations (see [`crate::lis::Lis::sync`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct LocalTally {
+    ok: u64,
+    failed: u64,
+    strays_deleted: u64,
+    recreated: u64,
+    foreign: u64,
+    broken: u64,
 }
 
 impl Default for Metrics {
@@ -97,6 +110,7 @@ impl Default for Metrics {
             calls: (0..KINDS.len() * Message::VARIANTS.len()).map(|_| Histogram::new(&CALL_BUCKETS)).collect(),
             aborts: AtomicU64::new(0),
             panics: AtomicU64::new(0),
+            local: Default::default(),
         }
     }
 }
@@ -119,6 +133,23 @@ fn index(s: PlanStatus) -> usize {
 }
 
 impl Metrics {
+    /// One synchronisation of Slurm site `site`: its report (`None`: it failed) and the
+    /// reservations broken there now.
+    pub fn slurm_synced(&self, site: &str, report: Option<&crate::lis::SyncReport>, broken: usize) {
+        let mut all = self.local.lock().expect("metrics lock");
+        let t = all.entry(site.to_owned()).or_default();
+        match report {
+            Some(r) => {
+                t.ok += 1;
+                t.strays_deleted += r.strays_deleted as u64;
+                t.recreated += r.recreated as u64;
+                t.foreign = r.foreign as u64;
+            }
+            None => t.failed += 1,
+        }
+        t.broken = broken as u64;
+    }
+
     /// One plan finished with `status` after `seconds` of planning, aborting `aborts` holds.
     pub fn plan_done(&self, status: PlanStatus, seconds: f64, aborts: u64) {
         self.plans[index(status)].fetch_add(1, Relaxed);
@@ -182,6 +213,39 @@ impl Metrics {
         s.push_str("# HELP coreserve_handler_panics_total Requests whose handler panicked (answered 500).\n");
         s.push_str("# TYPE coreserve_handler_panics_total counter\n");
         let _ = writeln!(s, "coreserve_handler_panics_total {}", self.panics.load(Relaxed));
+        let local = self.local.lock().expect("metrics lock").clone();
+        if !local.is_empty() {
+            s.push_str("# HELP coreserve_slurm_syncs_total Synchronisations of Slurm sites with Slurm.\n");
+            s.push_str("# TYPE coreserve_slurm_syncs_total counter\n");
+            for (site, t) in &local {
+                let _ = writeln!(s, "coreserve_slurm_syncs_total{{site=\"{site}\",result=\"ok\"}} {}", t.ok);
+                let _ = writeln!(s, "coreserve_slurm_syncs_total{{site=\"{site}\",result=\"failed\"}} {}", t.failed);
+            }
+            s.push_str("# HELP coreserve_slurm_reconciled_total What reconciliation did: strays deleted from Slurm, missing reservations made again.\n");
+            s.push_str("# TYPE coreserve_slurm_reconciled_total counter\n");
+            for (site, t) in &local {
+                let _ = writeln!(
+                    s,
+                    "coreserve_slurm_reconciled_total{{site=\"{site}\",action=\"stray_deleted\"}} {}",
+                    t.strays_deleted
+                );
+                let _ = writeln!(
+                    s,
+                    "coreserve_slurm_reconciled_total{{site=\"{site}\",action=\"recreated\"}} {}",
+                    t.recreated
+                );
+            }
+            s.push_str("# HELP coreserve_slurm_foreign_reservations Slurm reservations not made by coreserve, blocked in the site's calendar.\n");
+            s.push_str("# TYPE coreserve_slurm_foreign_reservations gauge\n");
+            for (site, t) in &local {
+                let _ = writeln!(s, "coreserve_slurm_foreign_reservations{{site=\"{site}\"}} {}", t.foreign);
+            }
+            s.push_str("# HELP coreserve_slurm_broken_reservations Committed reservations Slurm no longer honours.\n");
+            s.push_str("# TYPE coreserve_slurm_broken_reservations gauge\n");
+            for (site, t) in &local {
+                let _ = writeln!(s, "coreserve_slurm_broken_reservations{{site=\"{site}\"}} {}", t.broken);
+            }
+        }
         s
     }
 }

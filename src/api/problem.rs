@@ -179,6 +179,17 @@ impl From<ParticipantError> for ApiError {
                 "The participant could not make the change durable",
                 detail,
             ),
+            P::NoLocalAccount { .. } => {
+                ApiError::new(StatusCode::FORBIDDEN, "no-local-account", "No account at the site", detail)
+            }
+            P::LocalScheduler { .. } => ApiError::conflict("scheduler-refused", "The site's scheduler refused", detail),
+            P::SchedulerUnavailable { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "scheduler-unavailable",
+                "The site's scheduler is unavailable",
+                detail,
+            )
+            .retry_after(5),
         };
         err.participant_error = Some(Box::new(e));
         err

@@ -16,6 +16,10 @@ use futures::FutureExt;
 
 use super::auth::{generate_token, register_token};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
+
+/// How often a planning process asks its sites for reservations they can no longer honour
+/// ([`AppState::watch_drift`]).
+pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 use super::problem::{json_error, ApiError};
 use super::routes;
 use super::state::AppState;
@@ -187,6 +191,23 @@ impl Application {
         let claim_every = std::time::Duration::from_millis((config.claim_lease_s.max(1) * 250) as u64);
         let state = web::Data::new(AppState::new(config, grid, store)?);
         let (restored, recovery) = state.recover().await?;
+        // Slurm sites: the partition must match the site, and Slurm's reservations are read
+        // (sold capacity blocked, coreserve's own reconciled) before the first request.
+        for lis in state.slurm_sites() {
+            let site = lis.site().id;
+            lis.check_slurm().await.map_err(|e| anyhow::anyhow!("Slurm site `{site}`: {e}"))?;
+            let report =
+                state.sync_slurm(&lis).await.map_err(|e| anyhow::anyhow!("Slurm site `{site}`: first sync: {e}"))?;
+            tracing::info!(site = %site, ?report, "Slurm site synchronised");
+            let (syncer, every) =
+                (state.clone(), std::time::Duration::from_secs(lis.slurm().expect("bound").config().sync_s));
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let _ = syncer.sync_slurm(&lis).await;
+                }
+            });
+        }
         if matches!(state.config.role, Role::All | Role::Planner(_)) {
             state.load_fair_share().await?;
         }
@@ -224,6 +245,19 @@ impl Application {
                 }
             }
         });
+        // Plans whose reservations a site no longer honours are marked broken (a planner
+        // process asks its LIS; an all-in-one process only if it has Slurm sites).
+        if matches!(state.config.role, Role::Planner(_)) || (state.plans() && !state.slurm_sites().is_empty()) {
+            let watcher = state.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(DRIFT_WATCH_EVERY).await;
+                    if let Err(e) = watcher.watch_drift().await {
+                        tracing::warn!(error = %e, "drift watch failed");
+                    }
+                }
+            });
+        }
         if state.plans() {
             let recoverer = state.clone();
             tokio::spawn(async move {

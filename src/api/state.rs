@@ -95,7 +95,16 @@ impl AppState {
             Role::Lis { site } => grid.retain_sites(|s| s.id == *site),
             _ => grid,
         };
-        let participants = InProcessGrid::new(&grid, clock.clone(), config.lease_s, config.routing);
+        let mut participants = InProcessGrid::new(&grid, clock.clone(), config.lease_s, config.routing);
+        // Sites whose LIS fronts Slurm (the others stay calendars).
+        for (site, slurm) in &config.slurm {
+            let Some(s) = grid.sites().iter().find(|s| s.id == site.as_str()) else {
+                anyhow::bail!("--slurm names site `{site}`, which is not in the grid");
+            };
+            let lis = Lis::new(s.clone(), clock.clone(), config.lease_s)
+                .with_slurm(crate::lis::slurm::Slurm::new(slurm.clone()));
+            participants.lis.insert(s.id.clone(), Arc::new(lis));
+        }
         let services = match &config.role {
             Role::Planner(remote) => {
                 let token = config.participant_credential().map(str::to_owned);
@@ -400,6 +409,69 @@ impl AppState {
         }
         let report = if self.plans() { self.recover_in_doubt().await? } else { Recovery::default() };
         Ok((restored, report))
+    }
+
+    /// The LIS of this process that front Slurm.
+    pub fn slurm_sites(&self) -> Vec<Arc<Lis>> {
+        let mut v: Vec<Arc<Lis>> = self.participants.lis.values().filter(|l| l.slurm().is_some()).cloned().collect();
+        v.sort_by_key(|l| l.site().id);
+        v
+    }
+
+    /// One synchronisation of Slurm site `lis` ([`Lis::sync`]), counted in `/metrics` and
+    /// logged when it fails.
+    ///
+    /// # Errors
+    /// Slurm unreachable or unreadable.
+    pub async fn sync_slurm(&self, lis: &Lis) -> Result<crate::lis::SyncReport, crate::lis::slurm::SlurmError> {
+        let site = lis.site().id;
+        let r = lis.sync().await;
+        match &r {
+            Ok(report) => self.metrics.slurm_synced(site.as_str(), Some(report), lis.drift().len()),
+            Err(e) => {
+                tracing::warn!(site = %site, error = %e, "synchronisation with Slurm failed");
+                self.metrics.slurm_synced(site.as_str(), None, lis.drift().len());
+            }
+        }
+        r
+    }
+
+    /// Marks broken the plans whose reservations a site can no longer honour: asks every LIS
+    /// of this process's planners for its drift ([`Participant::drift`]) and writes, for each
+    /// reservation newly reported, its job's reason into the plan and the plan `broken`.
+    /// A LIS that does not answer is skipped until the next round. Returns the plans marked.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn watch_drift(&self) -> Result<usize, StoreError> {
+        let planner = self.planners.lend();
+        let mut marked = 0;
+        for (site, lis) in &planner.services().lis {
+            let drift = match lis.drift().await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::debug!(site = %site, error = %e, "drift not read");
+                    continue;
+                }
+            };
+            for d in drift {
+                let Some(rec) = self.store.plan_of_hold(d.hold).await? else { continue };
+                // A plan's bookings list its jobs first, in order.
+                let Some(i) = rec.bookings.iter().position(|b| b.hold == d.hold) else { continue };
+                let mut outcome = rec.outcome.clone();
+                let Some(job) = outcome.jobs.get_mut(i).filter(|j| j.site == *site) else { continue };
+                let reason = format!("reservation {}: {}", d.reservation, d.reason);
+                if job.broken.as_deref() == Some(reason.as_str()) {
+                    continue;
+                }
+                tracing::warn!(plan = %rec.id, user = %rec.user, job = %job.name, site = %site, %reason, "plan broken");
+                job.broken = Some(reason);
+                if self.store.mark_broken(rec.id, &outcome).await?.is_some() {
+                    marked += 1;
+                }
+            }
+        }
+        Ok(marked)
     }
 
     /// Does this process plan (all-in-one or planner role)?

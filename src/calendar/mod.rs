@@ -186,6 +186,38 @@ impl CapacityCalendar {
         Ok(u64::from(self.slots[index as usize].generation) << 32 | u64::from(index))
     }
 
+    /// Books up to `amount` over `[start, end)`: at every instant what is free there, at most
+    /// `amount` (capacity already sold elsewhere, e.g. a site scheduler's own reservation, that
+    /// may overlap what this calendar has booked). Returns the spans booked, one per stretch
+    /// of equal amount; none where nothing is free. O(n) (it walks the spans overlapping).
+    pub fn add_up_to(&mut self, start: Time, end: Time, amount: u64) -> Vec<SpanId> {
+        if end <= start || amount == 0 {
+            return vec![];
+        }
+        let mut points: Vec<Time> = self
+            .spans()
+            .flat_map(|(_, s)| [s.start, s.end])
+            .filter(|&t| t > start && t < end)
+            .chain([start, end])
+            .collect();
+        points.sort_unstable();
+        points.dedup();
+        // Stretches of equal bookable amount, merged.
+        let mut stretches: Vec<(Time, Time, u64)> = Vec::new();
+        for w in points.windows(2) {
+            let n = amount.min(self.capacity.saturating_sub(self.usage_at(w[0])));
+            match stretches.last_mut() {
+                Some(last) if last.2 == n && last.1 == w[0] => last.1 = w[1],
+                _ => stretches.push((w[0], w[1], n)),
+            }
+        }
+        stretches
+            .into_iter()
+            .filter(|s| s.2 > 0)
+            .map(|(a, b, n)| self.add(a, b, n).expect("what is free fits"))
+            .collect()
+    }
+
     /// Releases a span. O(log n).
     ///
     /// # Errors

@@ -103,7 +103,16 @@ fn requests() -> Vec<PlanRequest> {
 }
 
 fn jp(name: &str, site: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
-    JobPlacement { name: name.into(), site: site.into(), start: t(start), end: t(end), cpus, gpus: None }
+    JobPlacement {
+        name: name.into(),
+        site: site.into(),
+        start: t(start),
+        end: t(end),
+        cpus,
+        gpus: None,
+        reservation_name: None,
+        broken: None,
+    }
 }
 
 fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> TransferPlacement {
@@ -514,6 +523,8 @@ fn generated_requests_with_trivial_placements_pass() {
                         end: from_time(st + j.offset_s + j.duration_s),
                         cpus: j.cpus,
                         gpus: None,
+                        reservation_name: None,
+                        broken: None,
                     })
                     .collect();
                 let transfers = r
@@ -636,6 +647,8 @@ fn over_allocation_is_a_violation_unless_overdraft() {
             end: t(5400),
             cpus: 4,
             gpus: None,
+            reservation_name: None,
+            broken: None,
         }];
         o
     };

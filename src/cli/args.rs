@@ -372,6 +372,32 @@ pub struct ServeArgs {
     /// order of their projects' priorities (0: no wait).
     #[arg(long, default_value_t = 0, env = "CORESERVE_ADMISSION_WINDOW_MS")]
     pub admission_window_ms: u64,
+    /// SITE=PARTITION: the LIS of SITE fronts this Slurm partition (every role that keeps the
+    /// site: `all`, or `lis` with --site SITE; once per Slurm site; other sites stay calendars).
+    /// Committed jobs become Slurm advance reservations; Slurm's own reservations are sold out.
+    #[arg(long = "slurm", value_name = "SITE=PARTITION", env = "CORESERVE_SLURM", value_delimiter = ',')]
+    pub slurm: Vec<String>,
+    /// SLURM_CONF for the Slurm sites' scontrol (default: the environment's SLURM_CONF, else
+    /// Slurm's default).
+    #[arg(long, env = "CORESERVE_SLURM_CONF")]
+    pub slurm_conf: Option<PathBuf>,
+    /// The scontrol program of the Slurm sites.
+    #[arg(long, default_value = "scontrol", env = "CORESERVE_SLURM_SCONTROL")]
+    pub slurm_scontrol: PathBuf,
+    /// USER=SLURM_USER: the Slurm user a coreserve user's reservations are made for (once per
+    /// user).
+    #[arg(long = "slurm-user", value_name = "USER=SLURM_USER", env = "CORESERVE_SLURM_USER", value_delimiter = ',')]
+    pub slurm_user: Vec<String>,
+    /// The Slurm user of coreserve users without --slurm-user (default: none; such users get
+    /// 403 no-local-account at the Slurm sites).
+    #[arg(long, env = "CORESERVE_SLURM_DEFAULT_USER")]
+    pub slurm_default_user: Option<String>,
+    /// Prefix of the names of coreserve's Slurm reservations (the hold id follows).
+    #[arg(long, default_value = crate::lis::slurm::DEFAULT_PREFIX, env = "CORESERVE_SLURM_PREFIX")]
+    pub slurm_prefix: String,
+    /// Seconds between two synchronisations of a Slurm site with Slurm.
+    #[arg(long, default_value_t = crate::lis::slurm::DEFAULT_SYNC_S, env = "CORESERVE_SLURM_SYNC_S")]
+    pub slurm_sync_s: u64,
 }
 
 /// `coreserve serve --role`.
@@ -410,6 +436,7 @@ impl ServeArgs {
             );
         }
         let (role, grid) = self.role_and_grid()?;
+        let slurm = self.slurm_sites(&role)?;
         let tls_files = |cert_key: Option<(PathBuf, PathBuf)>| {
             cert_key.map(|(cert, key)| crate::api::config::TlsFiles { cert, key })
         };
@@ -436,8 +463,57 @@ impl ServeArgs {
             tls_ca: self.tls_ca,
             tls_client: tls_files(self.tls_client_cert.zip(self.tls_client_key)),
             tls_client_ca: self.tls_client_ca,
+            slurm,
         };
         Ok(Settings { config, grid, database_url })
+    }
+
+    /// The Slurm sites of `--slurm`, each with the `--slurm-*` settings.
+    ///
+    /// # Errors
+    /// A `--slurm` or `--slurm-user` that is not `A=B`, a site given twice, a Slurm site of a
+    /// `lis` process that is not its `--site`, a `planner` with Slurm sites (its LIS processes
+    /// have them), or an invalid setting ([`crate::lis::slurm::SlurmConfig::validate`]).
+    fn slurm_sites(&self, role: &Role) -> Result<Vec<(String, crate::lis::slurm::SlurmConfig)>> {
+        let pair = |flag: &str, v: &str| match v.split_once('=') {
+            Some((a, b)) if !a.trim().is_empty() && !b.trim().is_empty() => {
+                Ok((a.trim().to_owned(), b.trim().to_owned()))
+            }
+            _ => bail!("{flag} wants A=B, got `{v}`"),
+        };
+        let mut users = std::collections::BTreeMap::new();
+        for u in &self.slurm_user {
+            let (user, slurm_user) = pair("--slurm-user", u)?;
+            users.insert(user, slurm_user);
+        }
+        let mut sites: Vec<(String, crate::lis::slurm::SlurmConfig)> = Vec::new();
+        for s in &self.slurm {
+            let (site, partition) = pair("--slurm", s)?;
+            if sites.iter().any(|(x, _)| *x == site) {
+                bail!("--slurm names site `{site}` twice");
+            }
+            match role {
+                Role::Lis { site: mine } if *mine != site => {
+                    bail!("--slurm names site `{site}`, but this LIS process serves `{mine}`")
+                }
+                Role::Planner(_) | Role::Nis | Role::Gis => {
+                    bail!("--slurm belongs to the processes that keep the site (all, or lis with --site {site})")
+                }
+                _ => {}
+            }
+            let config = crate::lis::slurm::SlurmConfig {
+                partition,
+                scontrol: self.slurm_scontrol.clone(),
+                slurm_conf: self.slurm_conf.clone(),
+                users: users.clone(),
+                default_user: self.slurm_default_user.clone(),
+                prefix: self.slurm_prefix.clone(),
+                sync_s: self.slurm_sync_s,
+            };
+            config.validate().map_err(|e| anyhow::anyhow!("site `{site}`: {e}"))?;
+            sites.push((site, config));
+        }
+        Ok(sites)
     }
 
     /// The [`Role`] of `--role`, and the grid of `--grid` (empty for a planner, whatever

@@ -6,6 +6,16 @@
 //! two-phase-commit participant. Check-and-hold is atomic: one mutex guards the calendars and
 //! the hold book, so two planners can never both get the last CPUs or GPUs, and a hold books
 //! its CPUs and GPUs together or not at all.
+//!
+//! A LIS may front a real batch scheduler ([`slurm`], bound with [`Lis::with_slurm`]): then a
+//! hold becomes a Slurm advance reservation before it is durable, Slurm's own reservations are
+//! blocked in the calendar, and [`Lis::sync`] reconciles the two (module `binding`,
+//! docs/protocol.md "A LIS in front of Slurm").
+
+mod binding;
+pub mod slurm;
+
+pub use binding::SyncReport;
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -51,6 +61,10 @@ pub struct Reservation {
     /// the process's own planners (all-in-one) and for holds journaled before owners were
     /// recorded.
     pub owner: Option<String>,
+    /// At a Slurm site: the name of its Slurm reservation.
+    pub local_reservation: Option<String>,
+    /// Why the site's scheduler no longer honours this reservation, if it does not.
+    pub broken: Option<String>,
 }
 
 #[derive(Debug)]
@@ -59,6 +73,8 @@ struct State {
     /// One calendar per GPU pool, in the order of the site's `attributes.gpus`.
     gpu_calendars: Vec<CapacityCalendar>,
     holds: HoldBook<Booked>,
+    /// The site's scheduler's own state, for a LIS bound to one (empty otherwise).
+    local: binding::LocalState,
 }
 
 /// What one hold booked: its CPUs' span and, with GPUs, the pool's index and span.
@@ -113,6 +129,8 @@ pub struct Lis {
     clock: Arc<dyn Clock>,
     lease_s: i64,
     state: Mutex<State>,
+    /// The site's own reservation scheduler, if this LIS fronts one.
+    slurm: Option<slurm::Slurm>,
 }
 
 impl Lis {
@@ -124,7 +142,13 @@ impl Lis {
             site: RwLock::new(site),
             clock,
             lease_s,
-            state: Mutex::new(State { calendar, gpu_calendars, holds: HoldBook::default() }),
+            state: Mutex::new(State {
+                calendar,
+                gpu_calendars,
+                holds: HoldBook::default(),
+                local: binding::LocalState::default(),
+            }),
+            slurm: None,
         }
     }
 
@@ -191,6 +215,9 @@ impl Lis {
         let mut st = self.state();
         let (txn, booked) = self.book(&mut st, req)?;
         st.holds.restore(id, txn, booked, state);
+        if let Some(user) = self.local_user(req).ok().flatten() {
+            st.local.users.insert(id, user);
+        }
         Ok(())
     }
 
@@ -244,11 +271,15 @@ impl Lis {
     }
 
     fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
+        let user = self.local_user(req)?;
         let mut st = self.state();
         let (txn, booked) = self.book(&mut st, req)?;
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
+        if let Some(user) = user {
+            st.local.users.insert(hold.id, user);
+        }
         Ok(hold)
     }
 
@@ -266,7 +297,7 @@ impl Lis {
                     let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
                     Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
                 });
-                (s.start < to && s.end > from).then_some(Reservation {
+                (s.start < to && s.end > from).then(|| Reservation {
                     hold,
                     start: s.start,
                     end: s.end,
@@ -274,6 +305,8 @@ impl Lis {
                     gpus,
                     state,
                     owner: st.holds.owner(hold).flatten().map(str::to_owned),
+                    local_reservation: self.slurm.as_ref().map(|s| s.reservation_name(hold)),
+                    broken: st.local.broken.get(&hold).cloned(),
                 })
             })
             .collect();
@@ -345,6 +378,7 @@ impl Participant<Compute> for Lis {
             price_per_cpu_hour: me.price_per_cpu_hour,
             gpu_model,
             price_per_gpu_hour: me.attributes.price_per_gpu_hour,
+            reservation_prefix: self.slurm.as_ref().map(|s| s.config().prefix.clone()),
         })
     }
 
@@ -355,27 +389,41 @@ impl Participant<Compute> for Lis {
     async fn prepare_for(&self, req: &ComputeHoldRequest, owner: &str) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, Some(owner))
     }
+
+    async fn drift(&self) -> Result<Vec<crate::protocol::Drift>, ParticipantError> {
+        Ok(Lis::drift(self))
+    }
 }
 
+/// Phase 2. At a Slurm site the reservation is made in Slurm before a hold is durable
+/// (`persist`) or committed, whichever comes first, and deleted when the hold is aborted or
+/// released (see module `binding`).
 #[async_trait]
 impl HoldLifecycle for Lis {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.ensure_local(&[hold]).await?;
         self.state().holds.commit(hold)
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        let mut st = self.state();
-        if let Some(booked) = st.holds.abort(hold)? {
-            st.unbook(booked);
+        {
+            let mut st = self.state();
+            if let Some(booked) = st.holds.abort(hold)? {
+                st.unbook(booked);
+            }
         }
+        self.drop_local(hold).await;
         Ok(())
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        let mut st = self.state();
-        if let Some(booked) = st.holds.release(hold)? {
-            st.unbook(booked);
+        {
+            let mut st = self.state();
+            if let Some(booked) = st.holds.release(hold)? {
+                st.unbook(booked);
+            }
         }
+        self.drop_local(hold).await;
         Ok(())
     }
 
@@ -383,9 +431,10 @@ impl HoldLifecycle for Lis {
         self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
 
-    /// In memory only: nothing to make durable.
-    async fn persist(&self, _holds: &[HoldId]) -> Result<(), ParticipantError> {
-        Ok(())
+    /// In memory nothing is made durable; at a Slurm site the holds' reservations are made in
+    /// Slurm (all or the first refusal), so that a decided transaction never waits on Slurm.
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.ensure_local(holds).await
     }
 
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {

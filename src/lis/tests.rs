@@ -15,7 +15,7 @@ fn site(cpus: u32) -> Site {
 }
 
 fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {
-    ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus, start, end, gpus: None }
+    ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus, start, end, gpus: None, user: None }
 }
 
 #[tokio::test]
@@ -66,7 +66,8 @@ async fn uncommitted_hold_expires_at_its_lease() {
 async fn wrong_messages_are_refused() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
     // A network message cannot be sent to a LIS: the types forbid it (Participant<Compute>).
-    let other = ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 1, start: 0, end: 1, gpus: None };
+    let other =
+        ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 1, start: 0, end: 1, gpus: None, user: None };
     assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));
     assert!(matches!(lis.prepare(&hold_req(1, 10, 10)).await, Err(ParticipantError::InvalidHold(_))), "empty interval");
 }

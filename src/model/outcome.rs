@@ -26,6 +26,14 @@ pub struct JobPlacement {
     /// GPUs reserved with the CPUs (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuAllocation>,
+    /// At a site whose LIS fronts Slurm: the job's Slurm advance reservation, for
+    /// `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_name: Option<String>,
+    /// Why the site can no longer honour this job's reservation, once it cannot (the plan is
+    /// then `broken`); absent while it is honoured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
 }
 
 /// GPUs of one pool of a site, reserved with a job's CPUs.

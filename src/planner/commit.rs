@@ -19,7 +19,13 @@ const RETRY_AFTER: [Duration; 2] = [Duration::from_millis(50), Duration::from_mi
 /// another principal counts too: this coordinator cannot drive it, its owner can, so the
 /// transaction stays in doubt rather than being compensated by someone who cannot release it.
 pub(super) fn indeterminate(e: &ParticipantError) -> bool {
-    matches!(e, ParticipantError::Transport(_) | ParticipantError::Durability(_) | ParticipantError::NotOwner(_))
+    matches!(
+        e,
+        ParticipantError::Transport(_)
+            | ParticipantError::Durability(_)
+            | ParticipantError::NotOwner(_)
+            | ParticipantError::SchedulerUnavailable { .. }
+    )
 }
 
 /// What committing every part of a plan came to.

@@ -226,6 +226,13 @@ impl Attempt<'_> {
     /// is left in doubt (see [`crate::protocol::decision`]).
     async fn book(mut self, parts: Vec<HeldPart>, log: Option<&dyn DecisionLog>) -> PlanResult {
         self.trail.clear(); // from here the parts own the holds
+                            // Every job's hold (BBR's batch made them just now): the outcome names their local
+                            // reservations. Parts list the jobs first, in order.
+        for (fix, part) in self.jobs.iter_mut().zip(&parts) {
+            if let Some(f) = fix {
+                f.hold = Some(part.hold);
+            }
+        }
         crash_point("after-prepare");
         let Some(log) = log else {
             // No log, so no recovery: whatever stops phase 2 ends in compensation.

@@ -209,6 +209,9 @@ pub enum Settlement {
 /// Per-call options of [`Planner::plan_with`].
 #[derive(Clone, Copy, Default)]
 pub struct PlanOptions<'a> {
+    /// The user the plan is booked for: prepare messages carry it, so that a LIS in front of a
+    /// batch scheduler books for that user's local account. `None`: the sites' defaults.
+    pub user: Option<&'a str>,
     /// Build the plan, then release every hold and book nothing: the outcome's status is
     /// `planned`.
     pub dry_run: bool,
@@ -237,6 +240,11 @@ pub struct Planner {
 }
 
 impl Planner {
+    /// The participants this planner speaks to.
+    pub fn services(&self) -> &Services {
+        &self.services
+    }
+
     /// A planner over `services`; "now" comes from `services.clock`.
     pub fn new(cfg: PlannerConfig, services: Services) -> Self {
         let rng = Mutex::new(ChaCha8Rng::seed_from_u64(cfg.seed));
@@ -280,8 +288,9 @@ impl Planner {
         let (mut messages, mut holds_aborted) = (0, 0);
         for attempt in 0..=replans {
             let seed = self.rng.lock().expect("planner rng").gen::<u64>();
-            let (mut result, batch_refused) =
-                search::Attempt::new(self, req, policy, method, seed, started).run(opts).await;
+            let mut search = search::Attempt::new(self, req, policy, method, seed, started);
+            search.user = opts.user.map(str::to_owned);
+            let (mut result, batch_refused) = search.run(opts).await;
             if batch_refused && attempt < replans {
                 messages += result.outcome.messages;
                 holds_aborted += result.outcome.holds_aborted;

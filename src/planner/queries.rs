@@ -105,6 +105,7 @@ mod tests {
             price_per_cpu_hour: 1.0,
             gpu_model: None,
             price_per_gpu_hour: 0.0,
+            reservation_prefix: None,
         }
     }
 

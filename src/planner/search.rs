@@ -84,8 +84,10 @@ pub(super) struct JobFix {
     price_per_gpu_hour: f64,
     /// The GPU pool the offer found free (jobs with GPUs).
     gpu_model: Option<String>,
-    /// BIR: the hold made at the fix.
+    /// BIR: the hold made at the fix (BBR: set when the plan's batch is held).
     pub(super) hold: Option<HoldId>,
+    /// The site's prefix of its scheduler's reservation names (a LIS in front of Slurm).
+    reservation_prefix: Option<String>,
     /// BBR-overlay: the fix's spans in the plan's own overlay of that site (CPUs, GPUs).
     overlay: Option<(SpanId, Option<SpanId>)>,
 }
@@ -252,6 +254,8 @@ pub(crate) struct Attempt<'a> {
     overlay: Overlay,
     /// Batched query answers (see [`super::queries`]).
     queries: QueryCache,
+    /// The user the plan is booked for (prepare messages carry it: [`ComputeHoldRequest::user`]).
+    pub(super) user: Option<String>,
     /// When planning of the request began (the outcome's `planning_ms`; before the first
     /// attempt when a refused BBR batch is planned again).
     started: tokio::time::Instant,
@@ -298,6 +302,7 @@ impl<'a> Attempt<'a> {
             infeasible: HashMap::new(),
             prefetched: HashMap::new(),
             unsatisfiable: false,
+            user: None,
             overlay: Overlay::default(),
             queries: QueryCache::default(),
             started,
@@ -827,6 +832,7 @@ impl<'a> Attempt<'a> {
             price_per_gpu_hour: offer.price_per_gpu_hour,
             gpu_model: offer.gpu_model.clone(),
             hold: None,
+            reservation_prefix: offer.reservation_prefix.clone(),
             overlay: None,
         });
         let checked = self.check_transfers(&transfers).await;
@@ -920,6 +926,7 @@ impl<'a> Attempt<'a> {
             price_per_gpu_hour: offer.price_per_gpu_hour,
             gpu_model: offer.gpu_model.clone(),
             hold: None,
+            reservation_prefix: offer.reservation_prefix.clone(),
             overlay,
         };
         let hold = if self.style.hold_each_fix {
@@ -1159,6 +1166,7 @@ impl<'a> Attempt<'a> {
             start,
             end: start + job.duration_s,
             gpus: Self::gpus_of(job, fix),
+            user: self.user.clone(),
         }
     }
 
@@ -1303,6 +1311,12 @@ impl<'a> Attempt<'a> {
                     end: from_time(start + job.duration_s),
                     cpus: job.cpus,
                     gpus: Self::gpus_of(job, fix),
+                    reservation_name: fix
+                        .reservation_prefix
+                        .as_ref()
+                        .zip(fix.hold)
+                        .map(|(p, h)| format!("{p}{}", h.as_uuid().simple())),
+                    broken: None,
                 }
             })
             .collect();

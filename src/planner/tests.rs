@@ -86,8 +86,15 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
-    let other =
-        ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 8, start: T0, end: T0 + 1000, gpus: None };
+    let other = ComputeHoldRequest {
+        txn: TxnId::new(),
+        site: "s1".into(),
+        cpus: 8,
+        start: T0,
+        end: T0 + 1000,
+        gpus: None,
+        user: None,
+    };
     let h = l.lis["s1"].prepare(&other).await.unwrap();
     l.lis["s1"].commit(h.id).await.unwrap();
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
@@ -159,6 +166,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
                 start: T0,
                 end: T0 + 3600,
                 gpus: None,
+                user: None,
             };
             let h = lis.prepare(&h).await.unwrap();
             lis.commit(h.id).await.unwrap();
@@ -230,6 +238,7 @@ async fn a_refused_bbr_batch_is_planned_again_only_when_configured() {
             start: T0,
             end: T0 + 3600,
             gpus: None,
+            user: None,
         };
         let h = l.lis["s2"].prepare(&h).await.unwrap();
         l.lis["s2"].commit(h.id).await.unwrap();
@@ -388,6 +397,7 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
             start: T0,
             end: T0 + 3600,
             gpus: None,
+            user: None,
         })
         .await
         .unwrap();
@@ -652,7 +662,8 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         let txn = TxnId::new();
         let mut parts = Vec::new();
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
-            let request = ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600, gpus: None };
+            let request =
+                ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600, gpus: None, user: None };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
             parts.push(decision::Part {
                 participant: ParticipantRef::Site(site.into()),
@@ -892,8 +903,15 @@ async fn a_separated_plan_writes_each_participant_journal_at_most_twice() {
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
-    let busy =
-        ComputeHoldRequest { txn: TxnId::nil(), site: "s2".into(), cpus: 12, start: T0, end: T0 + 300, gpus: None };
+    let busy = ComputeHoldRequest {
+        txn: TxnId::nil(),
+        site: "s2".into(),
+        cpus: 12,
+        start: T0,
+        end: T0 + 300,
+        gpus: None,
+        user: None,
+    };
     let h = l.lis["s2"].prepare(&busy).await.unwrap();
     l.lis["s2"].commit(h.id).await.unwrap();
     let (services, journals) = separated(&l);
@@ -1018,8 +1036,15 @@ async fn batched_queries_plan_the_same_with_fewer_messages() {
         let l = local(&g);
         // Busy sites at first: the search shifts and holds on the way.
         for (s, cpus) in [("s1", 10), ("s2", 6), ("s3", 9)] {
-            let busy =
-                ComputeHoldRequest { txn: TxnId::nil(), site: s.into(), cpus, start: T0, end: T0 + 900, gpus: None };
+            let busy = ComputeHoldRequest {
+                txn: TxnId::nil(),
+                site: s.into(),
+                cpus,
+                start: T0,
+                end: T0 + 900,
+                gpus: None,
+                user: None,
+            };
             let h = l.lis[s].prepare(&busy).await.unwrap();
             l.lis[s].commit(h.id).await.unwrap();
         }
@@ -1072,8 +1097,15 @@ async fn a_shift_aborts_a_sites_holds_in_one_message() {
     let mut outcomes = Vec::new();
     for batch_aborts in [false, true] {
         let l = local(&g);
-        let busy =
-            ComputeHoldRequest { txn: TxnId::nil(), site: "s2".into(), cpus: 10, start: T0, end: T0 + 900, gpus: None };
+        let busy = ComputeHoldRequest {
+            txn: TxnId::nil(),
+            site: "s2".into(),
+            cpus: 10,
+            start: T0,
+            end: T0 + 900,
+            gpus: None,
+            user: None,
+        };
         let h = l.lis["s2"].prepare(&busy).await.unwrap();
         l.lis["s2"].commit(h.id).await.unwrap();
         let cfg = PlannerConfig { w_interval_s: 0, batch_aborts, ..Default::default() };

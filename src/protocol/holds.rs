@@ -212,14 +212,18 @@ impl<P: Clone> HoldBook<P> {
     /// Every live hold and committed reservation with its payload (call [`HoldBook::expire`]
     /// first so that no lapsed hold is listed). Order is unspecified.
     pub fn active(&self) -> impl Iterator<Item = (HoldId, HoldState, &P)> + '_ {
-        self.entries.iter().filter_map(|(id, e)| {
-            let state = match e.state {
-                State::Held { expires_at } => HoldState::Held { expires_at },
-                State::Committed => HoldState::Committed,
-                _ => return None,
-            };
-            Some((*id, state, &e.payload))
-        })
+        self.entries.keys().filter_map(|id| self.get(*id).map(|(state, p)| (*id, state, p)))
+    }
+
+    /// One live hold or committed reservation with its payload (`None` for any other).
+    pub fn get(&self, id: HoldId) -> Option<(HoldState, &P)> {
+        let e = self.entries.get(&id)?;
+        let state = match e.state {
+            State::Held { expires_at } => HoldState::Held { expires_at },
+            State::Committed => HoldState::Committed,
+            _ => return None,
+        };
+        Some((state, &e.payload))
     }
 
     /// Number of live (uncommitted, unexpired) holds.

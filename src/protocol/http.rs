@@ -291,6 +291,11 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         self.remote.call("/prepare?tentative=true", req).await
     }
+
+    /// `POST {base}/drift`.
+    async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
+        self.remote.call("/drift", &()).await
+    }
 }
 
 #[async_trait]
@@ -465,6 +470,7 @@ mod wire_tests {
             price_per_cpu_hour: 1.0,
             gpu_model: None,
             price_per_gpu_hour: 0.0,
+            reservation_prefix: None,
         };
         let j = serde_json::to_string(&offer).unwrap();
         assert_eq!(serde_json::from_str::<ComputeOffer>(&j).unwrap(), offer, "{j}");

@@ -334,6 +334,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
         self.inner.query_all(qs).await
     }
 
+    async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
+        self.inner.drift().await
+    }
+
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         let hold = match &self.owner {
             Some(owner) => self.inner.prepare_for(req, owner).await?,
@@ -400,8 +404,10 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Journaled<T> {
         self.write(JournalEntry::Aborted { hold }, true).await
     }
 
-    /// Journals the `Held` records of the tentative holds among `holds`, in one write.
+    /// The participant's own persist first (a LIS in front of Slurm makes the reservations
+    /// there), then the `Held` records of the tentative holds among `holds`, in one write.
     async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.inner.persist(holds).await?;
         let entries: Vec<JournalEntry> = {
             let m = self.tentative.lock();
             holds.iter().filter_map(|h| m.get(h).cloned()).collect()
@@ -471,7 +477,7 @@ mod tests {
     }
 
     fn req(cpus: u32) -> ComputeHoldRequest {
-        ComputeHoldRequest { txn: TxnId::nil(), site: "s1".into(), cpus, start: 0, end: 100, gpus: None }
+        ComputeHoldRequest { txn: TxnId::nil(), site: "s1".into(), cpus, start: 0, end: 100, gpus: None, user: None }
     }
 
     #[tokio::test]

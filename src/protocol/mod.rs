@@ -122,6 +122,10 @@ pub struct ComputeOffer {
     /// The site's price of one GPU-hour.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub price_per_gpu_hour: f64,
+    /// At a site whose LIS fronts a batch scheduler (Slurm): the prefix of its reservation
+    /// names, which end in the hold id's 32 hex digits (see [`crate::lis::slurm`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_prefix: Option<String>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -158,6 +162,10 @@ pub struct ComputeHoldRequest {
     /// GPUs of one pool held with the CPUs (absent: none; journals written before GPUs read so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuAllocation>,
+    /// The user the job is booked for (the plan's owner): a LIS in front of a batch scheduler
+    /// books the reservation for that user's local account. Absent: the site's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// A prepare message to the NIS: hold `bandwidth_mbps` on every link of `links` over
@@ -265,6 +273,18 @@ pub enum ParticipantError {
     Invalid(String),
     #[error("transport: {0}")]
     Transport(String),
+    /// The site books through a batch scheduler in which `user` has no account (no mapping in
+    /// the LIS's configuration). Nothing changed.
+    #[error("user `{user}` has no account at site `{site}` (its LIS maps no local user to it)")]
+    NoLocalAccount { site: SiteId, user: String },
+    /// The site's own scheduler (Slurm) refused the reservation, e.g. its cores were sold
+    /// there since the LIS last looked. Definite: the hold is not made or committed.
+    #[error("site `{site}`: the local scheduler refused: {reason}")]
+    LocalScheduler { site: SiteId, reason: String },
+    /// The site's own scheduler did not answer (slurmctld stopped or unreachable); whether a
+    /// reservation was made is unknown. Retrying is safe.
+    #[error("site `{site}`: the local scheduler is unavailable: {reason}")]
+    SchedulerUnavailable { site: SiteId, reason: String },
     /// The participant could not make the change durable (its store failed); nothing was
     /// promised. Retrying is safe.
     #[error("durable store: {0}")]
@@ -467,6 +487,24 @@ pub trait Participant<R: Role>: HoldLifecycle {
         let _ = owner;
         self.prepare(req).await
     }
+    /// The committed reservations this participant can no longer honour: the resource
+    /// behind it (a site's batch scheduler, later a data plane) lost or changed them. A
+    /// planning process asks every participant now and then and marks the plans broken. The
+    /// default (participants with nothing behind them) is none.
+    async fn drift(&self) -> Result<Vec<Drift>, ParticipantError> {
+        Ok(vec![])
+    }
+}
+
+/// A committed reservation that its participant can no longer honour (see
+/// [`Participant::drift`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Drift {
+    pub hold: HoldId,
+    /// The reservation's name in the resource behind the participant (e.g. Slurm's).
+    pub reservation: String,
+    /// What happened, in an operator's words.
+    pub reason: String,
 }
 
 /// The GIS's answer to "which sites can ever run this job?".

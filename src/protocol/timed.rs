@@ -65,6 +65,9 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Timed<T> {
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         self.timed(Message::Prepare, self.inner.prepare(req)).await
     }
+    async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
+        self.inner.drift().await
+    }
 }
 
 #[async_trait]

@@ -32,6 +32,9 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Yielding<T> {
         tokio::task::coop::consume_budget().await;
         self.0.prepare(req).await
     }
+    async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
+        self.0.drift().await
+    }
 }
 
 #[async_trait]

@@ -192,6 +192,26 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
+        let g = self.lock();
+        Ok(g.plans
+            .values()
+            .find(|p| {
+                matches!(p.status, PlanStatus::Committed | PlanStatus::Broken)
+                    && p.bookings.iter().any(|b| b.hold == hold)
+            })
+            .cloned())
+    }
+
+    async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
+        let mut g = self.lock();
+        Ok(g.plans.get_mut(&id).filter(|p| matches!(p.status, PlanStatus::Committed | PlanStatus::Broken)).map(|p| {
+            p.status = PlanStatus::Broken;
+            p.outcome = outcome.clone();
+            p.clone()
+        }))
+    }
+
     async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         let mut g = self.lock();
         let fresh = KeyRow { claim: claim.id, lease_until: lease(claim.lease_s), done: None };

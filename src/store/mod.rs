@@ -68,11 +68,15 @@ pub enum PlanStatus {
     Rejected,
     /// It was committed, then cancelled: every reservation was released.
     Cancelled,
+    /// It was committed, and a participant can no longer honour a reservation of it (e.g. an
+    /// administrator deleted its Slurm reservation): the outcome's jobs say which and why
+    /// (`broken`). Never reported as committed; it can still be cancelled.
+    Broken,
 }
 
 /// The error of `PlanStatus::from_str` (the `status` filter of `GET /v1/plans` answers it).
 fn unknown_status(other: &str) -> String {
-    format!("unknown status `{other}`; expected pending, committed, rejected or cancelled")
+    format!("unknown status `{other}`; expected pending, committed, rejected, cancelled or broken")
 }
 
 impl From<OutcomeStatus> for PlanStatus {
@@ -275,6 +279,11 @@ pub trait Store: Journal + Send + Sync {
     /// Marks a plan cancelled (keeps the first `cancelled_at`) and its reservations written
     /// with its decision released; returns the updated record.
     async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError>;
+    /// The committed or broken plan one of whose bookings is hold `hold`, if any.
+    async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError>;
+    /// Marks plan `id` broken with `outcome` (whose jobs say what broke) if it is committed or
+    /// broken; returns the updated record (`None`: no such plan in those states).
+    async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError>;
 
     /// Reserves `(user, key)` for `claim`, or says who has it. A claim whose lease ran out
     /// and that made no plan is taken over (its request died or stalled with its process).

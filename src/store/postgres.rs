@@ -269,6 +269,37 @@ impl Store for PgStore {
         Ok(row.map(PlanRecord::from))
     }
 
+    async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+                      outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
+               FROM plans
+               WHERE status IN ('committed', 'broken')
+                 AND bookings @> jsonb_build_array(jsonb_build_object('hold', $1::text))
+               LIMIT 1"#,
+            hold.to_string(),
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
+    }
+
+    async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"UPDATE plans SET status = 'broken', outcome = $2
+               WHERE id = $1 AND status IN ('committed', 'broken')
+               RETURNING id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+                         outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
+            id,
+            Json(outcome) as _,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
+    }
+
     async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         // Atomic across processes: exactly one statement wins the row, either by inserting it
         // or by taking over a claim whose lease ran out and that made no plan.

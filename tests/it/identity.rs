@@ -92,7 +92,15 @@ async fn another_principals_hold_is_a_typed_refusal_over_http() {
     let (planner_1, planner_2) = (app.token("planner-1", true).await, app.token("planner-2", true).await);
     let as_principal = |token: &str| HttpParticipant::site(&app.base, "s1", Some(token.to_owned()));
     let start = chrono::Utc::now().timestamp() + 3600;
-    let req = ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus: 4, start, end: start + 600, gpus: None };
+    let req = ComputeHoldRequest {
+        txn: TxnId::new(),
+        site: "s1".into(),
+        cpus: 4,
+        start,
+        end: start + 600,
+        gpus: None,
+        user: None,
+    };
     let hold = as_principal(&planner_1).prepare(&req).await.unwrap();
     let other = as_principal(&planner_2);
     assert_eq!(other.commit(hold.id).await, Err(ParticipantError::NotOwner(hold.id)));

@@ -74,7 +74,15 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
         match *op {
             Op::Prepare { cpus, start, len } => {
                 let txn = TxnId::new();
-                let req = ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end: start + len, gpus: None };
+                let req = ComputeHoldRequest {
+                    txn,
+                    site: "s1".into(),
+                    cpus,
+                    start,
+                    end: start + len,
+                    gpus: None,
+                    user: None,
+                };
                 if let Ok(h) = p.prepare(&req).await {
                     holds.push(h.id);
                 }

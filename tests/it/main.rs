@@ -11,6 +11,7 @@ mod journal_props;
 mod planner_props;
 mod real_data;
 mod roles;
+mod slurm;
 mod store;
 mod support;
 mod ui;

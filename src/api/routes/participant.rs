@@ -39,9 +39,10 @@ use crate::protocol::{Compute, Network, Role};
 /// and with every route spelled out in full a hold's commit ran five of them (10 % of a LIS
 /// process's CPU under load; docs/capacity.md).
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
-    let [query, queries, prepare, batch, lifecycle] = HOLDER_PATHS;
+    let [query, queries, prepare, batch, lifecycle, drift] = HOLDER_PATHS;
     cfg.service(
         web::scope(SITES_SCOPE)
+            .route(drift, web::post().to(site_drift))
             .route(query, web::post().to(site_query))
             .route(queries, web::post().to(site_queries))
             .route(prepare, web::post().to(site_prepare))
@@ -52,9 +53,10 @@ pub fn configure_sites(cfg: &mut web::ServiceConfig) {
 
 /// Registers the NIS endpoints (one scope, as [`configure_sites`]).
 pub fn configure_network(cfg: &mut web::ServiceConfig) {
-    let [query, queries, prepare, batch, lifecycle] = HOLDER_PATHS;
+    let [query, queries, prepare, batch, lifecycle, drift] = HOLDER_PATHS;
     cfg.service(
         web::scope(NETWORK_SCOPE)
+            .route(drift, web::post().to(net_drift))
             .route(query, web::post().to(net_query))
             .route(queries, web::post().to(net_queries))
             .route(prepare, web::post().to(net_prepare))
@@ -69,8 +71,9 @@ const SITES_SCOPE: &str = "/participant/sites/{site}";
 const NETWORK_SCOPE: &str = "/participant/network";
 /// A holder's endpoints (LIS and NIS alike) in its scope, in the order [`configure_sites`] and
 /// [`configure_network`] destructure them: query, query batch, prepare, lifecycle batch
-/// (`holds/{commit|abort|release}`), one hold's lifecycle.
-const HOLDER_PATHS: [&str; 5] = ["/query", "/queries", "/prepare", "/holds/{verb}", "/holds/{id}/{verb}"];
+/// (`holds/{commit|abort|release}`), one hold's lifecycle, the reservations it can no longer
+/// honour ([`Participant::drift`]).
+const HOLDER_PATHS: [&str; 6] = ["/query", "/queries", "/prepare", "/holds/{verb}", "/holds/{id}/{verb}", "/drift"];
 /// The GIS endpoints, under `/v1`: one demand's candidates, and a batch.
 const GIS_PATHS: [&str; 2] = ["/participant/gis/candidates", "/participant/gis/candidates/batch"];
 
@@ -188,6 +191,25 @@ async fn lifecycle(
         _ => p.release(id).await?,
     }
     Ok(HttpResponse::NoContent().finish())
+}
+
+/// The committed reservations a LIS can no longer honour (its Slurm lost or changed them).
+pub async fn site_drift(
+    state: web::Data<AppState>,
+    caller: Caller,
+    id: web::Path<String>,
+) -> Result<web::Json<Vec<crate::protocol::Drift>>, ApiError> {
+    caller.require_service()?;
+    Ok(web::Json(state.lis(&id)?.drift()))
+}
+
+/// The committed reservations the NIS can no longer honour (none yet: it has no data plane).
+pub async fn net_drift(
+    state: web::Data<AppState>,
+    caller: Caller,
+) -> Result<web::Json<Vec<crate::protocol::Drift>>, ApiError> {
+    caller.require_service()?;
+    Ok(web::Json(network(&state, &caller, false)?.drift().await?))
 }
 
 /// LIS query.

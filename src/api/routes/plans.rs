@@ -222,7 +222,11 @@ pub async fn create(
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
         let _slot = admission.into_slot().await;
-        let result = state.planners.lend().plan_with(&plan, PlanOptions { dry_run: true, ..Default::default() }).await;
+        let result = state
+            .planners
+            .lend()
+            .plan_with(&plan, PlanOptions { dry_run: true, user: Some(&caller.user), ..Default::default() })
+            .await;
         let o = &result.outcome;
         if matches!(result.settlement, Settlement::Unsatisfiable) {
             return Err(unsatisfiable(o));
@@ -280,8 +284,11 @@ pub async fn create(
         let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
         let charge_key = id.to_string();
         let charge = Some(Charge { ledger: &st.ledger, key: &charge_key });
-        let result =
-            st.planners.lend().plan_with(&plan, PlanOptions { log: Some(&log), charge, ..Default::default() }).await;
+        let result = st
+            .planners
+            .lend()
+            .plan_with(&plan, PlanOptions { log: Some(&log), charge, user: Some(&user), ..Default::default() })
+            .await;
         let o = result.outcome;
         let seconds = o.planning_ms / 1000.0;
         let rec = match result.settlement {
@@ -479,7 +486,7 @@ pub async fn cancel(
             )
             .retry_after(state.config.claim_lease_s as u64))
         }
-        PlanStatus::Committed => {}
+        PlanStatus::Committed | PlanStatus::Broken => {}
     }
     // Release and record in a task of its own (see the module docs).
     let st = state.clone();

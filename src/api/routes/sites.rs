@@ -144,6 +144,12 @@ pub struct ReservationView {
     /// Lease end of a hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// At a Slurm site: the Slurm advance reservation's name (shown with the hold id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_name: Option<String>,
+    /// Why the site's scheduler no longer honours this reservation (absent: it does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
 }
 
 /// `POST /v1/sites/{id}/holds` body: prepare (phase 1) a compute hold.
@@ -359,14 +365,17 @@ pub async fn reservations(
         .into_iter()
         .map(|r| {
             let (state, expires_at) = ReservationState::of(r.state);
+            let hold = visible_hold(&caller, r.hold, r.owner.as_deref());
             ReservationView {
-                hold: visible_hold(&caller, r.hold, r.owner.as_deref()),
+                reservation_name: hold.and(r.local_reservation),
+                hold,
                 start: from_time(r.start),
                 end: from_time(r.end),
                 cpus: r.cpus,
                 gpus: r.gpus,
                 state,
                 expires_at,
+                broken: r.broken,
             }
         })
         .collect();
@@ -404,6 +413,7 @@ pub async fn hold(
         start,
         end,
         gpus: body.gpus,
+        user: Some(caller.user.clone()),
     };
     let hold = state.journaled_site(&id, true, Some(&caller))?.prepare(&hold_req).await?;
     let who = ParticipantRef::Site(id.into_inner().into());

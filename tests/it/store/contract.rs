@@ -106,6 +106,7 @@ fn decided_plan(user: &str) -> (PlanRecord, Vec<Part>, TxnId) {
             start: 0,
             end: 3600,
             gpus: None,
+            user: None,
         }),
     }];
     (plan, parts, txn)

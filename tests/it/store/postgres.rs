@@ -74,6 +74,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
         start: 100,
         end: 200,
         gpus: None,
+        user: None,
     });
     let held = |hold| JournalEntry::Held {
         participant: who.clone(),

@@ -21,6 +21,7 @@
 pub mod cluster;
 pub mod machine;
 pub mod serve;
+pub mod slurm;
 
 mod app;
 mod db;

@@ -1,0 +1,484 @@
+//! The Slurm binding of a LIS: the site's own reservation scheduler is a Slurm cluster, reached
+//! through `scontrol` (Slurm 22.05's command-line interface; it has no JSON output, so its
+//! `--oneliner` text is parsed here, and a line the parser cannot read is an error that names
+//! it, never a panic).
+//!
+//! What the binding does with Slurm is decided by [`super::Lis`] (docs/protocol.md, "A LIS
+//! in front of Slurm"): one Slurm advance reservation per committed job, named
+//! [`Slurm::reservation_name`] after its hold, and every reservation not made by coreserve read
+//! back as capacity already sold. This module only speaks to Slurm.
+//!
+//! `scontrol` runs with `TZ=UTC`, so the times it prints and parses are UTC whatever the
+//! machine's time zone.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::NaiveDateTime;
+use serde::{Deserialize, Serialize};
+
+use crate::model::Time;
+use crate::protocol::HoldId;
+
+/// Default [`SlurmConfig::prefix`].
+pub const DEFAULT_PREFIX: &str = "coreserve_";
+/// Default [`SlurmConfig::sync_s`].
+pub const DEFAULT_SYNC_S: u64 = 10;
+/// How long one `scontrol` call may take before it counts as unreachable.
+pub const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a LIS reaches its Slurm cluster and maps coreserve to it (`[sites.ID.slurm]` in
+/// `serve --config`, or the `--slurm-*` flags of `serve --role lis`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmConfig {
+    /// The partition whose CPUs this site sells.
+    pub partition: String,
+    /// The `scontrol` program (default: `scontrol` on `PATH`).
+    #[serde(default = "default_scontrol")]
+    pub scontrol: PathBuf,
+    /// `SLURM_CONF` for `scontrol` (default: the environment's, else Slurm's own default).
+    #[serde(default)]
+    pub slurm_conf: Option<PathBuf>,
+    /// coreserve user -> Slurm user (`Users=` of the reservations).
+    #[serde(default)]
+    pub users: BTreeMap<String, String>,
+    /// The Slurm user of coreserve users not in [`SlurmConfig::users`]; `None`: such users are
+    /// refused at this site ([`crate::protocol::ParticipantError::NoLocalAccount`]).
+    #[serde(default)]
+    pub default_user: Option<String>,
+    /// Prefix of the names of coreserve's reservations; a reservation without it is someone
+    /// else's (capacity already sold).
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+    /// Seconds between two synchronisations with Slurm (foreign reservations, reconciliation,
+    /// drift).
+    #[serde(default = "default_sync_s")]
+    pub sync_s: u64,
+}
+
+fn default_scontrol() -> PathBuf {
+    PathBuf::from("scontrol")
+}
+fn default_prefix() -> String {
+    DEFAULT_PREFIX.into()
+}
+fn default_sync_s() -> u64 {
+    DEFAULT_SYNC_S
+}
+
+impl SlurmConfig {
+    /// A configuration for `partition` with every default.
+    pub fn new(partition: impl Into<String>) -> Self {
+        SlurmConfig {
+            partition: partition.into(),
+            scontrol: default_scontrol(),
+            slurm_conf: None,
+            users: BTreeMap::new(),
+            default_user: None,
+            prefix: default_prefix(),
+            sync_s: default_sync_s(),
+        }
+    }
+
+    /// Checks the settings that do not need Slurm.
+    ///
+    /// # Errors
+    /// A message naming the setting: an empty partition or prefix, a name Slurm would split
+    /// (spaces, `=`, `,`), a zero sync period.
+    pub fn validate(&self) -> Result<(), String> {
+        let word = |what: &str, v: &str| {
+            if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c == '=' || c == ',' || c.is_control()) {
+                Err(format!("slurm {what} `{v}` must be a non-empty word without spaces, `=` or `,`"))
+            } else {
+                Ok(())
+            }
+        };
+        word("partition", &self.partition)?;
+        word("prefix", &self.prefix)?;
+        for (user, slurm_user) in &self.users {
+            word(&format!("user of `{user}`"), slurm_user)?;
+        }
+        if let Some(u) = &self.default_user {
+            word("default_user", u)?;
+        }
+        if self.sync_s == 0 {
+            return Err("slurm sync_s must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Why a call to Slurm failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlurmError {
+    /// slurmctld did not answer (stopped, unreachable, timed out), or `scontrol` could not be
+    /// run. Whether a create took effect is unknown.
+    #[error("slurmctld unreachable: {0}")]
+    Unavailable(String),
+    /// Slurm answered and refused (e.g. "Requested nodes are busy").
+    #[error("Slurm refused: {0}")]
+    Refused(String),
+    /// `scontrol` printed something this parser cannot read.
+    #[error("cannot parse scontrol output: {reason}: `{line}`")]
+    Parse { line: String, reason: String },
+    /// The site's configuration and Slurm's disagree.
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+/// One Slurm reservation, as `scontrol show reservation --oneliner` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlurmReservation {
+    pub name: String,
+    /// Start and end in [`Time`] seconds (UTC).
+    pub start: Time,
+    pub end: Time,
+    /// CPUs it sets aside (its `TRES=cpu=N`; else `CoreCnt`).
+    pub cpus: u64,
+    /// Its node list as Slurm prints it (a hostlist expression).
+    pub nodes: String,
+    /// Its partition; `None` for a reservation of nodes (`PartitionName=(null)`).
+    pub partition: Option<String>,
+    /// `Users=` as printed (comma-separated), `None` when `(null)`.
+    pub users: Option<String>,
+    /// `Flags=`, split at commas.
+    pub flags: Vec<String>,
+}
+
+/// A partition, as `scontrol show partition NAME --oneliner` gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub name: String,
+    /// `TotalCPUs`.
+    pub cpus: u64,
+    /// `Nodes` (a hostlist expression).
+    pub nodes: String,
+    /// `State` (`UP`, `DOWN`, `DRAIN`, `INACTIVE`).
+    pub state: String,
+}
+
+/// A reservation for coreserve to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewReservation {
+    pub name: String,
+    pub start: Time,
+    pub end: Time,
+    pub cpus: u64,
+    /// The Slurm user (`Users=`).
+    pub user: String,
+}
+
+/// A Slurm cluster, reached through `scontrol`.
+#[derive(Debug, Clone)]
+pub struct Slurm {
+    config: SlurmConfig,
+}
+
+impl Slurm {
+    /// A binding with `config` (checked with [`SlurmConfig::validate`] by the caller).
+    pub fn new(config: SlurmConfig) -> Self {
+        Slurm { config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SlurmConfig {
+        &self.config
+    }
+
+    /// The Slurm reservation name of hold `hold`: the prefix and the hold id, so that a
+    /// retried or recovered create finds the reservation instead of making a second.
+    pub fn reservation_name(&self, hold: HoldId) -> String {
+        format!("{}{}", self.config.prefix, hold.as_uuid().simple())
+    }
+
+    /// The hold a reservation name of coreserve's names; `None` for someone else's.
+    pub fn hold_of(&self, name: &str) -> Option<HoldId> {
+        let rest = name.strip_prefix(&self.config.prefix)?;
+        uuid::Uuid::parse_str(rest).ok().map(HoldId::from)
+    }
+
+    /// The Slurm user of coreserve user `user`, if it has one here.
+    pub fn slurm_user(&self, user: &str) -> Option<&str> {
+        self.config.users.get(user).or(self.config.default_user.as_ref()).map(String::as_str)
+    }
+
+    /// Runs `scontrol ARGS` and returns its standard output.
+    async fn scontrol(&self, args: &[String]) -> Result<String, SlurmError> {
+        let mut cmd = tokio::process::Command::new(&self.config.scontrol);
+        cmd.args(args).env("TZ", "UTC").kill_on_drop(true);
+        if let Some(conf) = &self.config.slurm_conf {
+            cmd.env("SLURM_CONF", conf);
+        }
+        let out = tokio::time::timeout(SCONTROL_TIMEOUT, cmd.output())
+            .await
+            .map_err(|_| {
+                SlurmError::Unavailable(format!("scontrol {} took over {SCONTROL_TIMEOUT:?}", args.join(" ")))
+            })?
+            .map_err(|e| SlurmError::Unavailable(format!("cannot run {}: {e}", self.config.scontrol.display())))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() {
+            return Ok(stdout);
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let msg = format!("{} {}", stderr.trim(), stdout.trim()).trim().to_owned();
+        Err(classify(&msg))
+    }
+
+    /// The partition this site sells.
+    ///
+    /// # Errors
+    /// [`SlurmError::Mismatch`] if Slurm has no such partition; the others of `scontrol`.
+    pub async fn partition(&self) -> Result<PartitionInfo, SlurmError> {
+        let p = &self.config.partition;
+        let out = self.scontrol(&["show".into(), "partition".into(), p.clone(), "--oneliner".into()]).await;
+        match out {
+            Err(SlurmError::Refused(m)) if m.contains("not found") => {
+                Err(SlurmError::Mismatch(format!("Slurm has no partition `{p}`")))
+            }
+            r => parse_partition(&r?),
+        }
+    }
+
+    /// Every reservation Slurm has (coreserve's and everyone else's).
+    pub async fn reservations(&self) -> Result<Vec<SlurmReservation>, SlurmError> {
+        let out = self.scontrol(&["show".into(), "reservation".into(), "--oneliner".into()]).await;
+        match out {
+            // scontrol exits 0 with this text on some versions, 1 on others.
+            Err(SlurmError::Refused(m)) if m.contains("No reservations in the system") => Ok(vec![]),
+            r => parse_reservations(&r?),
+        }
+    }
+
+    /// Creates `r` in this site's partition (`CoreCnt` CPUs, `Users=` the mapped user).
+    /// Idempotent: a reservation of that name that is already there with the same window and
+    /// CPUs is success (a retry after a lost answer).
+    ///
+    /// # Errors
+    /// [`SlurmError::Refused`] (the cores are taken, the user is unknown to Slurm, or a
+    /// reservation of that name differs), [`SlurmError::Unavailable`].
+    pub async fn create(&self, r: &NewReservation) -> Result<(), SlurmError> {
+        let args = vec![
+            "create".into(),
+            "reservation".into(),
+            format!("ReservationName={}", r.name),
+            format!("StartTime={}", slurm_time(r.start)),
+            format!("EndTime={}", slurm_time(r.end)),
+            format!("PartitionName={}", self.config.partition),
+            format!("CoreCnt={}", r.cpus),
+            format!("Users={}", r.user),
+        ];
+        match self.scontrol(&args).await {
+            Ok(_) => Ok(()),
+            Err(SlurmError::Refused(m)) if m.contains("already exists") || m.contains("Duplicate") => {
+                match self.reservations().await?.into_iter().find(|x| x.name == r.name) {
+                    Some(x) if x.start == r.start && x.end == r.end && x.cpus == r.cpus => Ok(()),
+                    Some(x) => Err(SlurmError::Refused(format!(
+                        "reservation {} exists with another window or size ({} CPUs over [{}, {}))",
+                        r.name, x.cpus, x.start, x.end
+                    ))),
+                    None => Err(SlurmError::Refused(m)),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes reservation `name`. Idempotent: a reservation that is not there is success.
+    pub async fn delete(&self, name: &str) -> Result<(), SlurmError> {
+        match self.scontrol(&["delete".into(), format!("ReservationName={name}")]).await {
+            Ok(_) => Ok(()),
+            Err(SlurmError::Refused(m)) if m.contains("invalid") || m.contains("not found") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What a failed `scontrol` said: unreachable or refused.
+fn classify(msg: &str) -> SlurmError {
+    let lower = msg.to_ascii_lowercase();
+    let unreachable = [
+        "unable to contact slurm controller",
+        "connection refused",
+        "socket timed out",
+        "communication connection failure",
+        "zero bytes were transmitted",
+        // What 22.05's `scontrol create reservation` prints when slurmctld is down.
+        "unexpected message received",
+        "munge",
+    ];
+    if unreachable.iter().any(|u| lower.contains(u)) {
+        SlurmError::Unavailable(msg.to_owned())
+    } else {
+        SlurmError::Refused(msg.to_owned())
+    }
+}
+
+/// `t` as Slurm reads a time (UTC, since scontrol runs with `TZ=UTC`).
+fn slurm_time(t: Time) -> String {
+    crate::model::from_time(t).format("%Y-%m-%dT%H:%M:%S").to_string()
+}
+
+/// A time as scontrol prints it (UTC).
+fn parse_time(v: &str) -> Option<Time> {
+    NaiveDateTime::parse_from_str(v, "%Y-%m-%dT%H:%M:%S").ok().map(|t| t.and_utc().timestamp())
+}
+
+/// The `Key=Value` fields of one `--oneliner` line (a value runs to the next space).
+fn fields(line: &str) -> BTreeMap<&str, &str> {
+    line.split_whitespace().filter_map(|w| w.split_once('=')).collect()
+}
+
+fn null(v: &str) -> Option<String> {
+    (v != "(null)" && !v.is_empty()).then(|| v.to_owned())
+}
+
+/// The CPUs of a `TRES=` value (`cpu=8,node=1`): its `cpu=` term.
+fn tres_cpus(tres: &str) -> Option<u64> {
+    tres.split(',').find_map(|t| t.strip_prefix("cpu=")).and_then(|n| n.parse().ok())
+}
+
+/// Parses `scontrol show reservation --oneliner`: one reservation a line.
+///
+/// # Errors
+/// [`SlurmError::Parse`] with the line that lacks a name, a readable start or end, or a CPU
+/// count.
+pub fn parse_reservations(text: &str) -> Result<Vec<SlurmReservation>, SlurmError> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if line.starts_with("No reservations") {
+            continue;
+        }
+        let bad = |reason: &str| SlurmError::Parse { line: line.to_owned(), reason: reason.to_owned() };
+        let f = fields(line);
+        let name = f.get("ReservationName").ok_or_else(|| bad("no ReservationName"))?;
+        let start = f.get("StartTime").and_then(|v| parse_time(v)).ok_or_else(|| bad("no readable StartTime"))?;
+        let end = f.get("EndTime").and_then(|v| parse_time(v)).ok_or_else(|| bad("no readable EndTime"))?;
+        let cpus = f
+            .get("TRES")
+            .and_then(|v| tres_cpus(v))
+            .or_else(|| f.get("CoreCnt").and_then(|v| v.parse().ok()))
+            .ok_or_else(|| bad("neither TRES=cpu=N nor CoreCnt"))?;
+        out.push(SlurmReservation {
+            name: (*name).to_owned(),
+            start,
+            end,
+            cpus,
+            nodes: f.get("Nodes").copied().unwrap_or_default().to_owned(),
+            partition: f.get("PartitionName").and_then(|v| null(v)),
+            users: f.get("Users").and_then(|v| null(v)),
+            flags: f
+                .get("Flags")
+                .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+                .unwrap_or_default(),
+        });
+    }
+    Ok(out)
+}
+
+/// Parses `scontrol show partition NAME --oneliner`.
+///
+/// # Errors
+/// [`SlurmError::Parse`] with the line that lacks `PartitionName` or a numeric `TotalCPUs`.
+pub fn parse_partition(text: &str) -> Result<PartitionInfo, SlurmError> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    let bad = |reason: &str| SlurmError::Parse { line: line.to_owned(), reason: reason.to_owned() };
+    let f = fields(line);
+    Ok(PartitionInfo {
+        name: f.get("PartitionName").ok_or_else(|| bad("no PartitionName"))?.to_string(),
+        cpus: f.get("TotalCPUs").and_then(|v| v.parse().ok()).ok_or_else(|| bad("no numeric TotalCPUs"))?,
+        nodes: f.get("Nodes").copied().unwrap_or_default().to_owned(),
+        state: f.get("State").copied().unwrap_or_default().to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from slurm-wlm 22.05.8 (scripts/slurm-local): a core reservation of coreserve's
+    /// and an administrator's maintenance reservation of the whole node.
+    const SHOW_RESERVATION: &str = "\
+ReservationName=coreserve_0f5c2d4e9b8a4c1d8e7f6a5b4c3d2e1f StartTime=2026-11-25T23:25:59 EndTime=2026-11-25T23:35:59 Duration=00:10:00 Nodes=cs-node1 NodeCnt=1 CoreCnt=8 Features=(null) PartitionName=batch Flags=   NodeName=cs-node1 CoreIDs=0-7 TRES=cpu=8 Users=root Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)
+ReservationName=maint1 StartTime=2026-11-26T01:00:00 EndTime=2026-11-26T02:00:00 Duration=01:00:00 Nodes=cs-node1 NodeCnt=1 CoreCnt=64 Features=(null) PartitionName=(null) Flags=MAINT,IGNORE_JOBS,SPEC_NODES,ALL_NODES TRES=cpu=64 Users=root Groups=(null) Accounts=(null) Licenses=(null) State=INACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)
+";
+
+    const SHOW_PARTITION: &str = "PartitionName=batch AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES QoS=N/A DefaultTime=NONE DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO MaxNodes=UNLIMITED MaxTime=UNLIMITED MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED Nodes=cs-node1 PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=UP TotalCPUs=64 TotalNodes=1 SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED\n";
+
+    #[test]
+    fn reservations_parse_from_captured_output() {
+        let rs = parse_reservations(SHOW_RESERVATION).unwrap();
+        assert_eq!(rs.len(), 2);
+        assert_eq!(rs[0].name, "coreserve_0f5c2d4e9b8a4c1d8e7f6a5b4c3d2e1f");
+        assert_eq!(rs[0].cpus, 8);
+        assert_eq!(rs[0].end - rs[0].start, 600);
+        assert_eq!(rs[0].start, parse_time("2026-11-25T23:25:59").unwrap());
+        assert_eq!(rs[0].partition.as_deref(), Some("batch"));
+        assert_eq!(rs[0].users.as_deref(), Some("root"));
+        assert!(rs[0].flags.is_empty(), "an empty Flags= is no flag");
+        assert_eq!(rs[1].cpus, 64);
+        assert_eq!(rs[1].partition, None);
+        assert_eq!(rs[1].flags, ["MAINT", "IGNORE_JOBS", "SPEC_NODES", "ALL_NODES"]);
+        assert_eq!(parse_reservations("No reservations in the system\n").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn an_unreadable_line_is_an_error_naming_it() {
+        let e =
+            parse_reservations("ReservationName=x StartTime=soon EndTime=2026-11-26T02:00:00 TRES=cpu=1").unwrap_err();
+        match e {
+            SlurmError::Parse { line, reason } => {
+                assert!(line.contains("StartTime=soon"), "{line}");
+                assert!(reason.contains("StartTime"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(parse_reservations("garbage without fields"), Err(SlurmError::Parse { .. })));
+        assert!(matches!(parse_partition("PartitionName=batch TotalCPUs=many"), Err(SlurmError::Parse { .. })));
+    }
+
+    #[test]
+    fn partition_parses() {
+        let p = parse_partition(SHOW_PARTITION).unwrap();
+        assert_eq!((p.name.as_str(), p.cpus, p.nodes.as_str(), p.state.as_str()), ("batch", 64, "cs-node1", "UP"));
+    }
+
+    #[test]
+    fn names_round_trip_and_others_are_foreign() {
+        let s = Slurm::new(SlurmConfig::new("batch"));
+        let h = HoldId::new();
+        let name = s.reservation_name(h);
+        assert!(name.starts_with(DEFAULT_PREFIX) && !name.contains('-'), "{name}");
+        assert_eq!(s.hold_of(&name), Some(h));
+        assert_eq!(s.hold_of("maint1"), None);
+        assert_eq!(s.hold_of("coreserve_not-a-uuid"), None);
+    }
+
+    #[test]
+    fn failures_are_told_apart() {
+        assert!(matches!(
+            classify("slurm_load_reservations error: Unable to contact slurm controller (connect failure)"),
+            SlurmError::Unavailable(_)
+        ));
+        assert!(matches!(classify("Error creating the reservation: Requested nodes are busy"), SlurmError::Refused(_)));
+        // Captured with slurmctld stopped (slurm-wlm 22.05.8).
+        assert!(matches!(
+            classify("Error creating the reservation: Unexpected message received"),
+            SlurmError::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn users_map_with_an_optional_default() {
+        let mut c = SlurmConfig::new("batch");
+        c.users.insert("alice".into(), "asmith".into());
+        let s = Slurm::new(c.clone());
+        assert_eq!(s.slurm_user("alice"), Some("asmith"));
+        assert_eq!(s.slurm_user("bob"), None);
+        c.default_user = Some("grid".into());
+        assert_eq!(Slurm::new(c.clone()).slurm_user("bob"), Some("grid"));
+        c.partition = "a b".into();
+        assert!(c.validate().unwrap_err().contains("partition"));
+    }
+}

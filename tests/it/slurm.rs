@@ -1,0 +1,365 @@
+//! The Slurm LIS against a real Slurm cluster (`support::slurm`: munged, slurmctld, slurmd
+//! from Debian's packages; no mock, no fake scontrol): committed means booked in Slurm, what
+//! Slurm already has is not sold again, and drift is visible (docs/protocol.md, "A LIS in
+//! front of Slurm"). Site `s1` of the test grid (16 CPUs) fronts a 16-core partition; `s2`
+//! and `s3` stay calendars.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use coreserve::api::ServeConfig;
+use coreserve::protocol::http::HttpParticipant;
+use coreserve::protocol::{ComputeHoldRequest, HoldLifecycle, Participant, ParticipantError, TxnId};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::slurm::SlurmCluster;
+use crate::support::{in_hours, TestApp, ADMIN};
+
+/// The test grid's Slurm site and its CPUs.
+const SITE: &str = "s1";
+const CPUS: u32 = 16;
+
+/// The all-in-one service with `s1` in front of `cluster` (synchronised every `sync_s`),
+/// plans starting 10 s after receipt, and `tweak`.
+async fn app(cluster: &SlurmCluster, sync_s: u64, tweak: impl FnOnce(&mut ServeConfig)) -> TestApp {
+    let config = cluster.config(sync_s);
+    TestApp::spawn_with(|c| {
+        c.slurm = vec![(SITE.into(), config)];
+        c.w_interval_s = 10;
+        tweak(c);
+    })
+    .await
+}
+
+/// One job of `cpus` linux CPUs for `duration_s`, policy `cost` (so `s1`, the cheapest linux
+/// site, when it has room).
+fn one_job(id: &str, cpus: u32, duration_s: i64) -> Value {
+    json!({
+        "id": id,
+        "deadline": in_hours(6),
+        "policy": "cost",
+        "jobs": [{"name": "A", "os": "linux", "cpus": cpus, "offset_s": 0, "duration_s": duration_s}],
+        "transfers": []
+    })
+}
+
+fn time(v: &Value) -> i64 {
+    v.as_str().unwrap().parse::<DateTime<Utc>>().unwrap().timestamp()
+}
+
+async fn submit(app: &TestApp, body: &Value) -> Value {
+    let r = app.post("/v1/plans", ADMIN, body).await;
+    assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text().await);
+    r.json().await.unwrap()
+}
+
+/// Polls `check` every 200 ms until it holds or `within` passes; true if it held.
+async fn eventually(within: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    check().await
+}
+
+/// 1: a committed plan creates exactly its Slurm reservations (name, window, CPUs, user); a
+/// job at a calendar-only site gets none.
+#[tokio::test]
+async fn a_committed_plan_is_booked_in_slurm() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    // Two 12-CPU jobs: one at s1 (Slurm), one at s2 (a calendar).
+    let plan = submit(&app, &crate::support::workflow()).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let jobs = plan["jobs"].as_array().unwrap();
+    let at = |site: &str| jobs.iter().find(|j| j["site"] == site).unwrap_or_else(|| panic!("{plan}"));
+    assert!(at("s2").get("reservation_name").is_none(), "a calendar site has no Slurm reservation: {plan}");
+    let job = at(SITE);
+    let name = job["reservation_name"].as_str().expect("the Slurm job's reservation name");
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 1, "exactly the plan's reservation: {ours:?}");
+    let r = &ours[0];
+    assert_eq!(r.name, name);
+    assert_eq!((r.start, r.end, r.cpus), (time(&job["start"]), time(&job["end"]), 12));
+    assert_eq!(r.users.as_deref(), Some("root"));
+    assert_eq!(r.partition.as_deref(), Some("batch"));
+    // The site's listing names it too.
+    let listed = app.reservations(SITE).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["reservation_name"], name);
+    // GET answers the same.
+    let got = app.json(&format!("/v1/plans/{}", plan["id"].as_str().unwrap()), ADMIN).await;
+    assert_eq!(got["jobs"], plan["jobs"]);
+}
+
+/// 2: a job submitted with `sbatch --reservation=NAME` runs inside the booked window.
+#[tokio::test]
+async fn sbatch_into_the_reservation_runs_inside_the_window() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let plan = submit(&app, &one_job("sbatch-1", 4, 300)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let job = &plan["jobs"][0];
+    assert_eq!(job["site"], SITE);
+    let (start, end) = (time(&job["start"]), time(&job["end"]));
+    let name = job["reservation_name"].as_str().unwrap();
+    let out = cluster.dir().join("job.out");
+    let sbatch = cluster.run(
+        "sbatch",
+        &[
+            &format!("--reservation={name}"),
+            "-n",
+            "1",
+            "--time=1",
+            "-o",
+            out.to_str().unwrap(),
+            "--wrap",
+            "date -u +%s; echo $SLURM_JOB_RESERVATION",
+        ],
+    );
+    assert!(sbatch.status.success(), "sbatch: {}", String::from_utf8_lossy(&sbatch.stderr));
+    let wait = Duration::from_secs((start - Utc::now().timestamp()).max(0) as u64 + 45);
+    let ran = eventually(wait, async || std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() >= 2)).await;
+    assert!(
+        ran,
+        "the job did not run within its window (squeue: {})",
+        String::from_utf8_lossy(&cluster.run("squeue", &[]).stdout)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let mut lines = text.lines();
+    let ran_at: i64 = lines.next().unwrap().trim().parse().unwrap();
+    assert!(ran_at >= start && ran_at < end, "ran at {ran_at}, window [{start}, {end})");
+    assert_eq!(lines.next().unwrap().trim(), name);
+}
+
+/// 3: a reservation made directly in Slurm (an administrator's maintenance) keeps the
+/// planner off that capacity; one made after the last sync makes the commit fail, never a
+/// `committed` answer without the Slurm reservation.
+#[tokio::test]
+async fn slurm_s_own_reservations_are_not_sold_again() {
+    let cluster = SlurmCluster::start(CPUS);
+    cluster.scontrol(&[
+        "create",
+        "reservation",
+        "ReservationName=maint",
+        "StartTime=now",
+        "Duration=2-00:00:00",
+        "Nodes=ALL",
+        "Flags=MAINT,IGNORE_JOBS",
+        "Users=root",
+    ]);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let plan = submit(&app, &one_job("maint-1", 4, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(plan["jobs"][0]["site"], "s2", "s1 is sold out in Slurm, so the cheapest site is passed over: {plan}");
+    assert!(cluster.ours().is_empty());
+    let m = app.metrics().await;
+    assert!(m.contains("coreserve_slurm_foreign_reservations{site=\"s1\"} 1"), "{m}");
+
+    // The race: Slurm sells the cores after the LIS's last sync (sync_s = 3600).
+    cluster.scontrol(&["delete", "ReservationName=maint"]);
+    let app = app_after_sync(&cluster).await;
+    cluster.scontrol(&[
+        "create",
+        "reservation",
+        "ReservationName=admin-late",
+        "StartTime=now",
+        "Duration=2-00:00:00",
+        "PartitionName=batch",
+        "CoreCnt=16",
+        "Users=root",
+    ]);
+    let plan = submit(&app, &one_job("race-1", 16, 600)).await;
+    assert_ne!(plan["status"], "committed", "Slurm did not make the reservation: {plan}");
+    assert!(plan["reason"].as_str().unwrap().contains("local scheduler refused"), "{plan}");
+    assert!(cluster.ours().is_empty(), "{:?}", cluster.ours());
+    assert_eq!(app.state.participants.lis[SITE].booked_spans(), 0, "the refused hold is given back");
+}
+
+/// A service on `cluster` whose first (and, for an hour, only) sync has run.
+async fn app_after_sync(cluster: &SlurmCluster) -> TestApp {
+    app(cluster, 3600, |_| {}).await
+}
+
+/// 4: cancel deletes the Slurm reservation; an abort, and a lease that lapses after persist,
+/// leave nothing in Slurm.
+#[tokio::test]
+async fn cancel_abort_and_lease_expiry_leave_nothing_in_slurm() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |c| c.lease_s = 3).await;
+    let plan = submit(&app, &one_job("cancel-1", 8, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(cluster.ours().len(), 1);
+    let id = plan["id"].as_str().unwrap();
+    let r = app.call(reqwest::Method::DELETE, &format!("/v1/plans/{id}"), Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(cluster.ours().is_empty(), "cancel deletes: {:?}", cluster.ours());
+
+    // The participant protocol, as a remote planner speaks it.
+    let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
+    let t0 = Utc::now().timestamp() + 600;
+    let req = ComputeHoldRequest {
+        txn: TxnId::new(),
+        site: SITE.into(),
+        cpus: 4,
+        start: t0,
+        end: t0 + 600,
+        gpus: None,
+        user: None,
+    };
+    let h = s1.prepare(&req).await.unwrap();
+    assert!(cluster.ours().is_empty(), "a tentative hold is not in Slurm yet");
+    s1.persist(&[h.id]).await.unwrap();
+    assert_eq!(cluster.ours().len(), 1, "persist makes the reservation before the decision");
+    s1.abort(h.id).await.unwrap();
+    assert!(cluster.ours().is_empty(), "abort deletes it");
+
+    let h = s1.prepare(&req).await.unwrap();
+    s1.persist(&[h.id]).await.unwrap();
+    assert_eq!(cluster.ours().len(), 1);
+    // Nobody commits: the lease (3 s) lapses and the next sync deletes the stray.
+    let gone = eventually(Duration::from_secs(15), async || cluster.ours().is_empty()).await;
+    assert!(gone, "a lapsed hold's reservation stays in Slurm: {:?}", cluster.ours());
+    assert!(app.metrics().await.contains("coreserve_slurm_reconciled_total{site=\"s1\",action=\"stray_deleted\"} 1"));
+    assert_eq!(s1.commit(h.id).await, Err(ParticipantError::HoldExpired(h.id)));
+}
+
+/// 6: an administrator deletes a coreserve reservation: the plan reads `broken`, with the job
+/// and the reason, within a sync and a drift round; it is never shown as committed again, and
+/// can still be cancelled.
+#[tokio::test]
+async fn a_reservation_deleted_in_slurm_breaks_its_plan() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |_| {}).await;
+    let plan = submit(&app, &one_job("drift-1", 8, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let name = plan["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    cluster.scontrol(&["delete", &format!("ReservationName={name}")]);
+    let path = format!("/v1/plans/{id}");
+    let broken = eventually(Duration::from_secs(10), async || app.json(&path, ADMIN).await["status"] == "broken").await;
+    let got = app.json(&path, ADMIN).await;
+    assert!(broken, "{got}");
+    let why = got["jobs"][0]["broken"].as_str().unwrap();
+    assert!(why.contains(&name) && why.contains("deleted"), "{why}");
+    let listed = app.plans(ADMIN, "?status=broken").await;
+    assert_eq!(listed.len(), 1);
+    assert!(app.plans(ADMIN, "?status=committed").await.is_empty(), "a broken plan is never listed as committed");
+    assert!(app.metrics().await.contains("coreserve_slurm_broken_reservations{site=\"s1\"} 1"));
+    let r = app.call(reqwest::Method::DELETE, &path, Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(app.json(&path, ADMIN).await["status"], "cancelled");
+}
+
+/// 7: three planners race for the last CPUs of the Slurm site: Slurm never holds more than
+/// the partition has, and every plan answered committed has its reservation.
+#[tokio::test]
+async fn racing_planners_never_overbook_the_partition() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |c| {
+        c.planners = 3;
+        c.workers = Some(2);
+        c.max_in_flight_per_user = 16;
+    })
+    .await;
+    // 12 requests of 6 CPUs for the same hour: at most two fit s1 at once (16 CPUs).
+    let plans = futures::future::join_all((0..12).map(|i| {
+        let body = one_job(&format!("race-{i}"), 6, 3600);
+        let app = &app;
+        async move { submit(app, &body).await }
+    }))
+    .await;
+    let ours = cluster.ours();
+    let mut points: Vec<i64> = ours.iter().flat_map(|r| [r.start, r.end]).collect();
+    points.sort_unstable();
+    for t in points {
+        let used: u64 = ours.iter().filter(|r| r.start <= t && t < r.end).map(|r| r.cpus).sum();
+        assert!(used <= u64::from(CPUS), "Slurm holds {used} CPUs at {t}: {ours:?}");
+    }
+    let booked_in_slurm: Vec<&str> = plans
+        .iter()
+        .filter(|p| p["status"] == "committed")
+        .flat_map(|p| p["jobs"].as_array().unwrap())
+        .filter(|j| j["site"] == SITE)
+        .map(|j| j["reservation_name"].as_str().expect("a committed Slurm job names its reservation"))
+        .collect();
+    assert!(!booked_in_slurm.is_empty(), "{plans:?}");
+    let mut names: Vec<&str> = ours.iter().map(|r| r.name.as_str()).collect();
+    let mut expected = booked_in_slurm.clone();
+    names.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "exactly the committed jobs' reservations, once each");
+}
+
+/// 8: slurmctld stopped: the LIS answers 503 (with Retry-After) to what needs Slurm, nothing
+/// is answered committed at the Slurm site, and booking works again once it is back.
+#[tokio::test]
+async fn slurmctld_down_means_503_and_nothing_committed() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |_| {}).await;
+    cluster.stop_controller();
+    let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
+    let t0 = Utc::now().timestamp() + 600;
+    let req = ComputeHoldRequest {
+        txn: TxnId::new(),
+        site: SITE.into(),
+        cpus: 4,
+        start: t0,
+        end: t0 + 600,
+        gpus: None,
+        user: None,
+    };
+    let h = s1.prepare(&req).await.unwrap();
+    match s1.persist(&[h.id]).await {
+        Err(ParticipantError::SchedulerUnavailable { site, .. }) => assert_eq!(site, SITE),
+        other => panic!("persist with slurmctld down: {other:?}"),
+    }
+    s1.abort(h.id).await.unwrap();
+    let r = app
+        .post("/v1/participant/sites/s1/holds/persist", ADMIN, &json!({"holds": [s1.prepare(&req).await.unwrap().id]}))
+        .await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.headers().get("retry-after").is_some());
+    let plan = submit(&app, &one_job("down-1", 16, 600)).await;
+    assert_ne!(plan["status"], "committed", "{plan}");
+    cluster.start_controller();
+    let plan = submit(&app, &one_job("up-1", 8, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(plan["jobs"][0]["site"], SITE);
+    assert_eq!(cluster.ours().len(), 1, "{:?}", cluster.ours());
+}
+
+/// A user the Slurm site does not map is refused there with 403 naming the user; a grid
+/// whose site and partition disagree does not start.
+#[tokio::test]
+async fn unmapped_users_and_mismatched_partitions_are_refused() {
+    let cluster = SlurmCluster::start(CPUS);
+    let mut config = cluster.config(3600);
+    config.default_user = None;
+    config.users.insert("alice".into(), "root".into());
+    let app = TestApp::spawn_with(|c| c.slurm = vec![(SITE.into(), config)]).await;
+    let bob = app.token("bob", true).await;
+    let body = json!({"cpus": 2, "start": in_hours(1), "end": in_hours(2)});
+    let r = app.post("/v1/sites/s1/holds", &bob, &body).await;
+    let p = crate::support::problem(r, StatusCode::FORBIDDEN).await;
+    assert!(p["detail"].as_str().unwrap().contains("`bob`"), "{p}");
+    let alice = app.token("alice", true).await;
+    assert_eq!(app.post("/v1/sites/s1/holds", &alice, &body).await.status(), StatusCode::CREATED);
+
+    let small = SlurmCluster::start(8);
+    let config = small.config(3600);
+    let err = coreserve::api::Application::build(
+        ServeConfig { listen: "127.0.0.1:0".into(), slurm: vec![(SITE.into(), config)], ..ServeConfig::default() },
+        crate::support::grid(),
+        std::sync::Arc::new(coreserve::store::MemoryStore::new()),
+    )
+    .await
+    .err()
+    .expect("a 16-CPU site over an 8-CPU partition must not start")
+    .to_string();
+    assert!(err.contains("16") && err.contains("8") && err.contains("batch"), "{err}");
+}
