@@ -144,3 +144,35 @@ proptest! {
         prop_assert_eq!(cal.len(), naive.spans.len());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `add_up_to` (capacity sold elsewhere, e.g. a Slurm site's own reservations) books, at
+    /// every instant of its interval, exactly `min(amount, free there)` and nothing outside it;
+    /// removing what it booked restores the calendar.
+    #[test]
+    fn add_up_to_books_what_is_free_at_each_instant(
+        spans in prop::collection::vec((0i64..100, 1i64..40, 1u64..=16), 0..20),
+        (start, len, amount) in (0i64..100, 1i64..60, 1u64..=20),
+    ) {
+        let capacity = 16;
+        let mut cal = CapacityCalendar::new(capacity);
+        for (s, d, a) in spans {
+            let _ = cal.add(s, s + d, a);
+        }
+        let before: Vec<u64> = (0..170).map(|t| cal.usage_at(t)).collect();
+        let ids = cal.add_up_to(start, start + len, amount);
+        for t in 0..170i64 {
+            let was = before[t as usize];
+            let want = if t >= start && t < start + len { was + amount.min(capacity - was) } else { was };
+            prop_assert_eq!(cal.usage_at(t), want, "at {}", t);
+        }
+        for id in ids {
+            cal.remove(id).unwrap();
+        }
+        for t in 0..170i64 {
+            prop_assert_eq!(cal.usage_at(t), before[t as usize]);
+        }
+    }
+}

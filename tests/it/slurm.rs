@@ -363,3 +363,79 @@ async fn unmapped_users_and_mismatched_partitions_are_refused() {
     .to_string();
     assert!(err.contains("16") && err.contains("8") && err.contains("batch"), "{err}");
 }
+
+/// 5: `kill -9` of the all-in-one service at each step around Slurm's create (before it,
+/// after it, after the decision), then a restart and the client's retry with its key: every
+/// committed plan has its Slurm reservation exactly once, and no stray is left.
+#[tokio::test]
+async fn a_crash_around_slurm_s_create_leaves_each_booking_once() {
+    use crate::support::serve::{Launch, Server, ADMIN as PROC_ADMIN};
+    let _machine = crate::support::machine::reserve("crash").await;
+    let cluster = SlurmCluster::start(CPUS);
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let slurm_args = |sync_s: &str| -> Vec<String> {
+        [
+            "--slurm",
+            "s1=batch",
+            "--slurm-conf",
+            cluster.conf.to_str().unwrap(),
+            "--slurm-default-user",
+            "root",
+            "--slurm-sync-s",
+            sync_s,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    for point in ["before-slurm-create", "after-slurm-create", "after-decision"] {
+        let db = crate::support::TestDb::new().await;
+        let first = Server::launch(&Launch {
+            db: db.url.clone(),
+            grid: Some(grid.clone()),
+            args: slurm_args("3600"),
+            crash_at: Some(point.into()),
+            log: None,
+        });
+        let key = format!("crash-{point}");
+        let body = one_job(&key, 8, 600);
+        let url = format!("{}/v1/plans", first.url);
+        let client = first.api().client;
+        let answer = client.post(&url).bearer_auth(PROC_ADMIN).header("Idempotency-Key", &key).json(&body).send().await;
+        assert!(answer.is_err(), "{point}: the process should have died before answering");
+        first.wait_for_crash();
+        let second = Server::launch(&Launch {
+            db: db.url.clone(),
+            grid: None,
+            args: slurm_args("1"),
+            crash_at: None,
+            log: None,
+        });
+        let url = format!("{}/v1/plans", second.url);
+        let mut plan = Value::Null;
+        let settled = eventually(Duration::from_secs(30), async || {
+            let r = client.post(&url).bearer_auth(PROC_ADMIN).header("Idempotency-Key", &key).json(&body).send().await;
+            match r {
+                Ok(r) if r.status() == StatusCode::CREATED => {
+                    plan = r.json().await.unwrap();
+                    true
+                }
+                _ => false,
+            }
+        })
+        .await;
+        assert!(settled, "{point}: the key never answered a plan");
+        assert_eq!(plan["status"], "committed", "{point}: {plan}");
+        let name = plan["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+        // One sync (1 s) deletes a stray of the crashed attempt, if any.
+        let exactly_once = eventually(Duration::from_secs(10), async || {
+            let ours = cluster.ours();
+            ours.len() == 1 && ours[0].name == name
+        })
+        .await;
+        assert!(exactly_once, "{point}: Slurm has {:?}, the plan names {name}", cluster.ours());
+        drop(second);
+        cluster.scontrol(&["delete", &format!("ReservationName={name}")]);
+    }
+}
