@@ -374,7 +374,7 @@ mod tests {
         }
         assert_eq!(
             "Committed".parse::<PlanStatus>(),
-            Err("unknown status `Committed`; expected pending, committed, rejected or cancelled".to_owned())
+            Err("unknown status `Committed`; expected pending, committed, rejected, cancelled or broken".to_owned())
         );
     }
 
