@@ -439,3 +439,63 @@ async fn a_crash_around_slurm_s_create_leaves_each_booking_once() {
         cluster.scontrol(&["delete", &format!("ReservationName={name}")]);
     }
 }
+
+/// Role-separated: a planner process books through a Slurm LIS process over HTTP (the
+/// reservation is made at persist, before the decision) and learns of drift through the LIS's
+/// drift endpoint.
+#[tokio::test]
+async fn a_role_separated_planner_books_through_a_slurm_lis() {
+    use crate::support::serve::{Launch, Server, ADMIN as PROC_ADMIN};
+    let _machine = crate::support::machine::reserve("roles").await;
+    let cluster = SlurmCluster::start(CPUS);
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let db = crate::support::TestDb::new().await;
+    let start = |args: Vec<String>| {
+        Server::launch(&Launch { db: db.url.clone(), grid: Some(grid.clone()), args, crash_at: None, log: None })
+    };
+    let owned = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let gis = start(owned(&["--role", "gis"]));
+    let nis = start(owned(&["--role", "nis"]));
+    let conf = cluster.conf.to_str().unwrap().to_owned();
+    let s1 = start(owned(&[
+        "--role",
+        "lis",
+        "--site",
+        "s1",
+        "--slurm",
+        "s1=batch",
+        "--slurm-conf",
+        &conf,
+        "--slurm-default-user",
+        "root",
+        "--slurm-sync-s",
+        "1",
+    ]));
+    let s2 = start(owned(&["--role", "lis", "--site", "s2"]));
+    let s3 = start(owned(&["--role", "lis", "--site", "s3"]));
+    let lis = format!("s1={},s2={},s3={}", s1.url, s2.url, s3.url);
+    let planner = Server::launch(&Launch {
+        db: db.url.clone(),
+        grid: None,
+        args: owned(&["--role", "planner", "--gis", &gis.url, "--nis", &nis.url, "--lis", &lis]),
+        crash_at: None,
+        log: None,
+    });
+    let api = planner.api();
+    let r = api.post("/v1/plans", PROC_ADMIN, &one_job("separated-1", 8, 600)).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(plan["jobs"][0]["site"], SITE);
+    let name = plan["jobs"][0]["reservation_name"].as_str().expect("named").to_owned();
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!(ours[0].name, name);
+    cluster.scontrol(&["delete", &format!("ReservationName={name}")]);
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    let broken =
+        eventually(Duration::from_secs(15), async || api.json(&path, PROC_ADMIN).await["status"] == "broken").await;
+    assert!(broken, "{}", api.json(&path, PROC_ADMIN).await);
+}
