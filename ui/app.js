@@ -111,7 +111,9 @@
       state.me ? Promise.resolve(state.me) : api("/v1/whoami"),
       api("/v1/sites").then((l) => l.sort((a, b) => byName(a.id, b.id))),
       api("/v1/network"),
-      api(`/v1/plans?status=committed&to=${encodeURIComponent(w.to.toISOString())}`),
+      // Booked plans: committed, and broken (a site no longer honours a reservation of it).
+      Promise.all(["committed", "broken"].map((st) =>
+        api(`/v1/plans?status=${st}&to=${encodeURIComponent(w.to.toISOString())}`))).then((l) => l.flat()),
       api(`/v1/network/reservations?${q}`),
     ]);
     const shown = sites.filter((s) => !state.site || s.id === state.site);
@@ -428,7 +430,7 @@
     const pad = Math.max((hi - lo) * 0.04, 60000);
     const x = d3.scaleUtc([lo - pad, hi + pad], [m.left, W - m.right]);
     const svg = box.append("svg").attr("viewBox", `0 0 ${W} ${H}`).attr("width", W).attr("height", H)
-      .attr("class", p.status === "committed" ? "plan" : "plan plan-cancelled")
+      .attr("class", p.status === "committed" ? "plan" : p.status === "broken" ? "plan plan-broken" : "plan plan-cancelled")
       .attr("data-plan", p.id).attr("role", "img").attr("aria-label", "the plan's jobs and transfers");
     svg.append("g").attr("class", "axis").attr("transform", `translate(0,${H - m.bottom})`)
       .call(d3.axisBottom(x).ticks(Math.max(3, Math.floor((W - m.left) / 110))));
@@ -449,11 +451,14 @@
         .append("title").text(sub);
     };
     jobs.forEach((j, i) => {
-      label(i, `job ${j.name}`, `${j.site} · ${j.cpus} CPUs`);
-      svg.append("rect").attr("class", "gantt-job").attr("data-plan", p.id).attr("data-job", j.name)
+      const local = j.reservation_name ? ` · ${j.reservation_name}` : "";
+      label(i, `job ${j.name}`, j.broken ? `BROKEN: ${j.broken}` : `${j.site} · ${j.cpus} CPUs${local}`);
+      svg.append("rect").attr("class", j.broken ? "gantt-job gantt-broken" : "gantt-job").attr("data-plan", p.id)
+        .attr("data-job", j.name)
         .attr("data-site", j.site).attr("x", x(j.s)).attr("width", Math.max(2, x(j.e) - x(j.s)))
         .attr("y", rowY(i) + 6).attr("height", rowH - 12).attr("rx", 3)
-        .append("title").text(`job ${j.name}: ${j.cpus} CPUs at ${j.site}\n${fmt(new Date(j.s))} – ${fmt(new Date(j.e))} UTC`);
+        .append("title").text(`job ${j.name}: ${j.cpus} CPUs at ${j.site}${local}\n${fmt(new Date(j.s))} – ${fmt(new Date(j.e))} UTC` +
+          (j.broken ? `\nbroken: ${j.broken}` : ""));
     });
     transfers.forEach((t, k) => {
       const i = jobs.length + k;
