@@ -245,9 +245,7 @@ impl Application {
                     web::QueryConfig::default()
                         .error_handler(|e, _| ApiError::bad_request(format!("query: {e}")).into()),
                 )
-                .app_data(
-                    web::PathConfig::default().error_handler(|e, _| ApiError::not_found(format!("path: {e}")).into()),
-                )
+                .app_data(web::PathConfig::default().error_handler(|e, req| super::extract::path_error(&e, req).into()))
                 .wrap_fn(|mut req, srv| {
                     let method = req.method().clone();
                     // HEAD is GET without the body: route it as GET; actix-http's encoder knows
