@@ -210,7 +210,7 @@ pub fn describe(field: &str, msg: &str, value: Option<&str>) -> String {
     if let Some(rest) = msg.strip_prefix("unknown variant `") {
         let (got, choices) = rest.split_once("`, expected ").unwrap_or((rest, ""));
         let got = got.trim_end_matches('`');
-        return format!("`{field}` = `{got}` is not valid: expected {}", choices.replace("one of ", "one of "));
+        return format!("`{field}` = `{got}` is not valid: expected {choices}");
     }
     for prefix in ["invalid type: ", "invalid value: "] {
         if let Some(rest) = msg.strip_prefix(prefix) {
@@ -350,7 +350,52 @@ mod tests {
         let e = from_value::<Two>(serde_json::json!({"a\u{7f}": "x"})).unwrap_err();
         assert!(e.detail.contains("control character"), "{e}");
         let e = from_value::<Two>(serde_json::json!({"a": "x"})).unwrap_err();
-        assert!(e.detail.contains("missing field `b`"), "{e}");
+        assert!(e.detail.contains("`b` is missing; it is required"), "{e}");
         assert_eq!(e.status.as_u16(), 422);
+    }
+
+    #[test]
+    fn failures_are_described_in_the_users_words() {
+        let d = describe("deadline", "premature end of input", Some("2026-11-27T00:00:00"));
+        assert!(d.contains("is a naive timestamp") && d.contains("`2026-11-27T00:00:00Z`"), "{d}");
+        let d = describe("from", "input contains invalid characters", Some("yesterday"));
+        assert!(d.contains("`from` = `yesterday` is not a timestamp") && d.contains("2030-01-01T12:00:00Z"), "{d}");
+        let d = describe(".", "missing field `from`", None);
+        assert_eq!(
+            d,
+            "`from` is missing; it is required: an RFC 3339 timestamp with a timezone, e.g. 2030-01-01T12:00:00Z"
+        );
+        let d = describe("jobs[0]", "missing field `cpus`", None);
+        assert!(d.starts_with("`jobs[0].cpus` is missing"), "{d}");
+        let d = describe("jobs[2].cpus", "invalid type: string \"x\", expected u32", Some("x"));
+        assert_eq!(d, "`jobs[2].cpus`: expected a whole number of CPUs, e.g. 16, got string \"x\"");
+        let d = describe("weight", "invalid value: integer `-1`, expected u32", Some("-1"));
+        assert_eq!(d, "`weight`: expected a whole number >= 0, got integer `-1`");
+        let d = describe("cpus", "invalid digit found in string", Some("many"));
+        assert_eq!(d, "`cpus` = `many`: expected a whole number of CPUs, e.g. 16");
+        let d = describe("dry_run", "provided string was not `true` or `false`", Some("yes"));
+        assert_eq!(d, "`dry_run` = `yes`: expected true or false");
+        let d = describe("policy", "unknown variant `fast`, expected one of `time`, `cost`", Some("fast"));
+        assert_eq!(d, "`policy` = `fast` is not valid: expected one of `time`, `cost`");
+        let d = describe(".", "unknown field `user`, expected one of `id`, `deadline`", None);
+        assert_eq!(d, "unknown field `user`; the fields here are `id`, `deadline`");
+    }
+
+    #[test]
+    fn queries_name_the_parameter() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Q {
+            from: chrono::DateTime<chrono::Utc>,
+            cpus: u32,
+        }
+        let e = from_query::<Q>("cpus=4").unwrap_err();
+        assert!(e.detail.starts_with("query: `from` is missing"), "{e}");
+        assert_eq!(e.status.as_u16(), 400);
+        let e = from_query::<Q>("from=2026-11-27T00:00:00&cpus=4").unwrap_err();
+        assert!(e.detail.contains("naive timestamp"), "{e}");
+        let e = from_query::<Q>("from=2026-11-27T00:00:00Z&cpus=-4").unwrap_err();
+        assert!(e.detail.contains("`cpus` = `-4`"), "{e}");
+        assert_eq!(from_query::<Q>("from=2026-11-27T00:00:00%2B01:00&cpus=4").unwrap().cpus, 4);
     }
 }

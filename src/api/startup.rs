@@ -271,7 +271,8 @@ impl Application {
                                 return Err(ApiError::panicked().into());
                             }
                         };
-                        tracing::debug!(%method, %path, status = res.status().as_u16(),
+                        // The access log: one info line per request.
+                        tracing::info!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
                         // actix answers a known path with the wrong method by an empty 405.
                         if res.status() == StatusCode::METHOD_NOT_ALLOWED {

@@ -788,12 +788,14 @@ async fn submit(file: &str, dry_run: bool, key: Option<&str>, conn: &Connection)
     let mut many = false;
     let mut read_error = None;
     loop {
-        let next = match requests.next_request() {
-            Ok(n) => n,
-            Err(e) => {
+        // After a read error nothing more is read: the requests before it are still sent.
+        let next = match read_error.is_none().then(|| requests.next_request()) {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
                 read_error = Some(e);
                 None
             }
+            None => None,
         };
         let current = match (pending.take(), next) {
             (None, None) => break,

@@ -1159,6 +1159,115 @@ async fn workload_starts_after_now_by_default() {
     assert!(at <= before + chrono::Duration::seconds(1800 + 700), "{at}");
 }
 
+/// A TCP proxy to 127.0.0.1:`target` that stops forwarding (holds every byte) while its flag
+/// is set: a PostgreSQL that hangs, as when its host is gone. (port, flag)
+async fn pausable_proxy(target: u16) -> (u16, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let paused = Arc::new(AtomicBool::new(false));
+    let flag = paused.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let flag = flag.clone();
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
+                let ((ri, wi), (ro, wo)) = (inbound.into_split(), outbound.into_split());
+                async fn pipe(
+                    mut r: tokio::net::tcp::OwnedReadHalf,
+                    mut w: tokio::net::tcp::OwnedWriteHalf,
+                    paused: Arc<AtomicBool>,
+                ) {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    while let Ok(n @ 1..) = r.read(&mut buf).await {
+                        while paused.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        if w.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                tokio::join!(pipe(ri, wo, flag.clone()), pipe(ro, wi, flag));
+            });
+        }
+    });
+    (port, paused)
+}
+
+/// Issue 29: `/readyz` answers 503 within about a second while PostgreSQL does not answer
+/// (load balancers' probes time out after a few seconds; the pool would wait 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_answers_within_a_second_while_postgres_hangs() {
+    use sqlx::ConnectOptions;
+    let db = support::TestDb::new().await;
+    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    let (port, paused) = pausable_proxy(options.get_port()).await;
+    let proxied = options.host("127.0.0.1").port(port).to_url_lossy().to_string();
+    let app = TestApp::on_database(&proxied, |_| {}).await;
+    assert_eq!(app.call(Method::GET, "/readyz", None, None).await.status(), StatusCode::OK);
+    paused.store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let r = app.call(Method::GET, "/readyz", None, None).await;
+    let took = started.elapsed();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(took < Duration::from_millis(2500), "answered after {took:?}");
+    let p = problem(r, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert!(p["detail"].as_str().unwrap().contains("within 1 s"), "{p}");
+    paused.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Issue 29: text logs carry no ANSI colours when stderr is not a terminal, and at `info`
+/// every request is one access-log line (method, path, status).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_logs_are_plain_off_a_terminal_with_one_line_per_request() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&support::grid()).unwrap()).unwrap();
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--grid", grid.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-token", "log-admin"])
+        .env("RUST_LOG", "info")
+        .env_remove("DATABASE_URL")
+        .env_remove("CORESERVE_LOG_FORMAT")
+        .env_remove("CORESERVE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let child = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                let _ = tx.send(url.to_string());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let base = rx.recv_timeout(Duration::from_secs(60)).expect("serve started");
+    assert_eq!(Client::new().get(format!("{base}/healthz")).send().await.unwrap().status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(child);
+    let lines = reader.join().unwrap();
+    assert!(lines.iter().all(|l| !l.contains('\u{1b}')), "no ANSI escapes: {lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("INFO") && l.contains("/healthz") && l.contains("status=200")),
+        "an access-log line: {lines:?}"
+    );
+}
+
 /// `serve --config FILE`: the file's settings apply; the environment wins over the file and the
 /// command line over both; `log_format = "json"` writes one JSON object per stderr line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
