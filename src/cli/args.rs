@@ -508,6 +508,15 @@ mod tests {
     }
 
     #[test]
+    fn the_command_line_is_consistent() {
+        // clap's own checks (duplicate short flags, conflicting names), in release builds too.
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("6  no connection") && help.contains("Retries:"), "{help}");
+    }
+
+    #[test]
     fn the_method_flag_is_also_read_as_mode() {
         let plan =
             |flag: &str| match parse(&["plan", "--grid", "g", "--requests", "r", "--out", "o", flag, "bbr"]).command {
