@@ -41,7 +41,8 @@ fn main() -> ExitCode {
                 ExitCode::from(exit.code)
             }
             None => {
-                eprintln!("Error: {e:?}");
+                // The chain of causes on one line, without a backtrace (RUST_BACKTRACE or not).
+                eprintln!("Error: {e:#}");
                 ExitCode::FAILURE
             }
         },

@@ -9,9 +9,16 @@
 //!   cannot be stored by PostgreSQL, and no field of the API has a use for the others);
 //!
 //! and finally deserialises `T` (wrong shape, missing or unknown fields: 422 naming them).
+//!
+//! [`Query<T>`] does the same for query strings (400), and [`path_error`] for path segments
+//! (404): every deserialisation failure is told in the user's words by [`describe`]: which
+//! field (`jobs[0].cpus`, `from`), what was expected, an example, and for a timestamp without
+//! a timezone that it is one and how to write it; never the framework's wording ("Query
+//! deserialize error: ...", "UUID parsing failed").
 
 use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
-use futures::future::LocalBoxFuture;
+use chrono::NaiveDateTime;
+use futures::future::{ready, LocalBoxFuture, Ready};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -80,7 +87,232 @@ pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, ApiError> {
             "body: {path} contains a control character (U+0000-U+001F, U+007F-U+009F are refused)"
         )));
     }
-    serde_json::from_value(value).map_err(|e| ApiError::invalid(format!("body: {e}")))
+    serde_path_to_error::deserialize(&value).map_err(|e| {
+        let at = lookup(&value, e.path());
+        let text = at.map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned));
+        ApiError::invalid(format!("body: {}", describe(&e.path().to_string(), &e.inner().to_string(), text.as_deref())))
+    })
+}
+
+/// The value at `path` in `v`, if there is one.
+fn lookup<'a>(v: &'a Value, path: &serde_path_to_error::Path) -> Option<&'a Value> {
+    use serde_path_to_error::Segment;
+    path.iter().try_fold(v, |v, seg| match seg {
+        Segment::Seq { index } => v.get(index),
+        Segment::Map { key } => v.get(key),
+        Segment::Enum { .. } | Segment::Unknown => Some(v),
+    })
+}
+
+/// What a field of the API takes, with an example, by the field's name.
+fn expected_of(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "deadline" | "not_before" | "from" | "to" | "start" | "end" | "expires_at" => {
+            "an RFC 3339 timestamp with a timezone, e.g. 2030-01-01T12:00:00Z"
+        }
+        "cpus" | "gpus" => "a whole number of CPUs, e.g. 16",
+        "duration_s" | "lease_s" => "a whole number of seconds >= 1, e.g. 3600",
+        "offset_s" => "a whole number of seconds >= 0, e.g. 0",
+        "bandwidth_mbps" | "capacity_mbps" => "a whole number of Mbit/s, e.g. 500",
+        "dry_run" | "tentative" | "admin" | "service" => "true or false",
+        "policy" => "one of time, cost, load, random",
+        "method" | "mode" => "one of bir, bbr, bbr-overlay",
+        "status" => "one of committed, rejected, cancelled, pending",
+        "jobs" => {
+            r#"a list of jobs, e.g. [{"name": "A", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600}]"#
+        }
+        "transfers" => {
+            r#"a list of transfers, e.g. [{"from": "A", "to": "B", "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}]"#
+        }
+        "price_per_cpu_hour" | "price_per_gbps_hour" => "a number >= 0, e.g. 1.5",
+        "id" | "name" | "os" | "user" | "from_site" | "to_site" | "site" | "node" => "a non-empty string",
+        _ => return None,
+    })
+}
+
+/// serde's name of an expected type in words.
+fn words_of(expected: &str) -> String {
+    let e = expected.trim();
+    match e {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number >= 0".into(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a boolean" => "true or false".into(),
+        "a sequence" => "a list".into(),
+        "a map" => "an object".into(),
+        _ if e.starts_with("struct ") => "an object".into(),
+        _ if e.contains("date and time") => "an RFC 3339 timestamp with a timezone, e.g. 2030-01-01T12:00:00Z".into(),
+        _ => e.to_owned(),
+    }
+}
+
+/// Whether `s` is a date and time without a timezone (`2026-11-27T00:00:00`).
+pub fn naive_timestamp(s: &str) -> bool {
+    ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
+        .iter()
+        .any(|f| NaiveDateTime::parse_from_str(s.trim(), f).is_ok())
+        || chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").is_ok()
+}
+
+/// chrono's parse errors: the text of a timestamp that did not parse.
+const TIME_ERRORS: [&str; 7] = [
+    "premature end of input",
+    "input contains invalid characters",
+    "input is out of range",
+    "input is not enough for unique date and time",
+    "trailing input",
+    "no possible date and time matching input",
+    "bad or unsupported format string",
+];
+
+/// A deserialisation failure in the user's words: `field` (a path such as `jobs[0].cpus`; `.`
+/// for the whole), serde's message `msg`, and the offending value as text, if known.
+pub fn describe(field: &str, msg: &str, value: Option<&str>) -> String {
+    let last =
+        |path: &str| -> String { path.rsplit(['.', '[']).next().unwrap_or(path).trim_end_matches(']').to_owned() };
+    let join = |name: &str| if field.is_empty() || field == "." { name.to_owned() } else { format!("{field}.{name}") };
+    let hint = |name: &str| expected_of(name).map_or_else(String::new, |e| format!(": {e}"));
+    let shown = value.map_or_else(String::new, |v| format!(" = `{v}`"));
+    if let Some(rest) = msg.strip_prefix("missing field `") {
+        let name = rest.split('`').next().unwrap_or(rest);
+        return format!("`{}` is missing; it is required{}", join(name), hint(name));
+    }
+    if msg.starts_with("unknown field `") {
+        let place = if field.is_empty() || field == "." { String::new() } else { format!(" in `{field}`") };
+        return format!(
+            "{}{place}",
+            msg.replacen(", expected one of", "; the fields here are", 1).replacen(
+                ", there are no fields",
+                "; there are no fields here",
+                1
+            )
+        );
+    }
+    let name = last(field);
+    let is_time = TIME_ERRORS.iter().any(|t| msg.contains(t)) || msg.contains("date and time");
+    if let Some(v) = value {
+        if (is_time || expected_of(&name).is_some_and(|e| e.contains("RFC 3339"))) && naive_timestamp(v) {
+            let v = v.trim();
+            return format!(
+                "`{field}` = `{v}` is a naive timestamp (no timezone): add `Z` for UTC or an offset, \
+                 e.g. `{v}Z` or `{v}+01:00`"
+            );
+        }
+    }
+    if is_time {
+        return format!(
+            "`{field}`{shown} is not a timestamp: expected RFC 3339 with a timezone, e.g. 2030-01-01T12:00:00Z"
+        );
+    }
+    if msg.starts_with("UUID parsing failed") || msg.contains("invalid length: expected length 32") {
+        return format!("`{field}`{shown} is not a UUID: expected e.g. 1b4e28ba-2fa1-11d2-883f-0016d3cca427");
+    }
+    if let Some(rest) = msg.strip_prefix("unknown variant `") {
+        let (got, choices) = rest.split_once("`, expected ").unwrap_or((rest, ""));
+        let got = got.trim_end_matches('`');
+        return format!("`{field}` = `{got}` is not valid: expected {choices}");
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = msg.strip_prefix(prefix) {
+            if let Some((got, expected)) = rest.rsplit_once(", expected ") {
+                let want = expected_of(&name).map_or_else(|| words_of(expected), str::to_owned);
+                return format!("`{field}`: expected {want}, got {got}");
+            }
+        }
+    }
+    let parse_failure = [
+        "invalid digit found in string",
+        "cannot parse integer from empty string",
+        "number too large to fit in target type",
+        "number too small to fit in target type",
+        "invalid float literal",
+        "provided string was not `true` or `false`",
+    ];
+    if parse_failure.iter().any(|p| msg.contains(p)) {
+        let want = expected_of(&name).unwrap_or(if msg.contains("true") { "true or false" } else { "a number" });
+        return format!("`{field}`{shown}: expected {want}");
+    }
+    if field.is_empty() || field == "." {
+        msg.to_owned()
+    } else {
+        format!("`{field}`: {msg}")
+    }
+}
+
+/// Parses a query string into `T`, failures told by [`describe`] (400).
+///
+/// # Errors
+/// 400 [`ApiError::bad_request`] naming the parameter.
+pub fn from_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let value = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| *k == field).map(|(_, v)| v.into_owned());
+        ApiError::bad_request(format!("query: {}", describe(&field, &e.inner().to_string(), value.as_deref())))
+    })
+}
+
+/// A query string deserialised into `T`; a failure is a 400 naming the parameter, what it
+/// takes and an example ([`describe`]).
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+impl<T> std::ops::Deref for Query<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: DeserializeOwned + 'static> FromRequest for Query<T> {
+    type Error = actix_web::Error;
+    type Future = Ready<Result<Self, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(from_query(req.query_string()).map(Query).map_err(Into::into))
+    }
+}
+
+/// The 404 of a path segment that does not parse (a plan or hold id that is not a UUID): the
+/// segment, what it should be and an example ([`describe`]).
+pub fn path_error(err: &actix_web::error::PathError, req: &HttpRequest) -> ApiError {
+    let msg = match err {
+        actix_web::error::PathError::Deserialize(e) => e.to_string(),
+        other => other.to_string(),
+    };
+    let uuid_like = |v: &str| uuid::Uuid::parse_str(v).is_ok();
+    // The segment at fault: for a UUID failure the first that is not one, else the only one.
+    let segs: Vec<(String, String)> = req.match_info().iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+    let bad = if msg.contains("UUID") {
+        segs.iter()
+            .rev()
+            .find(|(k, v)| k.contains("id") && !uuid_like(v))
+            .or_else(|| segs.iter().find(|(_, v)| !uuid_like(v)))
+    } else {
+        segs.last()
+    };
+    let path = req.path();
+    let what = if path.starts_with("/v1/plans") {
+        "a plan id"
+    } else if path.contains("/holds") {
+        "a hold id"
+    } else {
+        "an id"
+    };
+    match bad {
+        Some((_, v)) if msg.contains("UUID") => {
+            let tail = if what == "a plan id" {
+                format!("; to find plans by their request id: GET /v1/plans?request_id={v}")
+            } else {
+                String::new()
+            };
+            ApiError::not_found(format!(
+                "path: `{v}` is not {what}: {what} is a UUID such as 1b4e28ba-2fa1-11d2-883f-0016d3cca427{tail}"
+            ))
+        }
+        Some((k, v)) => ApiError::not_found(format!("path: {}", describe(k, &msg, Some(v)))),
+        None => ApiError::not_found(format!("path: {}", describe("", &msg, None))),
+    }
 }
 
 impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
@@ -118,7 +350,52 @@ mod tests {
         let e = from_value::<Two>(serde_json::json!({"a\u{7f}": "x"})).unwrap_err();
         assert!(e.detail.contains("control character"), "{e}");
         let e = from_value::<Two>(serde_json::json!({"a": "x"})).unwrap_err();
-        assert!(e.detail.contains("missing field `b`"), "{e}");
+        assert!(e.detail.contains("`b` is missing; it is required"), "{e}");
         assert_eq!(e.status.as_u16(), 422);
+    }
+
+    #[test]
+    fn failures_are_described_in_the_users_words() {
+        let d = describe("deadline", "premature end of input", Some("2026-11-27T00:00:00"));
+        assert!(d.contains("is a naive timestamp") && d.contains("`2026-11-27T00:00:00Z`"), "{d}");
+        let d = describe("from", "input contains invalid characters", Some("yesterday"));
+        assert!(d.contains("`from` = `yesterday` is not a timestamp") && d.contains("2030-01-01T12:00:00Z"), "{d}");
+        let d = describe(".", "missing field `from`", None);
+        assert_eq!(
+            d,
+            "`from` is missing; it is required: an RFC 3339 timestamp with a timezone, e.g. 2030-01-01T12:00:00Z"
+        );
+        let d = describe("jobs[0]", "missing field `cpus`", None);
+        assert!(d.starts_with("`jobs[0].cpus` is missing"), "{d}");
+        let d = describe("jobs[2].cpus", "invalid type: string \"x\", expected u32", Some("x"));
+        assert_eq!(d, "`jobs[2].cpus`: expected a whole number of CPUs, e.g. 16, got string \"x\"");
+        let d = describe("weight", "invalid value: integer `-1`, expected u32", Some("-1"));
+        assert_eq!(d, "`weight`: expected a whole number >= 0, got integer `-1`");
+        let d = describe("cpus", "invalid digit found in string", Some("many"));
+        assert_eq!(d, "`cpus` = `many`: expected a whole number of CPUs, e.g. 16");
+        let d = describe("dry_run", "provided string was not `true` or `false`", Some("yes"));
+        assert_eq!(d, "`dry_run` = `yes`: expected true or false");
+        let d = describe("policy", "unknown variant `fast`, expected one of `time`, `cost`", Some("fast"));
+        assert_eq!(d, "`policy` = `fast` is not valid: expected one of `time`, `cost`");
+        let d = describe(".", "unknown field `user`, expected one of `id`, `deadline`", None);
+        assert_eq!(d, "unknown field `user`; the fields here are `id`, `deadline`");
+    }
+
+    #[test]
+    fn queries_name_the_parameter() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Q {
+            from: chrono::DateTime<chrono::Utc>,
+            cpus: u32,
+        }
+        let e = from_query::<Q>("cpus=4").unwrap_err();
+        assert!(e.detail.starts_with("query: `from` is missing"), "{e}");
+        assert_eq!(e.status.as_u16(), 400);
+        let e = from_query::<Q>("from=2026-11-27T00:00:00&cpus=4").unwrap_err();
+        assert!(e.detail.contains("naive timestamp"), "{e}");
+        let e = from_query::<Q>("from=2026-11-27T00:00:00Z&cpus=-4").unwrap_err();
+        assert!(e.detail.contains("`cpus` = `-4`"), "{e}");
+        assert_eq!(from_query::<Q>("from=2026-11-27T00:00:00%2B01:00&cpus=4").unwrap().cpus, 4);
     }
 }

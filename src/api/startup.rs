@@ -279,9 +279,7 @@ impl Application {
                     web::QueryConfig::default()
                         .error_handler(|e, _| ApiError::bad_request(format!("query: {e}")).into()),
                 )
-                .app_data(
-                    web::PathConfig::default().error_handler(|e, _| ApiError::not_found(format!("path: {e}")).into()),
-                )
+                .app_data(web::PathConfig::default().error_handler(|e, req| super::extract::path_error(&e, req).into()))
                 .wrap_fn(|mut req, srv| {
                     let method = req.method().clone();
                     // HEAD is GET without the body: route it as GET; actix-http's encoder knows
@@ -307,7 +305,8 @@ impl Application {
                                 return Err(ApiError::panicked().into());
                             }
                         };
-                        tracing::debug!(%method, %path, status = res.status().as_u16(),
+                        // The access log: one info line per request.
+                        tracing::info!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
                         // actix answers a known path with the wrong method by an empty 405.
                         if res.status() == StatusCode::METHOD_NOT_ALLOWED {

@@ -2,7 +2,8 @@
 //!
 //! Log lines go to stderr as text (default) or, with `--log-format json`, as one JSON object per
 //! line (tracing-subscriber's JSON formatter: `timestamp`, `level`, `fields`, `target`); the
-//! filter is `RUST_LOG` (default `warn`). A few start-up lines (the store in use, the address
+//! filter is `RUST_LOG` (default `warn`). Text has ANSI colours only when stderr is a terminal;
+//! at `info`, every request is one line (`request`: method, path, status, ms). A few start-up lines (the store in use, the address
 //! served, what recovery did, a generated admin token) must reach the operator whatever the
 //! filter: [`notice`] prints them in the same format as the log lines.
 
@@ -26,8 +27,11 @@ pub fn init(format: LogFormat) {
     if FORMAT.set(format).is_err() {
         return;
     }
+    use std::io::IsTerminal;
+    // Colours only for a person at a terminal: a file, a pipe or journald gets plain text.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_ansi(format == LogFormat::Text && std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => logs.try_init(),

@@ -18,11 +18,29 @@ use crate::workload::{AppKind, RequirementsProfile};
 
 /// coreserve: an advance co-reservation broker for compute and network bandwidth.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The end of `coreserve --help`: the client's exit codes and retry policy.
+const AFTER_HELP: &str = concat!(
+    "Exit codes of the client commands (plans, sites, availability, route):\n",
+    "  0  done (a plan committed, or planned by a dry run)\n",
+    "  1  client error: unreadable or malformed input, unexpected answer\n",
+    "  2  bad command line\n",
+    "  3  a plan was rejected (no placement before its deadline)\n",
+    "  4  the server refused the request (4xx: bad input, unknown id, no permission)\n",
+    "  5  the server cannot answer now (5xx, 408, 429, in doubt, dropped connection): retry later\n",
+    "     with the same command (the same Idempotency-Key)\n",
+    "  6  no connection to the server (refused, unknown host, connect timeout): nothing was sent\n\n",
+    "Retries: plans submit/create resend a request with the same Idempotency-Key up to 5 times,\n",
+    "1-5 s apart (as Retry-After says), on 503, 429, 408, 409 (in progress) and on a connection\n",
+    "dropped after it was made; a connection that cannot be made stops at once (exit code 6). The\n",
+    "default key is derived from the request (its id and body): running the same command again\n",
+    "returns the plan already booked instead of booking twice.",
+);
 
 // `serve`'s arguments make the enum large; it is parsed once per process.
 #[allow(clippy::large_enum_variant)]
@@ -47,11 +65,11 @@ pub enum Command {
     Token(TokenCommand),
     /// Print the OpenAPI 3.1 document (YAML) of the REST API.
     Openapi,
-    /// Client of a running broker: submit, list, show and cancel plans (`--server` /
-    /// `CORESERVE_URL`, `--token` / `CORESERVE_TOKEN`). Exit codes: 0 done, 1 client error,
+    /// Client of a running broker: submit, create, list, show and cancel plans (`-s/--server` /
+    /// `CORESERVE_URL`, `-t/--token` / `CORESERVE_TOKEN`). Exit codes: 0 done, 1 client error,
     /// 2 bad command line, 3 plan rejected, 4 refused by the server (4xx), 5 server unavailable
-    /// (5xx, 429; retry with the same key).
-    #[command(subcommand)]
+    /// (5xx, 408, 429; retry with the same command), 6 no connection (nothing sent).
+    #[command(subcommand, after_help = AFTER_HELP)]
     Plans(client::PlansCommand),
     /// Client: the broker's sites (CPUs, OS, price).
     Sites {
@@ -62,6 +80,12 @@ pub enum Command {
     Availability(client::AvailabilityArgs),
     /// Client: the network path between two sites with a bandwidth free over an interval.
     Route(client::RouteArgs),
+    /// Print a shell completion script: `coreserve completions bash > /etc/bash_completion.d/coreserve`
+    /// (also zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -149,8 +173,10 @@ pub struct WorkloadArgs {
     /// The planners' w_interval; deadlines leave room for it.
     #[arg(long, default_value_t = 1800)]
     pub w_interval_s: i64,
-    /// Arrival of the first request (RFC 3339), default 2026-01-01T00:00:00Z.
-    #[arg(long)]
+    /// Arrival of the first request (`now+1h`, RFC 3339). Default: now + --w-interval-s + 10
+    /// minutes, rounded up to the minute, so that the requests can be sent to a running broker
+    /// (`plans submit`); give a fixed instant for the same file on every run.
+    #[arg(long, value_parser = super::when::parse_time)]
     pub start: Option<DateTime<Utc>>,
     /// Job requirements: `none`, or `mixed` (part of the jobs require AVX2, GPUs or TensorFlow,
     /// drawn from a documented distribution; docs/model.md), so that they can run only on some
@@ -555,6 +581,15 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(std::iter::once("coreserve").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // clap's own checks (duplicate short flags, conflicting names), in release builds too.
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("6  no connection") && help.contains("Retries:"), "{help}");
     }
 
     #[test]

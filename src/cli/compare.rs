@@ -30,7 +30,7 @@ pub async fn plan(a: PlanArgs) -> Result<()> {
     opts.progress.finish_and_clear();
     write_outcomes(&outcomes, &a.out)?;
     print_summary(&variant, &summary, violations, a.planner.timings);
-    println!("outcomes: {}", a.out.display());
+    outln!("outcomes: {}", a.out.display());
     ensure_clean(violations)
 }
 
@@ -79,15 +79,22 @@ fn write_outcomes(outcomes: &[Outcome], path: &Path) -> Result<()> {
 }
 
 fn print_summary(variant: &str, s: &Summary, violations: usize, timings: bool) {
-    println!(
+    outln!(
         "{variant}: requests {}, committed {}, success rate {:.3}, mean cost {:.2}, average cost {:.3} per CPU-hour, \
          messages {}, holds aborted {}, checker violations {violations}",
-        s.requests, s.committed, s.success_rate, s.mean_cost, s.average_cost_per_cpu_hour, s.messages, s.holds_aborted
+        s.requests,
+        s.committed,
+        s.success_rate,
+        s.mean_cost,
+        s.average_cost_per_cpu_hour,
+        s.messages,
+        s.holds_aborted
     );
     if timings {
-        println!(
+        outln!(
             "{variant}: planning time p50 {:.3} ms, p99 {:.3} ms (wall clock)",
-            s.planning_ms_p50, s.planning_ms_p99
+            s.planning_ms_p50,
+            s.planning_ms_p99
         );
     }
 }
@@ -134,17 +141,25 @@ pub(super) async fn compare_variants(
 /// The comparison table: deterministic columns (see [`ReplayOptions::racing`]), then, with
 /// `timings`, the wall-clock planning times.
 pub(super) fn print_table(groups: &[(String, Vec<Row>)], timings: bool) {
-    print!(
+    out!(
         "\n{:<13} {:<10} {:>8} {:>9} {:>8} {:>12} {:>10} {:>8} {:>10}",
-        "workload", "variant", "requests", "committed", "success", "avg cost/h", "messages", "aborted", "violations"
+        "workload",
+        "variant",
+        "requests",
+        "committed",
+        "success",
+        "avg cost/h",
+        "messages",
+        "aborted",
+        "violations"
     );
     if timings {
-        print!(" {:>9} {:>9}", "p50 ms", "p99 ms");
+        out!(" {:>9} {:>9}", "p50 ms", "p99 ms");
     }
-    println!();
+    outln!();
     for (kind, rows) in groups {
         for (name, s, v) in rows {
-            print!(
+            out!(
                 "{:<13} {:<10} {:>8} {:>9} {:>8.3} {:>12.3} {:>10} {:>8} {:>10}",
                 kind,
                 name,
@@ -157,9 +172,9 @@ pub(super) fn print_table(groups: &[(String, Vec<Row>)], timings: bool) {
                 v
             );
             if timings {
-                print!(" {:>9.3} {:>9.3}", s.planning_ms_p50, s.planning_ms_p99);
+                out!(" {:>9.3} {:>9.3}", s.planning_ms_p50, s.planning_ms_p99);
             }
-            println!();
+            outln!();
         }
     }
 }

@@ -45,11 +45,11 @@ pub async fn demo(a: DemoArgs) -> Result<()> {
         let reqs = generate(&trace, &g, &params)?;
         let path = a.out.join(format!("requests-{kind}.jsonl"));
         workload::write_jsonl(&reqs, &path)?;
-        println!("{kind}: {} requests from SDSC-BLUE at offered load {} -> {}", reqs.len(), a.load, path.display());
+        outln!("{kind}: {} requests from SDSC-BLUE at offered load {} -> {}", reqs.len(), a.load, path.display());
         if heterogeneous {
             let jobs = reqs.iter().map(|r| r.jobs().len()).sum::<usize>();
             let constrained = reqs.iter().flat_map(PlanRequest::jobs).filter(|j| !j.requires.is_empty()).count();
-            println!(
+            outln!(
                 "{kind}: {constrained} of {jobs} jobs carry requirements (architecture, extensions, GPUs, software); \
                  {} requests have a job no site can run",
                 reqs.iter().filter(|r| !runnable(&g, r)).count()
@@ -61,14 +61,14 @@ pub async fn demo(a: DemoArgs) -> Result<()> {
         groups.push((kind.to_string(), rows));
     }
     print_table(&groups, a.planner.timings);
-    println!("\nEvery committed plan of every variant passed the outcome checker (no site or link over capacity at any instant).");
+    outln!("\nEvery committed plan of every variant passed the outcome checker (no site or link over capacity at any instant).");
     if heterogeneous {
-        println!(
+        outln!(
             "Requirements included: every committed job sits on a site that can run it (architecture, generation, \
              extensions, GPUs, software with its dependencies), its GPUs reserved with its CPUs."
         );
     }
-    println!("outputs: {}", a.out.display());
+    outln!("outputs: {}", a.out.display());
     Ok(())
 }
 

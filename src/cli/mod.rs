@@ -14,11 +14,14 @@
 //! This module dispatches, and holds the small commands (`grid`, `workload`, `token`,
 //! `openapi`).
 
+#[macro_use]
+pub mod output;
 pub mod args;
 pub mod client;
 pub mod compare;
 pub mod config_file;
 pub mod demo;
+pub mod when;
 
 use std::path::Path;
 
@@ -66,13 +69,13 @@ pub async fn run(cli: Cli) -> Result<()> {
                 load: a.load,
                 seed: a.seed,
                 w_interval_s: a.w_interval_s,
-                start: a.start.as_ref().map_or(workload::DEFAULT_START, to_time),
+                start: a.start.as_ref().map_or_else(|| default_start(a.w_interval_s), to_time),
                 requirements: a.requirements,
                 ..WorkloadParams::for_kind(a.kind)
             };
             let reqs = generate(&a.trace, &g, &params)?;
             workload::write_jsonl(&reqs, &a.out)?;
-            println!("wrote {} {} requests at offered load {} to {}", reqs.len(), a.kind, a.load, a.out.display());
+            outln!("wrote {} {} requests at offered load {} to {}", reqs.len(), a.kind, a.load, a.out.display());
             Ok(())
         }
         Command::Plan(a) => compare::plan(a).await,
@@ -89,18 +92,32 @@ pub async fn run(cli: Cli) -> Result<()> {
             };
             let token = token_create(&url, &user, admin, service).await?;
             eprintln!("token for {user} (admin: {admin}, service: {service}); shown once, only its SHA-256 is stored:");
-            println!("{token}");
+            outln!("{token}");
             Ok(())
         }
         Command::Openapi => {
-            print!("{}", crate::api::openapi::yaml());
+            out!("{}", crate::api::openapi::yaml());
             Ok(())
         }
         Command::Plans(cmd) => client::plans(cmd).await,
         Command::Sites { conn } => client::sites(conn).await,
         Command::Availability(a) => client::availability(a).await,
         Command::Route(a) => client::route(a).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "coreserve", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
+            Ok(())
+        }
     }
+}
+
+/// `workload`'s first arrival without `--start`: now + the W interval + 10 minutes, rounded up
+/// to the minute (a broker refuses plans that start before now + its W interval).
+fn default_start(w_interval_s: i64) -> crate::model::Time {
+    let t = chrono::Utc::now().timestamp() + w_interval_s.max(0) + 600;
+    (t + 59) / 60 * 60
 }
 
 /// `DATABASE_URL`, if set and not blank.
@@ -125,7 +142,7 @@ pub async fn token_create(url: &str, user: &str, admin: bool, service: bool) -> 
 /// Writes `g` to `out` and says what it holds.
 fn save(g: &Grid, out: &Path) -> Result<()> {
     grid::save_grid(g, out)?;
-    println!(
+    outln!(
         "wrote {}: {} nodes, {} links, {} sites, {} CPUs",
         out.display(),
         g.nodes().len(),

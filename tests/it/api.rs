@@ -823,7 +823,7 @@ async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String)
 }
 
 /// The client commands the issue names, their tables, `--json`, problem details and exit
-/// codes (0 done, 1 unreachable, 3 rejected, 4 refused).
+/// codes (0 done, 3 rejected, 4 refused, 6 unreachable).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
     let app = TestApp::spawn().await;
@@ -869,7 +869,7 @@ async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
     let (code, _, err) = coreserve(&["plans", "list", "--server", &app.base], &[]).await;
     assert!(code == 4 && err.contains("401"), "no token: {code} {err}");
     let (code, _, err) = coreserve(&["sites", "--server", "http://127.0.0.1:1"], &[]).await;
-    assert!(code == 1 && err.contains("did not answer"), "unreachable: {code} {err}");
+    assert!(code == 6 && err.contains("cannot connect"), "unreachable: {code} {err}");
     let big = dir.path().join("big.json");
     std::fs::write(&big, too_tight().to_string()).unwrap();
     let (code, out, _) = coreserve(&["plans", "submit", big.to_str().unwrap()], &env).await;
@@ -905,6 +905,373 @@ async fn the_cli_client_submits_lists_shows_and_cancels_plans() {
     let (code, out, _) = coreserve(&["route", "s1", "s2", "--bandwidth-mbps", "100", "--json"], &env).await;
     assert_eq!(code, 0);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["route"]["links"], json!(["l1"]));
+}
+
+/// `coreserve ARGS` with `env`, stdout a pipe whose reader is gone before anything is
+/// written: (exit code, stderr).
+async fn coreserve_into_a_closed_pipe(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let (args, env): (Vec<String>, Vec<(String, String)>) = (
+        args.iter().map(|a| a.to_string()).collect(),
+        env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    );
+    tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+            .args(&args)
+            .env_remove("CORESERVE_URL")
+            .env_remove("CORESERVE_TOKEN")
+            .envs(env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        (child.wait().unwrap().code().unwrap_or(-1), err)
+    })
+    .await
+    .unwrap()
+}
+
+/// Issue 29: the client is safe to script. A closed pipe ends it quietly (exit 0, no panic);
+/// no connection stops at once with exit code 6 (a 50-line file, not 50 x 10 s of retries);
+/// running the same `plans submit` twice books once (the key is derived from the request);
+/// `plans show` / `cancel` take the request id; ids are one path segment each
+/// (`../plans?status=committed` reads no other endpoint); `/dev/zero` is refused after 1 MiB;
+/// `-o ids`, short flags, completions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_is_safe_to_script() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", false).await;
+    let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", token.as_str())];
+    let dir = tempfile::tempdir().unwrap();
+
+    // A closed pipe: `coreserve sites | head -0`.
+    for args in [&["sites"][..], &["sites", "-o", "json"], &["completions", "bash"]] {
+        let (code, err) = coreserve_into_a_closed_pipe(args, &env).await;
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!err.contains("Broken pipe") && !err.contains("panicked"), "{args:?}: {err}");
+    }
+
+    // No connection: exit code 6 at once, for a file of 50 requests too.
+    let lines: String = (0..50)
+        .map(|i| {
+            let mut r = workflow();
+            r["id"] = json!(format!("n-{i}"));
+            format!("{r}\n")
+        })
+        .collect();
+    let fifty = dir.path().join("fifty.jsonl");
+    std::fs::write(&fifty, lines).unwrap();
+    let started = std::time::Instant::now();
+    let (code, _, err) =
+        coreserve(&["plans", "submit", fifty.to_str().unwrap(), "-s", "http://127.0.0.1:1"], &[]).await;
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("cannot connect") && err.contains("refused"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "no retries: {:?}", started.elapsed());
+    let (code, _, err) = coreserve(&["plans", "list", "--server", "http://127.0.0.1:1"], &[]).await;
+    assert!(code == 6 && err.contains("cannot connect"), "{code} {err}");
+    let help = coreserve(&["--help"], &[]).await.1;
+    assert!(help.contains("Exit codes") && help.contains("6  no connection") && help.contains("Retries:"), "{help}");
+
+    // The same file twice: one plan (the key is derived from the request's id and body).
+    let file = dir.path().join("wf.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&workflow()).unwrap()).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, first, err) = coreserve(&["plans", "submit", file, "-o", "ids"], &env).await;
+    assert_eq!(code, 0, "{first}{err}");
+    let (code, second, err) = coreserve(&["plans", "submit", file, "-o", "ids"], &env).await;
+    assert_eq!(code, 0, "{second}{err}");
+    assert_eq!(first, second, "the same plan");
+    let id = first.trim().to_owned();
+    assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1, "booked once");
+
+    // show and cancel by request id; the server filters by request id.
+    let (code, out, err) = coreserve(&["plans", "show", "wf-1"], &env).await;
+    assert!(code == 0 && out.starts_with(&format!("plan {id}")), "{code} {out}{err}");
+    assert_eq!(app.plans(&token, "?request_id=wf-1").await.len(), 1);
+    assert!(app.plans(&token, "?request_id=wf-2").await.is_empty());
+    let (code, out, _) = coreserve(&["plans", "ls", "-o", "ids", "-r", "wf-1"], &env).await;
+    assert_eq!((code, out.trim()), (0, id.as_str()));
+    // Not a path: one segment (and no plan has that request id).
+    let (code, out, err) = coreserve(&["plans", "show", "../plans?status=committed"], &env).await;
+    assert!(code == 4 && out.is_empty() && err.contains("no plan with id or request id"), "{code} {out} {err}");
+    let (code, out, err) = coreserve(&["plans", "cancel", "wf-1"], &env).await;
+    assert_eq!((code, out.trim()), (0, format!("plan {id} cancelled").as_str()), "{err}");
+
+    // Input read line by line: /dev/zero is refused after 1 MiB, with the line named.
+    let started = std::time::Instant::now();
+    let (code, _, err) = coreserve(&["plans", "submit", "/dev/zero"], &env).await;
+    assert!(code == 1 && err.contains("line 1") && err.contains("longer than"), "{code} {err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, format!("{}\nnot json\n", workflow())).unwrap();
+    let (code, _, err) = coreserve(&["plans", "submit", bad.to_str().unwrap()], &env).await;
+    assert!(code == 1 && err.contains("line 2: not JSON"), "{code} {err}");
+
+    // Completions.
+    let (code, out, _) = coreserve(&["completions", "bash"], &[]).await;
+    assert!(code == 0 && out.contains("complete -F") && out.contains("availability"), "{out}");
+}
+
+/// Issue 29: `plans create` books from flags (relative times), prints the plan and the
+/// timeline's URL, and the same command again shows the plan instead of booking twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_create_books_from_flags_once() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", false).await;
+    let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", token.as_str())];
+    let args = ["plans", "create", "-j", "sim:8:1h", "-j", "post:4:30m", "-T", "sim:post:100:10m", "--start", "now+2h"];
+    let (code, out, err) = coreserve(&args, &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("COMMITTED") && out.contains("sim -> post"), "{out}");
+    assert!(err.contains("/ui#plan="), "the timeline's URL: {err}");
+    let plans = app.plans(ADMIN, "").await;
+    assert_eq!(plans.len(), 1);
+    let start: DateTime<Utc> = plans[0]["jobs"][0]["start"].as_str().unwrap().parse().unwrap();
+    assert!(start >= Utc::now() + chrono::Duration::minutes(115), "--start now+2h: {start}");
+    // Every time is 24-hour UTC: `HH:MM`, no am/pm.
+    assert!(!out.contains("AM") && !out.contains("PM") && out.contains("start (UTC)"), "{out}");
+    let (code, again, err) = coreserve(&args, &env).await;
+    assert_eq!(code, 0, "{again}{err}");
+    assert!(err.contains("already booked") && again.contains(plans[0]["id"].as_str().unwrap()), "{again}{err}");
+    assert_eq!(app.plans(ADMIN, "").await.len(), 1, "booked once");
+    let (code, _, err) = coreserve(&["plans", "create", "-c", "4", "--start", "2030-01-01T00:00:00"], &env).await;
+    assert!(code == 1 && err.contains("naive timestamp"), "{code} {err}");
+}
+
+/// Issue 29: every deserialisation failure of the API says which field, what it takes and an
+/// example, in the user's words: no "Path deserialize error", "Query deserialize error",
+/// "UUID parsing failed" or "premature end of input".
+#[tokio::test]
+async fn deserialisation_failures_name_the_field_in_the_users_words() {
+    let app = TestApp::spawn().await;
+    let framework = ["deserialize error", "UUID parsing failed", "premature end of input", "invalid digit"];
+    let words = |p: &Value| {
+        let d = p["detail"].as_str().unwrap().to_owned();
+        assert!(!framework.iter().any(|f| d.contains(f)), "framework wording: {d}");
+        d
+    };
+    // Path.
+    let p = problem(app.get("/v1/plans/wf-1", ADMIN).await, StatusCode::NOT_FOUND).await;
+    let d = words(&p);
+    assert!(
+        d.contains("`wf-1` is not a plan id") && d.contains("UUID such as") && d.contains("request_id=wf-1"),
+        "{d}"
+    );
+    let p = problem(app.post_empty("/v1/holds/nope/commit", ADMIN).await, StatusCode::NOT_FOUND).await;
+    assert!(words(&p).contains("`nope` is not a hold id"), "{p}");
+    // Query: a missing parameter, a naive timestamp, a number that is not one.
+    let p = problem(app.get("/v1/sites/s1/availability?to=2030-01-01T00:00:00Z", ADMIN).await, StatusCode::BAD_REQUEST)
+        .await;
+    let d = words(&p);
+    assert!(d.contains("`from` is missing") && d.contains("e.g. 2030-01-01T12:00:00Z"), "{d}");
+    let q = format!("/v1/sites/s1/availability?from=2026-11-27T00:00:00&to={}&cpus=1&duration_s=60", in_hours(2));
+    let d = words(&problem(app.get(&q, ADMIN).await, StatusCode::BAD_REQUEST).await);
+    assert!(
+        d.contains("`from` = `2026-11-27T00:00:00` is a naive timestamp") && d.contains("2026-11-27T00:00:00Z"),
+        "{d}"
+    );
+    let q = format!("/v1/sites/s1/availability?from={}&to={}&cpus=many&duration_s=60", in_hours(1), in_hours(2));
+    let d = words(&problem(app.get(&q, ADMIN).await, StatusCode::BAD_REQUEST).await);
+    assert!(d.contains("`cpus` = `many`") && d.contains("e.g. 16"), "{d}");
+    let d = words(&problem(app.get("/v1/plans?from=yesterday", ADMIN).await, StatusCode::BAD_REQUEST).await);
+    assert!(d.contains("`from` = `yesterday` is not a timestamp"), "{d}");
+    // Body: a naive deadline (422), a wrong type deep inside, a bad enum value.
+    let mut naive = workflow();
+    naive["deadline"] = json!("2026-11-27T00:00:00");
+    let d = words(&problem(app.post("/v1/plans", ADMIN, &naive).await, StatusCode::UNPROCESSABLE_ENTITY).await);
+    assert!(d.contains("`deadline` = `2026-11-27T00:00:00` is a naive timestamp") && d.contains("add `Z`"), "{d}");
+    let mut wrong = workflow();
+    wrong["jobs"][1]["cpus"] = json!("twelve");
+    let d = words(&problem(app.post("/v1/plans", ADMIN, &wrong).await, StatusCode::UNPROCESSABLE_ENTITY).await);
+    assert!(d.contains("`jobs[1].cpus`: expected a whole number of CPUs, e.g. 16"), "{d}");
+    let mut policy = workflow();
+    policy["policy"] = json!("fastest");
+    let d = words(&problem(app.post("/v1/plans", ADMIN, &policy).await, StatusCode::UNPROCESSABLE_ENTITY).await);
+    assert!(d.contains("`policy` = `fastest` is not valid") && d.contains("time"), "{d}");
+    let mut missing = workflow();
+    missing["transfers"][0].as_object_mut().unwrap().remove("bandwidth_mbps");
+    let d = words(&problem(app.post("/v1/plans", ADMIN, &missing).await, StatusCode::UNPROCESSABLE_ENTITY).await);
+    assert!(d.contains("`transfers[0].bandwidth_mbps` is missing"), "{d}");
+    assert!(app.plans(ADMIN, "").await.is_empty());
+}
+
+/// Issue 29: availability answers no start before now + the W interval (60 s here), and more
+/// CPUs than the site has is 422 naming its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn availability_starts_after_the_w_interval_and_knows_the_sites_size() {
+    let app = TestApp::spawn().await;
+    let before = Utc::now();
+    let q = format!("/v1/sites/s1/availability?from={}&to={}&cpus=4&duration_s=60", ts(before), in_hours(2));
+    let a: Value = app.get(&q, ADMIN).await.json().await.unwrap();
+    let earliest: DateTime<Utc> = a["earliest_start"].as_str().unwrap().parse().unwrap();
+    assert!(earliest >= before + chrono::Duration::seconds(59), "not before now + w_interval: {a}");
+    let q = format!("/v1/sites/s1/availability?from={}&to={}&cpus=100000&duration_s=60", ts(before), in_hours(2));
+    let d = problem(app.get(&q, ADMIN).await, StatusCode::UNPROCESSABLE_ENTITY).await["detail"].to_string();
+    assert!(d.contains("has 16 CPUs"), "{d}");
+    let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", ADMIN)];
+    let (code, _, err) = coreserve(&["availability", "s1", "-c", "100000", "-d", "1h"], &env).await;
+    assert!(code == 4 && err.contains("has 16 CPUs"), "{code} {err}");
+    let (code, out, _) = coreserve(&["availability", "s1", "-c", "4", "-d", "1h"], &env).await;
+    assert!(code == 0 && out.contains(" UTC;"), "{out}");
+}
+
+/// Issue 29: `route` prints its price rounded (three links at 0.1 are 0.3, not
+/// 0.30000000000000004).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn route_prints_prices_rounded() {
+    let grid: coreserve::model::Grid = serde_json::from_value(json!({
+        "nodes": [{"id": "n1"}, {"id": "n2"}, {"id": "n3"}, {"id": "n4"}],
+        "links": [
+            {"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1},
+            {"id": "l2", "a": "n2", "b": "n3", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1},
+            {"id": "l3", "a": "n3", "b": "n4", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}
+        ],
+        "sites": [
+            {"id": "a", "node": "n1", "cpus": 4, "os": "linux", "price_per_cpu_hour": 1.0},
+            {"id": "b", "node": "n4", "cpus": 4, "os": "linux", "price_per_cpu_hour": 1.0}
+        ]
+    }))
+    .unwrap();
+    let app = TestApp::memory(grid, |_| {}).await;
+    let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", ADMIN)];
+    let (code, out, err) = coreserve(&["route", "a", "b", "-b", "100"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("l1 l2 l3") && out.contains(", 0.3 per Gbit/s-hour"), "{out}");
+    let (code, out, _) = coreserve(&["route", "a", "b", "-b", "100", "-o", "ids"], &env).await;
+    assert_eq!((code, out.as_str()), (0, "l1\nl2\nl3\n"));
+}
+
+/// Issue 29: `workload` without `--start` writes requests a running broker accepts (the first
+/// arrival after now + the W interval), so its file can go to `plans submit` as the README
+/// says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_starts_after_now_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&support::grid()).unwrap()).unwrap();
+    let out = dir.path().join("r.jsonl");
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz");
+    let before = Utc::now();
+    let args = ["workload", "--trace", trace, "--grid", grid.to_str().unwrap(), "--requests", "3", "--out"];
+    let (code, o, err) = coreserve(&[&args[..], &[out.to_str().unwrap()]].concat(), &[]).await;
+    assert_eq!(code, 0, "{o}{err}");
+    let first: Value = serde_json::from_str(std::fs::read_to_string(&out).unwrap().lines().next().unwrap()).unwrap();
+    let at: DateTime<Utc> = first["submitted_at"].as_str().unwrap().parse().unwrap();
+    assert!(at >= before + chrono::Duration::seconds(1800), "after now + w_interval: {at}");
+    assert!(at <= before + chrono::Duration::seconds(1800 + 700), "{at}");
+}
+
+/// A TCP proxy to 127.0.0.1:`target` that stops forwarding (holds every byte) while its flag
+/// is set: a PostgreSQL that hangs, as when its host is gone. (port, flag)
+async fn pausable_proxy(target: u16) -> (u16, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let paused = Arc::new(AtomicBool::new(false));
+    let flag = paused.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let flag = flag.clone();
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else { return };
+                let ((ri, wi), (ro, wo)) = (inbound.into_split(), outbound.into_split());
+                async fn pipe(
+                    mut r: tokio::net::tcp::OwnedReadHalf,
+                    mut w: tokio::net::tcp::OwnedWriteHalf,
+                    paused: Arc<AtomicBool>,
+                ) {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    while let Ok(n @ 1..) = r.read(&mut buf).await {
+                        while paused.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        if w.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                tokio::join!(pipe(ri, wo, flag.clone()), pipe(ro, wi, flag));
+            });
+        }
+    });
+    (port, paused)
+}
+
+/// Issue 29: `/readyz` answers 503 within about a second while PostgreSQL does not answer
+/// (load balancers' probes time out after a few seconds; the pool would wait 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_answers_within_a_second_while_postgres_hangs() {
+    use sqlx::ConnectOptions;
+    let db = support::TestDb::new().await;
+    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    let (port, paused) = pausable_proxy(options.get_port()).await;
+    let proxied = options.host("127.0.0.1").port(port).to_url_lossy().to_string();
+    let app = TestApp::on_database(&proxied, |_| {}).await;
+    assert_eq!(app.call(Method::GET, "/readyz", None, None).await.status(), StatusCode::OK);
+    paused.store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let r = app.call(Method::GET, "/readyz", None, None).await;
+    let took = started.elapsed();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(took < Duration::from_millis(2500), "answered after {took:?}");
+    let p = problem(r, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert!(p["detail"].as_str().unwrap().contains("within 1 s"), "{p}");
+    paused.store(false, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Issue 29: text logs carry no ANSI colours when stderr is not a terminal, and at `info`
+/// every request is one access-log line (method, path, status).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_logs_are_plain_off_a_terminal_with_one_line_per_request() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&support::grid()).unwrap()).unwrap();
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--grid", grid.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-token", "log-admin"])
+        .env("RUST_LOG", "info")
+        .env_remove("DATABASE_URL")
+        .env_remove("CORESERVE_LOG_FORMAT")
+        .env_remove("CORESERVE_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let child = Killed(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                let _ = tx.send(url.to_string());
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let base = rx.recv_timeout(Duration::from_secs(60)).expect("serve started");
+    assert_eq!(Client::new().get(format!("{base}/healthz")).send().await.unwrap().status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(child);
+    let lines = reader.join().unwrap();
+    assert!(lines.iter().all(|l| !l.contains('\u{1b}')), "no ANSI escapes: {lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("INFO") && l.contains("/healthz") && l.contains("status=200")),
+        "an access-log line: {lines:?}"
+    );
 }
 
 /// `serve --config FILE`: the file's settings apply; the environment wins over the file and the

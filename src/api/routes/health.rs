@@ -22,11 +22,27 @@ pub async fn healthz() -> web::Json<Health> {
     web::Json(Health { status: "ok".into(), store: None })
 }
 
-/// Readiness: the store answers.
+/// How long readiness waits for the store: below the probe timeouts of load balancers (a
+/// PostgreSQL that is down otherwise holds the answer for the pool's 10 s).
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses((status = 200, body = Health), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<web::Json<Health>, ApiError> {
-    state.store.ping().await?;
+    match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
+        Ok(answer) => answer?,
+        Err(_) => {
+            tracing::warn!("readiness: the store did not answer within 1 s");
+            return Err(ApiError::new(
+                actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+                "store-unavailable",
+                "The store is unavailable",
+                "the store did not answer within 1 s; retry later",
+            )
+            .retry_after(1));
+        }
+    }
     Ok(web::Json(Health { status: "ready".into(), store: Some(state.store.kind().into()) }))
 }
 

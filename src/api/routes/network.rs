@@ -130,7 +130,7 @@ fn interval(state: &AppState, start: &DateTime<Utc>, end: &DateTime<Utc>) -> Res
 pub async fn route(
     state: web::Data<AppState>,
     _caller: Caller,
-    q: web::Query<RouteQuery>,
+    q: crate::api::extract::Query<RouteQuery>,
 ) -> Result<web::Json<RouteAnswer>, ApiError> {
     let (start, end) = interval(&state, &q.start, &q.end)?;
     if q.bandwidth_mbps == 0 {
@@ -177,7 +177,7 @@ pub async fn link_reservations(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    q: web::Query<WindowQuery>,
+    q: crate::api::extract::Query<WindowQuery>,
 ) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
     Ok(web::Json(bookings(&state, &caller, Some(&id), &q)?))
 }
@@ -192,7 +192,7 @@ pub async fn link_reservations(
 pub async fn reservations(
     state: web::Data<AppState>,
     caller: Caller,
-    q: web::Query<WindowQuery>,
+    q: crate::api::extract::Query<WindowQuery>,
 ) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
     Ok(web::Json(bookings(&state, &caller, None, &q)?))
 }

@@ -268,7 +268,7 @@ pub async fn site_prepare(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    params: web::Query<PrepareParams>,
+    params: crate::api::extract::Query<PrepareParams>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {
@@ -317,7 +317,7 @@ pub async fn net_query(
 pub async fn net_prepare(
     state: web::Data<AppState>,
     caller: Caller,
-    params: web::Query<PrepareParams>,
+    params: crate::api::extract::Query<PrepareParams>,
     req: HttpRequest,
     body: web::Bytes,
 ) -> Result<web::Json<Hold>, ApiError> {

@@ -130,6 +130,8 @@ pub struct ListQuery {
     pub from: Option<DateTime<Utc>>,
     /// Plans starting before this instant (RFC 3339).
     pub to: Option<DateTime<Utc>>,
+    /// Only the plans of this request id (the body's `id`, echoed as `request_id`).
+    pub request_id: Option<String>,
 }
 
 /// The name of the idempotency header.
@@ -194,7 +196,7 @@ fn created(view: &PlanView) -> HttpResponse {
 pub async fn create(
     state: web::Data<AppState>,
     caller: Caller,
-    query: web::Query<CreateQuery>,
+    query: crate::api::extract::Query<CreateQuery>,
     req: HttpRequest,
     body: JsonBody<PlanBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -415,13 +417,14 @@ async fn unrecorded(
 pub async fn list(
     state: web::Data<AppState>,
     caller: Caller,
-    query: web::Query<ListQuery>,
+    query: crate::api::extract::Query<ListQuery>,
 ) -> Result<web::Json<Vec<PlanView>>, ApiError> {
     let status = query.status.as_deref().map(str::parse::<PlanStatus>).transpose().map_err(ApiError::bad_request)?;
     let filter =
         PlanFilter { user: (!caller.admin).then(|| caller.user.clone()), status, from: query.from, to: query.to };
     let plans = state.store.list_plans(&filter).await?;
-    Ok(web::Json(plans.iter().map(PlanView::from).collect()))
+    let wanted = |p: &&PlanRecord| query.request_id.as_ref().is_none_or(|r| &p.outcome.request_id == r);
+    Ok(web::Json(plans.iter().filter(wanted).map(PlanView::from).collect()))
 }
 
 async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord, ApiError> {

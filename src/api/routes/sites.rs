@@ -302,7 +302,9 @@ pub(crate) fn not_past(state: &AppState, start: i64) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
+/// The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`,
+/// never before now + the broker's W interval (no plan starts earlier); more CPUs than the
+/// site has are 422.
 #[utoipa::path(get, path = "/v1/sites/{id}/availability", operation_id = "site_availability", tag = "sites", params(("id" = String, Path), AvailabilityQueryParams),
     responses((status = 200, body = AvailabilityView), (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json")),
@@ -311,13 +313,23 @@ pub async fn availability(
     state: web::Data<AppState>,
     _caller: Caller,
     id: web::Path<String>,
-    q: web::Query<AvailabilityQueryParams>,
+    q: crate::api::extract::Query<AvailabilityQueryParams>,
 ) -> Result<web::Json<AvailabilityView>, ApiError> {
     let lis = state.lis(&id)?;
     let (from, to) = window(&state, &q.from, &q.to)?;
     if q.cpus == 0 || q.duration_s <= 0 {
         return Err(ApiError::invalid("cpus and duration_s must be > 0"));
     }
+    let size = lis.site().cpus;
+    if q.cpus > size {
+        return Err(ApiError::invalid(format!(
+            "site `{}` has {size} CPUs; {} CPUs can never fit there (ask for at most {size}, or another site: GET /v1/sites)",
+            id.as_str(),
+            q.cpus
+        )));
+    }
+    // Nothing a broker plans starts before now + its W interval: that is the earliest start.
+    let from = from.max(state.now() + state.config.w_interval_s);
     if q.min_gpu_compute_capability.is_some_and(|c| !c.is_finite() || c < 0.0) {
         return Err(ApiError::invalid("min_gpu_compute_capability must be a finite number >= 0"));
     }
@@ -356,7 +368,7 @@ pub async fn reservations(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    q: web::Query<WindowQuery>,
+    q: crate::api::extract::Query<WindowQuery>,
 ) -> Result<web::Json<Vec<ReservationView>>, ApiError> {
     let lis = state.lis(&id)?;
     let (from, to) = window(&state, &q.from, &q.to)?;

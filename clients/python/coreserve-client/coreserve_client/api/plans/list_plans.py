@@ -17,6 +17,7 @@ def _get_kwargs(
     status: PlanStatus | Unset = UNSET,
     from_: datetime.datetime | Unset = UNSET,
     to: datetime.datetime | Unset = UNSET,
+    request_id: str | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
@@ -36,6 +37,8 @@ def _get_kwargs(
     if not isinstance(to, Unset):
         json_to = to.isoformat()
     params["to"] = json_to
+
+    params["request_id"] = request_id
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -99,6 +102,7 @@ def sync_detailed(
     status: PlanStatus | Unset = UNSET,
     from_: datetime.datetime | Unset = UNSET,
     to: datetime.datetime | Unset = UNSET,
+    request_id: str | Unset = UNSET,
 ) -> Response[Problem | list[PlanView]]:
     """The caller's plans (an admin: everyone's), oldest first.
 
@@ -110,6 +114,7 @@ def sync_detailed(
             TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
+        request_id (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -123,6 +128,7 @@ def sync_detailed(
         status=status,
         from_=from_,
         to=to,
+        request_id=request_id,
     )
 
     response = client.get_httpx_client().request(
@@ -138,6 +144,7 @@ def sync(
     status: PlanStatus | Unset = UNSET,
     from_: datetime.datetime | Unset = UNSET,
     to: datetime.datetime | Unset = UNSET,
+    request_id: str | Unset = UNSET,
 ) -> Problem | list[PlanView] | None:
     """The caller's plans (an admin: everyone's), oldest first.
 
@@ -149,6 +156,7 @@ def sync(
             TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
+        request_id (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -163,6 +171,7 @@ def sync(
         status=status,
         from_=from_,
         to=to,
+        request_id=request_id,
     ).parsed
 
 
@@ -172,6 +181,7 @@ async def asyncio_detailed(
     status: PlanStatus | Unset = UNSET,
     from_: datetime.datetime | Unset = UNSET,
     to: datetime.datetime | Unset = UNSET,
+    request_id: str | Unset = UNSET,
 ) -> Response[Problem | list[PlanView]]:
     """The caller's plans (an admin: everyone's), oldest first.
 
@@ -183,6 +193,7 @@ async def asyncio_detailed(
             TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
+        request_id (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -196,6 +207,7 @@ async def asyncio_detailed(
         status=status,
         from_=from_,
         to=to,
+        request_id=request_id,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -209,6 +221,7 @@ async def asyncio(
     status: PlanStatus | Unset = UNSET,
     from_: datetime.datetime | Unset = UNSET,
     to: datetime.datetime | Unset = UNSET,
+    request_id: str | Unset = UNSET,
 ) -> Problem | list[PlanView] | None:
     """The caller's plans (an admin: everyone's), oldest first.
 
@@ -220,6 +233,7 @@ async def asyncio(
             TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
         from_ (datetime.datetime | Unset):
         to (datetime.datetime | Unset):
+        request_id (str | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -235,5 +249,6 @@ async def asyncio(
             status=status,
             from_=from_,
             to=to,
+            request_id=request_id,
         )
     ).parsed

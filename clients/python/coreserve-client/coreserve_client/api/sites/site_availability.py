@@ -113,7 +113,9 @@ def sync_detailed(
     gpus: int | Unset = UNSET,
     min_gpu_compute_capability: float | Unset = UNSET,
 ) -> Response[AvailabilityView | Problem]:
-    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
+    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`,
+    never before now + the broker's W interval (no plan starts earlier); more CPUs than the
+    site has are 422.
 
     Args:
         id (str):
@@ -160,7 +162,9 @@ def sync(
     gpus: int | Unset = UNSET,
     min_gpu_compute_capability: float | Unset = UNSET,
 ) -> AvailabilityView | Problem | None:
-    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
+    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`,
+    never before now + the broker's W interval (no plan starts earlier); more CPUs than the
+    site has are 422.
 
     Args:
         id (str):
@@ -202,7 +206,9 @@ async def asyncio_detailed(
     gpus: int | Unset = UNSET,
     min_gpu_compute_capability: float | Unset = UNSET,
 ) -> Response[AvailabilityView | Problem]:
-    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
+    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`,
+    never before now + the broker's W interval (no plan starts earlier); more CPUs than the
+    site has are 422.
 
     Args:
         id (str):
@@ -247,7 +253,9 @@ async def asyncio(
     gpus: int | Unset = UNSET,
     min_gpu_compute_capability: float | Unset = UNSET,
 ) -> AvailabilityView | Problem | None:
-    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`.
+    """The LIS free-slot search: earliest start of `cpus` CPUs for `duration_s` in `[from, to]`,
+    never before now + the broker's W interval (no plan starts earlier); more CPUs than the
+    site has are 422.
 
     Args:
         id (str):
