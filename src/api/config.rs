@@ -106,6 +106,10 @@ pub struct ServeConfig {
     /// With [`ServeConfig::tls`]: require a client certificate signed by this CA (PEM) of every
     /// caller (mutual TLS between the processes of a separated deployment).
     pub tls_client_ca: Option<std::path::PathBuf>,
+    /// With [`ServeConfig::tls_client_ca`]: a caller without a valid token whose verified client
+    /// certificate names `CN=NAME` is the planner principal NAME (participants that trust the
+    /// planners of another domain by their CA, with no shared token store; [`crate::api::peer`]).
+    pub trust_client_certificates: bool,
     /// The sites whose LIS fronts a Slurm partition, with how to reach it (`--slurm`); the
     /// other sites are calendars only.
     pub slurm: Vec<(String, crate::lis::slurm::SlurmConfig)>,
@@ -145,6 +149,7 @@ impl Default for ServeConfig {
             tls_ca: None,
             tls_client: None,
             tls_client_ca: None,
+            trust_client_certificates: false,
             slurm: Vec::new(),
         }
     }

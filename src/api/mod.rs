@@ -32,6 +32,7 @@ pub mod extract;
 pub mod fair;
 pub mod metrics;
 pub mod openapi;
+pub mod peer;
 pub mod problem;
 pub mod routes;
 pub mod startup;

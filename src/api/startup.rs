@@ -328,7 +328,8 @@ impl Application {
                 })
                 .configure(|c| routes::configure_role(c, &role))
                 .default_service(web::to(routes::not_found))
-        });
+        })
+        .on_connect(super::peer::remember_peer);
         let mut server = match tls {
             Some(tls) => server.listen_rustls_0_23(listener, tls)?,
             None => server.listen(listener)?,

@@ -341,6 +341,11 @@ pub struct ServeArgs {
     /// With --tls-cert: require a client certificate signed by this PEM CA (mutual TLS).
     #[arg(long, env = "CORESERVE_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: a caller without a valid token whose client certificate (signed by
+    /// that CA) names CN=NAME is the planner principal NAME. Lets a participant on a database of
+    /// its own trust another domain's planners by their CA, with no token rows to share.
+    #[arg(long, env = "CORESERVE_TRUST_CLIENT_CERTIFICATES", requires = "tls_client_ca")]
+    pub trust_client_certificates: bool,
     /// A planner trusts only this PEM CA for https:// participants (default: the system's roots).
     #[arg(long, env = "CORESERVE_TLS_CA")]
     pub tls_ca: Option<PathBuf>,
@@ -489,6 +494,7 @@ impl ServeArgs {
             tls_ca: self.tls_ca,
             tls_client: tls_files(self.tls_client_cert.zip(self.tls_client_key)),
             tls_client_ca: self.tls_client_ca,
+            trust_client_certificates: self.trust_client_certificates,
             slurm,
         };
         Ok(Settings { config, grid, database_url })
