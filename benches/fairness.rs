@@ -36,7 +36,7 @@ use coreserve::store::MemoryStore;
 use serde_json::{json, Value};
 
 const COMMAND: &str = "cargo bench --bench fairness";
-const ADMIN: &str = "fairness-admin";
+const ADMIN: &str = "fairness-admin-token";
 /// A phase's flood runs this long before the small user starts.
 const FLOOD_WARMUP: Duration = Duration::from_secs(3);
 

@@ -66,6 +66,8 @@ struct Inner {
     /// `(user, key)` -> its claim, and `(plan, fingerprint)` once done.
     keys: HashMap<(String, String), KeyRow>,
     tokens: HashMap<String, TokenRecord>,
+    /// Ids of revoked tokens.
+    revoked: std::collections::HashSet<Uuid>,
     holds: HashMap<HoldId, Row>,
     /// Decided transactions.
     txns: HashMap<TxnId, TxnRow>,
@@ -232,13 +234,27 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
-        self.lock().tokens.insert(token.hash.clone(), token);
+    async fn insert_token(&self, mut token: TokenRecord) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        if let Some(old) = g.tokens.get(&token.hash) {
+            token.id = old.id;
+        }
+        if g.revoked.contains(&token.id) {
+            return Ok(()); // stays revoked
+        }
+        g.tokens.insert(token.hash.clone(), token);
         Ok(())
     }
 
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        Ok(self.lock().tokens.get(hash).cloned())
+        let g = self.lock();
+        Ok(g.tokens.get(hash).filter(|t| !g.revoked.contains(&t.id)).cloned())
+    }
+
+    async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
+        let mut g = self.lock();
+        let Some(t) = g.tokens.values().find(|t| t.id == id).cloned() else { return Ok(None) };
+        Ok(g.revoked.insert(id).then_some(t))
     }
 
     async fn end_all_claims(&self) -> Result<u64, StoreError> {

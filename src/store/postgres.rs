@@ -337,12 +337,17 @@ impl Store for PgStore {
 
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
         sqlx::query!(
-            r#"INSERT INTO tokens (hash, "user", admin, service) VALUES ($1, $2, $3, $4)
-               ON CONFLICT (hash) DO UPDATE SET "user" = EXCLUDED."user", admin = EXCLUDED.admin, service = EXCLUDED.service"#,
+            r#"INSERT INTO tokens (id, hash, "user", admin, service, planner, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)
+               ON CONFLICT (hash) DO UPDATE SET "user" = EXCLUDED."user", admin = EXCLUDED.admin,
+                   service = EXCLUDED.service, planner = EXCLUDED.planner, expires_at = EXCLUDED.expires_at"#,
+            token.id,
             token.hash,
             token.user,
             token.admin,
             token.service,
+            token.planner,
+            token.expires_at,
         )
         .execute(&self.pool)
         .await?;
@@ -350,10 +355,27 @@ impl Store for PgStore {
     }
 
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        let token =
-            sqlx::query_as!(TokenRecord, r#"SELECT hash, "user", admin, service FROM tokens WHERE hash = $1"#, hash)
-                .fetch_optional(&self.pool)
-                .await?;
+        let token = sqlx::query_as!(
+            TokenRecord,
+            r#"SELECT id, hash, "user", admin, service, planner, expires_at FROM tokens
+               WHERE hash = $1 AND revoked_at IS NULL"#,
+            hash
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(token)
+    }
+
+    async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
+        // The row's trigger (migrations/0007_principals.sql) notifies every process's cache.
+        let token = sqlx::query_as!(
+            TokenRecord,
+            r#"UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
+               RETURNING id, hash, "user", admin, service, planner, expires_at"#,
+            id
+        )
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(token)
     }
 
@@ -663,6 +685,54 @@ impl Store for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn token_changes(&self) -> Result<Option<super::TokenWatch>, StoreError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let pool = self.pool.clone();
+        let connect = move || {
+            let pool = pool.clone();
+            async move {
+                let mut l = sqlx::postgres::PgListener::connect_with(&pool).await?;
+                l.listen("coreserve_tokens").await?;
+                Ok::<_, sqlx::Error>(l)
+            }
+        };
+        let mut listener = connect().await?;
+        let (tx, changed) = tokio::sync::mpsc::channel(1);
+        let watching = std::sync::Arc::new(AtomicBool::new(true));
+        let up = watching.clone();
+        tokio::spawn(async move {
+            loop {
+                let got = listener.try_recv().await;
+                if let Ok(Some(_)) = got {
+                    if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
+                        return;
+                    }
+                    continue;
+                }
+                // The connection was lost: changes made meanwhile are missed. Cache nothing
+                // until a fresh listener is up, then drop whatever was cached.
+                up.store(false, Ordering::SeqCst);
+                if let Err(e) = got {
+                    tracing::warn!(error = %e, "token change listener failed");
+                }
+                listener = loop {
+                    match connect().await {
+                        Ok(l) => break l,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "token change listener: cannot reconnect; retrying in 1 s");
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                };
+                up.store(true, Ordering::SeqCst);
+                if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
+                    return;
+                }
+            }
+        });
+        Ok(Some(super::TokenWatch { changed, watching }))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

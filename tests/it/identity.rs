@@ -332,3 +332,35 @@ async fn planners_reach_tls_participants_only_when_they_trust_the_ca() {
     .unwrap();
     site.with_client(trusted).query(&q).await.unwrap();
 }
+
+/// Issue 28: a process serving TLS says `https://` in its start line (it said `http://`).
+#[tokio::test]
+async fn the_start_line_of_a_tls_listener_says_https() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, files) = certificates(dir.path());
+    let grid_path = dir.path().join("grid.json");
+    std::fs::write(&grid_path, serde_json::to_string(&grid()).unwrap()).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--workers", "1", "--grid"])
+        .arg(&grid_path)
+        .arg("--tls-cert")
+        .arg(&files.cert)
+        .arg("--tls-key")
+        .arg(&files.key)
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr).lines().map_while(Result::ok).find(|l| l.contains(" serving "))
+    })
+    .await
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("a start line");
+    assert!(line.contains("on https://127.0.0.1:"), "{line}");
+}

@@ -6,6 +6,7 @@
 mod api;
 mod crash;
 mod faults;
+mod hardening;
 mod identity;
 mod journal_props;
 mod planner_props;

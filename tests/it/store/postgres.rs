@@ -8,6 +8,7 @@
 //! `.ci/test` sets both; an unreachable server fails the tests: they are never skipped.
 
 use coreserve::protocol::ParticipantRef;
+use coreserve::api::auth::Roles;
 use coreserve::store::{Claim, KeyClaim, PgStore, Store, TokenRecord};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -46,7 +47,7 @@ async fn a_key_is_claimed_once_across_processes(_: PgPoolOptions, db: PgConnectO
 async fn migrations_run_again_on_an_existing_database(_: PgPoolOptions, db: PgConnectOptions) {
     let url = url(&db);
     let s = PgStore::connect(&url).await.unwrap();
-    s.insert_token(TokenRecord { hash: "h".into(), user: "u".into(), admin: false, service: false }).await.unwrap();
+    s.insert_token(TokenRecord::new("h", "u", false, false)).await.unwrap();
     s.pool().close().await;
     let s = PgStore::connect(&url).await.unwrap();
     assert!(s.token("h").await.unwrap().is_some());
@@ -138,9 +139,11 @@ async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
 #[tokio::test]
 async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database() {
     let db = TestDb::new().await;
-    let token = coreserve::cli::token_create(&db.url, "carol", false, false).await.unwrap();
+    let user = Roles::default();
+    let (token, _) = coreserve::cli::token_create(&db.url, "carol", user, None).await.unwrap();
     assert!(token.starts_with("cs_"), "{token}");
-    let admin = coreserve::cli::token_create(&db.url, "root", true, false).await.unwrap();
+    let (admin, _) =
+        coreserve::cli::token_create(&db.url, "ops", Roles { admin: true, ..user }, None).await.unwrap();
     let app = TestApp::on_database(&db.url, |_| {}).await;
     assert_eq!(app.get("/v1/plans", &token).await.status(), StatusCode::OK);
     let r = app.post("/v1/tokens", &token, &json!({"user": "x"})).await;
@@ -154,6 +157,63 @@ async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database(
         sqlx::query_as(r#"SELECT hash FROM tokens WHERE "user" = 'carol'"#).fetch_all(&mut conn).await.unwrap();
     assert_eq!(stored, vec![(coreserve::api::auth::hash_token(&token),)]);
     assert_ne!(stored[0].0, token);
+}
+
+/// Issue 28: `token create` refuses reserved and untrimmed names (a plain token for `admin`
+/// would read the admin's plans); `token revoke` is refused at once by a running server that
+/// has the token cached, and a token past its expiry is refused.
+#[tokio::test]
+async fn token_create_refuses_reserved_names_and_token_revoke_takes_effect_at_once() {
+    let db = TestDb::new().await;
+    let user = Roles::default();
+    for name in ["admin", " admin", "Admin", "admin ", "service", "@planners", "root"] {
+        let e = coreserve::cli::token_create(&db.url, name, user, None).await.unwrap_err();
+        assert!(e.to_string().contains("--user"), "{name:?}: {e}");
+    }
+    let (carol, id) = coreserve::cli::token_create(&db.url, "carol", user, None).await.unwrap();
+    let app = TestApp::on_database(&db.url, |_| {}).await;
+    let other = TestApp::on_database(&db.url, |_| {}).await;
+    for a in [&app, &other] {
+        assert_eq!(a.get("/v1/plans", &carol).await.status(), StatusCode::OK, "cached now");
+    }
+    let who: Value = app.get("/v1/whoami", &carol).await.json().await.unwrap();
+    assert_eq!(who["token_id"], id.to_string());
+    // Revoked through the database (the CLI's path), by another process than the servers.
+    let store = coreserve::store::PgStore::connect(&db.url).await.unwrap();
+    assert!(coreserve::store::Store::revoke_token(&store, id).await.unwrap().is_some());
+    let started = std::time::Instant::now();
+    for a in [&app, &other] {
+        loop {
+            let status = a.get("/v1/plans", &carol).await.status();
+            if status == StatusCode::UNAUTHORIZED {
+                break;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(2), "revoked token still accepted: {status}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    // Through the API: 204, then 401 on every process at once; 404 the second time.
+    let (dave, _) = coreserve::cli::token_create(&db.url, "dave", user, None).await.unwrap();
+    let dave_id: Value = other.get("/v1/whoami", &dave).await.json().await.unwrap();
+    assert_eq!(app.get("/v1/plans", &dave).await.status(), StatusCode::OK);
+    let path = format!("/v1/tokens/{}", dave_id["token_id"].as_str().unwrap());
+    assert_eq!(app.delete(&path, &dave).await.status(), StatusCode::FORBIDDEN, "admins only");
+    assert_eq!(app.delete(&path, crate::support::ADMIN).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.get("/v1/plans", &dave).await.status(), StatusCode::UNAUTHORIZED);
+    let started = std::time::Instant::now();
+    while other.get("/v1/plans", &dave).await.status() != StatusCode::UNAUTHORIZED {
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the other process still accepts it");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.delete(&path, crate::support::ADMIN).await.status(), StatusCode::NOT_FOUND);
+    // Expiry.
+    let soon = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    let (eve, _) = coreserve::cli::token_create(&db.url, "eve", user, Some(soon)).await.unwrap();
+    assert_eq!(app.get("/v1/plans", &eve).await.status(), StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    let r = app.get("/v1/plans", &eve).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "expired");
+    store.pool().close().await;
 }
 
 /// Every row of every table of the service, as JSON text, in a stable order.
