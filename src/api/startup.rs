@@ -14,9 +14,7 @@ use actix_web::{web, App, HttpServer, ResponseError};
 use anyhow::{bail, Context};
 use futures::FutureExt;
 
-use super::auth::{
-    generate_token, register_token, register_token_with, Roles, ADMIN_PRINCIPAL, SERVICE_PRINCIPAL,
-};
+use super::auth::{generate_token, register_token, register_token_with, Roles, ADMIN_PRINCIPAL, SERVICE_PRINCIPAL};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
 use super::problem::{json_error, ApiError};
 use super::routes;
@@ -241,6 +239,9 @@ impl Application {
                     if let Err(e) = recoverer.recover_in_doubt().await {
                         tracing::warn!(error = %e, "recovery round failed");
                     }
+                    // Projects set through another planner process reach this one's ledger
+                    // (a cache for the priorities; the limit is the store's).
+                    let _ = super::routes::projects::fresh_projects(&recoverer).await;
                 }
             });
         }

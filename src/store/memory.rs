@@ -12,7 +12,7 @@ use super::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     StoredHold, TokenRecord,
 };
-use crate::fairshare::Project;
+use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, Site, Time};
 use crate::protocol::decision::InDoubt;
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, TxnId};
@@ -75,6 +75,8 @@ struct Inner {
     /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
     owners: HashMap<HoldId, String>,
     projects: std::collections::BTreeMap<String, Project>,
+    /// Live charges: plan -> (project, usage) (see `Store::record_decision`).
+    charges: HashMap<Uuid, (String, Vec<Usage>)>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -187,6 +189,7 @@ impl Store for MemoryStore {
         for r in g.holds.values_mut().filter(|r| r.plan == Some(id)) {
             r.life = Life::Ended;
         }
+        g.charges.remove(&id);
         Ok(g.plans.get_mut(&id).map(|p| {
             p.status = PlanStatus::Cancelled;
             p.cancelled_at.get_or_insert(at);
@@ -271,6 +274,14 @@ impl Store for MemoryStore {
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let d = &r.decision;
+        // The charge, checked under the store's lock (every charge goes through it).
+        let usage = Usage::of_outcome(&r.plan.outcome);
+        let (project, limited) = crate::fairshare::project_of(g.projects.values(), &r.plan.user);
+        if let Some(p) = limited {
+            let booked: Vec<Usage> =
+                g.charges.values().filter(|(q, _)| *q == project).flat_map(|(_, u)| u.iter().copied()).collect();
+            crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
+        }
         if let Some((key, print)) = r.key {
             complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
         }
@@ -297,6 +308,7 @@ impl Store for MemoryStore {
         g.txns.insert(d.txn, row);
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
+        g.charges.insert(r.plan.id, (project, usage));
         Ok(())
     }
 
@@ -324,6 +336,7 @@ impl Store for MemoryStore {
         t.doubt = None;
         let plan = t.plan;
         if rejected.is_some() {
+            g.charges.remove(&plan);
             for r in g.holds.values_mut().filter(|r| r.plan == Some(plan)) {
                 r.life = Life::Ended;
             }
@@ -408,6 +421,12 @@ impl Store for MemoryStore {
 
     async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         Ok(self.lock().projects.values().cloned().collect())
+    }
+
+    async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
+        let g = self.lock();
+        let live = g.charges.values().filter(|(p, _)| p == project).flat_map(|(_, u)| u.iter().copied());
+        Ok(live.filter(|u| u.start < to && u.end > from).collect())
     }
 
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {

@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::fairshare::Project;
+use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
 use crate::protocol::decision::{Booking, Decision, InDoubt};
 use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
@@ -209,6 +209,10 @@ pub enum StoreError {
     /// claim (its lease ran out while the caller was stalled): nothing was written.
     #[error("the claim has passed to another process")]
     Superseded,
+    /// The plan of a decision would take its project past its allocation, counting every
+    /// charge committed by any process ([`Store::record_decision`]): nothing was written.
+    #[error("{0}")]
+    AllocationExceeded(crate::fairshare::AllocationExceeded),
 }
 
 /// A column that does not decode is corruption ([`StoreError::Corrupt`]); any other database
@@ -338,11 +342,17 @@ pub trait Store: Journal + Send + Sync {
     async fn end_all_claims(&self) -> Result<u64, StoreError>;
 
     /// Writes a commit decision, its plan and key (and the reservations, when asked) in one
-    /// transaction.
+    /// transaction, together with the plan's **charge**: its jobs' usage against its user's
+    /// project ([`crate::fairshare::project_of`] over the stored projects). If that project has
+    /// an allocation without overdraft, the charge is checked against every live charge of the
+    /// project ([`crate::fairshare::check_limit`]) under a lock that serialises the charges of
+    /// one project across every process on the store (PostgreSQL: the project's row, `FOR
+    /// UPDATE`), so the limit is exact however many planners book.
     ///
     /// # Errors
-    /// [`StoreError::Superseded`] if the request's key has passed to another claim: nothing
-    /// is written.
+    /// [`StoreError::Superseded`] if the request's key has passed to another claim;
+    /// [`StoreError::AllocationExceeded`] if the plan does not fit its project's allocation:
+    /// nothing is written.
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError>;
     /// Stores a rejected plan and completes its key in one transaction.
     ///
@@ -384,6 +394,9 @@ pub trait Store: Journal + Send + Sync {
     async fn save_project(&self, project: &Project) -> Result<(), StoreError>;
     /// Every project saved, by id.
     async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+    /// The usage of the live charges of `project` (committed or in-doubt plans, neither
+    /// compensated nor cancelled) that run in `[from, to)`.
+    async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError>;
 
     /// Tells when a token may have changed in another process (a revocation, a role change, a
     /// row deleted by hand): every `()` on the channel means "drop what you cached". PostgreSQL:

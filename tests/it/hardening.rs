@@ -74,7 +74,10 @@ async fn reserved_and_untrimmed_principal_names_cannot_be_issued() {
     let alice = app.token("alice", false).await;
     assert!(app.plans(&alice, "").await.is_empty());
     let who: Value = app.get("/v1/whoami", &alice).await.json().await.unwrap();
-    assert_eq!((who["user"].as_str(), who["admin"].as_bool(), who["planner"].as_bool()), (Some("alice"), Some(false), Some(false)));
+    assert_eq!(
+        (who["user"].as_str(), who["admin"].as_bool(), who["planner"].as_bool()),
+        (Some("alice"), Some(false), Some(false))
+    );
     assert!(who["token_id"].is_string(), "{who}");
 }
 

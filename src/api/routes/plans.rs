@@ -23,10 +23,11 @@ use crate::api::decision_log::{PlanMeta, StoreDecisionLog};
 use crate::api::extract::JsonBody;
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
+use crate::fairshare::Usage;
 use crate::model::{
     ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
-use crate::planner::{Charge, PlanOptions, Settlement};
+use crate::planner::{PlanOptions, Settlement};
 use crate::protocol::decision::LogError;
 use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
 
@@ -278,10 +279,10 @@ pub async fn create(
         let (id, created_at) = (meta.id, meta.created_at);
         // The decision, this plan and its key are one durable write (see api::decision_log).
         let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
-        let charge_key = id.to_string();
-        let charge = Some(Charge { ledger: &st.ledger, key: &charge_key });
-        let result =
-            st.planners.lend().plan_with(&plan, PlanOptions { log: Some(&log), charge, ..Default::default() }).await;
+        // The allocation limit is checked and the plan charged by the store, with the decision
+        // (exact across planner processes; Store::record_decision); the in-memory ledger is
+        // a cache of the charges for the priorities, updated below.
+        let result = st.planners.lend().plan_with(&plan, PlanOptions { log: Some(&log), ..Default::default() }).await;
         let o = result.outcome;
         let seconds = o.planning_ms / 1000.0;
         let rec = match result.settlement {
@@ -320,7 +321,16 @@ pub async fn create(
             Settlement::Undecided(LogError::Unavailable(e)) => {
                 return Err(unrecorded(&st, &user, key.as_deref(), claim, e).await);
             }
+            Settlement::Undecided(LogError::Refused(reason)) => {
+                // The planner turns a refused decision into a rejection; never left undecided.
+                if let Some(key) = &key {
+                    st.store.release_key(&user, key, claim).await?;
+                }
+                return Err(ApiError::conflict("decision-refused", "The decision was refused", reason));
+            }
             Settlement::InDoubt(reason) => {
+                // Charged with its decision: the cache counts it until it is settled.
+                st.ledger.record(&id.to_string(), &user, Usage::of_outcome(&o));
                 st.metrics.plan_done(PlanStatus::Pending, seconds, o.holds_aborted);
                 tracing::warn!(request = %o.request_id, plan = %id, %reason, "plan in doubt: answered 503");
                 return Err(ApiError::new(
@@ -336,6 +346,9 @@ pub async fn create(
                 .retry_after(st.config.claim_lease_s as u64));
             }
         };
+        if rec.status == PlanStatus::Committed {
+            st.ledger.record(&rec.id.to_string(), &user, Usage::of_outcome(&rec.outcome));
+        }
         st.metrics.plan_done(rec.status, seconds, rec.outcome.holds_aborted);
         tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
         Ok::<_, ApiError>(rec)

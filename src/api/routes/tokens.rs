@@ -21,7 +21,11 @@ pub struct TokenBody {
     /// The user (principal) the token acts as: 1-128 characters, no control characters, no
     /// leading or trailing whitespace (refused, not trimmed), not a reserved name (`admin`,
     /// `service`, `root`, `system`, any case, or anything starting with `@`).
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[^\s\x00-\x1F\x7F-\x9F@]([^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F])?$")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\s\x00-\x1F\x7F-\x9F@]([^\x00-\x1F\x7F-\x9F]*[^\s\x00-\x1F\x7F-\x9F])?$"
+    )]
     pub user: String,
     #[serde(default)]
     pub admin: bool,

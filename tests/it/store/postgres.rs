@@ -7,8 +7,8 @@
 //! API-level ones on the database of a [`TestApp`] or a [`TestDb`] (`CORESERVE_TEST_PG`).
 //! `.ci/test` sets both; an unreachable server fails the tests: they are never skipped.
 
-use coreserve::protocol::ParticipantRef;
 use coreserve::api::auth::Roles;
+use coreserve::protocol::ParticipantRef;
 use coreserve::store::{Claim, KeyClaim, PgStore, Store, TokenRecord};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -142,8 +142,7 @@ async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database(
     let user = Roles::default();
     let (token, _) = coreserve::cli::token_create(&db.url, "carol", user, None).await.unwrap();
     assert!(token.starts_with("cs_"), "{token}");
-    let (admin, _) =
-        coreserve::cli::token_create(&db.url, "ops", Roles { admin: true, ..user }, None).await.unwrap();
+    let (admin, _) = coreserve::cli::token_create(&db.url, "ops", Roles { admin: true, ..user }, None).await.unwrap();
     let app = TestApp::on_database(&db.url, |_| {}).await;
     assert_eq!(app.get("/v1/plans", &token).await.status(), StatusCode::OK);
     let r = app.post("/v1/tokens", &token, &json!({"user": "x"})).await;
