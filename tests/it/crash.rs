@@ -421,7 +421,8 @@ async fn another_planner_with_its_own_token_settles_a_crashed_planners_plan_with
     let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
     let b = Server::start(db, None, &args_b, None);
     let a = Server::start(db, None, &args_a, Some("after-decision"));
-    assert!(post_plan(&a.api(), &pair("p1", 12), "key-1").await.is_err());
+    let body = pair("p1", 12);
+    assert!(post_plan(&a.api(), &body, "key-1").await.is_err());
     a.wait_for_crash();
     let crashed = std::time::Instant::now();
 
@@ -442,7 +443,7 @@ async fn another_planner_with_its_own_token_settles_a_crashed_planners_plan_with
         assert_eq!(r[0]["state"], "committed", "{site}: planner B sent the commit");
     }
     // The client's key, retried at B, answers the plan: booked once.
-    let r = post_plan(&b.api(), &pair("p1", 12), "key-1").await.unwrap();
+    let r = post_plan(&b.api(), &body, "key-1").await.unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
     assert_eq!(r.json::<Value>().await.unwrap()["id"], plan["id"]);
     assert!(crashed.elapsed() < Duration::from_secs(10), "the key answered {:?} after the crash", crashed.elapsed());

@@ -85,7 +85,7 @@ pub async fn tokens_are_stored_by_hash_and_replaced(s: &dyn Store) {
     assert_eq!(s.token("h2").await.unwrap(), None);
     let mut t2 = TokenRecord::new("h1", "root", true, false);
     t2.planner = true;
-    t2.expires_at = Some(at(99));
+    t2.expires_at = Some(at(23));
     s.insert_token(t2.clone()).await.unwrap();
     let got = s.token("h1").await.unwrap().unwrap();
     assert_eq!(got, TokenRecord { id: t.id, ..t2 }, "a hash maps to its latest record, under its first id");
