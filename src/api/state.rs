@@ -159,8 +159,15 @@ impl AppState {
             let (ledger, clock) = (ledger.clone(), clock.clone());
             Arc::new(move |user: &str| ledger.priority_of(user, clock.now())) as Priority
         };
-        let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user)
+        let mut fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user)
             .with_priority(priority, std::time::Duration::from_millis(config.admission_window_ms));
+        if config.role == Role::All {
+            // In process, planning is CPU-bound: one user's searches take at most every core,
+            // never more than that from the other users (see api::fair). A planner process
+            // waits on its participants most of the time and keeps no such cap.
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            fair = fair.with_planning_per_user(cores);
+        }
         Ok(AppState {
             backlog: Backlog::default(),
             tentative: Tentative::default(),
