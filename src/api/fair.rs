@@ -2,8 +2,9 @@
 //!
 //! Every `POST /v1/plans` (dry runs too) is admitted here before it plans:
 //! - **in flight**: at most `max_in_flight_per_user` requests of one user are admitted at once
-//!   (waiting or planning); one more is refused at once (`429 Too Many Requests` with
-//!   `Retry-After`), so a flood costs its sender, not the others;
+//!   (waiting or planning); one more is refused (`429 Too Many Requests` with `Retry-After`,
+//!   answered after a pause that costs no CPU, `routes::plans::REFUSAL_PAUSE`, and before its
+//!   body is parsed), so a flood costs its sender, not the others;
 //! - **planning per user** (the all-in-one: planning is CPU-bound there): at most
 //!   `planning_per_user` requests of one user plan at once (the service sets the number of
 //!   cores); the rest of its admitted requests wait in the queue, costing no CPU. A user who

@@ -257,10 +257,15 @@ impl AppState {
         let _ = self.tokens_watched.set(watch.watching.clone());
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
-            while watch.changed.recv().await.is_some() {
-                match weak.upgrade() {
-                    Some(state) => state.invalidate_tokens(),
-                    None => return,
+            loop {
+                // Every few seconds at least, see whether the state is gone: then the watch
+                // ends, and with it the store's listening connection.
+                let changed = tokio::time::timeout(std::time::Duration::from_secs(5), watch.changed.recv()).await;
+                let Some(state) = weak.upgrade() else { return };
+                match changed {
+                    Ok(Some(())) => state.invalidate_tokens(),
+                    Ok(None) => return,
+                    Err(_) => {} // nothing changed
                 }
             }
         });

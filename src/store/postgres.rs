@@ -768,7 +768,11 @@ impl Store for PgStore {
         let up = watching.clone();
         tokio::spawn(async move {
             loop {
-                let got = listener.try_recv().await;
+                let got = tokio::select! {
+                    // Nobody watches any more: end, and close the connection.
+                    () = tx.closed() => return,
+                    got = listener.try_recv() => got,
+                };
                 if let Ok(Some(_)) = got {
                     if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
                         return;
@@ -782,6 +786,9 @@ impl Store for PgStore {
                     tracing::warn!(error = %e, "token change listener failed");
                 }
                 listener = loop {
+                    if tx.is_closed() {
+                        return;
+                    }
                     match connect().await {
                         Ok(l) => break l,
                         Err(e) => {

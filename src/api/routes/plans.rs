@@ -168,6 +168,9 @@ fn fingerprint(body: &PlanBody) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a body serialises")))
 }
 
+/// How long a plan request past its user's in-flight limit waits before its 429.
+pub const REFUSAL_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
 fn created(view: &PlanView) -> HttpResponse {
     HttpResponse::Created().insert_header((header::LOCATION, format!("/v1/plans/{}", view.id))).json(view)
 }
@@ -209,15 +212,23 @@ pub async fn create(
         ),
     };
     // Fair admission: a limit per user, then a planning slot in turn (see api::fair).
-    let admission = state.fair.admit(&caller.user).map_err(|e| {
-        ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too-many-requests",
-            "Too many plan requests in flight",
-            e.to_string(),
-        )
-        .retry_after(1)
-    })?;
+    let admission = match state.fair.admit(&caller.user) {
+        Ok(a) => a,
+        Err(e) => {
+            // Refused, but answered only after a pause that costs no CPU: a client that ignores
+            // 429 and sends again at once then sends a few requests a second per connection,
+            // not thousands, and the other users' requests are not stuck behind the storm in
+            // the HTTP workers (issue 28, point 3; `cargo bench --bench fairness`).
+            tokio::time::sleep(REFUSAL_PAUSE).await;
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too-many-requests",
+                "Too many plan requests in flight",
+                e.to_string(),
+            )
+            .retry_after(1));
+        }
+    };
     // The body is parsed only once admitted: a user who keeps sending past the limit (and
     // ignores the 429s) costs a token lookup per request, not a JSON parse and validation of a
     // plan (issue 28, point 3). The rules are those of api::extract::JsonBody.
