@@ -26,3 +26,15 @@ END
 $$;
 CREATE TRIGGER tokens_changed AFTER UPDATE OR DELETE ON tokens
     FOR EACH ROW EXECUTE FUNCTION coreserve_tokens_changed();
+
+-- A token issued before names were checked may act under a reserved name without its role
+-- (a plain token for user `admin`, or `" admin"` trimmed into it, read and cancelled the
+-- admin's plans): revoke those, and any whose name has surrounding whitespace or starts with
+-- `@` (no such name can be issued any more; api::auth::check_principal_name). Tokens of the
+-- other reserved names (`root`, `system`) impersonate nobody and stay.
+UPDATE tokens SET revoked_at = now()
+WHERE revoked_at IS NULL
+  AND (("user" = 'admin' AND NOT admin)
+       OR ("user" = 'service' AND NOT service)
+       OR "user" LIKE '@%'
+       OR "user" <> btrim("user"));
