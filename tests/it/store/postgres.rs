@@ -329,3 +329,78 @@ async fn bad_input_leaves_the_database_unchanged() {
     assert_eq!(send(M::POST, &format!("/v1/holds/{aborted}/abort"), ADMIN, None).await.status(), 200);
     assert_eq!(snapshot(url).await, before, "no refused request changed a row");
 }
+
+/// Issue 28: upgrading a database whose tokens were issued before principal names were checked
+/// (migration 0007) revokes the tokens that could act as a bootstrap principal without its role
+/// (a plain `admin`, once also made by trimming `" admin"`) or under a name no longer allowed,
+/// and keeps the others; the committed plans of before get their allocation charges (0008).
+#[sqlx::test(migrations = false)]
+async fn the_upgrade_revokes_impostor_tokens_and_charges_earlier_plans(_: PgPoolOptions, db: PgConnectOptions) {
+    let url = url(&db);
+    // The schema as it was before issue 28: migrations 0001-0006 only.
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+        let f = f.unwrap();
+        let name = f.file_name().into_string().unwrap();
+        if name.as_str() < "0007" {
+            std::fs::copy(f.path(), dir.path().join(&name)).unwrap();
+        }
+    }
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    sqlx::migrate::Migrator::new(dir.path()).await.unwrap().run(&mut conn).await.unwrap();
+    for (hash, user, admin, service) in [
+        ("h-admin", "admin", true, true),
+        ("h-impostor", "admin", false, false),
+        ("h-svc", "service", false, true),
+        ("h-svc-impostor", "service", false, false),
+        ("h-at", "@planners", false, true),
+        ("h-space", " bob", false, false),
+        ("h-root", "root", true, false),
+        ("h-alice", "alice", false, false),
+    ] {
+        sqlx::query(r#"INSERT INTO tokens (hash, "user", admin, service) VALUES ($1, $2, $3, $4)"#)
+            .bind(hash)
+            .bind(user)
+            .bind(admin)
+            .bind(service)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    // A committed plan of alice's: two jobs.
+    let outcome = json!({"request_id": "r", "status": "committed", "jobs": [
+        {"name": "A", "site": "s1", "start": "2030-01-01T00:00:00Z", "end": "2030-01-01T02:00:00Z", "cpus": 4},
+        {"name": "B", "site": "s2", "start": "2030-01-01T01:00:00Z", "end": "2030-01-01T03:00:00Z", "cpus": 2}
+    ]});
+    let plan = Uuid::new_v4();
+    sqlx::query(
+        r#"INSERT INTO plans (id, "user", request_id, status, created_at, outcome, bookings)
+           VALUES ($1, 'alice', 'r', 'committed', now(), $2, '[]')"#,
+    )
+    .bind(plan)
+    .bind(&outcome)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let s = PgStore::connect(&url).await.unwrap();
+    for (hash, kept) in [
+        ("h-admin", true),
+        ("h-impostor", false),
+        ("h-svc", true),
+        ("h-svc-impostor", false),
+        ("h-at", false),
+        ("h-space", false),
+        ("h-root", true),
+        ("h-alice", true),
+    ] {
+        assert_eq!(s.token(hash).await.unwrap().is_some(), kept, "{hash}");
+    }
+    let t0 = chrono::DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z").unwrap().timestamp();
+    let mut charged = s.charged("alice", t0, t0 + 86_400).await.unwrap();
+    charged.sort_by_key(|u| u.start);
+    let got: Vec<(i64, i64, u32)> = charged.iter().map(|u| (u.start - t0, u.end - t0, u.cpus)).collect();
+    assert_eq!(got, vec![(0, 7200, 4), (3600, 10800, 2)]);
+    s.pool().close().await;
+}
