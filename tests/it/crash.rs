@@ -393,8 +393,16 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
 /// answers the plan, and B may cancel it too.
 #[tokio::test]
 async fn another_planner_with_its_own_token_settles_a_crashed_planners_plan_within_seconds() {
-    use coreserve::api::auth::Roles;
     let _machine = machine::reserve("crash").await;
+    // Right after the decision (no commit sent), and once every part is committed (the end
+    // not recorded): either way the plan is settled by the other planner.
+    for point in ["after-decision", "after-commit"] {
+        settled_by_another_planner(point).await;
+    }
+}
+
+async fn settled_by_another_planner(point: &str) {
+    use coreserve::api::auth::Roles;
     let test_db = TestDb::new().await;
     let db = test_db.url.as_str();
     let dir = tempfile::tempdir().unwrap();
@@ -420,7 +428,7 @@ async fn another_planner_with_its_own_token_settles_a_crashed_planners_plan_with
     let args_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
     let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
     let b = Server::start(db, None, &args_b, None);
-    let a = Server::start(db, None, &args_a, Some("after-decision"));
+    let a = Server::start(db, None, &args_a, Some(point));
     let body = pair("p1", 12);
     assert!(post_plan(&a.api(), &body, "key-1").await.is_err());
     a.wait_for_crash();
@@ -434,13 +442,13 @@ async fn another_planner_with_its_own_token_settles_a_crashed_planners_plan_with
             break all[0].clone();
         }
         assert_eq!(all[0]["status"], "pending", "{all:?}");
-        assert!(crashed.elapsed() < Duration::from_secs(10), "still pending after 10 s with planner A down");
+        assert!(crashed.elapsed() < Duration::from_secs(10), "{point}: still pending after 10 s with planner A down");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     for (server, site) in [(&s1, "s1"), (&s2, "s2")] {
         let r = reservations(&server.api(), site).await;
         assert_eq!(r.len(), 1, "{site}");
-        assert_eq!(r[0]["state"], "committed", "{site}: planner B sent the commit");
+        assert_eq!(r[0]["state"], "committed", "{point}, {site}: committed");
     }
     // The client's key, retried at B, answers the plan: booked once.
     let r = post_plan(&b.api(), &body, "key-1").await.unwrap();
