@@ -234,6 +234,7 @@ impl Application {
         if state.plans() {
             let recoverer = state.clone();
             tokio::spawn(async move {
+                let mut charges_read = std::time::Instant::now();
                 loop {
                     tokio::time::sleep(claim_every).await;
                     if let Err(e) = recoverer.recover_in_doubt().await {
@@ -242,6 +243,13 @@ impl Application {
                     // Projects set through another planner process reach this one's ledger
                     // (a cache for the priorities; the limit is the store's).
                     let _ = super::routes::projects::fresh_projects(&recoverer).await;
+                    // And every planner's charges, every 15 s.
+                    if charges_read.elapsed() >= std::time::Duration::from_secs(15) {
+                        charges_read = std::time::Instant::now();
+                        if let Err(e) = recoverer.refresh_charges().await {
+                            tracing::warn!(error = %e, "fair-share charges not refreshed");
+                        }
+                    }
                 }
             });
         }

@@ -13,7 +13,7 @@ use super::fair::{FairQueue, Priority};
 use super::metrics::Metrics;
 use super::problem::ApiError;
 use crate::clock::{Clock, SystemClock};
-use crate::fairshare::{FairShareConfig, Ledger, Usage};
+use crate::fairshare::{FairShareConfig, Ledger};
 use crate::in_process::InProcessGrid;
 use crate::lis::Lis;
 use crate::model::{from_time, to_time, Grid, SiteId, Time};
@@ -23,7 +23,7 @@ use crate::protocol::{
     Backlog, CallObserver, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
     ParticipantKind, Tentative, Timed, Yielding,
 };
-use crate::store::{Claim, PlanFilter, PlanStatus, Store, StoreError, TokenRecord};
+use crate::store::{Claim, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
 pub struct AppState {
@@ -81,6 +81,10 @@ impl Drop for ClaimGuard {
         self.registry.lock().expect("claim registry").remove(&self.claim.id);
     }
 }
+
+/// Days of charges the fair-share ledger caches ([`AppState::refresh_charges`]): the usage
+/// index forgets 90 % in 15 days, so older usage no longer moves a priority.
+pub const CHARGE_CACHE_DAYS: i64 = 90;
 
 /// How long a token read from the store is trusted without asking the store again.
 pub const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -197,12 +201,22 @@ impl AppState {
         for p in self.store.projects().await? {
             self.ledger.set_project(p)?;
         }
-        let filter = PlanFilter { status: Some(PlanStatus::Committed), ..Default::default() };
-        let plans = self.store.list_plans(&filter).await?;
-        for rec in &plans {
-            self.ledger.record(&rec.id.to_string(), &rec.user, Usage::of_outcome(&rec.outcome));
-        }
-        Ok(plans.len())
+        self.refresh_charges().await.map_err(anyhow::Error::from)
+    }
+
+    /// Replaces the ledger's usage by the store's live charges of the last
+    /// [`CHARGE_CACHE_DAYS`] (every planner's bookings; the recovery loop calls it every few
+    /// seconds): the ledger is a cache for the priorities, the limit is the store's. Returns
+    /// the charges read.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn refresh_charges(&self) -> Result<usize, StoreError> {
+        let since = self.now() - CHARGE_CACHE_DAYS * crate::fairshare::DAY_S;
+        let charges = self.store.live_charges(since).await?;
+        let n = charges.len();
+        self.ledger.replace_charges(charges.into_iter().map(|(id, p, u)| (id.to_string(), p, u)));
+        Ok(n)
     }
 
     /// The token with this hash, unless revoked. Found tokens are cached for

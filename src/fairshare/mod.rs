@@ -460,6 +460,12 @@ impl Ledger {
         st.charged.insert(key.to_owned(), (project, usage));
     }
 
+    /// Replaces every recorded usage by `charges` (plan key, project, usage): the store's live
+    /// charges, which every planning process writes (the ledger is their cache).
+    pub fn replace_charges(&self, charges: impl IntoIterator<Item = (String, String, Vec<Usage>)>) {
+        self.state().charged = charges.into_iter().map(|(k, p, u)| (k, (p, u))).collect();
+    }
+
     /// Forgets a plan's usage (cancelled, or not committed after all).
     pub fn forget(&self, key: &str) {
         self.state().charged.remove(key);

@@ -423,6 +423,12 @@ impl Store for MemoryStore {
         Ok(self.lock().projects.values().cloned().collect())
     }
 
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError> {
+        let g = self.lock();
+        let live = g.charges.iter().filter(|(_, (_, u))| u.iter().any(|u| u.end > since));
+        Ok(live.map(|(id, (p, u))| (*id, p.clone(), u.clone())).collect())
+    }
+
     async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
         let g = self.lock();
         let live = g.charges.values().filter(|(p, _)| p == project).flat_map(|(_, u)| u.iter().copied());

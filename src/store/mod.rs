@@ -394,6 +394,9 @@ pub trait Store: Journal + Send + Sync {
     async fn save_project(&self, project: &Project) -> Result<(), StoreError>;
     /// Every project saved, by id.
     async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+    /// Every live charge (neither compensated nor cancelled) that ends after `since`, as
+    /// `(plan, project, usage)`: what the planning processes' fair-share ledgers cache.
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError>;
     /// The usage of the live charges of `project` (committed or in-doubt plans, neither
     /// compensated nor cancelled) that run in `[from, to)`.
     async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError>;

@@ -727,6 +727,17 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError> {
+        let rows = sqlx::query!(
+            r#"SELECT plan_id, project, usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
+               WHERE released_at IS NULL AND last_end > $1"#,
+            from_time(since),
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.plan_id, r.project, r.usage.0)).collect())
+    }
+
     async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
         let rows = sqlx::query_scalar!(
             r#"SELECT usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges

@@ -73,6 +73,13 @@ async fn three_planners_sharing_one_allocation_never_commit_more_than_it() {
         let u: Value = app.get("/v1/projects/lab/usage", &alice).await.json().await.unwrap();
         assert_eq!(u["booked_cpu_hours"].as_f64(), Some(10.0), "every broker reports every charge: {u}");
     }
+    // Each broker's ledger (the priorities' cache) catches up with every broker's charges at
+    // its next refresh (every 15 s in the recovery loop; called here at once).
+    for app in apps {
+        assert_eq!(app.state.refresh_charges().await.unwrap(), 10);
+        let now = chrono::Utc::now().timestamp();
+        assert!((app.state.ledger.report("lab", now).booked_cpu_hours - 10.0).abs() < 1e-6);
+    }
     // A cancellation at one broker gives the hour back to all: one more fits, at another. (A
     // plan is cancelled at the broker that booked it: here each keeps calendars of its own.)
     let mine = first.plans(&alice, "?status=committed").await;
