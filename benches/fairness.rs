@@ -10,8 +10,11 @@
 //!    transfers) in flight at all times while `small` does the same as in 1, with the fair
 //!    admission turned off (`--planning-slots` and `--max-in-flight-per-user` at 1024: what
 //!    round 1 did);
-//! 3. **flood, fair limits**: the same with the defaults (16 slots, 8 in flight per user; the
-//!    flood's extra requests get 429 and retry 100 ms later).
+//! 3. **flood, fair limits**: the same with the defaults (16 slots, 8 in flight per user, at
+//!    most one planning per core per user; the flood's extra requests get 429 and retry 100 ms
+//!    later);
+//! 4. **flood ignoring 429**: issue 28's flood: twice as many flood clients, each sending its
+//!    next request as soon as the last one is answered, 429 or not (the defaults).
 //!
 //! Every request is a dry run (`?dry_run=true`: planned with tentative holds, nothing booked), so
 //! the calendars are the same in every phase and the phases differ only by the admission. The
@@ -36,7 +39,9 @@ use coreserve::store::MemoryStore;
 use serde_json::{json, Value};
 
 const COMMAND: &str = "cargo bench --bench fairness";
-const ADMIN: &str = "fairness-admin";
+const ADMIN: &str = "fairness-admin-token";
+/// How long a flood client waits after a 429 (but in the phase that ignores them).
+const BACKOFF: Duration = Duration::from_millis(100);
 /// A phase's flood runs this long before the small user starts.
 const FLOOD_WARMUP: Duration = Duration::from_secs(3);
 
@@ -130,6 +135,7 @@ async fn phase(
     flood_clients: usize,
     fair: bool,
     small_n: usize,
+    backoff: Duration,
 ) -> Result<Phase> {
     let app = Arc::new(start(client, fair).await?);
     let stop = Arc::new(AtomicBool::new(false));
@@ -167,7 +173,7 @@ async fn phase(
                     if counted {
                         refused.fetch_add(1, Ordering::Relaxed);
                     }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    tokio::time::sleep(backoff).await;
                 } else if counted && status == 200 {
                     done.fetch_add(1, Ordering::Relaxed);
                     flood_ms.lock().unwrap().push(t.elapsed().as_secs_f64() * 1e3);
@@ -217,7 +223,7 @@ fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
     let heavy_cpus = env_or("CORESERVE_FAIRNESS_HEAVY_CPUS", 4);
     let base_p99 = report::percentile(&phases[0].small_ms, 0.99);
     let mut body = format!(
-        "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {flood_clients} 64-job co-allocations ({heavy_cpus} CPUs a job, 63 transfers) in flight, retrying 100 ms after a 429. All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process. Baseline: the small user alone.\n\n\
+        "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {flood_clients} 64-job co-allocations ({heavy_cpus} CPUs a job, 63 transfers) in flight, retrying 100 ms after a 429 (last row: twice as many, retrying at once). All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process. Baseline: the small user alone.\n\n\
 | phase | small request p50 | p90 | p99 | max | p99 ÷ alone | flood answered / refused (429) while measured | flood request p50 |\n|---|---|---|---|---|---|---|---|\n",
         report::heading("Fairness: a small request while another user floods", COMMAND)
     );
@@ -249,9 +255,18 @@ fn main() -> Result<()> {
     rt.block_on(async {
         let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
         let phases = vec![
-            phase(&client, "alone", 0, true, small_n).await?,
-            phase(&client, "flood, no limits (round 1)", flood_clients, false, small_n).await?,
-            phase(&client, "flood, fair limits (defaults)", flood_clients, true, small_n).await?,
+            phase(&client, "alone", 0, true, small_n, BACKOFF).await?,
+            phase(&client, "flood, no limits (round 1)", flood_clients, false, small_n, BACKOFF).await?,
+            phase(&client, "flood, fair limits (defaults)", flood_clients, true, small_n, BACKOFF).await?,
+            phase(
+                &client,
+                "flood ignoring 429, 2x clients (defaults)",
+                2 * flood_clients,
+                true,
+                small_n,
+                Duration::ZERO,
+            )
+            .await?,
         ];
         write(&phases, flood_clients, small_n);
         Ok(())

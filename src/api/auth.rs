@@ -26,7 +26,73 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-/// Stores a token for `user` with the given roles.
+/// The deployment-wide planner principal: the owner of every hold a planner credential
+/// (a token with the `planner` role) prepares. Every planner credential may drive such holds,
+/// so that any planner of the deployment finishes any in-doubt transaction (docs/protocol.md,
+/// "Identity"). No token can be issued for this name.
+pub const PLANNERS: &str = "@planners";
+
+/// The principal of the bootstrap `--admin-token`.
+pub const ADMIN_PRINCIPAL: &str = "admin";
+/// The principal of the bootstrap `--service-token`.
+pub const SERVICE_PRINCIPAL: &str = "service";
+
+/// Principal names no issued token may take (`POST /v1/tokens`, `coreserve token create`): the
+/// bootstrap tokens' principals and the planner principal. Compared without regard to case.
+pub const RESERVED_NAMES: &[&str] = &[ADMIN_PRINCIPAL, SERVICE_PRINCIPAL, PLANNERS, "root", "system"];
+
+/// The shortest `--admin-token` / `--service-token` / `--participant-token` accepted.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Checks a principal name for a token to be issued: 1-128 characters, no control characters,
+/// no leading or trailing whitespace (refused, never trimmed: `" admin"` is not `admin`), not
+/// starting with `@` and not a reserved name ([`RESERVED_NAMES`]).
+///
+/// # Errors
+/// What is wrong with it, for a 422 or the CLI.
+pub fn check_principal_name(user: &str) -> Result<(), String> {
+    crate::model::check_text(user).map_err(|e| format!("user {e}"))?;
+    if user.trim() != user {
+        return Err(format!("user `{user}` has leading or trailing whitespace"));
+    }
+    if user.starts_with('@') || RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(user)) {
+        return Err(format!(
+            "user `{user}` is reserved (bootstrap and deployment principals: {}, and every name starting with @)",
+            RESERVED_NAMES.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a configured bootstrap token (`--admin-token` and the like): at least
+/// [`MIN_TOKEN_CHARS`] characters, visible ASCII.
+///
+/// # Errors
+/// What is wrong with it (the token itself is never in the text).
+pub fn check_configured_token(flag: &str, token: &str) -> Result<(), String> {
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "{flag} is too short: {} characters, at least {MIN_TOKEN_CHARS} are needed (e.g. `openssl rand -hex 32`)",
+            token.chars().count()
+        ));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("{flag} must be visible ASCII characters only (no spaces)"));
+    }
+    Ok(())
+}
+
+/// The roles of a token to store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Roles {
+    pub admin: bool,
+    pub service: bool,
+    /// A planner of this deployment (implies service).
+    pub planner: bool,
+}
+
+/// Stores a token for `user` with the given roles (the bootstrap tokens; see
+/// [`register_token_with`]).
 pub async fn register_token(
     store: &dyn Store,
     token: &str,
@@ -34,7 +100,23 @@ pub async fn register_token(
     admin: bool,
     service: bool,
 ) -> Result<(), StoreError> {
-    store.insert_token(TokenRecord { hash: hash_token(token), user: user.to_owned(), admin, service }).await
+    register_token_with(store, token, user, Roles { admin, service, planner: false }, None).await.map(|_| ())
+}
+
+/// Stores a token for `user` with `roles`, valid until `expires_at`; returns its record.
+pub async fn register_token_with(
+    store: &dyn Store,
+    token: &str,
+    user: &str,
+    roles: Roles,
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<TokenRecord, StoreError> {
+    let mut rec = TokenRecord::new(hash_token(token), user, roles.admin, roles.service || roles.planner);
+    rec.planner = roles.planner;
+    rec.expires_at = expires_at;
+    store.insert_token(rec.clone()).await?;
+    // The stored id (a hash stored before keeps its own).
+    Ok(store.token(&rec.hash).await?.unwrap_or(rec))
 }
 
 /// Generates a token for `user`, stores its hash and returns the token (the only time it is
@@ -61,6 +143,10 @@ pub struct Caller {
     pub user: String,
     pub admin: bool,
     pub service: bool,
+    /// A planner of this deployment: its holds belong to [`PLANNERS`].
+    pub planner: bool,
+    /// The token's id (`None` for callers made up in process).
+    pub token_id: Option<uuid::Uuid>,
 }
 
 impl Caller {
@@ -86,6 +172,22 @@ impl Caller {
     pub fn may_access(&self, owner: &str) -> bool {
         self.admin || self.user == owner
     }
+
+    /// The principal the holds this caller prepares belong to: [`PLANNERS`] for a planner
+    /// credential, else its user.
+    pub fn hold_principal(&self) -> &str {
+        if self.planner {
+            PLANNERS
+        } else {
+            &self.user
+        }
+    }
+
+    /// Does a hold owned by `owner` belong to this caller (its own principal, or the planner
+    /// principal for a planner credential)?
+    pub fn owns_hold(&self, owner: &str) -> bool {
+        owner == self.user || (self.planner && owner == PLANNERS)
+    }
 }
 
 impl FromRequest for Caller {
@@ -94,9 +196,15 @@ impl FromRequest for Caller {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let state = req.app_data::<web::Data<AppState>>().cloned();
-        let header = req.headers().get(actix_web::http::header::AUTHORIZATION).map(|v| v.to_str().map(str::to_owned));
+        let mut headers = req.headers().get_all(actix_web::http::header::AUTHORIZATION);
+        let header = headers.next().map(|v| v.to_str().map(str::to_owned));
+        let several = headers.next().is_some();
         Box::pin(async move {
             let state = state.ok_or_else(|| ApiError::internal("application state missing"))?;
+            if several {
+                // Which one would be meant? Neither is guessed (the first used to win).
+                return Err(ApiError::bad_request("more than one Authorization header"));
+            }
             let value = match header {
                 None => return Err(ApiError::unauthorized("missing Authorization: Bearer <token> header")),
                 Some(Err(_)) => return Err(ApiError::unauthorized("Authorization header is not ASCII")),
@@ -105,15 +213,41 @@ impl FromRequest for Caller {
             let token =
                 bearer_token(&value).ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
             let rec = state.token(&hash_token(token)).await?;
-            let rec = rec.ok_or_else(|| ApiError::unauthorized("unknown token"))?;
-            Ok(Caller { user: rec.user, admin: rec.admin, service: rec.service })
+            let rec = rec.ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
+            if rec.expired(chrono::Utc::now()) {
+                return Err(ApiError::unauthorized("the token has expired"));
+            }
+            Ok(Caller {
+                user: rec.user,
+                admin: rec.admin,
+                service: rec.service,
+                planner: rec.planner,
+                token_id: Some(rec.id),
+            })
         })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::bearer_token;
+    use super::{bearer_token, check_configured_token, check_principal_name};
+
+    #[test]
+    fn principal_names_are_validated_not_trimmed_and_reserved_names_refused() {
+        assert_eq!(check_principal_name("alice"), Ok(()));
+        assert_eq!(check_principal_name("planner-1"), Ok(()));
+        for bad in ["admin", "Admin", " admin", "admin ", "service", "@planners", "@x", "", " ", "a\tb"] {
+            assert!(check_principal_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_configured_token_has_a_minimum_length() {
+        assert!(check_configured_token("--admin-token", "x").unwrap_err().contains("at least 16"));
+        assert!(check_configured_token("--admin-token", "0123456789abcde").is_err());
+        assert_eq!(check_configured_token("--admin-token", "0123456789abcdef"), Ok(()));
+        assert!(check_configured_token("--admin-token", "0123456789 abcdef").is_err());
+    }
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

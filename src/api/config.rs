@@ -124,6 +124,9 @@ pub struct TlsFiles {
     pub key: std::path::PathBuf,
 }
 
+/// The most actix worker threads `--workers` may ask for.
+pub const MAX_WORKERS: usize = 1024;
+
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
@@ -163,6 +166,32 @@ impl ServeConfig {
             t.as_deref().map(str::trim).filter(|t| !t.is_empty())
         }
         set(&self.participant_token).or_else(|| set(&self.service_token))
+    }
+
+    /// Checks what the command line's parser cannot: `workers` within
+    /// 1..=[`MAX_WORKERS`], and every configured token at least
+    /// [`crate::api::auth::MIN_TOKEN_CHARS`] visible ASCII characters (a one-character admin
+    /// token is guessed at once).
+    ///
+    /// # Errors
+    /// What is wrong, naming the flag (the process exits with it, as for any configuration
+    /// error, before it binds or touches the store).
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(w) = self.workers {
+            if !(1..=MAX_WORKERS).contains(&w) {
+                anyhow::bail!("--workers must be 1 ..= {MAX_WORKERS}, not {w}");
+            }
+        }
+        for (flag, token) in [
+            ("--admin-token", &self.admin_token),
+            ("--service-token", &self.service_token),
+            ("--participant-token", &self.participant_token),
+        ] {
+            if let Some(t) = token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+                crate::api::auth::check_configured_token(flag, t).map_err(anyhow::Error::msg)?;
+            }
+        }
+        Ok(())
     }
 
     /// The horizon in seconds.

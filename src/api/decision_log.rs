@@ -110,6 +110,7 @@ impl DecisionLog for StoreDecisionLog<'_> {
 fn log_error(e: StoreError) -> LogError {
     match e {
         StoreError::Superseded => LogError::Superseded,
+        StoreError::AllocationExceeded(e) => LogError::Refused(e.to_string()),
         e => LogError::Unavailable(BackendError::new(e)),
     }
 }

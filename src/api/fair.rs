@@ -2,8 +2,15 @@
 //!
 //! Every `POST /v1/plans` (dry runs too) is admitted here before it plans:
 //! - **in flight**: at most `max_in_flight_per_user` requests of one user are admitted at once
-//!   (waiting or planning); one more is refused at once (`429 Too Many Requests` with
-//!   `Retry-After`), so a flood costs its sender, not the others;
+//!   (waiting or planning); one more is refused (`429 Too Many Requests` with `Retry-After`,
+//!   answered after a pause that costs no CPU, `routes::plans::REFUSAL_PAUSE`, and before its
+//!   body is parsed), so a flood costs its sender, not the others;
+//! - **planning per user** (the all-in-one: planning is CPU-bound there): at most
+//!   `planning_per_user` requests of one user plan at once (the service sets the number of
+//!   cores); the rest of its admitted requests wait in the queue, costing no CPU. A user who
+//!   keeps its whole in-flight allowance busy thus takes at most that many cores from the
+//!   others, instead of running `max_in_flight_per_user` searches beside their one (issue 28:
+//!   one flooding user raised another's p99 from 11 ms to 2 s);
 //! - **slots**: at most `slots` requests plan at the same time. When they are all busy,
 //!   waiting requests queue per user, and a freed slot goes to the waiting user with the fewest
 //!   requests planning (ties: the one served longest ago), not to the oldest request: one
@@ -58,6 +65,8 @@ pub type Priority = Arc<dyn Fn(&str) -> f64 + Send + Sync>;
 
 struct Inner {
     max_in_flight_per_user: usize,
+    /// At most this many requests of one user plan at once (`usize::MAX`: no cap).
+    planning_per_user: usize,
     /// None: every user alike.
     priority: Option<Priority>,
     /// The admission window (zero: none).
@@ -96,6 +105,7 @@ impl FairQueue {
         FairQueue {
             inner: Arc::new(Inner {
                 max_in_flight_per_user: max_in_flight_per_user.max(1),
+                planning_per_user: usize::MAX,
                 priority: None,
                 window: Duration::ZERO,
                 state: Mutex::new(state),
@@ -108,6 +118,14 @@ impl FairQueue {
     pub fn with_priority(self, priority: Priority, window: Duration) -> Self {
         let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("with_priority before any admission"));
         FairQueue { inner: Arc::new(Inner { priority: Some(priority), window, ..inner }) }
+    }
+
+    /// This queue letting at most `n` requests of one user plan at once (at least 1); the
+    /// others wait for one of theirs to end. Call before any request is admitted.
+    pub fn with_planning_per_user(self, n: usize) -> Self {
+        let inner =
+            Arc::try_unwrap(self.inner).unwrap_or_else(|_| panic!("with_planning_per_user before any admission"));
+        FairQueue { inner: Arc::new(Inner { planning_per_user: n.max(1), ..inner }) }
     }
 
     /// Admits one request of `user`, or refuses it at once.
@@ -185,6 +203,7 @@ impl Inner {
                 .waiting
                 .iter()
                 .filter(|(_, q)| q.front().is_some_and(|(due, _)| *due <= now))
+                .filter(|(u, _)| s.running.get(*u).copied().unwrap_or(0) < self.planning_per_user)
                 .map(|(u, _)| (priority(u), u))
                 .min_by(|(pa, a), (pb, b)| pb.total_cmp(pa).then_with(|| rank(a).cmp(&rank(b))))
                 .map(|(_, u)| u.clone());
@@ -308,6 +327,20 @@ mod tests {
             drop(slot);
             assert!(granted(second).await.is_some());
         }
+    }
+
+    /// Issue 28: a user at its planning cap waits although slots are free, while another user
+    /// plans at once; when one of its requests ends, its next one plans.
+    #[tokio::test]
+    async fn a_user_plans_at_most_its_cap_at_once_and_the_rest_waits_without_cpu() {
+        let q = FairQueue::new(16, 8).with_planning_per_user(2);
+        let mut a: Vec<Slot> = futures::future::join_all((0..2).map(|_| q.admit("a").unwrap().into_slot())).await;
+        let mut a3 = tokio::spawn(q.admit("a").unwrap().into_slot());
+        assert!(granted(&mut a3).await.is_none(), "a is at its cap: it waits, 14 slots free");
+        let mut b = tokio::spawn(q.admit("b").unwrap().into_slot());
+        let _b = granted(&mut b).await.expect("b plans at once");
+        drop(a.remove(0));
+        assert!(granted(&mut a3).await.is_some(), "then a's next");
     }
 
     #[tokio::test]

@@ -21,7 +21,7 @@ use super::routes::{health, holds, network, plans, projects, sites, tokens};
         sites::list, sites::get, sites::put, sites::availability, sites::reservations, sites::hold,
         network::topology, network::route, network::reservations, network::link_reservations, network::hold,
         holds::commit, holds::abort, holds::extend,
-        tokens::create, tokens::whoami,
+        tokens::create, tokens::revoke, tokens::whoami,
         health::healthz, health::readyz, health::metrics, health::openapi_json,
     ),
     // Referenced by `GET /v1/plans?status=` but inlined in the plans it shows (a generic

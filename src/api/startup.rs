@@ -14,7 +14,7 @@ use actix_web::{web, App, HttpServer, ResponseError};
 use anyhow::{bail, Context};
 use futures::FutureExt;
 
-use super::auth::{generate_token, register_token};
+use super::auth::{generate_token, register_token, register_token_with, Roles, ADMIN_PRINCIPAL, SERVICE_PRINCIPAL};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
 
 /// How often a planning process asks its sites for reservations they can no longer honour
@@ -100,6 +100,7 @@ impl Application {
     /// is not in the grid; or [`Application::build`] fails.
     pub async fn start(settings: Settings) -> anyhow::Result<Self> {
         let Settings { config, grid, database_url } = settings;
+        config.validate()?;
         let role_name = match &config.role {
             Role::All => "all",
             Role::Lis { .. } => "lis",
@@ -143,8 +144,9 @@ impl Application {
             notice(&format!("admin token (shown once, not stored in clear): {t}"));
         }
         let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
+        let scheme = if app.state.config.tls.is_some() { "https" } else { "http" };
         notice(&format!(
-            "coreserve ({role_name}) serving {sites} sites and {links} links on http://{addr} (API at /v1, docs at /openapi.json)"
+            "coreserve ({role_name}) serving {sites} sites and {links} links on {scheme}://{addr} (API at /v1, docs at /openapi.json)"
         ));
         Ok(app)
     }
@@ -159,6 +161,7 @@ impl Application {
     /// # Errors
     /// The address cannot be bound, the store fails, or recovery fails.
     pub async fn build(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        config.validate()?;
         crate::protocol::http::install_crypto_provider();
         let (admin, generated) = match &config.admin_token {
             Some(t) if !t.trim().is_empty() => (t.trim().to_owned(), None),
@@ -167,9 +170,12 @@ impl Application {
                 (t.clone(), Some(t))
             }
         };
-        register_token(store.as_ref(), &admin, "admin", true, true).await?;
+        register_token(store.as_ref(), &admin, ADMIN_PRINCIPAL, true, true).await?;
         if let Some(t) = config.service_token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-            register_token(store.as_ref(), t, "service", false, true).await?;
+            // The deployment's own bootstrap credential is a planner credential: its holds
+            // belong to the planner principal, which every planner may drive (recovery).
+            let roles = Roles { admin: false, service: true, planner: true };
+            register_token_with(store.as_ref(), t, SERVICE_PRINCIPAL, roles, None).await?;
         }
         let role = config.role.clone();
         if !matches!(role, Role::Planner(_)) {
@@ -190,6 +196,7 @@ impl Application {
         let sweep_every = std::time::Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
         let claim_every = std::time::Duration::from_millis((config.claim_lease_s.max(1) * 250) as u64);
         let state = web::Data::new(AppState::new(config, grid, store)?);
+        state.watch_tokens().await?;
         let (restored, recovery) = state.recover().await?;
         // Slurm sites: the partition must match the site, and Slurm's reservations are read
         // (sold capacity blocked, coreserve's own reconciled) before the first request.
@@ -261,10 +268,21 @@ impl Application {
         if state.plans() {
             let recoverer = state.clone();
             tokio::spawn(async move {
+                let mut charges_read = std::time::Instant::now();
                 loop {
                     tokio::time::sleep(claim_every).await;
                     if let Err(e) = recoverer.recover_in_doubt().await {
                         tracing::warn!(error = %e, "recovery round failed");
+                    }
+                    // Projects set through another planner process reach this one's ledger
+                    // (a cache for the priorities; the limit is the store's).
+                    let _ = super::routes::projects::fresh_projects(&recoverer).await;
+                    // And every planner's charges, every 15 s.
+                    if charges_read.elapsed() >= std::time::Duration::from_secs(15) {
+                        charges_read = std::time::Instant::now();
+                        if let Err(e) = recoverer.refresh_charges().await {
+                            tracing::warn!(error = %e, "fair-share charges not refreshed");
+                        }
                     }
                 }
             });
@@ -308,6 +326,23 @@ impl Application {
                         // The access log: one info line per request.
                         tracing::info!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
+                        // The raw body extractor (`web::Bytes`, behind every handler that
+                        // checks a role before its body) answers a body over the limit with
+                        // its own text/plain 413: answer a problem like every other error.
+                        let is_problem = res
+                            .headers()
+                            .get(header::CONTENT_TYPE)
+                            .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+                        if res.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_problem {
+                            let detail = format!("the request body is over the limit of {MAX_BODY_BYTES} bytes");
+                            let problem = ApiError::new(
+                                StatusCode::PAYLOAD_TOO_LARGE,
+                                "body-too-large",
+                                "Request body too large",
+                                detail,
+                            );
+                            return Ok(res.into_response(problem.error_response()).map_into_right_body());
+                        }
                         // actix answers a known path with the wrong method by an empty 405.
                         if res.status() == StatusCode::METHOD_NOT_ALLOWED {
                             let detail = format!("{method} is not allowed on {path}");

@@ -1,8 +1,8 @@
 //! The application state shared by every worker: participants, planners, store, holds.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -13,7 +13,7 @@ use super::fair::{FairQueue, Priority};
 use super::metrics::Metrics;
 use super::problem::ApiError;
 use crate::clock::{Clock, SystemClock};
-use crate::fairshare::{FairShareConfig, Ledger, Usage};
+use crate::fairshare::{FairShareConfig, Ledger};
 use crate::in_process::InProcessGrid;
 use crate::lis::Lis;
 use crate::model::{from_time, to_time, Grid, SiteId, Time};
@@ -23,7 +23,7 @@ use crate::protocol::{
     Backlog, CallObserver, Compute, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Network, Participant,
     ParticipantKind, Tentative, Timed, Yielding,
 };
-use crate::store::{Claim, PlanFilter, PlanStatus, Store, StoreError, TokenRecord};
+use crate::store::{Claim, Store, StoreError, TokenRecord};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
 pub struct AppState {
@@ -55,6 +55,12 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Tokens found in the store, by hash, with when they were read (see [`AppState::token`]).
     tokens: Mutex<HashMap<String, (TokenRecord, std::time::Instant)>>,
+    /// Bumped by every [`AppState::invalidate_tokens`]: a lookup that started before it does
+    /// not cache what it read.
+    token_generation: AtomicU64,
+    /// Set once the store's token changes are watched ([`Store::token_changes`]): true while
+    /// the watch sees every change.
+    tokens_watched: OnceLock<Arc<AtomicBool>>,
     /// This process's name in claims (see [`ServeConfig::instance`]).
     pub instance: String,
     /// The claims this process works on right now, renewed by [`AppState::renew_claims`].
@@ -75,6 +81,10 @@ impl Drop for ClaimGuard {
         self.registry.lock().expect("claim registry").remove(&self.claim.id);
     }
 }
+
+/// Days of charges the fair-share ledger caches ([`AppState::refresh_charges`]): the usage
+/// index forgets 90 % in 15 days, so older usage no longer moves a priority.
+pub const CHARGE_CACHE_DAYS: i64 = 90;
 
 /// How long a token read from the store is trusted without asking the store again.
 pub const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -162,8 +172,15 @@ impl AppState {
             let (ledger, clock) = (ledger.clone(), clock.clone());
             Arc::new(move |user: &str| ledger.priority_of(user, clock.now())) as Priority
         };
-        let fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user)
+        let mut fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user)
             .with_priority(priority, std::time::Duration::from_millis(config.admission_window_ms));
+        if config.role == Role::All {
+            // In process, planning is CPU-bound: one user's searches take at most every core,
+            // never more than that from the other users (see api::fair). A planner process
+            // waits on its participants most of the time and keeps no such cap.
+            let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+            fair = fair.with_planning_per_user(cores);
+        }
         Ok(AppState {
             backlog: Backlog::default(),
             tentative: Tentative::default(),
@@ -179,6 +196,8 @@ impl AppState {
             holds: Mutex::new(HashMap::new()),
             metrics,
             tokens: Mutex::new(HashMap::new()),
+            token_generation: AtomicU64::new(0),
+            tokens_watched: OnceLock::new(),
         })
     }
 
@@ -191,33 +210,89 @@ impl AppState {
         for p in self.store.projects().await? {
             self.ledger.set_project(p)?;
         }
-        let filter = PlanFilter { status: Some(PlanStatus::Committed), ..Default::default() };
-        let plans = self.store.list_plans(&filter).await?;
-        for rec in &plans {
-            self.ledger.record(&rec.id.to_string(), &rec.user, Usage::of_outcome(&rec.outcome));
-        }
-        Ok(plans.len())
+        self.refresh_charges().await.map_err(anyhow::Error::from)
     }
 
-    /// The token with this hash. Found tokens are cached for [`TOKEN_CACHE_TTL`] (every
-    /// participant call of a separated deployment is authenticated; without the cache each
-    /// costs a database round trip), so a changed role takes effect within that time; unknown
-    /// hashes are always looked up.
+    /// Replaces the ledger's usage by the store's live charges of the last
+    /// [`CHARGE_CACHE_DAYS`] (every planner's bookings; the recovery loop calls it every few
+    /// seconds): the ledger is a cache for the priorities, the limit is the store's. Returns
+    /// the charges read.
+    ///
+    /// # Errors
+    /// The store fails.
+    pub async fn refresh_charges(&self) -> Result<usize, StoreError> {
+        let since = self.now() - CHARGE_CACHE_DAYS * crate::fairshare::DAY_S;
+        let charges = self.store.live_charges(since).await?;
+        let n = charges.len();
+        self.ledger.replace_charges(charges.into_iter().map(|(id, p, u)| (id.to_string(), p, u)));
+        Ok(n)
+    }
+
+    /// The token with this hash, unless revoked. Found tokens are cached for
+    /// [`TOKEN_CACHE_TTL`] (every participant call of a separated deployment is authenticated;
+    /// without the cache each costs a database round trip), but only while the store's token
+    /// changes are watched ([`AppState::watch_tokens`]): a revocation or role change in any
+    /// process drops every process's cache at once ([`AppState::invalidate_tokens`]), and
+    /// while the watch is down every lookup asks the store. Unknown hashes are always looked
+    /// up. An expired token is returned as is: [`Caller`] refuses it.
     pub async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        if let Some((rec, at)) = self.tokens.lock().expect("token cache").get(hash) {
-            if at.elapsed() < TOKEN_CACHE_TTL {
-                return Ok(Some(rec.clone()));
+        let cacheable = match self.tokens_watched.get() {
+            Some(w) => w.load(Ordering::SeqCst),
+            None => self.store.kind() == "memory", // one process: its own revocations clear it
+        };
+        if cacheable {
+            if let Some((rec, at)) = self.tokens.lock().expect("token cache").get(hash) {
+                if at.elapsed() < TOKEN_CACHE_TTL {
+                    return Ok(Some(rec.clone()));
+                }
             }
         }
+        let generation = self.token_generation.load(Ordering::SeqCst);
         let rec = self.store.token(hash).await?;
-        if let Some(r) = &rec {
+        if let Some(r) = rec.as_ref().filter(|_| cacheable) {
             let mut cache = self.tokens.lock().expect("token cache");
-            if cache.len() >= 10_000 {
-                cache.clear();
+            // Not if the cache was dropped while the store was asked: what was read may be
+            // what the change replaced.
+            if self.token_generation.load(Ordering::SeqCst) == generation {
+                if cache.len() >= 10_000 {
+                    cache.clear();
+                }
+                cache.insert(hash.to_owned(), (r.clone(), std::time::Instant::now()));
             }
-            cache.insert(hash.to_owned(), (r.clone(), std::time::Instant::now()));
         }
         Ok(rec)
+    }
+
+    /// Drops every cached token (a token changed somewhere).
+    pub fn invalidate_tokens(&self) {
+        let mut cache = self.tokens.lock().expect("token cache");
+        self.token_generation.fetch_add(1, Ordering::SeqCst);
+        cache.clear();
+    }
+
+    /// Watches the store's token changes ([`Store::token_changes`]) for as long as the state
+    /// lives: every change drops the cache. Call once, at start.
+    ///
+    /// # Errors
+    /// The store cannot start watching.
+    pub async fn watch_tokens(self: &Arc<Self>) -> Result<(), StoreError> {
+        let Some(mut watch) = self.store.token_changes().await? else { return Ok(()) };
+        let _ = self.tokens_watched.set(watch.watching.clone());
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                // Every few seconds at least, see whether the state is gone: then the watch
+                // ends, and with it the store's listening connection.
+                let changed = tokio::time::timeout(std::time::Duration::from_secs(5), watch.changed.recv()).await;
+                let Some(state) = weak.upgrade() else { return };
+                match changed {
+                    Ok(Some(())) => state.invalidate_tokens(),
+                    Ok(None) => return,
+                    Err(_) => {} // nothing changed
+                }
+            }
+        });
+        Ok(())
     }
 
     /// True in the all-in-one deployment: the planners' participants live in this process and
@@ -238,7 +313,8 @@ impl AppState {
     /// `inner` (the local participant `who`), journaled: every change it acknowledges is
     /// durable in the store first ([`Journaled`]). `via_api`: for the REST hold endpoints.
     /// With a `caller`, the holds it prepares are recorded and journaled as owned by
-    /// `caller.user` ([`Journaled::owned_by`]).
+    /// `caller`'s hold principal ([`Caller::hold_principal`]: the deployment's planner
+    /// principal for a planner credential, else its user; [`Journaled::owned_by`]).
     fn journal<T: ?Sized>(
         &self,
         inner: Arc<T>,
@@ -251,7 +327,7 @@ impl AppState {
             .with_backlog(self.backlog.clone())
             .with_tentative(self.tentative.clone());
         match caller {
-            Some(c) => j.owned_by(c.user.clone()),
+            Some(c) => j.owned_by(c.hold_principal()),
             None => j,
         }
     }
@@ -317,7 +393,9 @@ impl AppState {
     /// May `caller` `verb` (commit, abort, release, extend) hold `hold` of the local
     /// participant `who`? Checked before anything changes.
     ///
-    /// - the principal that prepared the hold may;
+    /// - the principal that prepared the hold may; a hold prepared by a planner credential
+    ///   belongs to the deployment's planner principal ([`super::auth::PLANNERS`]) and every
+    ///   planner credential may drive it (audited at `info`, target `audit`);
     /// - an admin may, and the override is logged (`tracing::warn!`, target `audit`);
     /// - a hold without a recorded owner was made by this process's own planners (all-in-one)
     ///   and only an admin may touch it from outside; in a participant-only process such a
@@ -340,7 +418,13 @@ impl AppState {
             ParticipantRef::Network => return Err(ApiError::not_found("this process does not serve the network")),
         };
         let Some(owner) = owner else { return Ok(()) };
-        if owner.as_deref() == Some(caller.user.as_str()) {
+        if let Some(o) = owner.as_deref().filter(|o| caller.owns_hold(o)) {
+            if o != caller.user {
+                // A planner drives a hold another planner prepared (recovery, compensation,
+                // cancellation through another planner process): allowed, and audited.
+                tracing::info!(target: "audit", principal = %caller.user, owner = o, %hold, participant = %who, verb,
+                    "planner acts on a hold of the deployment's planners");
+            }
             return Ok(());
         }
         let owner_name = owner.as_deref().unwrap_or("this broker's planners");

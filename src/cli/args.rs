@@ -101,6 +101,20 @@ pub enum TokenCommand {
         /// May drive holds directly (a planner or another broker).
         #[arg(long)]
         service: bool,
+        /// A planner of this deployment (implies --service): its holds belong to the
+        /// deployment's planner principal, so any planner finishes another's in-doubt
+        /// transactions (docs/protocol.md, "Identity").
+        #[arg(long)]
+        planner: bool,
+        /// Refused from this instant on (RFC 3339, e.g. 2027-01-01T00:00:00Z); default: never.
+        #[arg(long)]
+        expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    /// Revoke token ID (printed by `token create`, or `GET /v1/whoami`) in the database of
+    /// DATABASE_URL: every process refuses it at once.
+    Revoke {
+        /// The token's id.
+        id: uuid::Uuid,
     },
 }
 

@@ -86,14 +86,34 @@ pub async fn run(cli: Cli) -> Result<()> {
             crate::api::Application::start(settings).await?.run_until_stopped().await?;
             Ok(())
         }
-        Command::Token(TokenCommand::Create { user, admin, service }) => {
+        Command::Token(TokenCommand::Create { user, admin, service, planner, expires_at }) => {
             let Some(url) = database_url() else {
                 bail!("coreserve token create needs DATABASE_URL (the in-memory store of a running server is not reachable from here; use POST /v1/tokens)");
             };
-            let token = token_create(&url, &user, admin, service).await?;
-            eprintln!("token for {user} (admin: {admin}, service: {service}); shown once, only its SHA-256 is stored:");
+            let roles = crate::api::auth::Roles { admin, service: service || planner, planner };
+            let (token, id) = token_create(&url, &user, roles, expires_at).await?;
+            let until = expires_at.map_or("never".to_owned(), |t| t.to_rfc3339());
+            eprintln!(
+                "token {id} for {user} (admin: {admin}, service: {}, planner: {planner}, expires: {until}); shown once, only its SHA-256 is stored:",
+                roles.service
+            );
             outln!("{token}");
             Ok(())
+        }
+        Command::Token(TokenCommand::Revoke { id }) => {
+            let Some(url) = database_url() else {
+                bail!("coreserve token revoke needs DATABASE_URL (or use DELETE /v1/tokens/{{id}})");
+            };
+            let store = crate::store::PgStore::connect(&url).await.context("connecting to DATABASE_URL")?;
+            let revoked = crate::store::Store::revoke_token(&store, id).await?;
+            store.pool().close().await;
+            match revoked {
+                Some(t) => {
+                    eprintln!("token {id} of {} revoked (refused at once by every process)", t.user);
+                    Ok(())
+                }
+                None => bail!("no live token {id}"),
+            }
         }
         Command::Openapi => {
             out!("{}", crate::api::openapi::yaml());
@@ -125,18 +145,27 @@ fn database_url() -> Option<String> {
     std::env::var("DATABASE_URL").ok().filter(|u| !u.trim().is_empty())
 }
 
-/// `coreserve token create`: a new token in the PostgreSQL store at `url`, returned in clear.
+/// `coreserve token create`: a new token in the PostgreSQL store at `url`, returned in clear
+/// with its id.
 ///
 /// # Errors
-/// The database cannot be reached.
-pub async fn token_create(url: &str, user: &str, admin: bool, service: bool) -> Result<String> {
-    if user.trim().is_empty() {
-        bail!("--user must not be empty");
+/// The user's name is not valid or reserved ([`crate::api::auth::check_principal_name`]: never
+/// trimmed), `expires_at` is not in the future, or the database cannot be reached.
+pub async fn token_create(
+    url: &str,
+    user: &str,
+    roles: crate::api::auth::Roles,
+    expires_at: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<(String, uuid::Uuid)> {
+    crate::api::auth::check_principal_name(user).map_err(|e| anyhow::anyhow!("--user: {e}"))?;
+    if expires_at.is_some_and(|t| t <= chrono::Utc::now()) {
+        bail!("--expires-at must be in the future");
     }
     let store = crate::store::PgStore::connect(url).await.context("connecting to DATABASE_URL")?;
-    let token = crate::api::auth::create_token(&store, user.trim(), admin, service).await?;
+    let token = crate::api::auth::generate_token();
+    let rec = crate::api::auth::register_token_with(&store, &token, user, roles, expires_at).await?;
     store.pool().close().await;
-    Ok(token)
+    Ok((token, rec.id))
 }
 
 /// Writes `g` to `out` and says what it holds.

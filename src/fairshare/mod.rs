@@ -179,8 +179,9 @@ impl FairShareConfig {
     }
 }
 
-/// One job's booked resources: CPUs and GPUs over `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One job's booked resources: CPUs and GPUs over `[start, end)` (Unix seconds; JSON as the
+/// store's charges keep it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub start: Time,
     pub end: Time,
@@ -205,7 +206,7 @@ impl Usage {
     }
 
     /// CPU-seconds and GPU-seconds inside `[a, b)`.
-    fn inside(&self, a: Time, b: Time) -> (f64, f64) {
+    pub fn inside(&self, a: Time, b: Time) -> (f64, f64) {
         let s = (self.end.min(b) - self.start.max(a)).max(0) as f64;
         (s * f64::from(self.cpus), s * f64::from(self.gpus))
     }
@@ -260,6 +261,78 @@ pub struct AllocationExceeded {
     pub booked: f64,
     pub allocated: f64,
     pub needed: f64,
+}
+
+/// The periods of `a` that `usage` runs in (each once), in order of first use.
+pub fn periods_of(a: &Allocation, usage: &[Usage]) -> Vec<(Time, Time)> {
+    let mut periods: Vec<(Time, Time)> = Vec::new();
+    for u in usage {
+        let mut t = u.start;
+        while t < u.end {
+            let per = a.period_of(t);
+            if !periods.contains(&per) {
+                periods.push(per);
+            }
+            t = per.1;
+        }
+    }
+    periods
+}
+
+/// The allocation limit: may project `p`, with `booked` already charged, take `usage` too?
+/// Checked in every period of `p`'s allocation that `usage` runs in, for CPU-hours and (if
+/// limited) GPU-hours; an allocation with `overdraft` always may. What the in-memory
+/// [`Ledger`] and the stores' charges ([`crate::store::Store::record_decision`]) both apply.
+///
+/// # Errors
+/// [`AllocationExceeded`] for the first period and resource that would go over.
+pub fn check_limit(p: &Project, booked: &[Usage], usage: &[Usage]) -> Result<(), AllocationExceeded> {
+    let a = &p.allocation;
+    if a.overdraft {
+        return Ok(());
+    }
+    let sum = |us: &[Usage], ps: Time, pe: Time| {
+        us.iter().fold((0.0, 0.0), |(c, g), u| {
+            let (uc, ug) = u.inside(ps, pe);
+            (c + uc / 3600.0, g + ug / 3600.0)
+        })
+    };
+    for (ps, pe) in periods_of(a, usage) {
+        let (booked_c, booked_g) = sum(booked, ps, pe);
+        let (need_c, need_g) = sum(usage, ps, pe);
+        let over = |unit, booked: f64, allocated: f64, needed: f64| {
+            // A millionth of an hour of slack for float sums.
+            (needed > 0.0 && booked + needed > allocated + 1e-6).then(|| AllocationExceeded {
+                project: p.id.clone(),
+                unit,
+                period_start: crate::model::from_time(ps),
+                booked,
+                allocated,
+                needed,
+            })
+        };
+        let exceeded = over("CPU-hours", booked_c, a.cpu_hours, need_c)
+            .or_else(|| a.gpu_hours.and_then(|g| over("GPU-hours", booked_g, g, need_g)));
+        if let Some(e) = exceeded {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// The project `user`'s plans count against, among `projects`: the one whose members name
+/// the user, else the one named like the user (which may have no allocation: `None`).
+pub fn project_of<'a>(projects: impl IntoIterator<Item = &'a Project>, user: &str) -> (String, Option<&'a Project>) {
+    let mut own = None;
+    for p in projects {
+        if p.members.iter().any(|m| m == user) {
+            return (p.id.clone(), Some(p));
+        }
+        if p.id == user {
+            own = Some(p);
+        }
+    }
+    (user.to_owned(), own)
 }
 
 /// What `GET /v1/projects/{id}/usage` shows: the project's allocation, its paper quantities
@@ -387,6 +460,12 @@ impl Ledger {
         st.charged.insert(key.to_owned(), (project, usage));
     }
 
+    /// Replaces every recorded usage by `charges` (plan key, project, usage): the store's live
+    /// charges, which every planning process writes (the ledger is their cache).
+    pub fn replace_charges(&self, charges: impl IntoIterator<Item = (String, String, Vec<Usage>)>) {
+        self.state().charged = charges.into_iter().map(|(k, p, u)| (k, (p, u))).collect();
+    }
+
     /// Forgets a plan's usage (cancelled, or not committed after all).
     pub fn forget(&self, key: &str) {
         self.state().charged.remove(key);
@@ -402,42 +481,9 @@ impl Ledger {
     pub fn charge(&self, key: &str, user: &str, usage: Vec<Usage>) -> Result<(), AllocationExceeded> {
         let mut st = self.state();
         let project = st.project_of(user);
-        if let Some(p) = st.projects.get(&project).filter(|p| !p.allocation.overdraft) {
-            let a = &p.allocation;
-            let mut periods: Vec<(Time, Time)> = Vec::new();
-            for u in &usage {
-                let mut t = u.start;
-                while t < u.end {
-                    let per = a.period_of(t);
-                    if !periods.contains(&per) {
-                        periods.push(per);
-                    }
-                    t = per.1;
-                }
-            }
-            for (ps, pe) in periods {
-                let (booked_c, booked_g) = st.booked(&project, ps, pe);
-                let (need_c, need_g) = usage.iter().fold((0.0, 0.0), |(c, g), u| {
-                    let (uc, ug) = u.inside(ps, pe);
-                    (c + uc / 3600.0, g + ug / 3600.0)
-                });
-                let over = |unit, booked: f64, allocated: f64, needed: f64| {
-                    // A millionth of an hour of slack for float sums.
-                    (needed > 0.0 && booked + needed > allocated + 1e-6).then(|| AllocationExceeded {
-                        project: project.clone(),
-                        unit,
-                        period_start: crate::model::from_time(ps),
-                        booked,
-                        allocated,
-                        needed,
-                    })
-                };
-                let exceeded = over("CPU-hours", booked_c, a.cpu_hours, need_c)
-                    .or_else(|| a.gpu_hours.and_then(|g| over("GPU-hours", booked_g, g, need_g)));
-                if let Some(e) = exceeded {
-                    return Err(e);
-                }
-            }
+        if let Some(p) = st.projects.get(&project) {
+            let booked: Vec<Usage> = st.usages(&project).copied().collect();
+            check_limit(p, &booked, &usage)?;
         }
         st.charged.insert(key.to_owned(), (project, usage));
         Ok(())

@@ -15,7 +15,7 @@ use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
 use crate::calendar::CapacityCalendar;
 use crate::fairshare::Usage;
 use crate::model::{LinkId, Outcome, OutcomeStatus, SiteId, Time, MAX_AMOUNT};
-use crate::protocol::decision::{crash_point, Decision, DecisionLog, Part};
+use crate::protocol::decision::{crash_point, Decision, DecisionLog, LogError, Part};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError};
 
 /// Whether a refused batch prepare is a **self-conflict** (Ando & Aida, section 3.2: BBR's
@@ -272,6 +272,9 @@ impl Attempt<'_> {
             crash_point("after-commit");
             if let Err(e) = log.decide(&decision).await {
                 let _ = self.compensate(&parts, &vec![true; parts.len()]).await;
+                if let LogError::Refused(reason) = e {
+                    return self.rejected(reason);
+                }
                 return PlanResult {
                     outcome: self.reject(e.to_string()),
                     bookings: vec![],
@@ -296,6 +299,9 @@ impl Attempt<'_> {
         let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
         if let Err(e) = log.decide(&decision).await {
             let _ = self.compensate(&parts, &[]).await;
+            if let LogError::Refused(reason) = e {
+                return self.rejected(reason);
+            }
             return PlanResult {
                 outcome: self.reject(e.to_string()),
                 bookings: vec![],

@@ -90,6 +90,11 @@ pub enum LogError {
     /// its claim's lease); this coordinator must leave it alone.
     #[error("the transaction has passed to another coordinator")]
     Superseded,
+    /// The log refuses this decision for a reason of its own (an allocation limit, checked
+    /// with the decision's write): nothing was written, and the plan is rejected with this
+    /// text as its reason.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl LogError {

@@ -12,7 +12,7 @@ use super::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     StoredHold, TokenRecord,
 };
-use crate::fairshare::Project;
+use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, Site, Time};
 use crate::protocol::decision::InDoubt;
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, TxnId};
@@ -66,6 +66,8 @@ struct Inner {
     /// `(user, key)` -> its claim, and `(plan, fingerprint)` once done.
     keys: HashMap<(String, String), KeyRow>,
     tokens: HashMap<String, TokenRecord>,
+    /// Ids of revoked tokens.
+    revoked: std::collections::HashSet<Uuid>,
     holds: HashMap<HoldId, Row>,
     /// Decided transactions.
     txns: HashMap<TxnId, TxnRow>,
@@ -73,6 +75,8 @@ struct Inner {
     /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
     owners: HashMap<HoldId, String>,
     projects: std::collections::BTreeMap<String, Project>,
+    /// Live charges: plan -> (project, usage) (see `Store::record_decision`).
+    charges: HashMap<Uuid, (String, Vec<Usage>)>,
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
@@ -185,6 +189,7 @@ impl Store for MemoryStore {
         for r in g.holds.values_mut().filter(|r| r.plan == Some(id)) {
             r.life = Life::Ended;
         }
+        g.charges.remove(&id);
         Ok(g.plans.get_mut(&id).map(|p| {
             p.status = PlanStatus::Cancelled;
             p.cancelled_at.get_or_insert(at);
@@ -252,13 +257,27 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
-        self.lock().tokens.insert(token.hash.clone(), token);
+    async fn insert_token(&self, mut token: TokenRecord) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        if let Some(old) = g.tokens.get(&token.hash) {
+            token.id = old.id;
+        }
+        if g.revoked.contains(&token.id) {
+            return Ok(()); // stays revoked
+        }
+        g.tokens.insert(token.hash.clone(), token);
         Ok(())
     }
 
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        Ok(self.lock().tokens.get(hash).cloned())
+        let g = self.lock();
+        Ok(g.tokens.get(hash).filter(|t| !g.revoked.contains(&t.id)).cloned())
+    }
+
+    async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
+        let mut g = self.lock();
+        let Some(t) = g.tokens.values().find(|t| t.id == id).cloned() else { return Ok(None) };
+        Ok(g.revoked.insert(id).then_some(t))
     }
 
     async fn end_all_claims(&self) -> Result<u64, StoreError> {
@@ -275,6 +294,14 @@ impl Store for MemoryStore {
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let d = &r.decision;
+        // The charge, checked under the store's lock (every charge goes through it).
+        let usage = Usage::of_outcome(&r.plan.outcome);
+        let (project, limited) = crate::fairshare::project_of(g.projects.values(), &r.plan.user);
+        if let Some(p) = limited {
+            let booked: Vec<Usage> =
+                g.charges.values().filter(|(q, _)| *q == project).flat_map(|(_, u)| u.iter().copied()).collect();
+            crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
+        }
         if let Some((key, print)) = r.key {
             complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
         }
@@ -301,6 +328,7 @@ impl Store for MemoryStore {
         g.txns.insert(d.txn, row);
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
+        g.charges.insert(r.plan.id, (project, usage));
         Ok(())
     }
 
@@ -328,6 +356,7 @@ impl Store for MemoryStore {
         t.doubt = None;
         let plan = t.plan;
         if rejected.is_some() {
+            g.charges.remove(&plan);
             for r in g.holds.values_mut().filter(|r| r.plan == Some(plan)) {
                 r.life = Life::Ended;
             }
@@ -412,6 +441,18 @@ impl Store for MemoryStore {
 
     async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         Ok(self.lock().projects.values().cloned().collect())
+    }
+
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError> {
+        let g = self.lock();
+        let live = g.charges.iter().filter(|(_, (_, u))| u.iter().any(|u| u.end > since));
+        Ok(live.map(|(id, (p, u))| (*id, p.clone(), u.clone())).collect())
+    }
+
+    async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
+        let g = self.lock();
+        let live = g.charges.values().filter(|(p, _)| p == project).flat_map(|(_, u)| u.iter().copied());
+        Ok(live.filter(|u| u.start < to && u.end > from).collect())
     }
 
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {

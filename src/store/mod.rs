@@ -25,7 +25,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::fairshare::Project;
+use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
 use crate::protocol::decision::{Booking, Decision, InDoubt};
 use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
@@ -130,6 +130,8 @@ pub enum KeyClaim {
 /// A stored API token (never the token itself).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenRecord {
+    /// The token's own id (what a revocation names; not a secret).
+    pub id: Uuid,
     /// Hex SHA-256 of the bearer token.
     pub hash: String,
     /// The user it acts as.
@@ -138,6 +140,40 @@ pub struct TokenRecord {
     pub admin: bool,
     /// May drive holds directly (prepare, commit, abort, extend): a planner or another broker.
     pub service: bool,
+    /// Acts as a planner of this deployment: the holds it prepares belong to the deployment's
+    /// planner principal ([`crate::api::auth::PLANNERS`]), which every planner may drive.
+    pub planner: bool,
+    /// Refused from this instant on (`None`: never expires).
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl TokenRecord {
+    /// A token of `user` with a fresh id, no planner role, no expiry.
+    pub fn new(hash: impl Into<String>, user: impl Into<String>, admin: bool, service: bool) -> Self {
+        TokenRecord {
+            id: Uuid::new_v4(),
+            hash: hash.into(),
+            user: user.into(),
+            admin,
+            service,
+            planner: false,
+            expires_at: None,
+        }
+    }
+
+    /// Has it expired at `now`?
+    pub fn expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+}
+
+/// What [`Store::token_changes`] gives: a signal per change, and whether the changes are
+/// watched right now.
+pub struct TokenWatch {
+    /// One `()` per change (coalesced).
+    pub changed: tokio::sync::mpsc::Receiver<()>,
+    /// True while every change is seen (the listening connection is up).
+    pub watching: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Filter of [`Store::list_plans`].
@@ -177,6 +213,10 @@ pub enum StoreError {
     /// claim (its lease ran out while the caller was stalled): nothing was written.
     #[error("the claim has passed to another process")]
     Superseded,
+    /// The plan of a decision would take its project past its allocation, counting every
+    /// charge committed by any process ([`Store::record_decision`]): nothing was written.
+    #[error("{0}")]
+    AllocationExceeded(crate::fairshare::AllocationExceeded),
 }
 
 /// A column that does not decode is corruption ([`StoreError::Corrupt`]); any other database
@@ -295,10 +335,15 @@ pub trait Store: Journal + Send + Sync {
     /// finished) by its owner's `lease_s` from now.
     async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError>;
 
-    /// Adds a token (by hash).
+    /// Adds a token (by hash). A hash already stored keeps its id and, if it was revoked,
+    /// stays revoked; its user, roles and expiry are replaced.
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError>;
-    /// The token with this hash, if any.
+    /// The token with this hash, if any and not revoked (an expired one is returned: the
+    /// caller compares `expires_at` with its clock).
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError>;
+    /// Revokes the token `id` (refused from now on, by every process: see
+    /// [`Store::token_changes`]); returns it, or `None` if there is no such live token.
+    async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError>;
 
     /// Ends every claim at once: keys without a plan are freed and unfinished transactions
     /// become free for recovery (at the start of the only process that plans on this store,
@@ -306,11 +351,17 @@ pub trait Store: Journal + Send + Sync {
     async fn end_all_claims(&self) -> Result<u64, StoreError>;
 
     /// Writes a commit decision, its plan and key (and the reservations, when asked) in one
-    /// transaction.
+    /// transaction, together with the plan's **charge**: its jobs' usage against its user's
+    /// project ([`crate::fairshare::project_of`] over the stored projects). If that project has
+    /// an allocation without overdraft, the charge is checked against every live charge of the
+    /// project ([`crate::fairshare::check_limit`]) under a lock that serialises the charges of
+    /// one project across every process on the store (PostgreSQL: the project's row, `FOR
+    /// UPDATE`), so the limit is exact however many planners book.
     ///
     /// # Errors
-    /// [`StoreError::Superseded`] if the request's key has passed to another claim: nothing
-    /// is written.
+    /// [`StoreError::Superseded`] if the request's key has passed to another claim;
+    /// [`StoreError::AllocationExceeded`] if the plan does not fit its project's allocation:
+    /// nothing is written.
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError>;
     /// Stores a rejected plan and completes its key in one transaction.
     ///
@@ -352,6 +403,21 @@ pub trait Store: Journal + Send + Sync {
     async fn save_project(&self, project: &Project) -> Result<(), StoreError>;
     /// Every project saved, by id.
     async fn projects(&self) -> Result<Vec<Project>, StoreError>;
+    /// Every live charge (neither compensated nor cancelled) that ends after `since`, as
+    /// `(plan, project, usage)`: what the planning processes' fair-share ledgers cache.
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError>;
+    /// The usage of the live charges of `project` (committed or in-doubt plans, neither
+    /// compensated nor cancelled) that run in `[from, to)`.
+    async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError>;
+
+    /// Tells when a token may have changed in another process (a revocation, a role change, a
+    /// row deleted by hand): every `()` on the channel means "drop what you cached". PostgreSQL:
+    /// LISTEN on channel `coreserve_tokens` (a trigger of `tokens` notifies it); a `false` on
+    /// `watching` while the listening connection is lost (changes may be missed: do not cache).
+    /// `None`: no other process shares this store (memory).
+    async fn token_changes(&self) -> Result<Option<TokenWatch>, StoreError> {
+        Ok(None)
+    }
 
     /// Readiness probe: can the store answer?
     async fn ping(&self) -> Result<(), StoreError>;

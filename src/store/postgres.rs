@@ -23,7 +23,7 @@ use super::{
     Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     StoredHold, TokenRecord,
 };
-use crate::fairshare::Project;
+use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
 use crate::protocol::decision::{Booking, InDoubt, Part};
 use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
@@ -256,7 +256,9 @@ impl Store for PgStore {
             PlanRow,
             r#"WITH released AS (
                    UPDATE reservations SET state = 'released', updated_at = now()
-                   WHERE plan_id = $1 AND state = 'committed')
+                   WHERE plan_id = $1 AND state = 'committed'),
+               charge AS (
+                   UPDATE allocation_charges SET released_at = now() WHERE plan_id = $1 AND released_at IS NULL)
                UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
                WHERE id = $1
                RETURNING id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
@@ -368,12 +370,17 @@ impl Store for PgStore {
 
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
         sqlx::query!(
-            r#"INSERT INTO tokens (hash, "user", admin, service) VALUES ($1, $2, $3, $4)
-               ON CONFLICT (hash) DO UPDATE SET "user" = EXCLUDED."user", admin = EXCLUDED.admin, service = EXCLUDED.service"#,
+            r#"INSERT INTO tokens (id, hash, "user", admin, service, planner, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)
+               ON CONFLICT (hash) DO UPDATE SET "user" = EXCLUDED."user", admin = EXCLUDED.admin,
+                   service = EXCLUDED.service, planner = EXCLUDED.planner, expires_at = EXCLUDED.expires_at"#,
+            token.id,
             token.hash,
             token.user,
             token.admin,
             token.service,
+            token.planner,
+            token.expires_at,
         )
         .execute(&self.pool)
         .await?;
@@ -381,10 +388,27 @@ impl Store for PgStore {
     }
 
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
-        let token =
-            sqlx::query_as!(TokenRecord, r#"SELECT hash, "user", admin, service FROM tokens WHERE hash = $1"#, hash)
-                .fetch_optional(&self.pool)
-                .await?;
+        let token = sqlx::query_as!(
+            TokenRecord,
+            r#"SELECT id, hash, "user", admin, service, planner, expires_at FROM tokens
+               WHERE hash = $1 AND revoked_at IS NULL"#,
+            hash
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(token)
+    }
+
+    async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
+        // The row's trigger (migrations/0007_principals.sql) notifies every process's cache.
+        let token = sqlx::query_as!(
+            TokenRecord,
+            r#"UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
+               RETURNING id, hash, "user", admin, service, planner, expires_at"#,
+            id
+        )
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(token)
     }
 
@@ -418,6 +442,39 @@ impl Store for PgStore {
             })
             .unzip();
         let (key, fingerprint) = r.key.unzip();
+        // The charge (migrations/0008_allocation_charges.sql): the user's project rows are
+        // locked first, so that the charges of one project are checked and written one at a
+        // time across every process, and the limit counts every charge committed before.
+        let usage = Usage::of_outcome(&plan.outcome);
+        let mut tx = self.pool.begin().await?;
+        let projects: Vec<Json<Project>> = sqlx::query_scalar!(
+            r#"SELECT project AS "project!: Json<Project>" FROM projects
+               WHERE id = $1 OR project->'members' @> to_jsonb($1::text)
+               ORDER BY id FOR UPDATE"#,
+            plan.user,
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let (project, limited) = crate::fairshare::project_of(projects.iter().map(|p| &p.0), &plan.user);
+        if let Some(p) = limited.filter(|p| !p.allocation.overdraft) {
+            let periods = crate::fairshare::periods_of(&p.allocation, &usage);
+            if let (Some(from), Some(to)) = (periods.iter().map(|p| p.0).min(), periods.iter().map(|p| p.1).max()) {
+                let booked = sqlx::query_scalar!(
+                    r#"SELECT usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
+                       WHERE project = $1 AND released_at IS NULL AND last_end > $2 AND first_start < $3"#,
+                    project,
+                    from_time(from),
+                    from_time(to),
+                )
+                .fetch_all(&mut *tx)
+                .await?;
+                let booked: Vec<Usage> = booked.into_iter().flat_map(|j| j.0).collect();
+                // Refused: the transaction rolls back when dropped; nothing is written.
+                crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
+            }
+        }
+        let first_start = usage.iter().map(|u| u.start).min().map(from_time);
+        let last_end = usage.iter().map(|u| u.end).max().map(from_time);
         let written = sqlx::query_scalar!(
             r#"WITH k AS (
                    UPDATE idempotency_keys SET plan_id = $2, fingerprint = $15
@@ -436,7 +493,12 @@ impl Store for PgStore {
                    FROM UNNEST($6::uuid[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[]) AS u(h, w, q, s, e)
                    CROSS JOIN ok WHERE ok.go
                    ON CONFLICT (hold) DO UPDATE SET state = 'committed', plan_id = EXCLUDED.plan_id, expires_at = NULL,
-                       updated_at = now())
+                       updated_at = now()),
+               c AS (
+                   INSERT INTO allocation_charges (plan_id, project, usage, first_start, last_end)
+                   SELECT $2::uuid, $22::text, $23::jsonb, $24::timestamptz, $25::timestamptz
+                   FROM ok WHERE go AND $24::timestamptz IS NOT NULL
+                   ON CONFLICT (plan_id) DO NOTHING)
                INSERT INTO plans (id, "user", request_id, status, created_at, start, outcome, bookings)
                SELECT $2::uuid, $11::text, $12::text, $21::text, $13::timestamptz, $16::timestamptz, $4::jsonb,
                    $17::jsonb
@@ -463,10 +525,18 @@ impl Store for PgStore {
             r.claim.owner,
             r.claim.lease_s as f64,
             <&str>::from(plan.status),
+            project,
+            Json(&usage) as _,
+            first_start,
+            last_end,
         )
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        written.map(|_| ()).ok_or(StoreError::Superseded)
+        if written.is_none() {
+            return Err(StoreError::Superseded); // rolled back
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
@@ -540,7 +610,10 @@ impl Store for PgStore {
                            WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed' AND EXISTS (SELECT 1 FROM t)),
                        p AS (
                            UPDATE plans SET status = 'rejected', outcome = $3, bookings = '[]', start = NULL
-                           WHERE id = (SELECT plan_id FROM t))
+                           WHERE id = (SELECT plan_id FROM t)),
+                       c AS (
+                           UPDATE allocation_charges SET released_at = now()
+                           WHERE plan_id = (SELECT plan_id FROM t) AND released_at IS NULL)
                        SELECT count(*) AS "finished!" FROM t"#,
                     txn.as_uuid(),
                     claim.id,
@@ -685,6 +758,30 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError> {
+        let rows = sqlx::query!(
+            r#"SELECT plan_id, project, usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
+               WHERE released_at IS NULL AND last_end > $1"#,
+            from_time(since),
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.plan_id, r.project, r.usage.0)).collect())
+    }
+
+    async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
+        let rows = sqlx::query_scalar!(
+            r#"SELECT usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
+               WHERE project = $1 AND released_at IS NULL AND last_end > $2 AND first_start < $3"#,
+            project,
+            from_time(from),
+            from_time(to),
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().flat_map(|j| j.0).filter(|u| u.start < to && u.end > from).collect())
+    }
+
     async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
         sqlx::query!(
             "INSERT INTO sites (id, site) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET site = EXCLUDED.site, updated_at = now()",
@@ -694,6 +791,61 @@ impl Store for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn token_changes(&self) -> Result<Option<super::TokenWatch>, StoreError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let pool = self.pool.clone();
+        let connect = move || {
+            let pool = pool.clone();
+            async move {
+                let mut l = sqlx::postgres::PgListener::connect_with(&pool).await?;
+                l.listen("coreserve_tokens").await?;
+                Ok::<_, sqlx::Error>(l)
+            }
+        };
+        let mut listener = connect().await?;
+        let (tx, changed) = tokio::sync::mpsc::channel(1);
+        let watching = std::sync::Arc::new(AtomicBool::new(true));
+        let up = watching.clone();
+        tokio::spawn(async move {
+            loop {
+                let got = tokio::select! {
+                    // Nobody watches any more: end, and close the connection.
+                    () = tx.closed() => return,
+                    got = listener.try_recv() => got,
+                };
+                if let Ok(Some(_)) = got {
+                    if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
+                        return;
+                    }
+                    continue;
+                }
+                // The connection was lost: changes made meanwhile are missed. Cache nothing
+                // until a fresh listener is up, then drop whatever was cached.
+                up.store(false, Ordering::SeqCst);
+                if let Err(e) = got {
+                    tracing::warn!(error = %e, "token change listener failed");
+                }
+                listener = loop {
+                    if tx.is_closed() {
+                        return;
+                    }
+                    match connect().await {
+                        Ok(l) => break l,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "token change listener: cannot reconnect; retrying in 1 s");
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                };
+                up.store(true, Ordering::SeqCst);
+                if let Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) = tx.try_send(()) {
+                    return;
+                }
+            }
+        });
+        Ok(Some(super::TokenWatch { changed, watching }))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

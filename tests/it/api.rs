@@ -1286,7 +1286,7 @@ async fn serve_reads_a_config_file_below_the_environment_and_the_command_line() 
     std::fs::write(
         &config,
         format!(
-            "grid = {:?}\nlisten = \"127.0.0.1:1\"\nadmin_token = \"file-admin\"\nhorizon_days = 30\nw_interval_s = 60\nlog_format = \"json\"\nplanners = 2\n",
+            "grid = {:?}\nlisten = \"127.0.0.1:1\"\nadmin_token = \"file-admin-token-1\"\nhorizon_days = 30\nw_interval_s = 60\nlog_format = \"json\"\nplanners = 2\n",
             grid.to_str().unwrap()
         ),
     )
@@ -1326,12 +1326,12 @@ async fn serve_reads_a_config_file_below_the_environment_and_the_command_line() 
     let base = rx.recv_timeout(Duration::from_secs(60)).expect("serve started");
     let client = Client::new();
     let get = |token: &'static str| client.get(format!("{base}/v1/plans")).bearer_auth(token).send();
-    assert_eq!(get("file-admin").await.unwrap().status(), StatusCode::OK, "the file's admin token");
+    assert_eq!(get("file-admin-token-1").await.unwrap().status(), StatusCode::OK, "the file's admin token");
     let mut body = workflow();
     body["deadline"] = json!(in_hours(24 * 10));
     let r = client
         .post(format!("{base}/v1/plans?dry_run=true"))
-        .bearer_auth("file-admin")
+        .bearer_auth("file-admin-token-1")
         .json(&body)
         .send()
         .await

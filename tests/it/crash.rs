@@ -385,3 +385,81 @@ async fn a_separated_planner_recovers_its_in_doubt_transactions_and_participants
     assert_eq!(plan["status"], "committed", "{plan}");
     drop((gis, nis, s2));
 }
+
+/// Issue 28, point 1: one token per planner (what docs/deploy.md recommends). Planner A
+/// crashes right after its decision; planner B, with a token of its own, takes the
+/// transaction over and settles the plan as committed within seconds (it used to be refused
+/// with 403 "belongs to another principal" for as long as A was down), the client's key then
+/// answers the plan, and B may cancel it too.
+#[tokio::test]
+async fn another_planner_with_its_own_token_settles_a_crashed_planners_plan_within_seconds() {
+    let _machine = machine::reserve("crash").await;
+    // Right after the decision (no commit sent), and once every part is committed (the end
+    // not recorded): either way the plan is settled by the other planner.
+    for point in ["after-decision", "after-commit"] {
+        settled_by_another_planner(point).await;
+    }
+}
+
+async fn settled_by_another_planner(point: &str) {
+    use coreserve::api::auth::Roles;
+    let test_db = TestDb::new().await;
+    let db = test_db.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let grid = write_grid(dir.path());
+    let lis = |site: &'static str| ["--role", "lis", "--site", site, "--lease-s", "30"];
+    let gis = Server::start(db, Some(&grid), &["--role", "gis"], None);
+    let nis = Server::start(db, Some(&grid), &["--role", "nis", "--lease-s", "30"], None);
+    let s1 = Server::start(db, Some(&grid), &lis("s1"), None);
+    let s2 = Server::start(db, Some(&grid), &lis("s2"), None);
+    let planner = Roles { planner: true, service: true, admin: false };
+    let (token_a, _) = coreserve::cli::token_create(db, "planner-a", planner, None).await.unwrap();
+    let (token_b, _) = coreserve::cli::token_create(db, "planner-b", planner, None).await.unwrap();
+    let args = |token: &str| {
+        let mut a: Vec<String> = ["--role", "planner", "--gis", &gis.url, "--nis", &nis.url, "--claim-lease-s", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--lis".into(), format!("s1={}", s1.url), "--lis".into(), format!("s2={}", s2.url)]);
+        a.extend(["--participant-token".into(), token.to_owned()]);
+        a
+    };
+    let (args_a, args_b) = (args(&token_a), args(&token_b));
+    let args_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
+    let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
+    let b = Server::start(db, None, &args_b, None);
+    let a = Server::start(db, None, &args_a, Some(point));
+    let body = pair("p1", 12);
+    assert!(post_plan(&a.api(), &body, "key-1").await.is_err());
+    a.wait_for_crash();
+    let crashed = std::time::Instant::now();
+
+    // A stays down. B's recovery loop takes the transaction over once A's claim lapses (2 s).
+    let plan = loop {
+        let all = plans(&b.api()).await;
+        assert_eq!(all.len(), 1, "{all:?}");
+        if all[0]["status"] == "committed" {
+            break all[0].clone();
+        }
+        assert_eq!(all[0]["status"], "pending", "{all:?}");
+        assert!(crashed.elapsed() < Duration::from_secs(10), "{point}: still pending after 10 s with planner A down");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    for (server, site) in [(&s1, "s1"), (&s2, "s2")] {
+        let r = reservations(&server.api(), site).await;
+        assert_eq!(r.len(), 1, "{site}");
+        assert_eq!(r[0]["state"], "committed", "{point}, {site}: committed");
+    }
+    // The client's key, retried at B, answers the plan: booked once.
+    let r = post_plan(&b.api(), &body, "key-1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(r.json::<Value>().await.unwrap()["id"], plan["id"]);
+    assert!(crashed.elapsed() < Duration::from_secs(10), "the key answered {:?} after the crash", crashed.elapsed());
+    // And B may cancel what A booked: the holds belong to the deployment's planners.
+    let id = plan["id"].as_str().unwrap();
+    let r = b.api().client.delete(format!("{}/v1/plans/{id}", b.url)).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "{}", r.text().await.unwrap());
+    for (server, site) in [(&s1, "s1"), (&s2, "s2")] {
+        assert!(reservations(&server.api(), site).await.is_empty(), "{site}: released");
+    }
+}

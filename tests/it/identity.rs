@@ -340,3 +340,83 @@ async fn planners_reach_tls_participants_only_when_they_trust_the_ca() {
     .unwrap();
     site.with_client(trusted).query(&q).await.unwrap();
 }
+
+/// Issue 28: a process serving TLS says `https://` in its start line (it said `http://`).
+#[tokio::test]
+async fn the_start_line_of_a_tls_listener_says_https() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, files) = certificates(dir.path());
+    let grid_path = dir.path().join("grid.json");
+    std::fs::write(&grid_path, serde_json::to_string(&grid()).unwrap()).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--workers", "1", "--grid"])
+        .arg(&grid_path)
+        .arg("--tls-cert")
+        .arg(&files.cert)
+        .arg("--tls-key")
+        .arg(&files.key)
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr).lines().map_while(Result::ok).find(|l| l.contains(" serving "))
+    })
+    .await
+    .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = line.expect("a start line");
+    assert!(line.contains("on https://127.0.0.1:"), "{line}");
+}
+
+/// Issue 28, point 1: a hold prepared with a planner credential belongs to the deployment's
+/// planner principal: another planner credential may drive it (and sees its id), a service
+/// principal without the planner role (another broker) may not, and a planner may not drive
+/// that principal's own holds either.
+#[tokio::test]
+async fn planner_credentials_share_their_holds_and_nobody_else_does() {
+    let app = spawn().await;
+    let planner = |user: &'static str| {
+        let app = &app;
+        async move {
+            let r = app.post("/v1/tokens", ADMIN, &json!({"user": user, "planner": true})).await;
+            assert_eq!(r.status(), StatusCode::CREATED);
+            let v: Value = r.json().await.unwrap();
+            assert_eq!((v["planner"].as_bool(), v["service"].as_bool()), (Some(true), Some(true)), "{v}");
+            v["token"].as_str().unwrap().to_owned()
+        }
+    };
+    let (a, b) = (planner("planner-a").await, planner("planner-b").await);
+    let broker = app.token("broker", true).await;
+
+    let r = app.post("/v1/participant/sites/s1/prepare", &a, &compute_hold("s1", 4)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let hold = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let path = |verb: &str| format!("/v1/participant/sites/s1/holds/{hold}/{verb}");
+    assert_eq!(app.post_empty(&path("commit"), &broker).await.status(), StatusCode::FORBIDDEN, "not a planner");
+    assert_eq!(app.post_empty(&path("commit"), &b).await.status(), StatusCode::NO_CONTENT, "another planner");
+    let ids = |list: Vec<Value>| list.iter().filter_map(|r| r["hold"].as_str().map(str::to_owned)).collect::<Vec<_>>();
+    assert_eq!(ids(app.reservations_as("s1", &b).await), vec![hold.clone()], "a planner sees the planners' hold ids");
+    assert!(ids(app.reservations_as("s1", &broker).await).is_empty());
+    assert_eq!(app.post_empty(&path("release"), &broker).await.status(), StatusCode::FORBIDDEN);
+    assert_eq!(app.post_empty(&path("release"), &a).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(peak(&app, "s1"), 0);
+
+    // The broker's own hold: only the broker (or an admin) drives it, not the planners.
+    let r = app.post("/v1/participant/sites/s1/prepare", &broker, &compute_hold("s1", 2)).await;
+    let own = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let r = app.post_empty(&format!("/v1/participant/sites/s1/holds/{own}/abort"), &a).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r = app.post_empty(&format!("/v1/participant/sites/s1/holds/{own}/abort"), &broker).await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    // Recorded as the planners' in the journal: it survives a restart so.
+    let restarted = app.restarted().await;
+    let r = restarted.post("/v1/participant/sites/s1/prepare", &a, &compute_hold("s1", 1)).await;
+    let h: HoldId = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().parse().unwrap();
+    let again = restarted.restarted().await;
+    assert_eq!(again.state.participants.lis["s1"].owner(h), Some(Some("@planners".into())));
+}

@@ -3,9 +3,11 @@
 //! One binary links once, where one binary per file linked a dozen times. Run one area with a
 //! filter on its module path, e.g. `.ci/test --test it api::` or `.ci/test --test it store::`.
 
+mod allocations;
 mod api;
 mod crash;
 mod faults;
+mod hardening;
 mod identity;
 mod journal_props;
 mod planner_props;

@@ -43,7 +43,7 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
                 .configure(participant::configure_gis);
         }
         Role::Planner(_) => {
-            v.configure(plans_v1).route("/tokens", web::post().to(tokens::create));
+            v.configure(plans_v1).configure(tokens_v1);
         }
         // A participant process serves mostly the participant protocol: its routes come first,
         // since actix matches routes in order and every pattern with a `{segment}` tried
@@ -95,7 +95,11 @@ fn all_v1(cfg: &mut web::ServiceConfig) {
         .route("/sites/{id}/holds", web::post().to(sites::hold))
         .configure(network_v1)
         .configure(holds_v1)
-        .route("/tokens", web::post().to(tokens::create));
+        .configure(tokens_v1);
+}
+
+fn tokens_v1(v: &mut web::ServiceConfig) {
+    v.route("/tokens", web::post().to(tokens::create)).route("/tokens/{id}", web::delete().to(tokens::revoke));
 }
 
 /// The NIS's public routes (all-in-one and role `nis`).

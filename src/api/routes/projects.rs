@@ -51,8 +51,9 @@ pub async fn put(
     let project = Project { id: id.into_inner(), allocation: body.allocation, members: body.members };
     project.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
     // Stored first, then applied: a project the store refused is not in force. Projects that
-    // lose a member to this one are stored again too.
-    let before = state.ledger.projects();
+    // lose a member to this one are stored again too. The store is the truth every planner
+    // process reads (the ledger of each is a cache).
+    let before = state.store.projects().await?;
     let moved: Vec<Project> = before
         .into_iter()
         .filter(|p| p.id != project.id && p.members.iter().any(|m| project.members.contains(m)))
@@ -78,12 +79,24 @@ pub async fn put(
     security(("bearer" = [])))]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<web::Json<Vec<Project>>, ApiError> {
     caller.require_admin()?;
-    Ok(web::Json(state.ledger.projects()))
+    Ok(web::Json(fresh_projects(&state).await?))
+}
+
+/// Every project as stored (the truth, whatever planner process set it), also refreshed into
+/// this process's ledger (a cache, for the priorities).
+pub async fn fresh_projects(state: &AppState) -> Result<Vec<Project>, ApiError> {
+    let projects = state.store.projects().await?;
+    for p in &projects {
+        if state.ledger.project(&p.id).as_ref() != Some(p) {
+            state.ledger.set_project(p.clone()).map_err(|e| ApiError::internal(e.to_string()))?;
+        }
+    }
+    Ok(projects)
 }
 
 /// The caller may read project `id`: an admin, or a member (a user's own project included).
-fn may_read(state: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
-    if caller.admin || state.ledger.project_of(&caller.user) == id {
+fn may_read(projects: &[Project], caller: &Caller, id: &str) -> Result<(), ApiError> {
+    if caller.admin || crate::fairshare::project_of(projects, &caller.user).0 == id {
         Ok(())
     } else {
         Err(ApiError::forbidden(format!("only its members and admins may read project `{id}`")))
@@ -104,8 +117,13 @@ pub async fn get(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<web::Json<Project>, ApiError> {
-    may_read(&state, &caller, &id)?;
-    state.ledger.project(&id).map(web::Json).ok_or_else(|| ApiError::not_found(format!("no project `{id}`")))
+    let projects = fresh_projects(&state).await?;
+    may_read(&projects, &caller, &id)?;
+    projects
+        .into_iter()
+        .find(|p| p.id == *id)
+        .map(web::Json)
+        .ok_or_else(|| ApiError::not_found(format!("no project `{id}`")))
 }
 
 /// A project's fair-share standing now: allocation, entitled CPUs `R_i`, usage index `u_i`,
@@ -123,6 +141,19 @@ pub async fn usage(
     caller: Caller,
     id: web::Path<String>,
 ) -> Result<web::Json<UsageReport>, ApiError> {
-    may_read(&state, &caller, &id)?;
-    Ok(web::Json(state.ledger.report(&id, to_time(&state.now_utc()))))
+    let projects = fresh_projects(&state).await?;
+    may_read(&projects, &caller, &id)?;
+    let now = to_time(&state.now_utc());
+    let mut report = state.ledger.report(&id, now);
+    // The bookings of the current period from the store's charges: every planner's.
+    let (ps, pe) = match &report.allocation {
+        Some(a) => a.period_of(now),
+        None => Allocation::cpu_hours(0.0).period_of(now),
+    };
+    let (c, g) = state.store.charged(&id, ps, pe).await?.iter().fold((0.0, 0.0), |(c, g), u| {
+        let (uc, ug) = u.inside(ps, pe);
+        (c + uc / 3600.0, g + ug / 3600.0)
+    });
+    (report.booked_cpu_hours, report.booked_gpu_hours) = (c, g);
+    Ok(web::Json(report))
 }

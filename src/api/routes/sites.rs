@@ -124,7 +124,7 @@ impl ReservationState {
 /// The hold id a booking listing shows `caller`: its own holds' (an admin: every one), so that
 /// another principal's id cannot be used against its booking.
 pub(crate) fn visible_hold(caller: &Caller, hold: HoldId, owner: Option<&str>) -> Option<HoldId> {
-    (caller.admin || owner == Some(caller.user.as_str())).then_some(hold)
+    (caller.admin || owner.is_some_and(|o| caller.owns_hold(o))).then_some(hold)
 }
 
 /// One hold or reservation of a site.

@@ -76,15 +76,25 @@ pub async fn plans_are_stored_listed_in_order_filtered_and_cancelled_once(s: &dy
     assert_eq!(list(PlanFilter { status: Some(PlanStatus::Cancelled), ..Default::default() }).await, vec![a.id]);
 }
 
-/// Tokens: stored by hash; a hash maps to its latest record.
+/// Tokens: stored by hash; a hash maps to its latest record (which keeps the first id); a
+/// revoked token is not found again, even if registered again.
 pub async fn tokens_are_stored_by_hash_and_replaced(s: &dyn Store) {
-    let t = TokenRecord { hash: "h1".into(), user: "alice".into(), admin: false, service: true };
+    let t = TokenRecord::new("h1", "alice", false, true);
     s.insert_token(t.clone()).await.unwrap();
-    assert_eq!(s.token("h1").await.unwrap(), Some(t));
+    assert_eq!(s.token("h1").await.unwrap(), Some(t.clone()));
     assert_eq!(s.token("h2").await.unwrap(), None);
-    let t2 = TokenRecord { hash: "h1".into(), user: "root".into(), admin: true, service: false };
+    let mut t2 = TokenRecord::new("h1", "root", true, false);
+    t2.planner = true;
+    t2.expires_at = Some(at(23));
     s.insert_token(t2.clone()).await.unwrap();
-    assert_eq!(s.token("h1").await.unwrap(), Some(t2), "like the memory store, a hash maps to its latest record");
+    let got = s.token("h1").await.unwrap().unwrap();
+    assert_eq!(got, TokenRecord { id: t.id, ..t2 }, "a hash maps to its latest record, under its first id");
+    assert_eq!(s.revoke_token(Uuid::new_v4()).await.unwrap(), None, "no such token");
+    assert_eq!(s.revoke_token(t.id).await.unwrap().map(|r| r.user), Some("root".into()));
+    assert_eq!(s.token("h1").await.unwrap(), None, "revoked");
+    assert_eq!(s.revoke_token(t.id).await.unwrap(), None, "already revoked");
+    s.insert_token(TokenRecord::new("h1", "root", true, false)).await.unwrap();
+    assert_eq!(s.token("h1").await.unwrap(), None, "registering it again does not bring it back");
 }
 
 /// Past a lease of 1 s, measured by the store's own clock.

@@ -7,6 +7,7 @@
 //! API-level ones on the database of a [`TestApp`] or a [`TestDb`] (`CORESERVE_TEST_PG`).
 //! `.ci/test` sets both; an unreachable server fails the tests: they are never skipped.
 
+use coreserve::api::auth::Roles;
 use coreserve::protocol::ParticipantRef;
 use coreserve::store::{Claim, KeyClaim, PgStore, Store, TokenRecord};
 use reqwest::{Method, StatusCode};
@@ -46,7 +47,7 @@ async fn a_key_is_claimed_once_across_processes(_: PgPoolOptions, db: PgConnectO
 async fn migrations_run_again_on_an_existing_database(_: PgPoolOptions, db: PgConnectOptions) {
     let url = url(&db);
     let s = PgStore::connect(&url).await.unwrap();
-    s.insert_token(TokenRecord { hash: "h".into(), user: "u".into(), admin: false, service: false }).await.unwrap();
+    s.insert_token(TokenRecord::new("h", "u", false, false)).await.unwrap();
     s.pool().close().await;
     let s = PgStore::connect(&url).await.unwrap();
     assert!(s.token("h").await.unwrap().is_some());
@@ -139,9 +140,10 @@ async fn plans_tokens_and_idempotency_keys_survive_a_restart() {
 #[tokio::test]
 async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database() {
     let db = TestDb::new().await;
-    let token = coreserve::cli::token_create(&db.url, "carol", false, false).await.unwrap();
+    let user = Roles::default();
+    let (token, _) = coreserve::cli::token_create(&db.url, "carol", user, None).await.unwrap();
     assert!(token.starts_with("cs_"), "{token}");
-    let admin = coreserve::cli::token_create(&db.url, "root", true, false).await.unwrap();
+    let (admin, _) = coreserve::cli::token_create(&db.url, "ops", Roles { admin: true, ..user }, None).await.unwrap();
     let app = TestApp::on_database(&db.url, |_| {}).await;
     assert_eq!(app.get("/v1/plans", &token).await.status(), StatusCode::OK);
     let r = app.post("/v1/tokens", &token, &json!({"user": "x"})).await;
@@ -155,6 +157,63 @@ async fn a_token_from_token_create_is_accepted_by_a_server_on_the_same_database(
         sqlx::query_as(r#"SELECT hash FROM tokens WHERE "user" = 'carol'"#).fetch_all(&mut conn).await.unwrap();
     assert_eq!(stored, vec![(coreserve::api::auth::hash_token(&token),)]);
     assert_ne!(stored[0].0, token);
+}
+
+/// Issue 28: `token create` refuses reserved and untrimmed names (a plain token for `admin`
+/// would read the admin's plans); `token revoke` is refused at once by a running server that
+/// has the token cached, and a token past its expiry is refused.
+#[tokio::test]
+async fn token_create_refuses_reserved_names_and_token_revoke_takes_effect_at_once() {
+    let db = TestDb::new().await;
+    let user = Roles::default();
+    for name in ["admin", " admin", "Admin", "admin ", "service", "@planners", "root"] {
+        let e = coreserve::cli::token_create(&db.url, name, user, None).await.unwrap_err();
+        assert!(e.to_string().contains("--user"), "{name:?}: {e}");
+    }
+    let (carol, id) = coreserve::cli::token_create(&db.url, "carol", user, None).await.unwrap();
+    let app = TestApp::on_database(&db.url, |_| {}).await;
+    let other = TestApp::on_database(&db.url, |_| {}).await;
+    for a in [&app, &other] {
+        assert_eq!(a.get("/v1/plans", &carol).await.status(), StatusCode::OK, "cached now");
+    }
+    let who: Value = app.get("/v1/whoami", &carol).await.json().await.unwrap();
+    assert_eq!(who["token_id"], id.to_string());
+    // Revoked through the database (the CLI's path), by another process than the servers.
+    let store = coreserve::store::PgStore::connect(&db.url).await.unwrap();
+    assert!(coreserve::store::Store::revoke_token(&store, id).await.unwrap().is_some());
+    let started = std::time::Instant::now();
+    for a in [&app, &other] {
+        loop {
+            let status = a.get("/v1/plans", &carol).await.status();
+            if status == StatusCode::UNAUTHORIZED {
+                break;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(2), "revoked token still accepted: {status}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    // Through the API: 204, then 401 on every process at once; 404 the second time.
+    let (dave, _) = coreserve::cli::token_create(&db.url, "dave", user, None).await.unwrap();
+    let dave_id: Value = other.get("/v1/whoami", &dave).await.json().await.unwrap();
+    assert_eq!(app.get("/v1/plans", &dave).await.status(), StatusCode::OK);
+    let path = format!("/v1/tokens/{}", dave_id["token_id"].as_str().unwrap());
+    assert_eq!(app.delete(&path, &dave).await.status(), StatusCode::FORBIDDEN, "admins only");
+    assert_eq!(app.delete(&path, crate::support::ADMIN).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.get("/v1/plans", &dave).await.status(), StatusCode::UNAUTHORIZED);
+    let started = std::time::Instant::now();
+    while other.get("/v1/plans", &dave).await.status() != StatusCode::UNAUTHORIZED {
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "the other process still accepts it");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.delete(&path, crate::support::ADMIN).await.status(), StatusCode::NOT_FOUND);
+    // Expiry.
+    let soon = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    let (eve, _) = coreserve::cli::token_create(&db.url, "eve", user, Some(soon)).await.unwrap();
+    assert_eq!(app.get("/v1/plans", &eve).await.status(), StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    let r = app.get("/v1/plans", &eve).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "expired");
+    store.pool().close().await;
 }
 
 /// Every row of every table of the service, as JSON text, in a stable order.
@@ -270,4 +329,79 @@ async fn bad_input_leaves_the_database_unchanged() {
     assert_eq!(send(M::POST, &format!("/v1/holds/{committed}/commit"), ADMIN, None).await.status(), 200);
     assert_eq!(send(M::POST, &format!("/v1/holds/{aborted}/abort"), ADMIN, None).await.status(), 200);
     assert_eq!(snapshot(url).await, before, "no refused request changed a row");
+}
+
+/// Issue 28: upgrading a database whose tokens were issued before principal names were checked
+/// (migration 0007) revokes the tokens that could act as a bootstrap principal without its role
+/// (a plain `admin`, once also made by trimming `" admin"`) or under a name no longer allowed,
+/// and keeps the others; the committed plans of before get their allocation charges (0008).
+#[sqlx::test(migrations = false)]
+async fn the_upgrade_revokes_impostor_tokens_and_charges_earlier_plans(_: PgPoolOptions, db: PgConnectOptions) {
+    let url = url(&db);
+    // The schema as it was before issue 28: migrations 0001-0006 only.
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+        let f = f.unwrap();
+        let name = f.file_name().into_string().unwrap();
+        if name.as_str() < "0007" {
+            std::fs::copy(f.path(), dir.path().join(&name)).unwrap();
+        }
+    }
+    let mut conn = PgConnection::connect(&url).await.unwrap();
+    sqlx::migrate::Migrator::new(dir.path()).await.unwrap().run(&mut conn).await.unwrap();
+    for (hash, user, admin, service) in [
+        ("h-admin", "admin", true, true),
+        ("h-impostor", "admin", false, false),
+        ("h-svc", "service", false, true),
+        ("h-svc-impostor", "service", false, false),
+        ("h-at", "@planners", false, true),
+        ("h-space", " bob", false, false),
+        ("h-root", "root", true, false),
+        ("h-alice", "alice", false, false),
+    ] {
+        sqlx::query(r#"INSERT INTO tokens (hash, "user", admin, service) VALUES ($1, $2, $3, $4)"#)
+            .bind(hash)
+            .bind(user)
+            .bind(admin)
+            .bind(service)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    // A committed plan of alice's: two jobs.
+    let outcome = json!({"request_id": "r", "status": "committed", "jobs": [
+        {"name": "A", "site": "s1", "start": "2030-01-01T00:00:00Z", "end": "2030-01-01T02:00:00Z", "cpus": 4},
+        {"name": "B", "site": "s2", "start": "2030-01-01T01:00:00Z", "end": "2030-01-01T03:00:00Z", "cpus": 2}
+    ]});
+    let plan = Uuid::new_v4();
+    sqlx::query(
+        r#"INSERT INTO plans (id, "user", request_id, status, created_at, outcome, bookings)
+           VALUES ($1, 'alice', 'r', 'committed', now(), $2, '[]')"#,
+    )
+    .bind(plan)
+    .bind(&outcome)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let s = PgStore::connect(&url).await.unwrap();
+    for (hash, kept) in [
+        ("h-admin", true),
+        ("h-impostor", false),
+        ("h-svc", true),
+        ("h-svc-impostor", false),
+        ("h-at", false),
+        ("h-space", false),
+        ("h-root", true),
+        ("h-alice", true),
+    ] {
+        assert_eq!(s.token(hash).await.unwrap().is_some(), kept, "{hash}");
+    }
+    let t0 = chrono::DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z").unwrap().timestamp();
+    let mut charged = s.charged("alice", t0, t0 + 86_400).await.unwrap();
+    charged.sort_by_key(|u| u.start);
+    let got: Vec<(i64, i64, u32)> = charged.iter().map(|u| (u.start - t0, u.end - t0, u.cpus)).collect();
+    assert_eq!(got, vec![(0, 7200, 4), (3600, 10800, 2)]);
+    s.pool().close().await;
 }

@@ -45,6 +45,10 @@ impl ApiClient {
         self.call(Method::POST, path, Some(token), Some(body)).await
     }
 
+    pub async fn delete(&self, path: &str, token: &str) -> Response {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
     /// POST without a body.
     pub async fn post_empty(&self, path: &str, token: &str) -> Response {
         self.call(Method::POST, path, Some(token), None).await

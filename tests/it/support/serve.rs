@@ -109,7 +109,9 @@ impl Server {
             let mut tx = Some(tx);
             // Keep draining stderr so the child never blocks on a full pipe.
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+                if let Some(url) =
+                    line.split_whitespace().find(|w| w.starts_with("http://") || w.starts_with("https://"))
+                {
                     if let Some(tx) = tx.take() {
                         let _ = tx.send(url.to_owned());
                     }

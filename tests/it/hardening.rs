@@ -1,0 +1,154 @@
+//! Issue 28, point 5 (the service's part) and point 4: every error is a problem, bad
+//! configurations are errors rather than panics, one `Authorization` header, principals that
+//! are not display names. Each test fails without its fix.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::{problem, TestApp, ADMIN};
+
+/// A body over the limit is a 413 problem (RFC 9457) on every endpoint that reads its body
+/// raw after checking the caller's role, not actix's text/plain answer.
+#[tokio::test]
+async fn an_oversized_body_is_a_413_problem_everywhere() {
+    let app = TestApp::spawn().await;
+    let huge = format!("{{\"x\": \"{}\"}}", "x".repeat(300 * 1024));
+    for (method, path) in [
+        (reqwest::Method::POST, "/v1/tokens"),
+        (reqwest::Method::PUT, "/v1/sites/s1"),
+        (reqwest::Method::PUT, "/v1/projects/p1"),
+        (reqwest::Method::POST, "/v1/sites/s1/holds"),
+        (reqwest::Method::POST, "/v1/network/holds"),
+        (reqwest::Method::POST, "/v1/plans"),
+    ] {
+        let r = app
+            .client
+            .request(method.clone(), format!("{}{path}", app.base))
+            .bearer_auth(ADMIN)
+            .header("content-type", "application/json")
+            .body(huge.clone())
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, StatusCode::PAYLOAD_TOO_LARGE).await;
+        assert!(p["detail"].as_str().unwrap().contains("limit"), "{method} {path}: {p}");
+    }
+}
+
+/// Two `Authorization` headers: 400, whichever comes first (the first used to win).
+#[tokio::test]
+async fn two_authorization_headers_are_a_400_problem() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", false).await;
+    for (first, second) in [(ADMIN, alice.as_str()), (alice.as_str(), ADMIN), (ADMIN, ADMIN)] {
+        let r = app
+            .client
+            .get(format!("{}/v1/plans", app.base))
+            .header("authorization", format!("Bearer {first}"))
+            .header("authorization", format!("Bearer {second}"))
+            .send()
+            .await
+            .unwrap();
+        let p = problem(r, StatusCode::BAD_REQUEST).await;
+        assert!(p["detail"].as_str().unwrap().contains("Authorization"), "{p}");
+    }
+    assert_eq!(app.get("/v1/plans", &alice).await.status(), StatusCode::OK, "one header is fine");
+}
+
+/// Issue 28, point 4: a token for user `admin` (or `" admin"`, once silently trimmed into it)
+/// cannot be issued, so no plain token reads or cancels the admin's plans; names are never
+/// trimmed; reserved names are refused whatever their case.
+#[tokio::test]
+async fn reserved_and_untrimmed_principal_names_cannot_be_issued() {
+    let app = TestApp::spawn().await;
+    let r = app.post("/v1/plans", ADMIN, &crate::support::workflow()).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    for user in ["admin", " admin", "admin ", "ADMIN", "service", "@planners", "@anything", "root"] {
+        let r = app.post("/v1/tokens", ADMIN, &json!({"user": user})).await;
+        let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert!(p["detail"].as_str().unwrap().contains("user"), "{user:?}: {p}");
+    }
+    let r = app.post("/v1/tokens", ADMIN, &json!({"user": "alice", "expires_at": "2000-01-01T00:00:00Z"})).await;
+    problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    // A valid name: its token sees none of the admin's plans.
+    let alice = app.token("alice", false).await;
+    assert!(app.plans(&alice, "").await.is_empty());
+    let who: Value = app.get("/v1/whoami", &alice).await.json().await.unwrap();
+    assert_eq!(
+        (who["user"].as_str(), who["admin"].as_bool(), who["planner"].as_bool()),
+        (Some("alice"), Some(false), Some(false))
+    );
+    assert!(who["token_id"].is_string(), "{who}");
+}
+
+/// `coreserve serve ARGS` (memory store): exit code and stderr. A process still running after
+/// 20 s (it accepted the configuration and serves) is killed and reported as exit code -2, so
+/// that an accepted bad setting fails the test instead of hanging it.
+fn serve_fails(args: &[&str]) -> (i32, String) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .arg("serve")
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("CORESERVE_ADMIN_TOKEN")
+        .env_remove("CORESERVE_WORKERS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let started = std::time::Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code().unwrap_or(-1);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break -2;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    (code, reader.join().unwrap())
+}
+
+/// `--workers 0` or `100000` and a one-character admin token are configuration errors (exit
+/// code 1, like a bad `--lease-s`), not a panic (exit 101) or a guessable admin token.
+#[tokio::test]
+async fn bad_workers_and_short_tokens_are_configuration_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let grid = grid.to_str().unwrap().to_owned();
+    let base = ["--grid", grid.as_str(), "--listen", "127.0.0.1:0"];
+    let (reference, _) = tokio::task::spawn_blocking({
+        let base = base.map(str::to_owned);
+        move || serve_fails(&[&base[0], &base[1], &base[2], &base[3], "--lease-s", "0"])
+    })
+    .await
+    .unwrap();
+    for (extra, says) in [
+        (vec!["--workers", "0"], "--workers"),
+        (vec!["--workers", "100000"], "--workers"),
+        (vec!["--admin-token", "x"], "at least 16"),
+        (vec!["--admin-token", "0123456789abcde"], "at least 16"),
+        (vec!["--admin-token", "0123456789abcdef", "--service-token", "short"], "--service-token"),
+    ] {
+        let args: Vec<String> = base.iter().map(|s| s.to_string()).chain(extra.iter().map(|s| s.to_string())).collect();
+        let (code, stderr) = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            serve_fails(&args)
+        })
+        .await
+        .unwrap();
+        assert_eq!(code, reference, "{extra:?}: exit code of a configuration error; stderr: {stderr}");
+        assert_ne!(code, 101, "{extra:?} panicked: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{extra:?}: {stderr}");
+    }
+}
