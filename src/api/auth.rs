@@ -150,6 +150,12 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The planner principal `name` of a verified client certificate (see [`super::peer`]): a
+    /// planner of this deployment, never an admin.
+    pub fn certified(name: &str) -> Caller {
+        Caller { user: name.to_owned(), admin: false, service: true, planner: true, token_id: None }
+    }
+
     /// 403 unless admin.
     pub fn require_admin(&self) -> Result<(), ApiError> {
         if self.admin {
@@ -196,6 +202,10 @@ impl FromRequest for Caller {
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         let state = req.app_data::<web::Data<AppState>>().cloned();
+        // A verified client certificate, if the listener trusts them as planner principals.
+        let peer = req.conn_data::<super::peer::PeerName>().cloned().filter(|_| {
+            state.as_ref().is_some_and(|s| s.config.trust_client_certificates && s.config.tls_client_ca.is_some())
+        });
         let mut headers = req.headers().get_all(actix_web::http::header::AUTHORIZATION);
         let header = headers.next().map(|v| v.to_str().map(str::to_owned));
         let several = headers.next().is_some();
@@ -205,15 +215,19 @@ impl FromRequest for Caller {
                 // Which one would be meant? Neither is guessed (the first used to win).
                 return Err(ApiError::bad_request("more than one Authorization header"));
             }
+            let by_certificate = |why: ApiError| match &peer {
+                Some(p) => Ok(Caller::certified(&p.0)),
+                None => Err(why),
+            };
             let value = match header {
-                None => return Err(ApiError::unauthorized("missing Authorization: Bearer <token> header")),
+                None => return by_certificate(ApiError::unauthorized("missing Authorization: Bearer <token> header")),
                 Some(Err(_)) => return Err(ApiError::unauthorized("Authorization header is not ASCII")),
                 Some(Ok(v)) => v,
             };
             let token =
                 bearer_token(&value).ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
             let rec = state.token(&hash_token(token)).await?;
-            let rec = rec.ok_or_else(|| ApiError::unauthorized("unknown or revoked token"))?;
+            let Some(rec) = rec else { return by_certificate(ApiError::unauthorized("unknown or revoked token")) };
             if rec.expired(chrono::Utc::now()) {
                 return Err(ApiError::unauthorized("the token has expired"));
             }

@@ -499,3 +499,93 @@ async fn a_role_separated_planner_books_through_a_slurm_lis() {
         eventually(Duration::from_secs(15), async || api.json(&path, PROC_ADMIN).await["status"] == "broken").await;
     assert!(broken, "{}", api.json(&path, PROC_ADMIN).await);
 }
+
+/// Site autonomy: the Slurm site's LIS runs on a PostgreSQL database of its own, with no token
+/// of the planners in it; it trusts the planners by the CA that signed their client
+/// certificates (`--tls-client-ca` with `--trust-client-certificates`). A planner on another
+/// database books through it; one without a certificate cannot reach it.
+#[tokio::test]
+async fn a_planner_books_a_slurm_site_on_another_database_by_certificate() {
+    use coreserve::api::config::{RemoteServices, Role, TlsFiles};
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    const BOOT: &str = "autonomy-bootstrap-token";
+    let cluster = SlurmCluster::start(CPUS);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, pem: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, pem).unwrap();
+        p
+    };
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = write("ca.pem", ca.self_signed(&ca_key).unwrap().pem());
+    let issuer = Issuer::new(ca, ca_key);
+    let leaf = |name: &str, cn: &str, sans: Vec<String>| {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(sans).unwrap();
+        p.distinguished_name.push(DnType::CommonName, cn);
+        let cert = p.signed_by(&key, &issuer).unwrap();
+        TlsFiles {
+            cert: write(&format!("{name}.pem"), cert.pem()),
+            key: write(&format!("{name}-key.pem"), key.serialize_pem()),
+        }
+    };
+    let server = leaf("server", "lis-s1", vec!["localhost".into(), "127.0.0.1".into()]);
+    let client = leaf("client", "planner-east", vec![]);
+
+    // The Slurm site: its own database, no planner token in it.
+    let slurm = cluster.config(3600);
+    let (ca_for_lis, server_files) = (ca_pem.clone(), server.clone());
+    let s1 = TestApp::spawn_with(|c| {
+        c.role = Role::Lis { site: SITE.into() };
+        c.slurm = vec![(SITE.into(), slurm)];
+        c.tls = Some(server_files);
+        c.tls_client_ca = Some(ca_for_lis);
+        c.trust_client_certificates = true;
+    })
+    .await;
+    let plain = |role: Role| {
+        TestApp::memory(crate::support::grid(), move |c| {
+            c.role = role;
+            c.service_token = Some(BOOT.into());
+        })
+    };
+    let (s2, s3, nis, gis) = (
+        plain(Role::Lis { site: "s2".into() }).await,
+        plain(Role::Lis { site: "s3".into() }).await,
+        plain(Role::Nis).await,
+        plain(Role::Gis).await,
+    );
+    let remote = RemoteServices {
+        gis: gis.base.clone(),
+        nis: nis.base.clone(),
+        lis: vec![
+            (SITE.into(), format!("https://localhost:{}", s1.port)),
+            ("s2".into(), s2.base.clone()),
+            ("s3".into(), s3.base.clone()),
+        ],
+    };
+    let planner_with = |identity: Option<TlsFiles>| {
+        let (remote, ca) = (remote.clone(), ca_pem.clone());
+        TestApp::spawn_with(move |c| {
+            c.role = Role::Planner(remote);
+            c.service_token = Some(BOOT.into());
+            c.tls_ca = Some(ca);
+            c.tls_client = identity;
+        })
+    };
+    let east = planner_with(Some(client)).await;
+    let plan = submit(&east, &one_job("autonomy-1", 8, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(plan["jobs"][0]["site"], SITE, "{plan}");
+    let name = plan["jobs"][0]["reservation_name"].as_str().unwrap();
+    assert_eq!(cluster.ours().iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), [name]);
+    assert_ne!(s1.db_url(), east.db_url(), "two databases");
+
+    // Without a certificate (and with a token the site does not know), s1 is out of reach.
+    let anonymous = planner_with(None).await;
+    let plan = submit(&anonymous, &one_job("autonomy-2", 8, 600)).await;
+    assert_ne!(plan["jobs"][0]["site"], SITE, "{plan}");
+    assert_eq!(cluster.ours().len(), 1);
+}

@@ -301,7 +301,11 @@ pub async fn create(
         // The allocation limit is checked and the plan charged by the store, with the decision
         // (exact across planner processes; Store::record_decision); the in-memory ledger is
         // a cache of the charges for the priorities, updated below.
-        let result = st.planners.lend().plan_with(&plan, PlanOptions { log: Some(&log), user: Some(&user), ..Default::default() }).await;
+        let result = st
+            .planners
+            .lend()
+            .plan_with(&plan, PlanOptions { log: Some(&log), user: Some(&user), ..Default::default() })
+            .await;
         let o = result.outcome;
         let seconds = o.planning_ms / 1000.0;
         let rec = match result.settlement {
