@@ -26,7 +26,13 @@ class JobPlacement:
         name (str):
         site (str): Identifier of a compute resource (site).
         start (datetime.datetime):
+        broken (None | str | Unset): Why the site can no longer honour this job's reservation, once it cannot (the plan
+            is
+            then `broken`); absent while it is honoured.
         gpus (GpuAllocation | None | Unset):
+        reservation_name (None | str | Unset): At a site whose LIS fronts Slurm: the job's Slurm advance reservation,
+            for
+            `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
     """
 
     cpus: int
@@ -34,7 +40,9 @@ class JobPlacement:
     name: str
     site: str
     start: datetime.datetime
+    broken: None | str | Unset = UNSET
     gpus: GpuAllocation | None | Unset = UNSET
+    reservation_name: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -50,6 +58,12 @@ class JobPlacement:
 
         start = self.start.isoformat()
 
+        broken: None | str | Unset
+        if isinstance(self.broken, Unset):
+            broken = UNSET
+        else:
+            broken = self.broken
+
         gpus: dict[str, Any] | None | Unset
         if isinstance(self.gpus, Unset):
             gpus = UNSET
@@ -57,6 +71,12 @@ class JobPlacement:
             gpus = self.gpus.to_dict()
         else:
             gpus = self.gpus
+
+        reservation_name: None | str | Unset
+        if isinstance(self.reservation_name, Unset):
+            reservation_name = UNSET
+        else:
+            reservation_name = self.reservation_name
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -69,8 +89,12 @@ class JobPlacement:
                 "start": start,
             }
         )
+        if broken is not UNSET:
+            field_dict["broken"] = broken
         if gpus is not UNSET:
             field_dict["gpus"] = gpus
+        if reservation_name is not UNSET:
+            field_dict["reservation_name"] = reservation_name
 
         return field_dict
 
@@ -89,6 +113,15 @@ class JobPlacement:
 
         start = datetime.datetime.fromisoformat(d.pop("start"))
 
+        def _parse_broken(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        broken = _parse_broken(d.pop("broken", UNSET))
+
         def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
             if data is None:
                 return data
@@ -106,13 +139,24 @@ class JobPlacement:
 
         gpus = _parse_gpus(d.pop("gpus", UNSET))
 
+        def _parse_reservation_name(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        reservation_name = _parse_reservation_name(d.pop("reservation_name", UNSET))
+
         job_placement = cls(
             cpus=cpus,
             end=end,
             name=name,
             site=site,
             start=start,
+            broken=broken,
             gpus=gpus,
+            reservation_name=reservation_name,
         )
 
         job_placement.additional_properties = d

@@ -2,6 +2,7 @@ from enum import StrEnum
 
 
 class OutcomePlanStatusStatus(StrEnum):
+    BROKEN = "broken"
     CANCELLED = "cancelled"
     COMMITTED = "committed"
     PENDING = "pending"

@@ -2,6 +2,7 @@ from enum import StrEnum
 
 
 class PlanStatus(StrEnum):
+    BROKEN = "broken"
     CANCELLED = "cancelled"
     COMMITTED = "committed"
     PENDING = "pending"

@@ -27,18 +27,23 @@ class ReservationView:
         end (datetime.datetime):
         start (datetime.datetime):
         state (ReservationState): State of a hold or reservation.
+        broken (None | str | Unset): Why the site's scheduler no longer honours this reservation (absent: it does).
         expires_at (datetime.datetime | None | Unset): Lease end of a hold.
         gpus (GpuAllocation | None | Unset):
         hold (None | Unset | UUID):
+        reservation_name (None | str | Unset): At a Slurm site: the Slurm advance reservation's name (shown with the
+            hold id).
     """
 
     cpus: int
     end: datetime.datetime
     start: datetime.datetime
     state: ReservationState
+    broken: None | str | Unset = UNSET
     expires_at: datetime.datetime | None | Unset = UNSET
     gpus: GpuAllocation | None | Unset = UNSET
     hold: None | Unset | UUID = UNSET
+    reservation_name: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,6 +56,12 @@ class ReservationView:
         start = self.start.isoformat()
 
         state = self.state.value
+
+        broken: None | str | Unset
+        if isinstance(self.broken, Unset):
+            broken = UNSET
+        else:
+            broken = self.broken
 
         expires_at: None | str | Unset
         if isinstance(self.expires_at, Unset):
@@ -76,6 +87,12 @@ class ReservationView:
         else:
             hold = self.hold
 
+        reservation_name: None | str | Unset
+        if isinstance(self.reservation_name, Unset):
+            reservation_name = UNSET
+        else:
+            reservation_name = self.reservation_name
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -86,12 +103,16 @@ class ReservationView:
                 "state": state,
             }
         )
+        if broken is not UNSET:
+            field_dict["broken"] = broken
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
         if gpus is not UNSET:
             field_dict["gpus"] = gpus
         if hold is not UNSET:
             field_dict["hold"] = hold
+        if reservation_name is not UNSET:
+            field_dict["reservation_name"] = reservation_name
 
         return field_dict
 
@@ -107,6 +128,15 @@ class ReservationView:
         start = datetime.datetime.fromisoformat(d.pop("start"))
 
         state = ReservationState(d.pop("state"))
+
+        def _parse_broken(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        broken = _parse_broken(d.pop("broken", UNSET))
 
         def _parse_expires_at(data: object) -> datetime.datetime | None | Unset:
             if data is None:
@@ -159,14 +189,25 @@ class ReservationView:
 
         hold = _parse_hold(d.pop("hold", UNSET))
 
+        def _parse_reservation_name(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        reservation_name = _parse_reservation_name(d.pop("reservation_name", UNSET))
+
         reservation_view = cls(
             cpus=cpus,
             end=end,
             start=start,
             state=state,
+            broken=broken,
             expires_at=expires_at,
             gpus=gpus,
             hold=hold,
+            reservation_name=reservation_name,
         )
 
         reservation_view.additional_properties = d
