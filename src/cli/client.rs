@@ -552,15 +552,24 @@ fn print_plan(p: &Value) {
     if let Some(r) = p["reason"].as_str() {
         outln!("reason: {r}");
     }
+    // A job at a Slurm site names its reservation (for `sbatch --reservation=NAME`), and a
+    // reservation the site no longer honours says why.
+    let local = |j: &Value| match (j["reservation_name"].as_str(), j["broken"].as_str()) {
+        (_, Some(why)) => format!("BROKEN: {why}"),
+        (Some(name), None) => name.to_owned(),
+        (None, None) => "-".into(),
+    };
     let jobs: Vec<Vec<String>> = p["jobs"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|j| vec![text(&j["name"]), text(&j["site"]), time(&j["start"]), time(&j["end"]), text(&j["cpus"])])
+        .map(|j| {
+            vec![text(&j["name"]), text(&j["site"]), time(&j["start"]), time(&j["end"]), text(&j["cpus"]), local(j)]
+        })
         .collect();
     if !jobs.is_empty() {
         outln!();
-        table(&["job", "site", "start (UTC)", "end (UTC)", "cpus"], &jobs);
+        table(&["job", "site", "start (UTC)", "end (UTC)", "cpus", "reservation"], &jobs);
     }
     let transfers: Vec<Vec<String>> = p["transfers"]
         .as_array()

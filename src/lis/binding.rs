@@ -257,6 +257,7 @@ impl Lis {
         // Only what was made before the listing must be in it.
         let made_before = self.state().local.created.clone();
         let all = slurm.reservations().await?;
+        let down: HashMap<String, String> = slurm.unusable_nodes().await?.into_iter().collect();
         let now = self.clock.now();
         let partition = &slurm.config().partition;
         let mut report = SyncReport::default();
@@ -305,6 +306,17 @@ impl Lis {
                     continue;
                 };
                 let span = st.calendar.span(booked.cpus).expect("a live hold's span");
+                // A node of the reservation that Slurm holds unusable breaks it, while it lasts.
+                let lost_node =
+                    super::slurm::expand_hostlist(&r.nodes).into_iter().find_map(|n| down.get(&n).map(|why| (n, why)));
+                if let Some((node, why)) = lost_node {
+                    if state == HoldState::Committed && r.end > now && !st.local.broken.contains_key(&hold) {
+                        st.local
+                            .broken
+                            .insert(hold, format!("node {node} of the reservation is unusable in Slurm ({why})"));
+                        report.newly_broken += 1;
+                    }
+                }
                 let changed = (r.start, r.end, r.cpus) != (span.start, span.end, span.amount);
                 if changed && state == HoldState::Committed && !st.local.broken.contains_key(&hold) {
                     let reason = format!(

@@ -241,6 +241,12 @@ impl Slurm {
         }
     }
 
+    /// The nodes Slurm holds unusable (down, drained or draining, failing), with why. A node
+    /// that merely does not answer for a moment (`*`, e.g. while slurmctld restarts) is not.
+    pub async fn unusable_nodes(&self) -> Result<Vec<(String, String)>, SlurmError> {
+        parse_unusable_nodes(&self.scontrol(&["show".into(), "node".into(), "--oneliner".into()]).await?)
+    }
+
     /// Every reservation Slurm has (coreserve's and everyone else's).
     pub async fn reservations(&self) -> Result<Vec<SlurmReservation>, SlurmError> {
         let out = self.scontrol(&["show".into(), "reservation".into(), "--oneliner".into()]).await;
@@ -377,6 +383,66 @@ pub fn parse_reservations(text: &str) -> Result<Vec<SlurmReservation>, SlurmErro
     Ok(out)
 }
 
+/// The unusable nodes of `scontrol show node --oneliner`: `(name, "STATE: reason")` for each
+/// node whose state says DOWN, DRAIN or FAIL (a `*`, not responding for now, is not enough).
+///
+/// # Errors
+/// [`SlurmError::Parse`] with a line that has no `NodeName` or `State`.
+pub fn parse_unusable_nodes(text: &str) -> Result<Vec<(String, String)>, SlurmError> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let bad = |reason: &str| SlurmError::Parse { line: line.to_owned(), reason: reason.to_owned() };
+        let f = fields(line);
+        let name = f.get("NodeName").ok_or_else(|| bad("no NodeName"))?;
+        let state = f.get("State").ok_or_else(|| bad("no State"))?;
+        let unusable = ["DOWN", "DRAIN", "FAIL"].iter().any(|s| state.contains(s));
+        if unusable {
+            // `Reason=` runs to the end of the line (it may hold spaces).
+            let reason = line.split_once("Reason=").map_or("no reason given", |(_, r)| r.trim());
+            out.push(((*name).to_owned(), format!("{state}: {reason}")));
+        }
+    }
+    Ok(out)
+}
+
+/// The node names of a Slurm hostlist expression: `a,b`, `cs-node[1-3,7]`, `x[01-02],y`.
+pub fn expand_hostlist(list: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = list.trim();
+    while !rest.is_empty() {
+        // One item: up to the next comma outside brackets.
+        let mut depth = 0;
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| {
+                match c {
+                    '[' => depth += 1,
+                    ']' => depth -= 1,
+                    _ => {}
+                }
+                c == ',' && depth == 0
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        let item = &rest[..end];
+        rest = rest[end..].trim_start_matches(',');
+        match item.split_once('[') {
+            Some((prefix, ranges)) => {
+                let ranges = ranges.trim_end_matches(']');
+                for r in ranges.split(',') {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    let width = a.len();
+                    if let (Ok(a), Ok(b)) = (a.parse::<u64>(), b.parse::<u64>()) {
+                        out.extend((a..=b.min(a + 100_000)).map(|n| format!("{prefix}{n:0width$}")));
+                    }
+                }
+            }
+            None if !item.is_empty() && item != "(null)" => out.push(item.to_owned()),
+            None => {}
+        }
+    }
+    out
+}
+
 /// Parses `scontrol show partition NAME --oneliner`.
 ///
 /// # Errors
@@ -436,6 +502,25 @@ ReservationName=maint1 StartTime=2026-11-26T01:00:00 EndTime=2026-11-26T02:00:00
         }
         assert!(matches!(parse_reservations("garbage without fields"), Err(SlurmError::Parse { .. })));
         assert!(matches!(parse_partition("PartitionName=batch TotalCPUs=many"), Err(SlurmError::Parse { .. })));
+    }
+
+    #[test]
+    fn unusable_nodes_and_hostlists_parse() {
+        // Captured from slurm-wlm 22.05.8 after `scontrol update NodeName=cs-node1 State=DOWN
+        // Reason="disk swap"`, with two nodes of other states appended.
+        let text = "NodeName=cs-node1 Arch=x86_64 CoresPerSocket=64  CPUAlloc=0 CPUEfctv=64 CPUTot=64 CPULoad=3.48 AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=127.0.0.1 NodeHostName=vm Version=22.05.8 OS=Linux 6.18.44-fc-v657 #1 SMP PREEMPT_DYNAMIC @0  RealMemory=4096 AllocMem=0 FreeMem=15597 Sockets=1 Boards=1 State=DOWN+MAINTENANCE+RESERVED ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A Partitions=batch  BootTime=2026-11-25T23:21:50 SlurmdStartTime=2026-11-25T23:24:57 LastBusyTime=2026-11-25T23:54:45 CfgTRES=cpu=64,mem=4G,billing=64 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s Reason=disk swap [root@2026-11-26T01:28:53]
+NodeName=cs-node2 CPUTot=64 State=IDLE Partitions=batch
+NodeName=cs-node3 State=IDLE* Partitions=batch
+";
+        let down = parse_unusable_nodes(text).unwrap();
+        assert_eq!(down.len(), 1, "a node not responding for now (IDLE*) is not unusable");
+        assert_eq!(down[0].0, "cs-node1");
+        assert!(down[0].1.starts_with("DOWN+MAINTENANCE+RESERVED: disk swap"), "{}", down[0].1);
+        assert!(matches!(parse_unusable_nodes("Arch=x86_64 State=DOWN"), Err(SlurmError::Parse { .. })));
+        assert_eq!(expand_hostlist("cs-node1"), ["cs-node1"]);
+        assert_eq!(expand_hostlist("n[1-3,7],login"), ["n1", "n2", "n3", "n7", "login"]);
+        assert_eq!(expand_hostlist("x[08-10]"), ["x08", "x09", "x10"]);
+        assert!(expand_hostlist("(null)").is_empty());
     }
 
     #[test]

@@ -771,7 +771,7 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
     assert_eq!(r.headers()["allow"], "GET, HEAD");
     // Every participant-protocol route, from the list its registration reads.
     let paths: Vec<String> = coreserve::api::routes::participant::paths().collect();
-    assert_eq!(paths.len(), 12, "5 LIS, 5 NIS and 2 GIS endpoints: {paths:?}");
+    assert_eq!(paths.len(), 14, "6 LIS, 6 NIS (drift among them) and 2 GIS endpoints: {paths:?}");
     for template in paths {
         let path = format!("/v1{template}")
             .replace("{site}", "s1")
@@ -1229,6 +1229,8 @@ async fn readiness_answers_within_a_second_while_postgres_hangs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_logs_are_plain_off_a_terminal_with_one_line_per_request() {
     use std::io::BufRead;
+    // Its reqwest client is the test's first when run alone.
+    coreserve::protocol::http::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.json");
     std::fs::write(&grid, serde_json::to_string(&support::grid()).unwrap()).unwrap();
@@ -1240,7 +1242,15 @@ async fn text_logs_are_plain_off_a_terminal_with_one_line_per_request() {
         }
     }
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
-        .args(["serve", "--grid", grid.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-token", "log-admin"])
+        .args([
+            "serve",
+            "--grid",
+            grid.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-token",
+            "log-admin-token-0123",
+        ])
         .env("RUST_LOG", "info")
         .env_remove("DATABASE_URL")
         .env_remove("CORESERVE_LOG_FORMAT")

@@ -255,6 +255,23 @@ async fn a_reservation_deleted_in_slurm_breaks_its_plan() {
     assert_eq!(app.json(&path, ADMIN).await["status"], "cancelled");
 }
 
+/// 6b: a node of a committed reservation goes down in Slurm: the plan reads `broken`, naming
+/// the node and Slurm's reason.
+#[tokio::test]
+async fn a_node_going_down_breaks_the_plans_on_it() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |_| {}).await;
+    let plan = submit(&app, &one_job("node-1", 8, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    cluster.scontrol(&["update", "NodeName=cs-node1", "State=DOWN", "Reason=disk-swap"]);
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    let broken = eventually(Duration::from_secs(10), async || app.json(&path, ADMIN).await["status"] == "broken").await;
+    let got = app.json(&path, ADMIN).await;
+    assert!(broken, "{got}");
+    let why = got["jobs"][0]["broken"].as_str().unwrap();
+    assert!(why.contains("cs-node1") && why.contains("DOWN") && why.contains("disk-swap"), "{why}");
+}
+
 /// 7: three planners race for the last CPUs of the Slurm site: Slurm never holds more than
 /// the partition has, and every plan answered committed has its reservation.
 #[tokio::test]
