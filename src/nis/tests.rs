@@ -58,6 +58,7 @@ fn hold(links: &[&str], bw: u64) -> NetworkHoldRequest {
         bandwidth_mbps: bw,
         start: 0,
         end: 100,
+        sites: None,
     }
 }
 
