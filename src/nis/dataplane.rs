@@ -63,6 +63,11 @@ const FIRST_MINOR: u16 = 2;
 const LAST_MINOR: u16 = 0xfffe;
 /// HTB quantum of every class the NIS makes (bytes; about 10 full frames).
 const QUANTUM: u32 = 15_140;
+/// At most this many transfers' rules on one interface: each filter has a preference of its
+/// own, and the kernel gives every u32 preference a hash table of its own out of 0x7ff per
+/// qdisc (`gen_new_htid`), so about 2047 is the hard limit; a transfer beyond this one is
+/// refused at admission (see docs/protocol.md, "The NIS's data plane": what it does not do yet).
+pub const MAX_RULES_PER_INTERFACE: usize = 2000;
 
 /// How the NIS reaches its data plane (`serve --dataplane tc --dataplane-map FILE`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +160,9 @@ struct Spec {
     dst: Ipv4Addr,
     port: u16,
 }
+
+/// A hold's rules (without minors), its window and state.
+type Needed = (Vec<Spec>, Time, Time, HoldState);
 
 /// What the data plane keeps beside the NIS's calendars.
 #[derive(Debug, Default)]
@@ -457,7 +465,7 @@ impl Nis {
 
     /// The rules hold `hold` needs (without minors), its window and state; `None` when it has
     /// no endpoints or is not live.
-    fn specs(&self, plane: &TcPlane, hold: HoldId) -> Option<Result<(Vec<Spec>, Time, Time, HoldState), String>> {
+    fn specs(&self, plane: &TcPlane, hold: HoldId) -> Option<Result<Needed, String>> {
         let (from, to) = plane.st().endpoints.get(&hold).cloned()?;
         let st = self.state();
         let (state, spans) = st.holds.get(hold)?;
@@ -467,7 +475,7 @@ impl Nis {
         let mut out = Vec::new();
         let mut window = (0, 0);
         for &(l, span) in spans {
-            let Some(s) = st.calendars[l].span(span) else { return None };
+            let s = st.calendars[l].span(span)?;
             window = (s.start, s.end);
             let id = &self.links[l].id;
             let Some(link) = plane.map.links.get(id.as_str()) else {
@@ -494,10 +502,27 @@ impl Nis {
 
     /// Minors for `specs` of `hold`, taken in the plane's state.
     fn allocate(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, String> {
+        let r = Self::allocate_all(plane, hold, specs);
+        if r.is_err() {
+            // Nothing half-allocated.
+            for used in plane.st().minors.values_mut() {
+                used.retain(|_, h| *h != hold);
+            }
+        }
+        r
+    }
+
+    fn allocate_all(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, String> {
         let mut st = plane.st();
         let mut rules = Vec::with_capacity(specs.len());
         for s in specs {
             let used = st.minors.entry(s.iface.clone()).or_default();
+            if used.len() >= MAX_RULES_PER_INTERFACE && !used.values().any(|h| *h == hold) {
+                return Err(format!(
+                    "{} carries {MAX_RULES_PER_INTERFACE} reserved transfers already (u32 filter limit)",
+                    s.iface
+                ));
+            }
             let mut m = first_minor(hold);
             let mut tries = 0u32;
             while used.get(&m).is_some_and(|h| *h != hold) {
@@ -700,6 +725,7 @@ impl Nis {
         }
         // Installed by us and no longer wanted: the window closed, or the hold ended.
         let ours: Vec<HoldId> = plane.st().installed.keys().copied().collect();
+        let mut closing: Vec<(Interface, u16)> = Vec::new();
         for hold in ours {
             if wanted.contains_key(&hold) {
                 continue;
@@ -710,18 +736,23 @@ impl Nis {
                 st.admitted.remove(&hold);
                 st.broken.remove(&hold);
             }
-            let _ = plane.remove(&rules.iter().map(|r| (r.iface.clone(), r.minor)).collect::<Vec<_>>()).await;
             for r in &rules {
                 if let Some((m, p)) = on.get_mut(&r.iface) {
                     m.remove(&r.minor);
                     p.remove(&r.minor);
                 }
             }
+            closing.extend(rules.into_iter().map(|r| (r.iface, r.minor)));
             rep.closed += 1;
+        }
+        // All in one batch per namespace; what fails to go is a stray for the next round.
+        if let Err(e) = plane.remove(&closing).await {
+            tracing::warn!(error = %e, "closed windows' rules not all removed; the next reconciliation removes them");
         }
         // Wanted: installed and intact, vanished (drift: install again), or not yet installed.
         let mut wanted: Vec<(HoldId, Vec<Spec>)> = wanted.into_iter().collect();
         wanted.sort_by_key(|(h, _)| *h);
+        let mut fresh: Vec<(HoldId, Vec<Spec>)> = Vec::new();
         for (hold, specs) in wanted {
             let have = plane.st().installed.get(&hold).cloned();
             match have {
@@ -758,23 +789,75 @@ impl Nis {
                         Err(e) => tracing::warn!(%hold, error = %e, "could not install again; next round"),
                     }
                 }
-                None => {
-                    // Never installed by this process (window opened; or a restart).
-                    let specs_ifaces: Vec<Interface> = specs.iter().map(|s| s.iface.clone()).collect();
-                    match self.install_hold(plane, hold, specs).await {
-                        Ok(()) => {
-                            rep.opened += 1;
-                            rep.active += 1;
-                            // Taken now: not a stray.
-                            for r in plane.st().installed.get(&hold).into_iter().flatten() {
-                                if let Some((m, p)) = on.get_mut(&r.iface) {
+                None => fresh.push((hold, specs)),
+            }
+        }
+        // Never installed by this process (the window opened; or a restart): one batch per
+        // namespace for all of them, else one transfer at a time.
+        if !fresh.is_empty() {
+            let mut all = Vec::new();
+            let mut per_hold = Vec::new();
+            for (hold, specs) in fresh {
+                match Self::allocate(plane, hold, specs.clone()) {
+                    Ok(rules) => {
+                        all.extend(rules.iter().cloned());
+                        per_hold.push((hold, specs, rules));
+                    }
+                    Err(e) => {
+                        tracing::warn!(%hold, error = %e, "could not install a transfer whose window is open");
+                        if matches!(self.state().holds.get(hold), Some((HoldState::Committed, _))) {
+                            plane
+                                .st()
+                                .broken
+                                .entry(hold)
+                                .or_insert_with(|| format!("its guaranteed rate could not be installed: {e}"));
+                        }
+                    }
+                }
+            }
+            let together = plane.install(&all).await;
+            for (hold, specs, rules) in per_hold {
+                let ok = match &together {
+                    Ok(()) => {
+                        plane.st().installed.insert(hold, rules);
+                        true
+                    }
+                    Err(_) => {
+                        // Give the minors back and try this one alone.
+                        {
+                            let mut st = plane.st();
+                            for r in &rules {
+                                if let Some(m) = st.minors.get_mut(&r.iface) {
                                     m.remove(&r.minor);
-                                    p.remove(&r.minor);
                                 }
                             }
                         }
-                        Err(e) => {
-                            tracing::warn!(%hold, error = %e, ifaces = ?specs_ifaces, "could not install a transfer whose window is open; next round");
+                        let _ =
+                            plane.remove(&rules.iter().map(|r| (r.iface.clone(), r.minor)).collect::<Vec<_>>()).await;
+                        match self.install_hold(plane, hold, specs).await {
+                            Ok(()) => true,
+                            Err(e) => {
+                                tracing::warn!(%hold, error = %e, "could not install a transfer whose window is open; next round");
+                                if matches!(self.state().holds.get(hold), Some((HoldState::Committed, _))) {
+                                    plane
+                                        .st()
+                                        .broken
+                                        .entry(hold)
+                                        .or_insert_with(|| format!("its guaranteed rate could not be installed: {e}"));
+                                }
+                                false
+                            }
+                        }
+                    }
+                };
+                if ok {
+                    rep.opened += 1;
+                    rep.active += 1;
+                    // Taken now: not a stray.
+                    for r in plane.st().installed.get(&hold).into_iter().flatten() {
+                        if let Some((m, p)) = on.get_mut(&r.iface) {
+                            m.remove(&r.minor);
+                            p.remove(&r.minor);
                         }
                     }
                 }

@@ -45,13 +45,17 @@ fn script() -> PathBuf {
 
 impl Wan {
     fn start(tag: &str) -> Wan {
+        Wan::start_with(tag, &grid_json(), SCALE)
+    }
+
+    fn start_with(tag: &str, grid_json: &Value, scale: f64) -> Wan {
         let dir = tempfile::tempdir().unwrap();
         let grid = dir.path().join("grid.json");
-        std::fs::write(&grid, grid_json().to_string()).unwrap();
+        std::fs::write(&grid, grid_json.to_string()).unwrap();
         let map = dir.path().join("map.json");
         let name = format!("{tag}{}", std::process::id());
         let out = Command::new(script())
-            .args(["start", &name, grid.to_str().unwrap(), &SCALE.to_string(), map.to_str().unwrap()])
+            .args(["start", &name, grid.to_str().unwrap(), &scale.to_string(), map.to_str().unwrap()])
             .output()
             .expect("scripts/emulated-wan (needs root, iproute2, python3)");
         assert!(out.status.success(), "emulated-wan start: {}", String::from_utf8_lossy(&out.stderr));
@@ -392,4 +396,65 @@ async fn a_refusing_data_plane_commits_nothing_and_drift_breaks_the_plan() {
     assert!(r.status().is_success(), "{:?}", r.text().await);
     assert!(wan.classes(2, "v1").is_empty() && wan.classes(1, "v0").is_empty());
     assert_eq!(wan.filters(2, "v1"), 0);
+}
+
+/// How many transfers one NIS keeps installed, and what a reconciliation of them costs: `N`
+/// (default 2000, `CORESERVE_DATAPLANE_N`: about the most one interface takes, see
+/// `coreserve::nis::dataplane::MAX_RULES_PER_INTERFACE`) committed transfers restored as after a restart, half
+/// s1 -> s3 (two links), half s2 -> s3, all open now; one reconciliation installs them all
+/// (N classes and filters on the shared link's interface), the next finds them intact, and a
+/// NIS that has none of them (a restart with an empty journal) removes them as strays.
+/// A measurement for BENCHMARKS.md: `cargo test --release --test it dataplane::reconcile --
+/// --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run with --ignored"]
+async fn reconcile_a_full_interface() {
+    use coreserve::nis::dataplane::TcPlane;
+    use coreserve::nis::{Nis, Routing};
+    use coreserve::protocol::{HoldId, HoldState, NetworkHoldRequest, TxnId};
+    let _machine = machine::reserve("dataplane").await;
+    let n: usize = std::env::var("CORESERVE_DATAPLANE_N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let mut g = grid_json();
+    for l in g["links"].as_array_mut().unwrap() {
+        l["capacity_mbps"] = json!(100_000);
+    }
+    let wan = Wan::start_with("k", &g, 0.001);
+    let grid: Grid = serde_json::from_value(g).unwrap();
+    let clock: std::sync::Arc<dyn coreserve::clock::Clock> = std::sync::Arc::new(coreserve::clock::SystemClock);
+    let open = || TcPlane::open(DataplaneConfig::new(&wan.map)).unwrap();
+    let nis = Nis::new(&grid, clock.clone(), 120, Routing::Shortest).with_dataplane(open());
+    let now = Utc::now().timestamp();
+    for i in 0..n {
+        let (links, from): (Vec<&str>, &str) =
+            if i % 2 == 0 { (vec!["l12", "l23"], "s1") } else { (vec!["l23"], "s2") };
+        let req = NetworkHoldRequest {
+            txn: TxnId::new(),
+            links: links.into_iter().map(Into::into).collect(),
+            bandwidth_mbps: 5,
+            start: now - 1,
+            end: now + 3600,
+            sites: Some((from.into(), "s3".into())),
+        };
+        nis.restore(HoldId::new(), &req, HoldState::Committed).unwrap();
+    }
+    let t = Instant::now();
+    let first = nis.reconcile_dataplane().await.unwrap();
+    let install = t.elapsed();
+    assert_eq!(first.opened, n, "{first:?}");
+    let t = Instant::now();
+    let second = nis.reconcile_dataplane().await.unwrap();
+    let steady = t.elapsed();
+    assert_eq!((second.active, second.opened, second.reinstalled), (n, 0, 0), "{second:?}");
+    assert_eq!(wan.classes(2, "v1").len(), n);
+    assert_eq!(wan.filters(2, "v1"), n);
+    let empty = Nis::new(&grid, clock, 120, Routing::Shortest).with_dataplane(open());
+    let t = Instant::now();
+    let third = empty.reconcile_dataplane().await.unwrap();
+    let strays = t.elapsed();
+    assert_eq!(third.strays_removed, n + n.div_ceil(2), "{third:?}");
+    assert!(wan.classes(2, "v1").is_empty() && wan.classes(1, "v0").is_empty());
+    eprintln!(
+        "{n} transfers ({} rules): install all {install:?}, reconcile intact {steady:?}, remove all as strays {strays:?}",
+        n + n.div_ceil(2)
+    );
 }
