@@ -261,7 +261,16 @@ async fn booked_bandwidth_is_delivered_on_the_emulated_network() {
     let (start, end) = (time(&t13["start"]), time(&t13["end"]));
     // Nothing is installed before the window.
     assert!(wan.classes(2, "v1").is_empty(), "before the window: {:?}", wan.classes(2, "v1"));
-    until(start + chrono::Duration::milliseconds(400)).await;
+    // The timer installs them at the window's start: measured from the start to the rules
+    // being on the shared link.
+    until(start).await;
+    let opened = Instant::now();
+    while wan.classes(2, "v1").len() < 2 && opened.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let open_lag = opened.elapsed();
+    eprintln!("window start to installed: {open_lag:?}");
+    assert!(open_lag < Duration::from_millis(1500), "installed {open_lag:?} after the window's start");
     let installed_at = Instant::now();
     let bg = background(&wan, SECS + 1);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -307,7 +316,14 @@ async fn booked_bandwidth_is_delivered_on_the_emulated_network() {
     assert!(mean(&c13) + mean(&c23) < 0.75 * 90.0, "control: s1->s3 {c13:?}, s2->s3 {c23:?}");
 
     // 3: after the window, nothing of them is installed, and the background gets the link.
-    until(end + chrono::Duration::milliseconds(700)).await;
+    until(end).await;
+    let closed = Instant::now();
+    while !wan.classes(2, "v1").is_empty() && closed.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let close_lag = closed.elapsed();
+    eprintln!("window end to removed: {close_lag:?}");
+    assert!(close_lag < Duration::from_millis(1500), "removed {close_lag:?} after the window's end");
     let removed_after = installed_at.elapsed();
     for (n, dev) in [(1, "v0"), (2, "v1"), (2, "v0"), (3, "v1")] {
         assert!(wan.classes(n, dev).is_empty(), "after the window: {n}/{dev} {:?}", wan.classes(n, dev));
