@@ -6,7 +6,6 @@
 mod allocations;
 mod api;
 mod crash;
-mod dataplane;
 mod faults;
 mod hardening;
 mod identity;

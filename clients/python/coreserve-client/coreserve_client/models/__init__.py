@@ -42,7 +42,6 @@ from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
 from .token_view import TokenView
 from .transfer_placement import TransferPlacement
-from .transfer_traffic import TransferTraffic
 from .usage_report import UsageReport
 from .who_am_i import WhoAmI
 
@@ -89,7 +88,6 @@ __all__ = (
     "TokenBody",
     "TokenView",
     "TransferPlacement",
-    "TransferTraffic",
     "UsageReport",
     "WhoAmI",
 )
