@@ -190,7 +190,7 @@ impl Slurm {
     /// The Slurm reservation name of hold `hold`: the prefix and the hold id, so that a
     /// retried or recovered create finds the reservation instead of making a second.
     pub fn reservation_name(&self, hold: HoldId) -> String {
-        format!("{}{}", self.config.prefix, hold.as_uuid().simple())
+        crate::protocol::local_reservation_name(&self.config.prefix, hold)
     }
 
     /// The hold a reservation name of coreserve's names; `None` for someone else's.

@@ -1315,7 +1315,7 @@ impl<'a> Attempt<'a> {
                         .reservation_prefix
                         .as_ref()
                         .zip(fix.hold)
-                        .map(|(p, h)| format!("{p}{}", h.as_uuid().simple())),
+                        .map(|(p, h)| crate::protocol::local_reservation_name(p, h)),
                     broken: None,
                 }
             })

@@ -139,6 +139,13 @@ impl ComputeOffer {
     }
 }
 
+/// The name of hold `hold`'s reservation in a site's batch scheduler whose names start with
+/// `prefix` ([`ComputeOffer::reservation_prefix`]): the prefix and the hold id's 32 hex digits.
+/// The LIS names what it creates this way and the planner names it in the plan's answer.
+pub fn local_reservation_name(prefix: &str, hold: HoldId) -> String {
+    format!("{prefix}{}", hold.as_uuid().simple())
+}
+
 /// A network path the NIS can reserve.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Route {
