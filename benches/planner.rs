@@ -57,8 +57,14 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
             }
         } else {
             let l = &g.links()[rng.gen_range(0..g.links().len())];
-            let req =
-                NetworkHoldRequest { txn: TxnId::nil(), links: vec![l.id.clone()], bandwidth_mbps: 500, start, end };
+            let req = NetworkHoldRequest {
+                txn: TxnId::nil(),
+                links: vec![l.id.clone()],
+                bandwidth_mbps: 500,
+                start,
+                end,
+                sites: None,
+            };
             match local.nis.prepare(&req).await {
                 Ok(h) => local.nis.commit(h.id).await.map(|_| true),
                 Err(_) => Ok(false),

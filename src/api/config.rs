@@ -113,6 +113,8 @@ pub struct ServeConfig {
     /// The sites whose LIS fronts a Slurm partition, with how to reach it (`--slurm`); the
     /// other sites are calendars only.
     pub slurm: Vec<(String, crate::lis::slurm::SlurmConfig)>,
+    /// The NIS's data plane (`--dataplane tc`), if any: see [`crate::nis::dataplane`].
+    pub dataplane: Option<crate::nis::dataplane::DataplaneConfig>,
 }
 
 /// A PEM certificate chain and its private key.
@@ -154,6 +156,7 @@ impl Default for ServeConfig {
             tls_client_ca: None,
             trust_client_certificates: false,
             slurm: Vec::new(),
+            dataplane: None,
         }
     }
 }

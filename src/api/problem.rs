@@ -183,6 +183,7 @@ impl From<ParticipantError> for ApiError {
                 ApiError::new(StatusCode::FORBIDDEN, "no-local-account", "No account at the site", detail)
             }
             P::LocalScheduler { .. } => ApiError::conflict("scheduler-refused", "The site's scheduler refused", detail),
+            P::DataPlane(_) => ApiError::conflict("data-plane-refused", "The network's data plane refused", detail),
             P::SchedulerUnavailable { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "scheduler-unavailable",

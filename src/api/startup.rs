@@ -215,6 +215,31 @@ impl Application {
                 }
             });
         }
+        // The NIS's data plane: reconciled with the hold book before the first request, then
+        // at every window boundary and every sync period (see crate::nis::dataplane).
+        if let Some(dp) = state.participants.nis.dataplane().map(|p| p.config().clone()) {
+            let report = state
+                .reconcile_dataplane()
+                .await
+                .map_err(|e| anyhow::anyhow!("data plane: first reconciliation: {e}"))?;
+            tracing::info!(?report, "data plane reconciled");
+            let timer = state.clone();
+            tokio::spawn(async move {
+                let every = std::time::Duration::from_millis(dp.sync_ms);
+                loop {
+                    // Wake at the next window boundary (whole seconds) or after the period.
+                    let now = chrono::Utc::now();
+                    let wait = timer
+                        .participants
+                        .nis
+                        .next_dataplane_boundary(now.timestamp())
+                        .map(|t| std::time::Duration::from_millis(((t * 1000) - now.timestamp_millis()).max(0) as u64))
+                        .map_or(every, |w| w.min(every));
+                    tokio::time::sleep(wait).await;
+                    let _ = timer.reconcile_dataplane().await;
+                }
+            });
+        }
         if matches!(state.config.role, Role::All | Role::Planner(_)) {
             state.load_fair_share().await?;
         }
@@ -254,7 +279,9 @@ impl Application {
         });
         // Plans whose reservations a site no longer honours are marked broken (a planner
         // process asks its LIS; an all-in-one process only if it has Slurm sites).
-        if matches!(state.config.role, Role::Planner(_)) || (state.plans() && !state.slurm_sites().is_empty()) {
+        if matches!(state.config.role, Role::Planner(_))
+            || (state.plans() && (!state.slurm_sites().is_empty() || state.participants.nis.dataplane().is_some()))
+        {
             let watcher = state.clone();
             tokio::spawn(async move {
                 loop {

@@ -115,6 +115,13 @@ impl AppState {
                 .with_slurm(crate::lis::slurm::Slurm::new(slurm.clone()));
             participants.lis.insert(s.id.clone(), Arc::new(lis));
         }
+        // The NIS programs a data plane.
+        if let Some(dp) = &config.dataplane {
+            let plane = crate::nis::dataplane::TcPlane::open(dp.clone()).map_err(|e| anyhow::anyhow!(e))?;
+            participants.nis = Arc::new(
+                crate::nis::Nis::new(&grid, clock.clone(), config.lease_s, config.routing).with_dataplane(plane),
+            );
+        }
         let services = match &config.role {
             Role::Planner(remote) => {
                 let token = config.participant_credential().map(str::to_owned);
@@ -529,7 +536,7 @@ impl AppState {
     /// The store fails.
     pub async fn watch_drift(&self) -> Result<usize, StoreError> {
         let planner = self.planners.lend();
-        let mut marked = 0;
+        let mut marked = self.watch_network_drift(planner.services().nis.as_ref()).await?;
         for (site, lis) in &planner.services().lis {
             let drift = match lis.drift().await {
                 Ok(d) => d,
@@ -556,6 +563,47 @@ impl AppState {
             }
         }
         Ok(marked)
+    }
+
+    /// [`AppState::watch_drift`] for the NIS: a transfer whose data-plane rules vanished marks
+    /// its plan broken (the transfer's `broken`).
+    async fn watch_network_drift(&self, nis: &dyn Participant<Network>) -> Result<usize, StoreError> {
+        let drift = match nis.drift().await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!(error = %e, "network drift not read");
+                return Ok(0);
+            }
+        };
+        let mut marked = 0;
+        for d in drift {
+            let Some(rec) = self.store.plan_of_hold(d.hold).await? else { continue };
+            // A plan's bookings list its jobs first, then its transfers, in order.
+            let Some(i) = rec.bookings.iter().position(|b| b.hold == d.hold) else { continue };
+            let mut outcome = rec.outcome.clone();
+            let Some(t) = i.checked_sub(outcome.jobs.len()).and_then(|t| outcome.transfers.get_mut(t)) else {
+                continue;
+            };
+            let reason = format!("{}: {}", d.reservation, d.reason);
+            if t.broken.as_deref() == Some(reason.as_str()) {
+                continue;
+            }
+            tracing::warn!(plan = %rec.id, user = %rec.user, %reason, "plan broken (network)");
+            t.broken = Some(reason);
+            if self.store.mark_broken(rec.id, &outcome).await?.is_some() {
+                marked += 1;
+            }
+        }
+        Ok(marked)
+    }
+
+    /// One reconciliation of the NIS's data plane, logged when it fails; see
+    /// [`crate::nis::Nis::reconcile_dataplane`].
+    ///
+    /// # Errors
+    /// An interface could not be read.
+    pub async fn reconcile_dataplane(&self) -> Result<crate::nis::dataplane::ReconcileReport, String> {
+        self.participants.nis.reconcile_dataplane().await
     }
 
     /// Does this process plan (all-in-one or planner role)?

@@ -123,6 +123,8 @@ fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> Tra
         bandwidth_mbps: bw,
         start: t(start),
         end: t(end),
+        traffic: None,
+        broken: None,
     }
 }
 
@@ -537,6 +539,8 @@ fn generated_requests_with_trivial_placements_pass() {
                         bandwidth_mbps: x.bandwidth_mbps,
                         start: from_time(st + x.offset_s),
                         end: from_time(st + x.offset_s + x.duration_s),
+                        traffic: None,
+                        broken: None,
                     })
                     .collect();
                 let cost = r.cpu_seconds() / 3600.0 * 0.25;

@@ -443,6 +443,23 @@ pub struct ServeArgs {
     /// Seconds between two synchronisations of a Slurm site with Slurm.
     #[arg(long, default_value_t = crate::lis::slurm::DEFAULT_SYNC_S, env = "CORESERVE_SLURM_SYNC_S")]
     pub slurm_sync_s: u64,
+    /// The NIS programs a data plane: `tc` (Linux traffic control: an HTB class and a u32
+    /// filter per committed transfer and link of its path, during its window). Needs
+    /// --dataplane-map. Roles all and nis.
+    #[arg(long, value_parser = ["tc"], env = "CORESERVE_DATAPLANE")]
+    pub dataplane: Option<String>,
+    /// The data plane's map (JSON: per link the namespace and interface of each end, per site
+    /// its endpoint address; `scripts/emulated-wan start` writes one).
+    #[arg(long, env = "CORESERVE_DATAPLANE_MAP")]
+    pub dataplane_map: Option<PathBuf>,
+    /// Milliseconds between two reconciliations of the data plane (besides window boundaries).
+    #[arg(long, default_value_t = crate::nis::dataplane::DEFAULT_SYNC_MS, env = "CORESERVE_DATAPLANE_SYNC_MS")]
+    pub dataplane_sync_ms: u64,
+    /// First destination port of reserved transfers (the span is --dataplane-port-span).
+    #[arg(long, default_value_t = crate::nis::dataplane::DEFAULT_PORT_BASE, env = "CORESERVE_DATAPLANE_PORT_BASE")]
+    pub dataplane_port_base: u16,
+    #[arg(long, default_value_t = crate::nis::dataplane::DEFAULT_PORT_SPAN, env = "CORESERVE_DATAPLANE_PORT_SPAN")]
+    pub dataplane_port_span: u16,
 }
 
 /// `coreserve serve --role`.
@@ -482,6 +499,19 @@ impl ServeArgs {
         }
         let (role, grid) = self.role_and_grid()?;
         let slurm = self.slurm_sites(&role)?;
+        let dataplane = match (&self.dataplane, &self.dataplane_map) {
+            (None, _) => None,
+            (Some(_), None) => bail!("--dataplane tc needs --dataplane-map"),
+            (Some(_), Some(_)) if !matches!(role, Role::All | Role::Nis) => {
+                bail!("--dataplane belongs to the process that keeps the NIS (roles all and nis)")
+            }
+            (Some(_), Some(map)) => Some(crate::nis::dataplane::DataplaneConfig {
+                sync_ms: self.dataplane_sync_ms.max(50),
+                port_base: self.dataplane_port_base,
+                port_span: self.dataplane_port_span.clamp(1, u16::MAX - self.dataplane_port_base),
+                ..crate::nis::dataplane::DataplaneConfig::new(map)
+            }),
+        };
         let tls_files = |cert_key: Option<(PathBuf, PathBuf)>| {
             cert_key.map(|(cert, key)| crate::api::config::TlsFiles { cert, key })
         };
@@ -510,6 +540,7 @@ impl ServeArgs {
             tls_client_ca: self.tls_client_ca,
             trust_client_certificates: self.trust_client_certificates,
             slurm,
+            dataplane,
         };
         Ok(Settings { config, grid, database_url })
     }

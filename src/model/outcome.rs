@@ -55,6 +55,28 @@ pub struct TransferPlacement {
     pub bandwidth_mbps: u64,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    /// When the NIS programs a data plane: how it recognises this transfer's traffic (send it
+    /// so, and it gets `bandwidth_mbps` from `start` to `end`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<TransferTraffic>,
+    /// Why the network can no longer honour this transfer's guaranteed rate, once it cannot
+    /// (the plan is then `broken`); absent while it is honoured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
+}
+
+/// The traffic of one transfer as the NIS's data plane recognises it: TCP from `from_addr` to
+/// `to_addr`, destination port `port` (the receiver listens on it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TransferTraffic {
+    /// Always `tcp`.
+    pub protocol: String,
+    /// The sending site's endpoint address.
+    pub from_addr: String,
+    /// The receiving site's endpoint address.
+    pub to_addr: String,
+    /// The destination port.
+    pub port: u16,
 }
 
 /// What became of one plan request (one line of outcomes.jsonl).

@@ -14,6 +14,7 @@
 //!   once per node pair), the one whose bottleneck free bandwidth over the interval is largest
 //!   (the widest-path metric of Watashiba's SDN-enhanced job manager, restricted to short paths).
 
+pub mod dataplane;
 mod route;
 
 use std::collections::HashMap;
@@ -113,6 +114,8 @@ pub struct Nis {
     /// Static facts per node pair, computed on first use: see [`PairPaths`].
     pairs: Mutex<HashMap<(NodeIndex, NodeIndex), Arc<PairPaths>>>,
     state: Mutex<State>,
+    /// The data plane the NIS programs, if any ([`Nis::with_dataplane`]).
+    plane: Option<dataplane::TcPlane>,
 }
 
 impl Nis {
@@ -136,6 +139,7 @@ impl Nis {
             site_node,
             pairs: Mutex::new(HashMap::new()),
             state: Mutex::new(State { calendars, holds: HoldBook::default() }),
+            plane: None,
         }
     }
 
@@ -212,6 +216,8 @@ impl Nis {
         let mut st = self.state();
         let booked = self.book(&mut st, req)?;
         st.holds.restore(id, req.txn, booked, state);
+        drop(st);
+        self.note_endpoints(id, req.sites.as_ref());
         Ok(())
     }
 
@@ -262,6 +268,8 @@ impl Nis {
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
+        drop(st);
+        self.note_endpoints(hold.id, req.sites.as_ref());
         Ok(hold)
     }
 
@@ -283,7 +291,7 @@ impl Nis {
     /// Finds a path per the routing policy; see the module docs.
     fn route(&self, from: NodeIndex, to: NodeIndex, bandwidth_mbps: u64, start: Time, end: Time) -> Option<Route> {
         if from == to {
-            return Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
+            return Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX, marking: None });
         }
         let pair = self.pair(from, to);
         if bandwidth_mbps > pair.max_capacity_mbps || pair.paths.is_empty() {
@@ -323,6 +331,7 @@ impl Nis {
             free_mbps: bottleneck(&path),
             links: path.iter().map(|&l| self.links[l].id.clone()).collect(),
             price_per_gbps_hour: path.iter().map(|&l| self.links[l].price_per_gbps_hour).sum(),
+            marking: None,
         })
     }
 
@@ -349,7 +358,17 @@ impl Nis {
 impl Participant<Network> for Nis {
     async fn query(&self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
         let (a, b) = (self.node_of(&q.from_site)?, self.node_of(&q.to_site)?);
-        Ok(self.route(a, b, q.bandwidth_mbps, q.start, q.end))
+        let mut route = self.route(a, b, q.bandwidth_mbps, q.start, q.end);
+        if let (Some(r), Some(plane)) = (route.as_mut(), &self.plane) {
+            if !r.links.is_empty() {
+                r.marking = plane.marking(&q.from_site, &q.to_site);
+            }
+        }
+        Ok(route)
+    }
+
+    async fn drift(&self) -> Result<Vec<crate::protocol::Drift>, ParticipantError> {
+        Ok(self.dataplane_drift())
     }
 
     async fn prepare(&self, req: &NetworkHoldRequest) -> Result<Hold, ParticipantError> {
@@ -363,23 +382,33 @@ impl Participant<Network> for Nis {
 
 #[async_trait]
 impl HoldLifecycle for Nis {
+    /// With a data plane, the transfer is admitted there first (see [`dataplane`]).
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        if self.plane.is_some() && matches!(self.state().holds.get(hold), Some((HoldState::Held { .. }, _))) {
+            self.admit(&[hold]).await?;
+        }
         self.state().holds.commit(hold)
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        let mut st = self.state();
-        for (l, span) in st.holds.abort(hold)?.unwrap_or_default() {
-            st.calendars[l].remove(span).expect("held span is booked");
+        {
+            let mut st = self.state();
+            for (l, span) in st.holds.abort(hold)?.unwrap_or_default() {
+                st.calendars[l].remove(span).expect("held span is booked");
+            }
         }
+        self.withdraw(hold).await;
         Ok(())
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        let mut st = self.state();
-        for (l, span) in st.holds.release(hold)?.unwrap_or_default() {
-            st.calendars[l].remove(span).expect("committed span is booked");
+        {
+            let mut st = self.state();
+            for (l, span) in st.holds.release(hold)?.unwrap_or_default() {
+                st.calendars[l].remove(span).expect("committed span is booked");
+            }
         }
+        self.withdraw(hold).await;
         Ok(())
     }
 
@@ -387,9 +416,10 @@ impl HoldLifecycle for Nis {
         self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
     }
 
-    /// In memory only: nothing to make durable.
-    async fn persist(&self, _holds: &[HoldId]) -> Result<(), ParticipantError> {
-        Ok(())
+    /// In memory nothing is made durable; with a data plane the transfers are admitted there
+    /// (all or the first refusal), before the coordinator decides.
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.admit(holds).await
     }
 
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {

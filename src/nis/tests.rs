@@ -58,6 +58,7 @@ fn hold(links: &[&str], bw: u64) -> NetworkHoldRequest {
         bandwidth_mbps: bw,
         start: 0,
         end: 100,
+        sites: None,
     }
 }
 
@@ -153,4 +154,58 @@ fn routing_parses() {
     assert_eq!("widest:3".parse::<Routing>(), Ok(Routing::Widest { k: 3 }));
     assert_eq!("shortest".parse::<Routing>(), Ok(Routing::Shortest));
     assert!("widest:0".parse::<Routing>().is_err());
+}
+
+/// A NIS with a data plane (a map; `tc` missing): route answers between sites of the map carry
+/// the marking, with the hold's port in the range; a data plane that cannot be asked refuses
+/// commit and persist (before any decision); a hold without sites is booked in the calendars
+/// only.
+#[tokio::test]
+async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
+    use dataplane::{DataplaneConfig, Interface, MapLink, MapSite, TcPlane, WanMap};
+    let end = |ns: &str| Interface { netns: ns.into(), dev: "v0".into() };
+    let map = WanMap {
+        scale: 0.1,
+        links: ["ab", "bc", "ad", "dc", "ab2"]
+            .iter()
+            .map(|l| {
+                let (x, y) = (&l[..1], &l[1..2]);
+                (
+                    (*l).to_owned(),
+                    MapLink {
+                        capacity_kbit: 100_000,
+                        ends: [(x.to_owned(), end(x)), (y.to_owned(), end(y))].into_iter().collect(),
+                    },
+                )
+            })
+            .collect(),
+        sites: [("sa", "a", [10, 224, 0, 1]), ("sc", "c", [10, 224, 0, 2])]
+            .iter()
+            .map(|(s, n, a)| ((*s).to_owned(), MapSite { node: (*n).to_owned(), addr: (*a).into() }))
+            .collect(),
+    };
+    let config = DataplaneConfig { tc: "/nonexistent/tc".into(), ..DataplaneConfig::new("unused.json") };
+    let clock = Arc::new(ManualClock::new(0));
+    let n = Nis::new(&grid(), clock, 120, Routing::Shortest).with_dataplane(TcPlane::with_map(config, map));
+    let r = route(&n, 100).await.unwrap();
+    let m = r.marking.clone().expect("a marking");
+    assert_eq!((m.from_addr.as_str(), m.to_addr.as_str()), ("10.224.0.1", "10.224.0.2"));
+    let h = HoldId::new();
+    let p = m.port(h);
+    assert!((m.port_base..m.port_base + m.port_span).contains(&p) && p == m.port(h));
+    // A site without an address: no marking.
+    let q = NetworkQuery { from_site: "sa2".into(), to_site: "sc".into(), bandwidth_mbps: 1, start: 0, end: 100 };
+    assert!(n.query(&q).await.unwrap().unwrap().marking.is_none());
+    // tc cannot be run: the commit is refused before the decision, and the hold stays held.
+    let req = NetworkHoldRequest {
+        sites: Some(("sa".into(), "sc".into())),
+        ..hold(&r.links.iter().map(|l| l.as_str()).collect::<Vec<_>>(), 100)
+    };
+    let held = n.prepare(&req).await.unwrap();
+    assert!(matches!(n.commit(held.id).await, Err(ParticipantError::DataPlane(_))));
+    assert!(matches!(n.persist(&[held.id]).await, Err(ParticipantError::DataPlane(_))));
+    n.abort(held.id).await.unwrap();
+    // A hold without sites (REST) is the calendars' only.
+    let plain = n.prepare(&hold(&["ab", "bc"], 100)).await.unwrap();
+    n.commit(plain.id).await.unwrap();
 }

@@ -61,7 +61,7 @@ use super::{Backtrack, Planner, QueryFanout};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::model::{
     from_time, ComputeDemand, GpuAllocation, JobPlacement, LinkId, Outcome, OutcomeStatus, PlanRequest,
-    ReservationMethod, SelectionPolicy, SiteId, Time, TransferPlacement, MAX_AMOUNT,
+    ReservationMethod, SelectionPolicy, SiteId, Time, TransferPlacement, TransferTraffic, MAX_AMOUNT,
 };
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest, NetworkQuery,
@@ -981,7 +981,7 @@ impl<'a> Attempt<'a> {
         let q = match self.nis_question(e) {
             Ok(asked) => asked,
             Err(Answered::SameSite) => {
-                return Ok(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX });
+                return Ok(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX, marking: None });
             }
             Err(Answered::Infeasible(why)) => {
                 self.memo_hits += 1;
@@ -1179,12 +1179,15 @@ impl<'a> Attempt<'a> {
     pub(super) fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
         let t = &self.req.transfers()[e];
         let start = self.st + t.offset_s;
+        let (a, b) = self.req.transfer_ends(e);
+        let site = |j: usize| self.jobs[j].as_ref().map(|f| f.site.clone());
         NetworkHoldRequest {
             txn: self.txn,
             links: links.to_vec(),
             bandwidth_mbps: t.bandwidth_mbps,
             start,
             end: start + t.duration_s,
+            sites: site(a).zip(site(b)),
         }
     }
 
@@ -1335,6 +1338,13 @@ impl<'a> Attempt<'a> {
                     bandwidth_mbps: t.bandwidth_mbps,
                     start: from_time(start),
                     end: from_time(start + t.duration_s),
+                    traffic: fix.route.marking.as_ref().zip(fix.hold).map(|(m, h)| TransferTraffic {
+                        protocol: "tcp".into(),
+                        from_addr: m.from_addr.clone(),
+                        to_addr: m.to_addr.clone(),
+                        port: m.port(h),
+                    }),
+                    broken: None,
                 }
             })
             .collect();

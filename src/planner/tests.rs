@@ -1440,6 +1440,7 @@ async fn a_skipped_candidates_own_hold_would_have_shifted_st_under_bir() {
                 bandwidth_mbps: 900,
                 start: T0,
                 end: T0 + 1000,
+                sites: None,
             };
             let h = l.nis.prepare(&other).await.unwrap();
             l.nis.commit(h.id).await.unwrap();

@@ -459,7 +459,7 @@ mod wire_tests {
 
     #[test]
     fn protocol_messages_round_trip_as_json() {
-        for a in [None, Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX })] {
+        for a in [None, Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX, marking: None })] {
             let j = serde_json::to_string(&a).unwrap();
             assert_eq!(serde_json::from_str::<Option<Route>>(&j).unwrap(), a, "{j}");
         }
@@ -480,6 +480,7 @@ mod wire_tests {
             bandwidth_mbps: 10,
             start: 0,
             end: 5,
+            sites: None,
         });
         let j = serde_json::to_value(&hold).unwrap();
         assert_eq!(j["kind"], "network", "the journal's records keep their tag");

@@ -155,6 +155,38 @@ pub struct Route {
     pub price_per_gbps_hour: f64,
     /// Bottleneck free bandwidth of the path over the interval (Mbit/s); `u64::MAX` when empty.
     pub free_mbps: u64,
+    /// How the NIS's data plane will recognise the transfer's traffic (a NIS with a data
+    /// plane, both sites with endpoint addresses); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marking: Option<TrafficMarking>,
+}
+
+/// How a NIS's data plane recognises the traffic of a transfer between two sites (see
+/// docs/protocol.md, "The NIS's data plane"): TCP from `from_addr` to `to_addr` with destination
+/// port [`TrafficMarking::port`] of the transfer's hold, in `port_base .. port_base + port_span`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrafficMarking {
+    /// The sending site's endpoint address.
+    pub from_addr: String,
+    /// The receiving site's endpoint address.
+    pub to_addr: String,
+    pub port_base: u16,
+    pub port_span: u16,
+}
+
+impl TrafficMarking {
+    /// The destination port of hold `hold`'s traffic: derived from the hold id, so that the
+    /// planner (which names it in the plan answer) and the NIS (which installs the filter) agree
+    /// without another message.
+    pub fn port(&self, hold: HoldId) -> u16 {
+        port_of(hold, self.port_base, self.port_span)
+    }
+}
+
+/// See [`TrafficMarking::port`].
+pub fn port_of(hold: HoldId, base: u16, span: u16) -> u16 {
+    let span = u128::from(span.max(1));
+    base.saturating_add((hold.as_uuid().as_u128() % span) as u16)
 }
 
 /// A prepare message to a LIS: set `cpus` CPUs of `site` (and `gpus`, if any) aside over
@@ -184,6 +216,12 @@ pub struct NetworkHoldRequest {
     pub bandwidth_mbps: u64,
     pub start: Time,
     pub end: Time,
+    /// The sending and receiving sites (the planners send them; a NIS with a data plane
+    /// recognises the transfer's traffic by their endpoint addresses). Absent in REST holds and
+    /// journal entries written before they were sent: such holds are booked in the calendars
+    /// only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<(SiteId, SiteId)>,
 }
 
 /// A prepare message of either kind, as the participant journal records it.
@@ -296,6 +334,11 @@ pub enum ParticipantError {
     /// promised. Retrying is safe.
     #[error("durable store: {0}")]
     Durability(String),
+    /// The NIS's data plane refused or could not install a transfer's guaranteed rate (a
+    /// device of the path is missing or unshaped, `tc` failed). Definite: the hold is not made
+    /// durable or committed.
+    #[error("the network's data plane refused: {0}")]
+    DataPlane(String),
 }
 
 impl ParticipantError {

@@ -508,7 +508,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
 
     let too_big = ComputeHoldRequest { txn, site: "s1".into(), cpus: 17, start, end, gpus: None, user: None };
     assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
-    let wide = NetworkHoldRequest { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end };
+    let wide = NetworkHoldRequest { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end, sites: None };
     assert!(matches!(nis.prepare(&wide).await, Err(P::LinkCapacity { link, .. }) if link == "l1"));
     let h = s1
         .prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end, gpus: None, user: None })

@@ -6,6 +6,7 @@
 mod allocations;
 mod api;
 mod crash;
+mod dataplane;
 mod faults;
 mod hardening;
 mod identity;

@@ -49,9 +49,9 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<web::Json<Health>, Api
 /// Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", tag = "ops", responses((status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4")
-        .body(state.metrics.render(state.participants.holds_outstanding()))
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(
+        state.metrics.render(state.participants.holds_outstanding()) + &state.participants.nis.dataplane_metrics(),
+    )
 }
 
 /// This API's OpenAPI 3.1 document.

@@ -228,6 +228,7 @@ pub async fn hold(
         bandwidth_mbps: b.bandwidth_mbps,
         start,
         end,
+        sites: None,
     };
     let hold = state.journaled_network(true, Some(&caller))?.prepare(&hold_req).await?;
     state.holds.lock().expect("hold registry").insert(hold.id, ParticipantRef::Network);

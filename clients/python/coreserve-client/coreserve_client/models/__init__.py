@@ -42,6 +42,7 @@ from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
 from .token_view import TokenView
 from .transfer_placement import TransferPlacement
+from .transfer_traffic import TransferTraffic
 from .usage_report import UsageReport
 from .who_am_i import WhoAmI
 
@@ -88,6 +89,7 @@ __all__ = (
     "TokenBody",
     "TokenView",
     "TransferPlacement",
+    "TransferTraffic",
     "UsageReport",
     "WhoAmI",
 )

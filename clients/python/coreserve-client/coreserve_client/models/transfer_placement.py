@@ -2,10 +2,16 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.transfer_traffic import TransferTraffic
+
 
 T = TypeVar("T", bound="TransferPlacement")
 
@@ -22,6 +28,10 @@ class TransferPlacement:
             path (list[str]):
             start (datetime.datetime):
             to (str):
+            broken (None | str | Unset): Why the network can no longer honour this transfer's guaranteed rate, once it
+                cannot
+                (the plan is then `broken`); absent while it is honoured.
+            traffic (None | TransferTraffic | Unset):
     """
 
     bandwidth_mbps: int
@@ -30,9 +40,13 @@ class TransferPlacement:
     path: list[str]
     start: datetime.datetime
     to: str
+    broken: None | str | Unset = UNSET
+    traffic: None | TransferTraffic | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.transfer_traffic import TransferTraffic  # noqa: PLC0415
+
         bandwidth_mbps = self.bandwidth_mbps
 
         end = self.end.isoformat()
@@ -44,6 +58,20 @@ class TransferPlacement:
         start = self.start.isoformat()
 
         to = self.to
+
+        broken: None | str | Unset
+        if isinstance(self.broken, Unset):
+            broken = UNSET
+        else:
+            broken = self.broken
+
+        traffic: dict[str, Any] | None | Unset
+        if isinstance(self.traffic, Unset):
+            traffic = UNSET
+        elif isinstance(self.traffic, TransferTraffic):
+            traffic = self.traffic.to_dict()
+        else:
+            traffic = self.traffic
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -57,11 +85,17 @@ class TransferPlacement:
                 "to": to,
             }
         )
+        if broken is not UNSET:
+            field_dict["broken"] = broken
+        if traffic is not UNSET:
+            field_dict["traffic"] = traffic
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.transfer_traffic import TransferTraffic  # noqa: PLC0415
+
         d = dict(src_dict)
         bandwidth_mbps = d.pop("bandwidth_mbps")
 
@@ -75,6 +109,32 @@ class TransferPlacement:
 
         to = d.pop("to")
 
+        def _parse_broken(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        broken = _parse_broken(d.pop("broken", UNSET))
+
+        def _parse_traffic(data: object) -> None | TransferTraffic | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                traffic_type_1 = TransferTraffic.from_dict(data)
+
+                return traffic_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | TransferTraffic | Unset, data)
+
+        traffic = _parse_traffic(d.pop("traffic", UNSET))
+
         transfer_placement = cls(
             bandwidth_mbps=bandwidth_mbps,
             end=end,
@@ -82,6 +142,8 @@ class TransferPlacement:
             path=path,
             start=start,
             to=to,
+            broken=broken,
+            traffic=traffic,
         )
 
         transfer_placement.additional_properties = d
