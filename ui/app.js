@@ -111,8 +111,9 @@
       state.me ? Promise.resolve(state.me) : api("/v1/whoami"),
       api("/v1/sites").then((l) => l.sort((a, b) => byName(a.id, b.id))),
       api("/v1/network"),
-      // Booked plans: committed, and broken (a site no longer honours a reservation of it).
-      Promise.all(["committed", "broken"].map((st) =>
+      // Booked plans: committed, active (running), completed (ended), and broken (a site no
+      // longer honours a reservation of it).
+      Promise.all(["committed", "active", "completed", "broken"].map((st) =>
         api(`/v1/plans?status=${st}&to=${encodeURIComponent(w.to.toISOString())}`))).then((l) => l.flat()),
       api(`/v1/network/reservations?${q}`),
     ]);
@@ -430,7 +431,8 @@
     const pad = Math.max((hi - lo) * 0.04, 60000);
     const x = d3.scaleUtc([lo - pad, hi + pad], [m.left, W - m.right]);
     const svg = box.append("svg").attr("viewBox", `0 0 ${W} ${H}`).attr("width", W).attr("height", H)
-      .attr("class", p.status === "committed" ? "plan" : p.status === "broken" ? "plan plan-broken" : "plan plan-cancelled")
+      .attr("class", ["committed", "active", "completed"].includes(p.status) ? "plan"
+        : p.status === "broken" ? "plan plan-broken" : "plan plan-cancelled")
       .attr("data-plan", p.id).attr("role", "img").attr("aria-label", "the plan's jobs and transfers");
     svg.append("g").attr("class", "axis").attr("transform", `translate(0,${H - m.bottom})`)
       .call(d3.axisBottom(x).ticks(Math.max(3, Math.floor((W - m.left) / 110))));

@@ -115,6 +115,11 @@ pub struct ServeConfig {
     pub slurm: Vec<(String, crate::lis::slurm::SlurmConfig)>,
     /// The NIS's data plane (`--dataplane tc`), if any: see [`crate::nis::dataplane`].
     pub dataplane: Option<crate::nis::dataplane::DataplaneConfig>,
+    /// Webhooks: the wait before a failed delivery's first retry, milliseconds (doubling, with
+    /// jitter, up to an hour; see [`crate::api::webhooks`]).
+    pub webhook_retry_base_ms: u64,
+    /// Webhooks: one failing for longer than this (seconds) is disabled.
+    pub webhook_disable_after_s: i64,
 }
 
 /// A PEM certificate chain and its private key.
@@ -148,6 +153,8 @@ impl Default for ServeConfig {
             max_in_flight_per_user: DEFAULT_MAX_IN_FLIGHT_PER_USER,
             planning_slots: DEFAULT_PLANNING_SLOTS,
             admission_window_ms: 0,
+            webhook_retry_base_ms: 1000,
+            webhook_disable_after_s: 3 * 24 * 3600,
             service_token: None,
             participant_token: None,
             tls: None,

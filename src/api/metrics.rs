@@ -71,8 +71,9 @@ impl Histogram {
         let _ = writeln!(s, "{name}_count{} {count}", braces(labels));
     }
 }
-const STATUSES: [PlanStatus; 5] =
-    [PlanStatus::Committed, PlanStatus::Rejected, PlanStatus::Planned, PlanStatus::Pending, PlanStatus::Cancelled];
+/// Every status a plan answer can carry (a replayed answer carries the plan's status now:
+/// active, completed, broken too).
+const STATUSES: &[PlanStatus] = <PlanStatus as strum::VariantArray>::VARIANTS;
 
 /// The counters (lock-free; shared by every worker).
 #[derive(Debug)]
@@ -183,7 +184,7 @@ impl Metrics {
         let mut s = String::new();
         s.push_str("# HELP coreserve_plans_total Plans by final status (planned = dry runs).\n");
         s.push_str("# TYPE coreserve_plans_total counter\n");
-        for st in STATUSES {
+        for &st in STATUSES {
             let _ = writeln!(s, "coreserve_plans_total{{status=\"{st}\"}} {}", self.plans[index(st)].load(Relaxed));
         }
         s.push_str("# HELP coreserve_recovered_total In-doubt transactions settled by recovery.\n");

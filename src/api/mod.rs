@@ -18,6 +18,7 @@
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
 //! | [`body`] | JSON bodies parsed after the caller's role is checked |
 //! | [`metrics`] | Prometheus text exposition |
+//! | [`webhooks`] | delivery of the plans' events to users' webhooks: signed, in order, at least once |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
 //!
 //! [`InProcessGrid`]: crate::in_process::InProcessGrid
@@ -38,6 +39,7 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 pub mod telemetry;
+pub mod webhooks;
 
 pub use config::{RemoteServices, Role, ServeConfig, DEFAULT_CLAIM_LEASE_S};
 pub use startup::{Application, Settings};

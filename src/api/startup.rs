@@ -17,6 +17,9 @@ use futures::FutureExt;
 use super::auth::{generate_token, register_token, register_token_with, Roles, ADMIN_PRINCIPAL, SERVICE_PRINCIPAL};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
 
+/// How often a planning process moves plans along the clock (committed -> active ->
+/// completed; [`crate::store::Store::advance_plans`]): a state change is seen within this.
+pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How often a planning process asks its sites for reservations they can no longer honour
 /// ([`AppState::watch_drift`]).
 pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
@@ -293,6 +296,40 @@ impl Application {
             });
         }
         if state.plans() {
+            // Plans along the clock: committed -> active -> completed, each change an event.
+            let clock = state.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(PLAN_CLOCK_EVERY).await;
+                    if let Err(e) = clock.store.advance_plans(clock.now_utc()).await {
+                        tracing::warn!(error = %e, "plan states not advanced");
+                    }
+                }
+            });
+            // Webhooks: a round whenever an event is written (any process), and every second
+            // (or retry base, if shorter) for retries that came due.
+            let deliverer = super::webhooks::Deliverer::new(
+                state.store.clone(),
+                std::time::Duration::from_millis(state.config.webhook_retry_base_ms),
+                chrono::Duration::seconds(state.config.webhook_disable_after_s),
+            );
+            let mut events = state.store.event_signal();
+            let tick = deliverer.retry_base.min(std::time::Duration::from_secs(1));
+            tokio::spawn(async move {
+                loop {
+                    if let Err(e) = deliverer.round().await {
+                        tracing::warn!(error = %e, "webhook deliveries not leased");
+                    }
+                    tokio::select! {
+                        changed = events.changed() => {
+                            if changed.is_err() {
+                                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                            }
+                        }
+                        () = tokio::time::sleep(tick) => {}
+                    }
+                }
+            });
             let recoverer = state.clone();
             tokio::spawn(async move {
                 let mut charges_read = std::time::Instant::now();

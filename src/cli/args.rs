@@ -71,6 +71,10 @@ pub enum Command {
     /// (5xx, 408, 429; retry with the same command), 6 no connection (nothing sent).
     #[command(subcommand, after_help = AFTER_HELP)]
     Plans(client::PlansCommand),
+    /// Client: webhooks, where the events of your plans are POSTed (signed; see
+    /// docs/protocol.md, "Webhooks").
+    #[command(subcommand)]
+    Webhooks(client::WebhooksCommand),
     /// Client: the broker's sites (CPUs, OS, price).
     Sites {
         #[command(flatten)]
@@ -417,6 +421,14 @@ pub struct ServeArgs {
     /// order of their projects' priorities (0: no wait).
     #[arg(long, default_value_t = 0, env = "CORESERVE_ADMISSION_WINDOW_MS")]
     pub admission_window_ms: u64,
+    /// Webhooks: the wait before a failed delivery's first retry, ms (doubling, with jitter,
+    /// up to an hour).
+    #[arg(long, default_value_t = 1000, env = "CORESERVE_WEBHOOK_RETRY_BASE_MS")]
+    pub webhook_retry_base_ms: u64,
+    /// Webhooks: one whose deliveries fail for longer than this many seconds is disabled
+    /// (default 3 days).
+    #[arg(long, default_value_t = 3 * 24 * 3600, env = "CORESERVE_WEBHOOK_DISABLE_AFTER_S")]
+    pub webhook_disable_after_s: i64,
     /// SITE=PARTITION: the LIS of SITE fronts this Slurm partition (every role that keeps the
     /// site: `all`, or `lis` with --site SITE; once per Slurm site; other sites stay calendars).
     /// Committed jobs become Slurm advance reservations; Slurm's own reservations are sold out.
@@ -491,10 +503,12 @@ impl ServeArgs {
             || self.claim_lease_s <= 0
             || self.max_in_flight_per_user == 0
             || self.planning_slots == 0
+            || self.webhook_retry_base_ms == 0
+            || self.webhook_disable_after_s <= 0
         {
             bail!(
-                "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots and --horizon-days must be > 0 \
-                 and --w-interval-s >= 0"
+                "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots, --horizon-days, \
+                 --webhook-retry-base-ms and --webhook-disable-after-s must be > 0 and --w-interval-s >= 0"
             );
         }
         let (role, grid) = self.role_and_grid()?;
@@ -532,6 +546,8 @@ impl ServeArgs {
             max_in_flight_per_user: self.max_in_flight_per_user,
             planning_slots: self.planning_slots,
             admission_window_ms: self.admission_window_ms,
+            webhook_retry_base_ms: self.webhook_retry_base_ms,
+            webhook_disable_after_s: self.webhook_disable_after_s,
             service_token: self.service_token,
             participant_token: self.participant_token,
             tls: tls_files(self.tls_cert.zip(self.tls_key)),

@@ -171,6 +171,21 @@ pub enum PlansCommand {
         #[command(flatten)]
         conn: Connection,
     },
+    /// Follow the plans' events as they happen (`GET /v1/events`): one line per state change
+    /// (committed, active, completed, broken, cancelled, ...). Reconnects after a dropped
+    /// connection or a restart of the broker and resumes where it stopped (nothing missed,
+    /// nothing twice). With ID: that plan's events from its first, until it is completed,
+    /// cancelled or rejected; without: every event of the caller's plans (an admin's: all)
+    /// from now on, until interrupted.
+    Watch {
+        /// The plan's id (UUID) or its request id.
+        id: Option<String>,
+        /// Start after this event id (what `-o json` prints as `id`).
+        #[arg(long)]
+        after: Option<i64>,
+        #[command(flatten)]
+        conn: Connection,
+    },
     /// Cancel a committed plan: its reservations are released (the plan stays, `cancelled`).
     Cancel {
         /// The plan's id (UUID) or its request id (its one committed or pending plan).
@@ -413,7 +428,7 @@ impl Client {
             [one] => Ok(text(&one["id"])),
             _ if cancel => {
                 let live: Vec<&Value> =
-                    all.iter().copied().filter(|p| p["status"] == "committed" || p["status"] == "pending").collect();
+                    all.iter().copied().filter(|p| ["committed", "active", "pending"].iter().any(|s| p["status"] == *s)).collect();
                 match live.as_slice() {
                     [one] => Ok(text(&one["id"])),
                     [] => Ok(text(&all[all.len() - 1]["id"])),
@@ -993,7 +1008,9 @@ async fn create(a: &CreateArgs) -> Result<()> {
     let rid = text(&body["id"]);
     if !a.dry_run && a.idempotency_key.is_none() {
         let booked = c.plans_of_request(&rid).await?;
-        if let Some(p) = booked.iter().rev().find(|p| p["status"] == "committed" || p["status"] == "pending") {
+        if let Some(p) =
+            booked.iter().rev().find(|p| ["committed", "active", "pending"].iter().any(|s| p["status"] == *s))
+        {
             eprintln!(
                 "note: request id `{rid}` is already booked as plan {}; nothing new was booked (give another --id to book again)",
                 text(&p["id"])
@@ -1028,6 +1045,132 @@ fn print_one(conn: &Connection, p: &Value) -> Result<()> {
         Output::Table => print_plan(p),
     }
     Ok(())
+}
+
+/// `coreserve webhooks ...`
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// Register URL: every event of your plans from now on is POSTed to it, signed with the
+    /// secret printed (HMAC-SHA256, header Coreserve-Signature); keep the secret.
+    Add {
+        /// An http or https URL.
+        url: String,
+        /// Your own secret (16-256 characters); default: a generated one.
+        #[arg(long)]
+        secret: Option<String>,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Your webhooks (an admin's: everyone's), with where their deliveries stand.
+    #[command(visible_alias = "ls")]
+    List {
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// One webhook's newest delivery attempts.
+    Deliveries {
+        /// The webhook's id.
+        id: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+    /// Delete a webhook: nothing more is sent to it.
+    #[command(visible_alias = "remove")]
+    Rm {
+        /// The webhook's id.
+        id: String,
+        #[command(flatten)]
+        conn: Connection,
+    },
+}
+
+/// `coreserve webhooks ...`
+pub async fn webhooks(cmd: WebhooksCommand) -> Result<()> {
+    let opt =
+        |v: &Value| v.as_str().map_or_else(|| v.as_i64().map_or_else(String::new, |n| n.to_string()), str::to_owned);
+    match cmd {
+        WebhooksCommand::Add { url, secret, conn } => {
+            let c = Client::new(&conn)?;
+            let mut body = json!({ "url": url });
+            if let Some(s) = secret {
+                body["secret"] = json!(s);
+            }
+            let a = c.send(Method::POST, &["v1", "webhooks"], &[], Some(&body), None).await?;
+            if !a.status.is_success() {
+                return Err(problem_exit(&a).into());
+            }
+            match conn.out() {
+                Output::Json => print_json(&a.body),
+                Output::Ids => outln!("{}", text(&a.body["id"])),
+                Output::Table => {
+                    outln!("webhook {} -> {}", text(&a.body["id"]), text(&a.body["url"]));
+                    outln!(
+                        "secret {} (shown once: verify each delivery's Coreserve-Signature with it)",
+                        text(&a.body["secret"])
+                    );
+                }
+            }
+            Ok(())
+        }
+        WebhooksCommand::List { conn } => {
+            let v = Client::new(&conn)?.call(Method::GET, &["v1", "webhooks"], &[]).await?;
+            let hooks = v.as_array().cloned().unwrap_or_default();
+            match conn.out() {
+                Output::Json => print_json(&v),
+                Output::Ids => hooks.iter().for_each(|w| outln!("{}", text(&w["id"]))),
+                Output::Table => {
+                    let rows: Vec<Vec<String>> = hooks
+                        .iter()
+                        .map(|w| {
+                            vec![
+                                text(&w["id"]),
+                                text(&w["user"]),
+                                text(&w["url"]),
+                                if w["enabled"] == true { "yes".into() } else { "DISABLED".into() },
+                                opt(&w["delivered_through"]),
+                                opt(&w["failures"]),
+                                opt(&w["last_error"]),
+                            ]
+                        })
+                        .collect();
+                    table(&["webhook", "user", "url", "enabled", "delivered through", "failures", "last error"], &rows);
+                }
+            }
+            Ok(())
+        }
+        WebhooksCommand::Deliveries { id, conn } => {
+            let v = Client::new(&conn)?.call(Method::GET, &["v1", "webhooks", &id, "deliveries"], &[]).await?;
+            let log = v.as_array().cloned().unwrap_or_default();
+            match conn.out() {
+                Output::Json => print_json(&v),
+                Output::Ids => log.iter().for_each(|d| outln!("{}", opt(&d["event_id"]))),
+                Output::Table => {
+                    let rows: Vec<Vec<String>> = log
+                        .iter()
+                        .map(|d| {
+                            vec![
+                                text(&d["at"]),
+                                opt(&d["event_id"]),
+                                opt(&d["attempt"]),
+                                opt(&d["status_code"]),
+                                opt(&d["error"]),
+                            ]
+                        })
+                        .collect();
+                    table(&["at (UTC)", "event", "attempt", "status", "error"], &rows);
+                }
+            }
+            Ok(())
+        }
+        WebhooksCommand::Rm { id, conn } => {
+            let c = Client::new(&conn)?;
+            c.call(Method::DELETE, &["v1", "webhooks", &id], &[]).await?;
+            if conn.out() == Output::Table {
+                outln!("webhook {id} deleted");
+            }
+            Ok(())
+        }
+    }
 }
 
 /// `coreserve plans ...`
@@ -1066,6 +1209,7 @@ pub async fn plans(cmd: PlansCommand) -> Result<()> {
             let v = c.call(Method::GET, &["v1", "plans", &id], &[]).await?;
             print_one(&conn, &v)
         }
+        PlansCommand::Watch { id, after, conn } => watch(id.as_deref(), after, &conn).await,
         PlansCommand::Cancel { id, conn } => {
             let c = Client::new(&conn)?;
             let id = c.resolve(&id, true).await?;
@@ -1076,6 +1220,112 @@ pub async fn plans(cmd: PlansCommand) -> Result<()> {
                 Output::Table => outln!("plan {} {}", text(&v["id"]), text(&v["status"])),
             }
             Ok(())
+        }
+    }
+}
+
+/// `coreserve plans watch`: reads `GET /v1/events` (Server-Sent Events) and prints each event;
+/// a dropped stream is opened again 2 s later with `Last-Event-ID`. The first connection that
+/// cannot be made is exit 6, a refusal (4xx) exit 4; later outages are waited out.
+async fn watch(id: Option<&str>, after: Option<i64>, conn: &Connection) -> Result<()> {
+    let c = Client::new(conn)?;
+    let plan = match id {
+        Some(id) => Some(c.resolve(id, false).await?),
+        None => None,
+    };
+    // A stream has no end: no overall timeout, but a silent one (no heartbeat for 45 s) is dead.
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(45))
+        .build()
+        .context("building the HTTP client")?;
+    let query: Vec<(&str, String)> = plan.iter().map(|p| ("plan_id", p.clone())).collect();
+    let url = c.url(&["v1", "events"], &query)?;
+    // With a plan: its whole history first.
+    let mut last = after.or(plan.as_ref().map(|_| 0));
+    let mut connected = false;
+    loop {
+        let mut rb = http.get(url.clone()).header("Accept", "text/event-stream");
+        if let Some(t) = &conn.token {
+            rb = rb.bearer_auth(t);
+        }
+        if let Some(n) = last {
+            rb = rb.header("Last-Event-ID", n.to_string());
+        }
+        match rb.send().await {
+            Ok(r) if r.status().is_success() => {
+                connected = true;
+                if follow(r, conn.out(), plan.is_some(), &mut last).await? {
+                    return Ok(());
+                }
+            }
+            Ok(r) if r.status().is_client_error() => {
+                let status = r.status();
+                let text = r.text().await.unwrap_or_default();
+                let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+                return Err(problem_exit(&Answer { status, body, retry_after_s: None }).into());
+            }
+            Ok(r) => eprintln!("note: {} answered {}; reconnecting in 2 s", conn.server, r.status()),
+            Err(e) if !connected && e.is_connect() => {
+                return Err(Exit {
+                    code: EXIT_UNREACHABLE,
+                    message: format!("error: cannot connect to {} ({e}); is the broker running?", conn.server),
+                }
+                .into())
+            }
+            Err(e) => eprintln!("note: {} did not answer ({e}); reconnecting in 2 s", conn.server),
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Prints the events of one open stream, keeping `last` (the newest id printed) for the next
+/// connection. True when the one plan watched (`one_plan`: the stream is filtered to it) is over
+/// (completed, cancelled, rejected).
+async fn follow(mut r: reqwest::Response, out: Output, one_plan: bool, last: &mut Option<i64>) -> Result<bool> {
+    let mut buf: Vec<u8> = Vec::new();
+    let (mut id, mut data) = (None::<i64>, String::new());
+    loop {
+        let chunk = match r.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) | Err(_) => return Ok(false),
+        };
+        buf.extend_from_slice(&chunk);
+        while let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=i).collect();
+            let line = String::from_utf8_lossy(&line);
+            let line = line.trim_end_matches(['\n', '\r']);
+            if let Some(v) = line.strip_prefix("id:") {
+                id = v.trim().parse().ok();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+            } else if line.is_empty() && !data.is_empty() {
+                let event: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                match out {
+                    Output::Json => outln!("{data}"),
+                    Output::Ids => outln!("{}", text(&event["plan_id"])),
+                    Output::Table => {
+                        let broken: Vec<String> = ["jobs", "transfers"]
+                            .iter()
+                            .flat_map(|k| event[*k].as_array().into_iter().flatten())
+                            .filter_map(|x| x["broken"].as_str().map(str::to_owned))
+                            .collect();
+                        outln!(
+                            "{}  {:<15} {}  {}{}",
+                            text(&event["at"]),
+                            text(&event["type"]),
+                            text(&event["plan_id"]),
+                            text(&event["request_id"]),
+                            if broken.is_empty() { String::new() } else { format!("  ({})", broken.join("; ")) }
+                        );
+                    }
+                }
+                *last = id.or(*last);
+                data.clear();
+                if one_plan && ["completed", "cancelled", "rejected"].iter().any(|s| event["status"] == *s) {
+                    return Ok(true);
+                }
+            }
         }
     }
 }

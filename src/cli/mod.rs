@@ -120,6 +120,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Plans(cmd) => client::plans(cmd).await,
+        Command::Webhooks(cmd) => client::webhooks(cmd).await,
         Command::Sites { conn } => client::sites(conn).await,
         Command::Availability(a) => client::availability(a).await,
         Command::Route(a) => client::route(a).await,

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
-    StoredHold, TokenRecord,
+    status_in_time, Claim, DecisionRecord, DeliveryRecord, KeyClaim, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
+    RejectionRecord, Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, Site, Time};
@@ -77,12 +77,67 @@ struct Inner {
     projects: std::collections::BTreeMap<String, Project>,
     /// Live charges: plan -> (project, usage) (see `Store::record_decision`).
     charges: HashMap<Uuid, (String, Vec<Usage>)>,
+    /// The event log, oldest first (ids 1, 2, ...).
+    events: Vec<PlanEvent>,
+    /// Webhooks in creation order, each with its lease and delivery log.
+    webhooks: Vec<(WebhookRecord, Option<Lease>, std::collections::VecDeque<DeliveryRecord>)>,
+}
+
+/// A webhook's lease: its holder and until when.
+type Lease = (String, DateTime<Utc>);
+
+impl Inner {
+    /// Records the event of plan `id` reaching its current status (under the store's lock, with
+    /// the change).
+    fn event(&mut self, id: Uuid) {
+        let next = self.events.len() as i64 + 1;
+        if let Some(p) = self.plans.get(&id) {
+            self.events.push(PlanEvent::of(next, Utc::now(), p));
+        }
+    }
 }
 
 /// Everything in one mutex: the API's state is small next to the calendars.
-#[derive(Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    /// Bumped after each event ([`Store::event_signal`]).
+    signal: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore { inner: Mutex::default(), signal: tokio::sync::watch::Sender::new(0) }
+    }
+}
+
+/// The store's guard: on drop (after the change and its events), wakes the event readers if
+/// events were written.
+struct Guard<'a> {
+    inner: std::sync::MutexGuard<'a, Inner>,
+    events_before: usize,
+    signal: &'a tokio::sync::watch::Sender<u64>,
+}
+
+impl std::ops::Deref for Guard<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Guard<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        let now = self.inner.events.len();
+        if now > self.events_before {
+            self.signal.send_replace(now as u64);
+        }
+    }
 }
 
 impl MemoryStore {
@@ -91,8 +146,10 @@ impl MemoryStore {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("memory store lock")
+    fn lock(&self) -> Guard<'_> {
+        let inner = self.inner.lock().expect("memory store lock");
+        let events_before = inner.events.len();
+        Guard { inner, events_before, signal: &self.signal }
     }
 }
 
@@ -170,8 +227,10 @@ impl Journal for MemoryStore {
 impl Store for MemoryStore {
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
         let mut g = self.lock();
-        g.order.push(plan.id);
-        g.plans.insert(plan.id, plan);
+        let id = plan.id;
+        g.order.push(id);
+        g.plans.insert(id, plan);
+        g.event(id);
         Ok(())
     }
 
@@ -190,31 +249,36 @@ impl Store for MemoryStore {
             r.life = Life::Ended;
         }
         g.charges.remove(&id);
-        Ok(g.plans.get_mut(&id).map(|p| {
-            p.status = PlanStatus::Cancelled;
-            p.cancelled_at.get_or_insert(at);
-            p.clone()
-        }))
+        let Some(p) = g.plans.get_mut(&id) else { return Ok(None) };
+        let changed = p.status != PlanStatus::Cancelled;
+        p.status = PlanStatus::Cancelled;
+        p.cancelled_at.get_or_insert(at);
+        let p = p.clone();
+        if changed {
+            g.event(id);
+        }
+        Ok(Some(p))
     }
 
     async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
         let g = self.lock();
         Ok(g.plans
             .values()
-            .find(|p| {
-                matches!(p.status, PlanStatus::Committed | PlanStatus::Broken)
-                    && p.bookings.iter().any(|b| b.hold == hold)
-            })
+            .find(|p| p.status.holds_reservations() && p.bookings.iter().any(|b| b.hold == hold))
             .cloned())
     }
 
     async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
         let mut g = self.lock();
-        Ok(g.plans.get_mut(&id).filter(|p| matches!(p.status, PlanStatus::Committed | PlanStatus::Broken)).map(|p| {
-            p.status = PlanStatus::Broken;
-            p.outcome = outcome.clone();
-            p.clone()
-        }))
+        let Some(p) = g.plans.get_mut(&id).filter(|p| p.status.holds_reservations()) else { return Ok(None) };
+        let changed = p.status != PlanStatus::Broken || p.outcome != *outcome;
+        p.status = PlanStatus::Broken;
+        p.outcome = outcome.clone();
+        let p = p.clone();
+        if changed {
+            g.event(id);
+        }
+        Ok(Some(p))
     }
 
     async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
@@ -328,6 +392,7 @@ impl Store for MemoryStore {
         g.txns.insert(d.txn, row);
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
+        g.event(r.plan.id);
         g.charges.insert(r.plan.id, (project, usage));
         Ok(())
     }
@@ -339,6 +404,7 @@ impl Store for MemoryStore {
         }
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
+        g.event(r.plan.id);
         Ok(())
     }
 
@@ -364,13 +430,14 @@ impl Store for MemoryStore {
         if let Some(p) = g.plans.get_mut(&plan) {
             match rejected {
                 None if p.status == PlanStatus::Pending => p.status = PlanStatus::Committed,
-                None => {}
+                None => return Ok(()),
                 Some(o) => {
                     p.status = PlanStatus::Rejected;
                     p.outcome = o.clone();
                     p.bookings.clear();
                 }
             }
+            g.event(plan);
         }
         Ok(())
     }
@@ -465,6 +532,129 @@ impl Store for MemoryStore {
             }
         }
         Ok(())
+    }
+
+    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        let mut g = self.lock();
+        let due: Vec<(Uuid, PlanStatus)> = g
+            .order
+            .iter()
+            .map(|id| &g.plans[id])
+            .filter(|p| matches!(p.status, PlanStatus::Committed | PlanStatus::Active))
+            .filter_map(|p| {
+                let next = status_in_time(p.status, &p.outcome, now);
+                (next != p.status).then_some((p.id, next))
+            })
+            .collect();
+        for (id, next) in &due {
+            g.plans.get_mut(id).expect("a listed plan").status = *next;
+            g.event(*id);
+        }
+        Ok(due.len() as u64)
+    }
+
+    async fn events_after(&self, after: i64, user: Option<&str>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
+        let g = self.lock();
+        // Ids are 1, 2, ...: event `after + 1` is at index `after`.
+        let from = usize::try_from(after.max(0)).unwrap_or(usize::MAX).min(g.events.len());
+        Ok(g.events[from..]
+            .iter()
+            .filter(|e| user.is_none_or(|u| e.user == u))
+            .take(usize::try_from(limit.max(0)).unwrap_or(usize::MAX))
+            .cloned()
+            .collect())
+    }
+
+    async fn last_event_id(&self) -> Result<i64, StoreError> {
+        Ok(self.lock().events.len() as i64)
+    }
+
+    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.signal.subscribe()
+    }
+
+    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
+        self.lock().webhooks.push((w, None, Default::default()));
+        Ok(())
+    }
+
+    async fn webhooks(&self, user: Option<&str>) -> Result<Vec<WebhookRecord>, StoreError> {
+        let g = self.lock();
+        Ok(g.webhooks.iter().map(|w| &w.0).filter(|w| user.is_none_or(|u| w.user == u)).cloned().collect())
+    }
+
+    async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
+        Ok(self.lock().webhooks.iter().find(|w| w.0.id == id).map(|w| w.0.clone()))
+    }
+
+    async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError> {
+        let mut g = self.lock();
+        let before = g.webhooks.len();
+        g.webhooks.retain(|w| w.0.id != id);
+        Ok(g.webhooks.len() < before)
+    }
+
+    async fn lease_due_webhooks(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_s: i64,
+        limit: i64,
+    ) -> Result<Vec<WebhookRecord>, StoreError> {
+        let mut g = self.lock();
+        let until = now + chrono::Duration::seconds(lease_s);
+        let Inner { webhooks, events, .. } = &mut *g.inner;
+        let pending = |w: &WebhookRecord| {
+            let from = usize::try_from(w.cursor.max(0)).unwrap_or(usize::MAX).min(events.len());
+            events[from..].iter().any(|e| w.admin || e.user == w.user)
+        };
+        Ok(webhooks
+            .iter_mut()
+            .filter(|(w, lease, _)| {
+                w.enabled && w.next_attempt_at <= now && lease.as_ref().is_none_or(|l| l.1 < now) && pending(w)
+            })
+            .take(usize::try_from(limit).unwrap_or(0))
+            .map(|(w, lease, _)| {
+                *lease = Some((owner.to_owned(), until));
+                w.clone()
+            })
+            .collect())
+    }
+
+    async fn record_delivery(
+        &self,
+        owner: &str,
+        webhook: &WebhookRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        let Some((w, _, log)) = g
+            .webhooks
+            .iter_mut()
+            .find(|(w, lease, _)| w.id == webhook.id && lease.as_ref().is_some_and(|l| l.0 == owner))
+        else {
+            return Err(StoreError::Superseded);
+        };
+        *w = webhook.clone();
+        log.push_front(delivery.clone());
+        log.truncate(100);
+        Ok(())
+    }
+
+    async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        for (_, lease, _) in g.webhooks.iter_mut().filter(|w| w.0.id == id) {
+            if lease.as_ref().is_some_and(|l| l.0 == owner) {
+                *lease = None;
+            }
+        }
+        Ok(())
+    }
+
+    async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError> {
+        let g = self.lock();
+        let log = g.webhooks.iter().find(|w| w.0.id == id).map(|w| &w.2);
+        Ok(log.into_iter().flatten().take(usize::try_from(limit).unwrap_or(0)).cloned().collect())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -62,8 +62,13 @@ pub enum PlanStatus {
     /// the store did not answer): not reported as booked. A recovery loop settles it as
     /// `committed` or `rejected` within seconds of the participants and the store answering.
     Pending,
-    /// Every reservation is booked.
+    /// Every reservation is booked; its first job has not started yet.
     Committed,
+    /// Committed, and its first job's start has come (the service's clock); its last job has
+    /// not ended.
+    Active,
+    /// Committed, and its last job's end has passed: nothing of it is booked any more.
+    Completed,
     /// Nothing was booked; the outcome's `reason` says why.
     Rejected,
     /// It was committed, then cancelled: every reservation was released.
@@ -76,7 +81,7 @@ pub enum PlanStatus {
 
 /// The error of `PlanStatus::from_str` (the `status` filter of `GET /v1/plans` answers it).
 fn unknown_status(other: &str) -> String {
-    format!("unknown status `{other}`; expected pending, committed, rejected, cancelled or broken")
+    format!("unknown status `{other}`; expected pending, committed, active, completed, rejected, cancelled or broken")
 }
 
 impl From<OutcomeStatus> for PlanStatus {
@@ -86,6 +91,117 @@ impl From<OutcomeStatus> for PlanStatus {
             OutcomeStatus::Rejected => PlanStatus::Rejected,
             OutcomeStatus::Planned => PlanStatus::Planned,
         }
+    }
+}
+
+impl PlanStatus {
+    /// Committed, active or broken: the plan still holds reservations, and may be cancelled.
+    pub fn holds_reservations(self) -> bool {
+        matches!(self, PlanStatus::Committed | PlanStatus::Active | PlanStatus::Broken)
+    }
+}
+
+/// One change of a plan's state, from the durable event log (`GET /v1/events`).
+///
+/// Written in the same transaction as the change it records (PostgreSQL: a trigger on `plans`,
+/// migrations/0020_plan_events.sql; memory: under the store's lock). Ids grow in commit order,
+/// so a reader that resumes after id N (`Last-Event-ID: N`) misses nothing and sees nothing
+/// twice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct PlanEvent {
+    /// Monotonic, > 0, in commit order; the SSE `id:`.
+    pub id: i64,
+    /// When the change was written.
+    pub at: DateTime<Utc>,
+    /// `plan.` and the new status (`plan.committed`, `plan.active`, `plan.broken`, ...); also
+    /// the SSE `event:`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The plan (`/v1/plans/{plan_id}`).
+    pub plan_id: Uuid,
+    /// The client's reference of the plan request.
+    pub request_id: String,
+    /// The plan's owner.
+    pub user: String,
+    /// The plan's new status.
+    pub status: PlanStatus,
+    /// The plan's jobs at the change (a broken one says why in `broken`).
+    pub jobs: Vec<crate::model::JobPlacement>,
+    /// The plan's transfers at the change (a broken one says why in `broken`).
+    pub transfers: Vec<crate::model::TransferPlacement>,
+}
+
+impl PlanEvent {
+    /// The event of `plan` reaching its current status, numbered `id`, at `at`.
+    pub fn of(id: i64, at: DateTime<Utc>, plan: &PlanRecord) -> PlanEvent {
+        PlanEvent {
+            id,
+            at,
+            kind: format!("plan.{}", plan.status),
+            plan_id: plan.id,
+            request_id: plan.outcome.request_id.clone(),
+            user: plan.user.clone(),
+            status: plan.status,
+            jobs: plan.outcome.jobs.clone(),
+            transfers: plan.outcome.transfers.clone(),
+        }
+    }
+}
+
+/// A user's webhook: where the events of their plans (an admin's: everyone's) are POSTed, and
+/// how far its deliveries got (see `crate::api::webhooks`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct WebhookRecord {
+    pub id: Uuid,
+    /// The owner.
+    pub user: String,
+    /// Made by an admin: gets every user's events.
+    pub admin: bool,
+    /// Where deliveries are POSTed (http or https).
+    pub url: String,
+    /// The HMAC-SHA256 key of the deliveries' signatures.
+    pub secret: String,
+    pub created_at: DateTime<Utc>,
+    /// False once disabled (failing for longer than the service's limit).
+    pub enabled: bool,
+    /// The id of the last event delivered (answered 2xx); deliveries go on after it, in order.
+    pub cursor: i64,
+    /// Failed attempts in a row at the next event.
+    pub attempts: i32,
+    /// Not tried again before this.
+    pub next_attempt_at: DateTime<Utc>,
+    /// Since when every attempt failed (`None` while the last one succeeded).
+    pub failing_since: Option<DateTime<Utc>>,
+    /// The last failure: an HTTP status or a transport error.
+    pub last_error: Option<String>,
+}
+
+/// One delivery attempt of an event to a webhook (its delivery log).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeliveryRecord {
+    pub webhook_id: Uuid,
+    pub event_id: i64,
+    pub at: DateTime<Utc>,
+    /// The attempt's number for this event (1 = first).
+    pub attempt: i32,
+    /// The receiver's HTTP status (absent: no answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<i32>,
+    /// Why it failed (absent when delivered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: f64,
+}
+
+/// The status a committed or active plan has at `now`: active from its first job's start,
+/// completed from its last job's end (a plan without jobs keeps its status).
+pub fn status_in_time(status: PlanStatus, outcome: &Outcome, now: DateTime<Utc>) -> PlanStatus {
+    let first = outcome.jobs.iter().map(|j| j.start).min();
+    let last = outcome.jobs.iter().map(|j| j.end).max();
+    match (status, first, last) {
+        (PlanStatus::Committed | PlanStatus::Active, _, Some(end)) if end <= now => PlanStatus::Completed,
+        (PlanStatus::Committed, Some(start), _) if start <= now => PlanStatus::Active,
+        (s, _, _) => s,
     }
 }
 
@@ -419,6 +535,63 @@ pub trait Store: Journal + Send + Sync {
         Ok(None)
     }
 
+    /// Moves committed and active plans along the clock ([`status_in_time`] at `now`), each
+    /// change with its event; how many plans changed. Safe to run in several processes at once
+    /// (each change is made, and its event written, once).
+    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
+
+    /// The events with an id above `after`, oldest first, at most `limit`; only `user`'s plans'
+    /// when `Some`.
+    async fn events_after(&self, after: i64, user: Option<&str>, limit: i64) -> Result<Vec<PlanEvent>, StoreError>;
+
+    /// The id of the newest event written (0 when none).
+    async fn last_event_id(&self) -> Result<i64, StoreError>;
+
+    /// A signal that events may have been written (by any process sharing the store): the
+    /// receiver's value changes after each (coalesced; a hint, not a delivery: readers read
+    /// [`Store::events_after`]).
+    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64>;
+
+    /// Stores a new webhook.
+    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError>;
+
+    /// The webhooks of `user` (`None`: everyone's), oldest first.
+    async fn webhooks(&self, user: Option<&str>) -> Result<Vec<WebhookRecord>, StoreError>;
+
+    /// One webhook.
+    async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError>;
+
+    /// Deletes a webhook and its delivery log; false if there was none.
+    async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError>;
+
+    /// Leases up to `limit` enabled webhooks due at `now` (`next_attempt_at <= now`) with an
+    /// event after their cursor and whose lease ran out, to `owner` for `lease_s` seconds: one
+    /// process delivers a webhook at a time.
+    async fn lease_due_webhooks(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_s: i64,
+        limit: i64,
+    ) -> Result<Vec<WebhookRecord>, StoreError>;
+
+    /// Records one delivery attempt and the webhook's new state (`cursor`, `attempts`,
+    /// `next_attempt_at`, `failing_since`, `last_error`, `enabled`) if `owner` still holds its
+    /// lease ([`StoreError::Superseded`] if not); the delivery log keeps the newest 100 attempts
+    /// per webhook.
+    async fn record_delivery(
+        &self,
+        owner: &str,
+        webhook: &WebhookRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), StoreError>;
+
+    /// Ends `owner`'s lease of a webhook (its next delivery may go from any process).
+    async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError>;
+
+    /// A webhook's delivery log, newest first, at most `limit`.
+    async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError>;
+
     /// Readiness probe: can the store answer?
     async fn ping(&self) -> Result<(), StoreError>;
     /// A short name for logs and `/readyz` (`memory`, `postgres`).
@@ -440,7 +613,8 @@ mod tests {
         }
         assert_eq!(
             "Committed".parse::<PlanStatus>(),
-            Err("unknown status `Committed`; expected pending, committed, rejected, cancelled or broken".to_owned())
+            Err("unknown status `Committed`; expected pending, committed, active, completed, rejected, cancelled or broken"
+                .to_owned())
         );
     }
 

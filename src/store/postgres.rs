@@ -20,8 +20,8 @@ use sqlx::Postgres;
 use uuid::Uuid;
 
 use super::{
-    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
-    StoredHold, TokenRecord,
+    Claim, DecisionRecord, DeliveryRecord, KeyClaim, PlanEvent, PlanFilter, PlanRecord, PlanStatus, RejectionRecord,
+    Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
@@ -36,6 +36,8 @@ const IDLE_CHECK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// The listener of `coreserve_events`, started by the first [`Store::event_signal`].
+    signal: std::sync::OnceLock<tokio::sync::watch::Sender<u64>>,
 }
 
 /// `reservations.state`: where a journaled hold stands (the column's CHECK constraint lists
@@ -187,7 +189,7 @@ impl PgStore {
             .connect(url)
             .await?;
         sqlx::migrate!().run(&pool).await.map_err(StoreError::Migration)?;
-        Ok(PgStore { pool })
+        Ok(PgStore { pool, signal: std::sync::OnceLock::new() })
     }
 
     /// The connection pool (tests close it before dropping their database).
@@ -277,7 +279,7 @@ impl Store for PgStore {
             r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
                       outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
                FROM plans
-               WHERE status IN ('committed', 'broken')
+               WHERE status IN ('committed', 'active', 'broken')
                  AND bookings @> jsonb_build_array(jsonb_build_object('hold', $1::text))
                LIMIT 1"#,
             hold.to_string(),
@@ -291,7 +293,7 @@ impl Store for PgStore {
         let row = sqlx::query_as!(
             PlanRow,
             r#"UPDATE plans SET status = 'broken', outcome = $2
-               WHERE id = $1 AND status IN ('committed', 'broken')
+               WHERE id = $1 AND status IN ('committed', 'active', 'broken')
                RETURNING id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
                          outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
             id,
@@ -848,6 +850,213 @@ impl Store for PgStore {
         Ok(Some(super::TokenWatch { changed, watching }))
     }
 
+    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        // The WHERE is evaluated again on rows another process changed meanwhile (READ
+        // COMMITTED): each change is made, and its event written by the trigger, once.
+        let r = sqlx::query!(
+            r#"UPDATE plans SET status = CASE WHEN last_end <= $1 THEN 'completed' ELSE 'active' END
+               WHERE (status = 'committed' AND (first_start <= $1 OR last_end <= $1))
+                  OR (status = 'active' AND last_end <= $1)"#,
+            now,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+
+    async fn events_after(&self, after: i64, user: Option<&str>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
+        let rows = sqlx::query!(
+            r#"SELECT id, at, plan_id, "user", request_id, status AS "status: PlanStatus",
+                      outcome AS "outcome: Json<Outcome>"
+               FROM plan_events
+               WHERE id > $1 AND ($2::text IS NULL OR "user" = $2)
+               ORDER BY id LIMIT $3"#,
+            after,
+            user,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PlanEvent {
+                id: r.id,
+                at: r.at,
+                kind: format!("plan.{}", r.status),
+                plan_id: r.plan_id,
+                request_id: r.request_id,
+                user: r.user,
+                status: r.status,
+                jobs: r.outcome.0.jobs,
+                transfers: r.outcome.0.transfers,
+            })
+            .collect())
+    }
+
+    async fn last_event_id(&self) -> Result<i64, StoreError> {
+        // The counter's committed value: the id of the newest committed event.
+        Ok(sqlx::query_scalar!("SELECT last_id FROM plan_event_counter").fetch_one(&self.pool).await?)
+    }
+
+    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.signal
+            .get_or_init(|| {
+                let (tx, _) = tokio::sync::watch::channel(0);
+                tokio::spawn(listen_events(self.pool.clone(), tx.clone()));
+                tx
+            })
+            .subscribe()
+    }
+
+    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
+        sqlx::query!(
+            r#"INSERT INTO webhooks (id, "user", admin, url, secret, created_at, enabled, cursor, attempts,
+                                     next_attempt_at, failing_since, last_error)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"#,
+            w.id,
+            w.user,
+            w.admin,
+            w.url,
+            w.secret,
+            w.created_at,
+            w.enabled,
+            w.cursor,
+            w.attempts,
+            w.next_attempt_at,
+            w.failing_since,
+            w.last_error,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn webhooks(&self, user: Option<&str>) -> Result<Vec<WebhookRecord>, StoreError> {
+        Ok(sqlx::query_as!(
+            WebhookRecord,
+            r#"SELECT id, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
+                      failing_since, last_error
+               FROM webhooks WHERE $1::text IS NULL OR "user" = $1 ORDER BY seq"#,
+            user,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
+        Ok(sqlx::query_as!(
+            WebhookRecord,
+            r#"SELECT id, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
+                      failing_since, last_error
+               FROM webhooks WHERE id = $1"#,
+            id,
+        )
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError> {
+        let r = sqlx::query!("DELETE FROM webhooks WHERE id = $1", id).execute(&self.pool).await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    async fn lease_due_webhooks(
+        &self,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease_s: i64,
+        limit: i64,
+    ) -> Result<Vec<WebhookRecord>, StoreError> {
+        // Only webhooks with an event to deliver. SKIP LOCKED: processes leasing at the same
+        // moment take different webhooks.
+        Ok(sqlx::query_as!(
+            WebhookRecord,
+            r#"UPDATE webhooks SET lease_owner = $1, lease_until = $2 + make_interval(secs => $3)
+               WHERE id IN (SELECT id FROM webhooks
+                            WHERE enabled AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until < $2)
+                              AND EXISTS (SELECT 1 FROM plan_events e
+                                          WHERE e.id > webhooks.cursor AND (webhooks.admin OR e."user" = webhooks."user"))
+                            ORDER BY next_attempt_at LIMIT $4 FOR UPDATE SKIP LOCKED)
+               RETURNING id, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
+                         failing_since, last_error"#,
+            owner,
+            now,
+            lease_s as f64,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn record_delivery(
+        &self,
+        owner: &str,
+        webhook: &WebhookRecord,
+        delivery: &DeliveryRecord,
+    ) -> Result<(), StoreError> {
+        let (w, d) = (webhook, delivery);
+        let written = sqlx::query_scalar!(
+            r#"WITH w AS (
+                   UPDATE webhooks SET enabled = $3, cursor = $4, attempts = $5, next_attempt_at = $6,
+                                       failing_since = $7, last_error = $8
+                   WHERE id = $1 AND lease_owner = $2 RETURNING id),
+               d AS (
+                   INSERT INTO webhook_deliveries (webhook_id, event_id, at, attempt, status_code, error, duration_ms)
+                   SELECT id, $9, $10, $11, $12, $13, $14 FROM w)
+               SELECT count(*) AS "written!" FROM w"#,
+            w.id,
+            owner,
+            w.enabled,
+            w.cursor,
+            w.attempts,
+            w.next_attempt_at,
+            w.failing_since,
+            w.last_error,
+            d.event_id,
+            d.at,
+            d.attempt,
+            d.status_code,
+            d.error,
+            d.duration_ms,
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        if written == 0 {
+            return Err(StoreError::Superseded);
+        }
+        sqlx::query!(
+            r#"DELETE FROM webhook_deliveries WHERE webhook_id = $1 AND seq <= (
+                   SELECT seq FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY seq DESC OFFSET 100 LIMIT 1)"#,
+            w.id,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError> {
+        sqlx::query!(
+            "UPDATE webhooks SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2",
+            id,
+            owner,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError> {
+        Ok(sqlx::query_as!(
+            DeliveryRecord,
+            r#"SELECT webhook_id, event_id, at, attempt, status_code, error, duration_ms
+               FROM webhook_deliveries WHERE webhook_id = $1 ORDER BY seq DESC LIMIT $2"#,
+            id,
+            limit,
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query_scalar!(r#"SELECT 1 AS "ok!""#).fetch_one(&self.pool).await?;
         Ok(())
@@ -855,5 +1064,38 @@ impl Store for PgStore {
 
     fn kind(&self) -> &'static str {
         "postgres"
+    }
+}
+
+/// Listens on `coreserve_events` (the plans' event trigger notifies each new id at commit) and
+/// bumps `tx` on each, and once more after every reconnection (what was written while the
+/// connection was down is read then). It runs for the process's life: the readers of one
+/// process come and go.
+async fn listen_events(pool: PgPool, tx: tokio::sync::watch::Sender<u64>) {
+    loop {
+        let listener = async {
+            let mut l = sqlx::postgres::PgListener::connect_with(&pool).await?;
+            l.listen("coreserve_events").await?;
+            Ok::<_, sqlx::Error>(l)
+        };
+        let mut listener = match listener.await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "event listener: cannot connect; retrying in 1 s");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        tx.send_modify(|n| *n += 1);
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(_)) => tx.send_modify(|n| *n += 1),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "event listener failed; reconnecting");
+                    break;
+                }
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! Reads under `/v1` need a token of any role; see each handler for stricter rules.
 
+pub mod events;
 pub mod health;
 pub mod holds;
 pub mod network;
@@ -12,6 +13,7 @@ pub mod projects;
 pub mod sites;
 pub mod tokens;
 pub mod ui;
+pub mod webhooks;
 
 use actix_web::web;
 
@@ -72,7 +74,17 @@ fn plans_v1(v: &mut web::ServiceConfig) {
         .service(
             web::resource("/projects/{id}").route(web::get().to(projects::get)).route(web::put().to(projects::put)),
         )
-        .route("/projects/{id}/usage", web::get().to(projects::usage));
+        .route("/projects/{id}/usage", web::get().to(projects::usage))
+        .route("/events", web::get().to(events::stream))
+        .service(
+            web::resource("/webhooks").route(web::post().to(webhooks::create)).route(web::get().to(webhooks::list)),
+        )
+        .service(
+            web::resource("/webhooks/{id}")
+                .route(web::get().to(webhooks::get))
+                .route(web::delete().to(webhooks::delete)),
+        )
+        .route("/webhooks/{id}/deliveries", web::get().to(webhooks::deliveries));
 }
 
 fn sites_read_v1(v: &mut web::ServiceConfig) {

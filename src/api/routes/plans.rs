@@ -481,7 +481,7 @@ pub async fn get(
     Ok(web::Json(PlanView::from(&owned(&state, &caller, *id).await?)))
 }
 
-/// Cancel a committed plan: release every reservation (idempotent).
+/// Cancel a committed, active or broken plan: release every reservation (idempotent).
 #[utoipa::path(
     delete, path = "/v1/plans/{id}", operation_id = "cancel_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
     responses(
@@ -489,7 +489,7 @@ pub async fn get(
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A rejected plan has nothing to cancel; a pending plan is not settled yet (Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A rejected or completed plan has nothing to cancel; a pending plan is not settled yet (Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -516,7 +516,14 @@ pub async fn cancel(
             )
             .retry_after(state.config.claim_lease_s as u64))
         }
-        PlanStatus::Committed | PlanStatus::Broken => {}
+        PlanStatus::Completed => {
+            return Err(ApiError::conflict(
+                "plan-completed",
+                "A completed plan cannot be cancelled",
+                format!("plan {} has ended: nothing of it is booked any more", rec.id),
+            ))
+        }
+        PlanStatus::Committed | PlanStatus::Active | PlanStatus::Broken => {}
     }
     // Release and record in a task of its own (see the module docs).
     let st = state.clone();

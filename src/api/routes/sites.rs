@@ -21,7 +21,7 @@ use crate::lis::SiteUpdateError;
 use crate::model::{from_time, GpuAllocation, GpuDemand, NodeId, Site, SiteAttributes, SiteId};
 use crate::planner::ParticipantRef;
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant, TxnId};
-use crate::store::{PlanFilter, PlanStatus};
+use crate::store::PlanFilter;
 
 /// `PUT /v1/sites/{id}` body (the site without its id, which is in the path). Unknown fields
 /// are refused.
@@ -251,11 +251,11 @@ pub async fn put(
 /// The 409 of an OS change under bookings that end in the future: names the committed plans
 /// that hold them, and any other holds and reservations (made through the hold endpoints).
 async fn os_in_use(state: &AppState, site: &str, holds: &[HoldId]) -> Result<ApiError, ApiError> {
-    let filter = PlanFilter { user: None, status: Some(PlanStatus::Committed), from: None, to: None };
+    let filter = PlanFilter { user: None, status: None, from: None, to: None };
     let wanted: HashSet<&HoldId> = holds.iter().collect();
     let mut covered: HashSet<HoldId> = HashSet::new();
     let mut plans = Vec::new();
-    for p in state.store.list_plans(&filter).await? {
+    for p in state.store.list_plans(&filter).await?.into_iter().filter(|p| p.status.holds_reservations()) {
         let mine: Vec<HoldId> = p
             .bookings
             .iter()

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use coreserve::model::{Outcome, OutcomeStatus};
+use coreserve::model::{JobPlacement, Outcome, OutcomeStatus};
 use coreserve::protocol::decision::{Booking, Decision, Part};
 use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
-    Claim, DecisionRecord, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
+    Claim, DecisionRecord, KeyClaim, PlanEvent, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
     TokenRecord,
 };
 use uuid::Uuid;
@@ -217,4 +217,95 @@ pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Sto
     decide(s, &plan, &parts, txn, None, &a).await.unwrap();
     s.finish_txn(txn, &a, None).await.unwrap();
     assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Committed);
+}
+
+/// A committed plan of `user` with one job from hour `from` to hour `to` of [`at`].
+fn booked(user: &str, request_id: &str, from: u32, to: u32) -> PlanRecord {
+    let mut p = record(user, request_id, Some(at(from)));
+    p.outcome.jobs = vec![JobPlacement {
+        name: "A".into(),
+        site: "s1".into(),
+        start: at(from),
+        end: at(to),
+        cpus: 4,
+        gpus: None,
+        reservation_name: None,
+        broken: None,
+    }];
+    p
+}
+
+/// Plan states through time: committed -> active at the first job's start -> completed at the
+/// last job's end (or straight to completed when the clock jumped past it), each change made
+/// once however often the clock runs; every status change, and every new broken part, is one
+/// event, numbered 1, 2, ... in order; nothing else is (no change, no event: a second cancel, a
+/// broken mark of a cancelled plan); a user's events are theirs only; the signal fires.
+pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn Store) {
+    let mut signal = s.event_signal();
+    // PostgreSQL's listener says once that it is connected; only what comes after counts.
+    let _ = tokio::time::timeout(Duration::from_millis(1500), signal.changed()).await;
+    signal.borrow_and_update();
+    assert_eq!(s.last_event_id().await.unwrap(), 0);
+
+    let a = booked("alice", "wf-1", 10, 12);
+    let b = record("bob", "wf-2", None);
+    s.insert_plan(a.clone()).await.unwrap();
+    s.insert_plan(b.clone()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), signal.changed()).await.expect("the signal fires").unwrap();
+    let kinds = |v: &[PlanEvent]| v.iter().map(|e| (e.id, e.plan_id, e.kind.clone())).collect::<Vec<_>>();
+    let all = s.events_after(0, None, 100).await.unwrap();
+    assert_eq!(kinds(&all), vec![(1, a.id, "plan.committed".into()), (2, b.id, "plan.rejected".into())]);
+    assert_eq!(
+        (all[0].user.as_str(), all[0].request_id.as_str(), all[0].status),
+        ("alice", "wf-1", PlanStatus::Committed)
+    );
+    assert_eq!(all[0].jobs, a.outcome.jobs);
+    assert_eq!(kinds(&s.events_after(0, Some("alice"), 100).await.unwrap()), vec![(1, a.id, "plan.committed".into())]);
+    assert_eq!(kinds(&s.events_after(1, None, 100).await.unwrap()), vec![(2, b.id, "plan.rejected".into())]);
+    assert_eq!(s.events_after(0, None, 1).await.unwrap().len(), 1, "limit");
+    assert_eq!(s.last_event_id().await.unwrap(), 2);
+
+    // The clock: nothing before the start; active at it, once; completed at the end.
+    assert_eq!(s.advance_plans(at(9)).await.unwrap(), 0);
+    assert_eq!(s.advance_plans(at(10)).await.unwrap(), 1);
+    assert_eq!(s.advance_plans(at(11)).await.unwrap(), 0, "already active");
+    assert_eq!(s.plan(a.id).await.unwrap().unwrap().status, PlanStatus::Active);
+    assert_eq!(s.advance_plans(at(12)).await.unwrap(), 1);
+    assert_eq!(s.plan(a.id).await.unwrap().unwrap().status, PlanStatus::Completed);
+    // A plan whose whole window passed while nobody looked: straight to completed.
+    let c = booked("alice", "wf-3", 13, 14);
+    s.insert_plan(c.clone()).await.unwrap();
+    assert_eq!(s.advance_plans(at(15)).await.unwrap(), 1);
+    assert_eq!(s.plan(b.id).await.unwrap().unwrap().status, PlanStatus::Rejected, "a rejected plan stays");
+
+    // Broken: an event per new broken part, none for the same again; cancelled: one event; a
+    // cancelled plan is never marked broken.
+    let d = booked("alice", "wf-4", 20, 21);
+    s.insert_plan(d.clone()).await.unwrap();
+    let mut broken = d.outcome.clone();
+    broken.jobs[0].broken = Some("reservation cs-1 deleted".into());
+    assert!(s.mark_broken(d.id, &broken).await.unwrap().is_some());
+    assert!(s.mark_broken(d.id, &broken).await.unwrap().is_some(), "the same again: no change");
+    assert!(s.mark_cancelled(d.id, at(19)).await.unwrap().is_some());
+    assert!(s.mark_cancelled(d.id, at(19)).await.unwrap().is_some(), "again: no change");
+    assert_eq!(s.mark_broken(d.id, &broken).await.unwrap(), None);
+    assert_eq!(s.advance_plans(at(22)).await.unwrap(), 0, "a cancelled plan does not complete");
+
+    let mine = s.events_after(2, Some("alice"), 100).await.unwrap();
+    assert_eq!(
+        mine.iter().map(|e| (e.plan_id, e.kind.as_str())).collect::<Vec<_>>(),
+        vec![
+            (a.id, "plan.active"),
+            (a.id, "plan.completed"),
+            (c.id, "plan.committed"),
+            (c.id, "plan.completed"),
+            (d.id, "plan.committed"),
+            (d.id, "plan.broken"),
+            (d.id, "plan.cancelled"),
+        ]
+    );
+    assert_eq!(mine[5].jobs[0].broken.as_deref(), Some("reservation cs-1 deleted"));
+    let ids: Vec<i64> = mine.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (3..=9).collect::<Vec<i64>>(), "numbered in order, no gaps");
+    assert_eq!(s.last_event_id().await.unwrap(), 9);
 }

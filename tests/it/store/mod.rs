@@ -49,4 +49,5 @@ both_stores!(
     tokens_are_stored_by_hash_and_replaced,
     a_key_is_claimed_by_one_request_at_a_time,
     a_decided_transaction_is_settled_by_one_claim_at_a_time,
+    plan_states_follow_the_clock_and_each_change_is_one_event,
 );

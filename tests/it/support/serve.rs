@@ -23,8 +23,8 @@ pub struct Launch {
     pub db: String,
     /// `--grid` (absent: the grid saved in the database).
     pub grid: Option<PathBuf>,
-    /// Further arguments; `--listen` (default `127.0.0.1:0`) and `--lease-s` (default
-    /// [`LEASE_S`]) may be among them.
+    /// Further arguments; `--listen` (default `127.0.0.1:0`), `--lease-s` (default
+    /// [`LEASE_S`]) and `--w-interval-s` (default 60) may be among them.
     pub args: Vec<String>,
     /// `CORESERVE_CRASH_AT`.
     pub crash_at: Option<String>,
@@ -71,18 +71,13 @@ impl Server {
     /// within 60 s).
     pub fn try_launch(l: &Launch) -> Result<Server, String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_coreserve"));
-        cmd.arg("serve").args([
-            "--workers",
-            "2",
-            "--admin-token",
-            ADMIN,
-            "--service-token",
-            SERVICE,
-            "--w-interval-s",
-            "60",
-        ]);
+        cmd.arg("serve").args(["--workers", "2", "--admin-token", ADMIN, "--service-token", SERVICE]);
         // Defaults that `args` may override.
-        for (flag, value) in [("--listen", "127.0.0.1:0".to_owned()), ("--lease-s", LEASE_S.to_string())] {
+        for (flag, value) in [
+            ("--listen", "127.0.0.1:0".to_owned()),
+            ("--lease-s", LEASE_S.to_string()),
+            ("--w-interval-s", "60".to_owned()),
+        ] {
             if !l.args.iter().any(|a| a == flag) {
                 cmd.args([flag, &value]);
             }

@@ -4,6 +4,7 @@ from .allocation import Allocation
 from .arch import Arch
 from .availability_view import AvailabilityView
 from .compute_demand import ComputeDemand
+from .delivery_record import DeliveryRecord
 from .extend_body import ExtendBody
 from .gpu_allocation import GpuAllocation
 from .gpu_demand import GpuDemand
@@ -22,6 +23,7 @@ from .outcome_plan_status import OutcomePlanStatus
 from .outcome_plan_status_status import OutcomePlanStatusStatus
 from .package import Package
 from .plan_body import PlanBody
+from .plan_event import PlanEvent
 from .plan_status import PlanStatus
 from .plan_view import PlanView
 from .problem import Problem
@@ -44,6 +46,9 @@ from .token_view import TokenView
 from .transfer_placement import TransferPlacement
 from .transfer_traffic import TransferTraffic
 from .usage_report import UsageReport
+from .webhook_body import WebhookBody
+from .webhook_created import WebhookCreated
+from .webhook_view import WebhookView
 from .who_am_i import WhoAmI
 
 __all__ = (
@@ -51,6 +56,7 @@ __all__ = (
     "Arch",
     "AvailabilityView",
     "ComputeDemand",
+    "DeliveryRecord",
     "ExtendBody",
     "GpuAllocation",
     "GpuDemand",
@@ -69,6 +75,7 @@ __all__ = (
     "OutcomePlanStatusStatus",
     "Package",
     "PlanBody",
+    "PlanEvent",
     "PlanStatus",
     "PlanView",
     "Problem",
@@ -91,5 +98,8 @@ __all__ = (
     "TransferPlacement",
     "TransferTraffic",
     "UsageReport",
+    "WebhookBody",
+    "WebhookCreated",
+    "WebhookView",
     "WhoAmI",
 )

@@ -2,9 +2,11 @@ from enum import StrEnum
 
 
 class PlanStatus(StrEnum):
+    ACTIVE = "active"
     BROKEN = "broken"
     CANCELLED = "cancelled"
     COMMITTED = "committed"
+    COMPLETED = "completed"
     PENDING = "pending"
     PLANNED = "planned"
     REJECTED = "rejected"

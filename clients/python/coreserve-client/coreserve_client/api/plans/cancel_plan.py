@@ -77,7 +77,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
 ) -> Response[PlanView | Problem]:
-    """Cancel a committed plan: release every reservation (idempotent).
+    """Cancel a committed, active or broken plan: release every reservation (idempotent).
 
     Args:
         id (UUID):
@@ -106,7 +106,7 @@ def sync(
     *,
     client: AuthenticatedClient,
 ) -> PlanView | Problem | None:
-    """Cancel a committed plan: release every reservation (idempotent).
+    """Cancel a committed, active or broken plan: release every reservation (idempotent).
 
     Args:
         id (UUID):
@@ -130,7 +130,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
 ) -> Response[PlanView | Problem]:
-    """Cancel a committed plan: release every reservation (idempotent).
+    """Cancel a committed, active or broken plan: release every reservation (idempotent).
 
     Args:
         id (UUID):
@@ -157,7 +157,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
 ) -> PlanView | Problem | None:
-    """Cancel a committed plan: release every reservation (idempotent).
+    """Cancel a committed, active or broken plan: release every reservation (idempotent).
 
     Args:
         id (UUID):

@@ -1,0 +1,269 @@
+//! Webhooks: the events of a user's plans (an admin's: everyone's) POSTed to the URLs they
+//! registered (`/v1/webhooks`), in the log's order, at least once, each signed.
+//!
+//! A delivery is `POST url` with the event as JSON ([`PlanEvent`], the `data:` of
+//! `GET /v1/events`) and the headers
+//!
+//! - `Coreserve-Event-Id`: the event's id (a receiver de-duplicates by it: a delivery whose answer
+//!   was lost is sent again);
+//! - `Coreserve-Event-Type`: `plan.committed`, `plan.active`, ...;
+//! - `Coreserve-Webhook-Id`: the webhook;
+//! - `Coreserve-Signature: t=<unix seconds>,v1=<hex>`: HMAC-SHA256 with the webhook's secret
+//!   of `<t>.<body>` (the convention of Stripe; GitHub signs the body alone). A receiver
+//!   recomputes it ([`verify`]) and refuses an old `t` (replays).
+//!
+//! A 2xx answer acknowledges the event; anything else (or no answer in 10 s) is retried with
+//! exponential backoff and jitter ([`backoff`]), and later events wait for it (order is kept).
+//! A webhook failing for longer than [`Deliverer::disable_after`] is disabled. Each attempt is
+//! in the webhook's delivery log. One process delivers a webhook at a time (a lease in the
+//! store); the cursor moves only after a 2xx, so a crash at any point re-sends at most the
+//! event in flight.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, KeyInit, Mac};
+use rand::Rng;
+use sha2::Sha256;
+
+use crate::store::{DeliveryRecord, PlanEvent, Store, StoreError, WebhookRecord};
+
+/// The signature header.
+pub const SIGNATURE_HEADER: &str = "Coreserve-Signature";
+/// The event id header.
+pub const EVENT_ID_HEADER: &str = "Coreserve-Event-Id";
+
+/// The longest wait between two attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+
+/// How long a receiver has to answer one delivery.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `t=<t>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.
+pub fn sign(secret: &str, t: i64, body: &[u8]) -> String {
+    format!("t={t},v1={}", hex::encode(mac(secret, t, body).finalize().into_bytes()))
+}
+
+fn mac(secret: &str, t: i64, body: &[u8]) -> Hmac<Sha256> {
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).expect("HMAC takes a key of any length");
+    m.update(t.to_string().as_bytes());
+    m.update(b".");
+    m.update(body);
+    m
+}
+
+/// Does `header` (a [`SIGNATURE_HEADER`] value) sign `body` with `secret`, made at most
+/// `tolerance_s` seconds from `now`? The comparison is constant-time.
+pub fn verify(secret: &str, header: &str, body: &[u8], now: DateTime<Utc>, tolerance_s: i64) -> bool {
+    let mut t = None;
+    let mut v1 = Vec::new();
+    for part in header.split(',') {
+        match part.trim().split_once('=') {
+            Some(("t", v)) => t = v.parse::<i64>().ok(),
+            Some(("v1", v)) => v1.extend(hex::decode(v).ok()),
+            _ => {}
+        }
+    }
+    let Some(t) = t.filter(|t| (now.timestamp() - t).abs() <= tolerance_s) else { return false };
+    v1.iter().any(|sig| mac(secret, t, body).verify_slice(sig).is_ok())
+}
+
+/// The wait after `failures` failed attempts in a row (≥ 1): `base * 2^(failures-1)`, at most
+/// [`MAX_BACKOFF`], of which a random half ("equal jitter": receivers that failed together do
+/// not come back together).
+pub fn backoff(base: Duration, failures: i32, rng: &mut impl Rng) -> Duration {
+    let exp = u32::try_from(failures.saturating_sub(1)).unwrap_or(0).min(30);
+    let full = base.saturating_mul(1 << exp).min(MAX_BACKOFF);
+    full / 2 + full.mul_f64(rng.gen_range(0.0..0.5))
+}
+
+/// A new webhook secret: `whsec_` and 32 random bytes in hex.
+pub fn new_secret() -> String {
+    format!("whsec_{}", hex::encode(rand::random::<[u8; 32]>()))
+}
+
+/// Delivers the events of due webhooks (one process's share: the webhooks it leases).
+pub struct Deliverer {
+    store: Arc<dyn Store>,
+    http: reqwest::Client,
+    /// This process's name in the webhooks' leases.
+    owner: String,
+    /// The first retry's wait (doubling from there).
+    pub retry_base: Duration,
+    /// A webhook failing for longer than this is disabled.
+    pub disable_after: chrono::Duration,
+}
+
+/// Events sent per webhook per round.
+const BATCH: i64 = 64;
+/// Webhooks leased per round.
+const WEBHOOKS_PER_ROUND: i64 = 32;
+/// How long a lease lasts (a process that dies mid-delivery holds it this long).
+const LEASE_S: i64 = 30;
+
+impl Deliverer {
+    /// A deliverer over `store`, retrying after `retry_base` (doubling) and disabling a
+    /// webhook that fails for longer than `disable_after`.
+    pub fn new(store: Arc<dyn Store>, retry_base: Duration, disable_after: chrono::Duration) -> Deliverer {
+        crate::protocol::http::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .timeout(DELIVERY_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client");
+        Deliverer { store, http, owner: format!("webhooks-{}", uuid::Uuid::new_v4()), retry_base, disable_after }
+    }
+
+    /// One round: leases the webhooks due with events to deliver, delivers each (in parallel,
+    /// each in order), releases them; how many deliveries were acknowledged.
+    ///
+    /// # Errors
+    /// The store failed to lease.
+    pub async fn round(&self) -> Result<usize, StoreError> {
+        let due = self.store.lease_due_webhooks(&self.owner, Utc::now(), LEASE_S, WEBHOOKS_PER_ROUND).await?;
+        let done = futures::future::join_all(due.into_iter().map(|w| self.deliver(w))).await;
+        Ok(done.into_iter().sum())
+    }
+
+    /// Sends `w`'s next events in order until one fails; records each attempt.
+    async fn deliver(&self, mut w: WebhookRecord) -> usize {
+        let id = w.id;
+        let events = match self.store.events_after(w.cursor, (!w.admin).then_some(w.user.as_str()), BATCH).await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(webhook = %id, error = %e, "webhook events not read");
+                return 0;
+            }
+        };
+        let mut acknowledged = 0;
+        for event in events {
+            let (status_code, error, took) = self.post(&w, &event).await;
+            let now = Utc::now();
+            let attempt = w.attempts + 1;
+            match &error {
+                None => {
+                    w.cursor = event.id;
+                    w.attempts = 0;
+                    w.failing_since = None;
+                    w.last_error = None;
+                    w.next_attempt_at = now;
+                }
+                Some(e) => {
+                    w.attempts = attempt;
+                    let since = *w.failing_since.get_or_insert(now);
+                    w.last_error = Some(e.clone());
+                    let wait = backoff(self.retry_base, attempt, &mut rand::thread_rng());
+                    w.next_attempt_at = now + chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+                    if now - since > self.disable_after {
+                        w.enabled = false;
+                        tracing::warn!(webhook = %id, url = %w.url, since = %since, "webhook disabled: failing too long");
+                    }
+                }
+            }
+            let delivery = DeliveryRecord {
+                webhook_id: id,
+                event_id: event.id,
+                at: now,
+                attempt,
+                status_code,
+                error: error.clone(),
+                duration_ms: took.as_secs_f64() * 1e3,
+            };
+            if let Err(e) = self.store.record_delivery(&self.owner, &w, &delivery).await {
+                // Lost the lease (or the webhook was deleted): whoever holds it goes on.
+                tracing::warn!(webhook = %id, error = %e, "webhook delivery not recorded");
+                return acknowledged;
+            }
+            if error.is_some() {
+                break;
+            }
+            acknowledged += 1;
+        }
+        if let Err(e) = self.store.release_webhook(&self.owner, id).await {
+            tracing::debug!(webhook = %id, error = %e, "webhook lease not released (it runs out)");
+        }
+        acknowledged
+    }
+
+    /// One POST: the receiver's status, the failure (if not 2xx) and the time it took.
+    async fn post(&self, w: &WebhookRecord, event: &PlanEvent) -> (Option<i32>, Option<String>, Duration) {
+        let body = serde_json::to_vec(event).expect("an event serialises");
+        let signature = sign(&w.secret, Utc::now().timestamp(), &body);
+        let started = Instant::now();
+        let answer = self
+            .http
+            .post(&w.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .header(EVENT_ID_HEADER, event.id.to_string())
+            .header("Coreserve-Event-Type", &event.kind)
+            .header("Coreserve-Webhook-Id", w.id.to_string())
+            .body(body)
+            .send()
+            .await;
+        let took = started.elapsed();
+        match answer {
+            Ok(r) if r.status().is_success() => (Some(i32::from(r.status().as_u16())), None, took),
+            Ok(r) => (Some(i32::from(r.status().as_u16())), Some(format!("answered {}", r.status())), took),
+            Err(e) => (None, Some(transport_error(&e)), took),
+        }
+    }
+}
+
+/// A transport error in words, without the URL (it is the webhook's own).
+fn transport_error(e: &reqwest::Error) -> String {
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    if e.is_timeout() {
+        format!("no answer within {} s", DELIVERY_TIMEOUT.as_secs())
+    } else if e.is_connect() {
+        format!("cannot connect: {cause}")
+    } else {
+        format!("{cause}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+
+    #[test]
+    fn a_signature_verifies_with_its_secret_only_and_only_while_fresh() {
+        let body = br#"{"id":1}"#;
+        let now = Utc::now();
+        let h = sign("s3cret", now.timestamp(), body);
+        assert!(h.starts_with(&format!("t={},v1=", now.timestamp())), "{h}");
+        assert!(verify("s3cret", &h, body, now, 300));
+        assert!(!verify("wrong", &h, body, now, 300), "another secret");
+        assert!(!verify("s3cret", &h, br#"{"id":2}"#, now, 300), "another body");
+        assert!(!verify("s3cret", &h, body, now + chrono::Duration::seconds(301), 300), "too old");
+        assert!(!verify("s3cret", "v1=00", body, now, 300), "no timestamp");
+        // The known answer of HMAC-SHA256 (RFC 4231, test case 2: key "Jefe").
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(b"Jefe").unwrap();
+        m.update(b"what do ya want for nothing?");
+        assert_eq!(
+            hex::encode(m.finalize().into_bytes()),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_an_hour() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let base = Duration::from_secs(1);
+        for failures in 1..=20 {
+            let full = (base * (1u32 << (failures - 1))).min(MAX_BACKOFF);
+            let d = backoff(base, failures, &mut rng);
+            assert!(d >= full / 2 && d <= full, "{failures}: {d:?} of {full:?}");
+        }
+        let capped = backoff(base, 40, &mut rng);
+        assert!(capped >= MAX_BACKOFF / 2 && capped <= MAX_BACKOFF, "{capped:?}");
+        let draws: std::collections::HashSet<Duration> = (0..10).map(|_| backoff(base, 5, &mut rng)).collect();
+        assert!(draws.len() > 5, "jittered: {draws:?}");
+    }
+}

@@ -1,0 +1,255 @@
+//! Webhooks (`/v1/webhooks`): a receiver in the test verifies every delivery's signature, sees
+//! every event of its owner's plans at least once across an outage of its own and a `kill -9`
+//! of the service, and de-duplicates by event id; another user's events never reach it; a
+//! webhook failing for too long is disabled; bad input is refused.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use chrono::Utc;
+use coreserve::api::webhooks::{verify, EVENT_ID_HEADER, SIGNATURE_HEADER};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::support::serve::{Server, ADMIN};
+use crate::support::{in_hours, machine, problem, ts, ApiClient, TestApp, TestDb};
+
+/// What the receiver saw.
+#[derive(Default)]
+struct Seen {
+    /// The secret deliveries must be signed with (known once the webhook is made).
+    secret: String,
+    /// Every delivery: (event id from the header, the body's id, the body's user, the
+    /// signature verifies with the secret, it verifies with a wrong secret, answered 2xx).
+    deliveries: Vec<(i64, i64, String, bool, bool, bool)>,
+    /// Answer 503 while true (an outage of the receiver's application).
+    failing: bool,
+}
+
+/// A webhook receiver on 127.0.0.1 (a real HTTP server): its URL and what it saw.
+async fn receiver() -> (String, Arc<Mutex<Seen>>) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let data = web::Data::from(seen.clone());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let server = HttpServer::new(move || {
+        App::new().app_data(data.clone()).route(
+            "/hook",
+            web::post().to(|seen: web::Data<Mutex<Seen>>, req: HttpRequest, body: web::Bytes| async move {
+                let mut s = seen.lock().unwrap();
+                let header =
+                    |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+                let ok = verify(&s.secret, &header(SIGNATURE_HEADER), &body, Utc::now(), 300);
+                let wrong = verify("not-the-secret-0123", &header(SIGNATURE_HEADER), &body, Utc::now(), 300);
+                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let id = header(EVENT_ID_HEADER).parse().unwrap_or(-1);
+                let user = v["user"].as_str().unwrap_or("").to_owned();
+                let acknowledged = !s.failing;
+                s.deliveries.push((id, v["id"].as_i64().unwrap_or(-2), user, ok, wrong, acknowledged));
+                if s.failing {
+                    HttpResponse::ServiceUnavailable().finish()
+                } else {
+                    HttpResponse::NoContent().finish()
+                }
+            }),
+        )
+    })
+    .workers(1)
+    .listen(listener)
+    .unwrap()
+    .run();
+    tokio::spawn(server);
+    (url, seen)
+}
+
+fn plan(id: &str, offset_s: i64) -> Value {
+    json!({
+        "id": id,
+        "deadline": in_hours(6),
+        "not_before": ts(Utc::now() + chrono::Duration::seconds(offset_s)),
+        "jobs": [{"name": "A", "os": "linux", "cpus": 2, "offset_s": 0, "duration_s": 600}],
+        "transfers": []
+    })
+}
+
+async fn token(api: &ApiClient, admin: &str, user: &str) -> String {
+    let r = api.post("/v1/tokens", admin, &json!({"user": user})).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    r.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned()
+}
+
+/// Alice's events, as the log has them (SSE from the start, read until `n` came).
+async fn events_of(api: &ApiClient, token: &str, n: usize) -> Vec<i64> {
+    let mut r = api
+        .client
+        .get(format!("{}/v1/events", api.base))
+        .bearer_auth(token)
+        .header("Last-Event-ID", "0")
+        .send()
+        .await
+        .unwrap();
+    let (mut ids, mut buf) = (Vec::new(), String::new());
+    while ids.len() < n {
+        let Ok(Ok(Some(c))) = tokio::time::timeout(Duration::from_secs(10), r.chunk()).await else { break };
+        buf.push_str(std::str::from_utf8(&c).unwrap());
+        while let Some(i) = buf.find("\n\n") {
+            let block: String = buf.drain(..i + 2).collect();
+            ids.extend(block.lines().find_map(|l| l.strip_prefix("id: ")).map(|v| v.parse::<i64>().unwrap()));
+        }
+    }
+    ids
+}
+
+/// Waits until the receiver acknowledged (answered 2xx to) every one of `want`.
+async fn until_delivered(seen: &Mutex<Seen>, want: &BTreeSet<i64>) {
+    for _ in 0..300 {
+        let got: BTreeSet<i64> = seen.lock().unwrap().deliveries.iter().filter(|d| d.5).map(|d| d.0).collect();
+        if want.is_subset(&got) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not delivered: {want:?}, got {:?}", seen.lock().unwrap().deliveries);
+}
+
+/// Issue 25: every event of Alice's plans reaches her webhook at least once, signed, in order
+/// of first delivery, across a 503 outage of the receiver and a `kill -9` of the service; the
+/// receiver de-duplicates by id; Bob's events never come; the delivery log shows the failures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_reaches_the_webhook_signed_across_outages_and_a_kill_9() {
+    let _machine = machine::reserve("crash").await;
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let args = ["--w-interval-s", "1", "--webhook-retry-base-ms", "200"];
+    let server = Server::start(&db.url, Some(&grid), &args, None);
+    let api = server.api();
+    let (alice, bob) = (token(&api, ADMIN, "alice").await, token(&api, ADMIN, "bob").await);
+    let (url, seen) = receiver().await;
+
+    let r = api.post("/v1/webhooks", &alice, &json!({"url": url})).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let hook: Value = r.json().await.unwrap();
+    let secret = hook["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"), "{hook}");
+    seen.lock().unwrap().secret = secret;
+    let hook_id = hook["id"].as_str().unwrap().to_owned();
+
+    // Two plans of Alice's, one of Bob's.
+    let p1 = api.post("/v1/plans", &alice, &plan("p1", 3600)).await.json::<Value>().await.unwrap();
+    api.post("/v1/plans", &alice, &plan("p2", 7200)).await;
+    api.post("/v1/plans", &bob, &plan("b1", 3600)).await;
+    until_delivered(&seen, &events_of(&api, &alice, 2).await.into_iter().collect()).await;
+
+    // The receiver fails for 2 s: the cancel's event is retried until it is acknowledged.
+    seen.lock().unwrap().failing = true;
+    assert_eq!(api.delete(&format!("/v1/plans/{}", p1["id"].as_str().unwrap()), &alice).await.status(), 200);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let failed = seen.lock().unwrap().deliveries.len();
+    seen.lock().unwrap().failing = false;
+    until_delivered(&seen, &events_of(&api, &alice, 3).await.into_iter().collect()).await;
+    let log: Vec<Value> =
+        api.json(&format!("/v1/webhooks/{hook_id}/deliveries"), &alice).await.as_array().unwrap().clone();
+    assert!(log.iter().any(|d| d["status_code"] == 503 && d["error"].is_string()), "{log:?}");
+    assert!(log[0]["error"].is_null() && log[0]["status_code"] == 204, "newest first, delivered: {log:?}");
+    assert!(failed >= 3, "retried while failing (backoff 200 ms doubling): {failed}");
+
+    // kill -9, restart: what comes after is delivered by the new process.
+    server.kill();
+    let server = Server::start(&db.url, None, &args, None);
+    let api = server.api();
+    api.post("/v1/plans", &alice, &plan("p3", 3600)).await;
+    let all = events_of(&api, &alice, 4).await;
+    assert_eq!(all.len(), 4, "p1 committed, p2 committed, p1 cancelled, p3 committed: {all:?}");
+    until_delivered(&seen, &all.iter().copied().collect()).await;
+
+    let deliveries = seen.lock().unwrap().deliveries.clone();
+    let s = Seen { deliveries, ..Seen::default() };
+    assert!(
+        s.deliveries.iter().all(|d| d.3 && !d.4),
+        "every signature verifies, with the secret only: {:?}",
+        s.deliveries
+    );
+    assert!(s.deliveries.iter().all(|d| d.0 == d.1 && d.2 == "alice"), "Alice's own, id in header and body");
+    // De-duplicated by id, in the order first delivered: exactly the log's events, in order.
+    let mut first = Vec::new();
+    for d in &s.deliveries {
+        if !first.contains(&d.0) {
+            first.push(d.0);
+        }
+    }
+    assert_eq!(first, all);
+    let w = api.json(&format!("/v1/webhooks/{hook_id}"), &alice).await;
+    assert_eq!((w["enabled"].as_bool(), w["failures"].as_i64()), (Some(true), Some(0)), "{w}");
+    assert_eq!(w["delivered_through"], *all.last().unwrap(), "{w}");
+    assert!(w.get("secret").is_none(), "the secret is shown once: {w}");
+}
+
+/// A webhook whose receiver keeps failing is disabled after `--webhook-disable-after-s`;
+/// another user's webhook is 403; bad URLs and secrets are 422; delete stops it.
+#[tokio::test]
+async fn a_failing_webhook_is_disabled_and_bad_input_is_refused() {
+    let app = TestApp::memory(crate::support::grid(), |c| {
+        c.w_interval_s = 1;
+        c.webhook_retry_base_ms = 100;
+        c.webhook_disable_after_s = 1;
+    })
+    .await;
+    let admin = crate::support::ADMIN;
+    let (alice, bob) = (app.token("alice", false).await, app.token("bob", false).await);
+    for bad in [
+        json!({"url": "ftp://example.org/x"}),
+        json!({"url": "not a url"}),
+        json!({"url": "http://"}),
+        json!({"url": format!("https://example.org/{}", "a".repeat(2100))}),
+        json!({"url": "https://example.org/x", "secret": "short"}),
+        json!({"url": "https://example.org/x", "secret": "has spaces in it, sixteen+"}),
+        json!({"url": "https://example.org/x", "extra": 1}),
+    ] {
+        let r = app.post("/v1/webhooks", &alice, &bad).await;
+        assert!(r.status().is_client_error(), "{bad}: {}", r.status());
+    }
+    assert!(app.json("/v1/webhooks", &alice).await.as_array().unwrap().is_empty(), "nothing made");
+
+    let (url, seen) = receiver().await;
+    seen.lock().unwrap().failing = true;
+    let hook: Value = app
+        .post("/v1/webhooks", &alice, &json!({"url": url, "secret": "a-secret-of-my-own"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hook["secret"], "a-secret-of-my-own");
+    seen.lock().unwrap().secret = "a-secret-of-my-own".into();
+    let id = hook["id"].as_str().unwrap().to_owned();
+    let r = app.get(&format!("/v1/webhooks/{id}"), &bob).await;
+    problem(r, StatusCode::FORBIDDEN).await;
+    assert!(app.json("/v1/webhooks", &bob).await.as_array().unwrap().is_empty());
+    assert_eq!(app.json("/v1/webhooks", admin).await.as_array().unwrap().len(), 1, "an admin sees all");
+
+    app.post("/v1/plans", &alice, &plan("x", 3600)).await;
+    let mut w = Value::Null;
+    for _ in 0..100 {
+        w = app.json(&format!("/v1/webhooks/{id}"), &alice).await;
+        if w["enabled"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(w["enabled"], false, "{w}");
+    assert!(w["last_error"].as_str().unwrap().contains("503"), "{w}");
+    assert!(w["failures"].as_i64().unwrap() >= 2, "{w}");
+    let tried = seen.lock().unwrap().deliveries.len();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(seen.lock().unwrap().deliveries.len(), tried, "a disabled webhook gets nothing");
+    assert!(seen.lock().unwrap().deliveries.iter().all(|d| d.3), "signed with the given secret");
+
+    let r = app.delete(&format!("/v1/webhooks/{id}"), &bob).await;
+    problem(r, StatusCode::FORBIDDEN).await;
+    assert_eq!(app.delete(&format!("/v1/webhooks/{id}"), &alice).await.status(), StatusCode::NO_CONTENT);
+    let r = app.get(&format!("/v1/webhooks/{id}"), &alice).await;
+    problem(r, StatusCode::NOT_FOUND).await;
+}
