@@ -63,9 +63,11 @@ struct Inner {
     plans: HashMap<Uuid, PlanRecord>,
     /// Insertion order of `plans` (listing is oldest first).
     order: Vec<Uuid>,
-    /// `(user, key)` -> its claim, and `(plan, fingerprint)` once done.
-    keys: HashMap<(String, String), KeyRow>,
+    /// `(principal, key)` -> its claim, and `(plan, fingerprint)` once done.
+    keys: HashMap<(Uuid, String), KeyRow>,
     tokens: HashMap<String, TokenRecord>,
+    /// Principal ids by name (`principals` in PostgreSQL).
+    principals: HashMap<String, Uuid>,
     /// Ids of revoked tokens.
     revoked: std::collections::HashSet<Uuid>,
     holds: HashMap<HoldId, Row>,
@@ -96,16 +98,16 @@ impl MemoryStore {
     }
 }
 
-/// Binds `(user, key)`, still held by `claim`, to `plan`.
+/// Binds `(owner, key)`, still held by `claim`, to `plan`.
 fn complete_key(
     g: &mut Inner,
-    user: &str,
+    owner: Uuid,
     key: &str,
     print: &str,
     claim: &Claim,
     plan: Uuid,
 ) -> Result<(), StoreError> {
-    match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
+    match g.keys.get_mut(&(owner, key.to_owned())) {
         Some(row) if row.claim == claim.id && row.done.is_none() => {
             row.done = Some((plan, print.to_owned()));
             Ok(())
@@ -116,7 +118,7 @@ fn complete_key(
 
 fn matches(p: &PlanRecord, f: &PlanFilter) -> bool {
     let start = p.outcome.start;
-    f.user.as_ref().is_none_or(|u| *u == p.user)
+    f.owner.is_none_or(|o| o == p.owner)
         && f.status.is_none_or(|s| s == p.status)
         && f.from.is_none_or(|from| start.is_some_and(|st| st >= from))
         && f.to.is_none_or(|to| start.is_some_and(|st| st < to))
@@ -217,12 +219,12 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
+    async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         let mut g = self.lock();
         let fresh = KeyRow { claim: claim.id, lease_until: lease(claim.lease_s), done: None };
-        Ok(match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
+        Ok(match g.keys.get_mut(&(owner, key.to_owned())) {
             None => {
-                g.keys.insert((user.to_owned(), key.to_owned()), fresh);
+                g.keys.insert((owner, key.to_owned()), fresh);
                 KeyClaim::Claimed
             }
             Some(row) => match &row.done {
@@ -236,9 +238,9 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
+    async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
         let mut g = self.lock();
-        let k = (user.to_owned(), key.to_owned());
+        let k = (owner, key.to_owned());
         if g.keys.get(&k).is_some_and(|r| r.done.is_none() && r.claim == claim.id) {
             g.keys.remove(&k);
         }
@@ -265,6 +267,7 @@ impl Store for MemoryStore {
         if g.revoked.contains(&token.id) {
             return Ok(()); // stays revoked
         }
+        token.principal = *g.principals.entry(token.user.clone()).or_insert_with(Uuid::new_v4);
         g.tokens.insert(token.hash.clone(), token);
         Ok(())
     }
@@ -303,7 +306,7 @@ impl Store for MemoryStore {
             crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
         }
         if let Some((key, print)) = r.key {
-            complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
+            complete_key(&mut g, r.plan.owner, key, print, r.claim, r.plan.id)?;
         }
         if r.reservations {
             for p in d.parts {
@@ -335,7 +338,7 @@ impl Store for MemoryStore {
     async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         if let Some((key, print)) = r.key {
-            complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
+            complete_key(&mut g, r.plan.owner, key, print, r.claim, r.plan.id)?;
         }
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
