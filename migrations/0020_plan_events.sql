@@ -34,13 +34,15 @@ CREATE TABLE plan_events (
     id bigint PRIMARY KEY,
     at timestamptz NOT NULL DEFAULT now(),
     plan_id uuid NOT NULL,
+    -- The plan's owner (its principal id: whose stream and webhooks get the event) and name.
+    owner uuid NOT NULL,
     "user" text NOT NULL,
     request_id text NOT NULL,
     status text NOT NULL,
     -- The plan's outcome at the change (its jobs' and transfers' `broken` say what broke).
     outcome jsonb NOT NULL
 );
-CREATE INDEX plan_events_by_user ON plan_events ("user", id);
+CREATE INDEX plan_events_by_owner ON plan_events (owner, id);
 
 CREATE FUNCTION plans_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -51,8 +53,8 @@ BEGIN
         RETURN NULL;
     END IF;
     UPDATE plan_event_counter SET last_id = last_id + 1 RETURNING last_id INTO next;
-    INSERT INTO plan_events (id, plan_id, "user", request_id, status, outcome)
-        VALUES (next, NEW.id, NEW."user", NEW.request_id, NEW.status, NEW.outcome);
+    INSERT INTO plan_events (id, plan_id, owner, "user", request_id, status, outcome)
+        VALUES (next, NEW.id, NEW.owner, NEW."user", NEW.request_id, NEW.status, NEW.outcome);
     -- Delivered at commit, to the processes that stream events (GET /v1/events).
     PERFORM pg_notify('coreserve_events', next::text);
     RETURN NULL;

@@ -4,6 +4,8 @@
 -- never deliver the same webhook at once.
 CREATE TABLE webhooks (
     id              uuid PRIMARY KEY,
+    -- The owner: its principal id (whose events it gets) and name.
+    owner           uuid NOT NULL,
     "user"          text NOT NULL,
     admin           boolean NOT NULL,
     url             text NOT NULL,
@@ -19,7 +21,7 @@ CREATE TABLE webhooks (
     lease_until     timestamptz,
     seq             bigserial NOT NULL
 );
-CREATE INDEX webhooks_by_user ON webhooks ("user", seq);
+CREATE INDEX webhooks_by_owner ON webhooks (owner, seq);
 CREATE INDEX webhooks_due ON webhooks (next_attempt_at) WHERE enabled;
 
 -- Each webhook's delivery log: the newest 100 attempts.

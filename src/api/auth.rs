@@ -55,6 +55,12 @@ pub fn check_principal_name(user: &str) -> Result<(), String> {
     if user.trim() != user {
         return Err(format!("user `{user}` has leading or trailing whitespace"));
     }
+    if let Some(c) = user.chars().find(|c| invisible(*c)) {
+        return Err(format!(
+            "user {user:?} contains the invisible character U+{:04X} (a name must look like what it is)",
+            u32::from(c)
+        ));
+    }
     if user.starts_with('@') || RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(user)) {
         return Err(format!(
             "user `{user}` is reserved (bootstrap and deployment principals: {}, and every name starting with @)",
@@ -62,6 +68,16 @@ pub fn check_principal_name(user: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Characters that show as nothing (or reorder what follows): a name with one would be shown
+/// like another (`admin\u{200B}` as `admin`). Zero-width and joining characters, soft hyphen,
+/// bidirectional controls, word joiners, the byte-order mark, tags.
+fn invisible(c: char) -> bool {
+    matches!(u32::from(c),
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F | 0x200B..=0x200F
+        | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF9..=0xFFFB
+        | 0xE0000..=0xE0FFF)
 }
 
 /// Checks a configured bootstrap token (`--admin-token` and the like): at least
@@ -136,11 +152,30 @@ pub fn bearer_token(value: &str) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
+/// The principal id of a verified client certificate named `name`: derived from the name in a
+/// space of its own (SHA-256 of a fixed prefix and the name), so that it is stable across
+/// processes and restarts and is never the id of a token's principal (those are random,
+/// `principals.id`): a certificate named `admin` or `alice` owns nothing of the admin's or
+/// alice's.
+pub fn certificate_principal(name: &str) -> uuid::Uuid {
+    let digest = Sha256::digest(format!("coreserve client certificate\0{name}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid()
+}
+
 /// The authenticated caller of a request: extract it in a handler to require a valid token
 /// (401 without one).
 #[derive(Debug, Clone)]
 pub struct Caller {
+    /// The principal's name, as shown (the `user` of plans, `whoami`, the audit log). Never
+    /// what access is decided on: that is [`Caller::principal`].
     pub user: String,
+    /// The principal's id: what owns plans and idempotency keys.
+    pub principal: uuid::Uuid,
+    /// Authenticated by a verified client certificate (not a token): its principal is
+    /// [`certificate_principal`] of its name.
+    pub certified: bool,
     pub admin: bool,
     pub service: bool,
     /// A planner of this deployment: its holds belong to [`PLANNERS`].
@@ -153,7 +188,15 @@ impl Caller {
     /// The planner principal `name` of a verified client certificate (see [`super::peer`]): a
     /// planner of this deployment, never an admin.
     pub fn certified(name: &str) -> Caller {
-        Caller { user: name.to_owned(), admin: false, service: true, planner: true, token_id: None }
+        Caller {
+            user: name.to_owned(),
+            principal: certificate_principal(name),
+            certified: true,
+            admin: false,
+            service: true,
+            planner: true,
+            token_id: None,
+        }
     }
 
     /// 403 unless admin.
@@ -174,9 +217,11 @@ impl Caller {
         }
     }
 
-    /// May this caller see and cancel a plan of `owner`?
-    pub fn may_access(&self, owner: &str) -> bool {
-        self.admin || self.user == owner
+    /// May this caller see and cancel a plan owned by principal `owner`? Its own principal's
+    /// plans, or every plan for an admin; never by name (a token for another principal shown
+    /// alike, or a certificate of the same name, sees nothing).
+    pub fn may_access(&self, owner: uuid::Uuid) -> bool {
+        self.admin || self.principal == owner
     }
 
     /// The principal the holds this caller prepares belong to: [`PLANNERS`] for a planner
@@ -190,9 +235,12 @@ impl Caller {
     }
 
     /// Does a hold owned by `owner` belong to this caller (its own principal, or the planner
-    /// principal for a planner credential)?
+    /// principal for a planner credential)? Holds record their owner's name: a token
+    /// principal's name is its alone (`principals.name` is unique), and a certified caller
+    /// owns only the planners' holds (the holds it prepares are theirs), never those of a
+    /// token principal whose name its certificate bears.
     pub fn owns_hold(&self, owner: &str) -> bool {
-        owner == self.user || (self.planner && owner == PLANNERS)
+        (!self.certified && owner == self.user) || (self.planner && owner == PLANNERS)
     }
 }
 
@@ -233,6 +281,8 @@ impl FromRequest for Caller {
             }
             Ok(Caller {
                 user: rec.user,
+                principal: rec.principal,
+                certified: false,
                 admin: rec.admin,
                 service: rec.service,
                 planner: rec.planner,
@@ -250,7 +300,23 @@ mod tests {
     fn principal_names_are_validated_not_trimmed_and_reserved_names_refused() {
         assert_eq!(check_principal_name("alice"), Ok(()));
         assert_eq!(check_principal_name("planner-1"), Ok(()));
-        for bad in ["admin", "Admin", " admin", "admin ", "service", "@planners", "@x", "", " ", "a\tb"] {
+        for bad in [
+            "admin",
+            "Admin",
+            " admin",
+            "admin ",
+            "\u{3000}admin",
+            "admin\u{200B}",
+            "ad\u{202E}nimda",
+            "\u{FEFF}alice",
+            "service",
+            "@planners",
+            "@x",
+            "",
+            " ",
+            "a\tb",
+            "alice\n",
+        ] {
             assert!(check_principal_name(bad).is_err(), "{bad:?}");
         }
     }

@@ -18,8 +18,10 @@ use crate::store::{Claim, DecisionRecord, PlanRecord, PlanStatus, Store, StoreEr
 pub struct PlanMeta<'a> {
     /// The plan's own id (`/v1/plans/{id}`).
     pub id: Uuid,
-    /// Its owner (the token's user).
+    /// Its owner's name (the token's user), as shown.
     pub user: &'a str,
+    /// Its owner: the caller's principal id.
+    pub owner: Uuid,
     /// When the request was received.
     pub created_at: DateTime<Utc>,
     /// `(Idempotency-Key, body fingerprint)` of the request, if it sent one.
@@ -62,6 +64,7 @@ impl DecisionLog for StoreDecisionLog<'_> {
         let plan = PlanRecord {
             id: meta.id,
             user: meta.user.to_owned(),
+            owner: meta.owner,
             // In process, the decision is the end; remote, committed once the end is logged.
             status: if self.shares_fate { PlanStatus::Committed } else { PlanStatus::Pending },
             outcome: d.outcome.clone(),
@@ -130,7 +133,7 @@ mod tests {
     async fn a_remote_decision_stores_a_pending_plan_committed_only_at_its_end() {
         let store = MemoryStore::new();
         let claim = Claim::new("test", 60);
-        let meta = PlanMeta { id: Uuid::new_v4(), user: "u", created_at: Utc::now(), key: None };
+        let meta = PlanMeta { id: Uuid::new_v4(), user: "u", owner: Uuid::new_v4(), created_at: Utc::now(), key: None };
         let id = meta.id;
         let log = StoreDecisionLog::new(&store, false, &claim, Some(meta));
         let mut outcome = Outcome::rejected("r", "", "p0");

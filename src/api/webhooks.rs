@@ -129,7 +129,7 @@ impl Deliverer {
     /// Sends `w`'s next events in order until one fails; records each attempt.
     async fn deliver(&self, mut w: WebhookRecord) -> usize {
         let id = w.id;
-        let events = match self.store.events_after(w.cursor, (!w.admin).then_some(w.user.as_str()), BATCH).await {
+        let events = match self.store.events_after(w.cursor, (!w.admin).then_some(w.owner), BATCH).await {
             Ok(e) => e,
             Err(e) => {
                 tracing::warn!(webhook = %id, error = %e, "webhook events not read");

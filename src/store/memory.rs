@@ -63,9 +63,11 @@ struct Inner {
     plans: HashMap<Uuid, PlanRecord>,
     /// Insertion order of `plans` (listing is oldest first).
     order: Vec<Uuid>,
-    /// `(user, key)` -> its claim, and `(plan, fingerprint)` once done.
-    keys: HashMap<(String, String), KeyRow>,
+    /// `(principal, key)` -> its claim, and `(plan, fingerprint)` once done.
+    keys: HashMap<(Uuid, String), KeyRow>,
     tokens: HashMap<String, TokenRecord>,
+    /// Principal ids by name (`principals` in PostgreSQL).
+    principals: HashMap<String, Uuid>,
     /// Ids of revoked tokens.
     revoked: std::collections::HashSet<Uuid>,
     holds: HashMap<HoldId, Row>,
@@ -153,16 +155,16 @@ impl MemoryStore {
     }
 }
 
-/// Binds `(user, key)`, still held by `claim`, to `plan`.
+/// Binds `(owner, key)`, still held by `claim`, to `plan`.
 fn complete_key(
     g: &mut Inner,
-    user: &str,
+    owner: Uuid,
     key: &str,
     print: &str,
     claim: &Claim,
     plan: Uuid,
 ) -> Result<(), StoreError> {
-    match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
+    match g.keys.get_mut(&(owner, key.to_owned())) {
         Some(row) if row.claim == claim.id && row.done.is_none() => {
             row.done = Some((plan, print.to_owned()));
             Ok(())
@@ -173,7 +175,7 @@ fn complete_key(
 
 fn matches(p: &PlanRecord, f: &PlanFilter) -> bool {
     let start = p.outcome.start;
-    f.user.as_ref().is_none_or(|u| *u == p.user)
+    f.owner.is_none_or(|o| o == p.owner)
         && f.status.is_none_or(|s| s == p.status)
         && f.from.is_none_or(|from| start.is_some_and(|st| st >= from))
         && f.to.is_none_or(|to| start.is_some_and(|st| st < to))
@@ -281,12 +283,12 @@ impl Store for MemoryStore {
         Ok(Some(p))
     }
 
-    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
+    async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         let mut g = self.lock();
         let fresh = KeyRow { claim: claim.id, lease_until: lease(claim.lease_s), done: None };
-        Ok(match g.keys.get_mut(&(user.to_owned(), key.to_owned())) {
+        Ok(match g.keys.get_mut(&(owner, key.to_owned())) {
             None => {
-                g.keys.insert((user.to_owned(), key.to_owned()), fresh);
+                g.keys.insert((owner, key.to_owned()), fresh);
                 KeyClaim::Claimed
             }
             Some(row) => match &row.done {
@@ -300,9 +302,9 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
+    async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
         let mut g = self.lock();
-        let k = (user.to_owned(), key.to_owned());
+        let k = (owner, key.to_owned());
         if g.keys.get(&k).is_some_and(|r| r.done.is_none() && r.claim == claim.id) {
             g.keys.remove(&k);
         }
@@ -329,6 +331,7 @@ impl Store for MemoryStore {
         if g.revoked.contains(&token.id) {
             return Ok(()); // stays revoked
         }
+        token.principal = *g.principals.entry(token.user.clone()).or_insert_with(Uuid::new_v4);
         g.tokens.insert(token.hash.clone(), token);
         Ok(())
     }
@@ -367,7 +370,7 @@ impl Store for MemoryStore {
             crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
         }
         if let Some((key, print)) = r.key {
-            complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
+            complete_key(&mut g, r.plan.owner, key, print, r.claim, r.plan.id)?;
         }
         if r.reservations {
             for p in d.parts {
@@ -400,7 +403,7 @@ impl Store for MemoryStore {
     async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         if let Some((key, print)) = r.key {
-            complete_key(&mut g, &r.plan.user, key, print, r.claim, r.plan.id)?;
+            complete_key(&mut g, r.plan.owner, key, print, r.claim, r.plan.id)?;
         }
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
@@ -553,13 +556,13 @@ impl Store for MemoryStore {
         Ok(due.len() as u64)
     }
 
-    async fn events_after(&self, after: i64, user: Option<&str>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
+    async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
         let g = self.lock();
         // Ids are 1, 2, ...: event `after + 1` is at index `after`.
         let from = usize::try_from(after.max(0)).unwrap_or(usize::MAX).min(g.events.len());
         Ok(g.events[from..]
             .iter()
-            .filter(|e| user.is_none_or(|u| e.user == u))
+            .filter(|e| owner.is_none_or(|o| e.owner == o))
             .take(usize::try_from(limit.max(0)).unwrap_or(usize::MAX))
             .cloned()
             .collect())
@@ -578,9 +581,9 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn webhooks(&self, user: Option<&str>) -> Result<Vec<WebhookRecord>, StoreError> {
+    async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {
         let g = self.lock();
-        Ok(g.webhooks.iter().map(|w| &w.0).filter(|w| user.is_none_or(|u| w.user == u)).cloned().collect())
+        Ok(g.webhooks.iter().map(|w| &w.0).filter(|w| owner.is_none_or(|o| w.owner == o)).cloned().collect())
     }
 
     async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
@@ -606,7 +609,7 @@ impl Store for MemoryStore {
         let Inner { webhooks, events, .. } = &mut *g.inner;
         let pending = |w: &WebhookRecord| {
             let from = usize::try_from(w.cursor.max(0)).unwrap_or(usize::MAX).min(events.len());
-            events[from..].iter().any(|e| w.admin || e.user == w.user)
+            events[from..].iter().any(|e| w.admin || e.owner == w.owner)
         };
         Ok(webhooks
             .iter_mut()

@@ -2,9 +2,10 @@
 //!
 //! - **plans**: one [`PlanRecord`] per `POST /v1/plans` (committed, rejected, later cancelled),
 //!   with the bookings the planner's `Planner::cancel` needs;
-//! - **idempotency keys**: `(user, key)` -> the plan a first request made, so a retried POST
+//! - **idempotency keys**: `(principal, key)` -> the plan a first request made, so a retried POST
 //!   never books twice;
-//! - **API tokens**: only the SHA-256 of each bearer token, with its user and roles;
+//! - **API tokens**: only the SHA-256 of each bearer token, with its principal (an id, and the
+//!   name it is shown as) and roles;
 //! - **the participants' journal** ([`crate::protocol::Journal`]): every hold and reservation
 //!   of the LISes and the NIS, from which their calendars are rebuilt at start;
 //! - **the coordinators' decision log** ([`crate::protocol::decision`]): one row per committed
@@ -121,8 +122,11 @@ pub struct PlanEvent {
     pub plan_id: Uuid,
     /// The client's reference of the plan request.
     pub request_id: String,
-    /// The plan's owner.
+    /// The plan owner's name.
     pub user: String,
+    /// The plan's owner (its principal id): who sees the event. Not in the event's JSON.
+    #[serde(skip)]
+    pub owner: Uuid,
     /// The plan's new status.
     pub status: PlanStatus,
     /// The plan's jobs at the change (a broken one says why in `broken`).
@@ -141,6 +145,7 @@ impl PlanEvent {
             plan_id: plan.id,
             request_id: plan.outcome.request_id.clone(),
             user: plan.user.clone(),
+            owner: plan.owner,
             status: plan.status,
             jobs: plan.outcome.jobs.clone(),
             transfers: plan.outcome.transfers.clone(),
@@ -153,7 +158,9 @@ impl PlanEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WebhookRecord {
     pub id: Uuid,
-    /// The owner.
+    /// The owner's principal id: whose events it gets.
+    pub owner: Uuid,
+    /// The owner's name.
     pub user: String,
     /// Made by an admin: gets every user's events.
     pub admin: bool,
@@ -210,8 +217,12 @@ pub fn status_in_time(status: PlanStatus, outcome: &Outcome, now: DateTime<Utc>)
 pub struct PlanRecord {
     /// The plan's own id (`/v1/plans/{id}`).
     pub id: Uuid,
-    /// The owner (the user of the token that made it).
+    /// The owner's name, as shown (the `user` of the API).
     pub user: String,
+    /// The owner: the principal id of the caller that made it (what access is checked on;
+    /// `migrations/0009_principal_ids.sql`). Two principals may be shown alike, never
+    /// confused.
+    pub owner: Uuid,
     /// Pending, committed, rejected or cancelled.
     pub status: PlanStatus,
     /// The planner's outcome (its `request_id` is the client's reference).
@@ -250,8 +261,11 @@ pub struct TokenRecord {
     pub id: Uuid,
     /// Hex SHA-256 of the bearer token.
     pub hash: String,
-    /// The user it acts as.
+    /// The name of the principal it acts for (as shown).
     pub user: String,
+    /// The principal it acts for: set by the store from `user` (every token of one name acts
+    /// for the same principal; [`Store::insert_token`]).
+    pub principal: Uuid,
     /// May do everything: grid changes, every user's plans, tokens.
     pub admin: bool,
     /// May drive holds directly (prepare, commit, abort, extend): a planner or another broker.
@@ -270,6 +284,7 @@ impl TokenRecord {
             id: Uuid::new_v4(),
             hash: hash.into(),
             user: user.into(),
+            principal: Uuid::nil(),
             admin,
             service,
             planner: false,
@@ -295,8 +310,8 @@ pub struct TokenWatch {
 /// Filter of [`Store::list_plans`].
 #[derive(Debug, Clone, Default)]
 pub struct PlanFilter {
-    /// Only this user's plans (`None`: everyone's, for admins).
-    pub user: Option<String>,
+    /// Only this principal's plans (`None`: everyone's, for admins).
+    pub owner: Option<Uuid>,
     /// Only plans in this state.
     pub status: Option<PlanStatus>,
     /// Only plans whose start is >= this (plans without a start never match a bound).
@@ -417,7 +432,7 @@ pub struct DecisionRecord<'a> {
 pub struct RejectionRecord<'a> {
     /// The rejected plan (nothing booked).
     pub plan: &'a PlanRecord,
-    /// The idempotency key `(key, fingerprint)` it completes (of `plan.user`).
+    /// The idempotency key `(key, fingerprint)` it completes (of `plan.owner`).
     pub key: Option<(&'a str, &'a str)>,
     /// The request's claim, which must still hold the key.
     pub claim: &'a Claim,
@@ -441,18 +456,19 @@ pub trait Store: Journal + Send + Sync {
     /// broken; returns the updated record (`None`: no such plan in those states).
     async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError>;
 
-    /// Reserves `(user, key)` for `claim`, or says who has it. A claim whose lease ran out
+    /// Reserves `(owner, key)` (`owner`: a principal id) for `claim`, or says who has it. A claim whose lease ran out
     /// and that made no plan is taken over (its request died or stalled with its process).
-    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError>;
+    async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError>;
     /// Frees a key `claim` holds whose request failed before making a plan (bad input, a
     /// store error): a retry may use it again at once. A key `claim` no longer holds is left.
-    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError>;
+    async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError>;
     /// Extends the lease of every claim in `claims` (keys without a plan, transactions not
     /// finished) by its owner's `lease_s` from now.
     async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError>;
 
     /// Adds a token (by hash). A hash already stored keeps its id and, if it was revoked,
-    /// stays revoked; its user, roles and expiry are replaced.
+    /// stays revoked; its user, roles and expiry are replaced. The token acts for the
+    /// principal named `token.user`, made if there is none yet (`token.principal` is ignored).
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError>;
     /// The token with this hash, if any and not revoked (an expired one is returned: the
     /// caller compares `expires_at` with its clock).
@@ -540,9 +556,9 @@ pub trait Store: Journal + Send + Sync {
     /// (each change is made, and its event written, once).
     async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
 
-    /// The events with an id above `after`, oldest first, at most `limit`; only `user`'s plans'
-    /// when `Some`.
-    async fn events_after(&self, after: i64, user: Option<&str>, limit: i64) -> Result<Vec<PlanEvent>, StoreError>;
+    /// The events with an id above `after`, oldest first, at most `limit`; only the plans of
+    /// principal `owner` when `Some`.
+    async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError>;
 
     /// The id of the newest event written (0 when none).
     async fn last_event_id(&self) -> Result<i64, StoreError>;
@@ -555,8 +571,8 @@ pub trait Store: Journal + Send + Sync {
     /// Stores a new webhook.
     async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError>;
 
-    /// The webhooks of `user` (`None`: everyone's), oldest first.
-    async fn webhooks(&self, user: Option<&str>) -> Result<Vec<WebhookRecord>, StoreError>;
+    /// The webhooks of principal `owner` (`None`: everyone's), oldest first.
+    async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError>;
 
     /// One webhook.
     async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError>;

@@ -76,6 +76,7 @@ impl<'r> sqlx::Decode<'r, Postgres> for ParticipantRef {
 struct PlanRow {
     id: Uuid,
     user: String,
+    owner: Uuid,
     status: PlanStatus,
     created_at: DateTime<Utc>,
     cancelled_at: Option<DateTime<Utc>>,
@@ -88,6 +89,7 @@ impl From<PlanRow> for PlanRecord {
         PlanRecord {
             id: r.id,
             user: r.user,
+            owner: r.owner,
             status: r.status,
             outcome: r.outcome.0,
             bookings: r.bookings.0,
@@ -202,8 +204,8 @@ impl PgStore {
 impl Store for PgStore {
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
         sqlx::query!(
-            r#"INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
+            r#"INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
             plan.id,
             plan.user,
             plan.outcome.request_id,
@@ -213,6 +215,7 @@ impl Store for PgStore {
             plan.outcome.start,
             Json(&plan.outcome) as _,
             Json(&plan.bookings) as _,
+            plan.owner,
         )
         .execute(&self.pool)
         .await?;
@@ -222,7 +225,7 @@ impl Store for PgStore {
     async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query_as!(
             PlanRow,
-            r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+            r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
                       outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
                FROM plans WHERE id = $1"#,
             id,
@@ -235,15 +238,15 @@ impl Store for PgStore {
     async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
         let rows = sqlx::query_as!(
             PlanRow,
-            r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+            r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
                       outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
                FROM plans
-               WHERE ($1::text IS NULL OR "user" = $1)
+               WHERE ($1::uuid IS NULL OR owner = $1)
                  AND ($2::text IS NULL OR status = $2)
                  AND ($3::timestamptz IS NULL OR start >= $3)
                  AND ($4::timestamptz IS NULL OR start < $4)
                ORDER BY seq"#,
-            filter.user.as_deref(),
+            filter.owner,
             filter.status.map(<&str>::from),
             filter.from,
             filter.to,
@@ -263,7 +266,7 @@ impl Store for PgStore {
                    UPDATE allocation_charges SET released_at = now() WHERE plan_id = $1 AND released_at IS NULL)
                UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
                WHERE id = $1
-               RETURNING id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+               RETURNING id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
                          outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
             id,
             at,
@@ -276,7 +279,7 @@ impl Store for PgStore {
     async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query_as!(
             PlanRow,
-            r#"SELECT id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+            r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
                       outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
                FROM plans
                WHERE status IN ('committed', 'active', 'broken')
@@ -294,7 +297,7 @@ impl Store for PgStore {
             PlanRow,
             r#"UPDATE plans SET status = 'broken', outcome = $2
                WHERE id = $1 AND status IN ('committed', 'active', 'broken')
-               RETURNING id, "user", status AS "status: PlanStatus", created_at, cancelled_at,
+               RETURNING id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
                          outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
             id,
             Json(outcome) as _,
@@ -304,18 +307,18 @@ impl Store for PgStore {
         Ok(row.map(PlanRecord::from))
     }
 
-    async fn claim_key(&self, user: &str, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
+    async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         // Atomic across processes: exactly one statement wins the row, either by inserting it
         // or by taking over a claim whose lease ran out and that made no plan.
         let won = sqlx::query!(
-            r#"INSERT INTO idempotency_keys ("user", key, claim, owner, lease_until)
+            r#"INSERT INTO idempotency_keys (principal, key, claim, owner, lease_until)
                VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5))
-               ON CONFLICT ("user", key) DO UPDATE
+               ON CONFLICT (principal, key) DO UPDATE
                  SET claim = EXCLUDED.claim, owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until,
                      claimed_at = now()
                  WHERE idempotency_keys.plan_id IS NULL AND idempotency_keys.lease_until < now()
                RETURNING plan_id"#,
-            user,
+            owner,
             key,
             claim.id,
             claim.owner,
@@ -327,15 +330,15 @@ impl Store for PgStore {
             return Ok(KeyClaim::Claimed);
         }
         let row = sqlx::query!(
-            r#"SELECT plan_id, fingerprint FROM idempotency_keys WHERE "user" = $1 AND key = $2"#,
-            user,
+            r#"SELECT plan_id, fingerprint FROM idempotency_keys WHERE principal = $1 AND key = $2"#,
+            owner,
             key,
         )
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else {
             // Released between our INSERT and SELECT: it is free again; try once more.
-            return self.claim_key(user, key, claim).await;
+            return self.claim_key(owner, key, claim).await;
         };
         Ok(match row.plan_id {
             None => KeyClaim::InProgress,
@@ -343,10 +346,10 @@ impl Store for PgStore {
         })
     }
 
-    async fn release_key(&self, user: &str, key: &str, claim: &Claim) -> Result<(), StoreError> {
+    async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
         sqlx::query!(
-            r#"DELETE FROM idempotency_keys WHERE "user" = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#,
-            user,
+            r#"DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#,
+            owner,
             key,
             claim.id,
         )
@@ -372,10 +375,16 @@ impl Store for PgStore {
 
     async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
         sqlx::query!(
-            r#"INSERT INTO tokens (id, hash, "user", admin, service, planner, expires_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)
+            // The principal of that name, made if new (DO UPDATE, not DO NOTHING: it returns
+            // the row also when another statement has just made it).
+            r#"WITH p AS (
+                   INSERT INTO principals (name) VALUES ($3) ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+                   RETURNING id)
+               INSERT INTO tokens (id, hash, "user", admin, service, planner, expires_at, principal)
+               SELECT $1, $2, $3, $4, $5, $6, $7, p.id FROM p
                ON CONFLICT (hash) DO UPDATE SET "user" = EXCLUDED."user", admin = EXCLUDED.admin,
-                   service = EXCLUDED.service, planner = EXCLUDED.planner, expires_at = EXCLUDED.expires_at"#,
+                   service = EXCLUDED.service, planner = EXCLUDED.planner, expires_at = EXCLUDED.expires_at,
+                   principal = EXCLUDED.principal"#,
             token.id,
             token.hash,
             token.user,
@@ -392,7 +401,7 @@ impl Store for PgStore {
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
         let token = sqlx::query_as!(
             TokenRecord,
-            r#"SELECT id, hash, "user", admin, service, planner, expires_at FROM tokens
+            r#"SELECT id, hash, "user", principal, admin, service, planner, expires_at FROM tokens
                WHERE hash = $1 AND revoked_at IS NULL"#,
             hash
         )
@@ -406,7 +415,7 @@ impl Store for PgStore {
         let token = sqlx::query_as!(
             TokenRecord,
             r#"UPDATE tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL
-               RETURNING id, hash, "user", admin, service, planner, expires_at"#,
+               RETURNING id, hash, "user", principal, admin, service, planner, expires_at"#,
             id
         )
         .fetch_optional(&self.pool)
@@ -480,7 +489,7 @@ impl Store for PgStore {
         let written = sqlx::query_scalar!(
             r#"WITH k AS (
                    UPDATE idempotency_keys SET plan_id = $2, fingerprint = $15
-                   WHERE "user" = $11 AND key = $14 AND claim = $18 AND plan_id IS NULL
+                   WHERE principal = $26 AND key = $14 AND claim = $18 AND plan_id IS NULL
                    RETURNING 1),
                ok AS (SELECT ($14::text IS NULL OR EXISTS (SELECT 1 FROM k)) AS go),
                t AS (
@@ -501,9 +510,9 @@ impl Store for PgStore {
                    SELECT $2::uuid, $22::text, $23::jsonb, $24::timestamptz, $25::timestamptz
                    FROM ok WHERE go AND $24::timestamptz IS NOT NULL
                    ON CONFLICT (plan_id) DO NOTHING)
-               INSERT INTO plans (id, "user", request_id, status, created_at, start, outcome, bookings)
+               INSERT INTO plans (id, "user", request_id, status, created_at, start, outcome, bookings, owner)
                SELECT $2::uuid, $11::text, $12::text, $21::text, $13::timestamptz, $16::timestamptz, $4::jsonb,
-                   $17::jsonb
+                   $17::jsonb, $26::uuid
                FROM ok WHERE go
                RETURNING id"#,
             d.txn.as_uuid(),
@@ -531,6 +540,7 @@ impl Store for PgStore {
             Json(&usage) as _,
             first_start,
             last_end,
+            plan.owner,
         )
         .fetch_optional(&mut *tx)
         .await?;
@@ -547,11 +557,11 @@ impl Store for PgStore {
         let written = sqlx::query_scalar!(
             r#"WITH k AS (
                    UPDATE idempotency_keys SET plan_id = $1, fingerprint = $11
-                   WHERE "user" = $2 AND key = $10 AND claim = $12 AND plan_id IS NULL
+                   WHERE principal = $13 AND key = $10 AND claim = $12 AND plan_id IS NULL
                    RETURNING 1)
-               INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings)
+               INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
                SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz,
-                   $8::jsonb, $9::jsonb
+                   $8::jsonb, $9::jsonb, $13::uuid
                WHERE $10::text IS NULL OR EXISTS (SELECT 1 FROM k)
                RETURNING id"#,
             plan.id,
@@ -566,6 +576,7 @@ impl Store for PgStore {
             key,
             fingerprint,
             r.claim.id,
+            plan.owner,
         )
         .fetch_optional(&self.pool)
         .await?;
@@ -864,15 +875,15 @@ impl Store for PgStore {
         Ok(r.rows_affected())
     }
 
-    async fn events_after(&self, after: i64, user: Option<&str>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
+    async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
         let rows = sqlx::query!(
-            r#"SELECT id, at, plan_id, "user", request_id, status AS "status: PlanStatus",
+            r#"SELECT id, at, plan_id, owner, "user", request_id, status AS "status: PlanStatus",
                       outcome AS "outcome: Json<Outcome>"
                FROM plan_events
-               WHERE id > $1 AND ($2::text IS NULL OR "user" = $2)
+               WHERE id > $1 AND ($2::uuid IS NULL OR owner = $2)
                ORDER BY id LIMIT $3"#,
             after,
-            user,
+            owner,
             limit,
         )
         .fetch_all(&self.pool)
@@ -886,6 +897,7 @@ impl Store for PgStore {
                 plan_id: r.plan_id,
                 request_id: r.request_id,
                 user: r.user,
+                owner: r.owner,
                 status: r.status,
                 jobs: r.outcome.0.jobs,
                 transfers: r.outcome.0.transfers,
@@ -910,9 +922,9 @@ impl Store for PgStore {
 
     async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
         sqlx::query!(
-            r#"INSERT INTO webhooks (id, "user", admin, url, secret, created_at, enabled, cursor, attempts,
+            r#"INSERT INTO webhooks (id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts,
                                      next_attempt_at, failing_since, last_error)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"#,
+               VALUES ($1, $13, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"#,
             w.id,
             w.user,
             w.admin,
@@ -925,19 +937,20 @@ impl Store for PgStore {
             w.next_attempt_at,
             w.failing_since,
             w.last_error,
+            w.owner,
         )
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    async fn webhooks(&self, user: Option<&str>) -> Result<Vec<WebhookRecord>, StoreError> {
+    async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {
         Ok(sqlx::query_as!(
             WebhookRecord,
-            r#"SELECT id, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
+            r#"SELECT id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
                       failing_since, last_error
-               FROM webhooks WHERE $1::text IS NULL OR "user" = $1 ORDER BY seq"#,
-            user,
+               FROM webhooks WHERE $1::uuid IS NULL OR owner = $1 ORDER BY seq"#,
+            owner,
         )
         .fetch_all(&self.pool)
         .await?)
@@ -946,7 +959,7 @@ impl Store for PgStore {
     async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
         Ok(sqlx::query_as!(
             WebhookRecord,
-            r#"SELECT id, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
+            r#"SELECT id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
                       failing_since, last_error
                FROM webhooks WHERE id = $1"#,
             id,
@@ -975,9 +988,9 @@ impl Store for PgStore {
                WHERE id IN (SELECT id FROM webhooks
                             WHERE enabled AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until < $2)
                               AND EXISTS (SELECT 1 FROM plan_events e
-                                          WHERE e.id > webhooks.cursor AND (webhooks.admin OR e."user" = webhooks."user"))
+                                          WHERE e.id > webhooks.cursor AND (webhooks.admin OR e.owner = webhooks.owner))
                             ORDER BY next_attempt_at LIMIT $4 FOR UPDATE SKIP LOCKED)
-               RETURNING id, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
+               RETURNING id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
                          failing_since, last_error"#,
             owner,
             now,

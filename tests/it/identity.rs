@@ -420,3 +420,167 @@ async fn planner_credentials_share_their_holds_and_nobody_else_does() {
     let again = restarted.restarted().await;
     assert_eq!(again.state.participants.lis["s1"].owner(h), Some(Some("@planners".into())));
 }
+
+/// A CA, a server certificate for `localhost` / 127.0.0.1, and client certificates with the
+/// given common names, written to `dir`: (CA PEM, server files, each client's cert + key PEM).
+fn ca_with_clients(dir: &std::path::Path, names: &[&str]) -> (std::path::PathBuf, TlsFiles, Vec<Vec<u8>>) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_path = dir.join("ca.pem");
+    std::fs::write(&ca_path, ca.self_signed(&ca_key).unwrap().pem()).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let server = server.signed_by(&key, &issuer).unwrap();
+    let files = TlsFiles { cert: dir.join("server.pem"), key: dir.join("server-key.pem") };
+    std::fs::write(&files.cert, server.pem()).unwrap();
+    std::fs::write(&files.key, key.serialize_pem()).unwrap();
+    let clients = names
+        .iter()
+        .map(|cn| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.distinguished_name.push(DnType::CommonName, *cn);
+            let cert = p.signed_by(&key, &issuer).unwrap();
+            format!("{}{}", cert.pem(), key.serialize_pem()).into_bytes()
+        })
+        .collect();
+    (ca_path, files, clients)
+}
+
+/// Issue 28, point 4: principals are ids, not names. A participant that trusts client
+/// certificates (`--trust-client-certificates`) takes a caller by its certificate's name; a
+/// certificate named `admin` (or `alice`, or `broker`) is not the admin (alice, the broker): it
+/// reads, lists and cancels none of their plans, replays none of their
+/// idempotency keys and drives none of their holds. With plans owned by name, the certificate
+/// named `admin` read and cancelled the admin's plans.
+#[tokio::test]
+async fn a_certificate_named_like_a_token_principal_is_another_principal() {
+    coreserve::protocol::http::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, files, clients) = ca_with_clients(dir.path(), &["some-client", "admin", "alice", "broker"]);
+    let app = TestApp::spawn_with(|c| {
+        c.service_token = Some(BOOTSTRAP.into());
+        c.tls = Some(files);
+        c.tls_client_ca = Some(ca.clone());
+        c.trust_client_certificates = true;
+    })
+    .await;
+    let base = format!("https://localhost:{}", app.port);
+    let ca_pem = std::fs::read(&ca).unwrap();
+    let with_cert = |identity: &Vec<u8>| {
+        coreserve::protocol::http::client(&coreserve::protocol::http::ClientTls {
+            ca_pem: Some(ca_pem.clone()),
+            identity_pem: Some(identity.clone()),
+        })
+        .unwrap()
+    };
+    let (tokens, as_admin, as_alice, as_broker) =
+        (with_cert(&clients[0]), with_cert(&clients[1]), with_cert(&clients[2]), with_cert(&clients[3]));
+
+    // The admin's plan, and alice's with an idempotency key.
+    let post = |c: &Client, token: Option<&str>, key: Option<&str>| {
+        let mut r = c.post(format!("{base}/v1/plans")).json(&workflow());
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        if let Some(k) = key {
+            r = r.header("Idempotency-Key", k);
+        }
+        async move { r.send().await.unwrap() }
+    };
+    let r = post(&tokens, Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let admins: Value = r.json().await.unwrap();
+    let r = tokens.post(format!("{base}/v1/tokens")).bearer_auth(ADMIN).json(&json!({"user": "alice"})).send().await;
+    let alice = r.unwrap().json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned();
+    let r = post(&tokens, Some(&alice), Some("k-1")).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let alices: Value = r.json().await.unwrap();
+
+    // Who the certificates are: their names, no admin role.
+    let who: Value = as_admin.get(format!("{base}/v1/whoami")).send().await.unwrap().json().await.unwrap();
+    assert_eq!((who["user"].as_str(), who["admin"].as_bool()), (Some("admin"), Some(false)), "{who}");
+
+    for (client, plan) in [(&as_admin, &admins), (&as_alice, &alices)] {
+        let url = format!("{base}/v1/plans/{}", plan["id"].as_str().unwrap());
+        let r = client.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "a namesake certificate reads {url}");
+        let r = client.delete(&url).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "a namesake certificate cancels {url}");
+        let list: Vec<Value> = client.get(format!("{base}/v1/plans")).send().await.unwrap().json().await.unwrap();
+        assert!(list.is_empty(), "a namesake certificate lists {list:?}");
+    }
+    // alice's key, replayed by the certificate named alice, is not alice's plan.
+    let r = post(&as_alice, None, Some("k-1")).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let replayed: Value = r.json().await.unwrap();
+    assert_ne!(replayed["id"], alices["id"], "the certificate named alice got alice's plan by her key");
+    // Both plans still stand, and each owner still sees its own.
+    for (token, plan) in [(ADMIN, &admins), (alice.as_str(), &alices)] {
+        let url = format!("{base}/v1/plans/{}", plan["id"].as_str().unwrap());
+        let got: Value = tokens.get(&url).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+        assert_eq!(got["status"], "committed", "{got}");
+    }
+    let mine: Vec<Value> =
+        tokens.get(format!("{base}/v1/plans")).bearer_auth(&alice).send().await.unwrap().json().await.unwrap();
+    assert_eq!(mine.iter().map(|p| p["id"].clone()).collect::<Vec<_>>(), vec![alices["id"].clone()]);
+
+    // A hold of a service principal that is not a planner (another broker): the certificate
+    // named `broker` may not drive it (it may drive the planners' holds only).
+    let r =
+        tokens.post(format!("{base}/v1/tokens")).bearer_auth(ADMIN).json(&json!({"user": "broker", "service": true}));
+    let broker = r.send().await.unwrap().json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned();
+    let r = tokens
+        .post(format!("{base}/v1/participant/sites/s1/prepare"))
+        .bearer_auth(&broker)
+        .json(&compute_hold("s1", 2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let hold = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let r = as_broker.post(format!("{base}/v1/participant/sites/s1/holds/{hold}/commit")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "the certificate named broker drove the broker's hold");
+    let r = tokens
+        .post(format!("{base}/v1/participant/sites/s1/holds/{hold}/abort"))
+        .bearer_auth(&broker)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+}
+
+/// Issue 28, point 4: names are validated, never trimmed nor shown as another. A name with an
+/// invisible character (zero-width space, byte-order mark, a bidirectional override) would be
+/// shown as another principal's (`admin\u{200B}` as `admin` in plans and audit lines): refused
+/// with a 422 problem, like surrounding whitespace (also Unicode's) and control characters.
+#[tokio::test]
+async fn names_that_would_show_as_another_are_refused() {
+    let app = spawn().await;
+    for user in [
+        "admin\u{200B}",
+        "\u{FEFF}admin",
+        "ali\u{202E}ce",
+        "al\u{2060}ice",
+        "alice\u{00AD}",
+        "\u{3000}alice",
+        "alice\u{A0}",
+        "alice\n",
+        "ali\u{7F}ce",
+        " admin",
+    ] {
+        let r = app.post("/v1/tokens", ADMIN, &json!({"user": user})).await;
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "{user:?}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json", "{user:?}");
+        let p: Value = r.json().await.unwrap();
+        assert!(p["detail"].as_str().unwrap().contains("user"), "{user:?}: {p}");
+    }
+    // What is visible stays accepted (accents, inner spaces, other scripts).
+    for user in ["José Müller", "алиса", "planner-1"] {
+        let r = app.post("/v1/tokens", ADMIN, &json!({"user": user})).await;
+        assert_eq!(r.status(), StatusCode::CREATED, "{user:?}");
+    }
+}

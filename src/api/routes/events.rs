@@ -71,7 +71,7 @@ pub async fn stream(
     if resume.is_some_and(|n| n < 0) {
         return Err(ApiError::bad_request("after must be an event id (a non-negative integer)".to_owned()));
     }
-    let user = (!caller.admin).then(|| caller.user.clone());
+    let owner = (!caller.admin).then_some(caller.principal);
     let mut signal = state.store.event_signal();
     signal.borrow_and_update();
     // Without a position: from the newest event on (the log's end now).
@@ -79,7 +79,7 @@ pub async fn stream(
         Some(n) => n,
         None => state.store.last_event_id().await?,
     };
-    let feed = Feed { state, user, plan: query.plan_id, after, signal, ready: VecDeque::new(), started: false };
+    let feed = Feed { state, owner, plan: query.plan_id, after, signal, ready: VecDeque::new(), started: false };
     let body = futures::stream::unfold(feed, |mut feed| async move {
         let chunk = feed.next().await?;
         Some((Ok::<_, std::convert::Infallible>(chunk), feed))
@@ -94,7 +94,7 @@ pub async fn stream(
 /// One stream's position and what it has read but not sent.
 struct Feed {
     state: web::Data<AppState>,
-    user: Option<String>,
+    owner: Option<Uuid>,
     plan: Option<Uuid>,
     after: i64,
     signal: tokio::sync::watch::Receiver<u64>,
@@ -117,7 +117,7 @@ impl Feed {
             }
             // Seen before the read: a change after it wakes the wait below.
             self.signal.borrow_and_update();
-            let page = match self.state.store.events_after(self.after, self.user.as_deref(), BATCH).await {
+            let page = match self.state.store.events_after(self.after, self.owner, BATCH).await {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(error = %e, "event stream: the store failed; ending the stream");

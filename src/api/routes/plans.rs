@@ -257,7 +257,7 @@ pub async fn create(
     // request works, taken over by another process if this one stops (see store::Claim).
     let guard = state.claim();
     if let Some(key) = &key {
-        match state.store.claim_key(&caller.user, key, &guard.claim).await? {
+        match state.store.claim_key(caller.principal, key, &guard.claim).await? {
             KeyClaim::Claimed => {}
             KeyClaim::InProgress => return Err(in_progress(&state, key)),
             KeyClaim::Done { plan, fingerprint } => {
@@ -278,20 +278,21 @@ pub async fn create(
         Ok(p) => p,
         Err(e) => {
             if let Some(key) = &key {
-                state.store.release_key(&caller.user, key, &guard.claim).await?;
+                state.store.release_key(caller.principal, key, &guard.claim).await?;
             }
             return Err(e);
         }
     };
     // Plan, book and record in a task of its own: it finishes even if the client goes away.
     let st = state.clone();
-    let user = caller.user.clone();
+    let (user, owner) = (caller.user.clone(), caller.principal);
     let task = actix_web::rt::spawn(async move {
         let _slot = admission.into_slot().await;
         let claim = &guard.claim;
         let meta = PlanMeta {
             id: Uuid::new_v4(),
             user: &user,
+            owner,
             created_at: st.now_utc(),
             key: key.as_deref().map(|k| (k, print.as_str())),
         };
@@ -317,6 +318,7 @@ pub async fn create(
                     let rec = PlanRecord {
                         id,
                         user: user.clone(),
+                        owner,
                         status: PlanStatus::Rejected,
                         outcome: o,
                         bookings: vec![],
@@ -327,14 +329,14 @@ pub async fn create(
                     match st.store.record_rejection(&RejectionRecord { plan: &rec, key, claim }).await {
                         Ok(()) => rec,
                         Err(StoreError::Superseded) => return Err(in_progress(&st, key.unwrap_or_default().0)),
-                        Err(e) => return Err(unrecorded(&st, &user, key.map(|k| k.0), claim, e).await),
+                        Err(e) => return Err(unrecorded(&st, owner, key.map(|k| k.0), claim, e).await),
                     }
                 }
             },
             Settlement::Unsatisfiable => {
                 // Invalid input: nothing is booked nor recorded, and the key is free again.
                 if let Some(key) = &key {
-                    st.store.release_key(&user, key, claim).await?;
+                    st.store.release_key(owner, key, claim).await?;
                 }
                 return Err(unsatisfiable(&o));
             }
@@ -342,12 +344,12 @@ pub async fn create(
                 return Err(in_progress(&st, key.as_deref().unwrap_or_default()));
             }
             Settlement::Undecided(LogError::Unavailable(e)) => {
-                return Err(unrecorded(&st, &user, key.as_deref(), claim, e).await);
+                return Err(unrecorded(&st, owner, key.as_deref(), claim, e).await);
             }
             Settlement::Undecided(LogError::Refused(reason)) => {
                 // The planner turns a refused decision into a rejection; never left undecided.
                 if let Some(key) = &key {
-                    st.store.release_key(&user, key, claim).await?;
+                    st.store.release_key(owner, key, claim).await?;
                 }
                 return Err(ApiError::conflict("decision-refused", "The decision was refused", reason));
             }
@@ -413,14 +415,14 @@ fn in_progress(state: &AppState, key: &str) -> ApiError {
 /// when the store allows it (else its claim lapses), so that a retry plans again.
 async fn unrecorded(
     state: &AppState,
-    user: &str,
+    owner: Uuid,
     key: Option<&str>,
     claim: &Claim,
     e: impl std::fmt::Display,
 ) -> ApiError {
     tracing::error!(error = %e, "a plan could not be recorded; nothing is booked");
     if let Some(key) = key {
-        let _ = state.store.release_key(user, key, claim).await;
+        let _ = state.store.release_key(owner, key, claim).await;
     }
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -448,7 +450,7 @@ pub async fn list(
 ) -> Result<web::Json<Vec<PlanView>>, ApiError> {
     let status = query.status.as_deref().map(str::parse::<PlanStatus>).transpose().map_err(ApiError::bad_request)?;
     let filter =
-        PlanFilter { user: (!caller.admin).then(|| caller.user.clone()), status, from: query.from, to: query.to };
+        PlanFilter { owner: (!caller.admin).then_some(caller.principal), status, from: query.from, to: query.to };
     let plans = state.store.list_plans(&filter).await?;
     let wanted = |p: &&PlanRecord| query.request_id.as_ref().is_none_or(|r| &p.outcome.request_id == r);
     Ok(web::Json(plans.iter().filter(wanted).map(PlanView::from).collect()))
@@ -456,7 +458,7 @@ pub async fn list(
 
 async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord, ApiError> {
     let rec = state.store.plan(id).await?.ok_or_else(|| ApiError::not_found(format!("unknown plan {id}")))?;
-    if !caller.may_access(&rec.user) {
+    if !caller.may_access(rec.owner) {
         return Err(ApiError::forbidden(format!("plan {id} belongs to another user")));
     }
     Ok(rec)

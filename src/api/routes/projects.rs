@@ -95,8 +95,10 @@ pub async fn fresh_projects(state: &AppState) -> Result<Vec<Project>, ApiError> 
 }
 
 /// The caller may read project `id`: an admin, or a member (a user's own project included).
+/// Members are named: a certified caller (a planner by its client certificate) is no token
+/// principal's namesake, so it is no member.
 fn may_read(projects: &[Project], caller: &Caller, id: &str) -> Result<(), ApiError> {
-    if caller.admin || crate::fairshare::project_of(projects, &caller.user).0 == id {
+    if caller.admin || (!caller.certified && crate::fairshare::project_of(projects, &caller.user).0 == id) {
         Ok(())
     } else {
         Err(ApiError::forbidden(format!("only its members and admins may read project `{id}`")))

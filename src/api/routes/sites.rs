@@ -251,7 +251,7 @@ pub async fn put(
 /// The 409 of an OS change under bookings that end in the future: names the committed plans
 /// that hold them, and any other holds and reservations (made through the hold endpoints).
 async fn os_in_use(state: &AppState, site: &str, holds: &[HoldId]) -> Result<ApiError, ApiError> {
-    let filter = PlanFilter { user: None, status: None, from: None, to: None };
+    let filter = PlanFilter { owner: None, status: None, from: None, to: None };
     let wanted: HashSet<&HoldId> = holds.iter().collect();
     let mut covered: HashSet<HoldId> = HashSet::new();
     let mut plans = Vec::new();

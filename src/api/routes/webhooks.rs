@@ -117,6 +117,7 @@ pub async fn create(
     let secret = b.secret.unwrap_or_else(new_secret);
     let w = WebhookRecord {
         id: Uuid::new_v4(),
+        owner: caller.principal,
         user: caller.user.clone(),
         admin: caller.admin,
         url: b.url,
@@ -142,15 +143,15 @@ pub async fn create(
     responses((status = 200, body = Vec<WebhookView>)),
     security(("bearer" = [])))]
 pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<web::Json<Vec<WebhookView>>, ApiError> {
-    let user = (!caller.admin).then_some(caller.user.as_str());
-    Ok(web::Json(state.store.webhooks(user).await?.iter().map(WebhookView::from).collect()))
+    let owner = (!caller.admin).then_some(caller.principal);
+    Ok(web::Json(state.store.webhooks(owner).await?.iter().map(WebhookView::from).collect()))
 }
 
 async fn owned(state: &AppState, caller: &Caller, id: &str) -> Result<WebhookRecord, ApiError> {
     let unknown = || ApiError::not_found(format!("no webhook `{id}`"));
     let id: Uuid = id.parse().map_err(|_| unknown())?;
     let w = state.store.webhook(id).await?.ok_or_else(unknown)?;
-    if !caller.may_access(&w.user) {
+    if !caller.may_access(w.owner) {
         return Err(ApiError::forbidden(format!("webhook {id} belongs to another user")));
     }
     Ok(w)

@@ -17,6 +17,11 @@ fn at(h: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2030, 1, 1, h, 0, 0).unwrap()
 }
 
+/// A principal id standing for `user` (the same for the same name).
+fn owner(user: &str) -> Uuid {
+    Uuid::from_u128(user.bytes().fold(1u128, |h, b| h.wrapping_mul(131).wrapping_add(u128::from(b))))
+}
+
 fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRecord {
     let mut outcome = Outcome::rejected(request_id, "no site", "p0");
     let mut bookings = vec![];
@@ -36,6 +41,7 @@ fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRec
     PlanRecord {
         id: Uuid::new_v4(),
         user: user.into(),
+        owner: owner(user),
         status,
         outcome,
         bookings,
@@ -61,7 +67,7 @@ pub async fn plans_are_stored_listed_in_order_filtered_and_cancelled_once(s: &dy
     let ids = |v: Vec<PlanRecord>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
     let list = |f: PlanFilter| async move { ids(s.list_plans(&f).await.unwrap()) };
     assert_eq!(list(PlanFilter::default()).await, vec![a.id, b.id, c.id], "oldest first");
-    assert_eq!(list(PlanFilter { user: Some("alice".into()), ..Default::default() }).await, vec![a.id, c.id]);
+    assert_eq!(list(PlanFilter { owner: Some(owner("alice")), ..Default::default() }).await, vec![a.id, c.id]);
     assert_eq!(list(PlanFilter { status: Some(PlanStatus::Rejected), ..Default::default() }).await, vec![b.id]);
     assert_eq!(list(PlanFilter { from: Some(at(11)), ..Default::default() }).await, vec![c.id], "no start: no match");
     assert_eq!(list(PlanFilter { to: Some(at(12)), ..Default::default() }).await, vec![a.id], "to is exclusive");
@@ -81,14 +87,26 @@ pub async fn plans_are_stored_listed_in_order_filtered_and_cancelled_once(s: &dy
 pub async fn tokens_are_stored_by_hash_and_replaced(s: &dyn Store) {
     let t = TokenRecord::new("h1", "alice", false, true);
     s.insert_token(t.clone()).await.unwrap();
-    assert_eq!(s.token("h1").await.unwrap(), Some(t.clone()));
+    let alice = s.token("h1").await.unwrap().unwrap();
+    assert_ne!(alice.principal, Uuid::nil(), "the store gives the token its principal");
+    assert_eq!(alice, TokenRecord { principal: alice.principal, ..t.clone() });
+    // Another token of the same name acts for the same principal; another name, another.
+    s.insert_token(TokenRecord::new("h3", "alice", false, false)).await.unwrap();
+    assert_eq!(s.token("h3").await.unwrap().unwrap().principal, alice.principal);
+    s.insert_token(TokenRecord::new("h4", "bob", false, false)).await.unwrap();
+    assert_ne!(s.token("h4").await.unwrap().unwrap().principal, alice.principal);
     assert_eq!(s.token("h2").await.unwrap(), None);
     let mut t2 = TokenRecord::new("h1", "root", true, false);
     t2.planner = true;
     t2.expires_at = Some(at(23));
     s.insert_token(t2.clone()).await.unwrap();
     let got = s.token("h1").await.unwrap().unwrap();
-    assert_eq!(got, TokenRecord { id: t.id, ..t2 }, "a hash maps to its latest record, under its first id");
+    assert_eq!(
+        got,
+        TokenRecord { id: t.id, principal: got.principal, ..t2 },
+        "a hash maps to its latest record, under its first id"
+    );
+    assert_ne!(got.principal, alice.principal, "and acts for the principal of its new name");
     assert_eq!(s.revoke_token(Uuid::new_v4()).await.unwrap(), None, "no such token");
     assert_eq!(s.revoke_token(t.id).await.unwrap().map(|r| r.user), Some("root".into()));
     assert_eq!(s.token("h1").await.unwrap(), None, "revoked");
@@ -138,17 +156,17 @@ async fn decide(
 /// over, and the old claim can then write nothing (one key never yields two plans).
 pub async fn a_key_is_claimed_by_one_request_at_a_time(s: &dyn Store) {
     let (a, b) = (Claim::new("a", 1), Claim::new("b", 1));
-    assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
-    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress);
-    assert_eq!(s.claim_key("v", "k", &b).await.unwrap(), KeyClaim::Claimed, "keys are per user");
-    s.release_key("u", "k", &b).await.unwrap();
-    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::InProgress, "only the holder releases");
-    s.release_key("u", "k", &a).await.unwrap();
-    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Claimed, "released: free at once");
+    assert_eq!(s.claim_key(owner("u"), "k", &a).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(s.claim_key(owner("u"), "k", &b).await.unwrap(), KeyClaim::InProgress);
+    assert_eq!(s.claim_key(owner("v"), "k", &b).await.unwrap(), KeyClaim::Claimed, "keys are per user");
+    s.release_key(owner("u"), "k", &b).await.unwrap();
+    assert_eq!(s.claim_key(owner("u"), "k", &b).await.unwrap(), KeyClaim::InProgress, "only the holder releases");
+    s.release_key(owner("u"), "k", &a).await.unwrap();
+    assert_eq!(s.claim_key(owner("u"), "k", &b).await.unwrap(), KeyClaim::Claimed, "released: free at once");
 
     // b stops renewing (its process stalled); a takes the key over after the lease.
     lapse().await;
-    assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed, "a lapsed claim is taken over");
+    assert_eq!(s.claim_key(owner("u"), "k", &a).await.unwrap(), KeyClaim::Claimed, "a lapsed claim is taken over");
     let stale = record("u", "wf-b", None);
     let r = s.record_rejection(&RejectionRecord { plan: &stale, key: Some(("k", "fb")), claim: &b }).await;
     assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
@@ -157,29 +175,32 @@ pub async fn a_key_is_claimed_by_one_request_at_a_time(s: &dyn Store) {
     assert!(matches!(r, Err(StoreError::Superseded)), "{r:?}");
     let mine = record("u", "wf-a", None);
     s.record_rejection(&RejectionRecord { plan: &mine, key: Some(("k", "fa")), claim: &a }).await.unwrap();
-    assert_eq!(s.claim_key("u", "k", &b).await.unwrap(), KeyClaim::Done { plan: mine.id, fingerprint: "fa".into() });
+    assert_eq!(
+        s.claim_key(owner("u"), "k", &b).await.unwrap(),
+        KeyClaim::Done { plan: mine.id, fingerprint: "fa".into() }
+    );
     let plans = s.list_plans(&PlanFilter::default()).await.unwrap();
     assert_eq!(plans.iter().map(|p| p.id).collect::<Vec<_>>(), vec![mine.id], "one key, one plan");
     assert_eq!(s.plan(plan.id).await.unwrap(), None, "nothing of b's decision was written");
 
     // Renewal keeps a claim alive past its first lease.
     let c = Claim::new("c", 1);
-    assert_eq!(s.claim_key("u", "k2", &c).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(s.claim_key(owner("u"), "k2", &c).await.unwrap(), KeyClaim::Claimed);
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(500)).await;
         s.renew_claims(&[c.id], 1).await.unwrap();
     }
-    assert_eq!(s.claim_key("u", "k2", &a).await.unwrap(), KeyClaim::InProgress, "renewed, not taken over");
+    assert_eq!(s.claim_key(owner("u"), "k2", &a).await.unwrap(), KeyClaim::InProgress, "renewed, not taken over");
     // All-in-one start: every claim of the previous life ends at once.
     assert_eq!(s.end_all_claims().await.unwrap(), 2, "u/k2 and v/k");
-    assert_eq!(s.claim_key("u", "k2", &a).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(s.claim_key(owner("u"), "k2", &a).await.unwrap(), KeyClaim::Claimed);
 }
 
 /// A decided transaction is worked on by one claim at a time: taken over only once its lease
 /// lapsed, settled only by its current claim; its key stays bound to its (pending) plan.
 pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Store) {
     let (a, b) = (Claim::new("a", 1), Claim::new("b", 1));
-    assert_eq!(s.claim_key("u", "k", &a).await.unwrap(), KeyClaim::Claimed);
+    assert_eq!(s.claim_key(owner("u"), "k", &a).await.unwrap(), KeyClaim::Claimed);
     let (plan, parts, txn) = decided_plan("u");
     decide(s, &plan, &parts, txn, Some(("k", "f")), &a).await.unwrap();
     assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Pending, "not committed before its end");
@@ -190,7 +211,7 @@ pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Sto
     // a stalls; b takes over; a can no longer settle it.
     lapse().await;
     assert_eq!(
-        s.claim_key("u", "k", &b).await.unwrap(),
+        s.claim_key(owner("u"), "k", &b).await.unwrap(),
         KeyClaim::Done { plan: plan.id, fingerprint: "f".into() },
         "a decided key is bound to its plan: never planned twice"
     );
@@ -260,7 +281,7 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
         ("alice", "wf-1", PlanStatus::Committed)
     );
     assert_eq!(all[0].jobs, a.outcome.jobs);
-    assert_eq!(kinds(&s.events_after(0, Some("alice"), 100).await.unwrap()), vec![(1, a.id, "plan.committed".into())]);
+    assert_eq!(kinds(&s.events_after(0, Some(owner("alice")), 100).await.unwrap()), vec![(1, a.id, "plan.committed".into())]);
     assert_eq!(kinds(&s.events_after(1, None, 100).await.unwrap()), vec![(2, b.id, "plan.rejected".into())]);
     assert_eq!(s.events_after(0, None, 1).await.unwrap().len(), 1, "limit");
     assert_eq!(s.last_event_id().await.unwrap(), 2);
@@ -291,7 +312,7 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
     assert_eq!(s.mark_broken(d.id, &broken).await.unwrap(), None);
     assert_eq!(s.advance_plans(at(22)).await.unwrap(), 0, "a cancelled plan does not complete");
 
-    let mine = s.events_after(2, Some("alice"), 100).await.unwrap();
+    let mine = s.events_after(2, Some(owner("alice")), 100).await.unwrap();
     assert_eq!(
         mine.iter().map(|e| (e.plan_id, e.kind.as_str())).collect::<Vec<_>>(),
         vec![

@@ -33,8 +33,10 @@ async fn a_key_is_claimed_once_across_processes(_: PgPoolOptions, db: PgConnectO
         .map(Result::unwrap)
         .collect();
     let owners: Vec<Claim> = (0..32).map(|i| Claim::new(&format!("p{i}"), 60)).collect();
-    let claims =
-        futures::future::join_all((0..32).map(|i| stores[i % stores.len()].claim_key("u", "race", &owners[i]))).await;
+    let claims = futures::future::join_all(
+        (0..32).map(|i| stores[i % stores.len()].claim_key(uuid::Uuid::nil(), "race", &owners[i])),
+    )
+    .await;
     let claimed = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::Claimed))).count();
     let waiting = claims.iter().filter(|c| matches!(c, Ok(KeyClaim::InProgress))).count();
     assert_eq!((claimed, waiting), (1, 31), "{claims:?}");
