@@ -112,6 +112,7 @@ fn jp(name: &str, site: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
         gpus: None,
         reservation_name: None,
         broken: None,
+        state: None,
     }
 }
 
@@ -125,6 +126,7 @@ fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> Tra
         end: t(end),
         traffic: None,
         broken: None,
+        state: None,
     }
 }
 
@@ -527,6 +529,7 @@ fn generated_requests_with_trivial_placements_pass() {
                         gpus: None,
                         reservation_name: None,
                         broken: None,
+                        state: None,
                     })
                     .collect();
                 let transfers = r
@@ -541,6 +544,7 @@ fn generated_requests_with_trivial_placements_pass() {
                         end: from_time(st + x.offset_s + x.duration_s),
                         traffic: None,
                         broken: None,
+                        state: None,
                     })
                     .collect();
                 let cost = r.cpu_seconds() / 3600.0 * 0.25;
@@ -653,6 +657,7 @@ fn over_allocation_is_a_violation_unless_overdraft() {
             gpus: None,
             reservation_name: None,
             broken: None,
+            state: None,
         }];
         o
     };

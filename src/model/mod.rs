@@ -22,7 +22,7 @@ pub use attributes::{
 pub use grid::{price_ok, Grid, GridError, Link, Node, Site, MAX_AMOUNT, MAX_PRICE};
 pub(crate) use ids::uuid_id;
 pub use ids::{LinkId, NodeId, SiteId};
-pub use outcome::{GpuAllocation, JobPlacement, Outcome, OutcomeStatus, TransferPlacement, TransferTraffic};
+pub use outcome::{GpuAllocation, JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement, TransferTraffic};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
     MAX_DURATION_S, MAX_OFFSET_S,

@@ -34,6 +34,50 @@ pub struct JobPlacement {
     /// then `broken`); absent while it is honoured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<String>,
+    /// Where the job stands at the service's clock (in the REST API's plans and events; absent
+    /// elsewhere, and while the plan is not booked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PartState>,
+}
+
+/// Where one job or transfer of a booked plan stands at a given time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PartState {
+    /// Booked; its start has not come.
+    Scheduled,
+    /// Between its start and its end.
+    Running,
+    /// Its end has passed.
+    Ended,
+    /// Its participant can no longer honour its reservation (`broken` says why).
+    Broken,
+    /// Its plan was cancelled.
+    Cancelled,
+}
+
+impl PartState {
+    /// The state at `now` of a part from `start` to `end`, `broken` or not, of a plan that is
+    /// `cancelled` or not.
+    pub fn at(
+        now: DateTime<Utc>,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        broken: bool,
+        cancelled: bool,
+    ) -> PartState {
+        if cancelled {
+            PartState::Cancelled
+        } else if broken {
+            PartState::Broken
+        } else if now < start {
+            PartState::Scheduled
+        } else if now < end {
+            PartState::Running
+        } else {
+            PartState::Ended
+        }
+    }
 }
 
 /// GPUs of one pool of a site, reserved with a job's CPUs.
@@ -63,6 +107,9 @@ pub struct TransferPlacement {
     /// (the plan is then `broken`); absent while it is honoured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<String>,
+    /// Where the transfer stands at the service's clock (as [`JobPlacement::state`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PartState>,
 }
 
 /// The traffic of one transfer as the NIS's data plane recognises it: TCP from `from_addr` to

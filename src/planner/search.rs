@@ -1320,6 +1320,7 @@ impl<'a> Attempt<'a> {
                         .zip(fix.hold)
                         .map(|(p, h)| crate::protocol::local_reservation_name(p, h)),
                     broken: None,
+                    state: None,
                 }
             })
             .collect();
@@ -1345,6 +1346,7 @@ impl<'a> Attempt<'a> {
                         port: m.port(h),
                     }),
                     broken: None,
+                    state: None,
                 }
             })
             .collect();

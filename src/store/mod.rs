@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::fairshare::{Project, Usage};
-use crate::model::{Grid, Outcome, OutcomeStatus, Site, Time};
+use crate::model::{Grid, Outcome, OutcomeStatus, PartState, Site, Time};
 use crate::protocol::decision::{Booking, Decision, InDoubt};
 use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
@@ -150,6 +150,22 @@ impl PlanEvent {
             jobs: plan.outcome.jobs.clone(),
             transfers: plan.outcome.transfers.clone(),
         }
+        .with_part_states()
+    }
+
+    /// Each job's and transfer's `state` at the event's time.
+    pub fn with_part_states(mut self) -> Self {
+        let cancelled = self.status == PlanStatus::Cancelled;
+        let booked = self.status.holds_reservations() || matches!(self.status, PlanStatus::Completed) || cancelled;
+        if booked {
+            for j in &mut self.jobs {
+                j.state = Some(PartState::at(self.at, j.start, j.end, j.broken.is_some(), cancelled));
+            }
+            for t in &mut self.transfers {
+                t.state = Some(PartState::at(self.at, t.start, t.end, t.broken.is_some(), cancelled));
+            }
+        }
+        self
     }
 }
 

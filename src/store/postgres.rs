@@ -890,17 +890,20 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|r| PlanEvent {
-                id: r.id,
-                at: r.at,
-                kind: format!("plan.{}", r.status),
-                plan_id: r.plan_id,
-                request_id: r.request_id,
-                user: r.user,
-                owner: r.owner,
-                status: r.status,
-                jobs: r.outcome.0.jobs,
-                transfers: r.outcome.0.transfers,
+            .map(|r| {
+                PlanEvent {
+                    id: r.id,
+                    at: r.at,
+                    kind: format!("plan.{}", r.status),
+                    plan_id: r.plan_id,
+                    request_id: r.request_id,
+                    user: r.user,
+                    owner: r.owner,
+                    status: r.status,
+                    jobs: r.outcome.0.jobs,
+                    transfers: r.outcome.0.transfers,
+                }
+                .with_part_states()
             })
             .collect())
     }

@@ -137,9 +137,20 @@ async fn a_stream_resumed_across_a_kill_9_sees_each_of_its_events_once_in_order(
         assert_eq!(data["type"], *event);
         assert_eq!(data["user"], "alice");
     }
+    // Each event carries its jobs' states at the time: soon's job ran while it was active and
+    // had ended when it completed.
+    let job_state = |rid: &str, event: &str| {
+        first.iter().chain(&rest).find(|m| m.2["request_id"] == rid && m.1 == event).unwrap().2["jobs"][0]["state"]
+            .clone()
+    };
+    assert_eq!(job_state("soon", "plan.committed"), "scheduled");
+    assert_eq!(job_state("soon", "plan.active"), "running");
+    assert_eq!(job_state("soon", "plan.completed"), "ended");
+    assert_eq!(job_state("later", "plan.cancelled"), "cancelled");
     // The plan itself says so too.
     let soon = api.json(&format!("/v1/plans/{}", soon["id"].as_str().unwrap()), &alice).await;
     assert_eq!(soon["status"], "completed", "{soon}");
+    assert_eq!(soon["jobs"][0]["state"], "ended", "{soon}");
     // The admin sees Bob's events as well.
     // later x2, soon x3, theirs, after-restart, theirs-2.
     let everyone = read_events(&server.url, ADMIN, Some(0), 9, Duration::from_secs(5)).await;

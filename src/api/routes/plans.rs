@@ -24,7 +24,7 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
 use crate::model::{
-    ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
+    ComputeDemand, NetworkDemand, Outcome, PartState, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
 use crate::planner::{PlanOptions, Settlement};
 use crate::protocol::decision::LogError;
@@ -87,6 +87,22 @@ pub struct PlanView {
 impl PlanView {
     fn new(id: Uuid, user: &str, status: PlanStatus, o: &Outcome, created_at: DateTime<Utc>) -> Self {
         PlanView { id, user: user.to_owned(), created_at, cancelled_at: None, outcome: o.clone().with_status(status) }
+            .with_part_states(Utc::now())
+    }
+
+    /// Each job's and transfer's `state` at `now` (booked plans only).
+    fn with_part_states(mut self, now: DateTime<Utc>) -> Self {
+        let status = self.outcome.status;
+        if status.holds_reservations() || matches!(status, PlanStatus::Completed | PlanStatus::Cancelled) {
+            let cancelled = status == PlanStatus::Cancelled;
+            for j in &mut self.outcome.jobs {
+                j.state = Some(PartState::at(now, j.start, j.end, j.broken.is_some(), cancelled));
+            }
+            for t in &mut self.outcome.transfers {
+                t.state = Some(PartState::at(now, t.start, t.end, t.broken.is_some(), cancelled));
+            }
+        }
+        self
     }
 }
 
@@ -106,6 +122,7 @@ impl From<PlanRecord> for PlanView {
             cancelled_at: r.cancelled_at,
             outcome: r.outcome.with_status(r.status),
         }
+        .with_part_states(Utc::now())
     }
 }
 

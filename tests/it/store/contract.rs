@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use coreserve::model::{JobPlacement, Outcome, OutcomeStatus};
+use coreserve::model::{JobPlacement, Outcome, OutcomeStatus, PartState};
 use coreserve::protocol::decision::{Booking, Decision, Part};
 use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
@@ -252,6 +252,7 @@ fn booked(user: &str, request_id: &str, from: u32, to: u32) -> PlanRecord {
         gpus: None,
         reservation_name: None,
         broken: None,
+        state: None,
     }];
     p
 }
@@ -280,7 +281,9 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
         (all[0].user.as_str(), all[0].request_id.as_str(), all[0].status),
         ("alice", "wf-1", PlanStatus::Committed)
     );
-    assert_eq!(all[0].jobs, a.outcome.jobs);
+    let mut scheduled = a.outcome.jobs.clone();
+    scheduled[0].state = Some(PartState::Scheduled);
+    assert_eq!(all[0].jobs, scheduled, "the jobs, each with its state at the event");
     assert_eq!(kinds(&s.events_after(0, Some(owner("alice")), 100).await.unwrap()), vec![(1, a.id, "plan.committed".into())]);
     assert_eq!(kinds(&s.events_after(1, None, 100).await.unwrap()), vec![(2, b.id, "plan.rejected".into())]);
     assert_eq!(s.events_after(0, None, 1).await.unwrap().len(), 1, "limit");
@@ -326,6 +329,8 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
         ]
     );
     assert_eq!(mine[5].jobs[0].broken.as_deref(), Some("reservation cs-1 deleted"));
+    assert_eq!(mine[5].jobs[0].state, Some(PartState::Broken));
+    assert_eq!(mine[6].jobs[0].state, Some(PartState::Cancelled));
     let ids: Vec<i64> = mine.iter().map(|e| e.id).collect();
     assert_eq!(ids, (3..=9).collect::<Vec<i64>>(), "numbered in order, no gaps");
     assert_eq!(s.last_event_id().await.unwrap(), 9);

@@ -1,0 +1,270 @@
+//! Event benchmark (issue 25): what the durable event log costs the plan rate, how fast an
+//! event reaches a Server-Sent Events client and a webhook receiver, and how many events per
+//! second one service delivers.
+//!
+//! One all-in-one service in process (2 HTTP workers, 3 planners) on a fresh PostgreSQL
+//! database (`CORESERVE_BENCH_PG`, default `postgres://postgres@127.0.0.1:5432/postgres`; the
+//! bench creates and drops its own database), one site of 100,000 CPUs so that every plan
+//! commits and planning is cheap: the event log's share of a plan's cost is as large as it gets.
+//! `CLIENTS` closed-loop clients POST one-job plans for `SECONDS` s per arm:
+//! 1. **no event log** (the trigger disabled: `ALTER TABLE plans DISABLE TRIGGER plans_event`):
+//!    the baseline plan rate;
+//! 2. **event log**: the same with the trigger (every plan writes its event, ids in commit
+//!    order through the counter row);
+//! 3. **event log + consumers**: one SSE client (admin, every event) and one webhook (admin) to
+//!    a receiver in the bench process, at the full plan rate;
+//! 4. **paced**: 20 plans/s with both consumers: the latency from the event's write (`at`, the
+//!    database's clock) to its arrival at the SSE client and at the receiver.
+//!
+//! Writes the `events` section of BENCHMARKS.md. Environment: `CORESERVE_EVENTS_SECONDS` (10).
+
+#[path = "report.rs"]
+mod report;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use anyhow::{bail, Context, Result};
+use chrono::{DateTime, Utc};
+use coreserve::api::{Application, ServeConfig};
+use coreserve::store::PgStore;
+use serde_json::{json, Value};
+use sqlx::Executor;
+
+const COMMAND: &str = "cargo bench --bench events";
+const ADMIN: &str = "events-bench-admin-token";
+const CLIENTS: usize = 8;
+const PACED_PER_S: u64 = 20;
+
+/// Arrival times by event id, and the events' write times.
+#[derive(Default)]
+struct Arrivals {
+    at: HashMap<i64, (DateTime<Utc>, DateTime<Utc>)>,
+}
+
+fn plan(i: u64) -> Value {
+    let start = Utc::now() + chrono::Duration::hours(1) + chrono::Duration::seconds((i % 100_000) as i64 * 60);
+    json!({
+        "id": format!("e{i}"),
+        "deadline": (start + chrono::Duration::days(2)).to_rfc3339(),
+        "not_before": start.to_rfc3339(),
+        "jobs": [{"name": "A", "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 600}],
+        "transfers": []
+    })
+}
+
+/// `clients` closed-loop clients (or one paced at `per_s`) for `secs`: plans answered 201.
+async fn load(base: &str, secs: u64, clients: usize, per_s: Option<u64>) -> Result<u64> {
+    let http = reqwest::Client::new();
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (http, base, next) = (http.clone(), base.to_owned(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut ok = 0u64;
+            let started = Instant::now();
+            while Instant::now() < stop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if let Some(rate) = per_s {
+                    let due = started + Duration::from_secs_f64(i as f64 / rate as f64);
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                let r = http.post(format!("{base}/v1/plans")).bearer_auth(ADMIN).json(&plan(i)).send().await;
+                if r.is_ok_and(|r| r.status() == reqwest::StatusCode::CREATED) {
+                    ok += 1;
+                }
+            }
+            ok
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await?;
+    }
+    Ok(total)
+}
+
+/// Follows `GET /v1/events` from the log's end, recording each event's arrival.
+fn sse(base: &str, into: Arc<Mutex<Arrivals>>) {
+    let url = format!("{base}/v1/events");
+    tokio::spawn(async move {
+        let Ok(mut r) = reqwest::Client::new().get(url).bearer_auth(ADMIN).send().await else { return };
+        let mut buf = String::new();
+        while let Ok(Some(chunk)) = r.chunk().await {
+            let now = Utc::now();
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(i) = buf.find("\n\n") {
+                let block: String = buf.drain(..i + 2).collect();
+                if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    let v: Value = serde_json::from_str(data).unwrap_or_default();
+                    if let (Some(id), Some(at)) = (v["id"].as_i64(), v["at"].as_str()) {
+                        let at: DateTime<Utc> = at.parse().unwrap_or(now);
+                        into.lock().unwrap().at.insert(id, (at, now));
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// A webhook receiver: records each delivery's arrival; its URL.
+fn receiver(into: Arc<Mutex<Arrivals>>) -> Result<String> {
+    let data = web::Data::from(into);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    let server = HttpServer::new(move || {
+        App::new().app_data(data.clone()).route(
+            "/hook",
+            web::post().to(|into: web::Data<Mutex<Arrivals>>, body: web::Bytes| async move {
+                let now = Utc::now();
+                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                if let (Some(id), Some(at)) = (v["id"].as_i64(), v["at"].as_str()) {
+                    into.lock().unwrap().at.insert(id, (at.parse().unwrap_or(now), now));
+                }
+                HttpResponse::NoContent().finish()
+            }),
+        )
+    })
+    .workers(1)
+    .listen(listener)?
+    .run();
+    tokio::spawn(server);
+    Ok(url)
+}
+
+/// p50 and p99 (ms) of arrival - write over the events written after `from`.
+fn latency(a: &Mutex<Arrivals>, from: i64) -> (f64, f64, usize) {
+    let mut lat: Vec<f64> = a
+        .lock()
+        .unwrap()
+        .at
+        .iter()
+        .filter(|(id, _)| **id > from)
+        .map(|(_, (at, got))| (*got - *at).num_microseconds().unwrap_or(0) as f64 / 1e3)
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    (report::percentile(&lat, 0.5), report::percentile(&lat, 0.99), lat.len())
+}
+
+async fn last_event(pool: &sqlx::PgPool) -> Result<i64> {
+    Ok(sqlx::query_scalar::<_, i64>("SELECT last_id FROM plan_event_counter").fetch_one(pool).await?)
+}
+
+fn main() -> Result<()> {
+    let secs: u64 = std::env::var("CORESERVE_EVENTS_SECONDS").ok().and_then(|v| v.parse().ok()).unwrap_or(10);
+    let server =
+        std::env::var("CORESERVE_BENCH_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let db = format!("coreserve_bench_events_{}", std::process::id());
+        let admin_pool = sqlx::PgPool::connect(&server).await.context("CORESERVE_BENCH_PG: a PostgreSQL server")?;
+        admin_pool.execute(format!("DROP DATABASE IF EXISTS {db}").as_str()).await?;
+        admin_pool.execute(format!("CREATE DATABASE {db}").as_str()).await?;
+        let url = match server.rsplit_once('/') {
+            Some((head, _)) => format!("{head}/{db}"),
+            None => bail!("CORESERVE_BENCH_PG: not a URL"),
+        };
+        let result = run(&url, secs).await;
+        admin_pool.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await?;
+        let body = result?;
+        report::write_markdown("events", &body);
+        print!("{body}");
+        Ok(())
+    })
+}
+
+async fn run(url: &str, secs: u64) -> Result<String> {
+    let grid = serde_json::from_value(json!({
+        "nodes": [{"id": "n1"}], "links": [],
+        "sites": [{"id": "s1", "node": "n1", "cpus": 100_000, "os": "linux", "price_per_cpu_hour": 1.0}]
+    }))?;
+    let store = Arc::new(PgStore::connect(url).await?);
+    let pool = store.pool().clone();
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".into(),
+        admin_token: Some(ADMIN.into()),
+        workers: Some(2),
+        w_interval_s: 1,
+        ..ServeConfig::default()
+    };
+    let app = Application::build(config, grid, store).await?;
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+    // Warm-up.
+    load(&base, 2, CLIENTS, None).await?;
+
+    pool.execute("ALTER TABLE plans DISABLE TRIGGER plans_event").await?;
+    let without = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
+    pool.execute("ALTER TABLE plans ENABLE TRIGGER plans_event").await?;
+    let with = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
+
+    let (streamed, hooked) = (Arc::new(Mutex::new(Arrivals::default())), Arc::new(Mutex::new(Arrivals::default())));
+    sse(&base, streamed.clone());
+    let hook = receiver(hooked.clone())?;
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/webhooks"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"url": hook}))
+        .send()
+        .await?;
+    if r.status() != reqwest::StatusCode::CREATED {
+        bail!("POST /v1/webhooks answered {}", r.status());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let from = last_event(&pool).await?;
+    let t0 = Instant::now();
+    let consumed = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
+    let written = last_event(&pool).await? - from;
+    // Until both consumers have everything (or 60 s).
+    while t0.elapsed() < Duration::from_secs(secs + 60) {
+        if latency(&streamed, from).2 as i64 >= written && latency(&hooked, from).2 as i64 >= written {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let caught_up = t0.elapsed().as_secs_f64();
+    let (s_full, h_full) = (latency(&streamed, from), latency(&hooked, from));
+
+    let from = last_event(&pool).await?;
+    load(&base, secs, 1, Some(PACED_PER_S)).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (s_paced, h_paced) = (latency(&streamed, from), latency(&hooked, from));
+
+    let mut body = report::heading("Events: the event log's cost, SSE and webhook latency", COMMAND);
+    body.push_str(&format!(
+        "\nOne all-in-one service in process on PostgreSQL (this machine), one site of 100,000 CPUs, \
+         one-job plans from {CLIENTS} closed-loop clients, {secs} s per arm (see benches/events.rs). \
+         The trigger's counter row orders event ids by commit, so plan writes pass it one at a time: \
+         the first two rows measure that price in the same run. Latency: from the event's write \
+         (`at`, the database's clock, at the start of the writing transaction) to its arrival.\n\n\
+         | arm | plans/s | ratio to no event log | events | SSE p50 / p99 | webhook p50 / p99 |\n|---|---|---|---|---|---|\n"
+    ));
+    body.push_str(&format!("| no event log (trigger disabled; baseline) | {without:.0} | 1.00 | - | - | - |\n"));
+    body.push_str(&format!("| event log | {with:.0} | {:.2} | - | - | - |\n", with / without));
+    body.push_str(&format!(
+        "| event log + 1 SSE client + 1 webhook, full rate | {consumed:.0} | {:.2} | {written} written, all at both consumers {caught_up:.1} s after the start | {:.1} / {:.1} ms | {:.1} / {:.1} ms |\n",
+        consumed / without,
+        s_full.0,
+        s_full.1,
+        h_full.0,
+        h_full.1,
+    ));
+    body.push_str(&format!(
+        "| paced {PACED_PER_S} plans/s, both consumers | {PACED_PER_S} | - | {} | {:.1} / {:.1} ms | {:.1} / {:.1} ms |\n",
+        s_paced.2, s_paced.0, s_paced.1, h_paced.0, h_paced.1,
+    ));
+    body.push_str(&format!(
+        "\nEvents delivered per second at the full rate: {:.0} to the SSE client, {:.0} to the webhook (each \
+         event once, in order; the webhook's deliveries are sequential, one POST per event). On this \
+         2-core machine the service, PostgreSQL, the clients and both consumers share the cores; a \
+         larger machine moves the plan rate's ceiling to the counter row's commit rate (one commit's \
+         WAL flush at a time, about 1/fsync).\n",
+        s_full.2 as f64 / caught_up,
+        h_full.2 as f64 / caught_up,
+    ));
+    Ok(body)
+}
