@@ -284,7 +284,10 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
     let mut scheduled = a.outcome.jobs.clone();
     scheduled[0].state = Some(PartState::Scheduled);
     assert_eq!(all[0].jobs, scheduled, "the jobs, each with its state at the event");
-    assert_eq!(kinds(&s.events_after(0, Some(owner("alice")), 100).await.unwrap()), vec![(1, a.id, "plan.committed".into())]);
+    assert_eq!(
+        kinds(&s.events_after(0, Some(owner("alice")), 100).await.unwrap()),
+        vec![(1, a.id, "plan.committed".into())]
+    );
     assert_eq!(kinds(&s.events_after(1, None, 100).await.unwrap()), vec![(2, b.id, "plan.rejected".into())]);
     assert_eq!(s.events_after(0, None, 1).await.unwrap().len(), 1, "limit");
     assert_eq!(s.last_event_id().await.unwrap(), 2);

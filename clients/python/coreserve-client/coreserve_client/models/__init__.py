@@ -22,6 +22,7 @@ from .node import Node
 from .outcome_plan_status import OutcomePlanStatus
 from .outcome_plan_status_status import OutcomePlanStatusStatus
 from .package import Package
+from .part_state import PartState
 from .plan_body import PlanBody
 from .plan_event import PlanEvent
 from .plan_status import PlanStatus
@@ -74,6 +75,7 @@ __all__ = (
     "OutcomePlanStatus",
     "OutcomePlanStatusStatus",
     "Package",
+    "PartState",
     "PlanBody",
     "PlanEvent",
     "PlanStatus",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.part_state import PartState
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class JobPlacement:
         reservation_name (None | str | Unset): At a site whose LIS fronts Slurm: the job's Slurm advance reservation,
             for
             `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
+        state (None | PartState | Unset):
     """
 
     cpus: int
@@ -43,6 +45,7 @@ class JobPlacement:
     broken: None | str | Unset = UNSET
     gpus: GpuAllocation | None | Unset = UNSET
     reservation_name: None | str | Unset = UNSET
+    state: None | PartState | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,6 +81,14 @@ class JobPlacement:
         else:
             reservation_name = self.reservation_name
 
+        state: None | str | Unset
+        if isinstance(self.state, Unset):
+            state = UNSET
+        elif isinstance(self.state, PartState):
+            state = self.state.value
+        else:
+            state = self.state
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -95,6 +106,8 @@ class JobPlacement:
             field_dict["gpus"] = gpus
         if reservation_name is not UNSET:
             field_dict["reservation_name"] = reservation_name
+        if state is not UNSET:
+            field_dict["state"] = state
 
         return field_dict
 
@@ -148,6 +161,23 @@ class JobPlacement:
 
         reservation_name = _parse_reservation_name(d.pop("reservation_name", UNSET))
 
+        def _parse_state(data: object) -> None | PartState | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                state_type_1 = PartState(data)
+
+                return state_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | PartState | Unset, data)
+
+        state = _parse_state(d.pop("state", UNSET))
+
         job_placement = cls(
             cpus=cpus,
             end=end,
@@ -157,6 +187,7 @@ class JobPlacement:
             broken=broken,
             gpus=gpus,
             reservation_name=reservation_name,
+            state=state,
         )
 
         job_placement.additional_properties = d

@@ -41,7 +41,7 @@ class PlanEvent:
             transfers (list[TransferPlacement]): The plan's transfers at the change (a broken one says why in `broken`).
             type_ (str): `plan.` and the new status (`plan.committed`, `plan.active`, `plan.broken`, ...); also
                 the SSE `event:`.
-            user (str): The plan's owner.
+            user (str): The plan owner's name.
     """
 
     at: datetime.datetime

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.part_state import PartState
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class TransferPlacement:
             broken (None | str | Unset): Why the network can no longer honour this transfer's guaranteed rate, once it
                 cannot
                 (the plan is then `broken`); absent while it is honoured.
+            state (None | PartState | Unset):
             traffic (None | TransferTraffic | Unset):
     """
 
@@ -41,6 +43,7 @@ class TransferPlacement:
     start: datetime.datetime
     to: str
     broken: None | str | Unset = UNSET
+    state: None | PartState | Unset = UNSET
     traffic: None | TransferTraffic | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -65,6 +68,14 @@ class TransferPlacement:
         else:
             broken = self.broken
 
+        state: None | str | Unset
+        if isinstance(self.state, Unset):
+            state = UNSET
+        elif isinstance(self.state, PartState):
+            state = self.state.value
+        else:
+            state = self.state
+
         traffic: dict[str, Any] | None | Unset
         if isinstance(self.traffic, Unset):
             traffic = UNSET
@@ -87,6 +98,8 @@ class TransferPlacement:
         )
         if broken is not UNSET:
             field_dict["broken"] = broken
+        if state is not UNSET:
+            field_dict["state"] = state
         if traffic is not UNSET:
             field_dict["traffic"] = traffic
 
@@ -118,6 +131,23 @@ class TransferPlacement:
 
         broken = _parse_broken(d.pop("broken", UNSET))
 
+        def _parse_state(data: object) -> None | PartState | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                state_type_1 = PartState(data)
+
+                return state_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | PartState | Unset, data)
+
+        state = _parse_state(d.pop("state", UNSET))
+
         def _parse_traffic(data: object) -> None | TransferTraffic | Unset:
             if data is None:
                 return data
@@ -143,6 +173,7 @@ class TransferPlacement:
             start=start,
             to=to,
             broken=broken,
+            state=state,
             traffic=traffic,
         )
 
