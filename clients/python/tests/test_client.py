@@ -32,6 +32,7 @@ from coreserve_client.types import Response, Unset
 from conftest import GRID, W_INTERVAL_S, Service, client_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "workflow_engine.py"
+REACT = Path(__file__).resolve().parents[1] / "examples" / "react_to_events.py"
 JOBS = ("A", "B", "C", "D")
 EDGES = (("A", "B"), ("A", "C"), ("B", "D"), ("C", "D"))
 
@@ -301,3 +302,18 @@ def test_example_fails_clearly(service: Service, alice_token: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "CORESERVE_TOKEN"}
     missing = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "CORESERVE_TOKEN is not set" in missing.stderr
+
+
+def test_example_reacts_to_events(service: Service, alice_token: str) -> None:
+    """The event-driven example books a plan, sees it committed on the stream, cancels it, and
+    sees it cancelled, with its job's state in each event."""
+    env = dict(os.environ, CORESERVE_URL=service.base_url, CORESERVE_TOKEN=alice_token)
+    run = subprocess.run([sys.executable, str(REACT)], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    out = run.stdout
+    booked = re.search(r"^booked (react-\w+): plan (\S+), committed$", out, re.M)
+    assert booked, out
+    plan_id = booked.group(2)
+    assert re.search(rf"^event \d+: plan.committed for plan {plan_id}, job A scheduled$", out, re.M), out
+    assert re.search(rf"^event \d+: plan.cancelled for plan {plan_id}, job A cancelled$", out, re.M), out
+    assert out.rstrip().endswith("react to events: done (plan.cancelled)")
