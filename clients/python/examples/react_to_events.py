@@ -74,24 +74,30 @@ def main() -> int:
     ready = threading.Event()
     stream = events(url, token, ready)
     booked: dict[str, PlanView] = {}
+    # Two threads print: one line at a time.
+    printing = threading.Lock()
+
+    def say(line: str) -> None:
+        with printing:
+            print(line, flush=True)
 
     def book() -> None:
         ready.wait(10)
         answer = create_plan.sync(client=client, body=body)
         if isinstance(answer, PlanView):
             booked["plan"] = answer
-            print(f"booked {body.id}: plan {answer.id}, {answer.status.value}")
+            say(f"booked {body.id}: plan {answer.id}, {answer.status.value}")
 
     threading.Thread(target=book, daemon=True).start()
     for event in stream:
         if event.request_id != body.id:
             continue  # another plan of ours
         state = getattr(event.jobs[0].state, "value", "-") if event.jobs else "-"
-        print(f"event {event.id}: {event.type_} for plan {event.plan_id}, job A {state}")
+        say(f"event {event.id}: {event.type_} for plan {event.plan_id}, job A {state}")
         if event.type_ == "plan.committed":
             cancel_plan.sync(client=client, id=event.plan_id)
         elif event.type_ in ("plan.cancelled", "plan.rejected", "plan.completed", "plan.broken"):
-            print(f"react to events: done ({event.type_})")
+            say(f"react to events: done ({event.type_})")
             return 0 if event.type_ == "plan.cancelled" else 1
     return 1
 
