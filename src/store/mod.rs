@@ -155,17 +155,29 @@ impl PlanEvent {
 
     /// Each job's and transfer's `state` at the event's time.
     pub fn with_part_states(mut self) -> Self {
-        let cancelled = self.status == PlanStatus::Cancelled;
-        let booked = self.status.holds_reservations() || matches!(self.status, PlanStatus::Completed) || cancelled;
-        if booked {
-            for j in &mut self.jobs {
-                j.state = Some(PartState::at(self.at, j.start, j.end, j.broken.is_some(), cancelled));
-            }
-            for t in &mut self.transfers {
-                t.state = Some(PartState::at(self.at, t.start, t.end, t.broken.is_some(), cancelled));
-            }
-        }
+        stamp_part_states(self.status, &mut self.jobs, &mut self.transfers, self.at);
         self
+    }
+}
+
+/// Sets each job's and transfer's `state` at `now` ([`PartState::at`]) for a plan in `status`
+/// that was booked (committed, active, completed, broken or cancelled); leaves them unset
+/// otherwise.
+pub fn stamp_part_states(
+    status: PlanStatus,
+    jobs: &mut [crate::model::JobPlacement],
+    transfers: &mut [crate::model::TransferPlacement],
+    now: DateTime<Utc>,
+) {
+    let cancelled = status == PlanStatus::Cancelled;
+    if !(status.holds_reservations() || matches!(status, PlanStatus::Completed) || cancelled) {
+        return;
+    }
+    for j in jobs {
+        j.state = Some(PartState::at(now, j.start, j.end, j.broken.is_some(), cancelled));
+    }
+    for t in transfers {
+        t.state = Some(PartState::at(now, t.start, t.end, t.broken.is_some(), cancelled));
     }
 }
 

@@ -24,11 +24,13 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
 use crate::model::{
-    ComputeDemand, NetworkDemand, Outcome, PartState, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
+    ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
 use crate::planner::{PlanOptions, Settlement};
 use crate::protocol::decision::LogError;
-use crate::store::{Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
+use crate::store::{
+    stamp_part_states, Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError,
+};
 
 /// `POST /v1/plans` body: a plan request in the model's format, without `user` (the token's)
 /// and `submitted_at` (the time the server received it). Unknown fields are refused.
@@ -92,16 +94,8 @@ impl PlanView {
 
     /// Each job's and transfer's `state` at `now` (booked plans only).
     fn with_part_states(mut self, now: DateTime<Utc>) -> Self {
-        let status = self.outcome.status;
-        if status.holds_reservations() || matches!(status, PlanStatus::Completed | PlanStatus::Cancelled) {
-            let cancelled = status == PlanStatus::Cancelled;
-            for j in &mut self.outcome.jobs {
-                j.state = Some(PartState::at(now, j.start, j.end, j.broken.is_some(), cancelled));
-            }
-            for t in &mut self.outcome.transfers {
-                t.state = Some(PartState::at(now, t.start, t.end, t.broken.is_some(), cancelled));
-            }
-        }
+        let o = &mut self.outcome;
+        stamp_part_states(o.status, &mut o.jobs, &mut o.transfers, now);
         self
     }
 }
