@@ -153,45 +153,19 @@ impl From<StoreError> for ApiError {
 }
 
 impl From<ParticipantError> for ApiError {
+    /// Status, slug and title from the protocol's one table ([`ParticipantError::problem_kind`]).
     fn from(e: ParticipantError) -> Self {
-        use ParticipantError as P;
-        let detail = e.to_string();
-        let mut err = match &e {
-            P::Capacity { .. } | P::GpuCapacity { .. } | P::LinkCapacity { .. } => ApiError::conflict("capacity", "Not enough capacity", detail),
-            P::InvalidHold(_) => ApiError::invalid(detail),
-            P::UnknownHold(_) | P::UnknownSite(_) | P::UnknownLink(_) => ApiError::not_found(detail),
-            P::HoldExpired(_) => ApiError::conflict("hold-expired", "The hold expired", detail),
-            P::Aborted(_) => ApiError::conflict("hold-aborted", "The hold was aborted", detail),
-            P::AlreadyCommitted(_) => ApiError::conflict("hold-committed", "The hold is committed", detail),
-            P::NotCommitted(_) => ApiError::conflict("hold-not-committed", "The hold is not committed", detail),
-            P::NotOwner(_) => ApiError::conflict(
-                "hold-not-owned",
-                "A part is held by another principal",
-                format!("{detail}: the plan was booked through another planner's credential; cancel it through that planner"),
-            ),
-            P::Invalid(_) => ApiError::bad_request(detail),
-            P::Transport(_) => {
-                ApiError::new(StatusCode::BAD_GATEWAY, "transport", "A participant did not answer", detail)
-            }
-            P::Durability(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store-unavailable",
-                "The participant could not make the change durable",
-                detail,
-            ),
-            P::NoLocalAccount { .. } => {
-                ApiError::new(StatusCode::FORBIDDEN, "no-local-account", "No account at the site", detail)
-            }
-            P::LocalScheduler { .. } => ApiError::conflict("scheduler-refused", "The site's scheduler refused", detail),
-            P::DataPlane(_) => ApiError::conflict("data-plane-refused", "The network's data plane refused", detail),
-            P::SchedulerUnavailable { .. } => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "scheduler-unavailable",
-                "The site's scheduler is unavailable",
-                detail,
-            )
-            .retry_after(5),
-        };
+        let kind = e.problem_kind();
+        let status = StatusCode::from_u16(kind.status).expect("a valid status in the table");
+        let mut detail = e.to_string();
+        if let ParticipantError::NotOwner(_) = e {
+            detail
+                .push_str(": the plan was booked through another planner's credential; cancel it through that planner");
+        }
+        let mut err = ApiError::new(status, kind.slug, kind.title, detail);
+        if let ParticipantError::SchedulerUnavailable { .. } = e {
+            err = err.retry_after(5);
+        }
         err.participant_error = Some(Box::new(e));
         err
     }

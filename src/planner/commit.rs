@@ -10,7 +10,98 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::model::SiteId;
+use crate::protocol::decision::LogError;
 use crate::protocol::{HoldId, HoldLifecycle, ParticipantError};
+
+/// A part of a plan, as named in a rejection's reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartName {
+    /// Job `job`, placed on `site`.
+    Job { job: String, site: SiteId },
+    /// The transfer from job `from` to job `to`.
+    Transfer { from: String, to: String },
+}
+
+impl std::fmt::Display for PartName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PartName::Job { job, site } => write!(f, "job `{job}` on site `{site}`"),
+            PartName::Transfer { from, to } => write!(f, "transfer {from}->{to}"),
+        }
+    }
+}
+
+/// Why a step of two-phase commit did not go through. Its text is what a rejected plan's
+/// `reason` (or an in-doubt plan's problem detail) says.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TwoPhaseError {
+    /// Phase 1 (BBR's batch): a participant refused the hold of `part`. `self_conflict` is
+    /// empty or says that the plan's own parts explain the refusal (see the coordinator).
+    #[error("batch prepare failed: {part}: {source}{self_conflict}")]
+    PrepareRefused {
+        part: PartName,
+        #[source]
+        source: ParticipantError,
+        self_conflict: String,
+    },
+    /// A participant could not make its holds durable before the decision.
+    #[error("a participant could not make its holds durable: {0}")]
+    NotDurable(#[source] ParticipantError),
+    /// Phase 2: a participant refused a commit (its hold is gone, e.g. its lease ran out).
+    #[error("commit failed: {0}")]
+    CommitRefused(#[source] ParticipantError),
+    /// Phase 2: the commit of `hold` got no definite answer, even after retries.
+    #[error("commit of hold {hold} got no answer: {source}")]
+    CommitUnanswered {
+        hold: HoldId,
+        #[source]
+        source: ParticipantError,
+    },
+    /// Compensation: giving `hold` back got no definite answer; it may still be booked.
+    #[error("compensation of hold {hold} got no answer: {source}")]
+    CompensationUnanswered {
+        hold: HoldId,
+        #[source]
+        source: ParticipantError,
+    },
+    /// Recovery found the transaction already given up by its coordinator.
+    #[error("its coordinator gave it up (a part refused its commit)")]
+    GivenUp,
+    /// A part's participant is not known to this planner.
+    #[error("a part's participant is unknown: {0}")]
+    UnknownParticipant(#[source] ParticipantError),
+}
+
+/// Why a decided transaction is still in doubt (neither booked for sure nor rejected): what
+/// the recovery loop will finish.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unsettled {
+    /// A step of phase 2 or of the compensation got no answer.
+    #[error(transparent)]
+    NoAnswer(#[from] TwoPhaseError),
+    /// Every part is committed, but the log did not record the end.
+    #[error("every part is committed, but the end could not be recorded: {0}")]
+    EndNotRecorded(#[source] LogError),
+    /// A part refused its commit (`cause`), and the log did not record that the transaction
+    /// is given up: nothing was released.
+    #[error("{cause}; giving the plan up could not be recorded: {source}")]
+    GiveUpNotRecorded {
+        cause: TwoPhaseError,
+        #[source]
+        source: LogError,
+    },
+    /// A part refused its commit (`cause`) and giving every part back got no answer.
+    #[error("{cause}; {source}")]
+    CompensationUnanswered {
+        cause: TwoPhaseError,
+        #[source]
+        source: TwoPhaseError,
+    },
+    /// Every part was given back, but the log did not record the rejection.
+    #[error("compensated, but the end could not be recorded: {0}")]
+    RejectionNotRecorded(#[source] LogError),
+}
 
 /// Pauses before the retries of a call whose answer was indeterminate.
 const RETRY_AFTER: [Duration; 2] = [Duration::from_millis(50), Duration::from_millis(250)];
@@ -29,16 +120,16 @@ pub(super) fn indeterminate(e: &ParticipantError) -> bool {
 }
 
 /// What committing every part of a plan came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) enum Phase2 {
     /// Every part is committed (durable at its participant).
     Committed,
     /// A part refused its commit (its hold is gone): the plan cannot be booked whole.
     /// `committed[i]`: part `i` answered its commit with OK.
-    Refused { committed: Vec<bool>, reason: String },
+    Refused { committed: Vec<bool>, cause: TwoPhaseError },
     /// Some part never answered its commit definitely; every part that answered is committed.
     /// Parts after the first silent one were still sent their commit.
-    Unreachable { reason: String },
+    Unreachable { cause: TwoPhaseError },
 }
 
 /// Sends `op` to one participant, retrying while the answer is indeterminate. `messages` counts
@@ -69,14 +160,14 @@ pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], mes
         match with_retries(messages, || p.commit(*hold)).await {
             Ok(()) => committed[index] = true,
             Err(e) if indeterminate(&e) => {
-                silent.get_or_insert_with(|| format!("commit of hold {hold} got no answer: {e}"));
+                silent.get_or_insert(TwoPhaseError::CommitUnanswered { hold: *hold, source: e });
             }
-            Err(e) => return Phase2::Refused { committed, reason: format!("commit failed: {e}") },
+            Err(e) => return Phase2::Refused { committed, cause: TwoPhaseError::CommitRefused(e) },
         }
     }
     match silent {
         None => Phase2::Committed,
-        Some(reason) => Phase2::Unreachable { reason },
+        Some(cause) => Phase2::Unreachable { cause },
     }
 }
 
@@ -87,14 +178,14 @@ pub(super) type Groups = Vec<(Arc<dyn HoldLifecycle>, Vec<usize>)>;
 /// Phase 1's votes made durable before a logged decision: one [`HoldLifecycle::persist`] per
 /// participant, all sent at once. `Err`: a participant could not promise its holds (the caller
 /// gives the plan up).
-pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], messages: &mut u64) -> Result<(), String> {
+pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], messages: &mut u64) -> Result<(), TwoPhaseError> {
     *messages += groups.len() as u64;
     let calls = groups.iter().map(|(p, parts)| {
         let ids: Vec<HoldId> = parts.iter().map(|&i| holds[i]).collect();
         async move { p.persist(&ids).await }
     });
     for r in futures::future::join_all(calls).await {
-        r.map_err(|e| format!("a participant could not make its holds durable: {e}"))?;
+        r.map_err(TwoPhaseError::NotDurable)?;
     }
     Ok(())
 }
@@ -139,17 +230,17 @@ pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], messages: &
             match r {
                 Ok(()) => committed[i] = true,
                 Err(e) if indeterminate(&e) => {
-                    silent.get_or_insert_with(|| format!("commit of hold {} got no answer: {e}", holds[i]));
+                    silent.get_or_insert(TwoPhaseError::CommitUnanswered { hold: holds[i], source: e });
                 }
                 Err(e) => {
-                    refused.get_or_insert_with(|| format!("commit failed: {e}"));
+                    refused.get_or_insert(TwoPhaseError::CommitRefused(e));
                 }
             }
         }
     }
     match (refused, silent) {
-        (Some(reason), _) => Phase2::Refused { committed, reason },
-        (None, Some(reason)) => Phase2::Unreachable { reason },
+        (Some(cause), _) => Phase2::Refused { committed, cause },
+        (None, Some(cause)) => Phase2::Unreachable { cause },
         (None, None) => Phase2::Committed,
     }
 }
@@ -173,7 +264,7 @@ pub(super) async fn compensate(
     parts: &[(Arc<dyn HoldLifecycle>, HoldId)],
     committed: &[bool],
     tally: &mut Tally,
-) -> Result<(), String> {
+) -> Result<(), TwoPhaseError> {
     let mut first_failure = None;
     for (i, (p, hold)) in parts.iter().enumerate() {
         let r = if committed.get(i).copied().unwrap_or(false) {
@@ -188,7 +279,7 @@ pub(super) async fn compensate(
         match r {
             Err(e) if indeterminate(&e) => {
                 tracing::error!(error = %e, %hold, "compensation got no answer");
-                first_failure.get_or_insert_with(|| format!("compensation of hold {hold} got no answer: {e}"));
+                first_failure.get_or_insert(TwoPhaseError::CompensationUnanswered { hold: *hold, source: e });
             }
             // Gone already (never committed, expired, aborted, unknown): nothing to give back.
             Ok(()) | Err(_) => {}

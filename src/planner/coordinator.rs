@@ -1,22 +1,23 @@
-//! The coordinator of one planning attempt: books the plan [`super::search`] fixed, with
-//! two-phase commit (Ando & Aida, section 3.2; docs/protocol.md).
+//! Two-phase commit of a plan (Ando & Aida, section 3.2; docs/protocol.md).
 //!
-//! Phase 1 is whatever the search did not hold yet: under BBR (and BBR-overlay) the whole plan
-//! is prepared in one batch here, and a refused prepare aborts the batch and rejects the
-//! request; under BIR every part is already held. Then the decision (durable when there is a
-//! decision log, see [`crate::protocol::decision`]) and phase 2 ([`super::commit`]): commit every part, or
-//! give every part back.
+//! Phase 1 is whatever the search ([`super::search`]) did not hold yet: under BBR (and
+//! BBR-overlay) the whole plan is prepared in one batch ([`Attempt::prepare_all`]), and a
+//! refused prepare aborts the batch and rejects the request; under BIR every part is already
+//! held. Then a [`Coordinator`] owns the held parts: the decision (durable when there is a
+//! decision log, see [`crate::protocol::decision`]) and phase 2 ([`super::commit`]): commit
+//! every part, or give every part back. Recovery ([`super::recover`]) finishes a decided
+//! transaction with the same [`Coordinator::finish_decided`] that planning uses.
 
 use std::sync::Arc;
 
-use super::commit::{self, Phase2};
+use super::commit::{self, PartName, Phase2, TwoPhaseError, Unsettled};
 use super::search::Attempt;
 use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
 use crate::calendar::CapacityCalendar;
 use crate::fairshare::Usage;
 use crate::model::{LinkId, Outcome, OutcomeStatus, SiteId, Time, MAX_AMOUNT};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, LogError, Part};
-use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError};
+use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError, TxnId};
 
 /// Whether a refused batch prepare is a **self-conflict** (Ando & Aida, section 3.2: BBR's
 /// searches cannot see the plan's own choices, so two parts of one plan may need the same
@@ -45,13 +46,13 @@ fn self_conflict(e: &ParticipantError, own: impl Iterator<Item = (Time, Time, u6
     }
 }
 
-/// A booked part of the plan, as the commit phase sees it.
-struct HeldPart {
-    participant: Arc<dyn HoldLifecycle>,
-    target: ParticipantRef,
-    hold: HoldId,
+/// A held part of the plan, as the coordinator sees it.
+pub(super) struct HeldPart {
+    pub(super) participant: Arc<dyn HoldLifecycle>,
+    pub(super) target: ParticipantRef,
+    pub(super) hold: HoldId,
     /// The prepare message that made the hold (what the decision log records).
-    request: HoldRequest,
+    pub(super) request: HoldRequest,
 }
 
 impl Attempt<'_> {
@@ -75,16 +76,18 @@ impl Attempt<'_> {
             }
             Ok(()) => match self.prepare_all().await {
                 Ok(parts) => {
+                    let user = self.req.user().to_owned();
+                    let mut coordinator = self.into_coordinator(parts);
                     // The allocation limit: charged before the decision (atomically per
                     // project), given back unless the plan commits or stays in doubt.
                     if let Some(c) = opts.charge {
-                        let usage = Usage::of_outcome(&self.outcome());
-                        if let Err(e) = c.ledger.charge(c.key, self.req.user(), usage) {
-                            let _ = self.compensate(&parts, &[]).await;
-                            return (self.rejected(e.to_string()), false);
+                        let usage = Usage::of_outcome(&coordinator.outcome);
+                        if let Err(e) = c.ledger.charge(c.key, &user, usage) {
+                            let _ = coordinator.compensate(&[]).await;
+                            return (coordinator.rejected(e.to_string()), false);
                         }
                     }
-                    let result = self.book(parts, opts.log).await;
+                    let result = coordinator.book(opts.log).await;
                     if let Some(c) = opts.charge {
                         let booked = result.outcome.status == OutcomeStatus::Committed
                             || matches!(result.settlement, Settlement::InDoubt(_));
@@ -94,10 +97,10 @@ impl Attempt<'_> {
                     }
                     (result, false)
                 }
-                Err(reason) => {
+                Err(cause) => {
                     // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
                     self.undo_to(0).await;
-                    (self.rejected(reason), true)
+                    (self.rejected(cause.to_string()), true)
                 }
             },
         }
@@ -107,14 +110,14 @@ impl Attempt<'_> {
     ///
     /// A refused prepare rejects the request; its reason ends in `(self-conflict: ...)` when
     /// the plan's own parts prepared before it explain the refusal (see [`self_conflict`]).
-    async fn prepare_all(&mut self) -> Result<Vec<HeldPart>, String> {
+    pub(super) async fn prepare_all(&mut self) -> Result<Vec<HeldPart>, TwoPhaseError> {
         let mut parts = Vec::new();
         // What this batch has prepared so far: (site, start, end, CPUs), (links, start, end, Mbit/s).
         let mut own_jobs: Vec<(SiteId, Time, Time, u64)> = Vec::new();
         let mut own_transfers: Vec<(Vec<LinkId>, Time, Time, u64)> = Vec::new();
         for v in 0..self.jobs.len() {
             let f = self.jobs[v].clone().expect("complete plan");
-            let p = self.lis(&f.site).map_err(|e| e.to_string())?;
+            let p = self.lis(&f.site).map_err(TwoPhaseError::UnknownParticipant)?;
             let req = self.job_hold(v, &f);
             let hold = match f.hold {
                 Some(h) => h,
@@ -125,12 +128,10 @@ impl Attempt<'_> {
                         Ok(h) => h.id,
                         Err(e) => {
                             let own = own_jobs.iter().filter(|(s, ..)| *s == f.site).map(|(_, a, b, n)| (*a, *b, *n));
-                            let why = self_conflict(&e, own);
-                            let _ = self.compensate(&parts, &[]).await;
-                            return Err(format!(
-                                "batch prepare failed: job `{}` on site `{}`: {e}{why}",
-                                job.name, f.site
-                            ));
+                            let self_conflict = self_conflict(&e, own);
+                            self.give_back(&parts).await;
+                            let part = PartName::Job { job: job.name.clone(), site: f.site.clone() };
+                            return Err(TwoPhaseError::PrepareRefused { part, source: e, self_conflict });
                         }
                     }
                 }
@@ -166,9 +167,10 @@ impl Attempt<'_> {
                                 .iter()
                                 .filter(|(links, ..)| link.is_some_and(|l| links.contains(l)))
                                 .map(|(_, a, b, n)| (*a, *b, *n));
-                            let why = self_conflict(&err, own);
-                            let _ = self.compensate(&parts, &[]).await;
-                            return Err(format!("batch prepare failed: transfer {}->{}: {err}{why}", t.from, t.to));
+                            let self_conflict = self_conflict(&err, own);
+                            self.give_back(&parts).await;
+                            let part = PartName::Transfer { from: t.from.clone(), to: t.to.clone() };
+                            return Err(TwoPhaseError::PrepareRefused { part, source: err, self_conflict });
                         }
                     }
                 }
@@ -179,16 +181,111 @@ impl Attempt<'_> {
         Ok(parts)
     }
 
+    /// A final rejection (nothing booked).
+    fn rejected(&self, reason: impl Into<String>) -> PlanResult {
+        PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
+    }
+
+    /// Aborts the holds of a refused batch (best effort: what is not aborted ends at its lease).
+    async fn give_back(&mut self, parts: &[HeldPart]) {
+        let targets: Vec<_> = parts.iter().map(|p| (p.participant.clone(), p.hold)).collect();
+        let mut tally = commit::Tally::default();
+        let _ = commit::compensate(&targets, &[], &mut tally).await;
+        self.messages += tally.messages;
+        self.holds_aborted += tally.holds_aborted;
+    }
+
+    /// Hands the held parts to a coordinator: the jobs' holds (BBR's batch made them just now)
+    /// go into the outcome, which names their local reservations. Parts list the jobs first,
+    /// in order. From here the parts own the holds (the search's trail is dropped).
+    fn into_coordinator(mut self, parts: Vec<HeldPart>) -> Coordinator {
+        for (fix, part) in self.jobs.iter_mut().zip(&parts) {
+            if let Some(f) = fix {
+                f.hold = Some(part.hold);
+            }
+        }
+        Coordinator { txn: self.txn, outcome: self.outcome(), parts, started: Some(self.started), recovering: false }
+    }
+}
+
+/// The coordinator of one transaction over its held parts: decides, commits or gives back,
+/// and records it in the decision log. Used by planning ([`Coordinator::book`]) and by
+/// recovery ([`Coordinator::finish_decided`]).
+pub(super) struct Coordinator {
+    txn: TxnId,
+    parts: Vec<HeldPart>,
+    /// The plan as committed. Its `messages` and `holds_aborted` count on as the coordinator
+    /// sends messages (the search's first).
+    outcome: Outcome,
+    /// When planning began (`planning_ms` of the outcome); `None` in recovery (the outcome's
+    /// own `planning_ms` stands).
+    started: Option<tokio::time::Instant>,
+    /// Settling a transaction another coordinator decided: no crash points, and a rejection
+    /// says the coordinator was interrupted.
+    recovering: bool,
+}
+
+/// How [`Coordinator::finish_decided`] ended a decided transaction.
+pub(super) enum Ended {
+    /// Every part is committed and the end recorded.
+    Committed,
+    /// A part refused its commit: every part was given back and the rejection recorded.
+    Compensated(Outcome),
+}
+
+impl Coordinator {
+    /// A coordinator that settles the decided transaction `txn` (recovery): its `parts`, and
+    /// the committed `outcome` logged with the decision.
+    pub(super) fn recovering(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome) -> Self {
+        Coordinator { txn, parts, outcome, started: None, recovering: true }
+    }
+
+    /// The outcome as of now: committed, with the messages so far.
+    fn current(&self) -> Outcome {
+        let mut o = self.outcome.clone();
+        if let Some(s) = self.started {
+            o.planning_ms = s.elapsed().as_secs_f64() * 1000.0;
+        }
+        o
+    }
+
+    /// A rejection of the plan for `reason`, with the messages and aborts so far.
+    fn reject(&self, reason: impl Into<String>) -> Outcome {
+        let o = self.current();
+        let mut r = Outcome::rejected(&o.request_id, reason, &o.planner);
+        r.messages = o.messages;
+        r.holds_aborted = o.holds_aborted;
+        r.planning_ms = o.planning_ms;
+        r
+    }
+
+    /// A final rejection (nothing booked).
+    fn rejected(&self, reason: impl Into<String>) -> PlanResult {
+        PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
+    }
+
+    fn committed(self) -> PlanResult {
+        let outcome = self.current();
+        let bookings = self.parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
+        PlanResult { outcome, bookings, settlement: Settlement::Final }
+    }
+
+    fn crash_point(&self, point: &str) {
+        if !self.recovering {
+            crash_point(point);
+        }
+    }
+
     /// Every part as its participant and hold id (what phase 2 sends).
-    fn targets(parts: &[HeldPart]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
-        parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
+    fn targets(&self) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
+        self.parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
     }
 
     /// The parts grouped by participant (see [`commit::Groups`]).
-    fn groups(parts: &[HeldPart]) -> commit::Groups {
+    fn groups(&self) -> commit::Groups {
         let mut targets: Vec<&ParticipantRef> = Vec::new();
         let mut groups: commit::Groups = Vec::new();
-        for (i, p) in parts.iter().enumerate() {
+        for (i, p) in self.parts.iter().enumerate() {
             match targets.iter().position(|t| **t == p.target) {
                 Some(g) => groups[g].1.push(i),
                 None => {
@@ -200,150 +297,156 @@ impl Attempt<'_> {
         groups
     }
 
-    /// Phase 2: commits every part (see [`commit::commit_parts`]).
-    async fn phase2(&mut self, parts: &[HeldPart]) -> Phase2 {
-        commit::commit_parts(&Self::targets(parts), &mut self.messages).await
+    fn holds(&self) -> Vec<HoldId> {
+        self.parts.iter().map(|p| p.hold).collect()
+    }
+
+    /// Phase 2 in order, one commit per part (see [`commit::commit_parts`]).
+    async fn phase2(&mut self) -> Phase2 {
+        commit::commit_parts(&self.targets(), &mut self.outcome.messages).await
     }
 
     /// Gives every part back: releases those known committed (`committed[i]`), aborts the
-    /// others (see [`commit::compensate`]). `Err`: a participant did not answer.
-    async fn compensate(&mut self, parts: &[HeldPart], committed: &[bool]) -> Result<(), String> {
+    /// others (see [`commit::compensate`]).
+    ///
+    /// # Errors
+    /// A participant did not answer: that part may still be booked.
+    async fn compensate(&mut self, committed: &[bool]) -> Result<(), TwoPhaseError> {
         let mut tally = commit::Tally::default();
-        let r = commit::compensate(&Self::targets(parts), committed, &mut tally).await;
-        self.messages += tally.messages;
-        self.holds_aborted += tally.holds_aborted;
+        let r = commit::compensate(&self.targets(), committed, &mut tally).await;
+        self.outcome.messages += tally.messages;
+        self.outcome.holds_aborted += tally.holds_aborted;
         r
     }
 
-    /// A final rejection (nothing booked).
-    fn rejected(&self, reason: impl Into<String>) -> PlanResult {
-        PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
-    }
-
-    /// The decision and phase 2 of a plan whose every part is held (`parts`, from
-    /// [`Self::prepare_all`]); with a commit log, the decision is made durable in the order
-    /// [`DecisionLog::shares_fate`] asks for, and a plan whose phase 2 cannot be finished now
-    /// is left in doubt (see [`crate::protocol::decision`]).
-    async fn book(mut self, parts: Vec<HeldPart>, log: Option<&dyn DecisionLog>) -> PlanResult {
-        self.trail.clear(); // from here the parts own the holds
-                            // Every job's hold (BBR's batch made them just now): the outcome names their local
-                            // reservations. Parts list the jobs first, in order.
-        for (fix, part) in self.jobs.iter_mut().zip(&parts) {
-            if let Some(f) = fix {
-                f.hold = Some(part.hold);
+    /// Phase 2 in memory: commit every part; on failure give every part back and answer the
+    /// rejection.
+    async fn commit_or_give_back(&mut self) -> Result<(), PlanResult> {
+        match self.phase2().await {
+            Phase2::Committed => Ok(()),
+            Phase2::Refused { committed, cause } => {
+                let _ = self.compensate(&committed).await;
+                Err(self.rejected(cause.to_string()))
+            }
+            Phase2::Unreachable { cause } => {
+                let _ = self.compensate(&[]).await;
+                Err(self.rejected(cause.to_string()))
             }
         }
-        crash_point("after-prepare");
+    }
+
+    /// The decision and phase 2 of a plan whose every part is held; with a decision log, the
+    /// decision is made durable in the order [`DecisionLog::shares_fate`] asks for, and a plan
+    /// whose phase 2 cannot be finished now is left in doubt (see
+    /// [`crate::protocol::decision`]).
+    pub(super) async fn book(mut self, log: Option<&dyn DecisionLog>) -> PlanResult {
+        self.crash_point("after-prepare");
         let Some(log) = log else {
             // No log, so no recovery: whatever stops phase 2 ends in compensation.
-            return match self.phase2(&parts).await {
-                Phase2::Committed => self.committed(parts),
-                Phase2::Refused { committed, reason } => {
-                    let _ = self.compensate(&parts, &committed).await;
-                    self.rejected(reason)
-                }
-                Phase2::Unreachable { reason } => {
-                    let _ = self.compensate(&parts, &[]).await;
-                    self.rejected(reason)
-                }
+            return match self.commit_or_give_back().await {
+                Ok(()) => self.committed(),
+                Err(rejected) => rejected,
             };
         };
-        let decided: Vec<Part> = parts
+        let decided: Vec<Part> = self
+            .parts
             .iter()
             .map(|p| Part { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
             .collect();
         if log.shares_fate() {
             // The outcome as it will be once every commit is sent (one message each).
-            let mut outcome = self.outcome();
-            outcome.messages += parts.len() as u64;
-            let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
+            let mut outcome = self.current();
+            outcome.messages += self.parts.len() as u64;
             // Participants in this process: commit in memory, then one durable write.
-            match self.phase2(&parts).await {
-                Phase2::Committed => {}
-                Phase2::Refused { committed, reason } => {
-                    let _ = self.compensate(&parts, &committed).await;
-                    return self.rejected(reason);
-                }
-                Phase2::Unreachable { reason } => {
-                    let _ = self.compensate(&parts, &[]).await;
-                    return self.rejected(reason);
-                }
+            if let Err(rejected) = self.commit_or_give_back().await {
+                return rejected;
             }
-            crash_point("after-commit");
+            self.crash_point("after-commit");
+            let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
             if let Err(e) = log.decide(&decision).await {
-                let _ = self.compensate(&parts, &vec![true; parts.len()]).await;
-                if let LogError::Refused(reason) = e {
-                    return self.rejected(reason);
-                }
-                return PlanResult {
-                    outcome: self.reject(e.to_string()),
-                    bookings: vec![],
-                    settlement: Settlement::Undecided(e),
-                };
+                let _ = self.compensate(&vec![true; self.parts.len()]).await;
+                return self.undecided(e);
             }
-            crash_point("after-decision");
-            return self.committed(parts);
+            self.crash_point("after-decision");
+            return self.committed();
         }
         // Participants in other processes: they may have granted tentative holds, which must
         // survive their crash once a commit decision is logged. One persist per participant,
         // then the decision, then one commit per participant, all participants at once.
-        let groups = Self::groups(&parts);
-        let holds: Vec<HoldId> = parts.iter().map(|p| p.hold).collect();
-        if let Err(reason) = commit::persist_groups(&groups, &holds, &mut self.messages).await {
-            let _ = self.compensate(&parts, &[]).await;
-            return self.rejected(reason);
+        let groups = self.groups();
+        if let Err(cause) = commit::persist_groups(&groups, &self.holds(), &mut self.outcome.messages).await {
+            let _ = self.compensate(&[]).await;
+            return self.rejected(cause.to_string());
         }
         // The outcome as it will be once every commit is sent (one message per participant).
-        let mut outcome = self.outcome();
+        let mut outcome = self.current();
         outcome.messages += groups.len() as u64;
         let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
         if let Err(e) = log.decide(&decision).await {
-            let _ = self.compensate(&parts, &[]).await;
-            if let LogError::Refused(reason) = e {
-                return self.rejected(reason);
-            }
-            return PlanResult {
-                outcome: self.reject(e.to_string()),
-                bookings: vec![],
-                settlement: Settlement::Undecided(e),
-            };
+            let _ = self.compensate(&[]).await;
+            return self.undecided(e);
         }
-        crash_point("after-decision");
-        let txn = self.txn;
-        let in_doubt = |reason: String| {
-            tracing::warn!(%txn, %reason, "a decided transaction stays in doubt");
-            PlanResult { outcome: outcome.clone(), bookings: vec![], settlement: Settlement::InDoubt(reason) }
-        };
-        match commit::commit_groups(&groups, &holds, &mut self.messages).await {
-            Phase2::Committed => {
-                crash_point("after-commit");
-                match log.finish(txn, Ok(())).await {
-                    Ok(()) => self.committed(parts),
-                    Err(e) => in_doubt(format!("every part is committed, but the end could not be recorded: {e}")),
-                }
+        self.crash_point("after-decision");
+        match self.finish_decided(log, false).await {
+            Ok(Ended::Committed) => self.committed(),
+            Ok(Ended::Compensated(rejected)) => {
+                PlanResult { outcome: rejected, bookings: vec![], settlement: Settlement::Final }
             }
-            Phase2::Unreachable { reason } => in_doubt(reason),
-            Phase2::Refused { committed, reason } => {
-                // Logged before anything is given back: recovery must know a released part
-                // was compensated, not cancelled.
-                if let Err(e) = log.compensating(txn).await {
-                    return in_doubt(format!("{reason}; giving the plan up could not be recorded: {e}"));
-                }
-                crash_point("after-compensating");
-                if let Err(e) = self.compensate(&parts, &committed).await {
-                    return in_doubt(format!("{reason}; {e}"));
-                }
-                let rejected = self.reject(reason);
-                match log.finish(txn, Err(&rejected)).await {
-                    Ok(()) => PlanResult { outcome: rejected, bookings: vec![], settlement: Settlement::Final },
-                    Err(e) => in_doubt(format!("compensated, but the end could not be recorded: {e}")),
-                }
+            Err(cause) => {
+                tracing::warn!(txn = %self.txn, reason = %cause, "a decided transaction stays in doubt");
+                PlanResult { outcome, bookings: vec![], settlement: Settlement::InDoubt(cause) }
             }
         }
     }
 
-    fn committed(&self, parts: Vec<HeldPart>) -> PlanResult {
-        let bookings = parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
-        PlanResult { outcome: self.outcome(), bookings, settlement: Settlement::Final }
+    /// The log did not take the decision: nothing is booked (the parts were given back).
+    fn undecided(&self, e: LogError) -> PlanResult {
+        if let LogError::Refused(reason) = e {
+            return self.rejected(reason);
+        }
+        PlanResult { outcome: self.reject(e.to_string()), bookings: vec![], settlement: Settlement::Undecided(e) }
+    }
+
+    /// Phase 2 of a decided transaction whose participants keep their holds durable, and its
+    /// end in `log`: commit every part (one message per participant, again while the answer
+    /// is indeterminate) and record the end. If a part refuses, all-or-nothing again: the log
+    /// first records that the transaction is given up (so that recovery knows a released part
+    /// was compensated, not cancelled), then every part is given back, then the rejection is
+    /// recorded. `given_up`: the log already says so (recovery); only the compensation
+    /// remains.
+    ///
+    /// # Errors
+    /// [`Unsettled`]: a participant or the log did not answer; the transaction stays in doubt
+    /// for a later recovery round.
+    pub(super) async fn finish_decided(&mut self, log: &dyn DecisionLog, given_up: bool) -> Result<Ended, Unsettled> {
+        let (cause, committed) = if given_up {
+            (TwoPhaseError::GivenUp, Vec::new())
+        } else {
+            match commit::commit_groups(&self.groups(), &self.holds(), &mut self.outcome.messages).await {
+                Phase2::Committed => {
+                    self.crash_point("after-commit");
+                    log.finish(self.txn, Ok(())).await.map_err(Unsettled::EndNotRecorded)?;
+                    return Ok(Ended::Committed);
+                }
+                Phase2::Unreachable { cause } => return Err(cause.into()),
+                Phase2::Refused { committed, cause } => {
+                    if let Err(source) = log.compensating(self.txn).await {
+                        return Err(Unsettled::GiveUpNotRecorded { cause, source });
+                    }
+                    self.crash_point("after-compensating");
+                    (cause, committed)
+                }
+            }
+        };
+        if let Err(source) = self.compensate(&committed).await {
+            return Err(Unsettled::CompensationUnanswered { cause, source });
+        }
+        let rejected = if self.recovering {
+            self.reject(format!("{cause} (after its coordinator was interrupted)"))
+        } else {
+            self.reject(cause.to_string())
+        };
+        log.finish(self.txn, Err(&rejected)).await.map_err(Unsettled::RejectionNotRecorded)?;
+        Ok(Ended::Compensated(rejected))
     }
 }

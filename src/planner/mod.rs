@@ -60,6 +60,7 @@ use crate::protocol::decision;
 pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
 use crate::protocol::{Catalogue, Compute, Network, Participant, ParticipantError};
+pub use commit::{PartName, TwoPhaseError, Unsettled};
 pub use recover::Recovery;
 
 /// Planner settings.
@@ -202,8 +203,8 @@ pub enum Settlement {
     /// A commit decision is logged but its end is not (a participant or the log did not
     /// answer, or another coordinator took the transaction over): the plan is neither booked
     /// for sure nor rejected. Its outcome must not be reported; the recovery loop settles it.
-    /// The text says why.
-    InDoubt(String),
+    /// The error says why.
+    InDoubt(Unsettled),
 }
 
 /// Per-call options of [`Planner::plan_with`].

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use super::commit::{commit_parts, compensate, Phase2, Tally};
+use super::commit::{TwoPhaseError, Unsettled};
+use super::coordinator::{Coordinator, Ended, HeldPart};
 use super::Planner;
-use crate::model::Outcome;
 use crate::protocol::decision::{DecisionLog, InDoubt};
-use crate::protocol::{HoldId, HoldLifecycle, ParticipantError, ParticipantRef};
+use crate::protocol::{HoldLifecycle, ParticipantError, ParticipantRef};
 
 /// What [`Planner::recover`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,39 +63,26 @@ impl Planner {
         report
     }
 
-    /// Settles one transaction: `Ok(true)` committed, `Ok(false)` compensated, `Err` still in
-    /// doubt (why).
-    async fn settle(&self, t: &InDoubt, log: &dyn DecisionLog) -> Result<bool, String> {
-        let parts: Vec<(Arc<dyn HoldLifecycle>, HoldId)> = t
+    /// Settles one transaction with a [`Coordinator`] over its logged parts: `Ok(true)`
+    /// committed, `Ok(false)` compensated, `Err` still in doubt (why).
+    async fn settle(&self, t: &InDoubt, log: &dyn DecisionLog) -> Result<bool, Unsettled> {
+        let parts = t
             .parts
             .iter()
-            .map(|p| self.participant(&p.participant).map(|c| (c, p.hold)))
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("a part's participant is unknown: {e}"))?;
-        let mut messages = 0;
-        let (reason, committed) = if t.compensating {
-            ("its coordinator gave it up (a part refused its commit)".to_owned(), Vec::new())
-        } else {
-            match commit_parts(&parts, &mut messages).await {
-                Phase2::Committed => {
-                    log.finish(t.txn, Ok(())).await.map_err(|e| e.to_string())?;
-                    tracing::info!(txn = %t.txn, "recovered an in-doubt transaction: committed");
-                    return Ok(true);
-                }
-                Phase2::Unreachable { reason } => return Err(reason),
-                Phase2::Refused { committed, reason } => {
-                    log.compensating(t.txn).await.map_err(|e| e.to_string())?;
-                    (format!("{reason} (after its coordinator was interrupted)"), committed)
-                }
-            }
-        };
-        let mut tally = Tally::default();
-        compensate(&parts, &committed, &mut tally).await?;
-        let mut rejected = Outcome::rejected(&t.outcome.request_id, reason, &t.outcome.planner);
-        rejected.messages = t.outcome.messages + messages + tally.messages;
-        rejected.holds_aborted = t.outcome.holds_aborted + tally.holds_aborted;
-        log.finish(t.txn, Err(&rejected)).await.map_err(|e| e.to_string())?;
-        tracing::info!(txn = %t.txn, "recovered an in-doubt transaction: compensated");
-        Ok(false)
+            .map(|p| {
+                Ok(HeldPart {
+                    participant: self.participant(&p.participant)?,
+                    target: p.participant.clone(),
+                    hold: p.hold,
+                    request: p.request.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, ParticipantError>>()
+            .map_err(TwoPhaseError::UnknownParticipant)?;
+        let mut coordinator = Coordinator::recovering(t.txn, parts, t.outcome.clone());
+        let ended = coordinator.finish_decided(log, t.compensating).await?;
+        let committed = matches!(ended, Ended::Committed);
+        tracing::info!(txn = %t.txn, committed, "recovered an in-doubt transaction");
+        Ok(committed)
     }
 }

@@ -258,7 +258,7 @@ pub(crate) struct Attempt<'a> {
     pub(super) user: Option<String>,
     /// When planning of the request began (the outcome's `planning_ms`; before the first
     /// attempt when a refused BBR batch is planned again).
-    started: tokio::time::Instant,
+    pub(super) started: tokio::time::Instant,
 }
 
 impl<'a> Attempt<'a> {
@@ -1160,6 +1160,7 @@ impl<'a> Attempt<'a> {
         let job = &self.req.jobs()[v];
         let start = self.st + job.offset_s;
         ComputeHoldRequest {
+            replaces: None,
             txn: self.txn,
             site: fix.site.clone(),
             cpus: job.cpus,
@@ -1182,6 +1183,7 @@ impl<'a> Attempt<'a> {
         let (a, b) = self.req.transfer_ends(e);
         let site = |j: usize| self.jobs[j].as_ref().map(|f| f.site.clone());
         NetworkHoldRequest {
+            replaces: None,
             txn: self.txn,
             links: links.to_vec(),
             bandwidth_mbps: t.bandwidth_mbps,

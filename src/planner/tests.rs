@@ -87,6 +87,7 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
     let other = ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 8,
@@ -160,6 +161,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
         let lis = l.lis["s2"].clone();
         async move {
             let h = ComputeHoldRequest {
+                replaces: None,
                 txn: TxnId::new(),
                 site: "s2".into(),
                 cpus: 16,
@@ -232,6 +234,7 @@ async fn a_refused_bbr_batch_is_planned_again_only_when_configured() {
     for replans in [0, 2] {
         let l = local(&g);
         let h = ComputeHoldRequest {
+            replaces: None,
             txn: TxnId::new(),
             site: "s2".into(),
             cpus: 16,
@@ -270,7 +273,14 @@ impl Participant<Compute> for Raced {
     async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
         if !self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let cpus = self.0.site().cpus;
-            let other = ComputeHoldRequest { txn: TxnId::new(), cpus, start: T0, end: T0 + 100_000, ..req.clone() };
+            let other = ComputeHoldRequest {
+                replaces: None,
+                txn: TxnId::new(),
+                cpus,
+                start: T0,
+                end: T0 + 100_000,
+                ..req.clone()
+            };
             let h = self.0.prepare(&other).await.unwrap();
             self.0.commit(h.id).await.unwrap();
         }
@@ -391,6 +401,7 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     let l = local(&g);
     let h = l.lis["cheap"]
         .prepare(&ComputeHoldRequest {
+            replaces: None,
             txn: TxnId::new(),
             site: "cheap".into(),
             cpus: 8,
@@ -662,8 +673,16 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         let txn = TxnId::new();
         let mut parts = Vec::new();
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
-            let request =
-                ComputeHoldRequest { txn, site: site.into(), cpus, start, end: start + 600, gpus: None, user: None };
+            let request = ComputeHoldRequest {
+                replaces: None,
+                txn,
+                site: site.into(),
+                cpus,
+                start,
+                end: start + 600,
+                gpus: None,
+                user: None,
+            };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
             parts.push(decision::Part {
                 participant: ParticipantRef::Site(site.into()),
@@ -904,6 +923,7 @@ async fn a_separated_plan_writes_each_participant_journal_at_most_twice() {
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let busy = ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::nil(),
         site: "s2".into(),
         cpus: 12,
@@ -1037,6 +1057,7 @@ async fn batched_queries_plan_the_same_with_fewer_messages() {
         // Busy sites at first: the search shifts and holds on the way.
         for (s, cpus) in [("s1", 10), ("s2", 6), ("s3", 9)] {
             let busy = ComputeHoldRequest {
+                replaces: None,
                 txn: TxnId::nil(),
                 site: s.into(),
                 cpus,
@@ -1098,6 +1119,7 @@ async fn a_shift_aborts_a_sites_holds_in_one_message() {
     for batch_aborts in [false, true] {
         let l = local(&g);
         let busy = ComputeHoldRequest {
+            replaces: None,
             txn: TxnId::nil(),
             site: "s2".into(),
             cpus: 10,
@@ -1435,6 +1457,7 @@ async fn a_skipped_candidates_own_hold_would_have_shifted_st_under_bir() {
         for backtrack in [Backtrack::Chronological, Backtrack::ConflictDirected] {
             let l = local(&g);
             let other = crate::protocol::NetworkHoldRequest {
+                replaces: None,
                 txn: TxnId::new(),
                 links: vec!["l13".into()],
                 bandwidth_mbps: 900,

@@ -183,6 +183,14 @@ impl<P: Clone> HoldBook<P> {
         }
     }
 
+    /// Replaces the payload of hold `id` (a replacement hold's, at commit: its growth
+    /// becomes the new reservation's spans); nothing happens for an unknown hold.
+    pub fn set_payload(&mut self, id: HoldId, payload: P) {
+        if let Some(e) = self.entries.get_mut(&id) {
+            e.payload = payload;
+        }
+    }
+
     /// Re-records a hold read back from the participant journal at start, in `state`: a live
     /// hold with its journaled lease, or a reservation.
     pub fn restore(&mut self, id: HoldId, txn: TxnId, payload: P, state: HoldState) {

@@ -212,14 +212,11 @@ fn decode_error(status: u16, body: &str, hold: Option<HoldId>, url: &str) -> Par
         Some(p) => (p.type_.rsplit(':').next().unwrap_or_default().to_owned(), p.detail.clone()),
         None => (String::new(), body.chars().take(200).collect()),
     };
-    match (status, slug.as_str(), hold) {
-        (409, "hold-expired", Some(h)) => ParticipantError::HoldExpired(h),
-        (409, "hold-aborted", Some(h)) => ParticipantError::Aborted(h),
-        (409, "hold-committed", Some(h)) => ParticipantError::AlreadyCommitted(h),
-        (409, "hold-not-committed", Some(h)) => ParticipantError::NotCommitted(h),
-        (404, _, Some(h)) => ParticipantError::UnknownHold(h),
-        (403, "hold-not-owned", Some(h)) => ParticipantError::NotOwner(h),
-        (400 | 422, _, _) => ParticipantError::Invalid(detail),
+    if let Some(e) = hold.and_then(|h| ParticipantError::about_hold(status, &slug, h)) {
+        return e;
+    }
+    match status {
+        400 | 422 => ParticipantError::Invalid(detail),
         _ => ParticipantError::Transport(format!("POST {url}: {status} {slug}: {detail}")),
     }
 }
@@ -443,8 +440,22 @@ mod tests {
         assert_eq!(decode_error(409, body, Some(h), "u"), ParticipantError::HoldExpired(h));
         assert_eq!(decode_error(404, "{}", Some(h), "u"), ParticipantError::UnknownHold(h));
         assert!(matches!(decode_error(502, "oops", None, "u"), ParticipantError::Transport(_)));
-        let body = r#"{"type":"urn:coreserve:problem:hold-not-owned","title":"t","status":403,"detail":"d"}"#;
-        assert_eq!(decode_error(403, body, Some(h), "u"), ParticipantError::NotOwner(h));
+        for status in [403, 409] {
+            // 403 from a participant's owner check, 409 from the table (a planner's answer).
+            let body = r#"{"type":"urn:coreserve:problem:hold-not-owned","title":"t","detail":"d"}"#;
+            assert_eq!(decode_error(status, body, Some(h), "u"), ParticipantError::NotOwner(h));
+        }
+        for e in [
+            ParticipantError::HoldExpired(h),
+            ParticipantError::Aborted(h),
+            ParticipantError::AlreadyCommitted(h),
+            ParticipantError::NotCommitted(h),
+        ] {
+            // Encoded by the table, decoded by it.
+            let k = e.problem_kind();
+            let body = format!(r#"{{"type":"urn:coreserve:problem:{}","detail":"d"}}"#, k.slug);
+            assert_eq!(decode_error(k.status, &body, Some(h), "u"), e);
+        }
         let body = r#"{"type":"urn:coreserve:problem:forbidden","title":"t","status":403,"detail":"d"}"#;
         assert!(
             matches!(decode_error(403, body, Some(h), "u"), ParticipantError::Transport(_)),
@@ -475,6 +486,7 @@ mod wire_tests {
         let j = serde_json::to_string(&offer).unwrap();
         assert_eq!(serde_json::from_str::<ComputeOffer>(&j).unwrap(), offer, "{j}");
         let hold = HoldRequest::Network(NetworkHoldRequest {
+            replaces: None,
             txn: TxnId::nil(),
             links: vec!["l1".into()],
             bandwidth_mbps: 10,

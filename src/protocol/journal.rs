@@ -477,7 +477,16 @@ mod tests {
     }
 
     fn req(cpus: u32) -> ComputeHoldRequest {
-        ComputeHoldRequest { txn: TxnId::nil(), site: "s1".into(), cpus, start: 0, end: 100, gpus: None, user: None }
+        ComputeHoldRequest {
+            replaces: None,
+            txn: TxnId::nil(),
+            site: "s1".into(),
+            cpus,
+            start: 0,
+            end: 100,
+            gpus: None,
+            user: None,
+        }
     }
 
     #[tokio::test]

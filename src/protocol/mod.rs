@@ -205,6 +205,13 @@ pub struct ComputeHoldRequest {
     /// books the reservation for that user's local account. Absent: the site's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// A **replacement hold** (plan modification): the committed reservation this hold takes
+    /// the place of at commit. The capacity check counts that reservation as free; until the
+    /// decision both are kept (the calendar holds their maximum at every instant, see
+    /// [`crate::calendar::CapacityCalendar::add_growth`]); commit swaps them at once; abort or
+    /// lease expiry leaves the reservation as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<HoldId>,
 }
 
 /// A prepare message to the NIS: hold `bandwidth_mbps` on every link of `links` over
@@ -222,6 +229,10 @@ pub struct NetworkHoldRequest {
     /// only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<(SiteId, SiteId)>,
+    /// A replacement hold (plan modification), as [`ComputeHoldRequest::replaces`]; it must
+    /// keep the reservation's links.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<HoldId>,
 }
 
 /// A prepare message of either kind, as the participant journal records it.
@@ -240,6 +251,15 @@ impl HoldRequest {
         match self {
             HoldRequest::Compute(r) => r.txn,
             HoldRequest::Network(r) => r.txn,
+        }
+    }
+
+    /// The reservation a replacement hold takes the place of (see
+    /// [`ComputeHoldRequest::replaces`]).
+    pub fn replaces(&self) -> Option<HoldId> {
+        match self {
+            HoldRequest::Compute(r) => r.replaces,
+            HoldRequest::Network(r) => r.replaces,
         }
     }
 
@@ -354,6 +374,57 @@ impl ParticipantError {
             }
             (e, _) => ParticipantError::InvalidHold(e.to_string()),
         }
+    }
+}
+
+/// How a [`ParticipantError`] is answered over HTTP: status, RFC 9457 problem type slug
+/// (`urn:coreserve:problem:<slug>`) and title. The one table for both ends: the API encodes
+/// with it, and [`http`] decodes a problem body that carries no `participant_error` by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProblemKind {
+    pub status: u16,
+    pub slug: &'static str,
+    pub title: &'static str,
+}
+
+impl ParticipantError {
+    /// This error's status, slug and title (see [`ProblemKind`]).
+    pub fn problem_kind(&self) -> ProblemKind {
+        use ParticipantError as P;
+        let (status, slug, title) = match self {
+            P::Capacity { .. } | P::GpuCapacity { .. } | P::LinkCapacity { .. } => {
+                (409, "capacity", "Not enough capacity")
+            }
+            P::InvalidHold(_) => (422, "invalid-request", "The request is not valid"),
+            P::UnknownHold(_) | P::UnknownSite(_) | P::UnknownLink(_) => (404, "not-found", "No such resource"),
+            P::HoldExpired(_) => (409, "hold-expired", "The hold expired"),
+            P::Aborted(_) => (409, "hold-aborted", "The hold was aborted"),
+            P::AlreadyCommitted(_) => (409, "hold-committed", "The hold is committed"),
+            P::NotCommitted(_) => (409, "hold-not-committed", "The hold is not committed"),
+            P::NotOwner(_) => (409, "hold-not-owned", "A part is held by another principal"),
+            P::Invalid(_) => (400, "bad-request", "Malformed request"),
+            P::Transport(_) => (502, "transport", "A participant did not answer"),
+            P::Durability(_) => (503, "store-unavailable", "The participant could not make the change durable"),
+            P::NoLocalAccount { .. } => (403, "no-local-account", "No account at the site"),
+            P::LocalScheduler { .. } => (409, "scheduler-refused", "The site's scheduler refused"),
+            P::DataPlane(_) => (409, "data-plane-refused", "The network's data plane refused"),
+            P::SchedulerUnavailable { .. } => (503, "scheduler-unavailable", "The site's scheduler is unavailable"),
+        };
+        ProblemKind { status, slug, title }
+    }
+
+    /// The error about hold `hold` that a problem with `status` and `slug` means, if one does
+    /// (see [`ProblemKind`]): what a problem body without `participant_error` decodes to. The
+    /// hold slugs are matched by name (a participant's own owner check answers
+    /// `hold-not-owned` with 403), any 404 is an unknown hold.
+    pub fn about_hold(status: u16, slug: &str, hold: HoldId) -> Option<Self> {
+        use ParticipantError as P;
+        if status == 404 {
+            return Some(P::UnknownHold(hold));
+        }
+        [P::HoldExpired(hold), P::Aborted(hold), P::AlreadyCommitted(hold), P::NotCommitted(hold), P::NotOwner(hold)]
+            .into_iter()
+            .find(|e| e.problem_kind().slug == slug)
     }
 }
 
