@@ -42,6 +42,7 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
         let booked_now = if rng.gen_bool(0.8) {
             let s = &g.sites()[rng.gen_range(0..g.sites().len())];
             let req = ComputeHoldRequest {
+                replaces: None,
                 txn: TxnId::nil(),
                 site: s.id.clone(),
                 cpus: rng.gen_range(8..=64),
@@ -58,6 +59,7 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
         } else {
             let l = &g.links()[rng.gen_range(0..g.links().len())];
             let req = NetworkHoldRequest {
+                replaces: None,
                 txn: TxnId::nil(),
                 links: vec![l.id.clone()],
                 bandwidth_mbps: 500,

@@ -80,6 +80,7 @@ fn grid() -> Grid {
 fn hold(i: usize, base: i64) -> ComputeHoldRequest {
     let start = base + i as i64 * 600;
     ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 8,

@@ -142,8 +142,17 @@ mod tests {
         let parts = [Part {
             participant: ParticipantRef::Site("s1".into()),
             hold: HoldId::new(),
-            request: ComputeHoldRequest { txn, site: "s1".into(), cpus: 1, start: 0, end: 60, gpus: None, user: None }
-                .into(),
+            request: ComputeHoldRequest {
+                replaces: None,
+                txn,
+                site: "s1".into(),
+                cpus: 1,
+                start: 0,
+                end: 60,
+                gpus: None,
+                user: None,
+            }
+            .into(),
         }];
         log.decide(&Decision { txn, parts: &parts, outcome: &outcome }).await.unwrap();
         assert_eq!(store.plan(id).await.unwrap().unwrap().status, PlanStatus::Pending);

@@ -218,6 +218,40 @@ impl CapacityCalendar {
             .collect()
     }
 
+    /// Books what span `old` must grow by to become `new` (a reservation modified in place):
+    /// at every instant, `max(0, new(t) - old(t))`, as the spans of [`growth`], all or none.
+    /// It fits exactly when `new` would fit were `old` not booked, and while both are booked
+    /// the calendar holds `max(old, new)` at every instant, so either can stay: removing the
+    /// growth keeps `old` (abort); removing `old` and the growth, then adding `new`, always
+    /// fits (commit). O(log n) per span.
+    ///
+    /// # Errors
+    /// [`CalendarError::UnknownSpan`] if `old` is not booked; [`CalendarError::EmptyInterval`]
+    /// or [`CalendarError::ZeroAmount`] for an invalid `new`; [`CalendarError::OverCapacity`]
+    /// for the first growth span that does not fit. The calendar is then unchanged.
+    pub fn add_growth(&mut self, old: SpanId, new: Span) -> Result<Vec<SpanId>, CalendarError> {
+        let old = self.span(old).ok_or(CalendarError::UnknownSpan(old))?;
+        if new.end <= new.start {
+            return Err(CalendarError::EmptyInterval { start: new.start, end: new.end });
+        }
+        if new.amount == 0 {
+            return Err(CalendarError::ZeroAmount);
+        }
+        let mut booked = Vec::new();
+        for g in growth(old, new) {
+            match self.add(g.start, g.end, g.amount) {
+                Ok(id) => booked.push(id),
+                Err(e) => {
+                    for id in booked {
+                        self.remove(id).expect("just booked");
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(booked)
+    }
+
     /// Releases a span. O(log n).
     ///
     /// # Errors
@@ -252,6 +286,23 @@ impl CapacityCalendar {
             .enumerate()
             .filter_map(|(i, slot)| slot.span.map(|s| (u64::from(slot.generation) << 32 | i as u64, s)))
     }
+}
+
+/// What `new` needs beyond `old` at every instant, `max(0, new(t) - old(t))`, as at most
+/// three spans: the parts of `new` before and after `old`, and the overlap's extra amount.
+pub fn growth(old: Span, new: Span) -> Vec<Span> {
+    let (lo, hi) = (old.start.max(new.start), old.end.min(new.end));
+    let mut out = Vec::with_capacity(3);
+    if new.start < old.start {
+        out.push(Span { start: new.start, end: new.end.min(old.start), amount: new.amount });
+    }
+    if lo < hi && new.amount > old.amount {
+        out.push(Span { start: lo, end: hi, amount: new.amount - old.amount });
+    }
+    if new.end > old.end {
+        out.push(Span { start: new.start.max(old.end), end: new.end, amount: new.amount });
+    }
+    out
 }
 
 #[cfg(test)]

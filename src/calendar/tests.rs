@@ -176,3 +176,62 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// `add_growth` (a reservation modified in place): it fits exactly when the new span would
+    /// fit without the old one; while both are booked every instant holds the old usage plus
+    /// `max(0, new - old)`, so never more than the capacity; abort (remove the growth) restores
+    /// the calendar; commit (remove old and growth, add new) always fits.
+    #[test]
+    fn a_span_grows_in_place_exactly_when_the_new_one_fits_without_it(
+        spans in prop::collection::vec((0i64..100, 1i64..40, 1u64..=16), 0..20),
+        (os, ol, oa) in (0i64..100, 1i64..40, 1u64..=16),
+        (ns, nl, na) in (0i64..100, 1i64..60, 1u64..=16),
+    ) {
+        let capacity = 16;
+        let mut cal = CapacityCalendar::new(capacity);
+        for (s, d, a) in spans {
+            let _ = cal.add(s, s + d, a);
+        }
+        let Ok(old) = cal.add(os, os + ol, oa) else { return Ok(()) };
+        let new = Span { start: ns, end: ns + nl, amount: na };
+        let before: Vec<u64> = (0..170).map(|t| cal.usage_at(t)).collect();
+        let fits_alone = {
+            let mut c = cal.clone();
+            c.remove(old).unwrap();
+            c.add(new.start, new.end, new.amount).is_ok()
+        };
+        match cal.add_growth(old, new) {
+            Err(_) => {
+                prop_assert!(!fits_alone, "refused although the new span fits without the old");
+                for t in 0..170i64 {
+                    prop_assert_eq!(cal.usage_at(t), before[t as usize], "a refusal changes nothing");
+                }
+            }
+            Ok(grown) => {
+                prop_assert!(fits_alone, "granted although the new span does not fit without the old");
+                let amount = |s: &Span, t: i64| if s.start <= t && t < s.end { s.amount } else { 0 };
+                let old_span = Span { start: os, end: os + ol, amount: oa };
+                for t in 0..170i64 {
+                    let extra = amount(&new, t).saturating_sub(amount(&old_span, t));
+                    prop_assert_eq!(cal.usage_at(t), before[t as usize] + extra, "at {}", t);
+                    prop_assert!(cal.usage_at(t) <= capacity);
+                }
+                let mut committed = cal.clone();
+                committed.remove(old).unwrap();
+                for id in &grown {
+                    committed.remove(*id).unwrap();
+                }
+                prop_assert!(committed.add(new.start, new.end, new.amount).is_ok(), "commit always fits");
+                for id in grown {
+                    cal.remove(id).unwrap();
+                }
+                for t in 0..170i64 {
+                    prop_assert_eq!(cal.usage_at(t), before[t as usize], "abort restores");
+                }
+            }
+        }
+    }
+}

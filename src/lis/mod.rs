@@ -26,7 +26,7 @@ use crate::clock::Clock;
 use crate::model::{check_text, price_ok, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, Time, MAX_PRICE};
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldLifecycle, HoldState,
-    Participant, ParticipantError, TxnId,
+    Participant, ParticipantError,
 };
 
 /// Why [`Lis::update_site`] refused a change.
@@ -77,18 +77,48 @@ struct State {
     local: binding::LocalState,
 }
 
-/// What one hold booked: its CPUs' span and, with GPUs, the pool's index and span.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What one hold booked: its CPUs' span and, with GPUs, the pool's index and span. For a
+/// replacement hold ([`ComputeHoldRequest::replaces`]) before its commit, `cpus` and `gpus`
+/// are the replaced reservation's spans and `growth` what the new shape needs beyond them.
+#[derive(Debug, Clone, PartialEq)]
 struct Booked {
     cpus: SpanId,
     gpus: Option<(usize, SpanId)>,
+    growth: Option<Box<Growth>>,
+}
+
+/// The pending part of a replacement hold: the reservation it replaces, the new shape, and
+/// the growth spans booked for it ([`CapacityCalendar::add_growth`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Growth {
+    replaces: HoldId,
+    request: ComputeHoldRequest,
+    cpus: Vec<SpanId>,
+    /// The GPU pool's index and its growth spans.
+    gpus: Option<(usize, Vec<SpanId>)>,
 }
 
 impl State {
+    /// Frees what `b` booked (for a replacement hold, its growth only).
     fn unbook(&mut self, b: Booked) {
+        if let Some(g) = b.growth {
+            self.remove_growth(&g);
+            return;
+        }
         self.calendar.remove(b.cpus).expect("booked CPU span");
         if let Some((pool, span)) = b.gpus {
             self.gpu_calendars[pool].remove(span).expect("booked GPU span");
+        }
+    }
+
+    fn remove_growth(&mut self, g: &Growth) {
+        for id in &g.cpus {
+            self.calendar.remove(*id).expect("booked CPU growth");
+        }
+        if let Some((pool, spans)) = &g.gpus {
+            for id in spans {
+                self.gpu_calendars[*pool].remove(*id).expect("booked GPU growth");
+            }
         }
     }
 
@@ -211,10 +241,21 @@ impl Lis {
     /// # Errors
     /// `UnknownSite` for a request not for this site; `Capacity` if it does not fit (the
     /// journal contradicts the site's capacity: the caller must stop).
+    ///
+    /// A replacement hold is put back as it was: held, with its growth over the reservation it
+    /// replaces; committed, in that reservation's place (which is released, if still there).
     pub fn restore(&self, id: HoldId, req: &ComputeHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        let (txn, booked) = self.book(&mut st, req)?;
-        st.holds.restore(id, txn, booked, state);
+        let booked = match (req.replaces, state) {
+            (Some(old), HoldState::Committed) => {
+                if let Ok(Some(b)) = st.holds.release(old) {
+                    st.unbook(b);
+                }
+                self.book_new(&mut st, req)?
+            }
+            _ => self.book(&mut st, req)?,
+        };
+        st.holds.restore(id, req.txn, booked, state);
         if let Some(user) = self.local_user(req).ok().flatten() {
             st.local.users.insert(id, user);
         }
@@ -222,26 +263,97 @@ impl Lis {
     }
 
     /// Books `req`'s CPUs and GPUs in the calendars, all or none (check and book in one step,
-    /// under the state lock).
-    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<(TxnId, Booked), ParticipantError> {
-        let pool = {
-            let site = self.site.read().expect("LIS site lock");
-            if req.site != site.id {
-                return Err(ParticipantError::UnknownSite(req.site.clone()));
+    /// under the state lock). A replacement hold books its growth over the committed
+    /// reservation it replaces, which must be this site's and keep its GPU pool.
+    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
+        match req.replaces {
+            None => self.book_new(st, req),
+            Some(old) => self.book_growth(st, old, req),
+        }
+    }
+
+    fn book_growth(&self, st: &mut State, old: HoldId, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
+        if self.slurm.is_some() {
+            return Err(ParticipantError::LocalScheduler {
+                site: req.site.clone(),
+                reason: "a reservation at a site in front of Slurm cannot be modified in place yet".into(),
+            });
+        }
+        let pool = self.pool_of(req)?;
+        let base = match st.holds.get(old) {
+            Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
+            Some((HoldState::Committed, _)) => {
+                return Err(ParticipantError::InvalidHold(format!("reservation {old} is itself a replacement")))
             }
-            match &req.gpus {
-                None => None,
-                Some(g) => match site.attributes.gpu_pool(&g.model) {
-                    Some((i, _)) => Some((i, g)),
-                    None => {
-                        return Err(ParticipantError::InvalidHold(format!(
-                            "site `{}` has no GPU model `{}`",
-                            site.id, g.model
-                        )))
-                    }
-                },
-            }
+            Some(_) => return Err(ParticipantError::NotCommitted(old)),
+            None => return Err(ParticipantError::UnknownHold(old)),
         };
+        if base.gpus.map(|g| g.0) != pool.map(|p| p.0) {
+            return Err(ParticipantError::InvalidHold(format!(
+                "a modification keeps the GPU pool of reservation {old}"
+            )));
+        }
+        let new = |amount: u32| crate::calendar::Span { start: req.start, end: req.end, amount: u64::from(amount) };
+        let cpus =
+            st.calendar.add_growth(base.cpus, new(req.cpus)).map_err(|e| ParticipantError::from_calendar(e, None))?;
+        let gpus = match (base.gpus, pool) {
+            (Some((i, span)), Some((_, g))) => match st.gpu_calendars[i].add_growth(span, new(g.count)) {
+                Ok(spans) => Some((i, spans)),
+                Err(e) => {
+                    for id in cpus {
+                        st.calendar.remove(id).expect("just booked");
+                    }
+                    return Err(ParticipantError::from_gpu_calendar(e, &g.model));
+                }
+            },
+            _ => None,
+        };
+        let growth =
+            Growth { replaces: old, request: ComputeHoldRequest { replaces: None, ..req.clone() }, cpus, gpus };
+        Ok(Booked { growth: Some(Box::new(growth)), ..base })
+    }
+
+    /// The GPU pool `req` asks for (its index and the allocation), if any.
+    fn pool_of<'r>(&self, req: &'r ComputeHoldRequest) -> Result<Option<(usize, &'r GpuAllocation)>, ParticipantError> {
+        let site = self.site.read().expect("LIS site lock");
+        if req.site != site.id {
+            return Err(ParticipantError::UnknownSite(req.site.clone()));
+        }
+        match &req.gpus {
+            None => Ok(None),
+            Some(g) => match site.attributes.gpu_pool(&g.model) {
+                Some((i, _)) => Ok(Some((i, g))),
+                None => {
+                    Err(ParticipantError::InvalidHold(format!("site `{}` has no GPU model `{}`", site.id, g.model)))
+                }
+            },
+        }
+    }
+
+    /// A replacement hold's commit (under the state lock): the growth and the replaced
+    /// reservation give way to the new shape, which fits where they were. If the replaced
+    /// reservation was released meanwhile the new shape is booked afresh, or the hold is
+    /// aborted when it no longer fits.
+    fn swap(&self, st: &mut State, hold: HoldId, g: &Growth) -> Result<(), ParticipantError> {
+        st.remove_growth(g);
+        if let Ok(Some(b)) = st.holds.release(g.replaces) {
+            st.unbook(b);
+        }
+        match self.book_new(st, &g.request) {
+            Ok(booked) => {
+                st.holds.set_payload(hold, booked);
+                st.holds.commit(hold)
+            }
+            Err(e) => {
+                // Its growth is gone already: nothing of the payload is booked any more.
+                let _ = st.holds.abort(hold);
+                Err(e)
+            }
+        }
+    }
+
+    fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
+        let pool = self.pool_of(req)?;
         let cpus = st
             .calendar
             .add(req.start, req.end, u64::from(req.cpus))
@@ -256,7 +368,7 @@ impl Lis {
                 }
             },
         };
-        Ok((req.txn, Booked { cpus, gpus }))
+        Ok(Booked { cpus, gpus, growth: None })
     }
 
     /// The owner of hold `id` (see [`HoldBook::owner`]): `None` for an unknown hold,
@@ -273,9 +385,9 @@ impl Lis {
     fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let user = self.local_user(req)?;
         let mut st = self.state();
-        let (txn, booked) = self.book(&mut st, req)?;
+        let booked = self.book(&mut st, req)?;
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
-        st.holds.hold(hold.id, txn, booked, hold.expires_at);
+        st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
         if let Some(user) = user {
             st.local.users.insert(hold.id, user);
@@ -291,12 +403,25 @@ impl Lis {
             .holds
             .active()
             .filter_map(|(hold, state, b)| {
-                let s = st.calendar.span(b.cpus)?; // pruned reservations are gone
-                let gpus = b.gpus.and_then(|(pool, span)| {
-                    let g = st.gpu_calendars[pool].span(span)?;
-                    let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
-                    Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
-                });
+                let (s, gpus) = match &b.growth {
+                    // A replacement hold: the new shape it holds.
+                    Some(g) => {
+                        let r = &g.request;
+                        (
+                            crate::calendar::Span { start: r.start, end: r.end, amount: u64::from(r.cpus) },
+                            r.gpus.clone(),
+                        )
+                    }
+                    None => {
+                        let s = st.calendar.span(b.cpus)?; // pruned reservations are gone
+                        let gpus = b.gpus.and_then(|(pool, span)| {
+                            let g = st.gpu_calendars[pool].span(span)?;
+                            let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
+                            Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
+                        });
+                        (s, gpus)
+                    }
+                };
                 (s.start < to && s.end > from).then(|| Reservation {
                     hold,
                     start: s.start,
@@ -353,7 +478,7 @@ impl Lis {
         for c in &mut st.gpu_calendars {
             c.prune_before(horizon);
         }
-        st.holds.forget(|b| pruned.contains(&b.cpus));
+        st.holds.forget(|b| b.growth.is_none() && pruned.contains(&b.cpus));
         pruned.len()
     }
 }
@@ -402,7 +527,14 @@ impl Participant<Compute> for Lis {
 impl HoldLifecycle for Lis {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.ensure_local(&[hold]).await?;
-        self.state().holds.commit(hold)
+        let mut st = self.state();
+        match st.holds.get(hold) {
+            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
+                let g = (**g).clone();
+                self.swap(&mut st, hold, &g)
+            }
+            _ => st.holds.commit(hold),
+        }
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {

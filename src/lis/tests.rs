@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::protocol::TxnId;
 
 fn site(cpus: u32) -> Site {
     Site {
@@ -15,7 +16,16 @@ fn site(cpus: u32) -> Site {
 }
 
 fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {
-    ComputeHoldRequest { txn: TxnId::new(), site: "s1".into(), cpus, start, end, gpus: None, user: None }
+    ComputeHoldRequest {
+        replaces: None,
+        txn: TxnId::new(),
+        site: "s1".into(),
+        cpus,
+        start,
+        end,
+        gpus: None,
+        user: None,
+    }
 }
 
 #[tokio::test]
@@ -66,8 +76,16 @@ async fn uncommitted_hold_expires_at_its_lease() {
 async fn wrong_messages_are_refused() {
     let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
     // A network message cannot be sent to a LIS: the types forbid it (Participant<Compute>).
-    let other =
-        ComputeHoldRequest { txn: TxnId::new(), site: "s2".into(), cpus: 1, start: 0, end: 1, gpus: None, user: None };
+    let other = ComputeHoldRequest {
+        replaces: None,
+        txn: TxnId::new(),
+        site: "s2".into(),
+        cpus: 1,
+        start: 0,
+        end: 1,
+        gpus: None,
+        user: None,
+    };
     assert_eq!(lis.prepare(&other).await, Err(ParticipantError::UnknownSite("s2".into())));
     assert!(matches!(lis.prepare(&hold_req(1, 10, 10)).await, Err(ParticipantError::InvalidHold(_))), "empty interval");
 }
@@ -180,7 +198,11 @@ fn gpu_site() -> Site {
 }
 
 fn gpu_hold(cpus: u32, model: &str, count: u32, start: Time, end: Time) -> ComputeHoldRequest {
-    ComputeHoldRequest { gpus: Some(GpuAllocation { model: model.into(), count }), ..hold_req(cpus, start, end) }
+    ComputeHoldRequest {
+        replaces: None,
+        gpus: Some(GpuAllocation { model: model.into(), count }),
+        ..hold_req(cpus, start, end)
+    }
 }
 
 fn gpu_query(cpus: u32, count: u32, min_cc: Option<f64>) -> ComputeQuery {
@@ -251,4 +273,68 @@ async fn gpu_pools_are_fixed_and_requirable_attributes_wait_for_bookings_to_end(
     lis.update_site(dearer).unwrap();
     clock.advance_to(100);
     lis.update_site(labelled).unwrap();
+}
+
+/// Plan modification: a replacement hold on a full site fits where the reservation it
+/// replaces was (extend into free time, shrink, move), holds `max(old, new)` until the
+/// decision, swaps at commit, and leaves the reservation as it was on abort or lease expiry.
+#[tokio::test]
+async fn a_replacement_hold_swaps_at_commit_and_leaves_the_reservation_on_abort() {
+    let clock = Arc::new(ManualClock::new(0));
+    let lis = Lis::new(site(8), clock.clone(), 120);
+    let old = lis.prepare(&hold_req(8, 100, 200)).await.unwrap().id;
+    lis.commit(old).await.unwrap();
+    let replace = |cpus, start, end| ComputeHoldRequest { replaces: Some(old), ..hold_req(cpus, start, end) };
+
+    // The site is full over [100, 200): extending to 300 only needs [200, 300).
+    let h = lis.prepare(&replace(8, 100, 300)).await.unwrap();
+    assert_eq!((lis.usage_at(150), lis.usage_at(250)), (8, 8), "old and its growth");
+    let other = lis.prepare(&hold_req(1, 250, 260)).await.unwrap_err();
+    assert!(matches!(other, ParticipantError::Capacity { .. }), "the growth is held: {other}");
+    lis.abort(h.id).await.unwrap();
+    assert_eq!((lis.usage_at(150), lis.usage_at(250)), (8, 0), "abort leaves the reservation");
+
+    // Shrinking keeps max(old, new) until commit, then frees the difference.
+    let h = lis.prepare(&replace(4, 100, 150)).await.unwrap();
+    assert_eq!(lis.usage_at(170), 8, "the old shape stays booked until the decision");
+    assert!(lis.prepare(&hold_req(1, 170, 180)).await.is_err());
+    lis.commit(h.id).await.unwrap();
+    lis.commit(h.id).await.unwrap();
+    assert_eq!((lis.usage_at(120), lis.usage_at(170)), (4, 0), "swapped at commit");
+    lis.release(old).await.unwrap();
+    assert_eq!(lis.usage_at(120), 4, "the old one is gone: releasing it again frees nothing");
+    let r = lis.reservations(0, 1000);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].hold, r[0].start, r[0].end, r[0].cpus), (h.id, 100, 150, 4));
+
+    // A replacement that does not fit even without the old reservation changes nothing.
+    let again = ComputeHoldRequest { replaces: Some(h.id), ..hold_req(9, 100, 150) };
+    assert!(matches!(lis.prepare(&again).await.unwrap_err(), ParticipantError::Capacity { .. }));
+    let moved = ComputeHoldRequest { replaces: Some(h.id), ..hold_req(4, 500, 600) };
+    let m = lis.prepare(&moved).await.unwrap();
+    assert_eq!((lis.usage_at(120), lis.usage_at(550)), (4, 4));
+    clock.advance_to(120);
+    assert_eq!((lis.usage_at(120), lis.usage_at(550)), (4, 0), "an expired replacement leaves the reservation");
+    assert_eq!(lis.commit(m.id).await, Err(ParticipantError::HoldExpired(m.id)));
+
+    // Only a committed reservation of this site can be replaced.
+    let held = lis.prepare(&hold_req(1, 700, 800)).await.unwrap().id;
+    let of_held = ComputeHoldRequest { replaces: Some(held), ..hold_req(1, 700, 900) };
+    assert_eq!(lis.prepare(&of_held).await.unwrap_err(), ParticipantError::NotCommitted(held));
+    let unknown = HoldId::new();
+    let of_unknown = ComputeHoldRequest { replaces: Some(unknown), ..hold_req(1, 700, 900) };
+    assert_eq!(lis.prepare(&of_unknown).await.unwrap_err(), ParticipantError::UnknownHold(unknown));
+}
+
+/// A replacement read back from a journal: committed, it takes the reservation's place.
+#[tokio::test]
+async fn a_committed_replacement_is_restored_in_place_of_its_reservation() {
+    let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
+    let (old, new) = (HoldId::new(), HoldId::new());
+    lis.restore(old, &hold_req(8, 100, 200), HoldState::Committed).unwrap();
+    let replacement = ComputeHoldRequest { replaces: Some(old), ..hold_req(8, 100, 300) };
+    lis.restore(new, &replacement, HoldState::Committed).unwrap();
+    assert_eq!((lis.usage_at(150), lis.usage_at(250)), (8, 8));
+    let r = lis.reservations(0, 1000);
+    assert_eq!(r.iter().map(|r| r.hold).collect::<Vec<_>>(), vec![new]);
 }

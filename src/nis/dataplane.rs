@@ -468,7 +468,8 @@ impl Nis {
     fn specs(&self, plane: &TcPlane, hold: HoldId) -> Option<Result<Needed, String>> {
         let (from, to) = plane.st().endpoints.get(&hold).cloned()?;
         let st = self.state();
-        let (state, spans) = st.holds.get(hold)?;
+        let (state, booked) = st.holds.get(hold)?;
+        let spans = &booked.spans;
         let (a, b) = (&plane.map.sites[from.as_str()], &plane.map.sites[to.as_str()]);
         let marking = plane.marking(&from, &to)?;
         let mut node = a.node.clone();
@@ -658,8 +659,9 @@ impl Nis {
         holds
             .into_iter()
             .filter_map(|h| {
-                let (_, spans) = st.holds.get(h)?;
-                let s = st.calendars[spans.first()?.0].span(spans.first()?.1)?;
+                let (_, booked) = st.holds.get(h)?;
+                let first = booked.spans.first()?;
+                let s = st.calendars[first.0].span(first.1)?;
                 [s.start, s.end].into_iter().filter(|&t| t > now).min()
             })
             .min()

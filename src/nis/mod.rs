@@ -98,7 +98,38 @@ pub struct LinkReservation {
 
 struct State {
     calendars: Vec<CapacityCalendar>,
-    holds: HoldBook<Vec<(usize, SpanId)>>,
+    holds: HoldBook<Booked>,
+}
+
+/// What one hold booked: a span per link of its path. For a replacement hold
+/// ([`NetworkHoldRequest::replaces`]) before its commit, `spans` are the replaced
+/// reservation's and `growth` what the new shape needs beyond them.
+#[derive(Debug, Clone, PartialEq)]
+struct Booked {
+    spans: Vec<(usize, SpanId)>,
+    growth: Option<Box<Growth>>,
+}
+
+/// The pending part of a replacement hold (see [`crate::lis`]'s twin).
+#[derive(Debug, Clone, PartialEq)]
+struct Growth {
+    replaces: HoldId,
+    request: NetworkHoldRequest,
+    /// Growth spans per link.
+    spans: Vec<(usize, SpanId)>,
+}
+
+impl State {
+    /// Frees what `b` booked (for a replacement hold, its growth only).
+    fn unbook(&mut self, b: Booked) {
+        let spans = match b.growth {
+            Some(g) => g.spans,
+            None => b.spans,
+        };
+        for (link, span) in spans {
+            self.calendars[link].remove(span).expect("a booked span");
+        }
+    }
 }
 
 /// The network bandwidth manager.
@@ -145,10 +176,8 @@ impl Nis {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         let mut st = self.state.lock().expect("NIS state lock");
-        for spans in st.holds.expire(self.clock.now()) {
-            for (link, span) in spans {
-                st.calendars[link].remove(span).expect("expired hold's span is booked");
-            }
+        for booked in st.holds.expire(self.clock.now()) {
+            st.unbook(booked);
         }
         st
     }
@@ -180,12 +209,16 @@ impl Nis {
             .transpose()?;
         let st = self.state();
         let mut out: Vec<(usize, LinkReservation)> = Vec::new();
-        for (hold, state, spans) in st.holds.active() {
-            for &(l, span) in spans {
+        for (hold, state, booked) in st.holds.active() {
+            for &(l, span) in &booked.spans {
                 if only.is_some_and(|o| o != l) {
                     continue;
                 }
-                let Some(s) = st.calendars[l].span(span) else { continue }; // pruned
+                let Some(mut s) = st.calendars[l].span(span) else { continue }; // pruned
+                if let Some(g) = &booked.growth {
+                    // A replacement hold: the new shape it holds.
+                    (s.start, s.end, s.amount) = (g.request.start, g.request.end, g.request.bandwidth_mbps);
+                }
                 if s.start < to && s.end > from {
                     out.push((
                         l,
@@ -214,15 +247,82 @@ impl Nis {
     /// contradicts the topology: the caller must stop).
     pub fn restore(&self, id: HoldId, req: &NetworkHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        let booked = self.book(&mut st, req)?;
+        if let (Some(old), HoldState::Committed) = (req.replaces, state) {
+            if let Ok(Some(b)) = st.holds.release(old) {
+                st.unbook(b);
+            }
+        }
+        let booked = match (req.replaces, state) {
+            (Some(_), HoldState::Committed) => self.book_new(&mut st, req)?,
+            _ => self.book(&mut st, req)?,
+        };
         st.holds.restore(id, req.txn, booked, state);
         drop(st);
         self.note_endpoints(id, req.sites.as_ref());
         Ok(())
     }
 
-    /// Books `req`'s bandwidth on every link of its path, all or none.
-    fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Vec<(usize, SpanId)>, ParticipantError> {
+    /// Books `req`'s bandwidth on every link of its path, all or none; a replacement hold
+    /// books its growth over the committed reservation it replaces, on the same links.
+    fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Booked, ParticipantError> {
+        let Some(old) = req.replaces else { return self.book_new(st, req) };
+        if self.plane.is_some() {
+            return Err(ParticipantError::DataPlane(
+                "a transfer on the data plane cannot be modified in place yet".into(),
+            ));
+        }
+        let base = match st.holds.get(old) {
+            Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
+            Some((HoldState::Committed, _)) => {
+                return Err(ParticipantError::InvalidHold(format!("reservation {old} is itself a replacement")))
+            }
+            Some(_) => return Err(ParticipantError::NotCommitted(old)),
+            None => return Err(ParticipantError::UnknownHold(old)),
+        };
+        let links: Vec<&LinkId> = base.spans.iter().map(|(l, _)| &self.links[*l].id).collect();
+        if links.len() != req.links.len() || links.iter().zip(&req.links).any(|(a, b)| *a != b) {
+            return Err(ParticipantError::InvalidHold(format!("a modification keeps the path of reservation {old}")));
+        }
+        let new = crate::calendar::Span { start: req.start, end: req.end, amount: req.bandwidth_mbps };
+        let mut grown: Vec<(usize, SpanId)> = Vec::new();
+        for &(l, span) in &base.spans {
+            match st.calendars[l].add_growth(span, new) {
+                Ok(ids) => grown.extend(ids.into_iter().map(|id| (l, id))),
+                Err(e) => {
+                    for (l, id) in grown {
+                        st.calendars[l].remove(id).expect("just booked");
+                    }
+                    return Err(ParticipantError::from_calendar(e, Some(&self.links[l].id)));
+                }
+            }
+        }
+        let growth =
+            Growth { replaces: old, request: NetworkHoldRequest { replaces: None, ..req.clone() }, spans: grown };
+        Ok(Booked { growth: Some(Box::new(growth)), ..base })
+    }
+
+    /// A replacement hold's commit (under the state lock); see [`crate::lis`]'s twin.
+    fn swap(&self, st: &mut State, hold: HoldId, g: &Growth) -> Result<(), ParticipantError> {
+        for &(l, id) in &g.spans {
+            st.calendars[l].remove(id).expect("booked growth");
+        }
+        if let Ok(Some(b)) = st.holds.release(g.replaces) {
+            st.unbook(b);
+        }
+        match self.book_new(st, &g.request) {
+            Ok(booked) => {
+                st.holds.set_payload(hold, booked);
+                st.holds.commit(hold)
+            }
+            Err(e) => {
+                // Its growth is gone already: nothing of the payload is booked any more.
+                let _ = st.holds.abort(hold);
+                Err(e)
+            }
+        }
+    }
+
+    fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Booked, ParticipantError> {
         if req.links.is_empty() {
             return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
         }
@@ -243,7 +343,7 @@ impl Nis {
                 }
             }
         }
-        Ok(booked)
+        Ok(Booked { spans: booked, growth: None })
     }
 
     /// Live holds (not committed, not expired).
@@ -284,7 +384,7 @@ impl Nis {
             .flat_map(|(l, c)| c.prune_before(horizon).into_iter().map(move |s| (l, s)))
             .collect();
         // Every span of a hold covers the same interval, so they are pruned together.
-        st.holds.forget(|spans| spans.iter().any(|s| pruned.contains(s)));
+        st.holds.forget(|b| b.growth.is_none() && b.spans.iter().any(|s| pruned.contains(s)));
         pruned.len()
     }
 
@@ -387,14 +487,21 @@ impl HoldLifecycle for Nis {
         if self.plane.is_some() && matches!(self.state().holds.get(hold), Some((HoldState::Held { .. }, _))) {
             self.admit(&[hold]).await?;
         }
-        self.state().holds.commit(hold)
+        let mut st = self.state();
+        match st.holds.get(hold) {
+            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
+                let g = (**g).clone();
+                self.swap(&mut st, hold, &g)
+            }
+            _ => st.holds.commit(hold),
+        }
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
         {
             let mut st = self.state();
-            for (l, span) in st.holds.abort(hold)?.unwrap_or_default() {
-                st.calendars[l].remove(span).expect("held span is booked");
+            if let Some(b) = st.holds.abort(hold)? {
+                st.unbook(b);
             }
         }
         self.withdraw(hold).await;
@@ -404,8 +511,8 @@ impl HoldLifecycle for Nis {
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
         {
             let mut st = self.state();
-            for (l, span) in st.holds.release(hold)?.unwrap_or_default() {
-                st.calendars[l].remove(span).expect("committed span is booked");
+            if let Some(b) = st.holds.release(hold)? {
+                st.unbook(b);
             }
         }
         self.withdraw(hold).await;

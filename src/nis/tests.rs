@@ -53,6 +53,7 @@ async fn route(n: &Nis, bw: u64) -> Option<Route> {
 
 fn hold(links: &[&str], bw: u64) -> NetworkHoldRequest {
     NetworkHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         links: links.iter().map(|s| (*s).into()).collect(),
         bandwidth_mbps: bw,
@@ -198,6 +199,7 @@ async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
     assert!(n.query(&q).await.unwrap().unwrap().marking.is_none());
     // tc cannot be run: the commit is refused before the decision, and the hold stays held.
     let req = NetworkHoldRequest {
+        replaces: None,
         sites: Some(("sa".into(), "sc".into())),
         ..hold(&r.links.iter().map(|l| l.as_str()).collect::<Vec<_>>(), 100)
     };
@@ -208,4 +210,26 @@ async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
     // A hold without sites (REST) is the calendars' only.
     let plain = n.prepare(&hold(&["ab", "bc"], 100)).await.unwrap();
     n.commit(plain.id).await.unwrap();
+}
+
+/// Plan modification at the NIS: a replacement hold keeps the path, fits where the
+/// reservation it replaces was, and swaps at commit; abort leaves the reservation.
+#[tokio::test]
+async fn a_replacement_transfer_hold_swaps_at_commit() {
+    let (n, _) = nis(Routing::Shortest);
+    let old = n.prepare(&hold(&["ab", "bc"], 1000)).await.unwrap().id;
+    n.commit(old).await.unwrap();
+    let replace = |links: &[&str], bw, end| NetworkHoldRequest { replaces: Some(old), end, ..hold(links, bw) };
+    let wrong_path = n.prepare(&replace(&["ad", "dc"], 1000, 100)).await.unwrap_err();
+    assert!(matches!(wrong_path, ParticipantError::InvalidHold(_)), "{wrong_path}");
+    let h = n.prepare(&replace(&["ab", "bc"], 1000, 200)).await.unwrap();
+    assert_eq!((n.usage_at("ab", 50), n.usage_at("ab", 150)), (Some(1000), Some(1000)));
+    n.abort(h.id).await.unwrap();
+    assert_eq!((n.usage_at("ab", 50), n.usage_at("ab", 150)), (Some(1000), Some(0)));
+    let h = n.prepare(&replace(&["ab", "bc"], 400, 200)).await.unwrap();
+    n.commit(h.id).await.unwrap();
+    assert_eq!((n.usage_at("bc", 50), n.usage_at("bc", 150)), (Some(400), Some(400)));
+    let r = n.reservations(None, 0, 1000).unwrap();
+    assert!(r.iter().all(|r| r.hold == h.id && r.bandwidth_mbps == 400 && r.end == 200), "{r:?}");
+    assert_eq!(r.len(), 2);
 }

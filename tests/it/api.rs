@@ -506,26 +506,54 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let (start, end) = (t0, t0 + 3600);
     let txn = TxnId::new();
 
-    let too_big = ComputeHoldRequest { txn, site: "s1".into(), cpus: 17, start, end, gpus: None, user: None };
+    let too_big =
+        ComputeHoldRequest { replaces: None, txn, site: "s1".into(), cpus: 17, start, end, gpus: None, user: None };
     assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
-    let wide = NetworkHoldRequest { txn, links: vec!["l1".into()], bandwidth_mbps: 2000, start, end, sites: None };
+    let wide = NetworkHoldRequest {
+        replaces: None,
+        txn,
+        links: vec!["l1".into()],
+        bandwidth_mbps: 2000,
+        start,
+        end,
+        sites: None,
+    };
     assert!(matches!(nis.prepare(&wide).await, Err(P::LinkCapacity { link, .. }) if link == "l1"));
     let h = s1
-        .prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end, gpus: None, user: None })
+        .prepare(&ComputeHoldRequest {
+            replaces: None,
+            txn,
+            site: "s1".into(),
+            cpus: 4,
+            start,
+            end,
+            gpus: None,
+            user: None,
+        })
         .await
         .unwrap();
     s1.abort(h.id).await.unwrap();
     s1.abort(h.id).await.unwrap();
     assert_eq!(s1.commit(h.id).await, Err(P::Aborted(h.id)));
     let h = s1
-        .prepare(&ComputeHoldRequest { txn, site: "s1".into(), cpus: 4, start, end, gpus: None, user: None })
+        .prepare(&ComputeHoldRequest {
+            replaces: None,
+            txn,
+            site: "s1".into(),
+            cpus: 4,
+            start,
+            end,
+            gpus: None,
+            user: None,
+        })
         .await
         .unwrap();
     s1.commit(h.id).await.unwrap();
     assert_eq!(s1.abort(h.id).await, Err(P::AlreadyCommitted(h.id)));
     s1.release(h.id).await.unwrap();
     // Aborts of several holds in one message (`POST {base}/holds/abort`): an answer per hold.
-    let hold = |cpus| ComputeHoldRequest { txn, site: "s1".into(), cpus, start, end, gpus: None, user: None };
+    let hold =
+        |cpus| ComputeHoldRequest { replaces: None, txn, site: "s1".into(), cpus, start, end, gpus: None, user: None };
     let (a, b, c) =
         (s1.prepare(&hold(4)).await.unwrap(), s1.prepare(&hold(8)).await.unwrap(), s1.prepare(&hold(2)).await.unwrap());
     s1.commit(c.id).await.unwrap();

@@ -489,6 +489,7 @@ async fn reconcile_a_full_interface() {
         let (links, from): (Vec<&str>, &str) =
             if i % 2 == 0 { (vec!["l12", "l23"], "s1") } else { (vec!["l23"], "s2") };
         let req = NetworkHoldRequest {
+            replaces: None,
             txn: TxnId::new(),
             links: links.into_iter().map(Into::into).collect(),
             bandwidth_mbps: 5,

@@ -93,6 +93,7 @@ async fn another_principals_hold_is_a_typed_refusal_over_http() {
     let as_principal = |token: &str| HttpParticipant::site(&app.base, "s1", Some(token.to_owned()));
     let start = chrono::Utc::now().timestamp() + 3600;
     let req = ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 4,

@@ -75,6 +75,7 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
             Op::Prepare { cpus, start, len } => {
                 let txn = TxnId::new();
                 let req = ComputeHoldRequest {
+                    replaces: None,
                     txn,
                     site: "s1".into(),
                     cpus,

@@ -203,6 +203,7 @@ async fn cancel_abort_and_lease_expiry_leave_nothing_in_slurm() {
     let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
     let t0 = Utc::now().timestamp() + 600;
     let req = ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         site: SITE.into(),
         cpus: 4,
@@ -322,6 +323,7 @@ async fn slurmctld_down_means_503_and_nothing_committed() {
     let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
     let t0 = Utc::now().timestamp() + 600;
     let req = ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         site: SITE.into(),
         cpus: 4,

@@ -419,6 +419,7 @@ pub async fn hold(
     let (start, end) = window(&state, &body.start, &body.end)?;
     not_past(&state, start)?;
     let hold_req = ComputeHoldRequest {
+        replaces: None,
         txn: body.txn.unwrap_or_else(TxnId::new),
         site: id.as_str().into(),
         cpus: body.cpus,

@@ -128,6 +128,7 @@ fn decided_plan(user: &str) -> (PlanRecord, Vec<Part>, TxnId) {
         participant: ParticipantRef::Site("s1".into()),
         hold: plan.bookings[0].hold,
         request: HoldRequest::from(ComputeHoldRequest {
+            replaces: None,
             txn,
             site: "s1".into(),
             cpus: 4,

@@ -71,6 +71,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     let s = PgStore::connect(&url(&db)).await.unwrap();
     let who = ParticipantRef::Site("s1".into());
     let request = HoldRequest::from(ComputeHoldRequest {
+        replaces: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 2,
