@@ -117,7 +117,7 @@ impl AppState {
         }
         // The NIS programs a data plane.
         if let Some(dp) = &config.dataplane {
-            let plane = crate::nis::dataplane::TcPlane::open(dp.clone()).map_err(|e| anyhow::anyhow!(e))?;
+            let plane = crate::nis::dataplane::TcPlane::open(dp.clone())?;
             participants.nis = Arc::new(
                 crate::nis::Nis::new(&grid, clock.clone(), config.lease_s, config.routing).with_dataplane(plane),
             );
@@ -602,7 +602,9 @@ impl AppState {
     ///
     /// # Errors
     /// An interface could not be read.
-    pub async fn reconcile_dataplane(&self) -> Result<crate::nis::dataplane::ReconcileReport, String> {
+    pub async fn reconcile_dataplane(
+        &self,
+    ) -> Result<crate::nis::dataplane::ReconcileReport, crate::nis::dataplane::DataplaneError> {
         self.participants.nis.reconcile_dataplane().await
     }
 

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::Nis;
-use crate::model::{SiteId, Time};
+use crate::model::{LinkId, SiteId, Time};
 use crate::protocol::{Drift, HoldId, HoldState, ParticipantError, TrafficMarking};
 
 /// Default [`DataplaneConfig::port_base`].
@@ -225,16 +225,61 @@ pub struct TcPlane {
     pub stats: PlaneStats,
 }
 
+/// Why the data plane could not do what was asked. Its text is what a refused transfer's
+/// `DataPlane` error and the reconciliation's log say.
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    /// The map file cannot be read.
+    #[error("data plane map {}: {source}", path.display())]
+    MapRead { path: PathBuf, source: std::io::Error },
+    /// The map file is not a valid map.
+    #[error("data plane map {}: {source}", path.display())]
+    MapParse { path: PathBuf, source: serde_json::Error },
+    /// `tc` cannot be started.
+    #[error("cannot run {}: {source}", tc.display())]
+    Spawn { tc: PathBuf, source: std::io::Error },
+    /// Talking to a running `tc` failed.
+    #[error("tc: {0}")]
+    Io(#[source] std::io::Error),
+    /// `tc` did not finish within its timeout.
+    #[error("tc timed out")]
+    Timeout,
+    /// `tc` exited with an error; `command` is what it ran, `stderr` the first lines it said.
+    #[error("tc {command}: {stderr}")]
+    Tc { command: String, stderr: String },
+    /// `tc -j filter show` printed something that is not its JSON.
+    #[error("tc -j filter show dev {iface}: {source}")]
+    Filters { iface: Interface, source: serde_json::Error },
+    /// A rule that was removed is still installed.
+    #[error("rule 1:{minor:x} still on {iface}")]
+    StillInstalled { iface: Interface, minor: u16 },
+    /// A link of the path is not in the map, or has no end at the node the path reaches.
+    #[error("link `{link}` {why} in the data plane's map")]
+    Unmapped { link: LinkId, why: String },
+    /// The path does not reach the receiving site's node.
+    #[error("the path does not end at site `{site}`'s node `{node}`")]
+    PathEnd { site: SiteId, node: String },
+    /// An interface has no HTB link class (it is not shaped).
+    #[error("interface {0} has no HTB link class 1:1")]
+    Unshaped(Interface),
+    /// An interface carries as many reserved transfers as its filters can tell apart.
+    #[error("{0} carries {MAX_RULES_PER_INTERFACE} reserved transfers already (u32 filter limit)")]
+    Full(Interface),
+    /// No class minor is free on an interface.
+    #[error("no free class on {0}")]
+    NoFreeClass(Interface),
+}
+
 impl TcPlane {
     /// Reads the map of `config`.
     ///
     /// # Errors
     /// The map cannot be read or parsed.
-    pub fn open(config: DataplaneConfig) -> Result<Self, String> {
-        let text = std::fs::read_to_string(&config.map)
-            .map_err(|e| format!("data plane map {}: {e}", config.map.display()))?;
-        let map: WanMap =
-            serde_json::from_str(&text).map_err(|e| format!("data plane map {}: {e}", config.map.display()))?;
+    pub fn open(config: DataplaneConfig) -> Result<Self, DataplaneError> {
+        let path = config.map.clone();
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| DataplaneError::MapRead { path: path.clone(), source })?;
+        let map: WanMap = serde_json::from_str(&text).map_err(|source| DataplaneError::MapParse { path, source })?;
         Ok(Self::with_map(config, map))
     }
 
@@ -275,7 +320,7 @@ impl TcPlane {
     }
 
     /// Runs `tc [-force] -n NETNS -batch -` with `lines` on its standard input.
-    async fn batch(&self, netns: &str, lines: &[String], force: bool) -> Result<(), String> {
+    async fn batch(&self, netns: &str, lines: &[String], force: bool) -> Result<(), DataplaneError> {
         use tokio::io::AsyncWriteExt;
         let mut cmd = tokio::process::Command::new(&self.config.tc);
         if force {
@@ -286,42 +331,48 @@ impl TcPlane {
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", self.config.tc.display()))?;
+        let mut child = cmd.spawn().map_err(|source| self.spawn_error(source))?;
         let mut stdin = child.stdin.take().expect("piped");
         let input = lines.join("\n") + "\n";
         let run = async move {
-            stdin.write_all(input.as_bytes()).await.map_err(|e| format!("tc stdin: {e}"))?;
+            stdin.write_all(input.as_bytes()).await.map_err(DataplaneError::Io)?;
             drop(stdin);
-            child.wait_with_output().await.map_err(|e| format!("tc: {e}"))
+            child.wait_with_output().await.map_err(DataplaneError::Io)
         };
-        let out = tokio::time::timeout(TC_TIMEOUT, run).await.map_err(|_| "tc timed out".to_owned())??;
+        let out = tokio::time::timeout(TC_TIMEOUT, run).await.map_err(|_| DataplaneError::Timeout)??;
         if out.status.success() {
             Ok(())
         } else {
             let err = String::from_utf8_lossy(&out.stderr);
-            Err(format!("tc -n {netns}: {}", err.trim().lines().take(4).collect::<Vec<_>>().join("; ")))
+            let stderr = err.trim().lines().take(4).collect::<Vec<_>>().join("; ");
+            Err(DataplaneError::Tc { command: format!("-n {netns}"), stderr })
         }
     }
 
     /// `tc` with `args`, its standard output.
-    async fn read(&self, args: &[&str]) -> Result<String, String> {
+    async fn read(&self, args: &[&str]) -> Result<String, DataplaneError> {
         let out = tokio::time::timeout(
             TC_TIMEOUT,
             tokio::process::Command::new(&self.config.tc).args(args).kill_on_drop(true).output(),
         )
         .await
-        .map_err(|_| "tc timed out".to_owned())?
-        .map_err(|e| format!("cannot run {}: {e}", self.config.tc.display()))?;
+        .map_err(|_| DataplaneError::Timeout)?
+        .map_err(|source| self.spawn_error(source))?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            Err(format!("tc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            Err(DataplaneError::Tc { command: args.join(" "), stderr })
         }
+    }
+
+    fn spawn_error(&self, source: std::io::Error) -> DataplaneError {
+        DataplaneError::Spawn { tc: self.config.tc.clone(), source }
     }
 
     /// The minors of the HTB classes and the preferences of the filters on `iface` (only those
     /// in the NIS's range).
-    async fn installed_on(&self, iface: &Interface) -> Result<(HashSet<u16>, HashSet<u16>, bool), String> {
+    async fn installed_on(&self, iface: &Interface) -> Result<(HashSet<u16>, HashSet<u16>, bool), DataplaneError> {
         let classes = self.read(&["-n", &iface.netns, "class", "show", "dev", &iface.dev]).await?;
         let mut minors = HashSet::new();
         let mut shaped = false;
@@ -344,8 +395,8 @@ impl TcPlane {
             self.read(&["-j", "-n", &iface.netns, "filter", "show", "dev", &iface.dev, "parent", "1:"]).await?;
         let mut prefs = HashSet::new();
         if !filters.trim().is_empty() {
-            let v: Vec<serde_json::Value> =
-                serde_json::from_str(&filters).map_err(|e| format!("tc -j filter show dev {iface}: {e}"))?;
+            let v: Vec<serde_json::Value> = serde_json::from_str(&filters)
+                .map_err(|source| DataplaneError::Filters { iface: iface.clone(), source })?;
             for f in v {
                 if let Some(p) = f.get("pref").and_then(serde_json::Value::as_u64) {
                     if let Ok(p) = u16::try_from(p) {
@@ -381,7 +432,7 @@ impl TcPlane {
     }
 
     /// Installs `rules` (one batch per namespace).
-    async fn install(&self, rules: &[Rule]) -> Result<(), String> {
+    async fn install(&self, rules: &[Rule]) -> Result<(), DataplaneError> {
         let started = Instant::now();
         for (netns, lines) in by_netns(rules.iter().map(|r| (&r.iface, Self::install_lines(r)))) {
             self.batch(&netns, &lines, false).await?;
@@ -391,7 +442,7 @@ impl TcPlane {
     }
 
     /// Removes the rules `(iface, minor)` (missing ones are no error).
-    async fn remove(&self, rules: &[(Interface, u16)]) -> Result<(), String> {
+    async fn remove(&self, rules: &[(Interface, u16)]) -> Result<(), DataplaneError> {
         if rules.is_empty() {
             return Ok(());
         }
@@ -407,7 +458,7 @@ impl TcPlane {
                     if let Some((_, m)) =
                         rules.iter().find(|(i, m)| i == iface && (minors.contains(m) || prefs.contains(m)))
                     {
-                        first = first.and(Err(format!("rule 1:{m:x} still on {iface}")));
+                        first = first.and(Err(DataplaneError::StillInstalled { iface: iface.clone(), minor: *m }));
                     }
                 }
                 Err(e) => first = first.and(Err(e)),
@@ -465,7 +516,7 @@ impl Nis {
 
     /// The rules hold `hold` needs (without minors), its window and state; `None` when it has
     /// no endpoints or is not live.
-    fn specs(&self, plane: &TcPlane, hold: HoldId) -> Option<Result<Needed, String>> {
+    fn specs(&self, plane: &TcPlane, hold: HoldId) -> Option<Result<Needed, DataplaneError>> {
         let (from, to) = plane.st().endpoints.get(&hold).cloned()?;
         let st = self.state();
         let (state, booked) = st.holds.get(hold)?;
@@ -480,10 +531,13 @@ impl Nis {
             window = (s.start, s.end);
             let id = &self.links[l].id;
             let Some(link) = plane.map.links.get(id.as_str()) else {
-                return Some(Err(format!("link `{id}` is not in the data plane's map")));
+                return Some(Err(DataplaneError::Unmapped { link: id.clone(), why: "is not".into() }));
             };
             let Some(iface) = link.ends.get(&node) else {
-                return Some(Err(format!("link `{id}` has no end at node `{node}` in the data plane's map")));
+                return Some(Err(DataplaneError::Unmapped {
+                    link: id.clone(),
+                    why: format!("has no end at node `{node}`"),
+                }));
             };
             out.push(Spec {
                 iface: iface.clone(),
@@ -496,13 +550,13 @@ impl Nis {
             node = link.ends.keys().find(|n| **n != node).cloned().unwrap_or(node);
         }
         if node != b.node && !out.is_empty() {
-            return Some(Err(format!("the path does not end at site `{to}`'s node `{}`", b.node)));
+            return Some(Err(DataplaneError::PathEnd { site: to.clone(), node: b.node.to_string() }));
         }
         Some(Ok((out, window.0, window.1, state)))
     }
 
     /// Minors for `specs` of `hold`, taken in the plane's state.
-    fn allocate(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, String> {
+    fn allocate(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, DataplaneError> {
         let r = Self::allocate_all(plane, hold, specs);
         if r.is_err() {
             // Nothing half-allocated.
@@ -513,16 +567,13 @@ impl Nis {
         r
     }
 
-    fn allocate_all(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, String> {
+    fn allocate_all(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, DataplaneError> {
         let mut st = plane.st();
         let mut rules = Vec::with_capacity(specs.len());
         for s in specs {
             let used = st.minors.entry(s.iface.clone()).or_default();
             if used.len() >= MAX_RULES_PER_INTERFACE && !used.values().any(|h| *h == hold) {
-                return Err(format!(
-                    "{} carries {MAX_RULES_PER_INTERFACE} reserved transfers already (u32 filter limit)",
-                    s.iface
-                ));
+                return Err(DataplaneError::Full(s.iface.clone()));
             }
             let mut m = first_minor(hold);
             let mut tries = 0u32;
@@ -530,7 +581,7 @@ impl Nis {
                 m = if m == LAST_MINOR { FIRST_MINOR } else { m + 1 };
                 tries += 1;
                 if tries > u32::from(LAST_MINOR - FIRST_MINOR) {
-                    return Err(format!("no free class on {}", s.iface));
+                    return Err(DataplaneError::NoFreeClass(s.iface.clone()));
                 }
             }
             used.insert(m, hold);
@@ -561,7 +612,7 @@ impl Nis {
     }
 
     /// Installs `hold`'s rules (minors allocated now), recording them.
-    async fn install_hold(&self, plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<(), String> {
+    async fn install_hold(&self, plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<(), DataplaneError> {
         let rules = Self::allocate(plane, hold, specs)?;
         let r = plane.install(&rules).await;
         match r {
@@ -594,16 +645,16 @@ impl Nis {
         let now = self.clock.now();
         for &hold in holds {
             let Some(specs) = self.specs(plane, hold) else { continue };
-            let refuse = |e: String| {
+            let refuse = |e: DataplaneError| {
                 plane.stats.refused.fetch_add(1, Relaxed);
                 tracing::warn!(%hold, error = %e, "data plane refused a transfer");
-                ParticipantError::DataPlane(e)
+                ParticipantError::DataPlane(e.to_string())
             };
             let (specs, start, end, _) = specs.map_err(refuse)?;
             for iface in specs.iter().map(|s| &s.iface).collect::<HashSet<_>>() {
                 let (_, _, shaped) = plane.installed_on(iface).await.map_err(refuse)?;
                 if !shaped {
-                    return Err(refuse(format!("interface {iface} has no HTB link class 1:1")));
+                    return Err(refuse(DataplaneError::Unshaped(iface.clone())));
                 }
             }
             plane.st().admitted.insert(hold);
@@ -672,7 +723,7 @@ impl Nis {
     ///
     /// # Errors
     /// An interface could not be read: nothing was removed (installs may have happened).
-    pub async fn reconcile_dataplane(&self) -> Result<ReconcileReport, String> {
+    pub async fn reconcile_dataplane(&self) -> Result<ReconcileReport, DataplaneError> {
         let Some(plane) = &self.plane else { return Ok(ReconcileReport::default()) };
         let started = Instant::now();
         let r = self.reconcile_inner(plane).await;
@@ -696,7 +747,7 @@ impl Nis {
         r
     }
 
-    async fn reconcile_inner(&self, plane: &TcPlane) -> Result<ReconcileReport, String> {
+    async fn reconcile_inner(&self, plane: &TcPlane) -> Result<ReconcileReport, DataplaneError> {
         let _op = plane.op.lock().await;
         let now = self.clock.now();
         let mut rep = ReconcileReport::default();

@@ -394,7 +394,7 @@ impl Coordinator {
             }
             Err(cause) => {
                 tracing::warn!(txn = %self.txn, reason = %cause, "a decided transaction stays in doubt");
-                PlanResult { outcome, bookings: vec![], settlement: Settlement::InDoubt(cause) }
+                PlanResult { outcome, bookings: vec![], settlement: Settlement::InDoubt(Box::new(cause)) }
             }
         }
     }

@@ -204,7 +204,7 @@ pub enum Settlement {
     /// answer, or another coordinator took the transaction over): the plan is neither booked
     /// for sure nor rejected. Its outcome must not be reported; the recovery loop settles it.
     /// The error says why.
-    InDoubt(Unsettled),
+    InDoubt(Box<Unsettled>),
 }
 
 /// Per-call options of [`Planner::plan_with`].
