@@ -149,7 +149,7 @@ impl Application {
         let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
         let scheme = if app.state.config.tls.is_some() { "https" } else { "http" };
         notice(&format!(
-            "coreserve ({role_name}) serving {sites} sites and {links} links on {scheme}://{addr} (API at /v1, docs at /openapi.json)"
+            "coreserve ({role_name}) serving {sites} sites and {links} links on {scheme}://{addr} (API at /v1, reference at /docs, OpenAPI document at /openapi.json)"
         ));
         Ok(app)
     }
