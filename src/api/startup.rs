@@ -375,18 +375,32 @@ impl Application {
                     let started = std::time::Instant::now();
                     let fut = srv.call(req);
                     async move {
+                        // Every request in the HTTP histogram, by route pattern (never the
+                        // raw path) and status; the rewrites below keep the status.
+                        let observe = |route: Option<&str>, status: StatusCode| {
+                            if let Some(state) = &state {
+                                let seconds = started.elapsed().as_secs_f64();
+                                state.metrics.http_request(method.as_str(), route, status.as_u16(), seconds);
+                            }
+                        };
                         let res = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-                            Ok(res) => res?,
+                            Ok(Ok(res)) => res,
+                            Ok(Err(e)) => {
+                                observe(None, e.as_response_error().status_code());
+                                return Err(e);
+                            }
                             Err(panic) => {
                                 // The panic text is internal: log it, answer a bare 500.
                                 tracing::error!(%method, %path, panic = panic_text(&panic), "handler panicked");
                                 if let Some(state) = &state {
                                     state.metrics.panicked();
                                 }
+                                observe(None, StatusCode::INTERNAL_SERVER_ERROR);
                                 // An error is rendered by its `error_response`: a bare 500 problem.
                                 return Err(ApiError::panicked().into());
                             }
                         };
+                        observe(res.request().match_pattern().as_deref(), res.status());
                         // The access log: one info line per request.
                         tracing::info!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");

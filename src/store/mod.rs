@@ -640,6 +640,11 @@ pub trait Store: Journal + Send + Sync {
     async fn ping(&self) -> Result<(), StoreError>;
     /// A short name for logs and `/readyz` (`memory`, `postgres`).
     fn kind(&self) -> &'static str;
+
+    /// The database connection pool's state now (`/metrics`); `None` without one (memory).
+    fn pool_state(&self) -> Option<PoolState> {
+        None
+    }
 }
 
 #[cfg(test)]

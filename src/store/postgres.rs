@@ -1081,6 +1081,14 @@ impl Store for PgStore {
     fn kind(&self) -> &'static str {
         "postgres"
     }
+
+    fn pool_state(&self) -> Option<super::PoolState> {
+        Some(super::PoolState {
+            size: self.pool.size(),
+            idle: u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX),
+            max: self.pool.options().get_max_connections(),
+        })
+    }
 }
 
 /// Listens on `coreserve_events` (the plans' event trigger notifies each new id at commit) and

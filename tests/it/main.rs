@@ -12,6 +12,7 @@ mod faults;
 mod hardening;
 mod identity;
 mod journal_props;
+mod metrics;
 mod planner_props;
 mod real_data;
 mod roles;
