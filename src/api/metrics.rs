@@ -20,6 +20,9 @@
 //!   from its arrival to its response's head (an event stream's body streams on after), by
 //!   method, route *pattern* (`/v1/plans/{id}`, never the raw path: one series per route, not
 //!   per plan; `unmatched` for a request no route took) and status code;
+//! - `coreserve_retention_pruned_total{kind}`: rows deleted by retention (`--retention-days`),
+//!   by kind (`plans`, `idempotency_keys`, `journal`, `decisions`, `events`, `deliveries`,
+//!   `charges`; see [`crate::store::Pruned`]);
 //! - `coreserve_build_info{version, revision}`: 1; `revision` is the git commit the binary was
 //!   built from when the build set `CORESERVE_GIT_REVISION` (e.g.
 //!   `CORESERVE_GIT_REVISION=$(git rev-parse --short HEAD) cargo build --release`), else absent;
@@ -109,6 +112,8 @@ pub struct Metrics {
     panics: AtomicU64,
     /// Slurm sites' synchronisations, by site.
     local: std::sync::Mutex<std::collections::BTreeMap<String, LocalTally>>,
+    /// Rows deleted by retention, by [`PRUNED_KINDS`].
+    pruned: [AtomicU64; PRUNED_KINDS.len()],
     /// HTTP requests by (method, route pattern, status).
     http: std::sync::RwLock<std::collections::BTreeMap<HttpSeries, Histogram>>,
 }
@@ -116,6 +121,9 @@ pub struct Metrics {
 /// The labels of one HTTP request series: method, route pattern, status code.
 type HttpSeries = (String, String, u16);
 
+/// What retention deletes ([`crate::store::Pruned`]'s fields): the `kind` label of
+/// `coreserve_retention_pruned_total`.
+const PRUNED_KINDS: [&str; 7] =
     ["plans", "idempotency_keys", "journal", "decisions", "events", "deliveries", "charges"];
 
 /// One Slurm site's synchronisations (see [`crate::lis::Lis::sync`]).
@@ -139,6 +147,7 @@ impl Default for Metrics {
             aborts: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             local: Default::default(),
+            pruned: Default::default(),
             http: Default::default(),
         }
     }
@@ -205,6 +214,14 @@ impl Metrics {
     /// A handler panicked (answered 500).
     pub fn panicked(&self) {
         self.panics.fetch_add(1, Relaxed);
+    }
+
+    /// One round of retention deleted `p`.
+    pub fn pruned(&self, p: &crate::store::Pruned) {
+        let counts = [p.plans, p.idempotency_keys, p.journal, p.decisions, p.events, p.deliveries, p.charges];
+        for (total, n) in self.pruned.iter().zip(counts) {
+            total.fetch_add(n, Relaxed);
+        }
     }
 
     /// One HTTP request answered `status` after `seconds`: `method` as received, `route` the
@@ -274,6 +291,11 @@ impl Metrics {
                 let labels = format!("participant=\"{label}\",message=\"{}\"", <&str>::from(message));
                 self.calls[call_index(kind, message)].render(&mut s, "coreserve_participant_call_seconds", &labels);
             }
+        }
+        s.push_str("# HELP coreserve_retention_pruned_total Rows retention deleted, by kind (--retention-days).\n");
+        s.push_str("# TYPE coreserve_retention_pruned_total counter\n");
+        for (kind, n) in PRUNED_KINDS.iter().zip(&self.pruned) {
+            let _ = writeln!(s, "coreserve_retention_pruned_total{{kind=\"{kind}\"}} {}", n.load(Relaxed));
         }
         s.push_str("# HELP coreserve_holds_outstanding Live holds over every participant.\n");
         s.push_str("# TYPE coreserve_holds_outstanding gauge\n");

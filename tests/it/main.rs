@@ -15,6 +15,7 @@ mod journal_props;
 mod metrics;
 mod planner_props;
 mod real_data;
+mod retention;
 mod roles;
 mod slurm;
 mod store;
