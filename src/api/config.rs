@@ -120,7 +120,17 @@ pub struct ServeConfig {
     pub webhook_retry_base_ms: u64,
     /// Webhooks: one failing for longer than this (seconds) is disabled.
     pub webhook_disable_after_s: i64,
+    /// Retention: what finished this many days ago or earlier is deleted from the store
+    /// ([`crate::store::Store::prune_finished`]: cancelled, rejected and completed plans,
+    /// past journal rows and decisions, delivered events); 0 (the default): nothing is ever
+    /// deleted.
+    pub retention_days: u32,
+    /// Retention: seconds between two prunings (the first runs a minute after start).
+    pub retention_every_s: u64,
 }
+
+/// Default of [`ServeConfig::retention_every_s`]: hourly.
+pub const DEFAULT_RETENTION_EVERY_S: u64 = 3600;
 
 /// A PEM certificate chain and its private key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +174,8 @@ impl Default for ServeConfig {
             trust_client_certificates: false,
             slurm: Vec::new(),
             dataplane: None,
+            retention_days: 0,
+            retention_every_s: DEFAULT_RETENTION_EVERY_S,
         }
     }
 }
@@ -207,5 +219,11 @@ impl ServeConfig {
     /// The horizon in seconds.
     pub fn horizon_s(&self) -> i64 {
         self.horizon_days.saturating_mul(86_400)
+    }
+
+    /// Retention's horizon at `now`: what finished before it is pruned; `None` when retention
+    /// is off ([`ServeConfig::retention_days`] 0).
+    pub fn retention_horizon(&self, now: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+        (self.retention_days > 0).then(|| now - chrono::Duration::days(i64::from(self.retention_days)))
     }
 }

@@ -15,7 +15,24 @@
 //! - `coreserve_participant_call_seconds{participant, message}`: how long the planners' calls
 //!   to participants take (`participant` = `lis` or `nis`; `message` = `query`, `prepare`,
 //!   `commit`, `abort`, `release`, `extend`), measured by [`crate::protocol::Timed`]; in a
-//!   planner process these are HTTP round trips, all-in-one in-process calls.
+//!   planner process these are HTTP round trips, all-in-one in-process calls;
+//! - `coreserve_http_request_duration_seconds{method, route, status}`: every HTTP request,
+//!   from its arrival to its response's head (an event stream's body streams on after), by
+//!   method, route *pattern* (`/v1/plans/{id}`, never the raw path: one series per route, not
+//!   per plan; `unmatched` for a request no route took) and status code;
+//! - `coreserve_retention_pruned_total{kind}`: rows deleted by retention (`--retention-days`),
+//!   by kind (`plans`, `idempotency_keys`, `journal`, `decisions`, `events`, `deliveries`,
+//!   `charges`; see [`crate::store::Pruned`]);
+//! - `coreserve_build_info{version, revision}`: 1; `revision` is the git commit the binary was
+//!   built from when the build set `CORESERVE_GIT_REVISION` (e.g.
+//!   `CORESERVE_GIT_REVISION=$(git rev-parse --short HEAD) cargo build --release`), else absent;
+//! - with the PostgreSQL store, `coreserve_db_pool_connections` (open connections),
+//!   `coreserve_db_pool_idle_connections` and `coreserve_db_pool_max_connections` (read at
+//!   scrape time; [`render_pool`]);
+//! - for the sites this process keeps (all of them all-in-one, its own in a `lis` process):
+//!   `coreserve_site_cpus{site}` (capacity), `coreserve_site_cpus_booked{site}` (CPUs held or
+//!   reserved now) and `coreserve_site_cpu_utilisation{site}` (booked / capacity, 0..1), read
+//!   from the site's calendar at scrape time ([`render_sites`]).
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -23,13 +40,19 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use strum::VariantArray;
 
 use crate::protocol::{CallObserver, Message, ParticipantKind};
-use crate::store::PlanStatus;
+use crate::store::{PlanStatus, PoolState};
 
 /// Upper bounds of the planning latency buckets, seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
 /// Upper bounds of the participant call buckets, seconds (in-process calls take microseconds).
 const CALL_BUCKETS: [f64; 14] =
     [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0];
+/// Upper bounds of the HTTP request buckets, seconds.
+const HTTP_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+/// At most this many HTTP series (method, route, status); requests beyond go to one
+/// `route="other"` series per method and status (the route patterns are a fixed, small set, so
+/// this is a guard, never reached in practice).
+const MAX_HTTP_SERIES: usize = 1000;
 const KINDS: [(ParticipantKind, &str); 2] = [(ParticipantKind::Compute, "lis"), (ParticipantKind::Network, "nis")];
 
 /// A Prometheus histogram over fixed bucket bounds (seconds): counts per bucket (made
@@ -89,7 +112,19 @@ pub struct Metrics {
     panics: AtomicU64,
     /// Slurm sites' synchronisations, by site.
     local: std::sync::Mutex<std::collections::BTreeMap<String, LocalTally>>,
+    /// Rows deleted by retention, by [`PRUNED_KINDS`].
+    pruned: [AtomicU64; PRUNED_KINDS.len()],
+    /// HTTP requests by (method, route pattern, status).
+    http: std::sync::RwLock<std::collections::BTreeMap<HttpSeries, Histogram>>,
 }
+
+/// The labels of one HTTP request series: method, route pattern, status code.
+type HttpSeries = (String, String, u16);
+
+/// What retention deletes ([`crate::store::Pruned`]'s fields): the `kind` label of
+/// `coreserve_retention_pruned_total`.
+const PRUNED_KINDS: [&str; 7] =
+    ["plans", "idempotency_keys", "journal", "decisions", "events", "deliveries", "charges"];
 
 /// One Slurm site's synchronisations (see [`crate::lis::Lis::sync`]).
 #[derive(Debug, Default, Clone, Copy)]
@@ -112,6 +147,8 @@ impl Default for Metrics {
             aborts: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             local: Default::default(),
+            pruned: Default::default(),
+            http: Default::default(),
         }
     }
 }
@@ -179,9 +216,59 @@ impl Metrics {
         self.panics.fetch_add(1, Relaxed);
     }
 
+    /// One round of retention deleted `p`.
+    pub fn pruned(&self, p: &crate::store::Pruned) {
+        let counts = [p.plans, p.idempotency_keys, p.journal, p.decisions, p.events, p.deliveries, p.charges];
+        for (total, n) in self.pruned.iter().zip(counts) {
+            total.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// One HTTP request answered `status` after `seconds`: `method` as received, `route` the
+    /// pattern of the route that took it (`None`: no route did).
+    pub fn http_request(&self, method: &str, route: Option<&str>, status: u16, seconds: f64) {
+        let route = route.unwrap_or("unmatched");
+        {
+            let series = self.http.read().expect("metrics lock");
+            if let Some(h) = series.iter().find(|((m, r, c), _)| m == method && r == route && *c == status) {
+                h.1.observe(seconds);
+                return;
+            }
+        }
+        let mut series = self.http.write().expect("metrics lock");
+        let route = if series.len() >= MAX_HTTP_SERIES { "other" } else { route };
+        series
+            .entry((method.to_owned(), route.to_owned(), status))
+            .or_insert_with(|| Histogram::new(&HTTP_BUCKETS))
+            .observe(seconds);
+    }
+
     /// The exposition text.
     pub fn render(&self, holds_outstanding: usize) -> String {
         let mut s = String::new();
+        s.push_str("# HELP coreserve_build_info The running binary: its version and, when known, git revision.\n");
+        s.push_str("# TYPE coreserve_build_info gauge\n");
+        match option_env!("CORESERVE_GIT_REVISION").filter(|r| !r.trim().is_empty()) {
+            Some(rev) => {
+                let _ = writeln!(
+                    s,
+                    "coreserve_build_info{{version=\"{}\",revision=\"{}\"}} 1",
+                    env!("CARGO_PKG_VERSION"),
+                    escape(rev.trim())
+                );
+            }
+            None => {
+                let _ = writeln!(s, "coreserve_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+            }
+        }
+        s.push_str(
+            "# HELP coreserve_http_request_duration_seconds HTTP requests by method, route pattern and status, to the response head.\n",
+        );
+        s.push_str("# TYPE coreserve_http_request_duration_seconds histogram\n");
+        for ((method, route, status), h) in self.http.read().expect("metrics lock").iter() {
+            let labels = format!("method=\"{}\",route=\"{}\",status=\"{status}\"", escape(method), escape(route));
+            h.render(&mut s, "coreserve_http_request_duration_seconds", &labels);
+        }
         s.push_str("# HELP coreserve_plans_total Plans by final status (planned = dry runs).\n");
         s.push_str("# TYPE coreserve_plans_total counter\n");
         for &st in STATUSES {
@@ -204,6 +291,11 @@ impl Metrics {
                 let labels = format!("participant=\"{label}\",message=\"{}\"", <&str>::from(message));
                 self.calls[call_index(kind, message)].render(&mut s, "coreserve_participant_call_seconds", &labels);
             }
+        }
+        s.push_str("# HELP coreserve_retention_pruned_total Rows retention deleted, by kind (--retention-days).\n");
+        s.push_str("# TYPE coreserve_retention_pruned_total counter\n");
+        for (kind, n) in PRUNED_KINDS.iter().zip(&self.pruned) {
+            let _ = writeln!(s, "coreserve_retention_pruned_total{{kind=\"{kind}\"}} {}", n.load(Relaxed));
         }
         s.push_str("# HELP coreserve_holds_outstanding Live holds over every participant.\n");
         s.push_str("# TYPE coreserve_holds_outstanding gauge\n");
@@ -251,6 +343,57 @@ impl Metrics {
     }
 }
 
+/// A label value escaped for the text format (backslash, double quote, newline).
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The pool gauges (`coreserve_db_pool_*`) of `pool`; nothing without one (memory store).
+pub fn render_pool(s: &mut String, pool: Option<PoolState>) {
+    let Some(p) = pool else { return };
+    for (name, help, v) in [
+        ("coreserve_db_pool_connections", "Database connections open (idle or in use).", p.size),
+        ("coreserve_db_pool_idle_connections", "Database connections open and idle.", p.idle),
+        ("coreserve_db_pool_max_connections", "The database connection pool's limit.", p.max),
+    ] {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+    }
+}
+
+/// One site's CPUs now: its id, capacity and the CPUs held or reserved at this instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteLoad {
+    /// The site's id.
+    pub site: String,
+    /// Its CPUs.
+    pub cpus: u64,
+    /// CPUs held or reserved now.
+    pub booked: u64,
+}
+
+/// The per-site gauges (`coreserve_site_cpus*`) of `sites`; nothing without sites (a planner,
+/// the NIS or the GIS keeps no site calendar).
+pub fn render_sites(s: &mut String, sites: &[SiteLoad]) {
+    if sites.is_empty() {
+        return;
+    }
+    s.push_str("# HELP coreserve_site_cpus The site's CPUs.\n# TYPE coreserve_site_cpus gauge\n");
+    for l in sites {
+        let _ = writeln!(s, "coreserve_site_cpus{{site=\"{}\"}} {}", escape(&l.site), l.cpus);
+    }
+    s.push_str("# HELP coreserve_site_cpus_booked CPUs held or reserved at the site now.\n");
+    s.push_str("# TYPE coreserve_site_cpus_booked gauge\n");
+    for l in sites {
+        let _ = writeln!(s, "coreserve_site_cpus_booked{{site=\"{}\"}} {}", escape(&l.site), l.booked);
+    }
+    s.push_str("# HELP coreserve_site_cpu_utilisation Booked CPUs over the site's CPUs now (0 to 1).\n");
+    s.push_str("# TYPE coreserve_site_cpu_utilisation gauge\n");
+    for l in sites {
+        let u = if l.cpus == 0 { 0.0 } else { l.booked as f64 / l.cpus as f64 };
+        let _ = writeln!(s, "coreserve_site_cpu_utilisation{{site=\"{}\"}} {u}", escape(&l.site));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,5 +428,38 @@ mod tests {
         assert!(t.contains(&format!("{} 1", line("participant=\"lis\",message=\"query\"", "0.000025"))));
         assert!(t.contains("coreserve_participant_call_seconds_count{participant=\"lis\",message=\"commit\"} 0"));
         assert!(t.contains("coreserve_participant_call_seconds_sum{participant=\"nis\",message=\"prepare\"} 0.003"));
+    }
+
+    #[test]
+    fn http_requests_are_counted_by_route_pattern_and_status() {
+        let m = Metrics::default();
+        m.http_request("GET", Some("/v1/plans/{id}"), 200, 0.003);
+        m.http_request("GET", Some("/v1/plans/{id}"), 200, 0.02);
+        m.http_request("GET", Some("/v1/plans/{id}"), 404, 0.001);
+        m.http_request("POST", None, 404, 0.0001);
+        let t = m.render(0);
+        let series = "method=\"GET\",route=\"/v1/plans/{id}\",status=\"200\"";
+        assert!(t.contains(&format!("coreserve_http_request_duration_seconds_count{{{series}}} 2")), "{t}");
+        assert!(t.contains(&format!("coreserve_http_request_duration_seconds_bucket{{{series},le=\"0.005\"}} 1")));
+        assert!(t.contains(
+            "coreserve_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/plans/{id}\",status=\"404\"} 1"
+        ));
+        assert!(t.contains("route=\"unmatched\",status=\"404\"} 1"));
+        assert!(t.contains(&format!("coreserve_build_info{{version=\"{}\"", env!("CARGO_PKG_VERSION"))));
+    }
+
+    #[test]
+    fn pool_and_site_gauges() {
+        let mut s = String::new();
+        render_pool(&mut s, None);
+        render_sites(&mut s, &[]);
+        assert!(s.is_empty());
+        render_pool(&mut s, Some(PoolState { size: 3, idle: 2, max: 8 }));
+        render_sites(&mut s, &[SiteLoad { site: "s\"1".into(), cpus: 64, booked: 16 }]);
+        assert!(s.contains("coreserve_db_pool_connections 3\n"));
+        assert!(s.contains("coreserve_db_pool_idle_connections 2\n"));
+        assert!(s.contains("coreserve_db_pool_max_connections 8\n"));
+        assert!(s.contains("coreserve_site_cpus_booked{site=\"s\\\"1\"} 16\n"), "{s}");
+        assert!(s.contains("coreserve_site_cpu_utilisation{site=\"s\\\"1\"} 0.25\n"));
     }
 }

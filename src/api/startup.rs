@@ -149,7 +149,7 @@ impl Application {
         let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
         let scheme = if app.state.config.tls.is_some() { "https" } else { "http" };
         notice(&format!(
-            "coreserve ({role_name}) serving {sites} sites and {links} links on {scheme}://{addr} (API at /v1, docs at /openapi.json)"
+            "coreserve ({role_name}) serving {sites} sites and {links} links on {scheme}://{addr} (API at /v1, reference at /docs, OpenAPI document at /openapi.json)"
         ));
         Ok(app)
     }
@@ -268,6 +268,19 @@ impl Application {
                 }
             }
         });
+        // Retention (off unless --retention-days): finished plans, past journal rows and
+        // decisions, delivered events; every process that shares the database may run it.
+        if state.config.retention_days > 0 {
+            let pruner = state.clone();
+            let every = std::time::Duration::from_secs(state.config.retention_every_s.max(1));
+            tokio::spawn(async move {
+                tokio::time::sleep(every.min(RETENTION_FIRST_AFTER)).await;
+                loop {
+                    let _ = prune_store(&pruner).await;
+                    tokio::time::sleep(every).await;
+                }
+            });
+        }
         // Claims: renewed while this process works on them; a planning process also takes over
         // and settles the in-doubt transactions whose claim lapsed (a separate task, so that a
         // slow recovery never delays a renewal).
@@ -375,18 +388,32 @@ impl Application {
                     let started = std::time::Instant::now();
                     let fut = srv.call(req);
                     async move {
+                        // Every request in the HTTP histogram, by route pattern (never the
+                        // raw path) and status; the rewrites below keep the status.
+                        let observe = |route: Option<&str>, status: StatusCode| {
+                            if let Some(state) = &state {
+                                let seconds = started.elapsed().as_secs_f64();
+                                state.metrics.http_request(method.as_str(), route, status.as_u16(), seconds);
+                            }
+                        };
                         let res = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-                            Ok(res) => res?,
+                            Ok(Ok(res)) => res,
+                            Ok(Err(e)) => {
+                                observe(None, e.as_response_error().status_code());
+                                return Err(e);
+                            }
                             Err(panic) => {
                                 // The panic text is internal: log it, answer a bare 500.
                                 tracing::error!(%method, %path, panic = panic_text(&panic), "handler panicked");
                                 if let Some(state) = &state {
                                     state.metrics.panicked();
                                 }
+                                observe(None, StatusCode::INTERNAL_SERVER_ERROR);
                                 // An error is rendered by its `error_response`: a bare 500 problem.
                                 return Err(ApiError::panicked().into());
                             }
                         };
+                        observe(res.request().match_pattern().as_deref(), res.status());
                         // The access log: one info line per request.
                         tracing::info!(%method, %path, status = res.status().as_u16(),
                             ms = started.elapsed().as_secs_f64() * 1e3, "request");
@@ -457,6 +484,34 @@ impl Application {
     /// Serves until the server stops (Ctrl-C / SIGTERM).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
+    }
+}
+
+/// The first pruning of retention runs this long after start (or after one period, if
+/// shorter): not in the rush of a restart's recovery.
+const RETENTION_FIRST_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// One round of retention: deletes what finished before [`ServeConfig::retention_horizon`]
+/// (nothing when retention is off), logs and counts it.
+///
+/// # Errors
+/// The store's (logged as a warning; the next round tries again).
+pub async fn prune_store(state: &AppState) -> Result<crate::store::Pruned, crate::store::StoreError> {
+    let Some(horizon) = state.config.retention_horizon(state.now_utc()) else {
+        return Ok(Default::default());
+    };
+    match state.store.prune_finished(horizon).await {
+        Ok(pruned) => {
+            state.metrics.pruned(&pruned);
+            tracing::info!(%horizon, plans = pruned.plans, idempotency_keys = pruned.idempotency_keys,
+                journal = pruned.journal, decisions = pruned.decisions, events = pruned.events,
+                deliveries = pruned.deliveries, charges = pruned.charges, "retention: pruned what finished before the horizon");
+            Ok(pruned)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "retention: pruning failed; next round in one period");
+            Err(e)
+        }
     }
 }
 

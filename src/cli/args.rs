@@ -429,6 +429,14 @@ pub struct ServeArgs {
     /// (default 3 days).
     #[arg(long, default_value_t = 3 * 24 * 3600, env = "CORESERVE_WEBHOOK_DISABLE_AFTER_S")]
     pub webhook_disable_after_s: i64,
+    /// Retention: delete what finished this many days ago or earlier (cancelled, rejected and
+    /// completed plans with their keys, past journal rows and decisions, delivered events,
+    /// old webhook delivery log entries); 0 (default): keep everything. See docs/deploy.md.
+    #[arg(long, default_value_t = 0, env = "CORESERVE_RETENTION_DAYS")]
+    pub retention_days: u32,
+    /// Retention: seconds between two prunings.
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_RETENTION_EVERY_S, env = "CORESERVE_RETENTION_EVERY_S")]
+    pub retention_every_s: u64,
     /// SITE=PARTITION: the LIS of SITE fronts this Slurm partition (every role that keeps the
     /// site: `all`, or `lis` with --site SITE; once per Slurm site; other sites stay calendars).
     /// Committed jobs become Slurm advance reservations; Slurm's own reservations are sold out.
@@ -505,10 +513,12 @@ impl ServeArgs {
             || self.planning_slots == 0
             || self.webhook_retry_base_ms == 0
             || self.webhook_disable_after_s <= 0
+            || self.retention_every_s == 0
         {
             bail!(
                 "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots, --horizon-days, \
-                 --webhook-retry-base-ms and --webhook-disable-after-s must be > 0 and --w-interval-s >= 0"
+                 --webhook-retry-base-ms, --webhook-disable-after-s and --retention-every-s must be > 0 and \
+                 --w-interval-s >= 0"
             );
         }
         let (role, grid) = self.role_and_grid()?;
@@ -557,6 +567,8 @@ impl ServeArgs {
             trust_client_certificates: self.trust_client_certificates,
             slurm,
             dataplane,
+            retention_days: self.retention_days,
+            retention_every_s: self.retention_every_s,
         };
         Ok(Settings { config, grid, database_url })
     }

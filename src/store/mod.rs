@@ -640,6 +640,66 @@ pub trait Store: Journal + Send + Sync {
     async fn ping(&self) -> Result<(), StoreError>;
     /// A short name for logs and `/readyz` (`memory`, `postgres`).
     fn kind(&self) -> &'static str;
+
+    /// The database connection pool's state now (`/metrics`); `None` without one (memory).
+    fn pool_state(&self) -> Option<PoolState> {
+        None
+    }
+
+    /// Retention: deletes what is finished and older than `horizon` ([`Pruned`] lists what, and
+    /// how many rows went). Plans that still hold reservations or wait for recovery (committed,
+    /// active, broken, pending) never go, nor any journal row or decision of theirs, nor a
+    /// decision still in doubt. Safe to run in several processes at once.
+    async fn prune_finished(&self, horizon: DateTime<Utc>) -> Result<Pruned, StoreError>;
+}
+
+/// What one [`Store::prune_finished`] deleted (rows).
+///
+/// - `plans`: cancelled plans cancelled before the horizon, rejected ones made before it,
+///   completed ones whose last job ended before it;
+/// - `idempotency_keys`: the keys of those plans (a retry with such a key books anew);
+/// - `journal`: participants' journal rows (holds and reservations) aborted, expired or
+///   released before the horizon, committed ones that ended before it, held ones whose lease
+///   ended before it;
+/// - `decisions`: decided transactions finished before the horizon;
+/// - `events`: plan events written before the horizon and delivered to every enabled webhook
+///   (PostgreSQL; the memory store numbers its events by position and keeps them);
+/// - `deliveries`: webhook delivery log entries before the horizon;
+/// - `charges`: allocation charges released before the horizon (a live charge counts against
+///   its project's allocation, whatever its age, and stays).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    pub plans: u64,
+    pub idempotency_keys: u64,
+    pub journal: u64,
+    pub decisions: u64,
+    pub events: u64,
+    pub deliveries: u64,
+    pub charges: u64,
+}
+
+impl Pruned {
+    /// Rows deleted in all.
+    pub fn total(&self) -> u64 {
+        self.plans
+            + self.idempotency_keys
+            + self.journal
+            + self.decisions
+            + self.events
+            + self.deliveries
+            + self.charges
+    }
+}
+
+/// The state of a database connection pool ([`Store::pool_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolState {
+    /// Connections open (idle or in use).
+    pub size: u32,
+    /// Connections open and idle.
+    pub idle: u32,
+    /// The pool's limit.
+    pub max: u32,
 }
 
 #[cfg(test)]

@@ -553,3 +553,76 @@ async fn the_timeline_is_served_from_the_binary() {
     let r = client.head(format!("{}/ui/vendor/d3.v7.min.js", app.base)).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+/// The operation ids of the OpenAPI document the service serves.
+async fn operation_ids(app: &TestApp) -> BTreeSet<String> {
+    let doc: Value =
+        Client::new().get(format!("{}/openapi.json", app.base)).send().await.unwrap().json().await.unwrap();
+    let mut ids = BTreeSet::new();
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            if let Some(id) = op.get("operationId").and_then(Value::as_str) {
+                ids.insert(id.to_owned());
+            }
+        }
+    }
+    ids
+}
+
+/// The API reference (`/docs`) comes from the binary like the timeline: the page, its
+/// initialisation and the vendored Redoc with its licences, without a token, with content
+/// types, validators and a policy that allows scripts of the origin only; anything else under
+/// `/docs/` is a 404 problem, another method a 405.
+#[tokio::test]
+async fn the_api_reference_is_served_from_the_binary() {
+    let app = TestApp::memory(europe(), |_| {}).await;
+    let client = Client::new();
+    for (path, ct, needle) in [
+        ("/docs", "text/html; charset=utf-8", "/docs/vendor/redoc.standalone.js"),
+        ("/docs/", "text/html; charset=utf-8", "API reference"),
+        ("/docs/init.js", "text/javascript; charset=utf-8", "/openapi.json"),
+        ("/docs/vendor/redoc.standalone.js", "text/javascript; charset=utf-8", "Redoc"),
+        ("/docs/vendor/redoc.LICENSE", "text/plain; charset=utf-8", "Rebilly"),
+        ("/docs/vendor/redoc.standalone.js.LICENSE.txt", "text/plain; charset=utf-8", "Version: \"2.5.4\""),
+    ] {
+        let r = client.get(format!("{}{path}", app.base)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        assert_eq!(r.headers()["content-type"], ct, "{path}");
+        assert_eq!(r.headers()["cache-control"], "no-cache");
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+        let csp = r.headers()["content-security-policy"].to_str().unwrap().to_owned();
+        assert!(csp.contains("script-src 'self';") && csp.contains("connect-src 'self'"), "{csp}");
+        let etag = r.headers()["etag"].to_str().unwrap().to_owned();
+        assert!(r.text().await.unwrap().contains(needle), "{path} contains {needle}");
+        let again = client.get(format!("{}{path}", app.base)).header("If-None-Match", &etag).send().await.unwrap();
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+    }
+    let r = client.get(format!("{}/docs/vendor/swagger.js", app.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    let r = client.post(format!("{}/docs", app.base)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "GET, HEAD");
+}
+
+/// The API reference renders in Chromium under its own Content-Security-Policy: every
+/// operation of the OpenAPI document is in the rendered page (Redoc's menu entry
+/// `operation/{operationId}`), with its summary (POST /v1/plans: "Plan and book a request.").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_reference_renders_every_operation_in_chromium() {
+    let _machine = machine::reserve("ui").await;
+    let app = TestApp::memory(europe(), |_| {}).await;
+    let ops = operation_ids(&app).await;
+    assert!(ops.contains("create_plan") && ops.len() > 20, "{ops:?}");
+    let dom =
+        chromium(vec!["--virtual-time-budget=15000".into(), "--dump-dom".into(), format!("{}/docs", app.base)]).await;
+    assert!(
+        elements(&dom, "body").first().is_some_and(|b| b.get("data-rendered").map(String::as_str) == Some("true")),
+        "Redoc did not finish rendering:\n{}",
+        &dom[..dom.len().min(4000)]
+    );
+    let missing: Vec<&String> = ops.iter().filter(|id| !dom.contains(&format!("operation/{id}\""))).collect();
+    assert!(missing.is_empty(), "operations not rendered: {missing:?}");
+    assert!(dom.contains("Plan and book a request."), "the summary of POST /v1/plans");
+    assert!(dom.contains("/v1/plans"), "its path");
+}

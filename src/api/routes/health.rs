@@ -49,9 +49,35 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<web::Json<Health>, Api
 /// Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", tag = "ops", responses((status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(
-        state.metrics.render(state.participants.holds_outstanding()) + &state.participants.nis.dataplane_metrics(),
-    )
+    let mut text = state.metrics.render(state.participants.holds_outstanding());
+    text.push_str(&state.participants.nis.dataplane_metrics());
+    crate::api::metrics::render_pool(&mut text, state.store.pool_state());
+    crate::api::metrics::render_sites(&mut text, &site_loads(&state));
+    HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(text)
+}
+
+/// The CPUs booked now at each site this process keeps: every site all-in-one, its own in a
+/// `lis` process, none in the other roles (their calendars are elsewhere).
+fn site_loads(state: &AppState) -> Vec<crate::api::metrics::SiteLoad> {
+    use crate::api::config::Role;
+    let now = state.now();
+    let mut loads: Vec<_> = state
+        .participants
+        .lis
+        .iter()
+        .filter(|(id, _)| match &state.config.role {
+            Role::All => true,
+            Role::Lis { site } => site == id.as_str(),
+            _ => false,
+        })
+        .map(|(id, lis)| crate::api::metrics::SiteLoad {
+            site: id.to_string(),
+            cpus: u64::from(lis.site().cpus),
+            booked: lis.usage_at(now),
+        })
+        .collect();
+    loads.sort_by(|a, b| a.site.cmp(&b.site));
+    loads
 }
 
 /// This API's OpenAPI 3.1 document.

@@ -3,6 +3,7 @@
 //!
 //! Reads under `/v1` need a token of any role; see each handler for stricter rules.
 
+pub mod docs;
 pub mod events;
 pub mod health;
 pub mod holds;
@@ -25,14 +26,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_role(cfg, &Role::All);
 }
 
-/// Registers the routes of one role: health, metrics, the OpenAPI document and
-/// `/v1/whoami` always; then what the role serves (see [`Role`]); the all-in-one also serves
+/// Registers the routes of one role: health, metrics, the OpenAPI document, its reference
+/// page at `/docs` ([`docs`]) and `/v1/whoami` always; then what the role serves (see [`Role`]); the all-in-one also serves
 /// the reservation timeline at `/ui` ([`ui`]).
 pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
     cfg.route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(health::metrics))
-        .route("/openapi.json", web::get().to(health::openapi_json));
+        .route("/openapi.json", web::get().to(health::openapi_json))
+        .configure(docs::configure);
     if *role == Role::All {
         cfg.configure(ui::configure);
     }
@@ -143,8 +145,8 @@ pub async fn not_found(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
 /// OpenAPI document lists for the first path template that matches it (`{param}` matches one
 /// segment), plus `HEAD` wherever `GET` is served; `POST` on the participant protocol's routes
 /// (which the document does not describe; [`participant::paths`], the list their registration
-/// reads); `GET, HEAD` on the timeline's pages (`/ui`, not in
-/// the document either). `None` for a path no route serves.
+/// reads); `GET, HEAD` on the timeline's pages (`/ui`) and the API reference's (`/docs`), not
+/// in the document either. `None` for a path no route serves.
 pub fn allowed_methods(path: &str) -> Option<&'static str> {
     use std::sync::OnceLock;
     static TABLE: OnceLock<Vec<(Vec<String>, &'static str)>> = OnceLock::new();
@@ -175,7 +177,7 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
         for p in participant::paths() {
             table.push((segments(&format!("/v1{p}")), "POST"));
         }
-        for p in ui::PATHS {
+        for p in ui::PATHS.iter().chain(&docs::PATHS) {
             table.push((segments(p), "GET, HEAD"));
         }
         // Literal segments first: `/v1/network/route` before a `{param}` template.

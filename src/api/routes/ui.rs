@@ -15,12 +15,13 @@ use sha2::{Digest, Sha256};
 
 use crate::api::problem::ApiError;
 
-/// One file of the page.
-struct Asset {
-    /// The path under `/ui/` (the page itself: `index.html`).
-    path: &'static str,
-    content_type: &'static str,
-    body: &'static [u8],
+/// One file of a page compiled into the binary (the timeline's here, the API reference's in
+/// [`super::docs`]).
+pub(super) struct Asset {
+    /// The path under the page's prefix (the page itself: `index.html`).
+    pub(super) path: &'static str,
+    pub(super) content_type: &'static str,
+    pub(super) body: &'static [u8],
 }
 
 const ASSETS: &[Asset] = &[
@@ -79,12 +80,24 @@ pub async fn file(req: HttpRequest, path: web::Path<String>) -> Result<HttpRespo
 /// The strong `ETag` of every asset (quoted hex SHA-256, first 16 bytes), in [`ASSETS`] order.
 fn etags() -> &'static [String] {
     static TAGS: OnceLock<Vec<String>> = OnceLock::new();
-    TAGS.get_or_init(|| ASSETS.iter().map(|a| format!("\"{}\"", hex::encode(&Sha256::digest(a.body)[..16]))).collect())
+    TAGS.get_or_init(|| etags_of(ASSETS))
 }
 
-/// `200` with the asset, or `304` when `If-None-Match` names its tag. Clients revalidate on
-/// every use (`no-cache`), so a new binary's files are picked up at once.
+/// The strong `ETag` of each of `assets` (quoted hex SHA-256, first 16 bytes), in order.
+pub(super) fn etags_of(assets: &[Asset]) -> Vec<String> {
+    assets.iter().map(|a| format!("\"{}\"", hex::encode(&Sha256::digest(a.body)[..16]))).collect()
+}
+
+/// `200` with the asset, or `304` when `If-None-Match` names its tag, under the timeline's
+/// [`CSP`].
 fn serve(req: &HttpRequest, asset: &Asset, etag: &str) -> HttpResponse {
+    serve_with(req, asset, etag, CSP)
+}
+
+/// `200` with the asset, or `304` when `If-None-Match` names its tag, under the
+/// Content-Security-Policy `csp`. Clients revalidate on every use (`no-cache`), so a new
+/// binary's files are picked up at once.
+pub(super) fn serve_with(req: &HttpRequest, asset: &Asset, etag: &str, csp: &'static str) -> HttpResponse {
     let fresh = req
         .headers()
         .get(header::IF_NONE_MATCH)
@@ -95,7 +108,7 @@ fn serve(req: &HttpRequest, asset: &Asset, etag: &str) -> HttpResponse {
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
         .insert_header((header::REFERRER_POLICY, "no-referrer"))
-        .insert_header((header::CONTENT_SECURITY_POLICY, CSP));
+        .insert_header((header::CONTENT_SECURITY_POLICY, csp));
     if fresh {
         return res.finish();
     }

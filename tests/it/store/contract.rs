@@ -339,3 +339,45 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
     assert_eq!(ids, (3..=9).collect::<Vec<i64>>(), "numbered in order, no gaps");
     assert_eq!(s.last_event_id().await.unwrap(), 9);
 }
+
+/// Retention ([`Store::prune_finished`]): a rejected plan goes once it was made before the
+/// horizon, a cancelled one once it was cancelled before it, a completed one once its last job
+/// ended before it; a committed or broken plan never, however old.
+pub async fn finished_plans_are_pruned_after_the_horizon_and_booked_ones_never(s: &dyn Store) {
+    let rejected = record("alice", "rejected", None);
+    let completed = booked("alice", "completed", 10, 12);
+    let cancelled = booked("alice", "cancelled", 13, 14);
+    let committed = booked("alice", "committed", 22, 23);
+    let broken = booked("alice", "broken", 1, 2);
+    for p in [&rejected, &completed, &cancelled, &committed, &broken] {
+        s.insert_plan(p.clone()).await.unwrap();
+    }
+    assert!(s.mark_cancelled(cancelled.id, at(11)).await.unwrap().is_some());
+    let mut outcome = broken.outcome.clone();
+    outcome.jobs[0].broken = Some("reservation deleted".into());
+    assert!(s.mark_broken(broken.id, &outcome).await.unwrap().is_some());
+    assert_eq!(s.advance_plans(at(12)).await.unwrap(), 1, "completed at its end");
+    let sorted = |mut v: Vec<Uuid>| {
+        v.sort();
+        v
+    };
+    // Before every plan was made: nothing.
+    assert_eq!(s.prune_finished(at(0)).await.unwrap().plans, 0);
+    // After the rejected plan was made (at 0): it goes.
+    assert_eq!(s.prune_finished(at(1)).await.unwrap().plans, 1);
+    assert_eq!(s.plan(rejected.id).await.unwrap(), None);
+    // After the cancellation (11) but before the completed plan's end (12).
+    assert_eq!(s.prune_finished(at(12)).await.unwrap().plans, 1);
+    assert_eq!(plan_ids(s).await, sorted(vec![completed.id, committed.id, broken.id]));
+    // Long after everything: the completed plan goes, the booked ones stay.
+    assert_eq!(s.prune_finished(at(23) + chrono::Duration::days(3650)).await.unwrap().plans, 1);
+    assert_eq!(plan_ids(s).await, sorted(vec![committed.id, broken.id]));
+    assert_eq!(s.plan(broken.id).await.unwrap().unwrap().status, PlanStatus::Broken);
+}
+
+/// The ids of every stored plan, sorted.
+async fn plan_ids(s: &dyn Store) -> Vec<Uuid> {
+    let mut ids: Vec<Uuid> = s.list_plans(&PlanFilter::default()).await.unwrap().iter().map(|p| p.id).collect();
+    ids.sort();
+    ids
+}

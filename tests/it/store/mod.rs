@@ -50,4 +50,5 @@ both_stores!(
     a_key_is_claimed_by_one_request_at_a_time,
     a_decided_transaction_is_settled_by_one_claim_at_a_time,
     plan_states_follow_the_clock_and_each_change_is_one_event,
+    finished_plans_are_pruned_after_the_horizon_and_booked_ones_never,
 );
