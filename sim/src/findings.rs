@@ -10,8 +10,13 @@ use std::fmt::Write;
 
 use coreserve::model::{ReservationMethod, SelectionPolicy};
 
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
 use crate::algorithm::Algorithm;
-use crate::report::SummaryRow;
+use crate::report::{RunRow, SummaryRow};
+
+/// The significance level of finding 4's "average cost rises with load" (one-sided).
+pub const ALPHA: f64 = 0.05;
 
 const BBR: ReservationMethod = ReservationMethod::Bbr;
 const BIR: ReservationMethod = ReservationMethod::Bir;
@@ -34,6 +39,29 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     } else {
         cov / var
     }
+}
+
+/// A one-sided paired test that `d` (one difference per seed) is above 0: the mean difference,
+/// its seeds, and the p-value of Student's t with `n - 1` degrees of freedom (`None` with fewer
+/// than 2 seeds; 0 or 1 when every difference is the same).
+fn paired_rise(d: &[f64]) -> (f64, usize, Option<f64>) {
+    let n = d.len();
+    let m = if n == 0 { 0.0 } else { d.iter().sum::<f64>() / n as f64 };
+    if n < 2 {
+        return (m, n, None);
+    }
+    let sd = (d.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    let p = if sd == 0.0 {
+        if m > 0.0 {
+            0.0
+        } else {
+            1.0
+        }
+    } else {
+        let t = m / (sd / (n as f64).sqrt());
+        1.0 - StudentsT::new(0.0, 1.0, (n - 1) as f64).expect("df >= 1").cdf(t)
+    };
+    (m, n, Some(p))
 }
 
 /// Counts the cells (topology x kind x method ...) where a finding holds.
@@ -91,7 +119,9 @@ pub struct PolicyFinding {
 }
 
 /// Finding 4: mean average cost of every policy (time, cost, load, random) for one topology,
-/// kind and method, and the slope of the `cost` policy's average cost over offered load.
+/// kind and method, the slope of the `cost` policy's average cost over offered load, and the
+/// test of its rise: the `cost` policy's average cost at the highest load minus at the lowest,
+/// paired by seed (seeds that commit at both), one-sided at [`ALPHA`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PolicyCost {
     pub topology: String,
@@ -99,6 +129,12 @@ pub struct PolicyCost {
     pub method: ReservationMethod,
     pub cost: [f64; 4],
     pub cost_policy_slope: f64,
+    /// Mean over seeds of (cost at the highest load - cost at the lowest).
+    pub rise: f64,
+    /// Seeds paired.
+    pub seeds: usize,
+    /// One-sided p-value of the rise (`None`: fewer than 2 seeds paired).
+    pub p: Option<f64>,
 }
 
 /// Finding 5: mean average cost of BBR and BIR in one (topology, kind).
@@ -162,8 +198,8 @@ pub struct Findings {
 }
 
 impl Findings {
-    /// Computes the findings from a summary.
-    pub fn of(rows: &[SummaryRow]) -> Findings {
+    /// Computes the findings from a summary and its runs (finding 4's paired test).
+    pub fn of(rows: &[SummaryRow], runs: &[RunRow]) -> Findings {
         let topologies: BTreeSet<&str> = rows.iter().map(|r| r.topology.as_str()).collect();
         let kinds: BTreeSet<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
         let algorithms: BTreeSet<Algorithm> = rows.iter().map(|r| r.algorithm).collect();
@@ -254,14 +290,39 @@ impl Findings {
                         .map(|r| (r.load, r.mean_cost_mean))
                         .collect();
                     let sl = slope(&pts);
+                    // The rise, paired by seed: highest load minus lowest, where both commit.
+                    let at = |seed: u64, load: f64| {
+                        runs.iter()
+                            .find(|r| {
+                                r.topology == *t
+                                    && r.kind == *k
+                                    && r.algorithm == cost_policy
+                                    && r.seed == seed
+                                    && r.load == load
+                                    && r.mean_cost > 0.0
+                            })
+                            .map(|r| r.mean_cost)
+                    };
+                    let loads = pts.iter().map(|p| p.0);
+                    let (lo, hi) = (loads.clone().fold(f64::MAX, f64::min), loads.fold(f64::MIN, f64::max));
+                    let seeds: BTreeSet<u64> = runs.iter().map(|r| r.seed).collect();
+                    let d: Vec<f64> = if hi > lo {
+                        seeds.iter().filter_map(|&s| Some(at(s, hi)? - at(s, lo)?)).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let (rise, n, p) = paired_rise(&d);
                     cost_cheapest.check(c[1] == c.iter().cloned().fold(f64::MAX, f64::min));
-                    cost_rises_with_load.check(sl > 0.0);
+                    cost_rises_with_load.check(p.is_some_and(|p| p < ALPHA));
                     policy_cost.push(PolicyCost {
                         topology: t.to_string(),
                         kind: k.to_string(),
                         method,
                         cost: c,
                         cost_policy_slope: sl,
+                        rise,
+                        seeds: n,
+                        p,
                     });
                 }
             }
@@ -373,14 +434,20 @@ impl Findings {
             let _ = writeln!(md, "\n`time` is best: {}. {second}: {}.", f.time_best.verdict(), f.others.verdict());
         }
 
-        md.push_str("\n## 4. `cost` gives the lowest average cost, and average cost rises with load\n\n| topology | kind | method | time | cost | load | random | slope of cost-policy cost vs load |\n|---|---|---|---|---|---|---|---|\n");
-        for PolicyCost { topology: t, kind: k, method: m, cost: c, cost_policy_slope: sl } in &self.policy_cost {
-            let _ =
-                writeln!(md, "| {t} | {k} | {m} | {:.3} | {:.3} | {:.3} | {:.3} | {sl:+.3} |", c[0], c[1], c[2], c[3]);
+        md.push_str("\n## 4. `cost` gives the lowest average cost, and average cost rises with load\n\n| topology | kind | method | time | cost | load | random | slope of cost-policy cost vs load | cost policy: highest - lowest load, paired (seeds) | one-sided p |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        for PolicyCost { topology: t, kind: k, method: m, cost: c, cost_policy_slope: sl, rise, seeds, p } in
+            &self.policy_cost
+        {
+            let p = p.map_or("-".into(), |p| format!("{p:.3}"));
+            let _ = writeln!(
+                md,
+                "| {t} | {k} | {m} | {:.3} | {:.3} | {:.3} | {:.3} | {sl:+.3} | {rise:+.3} ({seeds}) | {p} |",
+                c[0], c[1], c[2], c[3]
+            );
         }
         let _ = writeln!(
             md,
-            "\n`cost` is cheapest: {}. Its average cost rises with load: {}.",
+            "\n`cost` is cheapest: {}. Its average cost rises with load (the paired rise from the lowest to the highest load, one-sided t-test at alpha = {ALPHA}): {}.",
             self.cost_cheapest.verdict(),
             self.cost_rises_with_load.verdict()
         );
@@ -416,9 +483,10 @@ impl Findings {
     }
 }
 
-/// The findings of a summary as Markdown ([`Findings::of`], then [`Findings::to_markdown`]).
-pub fn findings(rows: &[SummaryRow]) -> String {
-    Findings::of(rows).to_markdown()
+/// The findings of a summary and its runs as Markdown ([`Findings::of`], then
+/// [`Findings::to_markdown`]).
+pub fn findings(rows: &[SummaryRow], runs: &[RunRow]) -> String {
+    Findings::of(rows, runs).to_markdown()
 }
 
 #[cfg(test)]
@@ -427,6 +495,58 @@ mod tests {
 
     fn row(topology: &str, kind: &str, algorithm: &str, load: f64, success: f64, cost: f64) -> SummaryRow {
         SummaryRow { runs: 1, ..SummaryRow::point(topology, kind, algorithm, load, success, cost) }
+    }
+
+    /// A run of summary row `r` with seed `seed` and average cost `mean_cost`.
+    fn run(r: &SummaryRow, seed: u64, mean_cost: f64) -> RunRow {
+        RunRow {
+            topology: r.topology.clone(),
+            kind: r.kind.clone(),
+            algorithm: r.algorithm,
+            load: r.load,
+            seed,
+            requests: 100,
+            committed: 50,
+            success_rate: r.success_rate_mean,
+            mean_cost,
+            messages: 0,
+            holds_aborted: 0,
+            planning_s_mean: 0.0,
+            network_load: 0.0,
+            rejected: Default::default(),
+            success_first_quarter: 0.0,
+            success_last_quarter: 0.0,
+        }
+    }
+
+    /// Three seeds per summary row, their costs spread around its mean by `spread(seed, load)`.
+    fn runs(rows: &[SummaryRow], spread: impl Fn(u64, f64) -> f64) -> Vec<RunRow> {
+        rows.iter().flat_map(|r| (1..=3).map(|s| run(r, s, r.mean_cost_mean + spread(s, r.load)))).collect::<Vec<_>>()
+    }
+
+    #[test]
+    fn cost_rises_only_when_the_paired_rise_is_significant() {
+        let rows: Vec<SummaryRow> =
+            [0.2, 1.0].iter().map(|&l| row("gridg-n", "workflow", "bir-cost", l, 0.5, 0.6 + l / 10.0)).collect();
+        let rows: Vec<SummaryRow> = rows
+            .into_iter()
+            .chain(
+                ["time", "load", "random"]
+                    .iter()
+                    .flat_map(|p| [0.2, 1.0].map(|l| row("gridg-n", "workflow", &format!("bir-{p}"), l, 0.5, 1.0))),
+            )
+            .collect();
+        // Every seed rises by 0.0808-0.0824: significant.
+        let f = Findings::of(&rows, &runs(&rows, |s, l| 0.001 * s as f64 * l));
+        let c = &f.policy_cost[0];
+        assert_eq!(c.seeds, 3);
+        assert!((c.rise - 0.0816).abs() < 1e-9 && c.p.unwrap() < ALPHA, "{c:?}");
+        assert_eq!((f.cost_rises_with_load.held, f.cost_rises_with_load.cells), (1, 1));
+        // The same mean rise, but one seed falls: the slope is positive, the rise not significant.
+        let f = Findings::of(&rows, &runs(&rows, |s, l| if l > 0.5 { [0.3, -0.3, 0.0][s as usize - 1] } else { 0.0 }));
+        let c = &f.policy_cost[0];
+        assert!(c.cost_policy_slope > 0.0 && c.p.unwrap() > ALPHA, "{c:?}");
+        assert_eq!((f.cost_rises_with_load.held, f.cost_rises_with_load.cells), (0, 1));
     }
 
     #[test]
@@ -445,7 +565,7 @@ mod tests {
                 }
             }
         }
-        let md = findings(&rows);
+        let md = findings(&rows, &runs(&rows, |s, l| 0.001 * s as f64 * l));
         for n in 1..=6 {
             let section = md.split(&format!("## {n}.")).nth(1).unwrap();
             let section = section.split("\n## ").next().unwrap();
@@ -461,7 +581,7 @@ mod tests {
         {
             r.success_rate_mean += 0.5;
         }
-        let md = findings(&rows);
+        let md = findings(&rows, &runs(&rows, |s, l| 0.001 * s as f64 * l));
         assert!(
             md.split("## 2.").next().unwrap().contains("BIR beats BBR: **partly reproduced** (holds in 3 of 4 cells)"),
             "{md}"

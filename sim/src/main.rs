@@ -194,6 +194,6 @@ fn write_outputs(rows: &[report::RunRow], out: &std::path::Path, x_axis: report:
     let summary = report::summarise(rows);
     report::write_summary_csv(&summary, &out.join("summary.csv"))?;
     report::write_figures(&summary, out, x_axis)?;
-    std::fs::write(out.join("findings.md"), findings::findings(&summary))?;
+    std::fs::write(out.join("findings.md"), findings::findings(&summary, rows))?;
     Ok(())
 }
