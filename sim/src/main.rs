@@ -49,6 +49,10 @@ struct Args {
     /// Output folder for runs.csv, summary.csv and the figures.
     #[arg(long)]
     out: PathBuf,
+    /// Run the scenario's `[reduced]` settings in place of its own: the short run whose
+    /// summary CI compares with the committed one (sim/results/reduced/, sim/tests/reduced.rs).
+    #[arg(long, conflicts_with_all = ["replot", "compare", "validate"])]
+    reduced: bool,
     /// Override the scenario's number of seeds.
     #[arg(long)]
     seeds: Option<u64>,
@@ -92,7 +96,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot or --compare");
-    let mut s = Scenario::load(scenario)?;
+    let mut s = if args.reduced { Scenario::load_reduced(scenario)? } else { Scenario::load(scenario)? };
     if let Some(n) = args.seeds {
         s.seeds = n;
     }

@@ -27,7 +27,14 @@
 //!                                          # or "fairshare" (sim/src/fairshare.rs, [fairshare])
 //! [workload]                               # any WorkloadParams field (shape, durations_s,
 //!                                          # requirements = "mixed", ...)
+//! [reduced]                                # the CI's short run (`--reduced`): any of the
+//! seeds = 1                                # settings above, in place of the file's own
 //! ```
+//!
+//! A committed scenario has a `[reduced]` table: `coreserve-sim FILE --reduced` runs the
+//! scenario with those settings merged over the file's (tables key by key), and
+//! `sim/tests/reduced.rs` compares that run's summary with the committed one in
+//! `sim/results/reduced/`, so a change to the planner's plans, or to the file, fails CI.
 
 use std::path::{Path, PathBuf};
 
@@ -181,10 +188,29 @@ fn default_k() -> u32 {
 }
 
 impl Scenario {
-    /// Reads and checks a scenario file.
+    /// Reads and checks a scenario file (its `[reduced]` table, if any, is not applied).
     pub fn load(path: &Path) -> Result<Scenario> {
+        Self::load_as(path, false)
+    }
+
+    /// Reads and checks a scenario file with its `[reduced]` table's settings in place of the
+    /// file's own: the short run CI compares with the committed `sim/results/reduced/`.
+    pub fn load_reduced(path: &Path) -> Result<Scenario> {
+        Self::load_as(path, true)
+    }
+
+    fn load_as(path: &Path, reduced: bool) -> Result<Scenario> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading scenario {}", path.display()))?;
-        let mut s: Scenario = toml::from_str(&text).with_context(|| format!("parsing scenario {}", path.display()))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("parsing scenario {}", path.display()))?;
+        match (table.remove("reduced"), reduced) {
+            (Some(toml::Value::Table(over)), true) => merge(&mut table, over),
+            (None, true) => bail!("scenario {} has no [reduced] table", path.display()),
+            (Some(v), _) if !v.is_table() => bail!("scenario {}: `reduced` must be a table", path.display()),
+            _ => {}
+        }
+        let mut s: Scenario =
+            toml::Value::Table(table).try_into().with_context(|| format!("parsing scenario {}", path.display()))?;
         s.dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         s.validate().with_context(|| format!("scenario {}", path.display()))?;
         Ok(s)
@@ -288,6 +314,18 @@ impl Scenario {
     }
 }
 
+/// Puts `over`'s settings into `base`: a table into a table key by key, anything else in place.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,5 +345,26 @@ mod tests {
         s.seed_offset = u64::MAX - 1;
         let e = s.validate().unwrap_err();
         assert!(e.to_string().contains("seed_offset + seeds"), "{e}");
+    }
+
+    #[test]
+    fn reduced_settings_replace_the_files_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        std::fs::write(
+            &path,
+            "name = 't'\ntrace = 'u'\nloads = [0.2, 1.0]\nseeds = 5\n[workload]\nrequirements = 'mixed'\n\
+             [reduced]\nseeds = 1\n[reduced.workload]\nshape = { chain = 1 }\n",
+        )
+        .unwrap();
+        let full = Scenario::load(&path).unwrap();
+        assert_eq!((full.seeds, full.loads.len()), (5, 2));
+        let short = Scenario::load_reduced(&path).unwrap();
+        assert_eq!((short.seeds, short.loads.len()), (1, 2), "only what [reduced] names changes");
+        assert_eq!(short.workload.requirements, RequirementsProfile::Mixed, "tables merge key by key");
+        assert!(short.workload.shape.is_some() && full.workload.shape.is_none());
+        std::fs::write(&path, "name = 't'\ntrace = 'u'\nloads = [1.0]\n").unwrap();
+        let e = Scenario::load_reduced(&path).unwrap_err();
+        assert!(e.to_string().contains("no [reduced]"), "{e}");
     }
 }
