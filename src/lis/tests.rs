@@ -338,3 +338,17 @@ async fn a_committed_replacement_is_restored_in_place_of_its_reservation() {
     let r = lis.reservations(0, 1000);
     assert_eq!(r.iter().map(|r| r.hold).collect::<Vec<_>>(), vec![new]);
 }
+
+/// A pending replacement whose growth was pruned as history: aborting it frees nothing twice
+/// (before, `remove_growth` expected every growth span to be booked and the LIS panicked).
+#[tokio::test]
+async fn a_replacement_whose_growth_was_pruned_aborts_cleanly() {
+    let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
+    let old = lis.prepare(&hold_req(4, 100, 200)).await.unwrap().id;
+    lis.commit(old).await.unwrap();
+    let h = lis.prepare(&ComputeHoldRequest { replaces: Some(old), ..hold_req(4, 10, 200) }).await.unwrap();
+    assert_eq!(lis.usage_at(50), 4, "the growth before the reservation");
+    lis.prune_before(100);
+    lis.abort(h.id).await.unwrap();
+    assert_eq!((lis.usage_at(50), lis.usage_at(150)), (0, 4));
+}

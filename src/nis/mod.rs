@@ -122,12 +122,19 @@ struct Growth {
 impl State {
     /// Frees what `b` booked (for a replacement hold, its growth only).
     fn unbook(&mut self, b: Booked) {
-        let spans = match b.growth {
-            Some(g) => g.spans,
-            None => b.spans,
-        };
-        for (link, span) in spans {
-            self.calendars[link].remove(span).expect("a booked span");
+        match b.growth {
+            // A growth span may be gone already: pruned as history (pending replacements stay
+            // in the book).
+            Some(g) => {
+                for (link, span) in g.spans {
+                    let _ = self.calendars[link].remove(span);
+                }
+            }
+            None => {
+                for (link, span) in b.spans {
+                    self.calendars[link].remove(span).expect("a booked span");
+                }
+            }
         }
     }
 }
@@ -304,7 +311,7 @@ impl Nis {
     /// A replacement hold's commit (under the state lock); see [`crate::lis`]'s twin.
     fn swap(&self, st: &mut State, hold: HoldId, g: &Growth) -> Result<(), ParticipantError> {
         for &(l, id) in &g.spans {
-            st.calendars[l].remove(id).expect("booked growth");
+            let _ = st.calendars[l].remove(id); // may be pruned already (see `unbook`)
         }
         if let Ok(Some(b)) = st.holds.release(g.replaces) {
             st.unbook(b);

@@ -233,3 +233,16 @@ async fn a_replacement_transfer_hold_swaps_at_commit() {
     assert!(r.iter().all(|r| r.hold == h.id && r.bandwidth_mbps == 400 && r.end == 200), "{r:?}");
     assert_eq!(r.len(), 2);
 }
+
+/// The NIS's twin of the LIS's: a pending replacement's pruned growth aborts cleanly.
+#[tokio::test]
+async fn a_replacement_transfer_whose_growth_was_pruned_aborts_cleanly() {
+    let (n, _) = nis(Routing::Shortest);
+    let old = n.prepare(&NetworkHoldRequest { start: 50, ..hold(&["ab"], 100) }).await.unwrap().id;
+    n.commit(old).await.unwrap();
+    let h = n.prepare(&NetworkHoldRequest { replaces: Some(old), start: 10, ..hold(&["ab"], 100) }).await.unwrap();
+    assert_eq!(n.usage_at("ab", 20), Some(100));
+    n.prune_before(50);
+    n.abort(h.id).await.unwrap();
+    assert_eq!((n.usage_at("ab", 20), n.usage_at("ab", 60)), (Some(0), Some(100)));
+}
