@@ -254,13 +254,13 @@ impl Nis {
     /// contradicts the topology: the caller must stop).
     pub fn restore(&self, id: HoldId, req: &NetworkHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        if let (Some(old), HoldState::Committed) = (req.replaces, state) {
-            if let Ok(Some(b)) = st.holds.release(old) {
-                st.unbook(b);
-            }
-        }
         let booked = match (req.replaces, state) {
-            (Some(_), HoldState::Committed) => self.book_new(&mut st, req)?,
+            (Some(old), HoldState::Committed) => {
+                if let Ok(Some(b)) = st.holds.release(old) {
+                    st.unbook(b);
+                }
+                self.book_new(&mut st, req)?
+            }
             _ => self.book(&mut st, req)?,
         };
         st.holds.restore(id, req.txn, booked, state);
