@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use crate::model::Outcome;
 use crate::planner::Booking;
-use crate::protocol::decision::{Decision, DecisionLog, LogError};
+use crate::protocol::decision::{replaced_bookings, Decision, DecisionLog, LogError};
 use crate::protocol::{BackendError, TxnId};
-use crate::store::{Claim, DecisionRecord, PlanRecord, PlanStatus, Store, StoreError};
+use crate::store::{Claim, DecisionRecord, ModificationRecord, PlanRecord, PlanStatus, Store, StoreError};
 
 /// The plan a request will store if the planner decides to commit.
 pub struct PlanMeta<'a> {
@@ -28,22 +28,50 @@ pub struct PlanMeta<'a> {
     pub key: Option<(&'a str, &'a str)>,
 }
 
-/// A decision log over a store, for one request (`plan`) or for recovery (`None`: no new
-/// decisions). Every write is made under `claim`: the request's claim on its key and its
-/// transaction, or the recovery round's claim on the transactions it took over.
+/// The plan a modification changes, and the key of its request.
+pub struct ModificationMeta<'a> {
+    /// The plan as the modification found it.
+    pub plan: &'a PlanRecord,
+    /// `(Idempotency-Key, body fingerprint)` of the request, if it sent one.
+    pub key: Option<(&'a str, &'a str)>,
+}
+
+/// What a [`StoreDecisionLog`] records decisions for.
+enum Deciding<'a> {
+    /// A new plan.
+    Plan(PlanMeta<'a>),
+    /// A modification of a committed plan.
+    Modification(ModificationMeta<'a>),
+    /// Recovery: no new decisions.
+    Recovery,
+}
+
+/// A decision log over a store, for one request (a new plan or a modification) or for
+/// recovery (no new decisions). Every write is made under `claim`: the request's claim on its
+/// key and its transaction, or the recovery round's claim on the transactions it took over.
 pub struct StoreDecisionLog<'a> {
     store: &'a dyn Store,
     shares_fate: bool,
     claim: &'a Claim,
-    plan: Option<PlanMeta<'a>>,
-    /// The plan record as written with the decision (and updated by a compensation).
+    deciding: Deciding<'a>,
+    /// The plan record as written with the decision (and updated by a compensation); for a
+    /// modification, the plan as it is once the decision or its end is written.
     decided: Mutex<Option<PlanRecord>>,
+    /// A remote modification's plan as it will be once its end is recorded.
+    modified: Mutex<Option<PlanRecord>>,
 }
 
 impl<'a> StoreDecisionLog<'a> {
     /// `shares_fate`: the planner's participants live in this process (all-in-one).
     pub fn new(store: &'a dyn Store, shares_fate: bool, claim: &'a Claim, plan: Option<PlanMeta<'a>>) -> Self {
-        StoreDecisionLog { store, shares_fate, claim, plan, decided: Mutex::new(None) }
+        let deciding = plan.map_or(Deciding::Recovery, Deciding::Plan);
+        StoreDecisionLog { store, shares_fate, claim, deciding, decided: Mutex::new(None), modified: Mutex::new(None) }
+    }
+
+    /// A log for the modification of `meta.plan` (see [`StoreDecisionLog::new`]).
+    pub fn modifying(store: &'a dyn Store, shares_fate: bool, claim: &'a Claim, meta: ModificationMeta<'a>) -> Self {
+        let deciding = Deciding::Modification(meta);
+        StoreDecisionLog { store, shares_fate, claim, deciding, decided: Mutex::new(None), modified: Mutex::new(None) }
     }
 
     /// The stored plan, if a decision was written: committed, pending (its end is not
@@ -60,7 +88,11 @@ impl DecisionLog for StoreDecisionLog<'_> {
     }
 
     async fn decide(&self, d: &Decision<'_>) -> Result<(), LogError> {
-        let meta = self.plan.as_ref().expect("a recovery log records no new decisions");
+        let meta = match &self.deciding {
+            Deciding::Plan(meta) => meta,
+            Deciding::Modification(m) => return self.decide_modification(m, d).await,
+            Deciding::Recovery => unreachable!("a recovery log records no new decisions"),
+        };
         let plan = PlanRecord {
             id: meta.id,
             user: meta.user.to_owned(),
@@ -96,6 +128,15 @@ impl DecisionLog for StoreDecisionLog<'_> {
             Err(rejected) => self.store.finish_txn(txn, self.claim, Some(rejected)).await,
         }
         .map_err(log_error)?;
+        if let Deciding::Modification(m) = &self.deciding {
+            // Committed: the plan as modified; compensated: as it was.
+            let plan = match result {
+                Ok(()) => self.modified.lock().expect("decision lock").take(),
+                Err(_) => Some(m.plan.clone()),
+            };
+            *self.decided.lock().expect("decision lock") = plan;
+            return Ok(());
+        }
         if let Some(plan) = self.decided.lock().expect("decision lock").as_mut() {
             match result {
                 Ok(()) => plan.status = PlanStatus::Committed,
@@ -105,6 +146,32 @@ impl DecisionLog for StoreDecisionLog<'_> {
                     plan.bookings.clear();
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl StoreDecisionLog<'_> {
+    /// A modification's decision: the plan as modified is written at once (all-in-one) or
+    /// once the end is recorded (remote participants).
+    async fn decide_modification(&self, m: &ModificationMeta<'_>, d: &Decision<'_>) -> Result<(), LogError> {
+        let bookings = replaced_bookings(&m.plan.bookings, d.parts);
+        let record = ModificationRecord {
+            decision: *d,
+            plan: m.plan.id,
+            replaced: &m.plan.bookings,
+            bookings: &bookings,
+            reservations: self.shares_fate,
+            key: m.key,
+            owner: m.plan.owner,
+            claim: self.claim,
+        };
+        self.store.record_modification(&record).await.map_err(log_error)?;
+        let modified = PlanRecord { outcome: d.outcome.clone(), bookings, ..m.plan.clone() };
+        if self.shares_fate {
+            *self.decided.lock().expect("decision lock") = Some(modified);
+        } else {
+            *self.modified.lock().expect("decision lock") = Some(modified);
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::routes::{events, health, holds, network, plans, projects, sites, tokens, webhooks};
+use super::routes::{events, health, holds, modification, network, plans, projects, sites, tokens, webhooks};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,7 +16,7 @@ use super::routes::{events, health, holds, network, plans, projects, sites, toke
         license(name = "MIT OR Apache-2.0")
     ),
     paths(
-        plans::create, plans::list, plans::get, plans::cancel, events::stream,
+        plans::create, plans::list, plans::get, plans::cancel, modification::modify, events::stream,
         webhooks::create, webhooks::list, webhooks::get, webhooks::deliveries, webhooks::delete,
         projects::put, projects::list, projects::get, projects::usage,
         sites::list, sites::get, sites::put, sites::availability, sites::reservations, sites::hold,

@@ -113,6 +113,8 @@ fn jp(name: &str, site: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
         reservation_name: None,
         broken: None,
         state: None,
+        price_per_cpu_hour: 0.0,
+        price_per_gpu_hour: 0.0,
     }
 }
 
@@ -127,6 +129,7 @@ fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> Tra
         traffic: None,
         broken: None,
         state: None,
+        price_per_gbps_hour: 0.0,
     }
 }
 
@@ -136,6 +139,7 @@ fn committed(id: &str, start: i64, jobs: Vec<JobPlacement>, transfers: Vec<Trans
         status: OutcomeStatus::Committed,
         reason: None,
         start: Some(t(start)),
+        deadline: None,
         jobs,
         transfers,
         cost,
@@ -530,6 +534,8 @@ fn generated_requests_with_trivial_placements_pass() {
                         reservation_name: None,
                         broken: None,
                         state: None,
+                        price_per_cpu_hour: 0.0,
+                        price_per_gpu_hour: 0.0,
                     })
                     .collect();
                 let transfers = r
@@ -545,6 +551,7 @@ fn generated_requests_with_trivial_placements_pass() {
                         traffic: None,
                         broken: None,
                         state: None,
+                        price_per_gbps_hour: 0.0,
                     })
                     .collect();
                 let cost = r.cpu_seconds() / 3600.0 * 0.25;
@@ -658,6 +665,8 @@ fn over_allocation_is_a_violation_unless_overdraft() {
             reservation_name: None,
             broken: None,
             state: None,
+            price_per_cpu_hour: 0.0,
+            price_per_gpu_hour: 0.0,
         }];
         o
     };

@@ -334,10 +334,17 @@ impl Lis {
 
     /// A replacement hold's commit (under the state lock): the growth and the replaced
     /// reservation give way to the new shape, which fits where they were. If the replaced
-    /// reservation was released meanwhile the new shape is booked afresh, or the hold is
-    /// aborted when it no longer fits.
+    /// reservation was released meanwhile (its plan cancelled, another change committed), the
+    /// hold is aborted and the commit refused (`NotCommitted`): a replacement never books a
+    /// reservation of its own.
     fn swap(&self, st: &mut State, hold: HoldId, g: &Growth) -> Result<(), ParticipantError> {
         st.remove_growth(g);
+        // The reservation must still be there: released meanwhile (its plan cancelled, or
+        // another change took its place), the replacement has nothing left to replace.
+        if !matches!(st.holds.get(g.replaces), Some((HoldState::Committed, _))) {
+            let _ = st.holds.abort(hold);
+            return Err(ParticipantError::NotCommitted(g.replaces));
+        }
         if let Ok(Some(b)) = st.holds.release(g.replaces) {
             st.unbook(b);
         }

@@ -352,3 +352,26 @@ async fn a_replacement_whose_growth_was_pruned_aborts_cleanly() {
     lis.abort(h.id).await.unwrap();
     assert_eq!((lis.usage_at(50), lis.usage_at(150)), (0, 4));
 }
+
+/// Two replacements of one reservation (two changes of one plan at once, or a change racing
+/// its plan's cancellation): once the reservation is gone, the other replacement's commit is
+/// refused and frees its growth. Before, it booked its new shape afresh, leaving two
+/// reservations for one job.
+#[tokio::test]
+async fn a_replacement_of_a_reservation_released_meanwhile_is_refused_at_commit() {
+    let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
+    let old = lis.prepare(&hold_req(4, 100, 200)).await.unwrap().id;
+    lis.commit(old).await.unwrap();
+    let a = lis.prepare(&ComputeHoldRequest { replaces: Some(old), ..hold_req(4, 100, 300) }).await.unwrap().id;
+    let b = lis.prepare(&ComputeHoldRequest { replaces: Some(old), ..hold_req(2, 100, 400) }).await.unwrap().id;
+    lis.commit(a).await.unwrap();
+    assert_eq!(lis.commit(b).await, Err(ParticipantError::NotCommitted(old)));
+    assert_eq!((lis.usage_at(150), lis.usage_at(250), lis.usage_at(350)), (4, 4, 0), "only `a` is booked");
+    let r = lis.reservations(0, 1000);
+    assert_eq!(r.iter().map(|r| r.hold).collect::<Vec<_>>(), vec![a]);
+    // Cancelled meanwhile: nothing is booked afterwards.
+    let c = lis.prepare(&ComputeHoldRequest { replaces: Some(a), ..hold_req(4, 100, 500) }).await.unwrap().id;
+    lis.release(a).await.unwrap();
+    assert_eq!(lis.commit(c).await, Err(ParticipantError::NotCommitted(a)));
+    assert_eq!((lis.usage_at(150), lis.usage_at(450)), (0, 0));
+}

@@ -11,6 +11,7 @@
 mod attributes;
 mod grid;
 mod ids;
+mod modification;
 mod outcome;
 mod request;
 mod text;
@@ -22,6 +23,7 @@ pub use attributes::{
 pub use grid::{price_ok, Grid, GridError, Link, Node, Site, MAX_AMOUNT, MAX_PRICE};
 pub(crate) use ids::uuid_id;
 pub use ids::{LinkId, NodeId, SiteId};
+pub use modification::{JobChange, ModificationError, PlanModification, TransferChange};
 pub use outcome::{GpuAllocation, JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement, TransferTraffic};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,

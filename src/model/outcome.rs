@@ -38,6 +38,27 @@ pub struct JobPlacement {
     /// elsewhere, and while the plan is not booked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PartState>,
+    /// The site's price of one CPU-hour when the job was booked (what its cost and a
+    /// modification's are computed from; 0 and absent on a free site).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub price_per_cpu_hour: f64,
+    /// The site's price of one GPU-hour of the job's pool (0 and absent without GPUs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub price_per_gpu_hour: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl JobPlacement {
+    /// What the job costs: `duration_s/3600 * (cpus * price_per_cpu_hour + gpus *
+    /// price_per_gpu_hour)`.
+    pub fn cost(&self) -> f64 {
+        let gpus = self.gpus.as_ref().map_or(0, |g| g.count);
+        let hours = (self.end - self.start).num_seconds() as f64 / 3600.0;
+        hours * (f64::from(self.cpus) * self.price_per_cpu_hour + f64::from(gpus) * self.price_per_gpu_hour)
+    }
 }
 
 /// Where one job or transfer of a booked plan stands at a given time.
@@ -110,6 +131,18 @@ pub struct TransferPlacement {
     /// Where the transfer stands at the service's clock (as [`JobPlacement::state`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PartState>,
+    /// The path's price of one Gbit/s-hour when the transfer was booked (0 and absent on a
+    /// free path or none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub price_per_gbps_hour: f64,
+}
+
+impl TransferPlacement {
+    /// What the transfer costs: `bandwidth_mbps/1000 * duration_s/3600 * price_per_gbps_hour`.
+    pub fn cost(&self) -> f64 {
+        self.bandwidth_mbps as f64 / 1000.0 * (self.end - self.start).num_seconds() as f64 / 3600.0
+            * self.price_per_gbps_hour
+    }
 }
 
 /// The traffic of one transfer as the NIS's data plane recognises it: TCP from `from_addr` to
@@ -146,6 +179,10 @@ pub struct Outcome<S = OutcomeStatus> {
     /// Application start `st` of a committed plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<DateTime<Utc>>,
+    /// The request's deadline, for a committed or planned plan: no modification may end a
+    /// part after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
     #[serde(default)]
     pub jobs: Vec<JobPlacement>,
     #[serde(default)]
@@ -169,6 +206,7 @@ impl<S> Outcome<S> {
             status: _,
             reason,
             start,
+            deadline,
             jobs,
             transfers,
             cost,
@@ -182,6 +220,7 @@ impl<S> Outcome<S> {
             status,
             reason,
             start,
+            deadline,
             jobs,
             transfers,
             cost,
@@ -201,6 +240,7 @@ impl Outcome {
             status: OutcomeStatus::Rejected,
             reason: Some(reason.into()),
             start: None,
+            deadline: None,
             jobs: vec![],
             transfers: vec![],
             cost: 0.0,

@@ -313,6 +313,12 @@ impl Nis {
         for &(l, id) in &g.spans {
             let _ = st.calendars[l].remove(id); // may be pruned already (see `unbook`)
         }
+        // The reservation must still be there: released meanwhile (its plan cancelled, or
+        // another change took its place), the replacement has nothing left to replace.
+        if !matches!(st.holds.get(g.replaces), Some((HoldState::Committed, _))) {
+            let _ = st.holds.abort(hold);
+            return Err(ParticipantError::NotCommitted(g.replaces));
+        }
         if let Ok(Some(b)) = st.holds.release(g.replaces) {
             st.unbook(b);
         }

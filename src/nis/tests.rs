@@ -246,3 +246,16 @@ async fn a_replacement_transfer_whose_growth_was_pruned_aborts_cleanly() {
     n.abort(h.id).await.unwrap();
     assert_eq!((n.usage_at("ab", 20), n.usage_at("ab", 60)), (Some(0), Some(100)));
 }
+
+/// The NIS's twin of the LIS's: a replacement whose reservation was released meanwhile is
+/// refused at commit and books nothing (before, it booked its bandwidth afresh).
+#[tokio::test]
+async fn a_replacement_transfer_of_a_released_reservation_is_refused_at_commit() {
+    let (n, _) = nis(Routing::Shortest);
+    let old = n.prepare(&hold(&["ab"], 100)).await.unwrap().id;
+    n.commit(old).await.unwrap();
+    let h = n.prepare(&NetworkHoldRequest { replaces: Some(old), ..hold(&["ab"], 300) }).await.unwrap().id;
+    n.release(old).await.unwrap();
+    assert_eq!(n.commit(h).await, Err(ParticipantError::NotCommitted(old)));
+    assert_eq!(n.usage_at("ab", 50), Some(0));
+}

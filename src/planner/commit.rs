@@ -263,16 +263,23 @@ pub(super) struct Tally {
 pub(super) async fn compensate(
     parts: &[(Arc<dyn HoldLifecycle>, HoldId)],
     committed: &[bool],
+    release_committed: bool,
     tally: &mut Tally,
 ) -> Result<(), TwoPhaseError> {
     let mut first_failure = None;
     for (i, (p, hold)) in parts.iter().enumerate() {
         let r = if committed.get(i).copied().unwrap_or(false) {
+            if !release_committed {
+                tracing::error!(%hold, "a modification's part is committed while another part's commit was refused");
+                continue;
+            }
             release(p, *hold, &mut tally.messages).await
         } else {
             tally.holds_aborted += 1;
             match with_retries(&mut tally.messages, || p.abort(*hold)).await {
-                Err(ParticipantError::AlreadyCommitted(_)) => release(p, *hold, &mut tally.messages).await,
+                Err(ParticipantError::AlreadyCommitted(_)) if release_committed => {
+                    release(p, *hold, &mut tally.messages).await
+                }
                 r => r,
             }
         };

@@ -190,7 +190,7 @@ impl Attempt<'_> {
     async fn give_back(&mut self, parts: &[HeldPart]) {
         let targets: Vec<_> = parts.iter().map(|p| (p.participant.clone(), p.hold)).collect();
         let mut tally = commit::Tally::default();
-        let _ = commit::compensate(&targets, &[], &mut tally).await;
+        let _ = commit::compensate(&targets, &[], true, &mut tally).await;
         self.messages += tally.messages;
         self.holds_aborted += tally.holds_aborted;
     }
@@ -204,7 +204,14 @@ impl Attempt<'_> {
                 f.hold = Some(part.hold);
             }
         }
-        Coordinator { txn: self.txn, outcome: self.outcome(), parts, started: Some(self.started), recovering: false }
+        Coordinator {
+            txn: self.txn,
+            outcome: self.outcome(),
+            parts,
+            started: Some(self.started),
+            recovering: false,
+            modification: false,
+        }
     }
 }
 
@@ -223,7 +230,14 @@ pub(super) struct Coordinator {
     /// Settling a transaction another coordinator decided: no crash points, and a rejection
     /// says the coordinator was interrupted.
     recovering: bool,
+    /// The parts are replacement holds of a plan modification: a part known committed has
+    /// taken its reservation's place, so giving it back would cancel that job or transfer;
+    /// compensation aborts the others only, and phase 2 renews every lease first.
+    modification: bool,
 }
+
+/// The lease a modification's holds get before phase 2 (seconds).
+const MODIFICATION_LEASE_S: i64 = 60;
 
 /// How [`Coordinator::finish_decided`] ended a decided transaction.
 pub(super) enum Ended {
@@ -236,8 +250,28 @@ pub(super) enum Ended {
 impl Coordinator {
     /// A coordinator that settles the decided transaction `txn` (recovery): its `parts`, and
     /// the committed `outcome` logged with the decision.
-    pub(super) fn recovering(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome) -> Self {
-        Coordinator { txn, parts, outcome, started: None, recovering: true }
+    pub(super) fn recovering(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, modification: bool) -> Self {
+        Coordinator { txn, parts, outcome, started: None, recovering: true, modification }
+    }
+
+    /// A coordinator for a plan modification's replacement holds (`parts`, every one held),
+    /// whose committed result is `outcome`; `started` when the modification began.
+    pub(super) fn modifying(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, started: tokio::time::Instant) -> Self {
+        Coordinator { txn, parts, outcome, started: Some(started), recovering: false, modification: true }
+    }
+
+    /// A modification's holds with their leases renewed, so that none runs out between the
+    /// decision and its commit (a replacement committed while another part's commit is refused
+    /// cannot be given back). `Err`: a hold is gone; every part was aborted.
+    async fn renew_leases(&mut self) -> Result<(), PlanResult> {
+        for p in &self.parts {
+            self.outcome.messages += 1;
+            if let Err(e) = p.participant.extend(p.hold, MODIFICATION_LEASE_S).await {
+                let _ = self.compensate(&[]).await;
+                return Err(self.rejected(format!("a replacement hold ran out before the decision: {e}")));
+            }
+        }
+        Ok(())
     }
 
     /// The outcome as of now: committed, with the messages so far.
@@ -313,7 +347,7 @@ impl Coordinator {
     /// A participant did not answer: that part may still be booked.
     async fn compensate(&mut self, committed: &[bool]) -> Result<(), TwoPhaseError> {
         let mut tally = commit::Tally::default();
-        let r = commit::compensate(&self.targets(), committed, &mut tally).await;
+        let r = commit::compensate(&self.targets(), committed, !self.modification, &mut tally).await;
         self.outcome.messages += tally.messages;
         self.outcome.holds_aborted += tally.holds_aborted;
         r
@@ -341,6 +375,11 @@ impl Coordinator {
     /// [`crate::protocol::decision`]).
     pub(super) async fn book(mut self, log: Option<&dyn DecisionLog>) -> PlanResult {
         self.crash_point("after-prepare");
+        if self.modification {
+            if let Err(rejected) = self.renew_leases().await {
+                return rejected;
+            }
+        }
         let Some(log) = log else {
             // No log, so no recovery: whatever stops phase 2 ends in compensation.
             return match self.commit_or_give_back().await {

@@ -37,11 +37,13 @@
 //! in-process, over HTTP and in the simulator.
 //!
 //! Files: `search` (the search, Figs. 2-3), `coordinator` (booking the plan the search fixed),
-//! `commit` (phase 2: commit or compensate every part), `recover` (settling in-doubt
+//! `commit` (phase 2: commit or compensate every part), `modify` (a committed plan changed
+//! with replacement holds, booked by the same coordinator), `recover` (settling in-doubt
 //! transactions).
 
 mod commit;
 mod coordinator;
+mod modify;
 mod queries;
 mod recover;
 mod search;
@@ -61,6 +63,7 @@ pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
 use crate::protocol::{Catalogue, Compute, Network, Participant, ParticipantError};
 pub use commit::{PartName, TwoPhaseError, Unsettled};
+pub use modify::ModifyOptions;
 pub use recover::Recovery;
 
 /// Planner settings.

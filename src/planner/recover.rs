@@ -79,7 +79,9 @@ impl Planner {
             })
             .collect::<Result<Vec<_>, ParticipantError>>()
             .map_err(TwoPhaseError::UnknownParticipant)?;
-        let mut coordinator = Coordinator::recovering(t.txn, parts, t.outcome.clone());
+        // A modification's parts replace committed reservations (see `modify`).
+        let modification = t.parts.iter().any(|p| p.request.replaces().is_some());
+        let mut coordinator = Coordinator::recovering(t.txn, parts, t.outcome.clone(), modification);
         let ended = coordinator.finish_decided(log, t.compensating).await?;
         let committed = matches!(ended, Ended::Committed);
         tracing::info!(txn = %t.txn, committed, "recovered an in-doubt transaction");

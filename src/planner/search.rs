@@ -1323,6 +1323,8 @@ impl<'a> Attempt<'a> {
                         .map(|(p, h)| crate::protocol::local_reservation_name(p, h)),
                     broken: None,
                     state: None,
+                    price_per_cpu_hour: fix.price_per_cpu_hour,
+                    price_per_gpu_hour: if job.gpus() > 0 { fix.price_per_gpu_hour } else { 0.0 },
                 }
             })
             .collect();
@@ -1349,6 +1351,7 @@ impl<'a> Attempt<'a> {
                     }),
                     broken: None,
                     state: None,
+                    price_per_gbps_hour: fix.route.price_per_gbps_hour,
                 }
             })
             .collect();
@@ -1357,6 +1360,7 @@ impl<'a> Attempt<'a> {
             status: OutcomeStatus::Committed,
             reason: None,
             start: Some(from_time(self.st)),
+            deadline: Some(from_time(req.deadline())),
             jobs,
             transfers,
             cost,

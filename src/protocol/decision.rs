@@ -40,6 +40,18 @@ pub struct Booking {
     pub hold: HoldId,
 }
 
+/// `bookings` with every reservation that a part of `parts` replaces swapped for that part's
+/// hold: the plan's bookings once a modification is committed.
+pub fn replaced_bookings(bookings: &[Booking], parts: &[Part]) -> Vec<Booking> {
+    bookings
+        .iter()
+        .map(|b| match parts.iter().find(|p| p.request.replaces() == Some(b.hold)) {
+            Some(p) => Booking { participant: p.participant.clone(), hold: p.hold },
+            None => b.clone(),
+        })
+        .collect()
+}
+
 /// A transaction whose commit decision is logged but whose end is not.
 #[derive(Debug, Clone)]
 pub struct InDoubt {

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    status_in_time, Claim, DecisionRecord, DeliveryRecord, KeyClaim, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
-    RejectionRecord, Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
+    status_in_time, Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter,
+    PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, Site, Time};
@@ -45,6 +45,8 @@ struct TxnRow {
     lease_until: Instant,
     /// Decision order (oldest first for recovery).
     seq: u64,
+    /// A modification: the plan's outcome and bookings once it is committed.
+    modification: Option<(Outcome, Vec<crate::protocol::decision::Booking>)>,
 }
 
 fn lease(lease_s: i64) -> Instant {
@@ -95,6 +97,18 @@ impl Inner {
         let next = self.events.len() as i64 + 1;
         if let Some(p) = self.plans.get(&id) {
             self.events.push(PlanEvent::of(next, Utc::now(), p));
+        }
+    }
+
+    /// Rewrites plan `id` as modified, with its `plan.modified` event.
+    fn modified(&mut self, id: Uuid, outcome: &Outcome, bookings: &[crate::protocol::decision::Booking]) {
+        if let Some(p) = self.plans.get_mut(&id) {
+            p.outcome = outcome.clone();
+            p.bookings = bookings.to_vec();
+            let next = self.events.len() as i64 + 1;
+            let mut e = PlanEvent::of(next, Utc::now(), p);
+            e.kind = "plan.modified".into();
+            self.events.push(e);
         }
     }
 }
@@ -391,12 +405,75 @@ impl Store for MemoryStore {
             compensating: false,
         });
         let seq = g.txns.len() as u64;
-        let row = TxnRow { doubt, plan: r.plan.id, claim: r.claim.id, lease_until: lease(r.claim.lease_s), seq };
+        let row = TxnRow {
+            doubt,
+            plan: r.plan.id,
+            claim: r.claim.id,
+            lease_until: lease(r.claim.lease_s),
+            seq,
+            modification: None,
+        };
         g.txns.insert(d.txn, row);
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
         g.event(r.plan.id);
         g.charges.insert(r.plan.id, (project, usage));
+        Ok(())
+    }
+
+    async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        let d = &r.decision;
+        let user = match g.plans.get(&r.plan) {
+            Some(p) if matches!(p.status, PlanStatus::Committed | PlanStatus::Active) && p.bookings == r.replaced => {
+                p.user.clone()
+            }
+            _ => return Err(StoreError::Superseded),
+        };
+        let usage = Usage::of_outcome(d.outcome);
+        let (project, limited) = crate::fairshare::project_of(g.projects.values(), &user);
+        if let Some(p) = limited {
+            let booked: Vec<Usage> = g
+                .charges
+                .iter()
+                .filter(|(plan, (q, _))| **plan != r.plan && *q == project)
+                .flat_map(|(_, (_, u))| u.iter().copied())
+                .collect();
+            crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
+        }
+        if let Some((key, print)) = r.key {
+            complete_key(&mut g, r.owner, key, print, r.claim, r.plan)?;
+        }
+        if let Some(c) = g.charges.get_mut(&r.plan) {
+            c.1 = usage;
+        }
+        let modification = Some((d.outcome.clone(), r.bookings.to_vec()));
+        if r.reservations {
+            for p in d.parts {
+                if let Some(old) = p.request.replaces().and_then(|h| g.holds.get_mut(&h)) {
+                    old.life = Life::Ended;
+                }
+                let hold = StoredHold {
+                    participant: p.participant.clone(),
+                    hold: p.hold,
+                    request: p.request.clone(),
+                    state: HoldState::Committed,
+                    via_api: false,
+                };
+                g.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(r.plan) });
+            }
+            g.modified(r.plan, d.outcome, r.bookings);
+        }
+        let doubt = (!r.reservations).then(|| InDoubt {
+            txn: d.txn,
+            parts: d.parts.to_vec(),
+            outcome: d.outcome.clone(),
+            compensating: false,
+        });
+        let seq = g.txns.len() as u64;
+        let row =
+            TxnRow { doubt, plan: r.plan, claim: r.claim.id, lease_until: lease(r.claim.lease_s), seq, modification };
+        g.txns.insert(d.txn, row);
         Ok(())
     }
 
@@ -424,6 +501,13 @@ impl Store for MemoryStore {
         };
         t.doubt = None;
         let plan = t.plan;
+        if let Some((outcome, bookings)) = t.modification.clone() {
+            // A modification's plan is rewritten if it committed, and left as it was if not.
+            if rejected.is_none() {
+                g.modified(plan, &outcome, &bookings);
+            }
+            return Ok(());
+        }
         if rejected.is_some() {
             g.charges.remove(&plan);
             for r in g.holds.values_mut().filter(|r| r.plan == Some(plan)) {

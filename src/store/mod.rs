@@ -455,6 +455,30 @@ pub struct DecisionRecord<'a> {
     pub claim: &'a Claim,
 }
 
+/// What [`Store::record_modification`] writes, all in one database transaction.
+#[derive(Clone, Copy)]
+pub struct ModificationRecord<'a> {
+    /// The coordinator's decision: the replacement holds and the plan's new outcome.
+    pub decision: Decision<'a>,
+    /// The plan modified.
+    pub plan: Uuid,
+    /// Its bookings as the modification found them: the write is refused if they changed.
+    pub replaced: &'a [Booking],
+    /// Its bookings once the modification is committed ([`crate::protocol::decision::replaced_bookings`]).
+    pub bookings: &'a [Booking],
+    /// Participants share the coordinator's fate (all-in-one): the decision is the end, so
+    /// the plan is rewritten, the replacement holds written committed and the reservations
+    /// they replace released, at once. Else the plan is rewritten by [`Store::finish_txn`].
+    pub reservations: bool,
+    /// The idempotency key `(key, fingerprint)` the modification completes (of `owner`).
+    pub key: Option<(&'a str, &'a str)>,
+    /// The plan's owner (a principal id).
+    pub owner: Uuid,
+    /// The request's claim: it must still hold the key, and it owns the transaction until it
+    /// is finished.
+    pub claim: &'a Claim,
+}
+
 /// What [`Store::record_rejection`] writes, in one database transaction.
 #[derive(Clone, Copy)]
 pub struct RejectionRecord<'a> {
@@ -523,6 +547,16 @@ pub trait Store: Journal + Send + Sync {
     /// [`StoreError::AllocationExceeded`] if the plan does not fit its project's allocation:
     /// nothing is written.
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError>;
+    /// Writes a plan modification's commit decision (see [`ModificationRecord`]), with the
+    /// plan's charge updated and checked as [`Store::record_decision`] checks a new one (the
+    /// plan's own charge does not count against it), and the `plan.modified` event when the
+    /// plan is rewritten.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] if the key has passed to another claim or the plan is not
+    /// committed or active with the bookings `replaced` any more;
+    /// [`StoreError::AllocationExceeded`]: nothing is written.
+    async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError>;
     /// Stores a rejected plan and completes its key in one transaction.
     ///
     /// # Errors
@@ -536,8 +570,9 @@ pub trait Store: Journal + Send + Sync {
     /// [`StoreError::Superseded`] unless `claim` owns the unfinished transaction.
     async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError>;
     /// Ends a decided transaction `claim` owns: `None` committed (a pending plan becomes
-    /// committed); `Some(rejected)` compensated: the plan becomes rejected with that outcome
-    /// and the reservations written with the decision are released.
+    /// committed; a modification rewrites its plan); `Some(rejected)` compensated: the plan
+    /// becomes rejected with that outcome and the reservations written with the decision are
+    /// released (a modification's plan stays as it was).
     ///
     /// # Errors
     /// [`StoreError::Superseded`] unless `claim` owns the unfinished transaction.

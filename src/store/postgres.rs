@@ -20,8 +20,8 @@ use sqlx::Postgres;
 use uuid::Uuid;
 
 use super::{
-    Claim, DecisionRecord, DeliveryRecord, KeyClaim, PlanEvent, PlanFilter, PlanRecord, PlanStatus, RejectionRecord,
-    Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
+    Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
+    RejectionRecord, Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
@@ -453,37 +453,9 @@ impl Store for PgStore {
             })
             .unzip();
         let (key, fingerprint) = r.key.unzip();
-        // The charge (migrations/0008_allocation_charges.sql): the user's project rows are
-        // locked first, so that the charges of one project are checked and written one at a
-        // time across every process, and the limit counts every charge committed before.
         let usage = Usage::of_outcome(&plan.outcome);
         let mut tx = self.pool.begin().await?;
-        let projects: Vec<Json<Project>> = sqlx::query_scalar!(
-            r#"SELECT project AS "project!: Json<Project>" FROM projects
-               WHERE id = $1 OR project->'members' @> to_jsonb($1::text)
-               ORDER BY id FOR UPDATE"#,
-            plan.user,
-        )
-        .fetch_all(&mut *tx)
-        .await?;
-        let (project, limited) = crate::fairshare::project_of(projects.iter().map(|p| &p.0), &plan.user);
-        if let Some(p) = limited.filter(|p| !p.allocation.overdraft) {
-            let periods = crate::fairshare::periods_of(&p.allocation, &usage);
-            if let (Some(from), Some(to)) = (periods.iter().map(|p| p.0).min(), periods.iter().map(|p| p.1).max()) {
-                let booked = sqlx::query_scalar!(
-                    r#"SELECT usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
-                       WHERE project = $1 AND released_at IS NULL AND last_end > $2 AND first_start < $3"#,
-                    project,
-                    from_time(from),
-                    from_time(to),
-                )
-                .fetch_all(&mut *tx)
-                .await?;
-                let booked: Vec<Usage> = booked.into_iter().flat_map(|j| j.0).collect();
-                // Refused: the transaction rolls back when dropped; nothing is written.
-                crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
-            }
-        }
+        let project = charge_check(&mut tx, &plan.user, &usage, None).await?;
         let first_start = usage.iter().map(|u| u.start).min().map(from_time);
         let last_end = usage.iter().map(|u| u.end).max().map(from_time);
         let written = sqlx::query_scalar!(
@@ -551,6 +523,106 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError> {
+        let d = &r.decision;
+        let mut tx = self.pool.begin().await?;
+        // The plan, locked: it must still be booked as the modification found it.
+        let Some(current) = sqlx::query!(
+            r#"SELECT "user", status, bookings AS "bookings: Json<Vec<Booking>>" FROM plans WHERE id = $1 FOR UPDATE"#,
+            r.plan,
+        )
+        .fetch_optional(&mut *tx)
+        .await?
+        else {
+            return Err(StoreError::Superseded);
+        };
+        if !matches!(current.status.as_str(), "committed" | "active") || current.bookings.0 != r.replaced {
+            return Err(StoreError::Superseded);
+        }
+        let usage = Usage::of_outcome(d.outcome);
+        charge_check(&mut tx, &current.user, &usage, Some(r.plan)).await?;
+        if let Some((key, fingerprint)) = r.key {
+            let done = sqlx::query!(
+                "UPDATE idempotency_keys SET plan_id = $1, fingerprint = $2
+                 WHERE principal = $3 AND key = $4 AND claim = $5 AND plan_id IS NULL",
+                r.plan,
+                fingerprint,
+                r.owner,
+                key,
+                r.claim.id,
+            )
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Err(StoreError::Superseded);
+            }
+        }
+        sqlx::query!(
+            r#"INSERT INTO transactions (txn, plan_id, decision, parts, outcome, finished_at, result, claim, owner,
+                   lease_until, kind, bookings)
+               VALUES ($1, $2, 'commit', $3, $4, CASE WHEN $5 THEN now() END, CASE WHEN $5 THEN 'committed' END,
+                   $6, $7, now() + make_interval(secs => $8), 'modification', $9)"#,
+            d.txn.as_uuid(),
+            r.plan,
+            Json(d.parts) as _,
+            Json(d.outcome) as _,
+            r.reservations,
+            r.claim.id,
+            r.claim.owner,
+            r.claim.lease_s as f64,
+            Json(r.bookings) as _,
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query!(
+            "UPDATE allocation_charges SET usage = $2, first_start = $3, last_end = $4
+             WHERE plan_id = $1 AND released_at IS NULL",
+            r.plan,
+            Json(&usage) as _,
+            usage.iter().map(|u| u.start).min().map(from_time),
+            usage.iter().map(|u| u.end).max().map(from_time),
+        )
+        .execute(&mut *tx)
+        .await?;
+        if r.reservations {
+            let replaced: Vec<Uuid> =
+                d.parts.iter().filter_map(|p| p.request.replaces()).map(|h| h.as_uuid()).collect();
+            sqlx::query!(
+                "UPDATE reservations SET state = 'released', updated_at = now() WHERE hold = ANY($1) AND state = 'committed'",
+                &replaced,
+            )
+            .execute(&mut *tx)
+            .await?;
+            for p in d.parts {
+                let (start, end) = p.request.interval();
+                sqlx::query!(
+                    "INSERT INTO reservations (hold, participant, txn, plan_id, request, start_at, end_at, state)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'committed')",
+                    p.hold.as_uuid(),
+                    p.participant.to_string(),
+                    d.txn.as_uuid(),
+                    r.plan,
+                    Json(&p.request) as _,
+                    from_time(start),
+                    from_time(end),
+                )
+                .execute(&mut *tx)
+                .await?;
+            }
+            sqlx::query!(
+                "UPDATE plans SET outcome = $2, bookings = $3, start = $4, revision = revision + 1 WHERE id = $1",
+                r.plan,
+                Json(d.outcome) as _,
+                Json(r.bookings) as _,
+                d.outcome.start,
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
         let plan = r.plan;
         let (key, fingerprint) = r.key.unzip();
@@ -603,9 +675,15 @@ impl Store for PgStore {
                 sqlx::query_scalar!(
                     r#"WITH t AS (
                            UPDATE transactions SET finished_at = now(), result = 'committed'
-                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
+                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL
+                           RETURNING plan_id, kind, outcome, bookings),
                        p AS (
-                           UPDATE plans SET status = 'committed' WHERE id = (SELECT plan_id FROM t) AND status = 'pending')
+                           UPDATE plans SET status = 'committed'
+                           WHERE id = (SELECT plan_id FROM t WHERE kind = 'plan') AND status = 'pending'),
+                       m AS (
+                           UPDATE plans SET outcome = t.outcome, bookings = t.bookings,
+                               start = (t.outcome->>'start')::timestamptz, revision = plans.revision + 1
+                           FROM t WHERE plans.id = t.plan_id AND t.kind = 'modification')
                        SELECT count(*) AS "finished!" FROM t"#,
                     txn.as_uuid(),
                     claim.id,
@@ -617,7 +695,11 @@ impl Store for PgStore {
                 sqlx::query_scalar!(
                     r#"WITH t AS (
                            UPDATE transactions SET finished_at = now(), result = 'compensated'
-                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL RETURNING plan_id),
+                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL AND kind = 'plan' RETURNING plan_id),
+                       m AS (
+                           UPDATE transactions SET finished_at = now(), result = 'compensated'
+                           WHERE txn = $1 AND claim = $2 AND finished_at IS NULL AND kind = 'modification'
+                           RETURNING plan_id),
                        r AS (
                            UPDATE reservations SET state = 'released', updated_at = now()
                            WHERE txn = $1 AND plan_id IS NOT NULL AND state = 'committed' AND EXISTS (SELECT 1 FROM t)),
@@ -627,7 +709,7 @@ impl Store for PgStore {
                        c AS (
                            UPDATE allocation_charges SET released_at = now()
                            WHERE plan_id = (SELECT plan_id FROM t) AND released_at IS NULL)
-                       SELECT count(*) AS "finished!" FROM t"#,
+                       SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM m) AS "finished!""#,
                     txn.as_uuid(),
                     claim.id,
                     Json(outcome) as _,
@@ -878,7 +960,7 @@ impl Store for PgStore {
     async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT id, at, plan_id, owner, "user", request_id, status AS "status: PlanStatus",
-                      outcome AS "outcome: Json<Outcome>"
+                      outcome AS "outcome: Json<Outcome>", kind
                FROM plan_events
                WHERE id > $1 AND ($2::uuid IS NULL OR owner = $2)
                ORDER BY id LIMIT $3"#,
@@ -894,7 +976,7 @@ impl Store for PgStore {
                 PlanEvent {
                     id: r.id,
                     at: r.at,
-                    kind: format!("plan.{}", r.status),
+                    kind: r.kind.unwrap_or_else(|| format!("plan.{}", r.status)),
                     plan_id: r.plan_id,
                     request_id: r.request_id,
                     user: r.user,
@@ -1191,4 +1273,47 @@ async fn listen_events(pool: PgPool, tx: tokio::sync::watch::Sender<u64>) {
             }
         }
     }
+}
+/// The project `user`'s plans are charged to, once the charge `usage` is checked against its
+/// allocation (migrations/0008_allocation_charges.sql): the user's project rows are locked
+/// first, so that the charges of one project are checked and written one at a time across
+/// every process, and the limit counts every charge committed before (but plan `except`'s
+/// own, which a modification replaces).
+///
+/// # Errors
+/// [`StoreError::AllocationExceeded`]: the caller's transaction must roll back.
+async fn charge_check(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    user: &str,
+    usage: &[Usage],
+    except: Option<Uuid>,
+) -> Result<String, StoreError> {
+    let projects: Vec<Json<Project>> = sqlx::query_scalar!(
+        r#"SELECT project AS "project!: Json<Project>" FROM projects
+           WHERE id = $1 OR project->'members' @> to_jsonb($1::text)
+           ORDER BY id FOR UPDATE"#,
+        user,
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    let (project, limited) = crate::fairshare::project_of(projects.iter().map(|p| &p.0), user);
+    if let Some(p) = limited.filter(|p| !p.allocation.overdraft) {
+        let periods = crate::fairshare::periods_of(&p.allocation, usage);
+        if let (Some(from), Some(to)) = (periods.iter().map(|p| p.0).min(), periods.iter().map(|p| p.1).max()) {
+            let booked = sqlx::query_scalar!(
+                r#"SELECT usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
+                   WHERE project = $1 AND released_at IS NULL AND last_end > $2 AND first_start < $3
+                     AND plan_id IS DISTINCT FROM $4"#,
+                project,
+                from_time(from),
+                from_time(to),
+                except,
+            )
+            .fetch_all(&mut **tx)
+            .await?;
+            let booked: Vec<Usage> = booked.into_iter().flat_map(|j| j.0).collect();
+            crate::fairshare::check_limit(p, &booked, usage).map_err(StoreError::AllocationExceeded)?;
+        }
+    }
+    Ok(project)
 }

@@ -7,6 +7,7 @@ pub mod docs;
 pub mod events;
 pub mod health;
 pub mod holds;
+pub mod modification;
 pub mod network;
 pub mod participant;
 pub mod plans;
@@ -71,7 +72,12 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
 
 fn plans_v1(v: &mut web::ServiceConfig) {
     v.service(web::resource("/plans").route(web::post().to(plans::create)).route(web::get().to(plans::list)))
-        .service(web::resource("/plans/{id}").route(web::get().to(plans::get)).route(web::delete().to(plans::cancel)))
+        .service(
+            web::resource("/plans/{id}")
+                .route(web::get().to(plans::get))
+                .route(web::delete().to(plans::cancel))
+                .route(web::patch().to(modification::modify)),
+        )
         .route("/projects", web::get().to(projects::list))
         .service(
             web::resource("/projects/{id}").route(web::get().to(projects::get)).route(web::put().to(projects::put)),

@@ -181,6 +181,23 @@ fn fingerprint(body: &PlanBody) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a body serialises")))
 }
 
+/// The request's `Idempotency-Key`, if it sent one.
+///
+/// # Errors
+/// 400 when it is not 1-255 visible ASCII characters.
+pub(super) fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
+    match req.headers().get(IDEMPOTENCY_KEY) {
+        None => Ok(None),
+        Some(v) => Ok(Some(
+            v.to_str()
+                .ok()
+                .filter(|k| !k.is_empty() && k.len() <= 255)
+                .ok_or_else(|| ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters"))?
+                .to_owned(),
+        )),
+    }
+}
+
 /// How long a plan request past its user's in-flight limit waits before its 429.
 pub const REFUSAL_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
@@ -214,16 +231,7 @@ pub async fn create(
     req: HttpRequest,
     raw: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let key = match req.headers().get(IDEMPOTENCY_KEY) {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .filter(|k| !k.is_empty() && k.len() <= 255)
-                .ok_or_else(|| ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters"))?
-                .to_owned(),
-        ),
-    };
+    let key = idempotency_key(&req)?;
     // Fair admission: a limit per user, then a planning slot in turn (see api::fair).
     let admission = match state.fair.admit(&caller.user) {
         Ok(a) => a,
@@ -406,14 +414,14 @@ fn unsatisfiable(o: &Outcome) -> ApiError {
 
 /// A planning or cancel task that panicked: a bare 500 (the panic text is logged, not sent),
 /// counted like a handler panic.
-fn task_failed(state: &AppState, e: tokio::task::JoinError) -> ApiError {
+pub(super) fn task_failed(state: &AppState, e: tokio::task::JoinError) -> ApiError {
     tracing::error!(error = %e, "plan task failed");
     state.metrics.panicked();
     ApiError::panicked()
 }
 
 /// 409: another request with this key is being planned (or its plan is pending).
-fn in_progress(state: &AppState, key: &str) -> ApiError {
+pub(super) fn in_progress(state: &AppState, key: &str) -> ApiError {
     ApiError::conflict(
         "idempotency-in-progress",
         "A request with this key is in progress",
@@ -424,7 +432,7 @@ fn in_progress(state: &AppState, key: &str) -> ApiError {
 
 /// 503: the store refused to record the plan; nothing is booked. The key is freed at once
 /// when the store allows it (else its claim lapses), so that a retry plans again.
-async fn unrecorded(
+pub(super) async fn unrecorded(
     state: &AppState,
     owner: Uuid,
     key: Option<&str>,
@@ -467,7 +475,7 @@ pub async fn list(
     Ok(web::Json(plans.iter().filter(wanted).map(PlanView::from).collect()))
 }
 
-async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord, ApiError> {
+pub(super) async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord, ApiError> {
     let rec = state.store.plan(id).await?.ok_or_else(|| ApiError::not_found(format!("unknown plan {id}")))?;
     if !caller.may_access(rec.owner) {
         return Err(ApiError::forbidden(format!("plan {id} belongs to another user")));
@@ -538,16 +546,31 @@ pub async fn cancel(
         }
         PlanStatus::Committed | PlanStatus::Active | PlanStatus::Broken => {}
     }
-    // Release and record in a task of its own (see the module docs).
+    // Under the plan's lock (no modification replaces its reservations meanwhile), release
+    // and record in a task of its own (see the module docs).
+    let guard = state.claim();
+    let lock = super::modification::PlanLock::take(&state, &rec, &guard.claim).await?;
     let st = state.clone();
     let task = actix_web::rt::spawn(async move {
-        st.planners.lend().cancel(&rec.bookings).await?;
-        let rec =
-            st.store.mark_cancelled(rec.id, st.now_utc()).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
-        st.ledger.forget(&rec.id.to_string());
-        st.metrics.cancelled();
-        tracing::info!(plan = %rec.id, "cancelled");
-        Ok::<_, ApiError>(rec)
+        let cancelled = async {
+            // Read again under the lock: a modification may have replaced its bookings.
+            let rec = st.store.plan(rec.id).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
+            if rec.status.holds_reservations() {
+                st.planners.lend().cancel(&rec.bookings).await?;
+            }
+            let rec = st
+                .store
+                .mark_cancelled(rec.id, st.now_utc())
+                .await?
+                .ok_or_else(|| ApiError::internal("plan vanished"))?;
+            st.ledger.forget(&rec.id.to_string());
+            st.metrics.cancelled();
+            tracing::info!(plan = %rec.id, "cancelled");
+            Ok::<_, ApiError>(rec)
+        }
+        .await;
+        lock.free(st.store.as_ref(), &guard.claim).await;
+        cancelled
     });
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(web::Json(PlanView::from(&rec)))

@@ -254,6 +254,8 @@ fn booked(user: &str, request_id: &str, from: u32, to: u32) -> PlanRecord {
         reservation_name: None,
         broken: None,
         state: None,
+        price_per_cpu_hour: 0.0,
+        price_per_gpu_hour: 0.0,
     }];
     p
 }

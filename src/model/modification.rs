@@ -1,0 +1,395 @@
+//! A change to a committed plan (`PATCH /v1/plans/{id}`, `coreserve plans modify`): move the
+//! application's start, change a job's interval or CPUs, a transfer's interval or bandwidth.
+//!
+//! [`PlanModification::apply`] checks the change against the plan as booked and returns the
+//! plan as it would be; the planner then books the difference with one replacement hold per
+//! changed part ([`crate::protocol::ComputeHoldRequest::replaces`]) and one two-phase commit.
+//! Every job and transfer keeps its site and path.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Outcome, MAX_AMOUNT, MAX_DURATION_S, MAX_OFFSET_S};
+
+/// What to change in a committed plan; what is absent stays as it is. Offsets count from the
+/// application's start (the plan's `start`, or the new `start`), as in a plan request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanModification {
+    /// The application's new start (RFC 3339 with a time zone): every job and transfer moves
+    /// with it, keeping its offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<DateTime<Utc>>,
+    /// Changes to jobs, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub jobs: Vec<JobChange>,
+    /// Changes to transfers, by their two jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transfers: Vec<TransferChange>,
+}
+
+/// A job's new offset, length or CPUs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobChange {
+    /// The job's name.
+    pub name: String,
+    /// New start offset in seconds from the application's start, in `0 ..= MAX_OFFSET_S`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
+    pub offset_s: Option<i64>,
+    /// New length in seconds (extends or shortens the job's end), in `1 ..= MAX_DURATION_S`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 3153600000_i64)]
+    pub duration_s: Option<i64>,
+    /// New CPU count, > 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
+    pub cpus: Option<u32>,
+}
+
+/// A transfer's new offset, length or bandwidth.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferChange {
+    /// The sending job's name.
+    pub from: String,
+    /// The receiving job's name.
+    pub to: String,
+    /// New start offset in seconds from the application's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
+    pub offset_s: Option<i64>,
+    /// New length in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 3153600000_i64)]
+    pub duration_s: Option<i64>,
+    /// New bandwidth in Mbit/s, in `1 ..= MAX_AMOUNT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1073741824)]
+    pub bandwidth_mbps: Option<u64>,
+}
+
+/// Why a modification cannot be made as asked. Nothing changes when one is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModificationError {
+    /// The body changes nothing.
+    #[error("the modification changes nothing")]
+    NothingChanges,
+    /// A job change names no job of the plan.
+    #[error("the plan has no job `{0}`")]
+    UnknownJob(String),
+    /// A transfer change names no transfer of the plan.
+    #[error("the plan has no transfer {from}->{to}")]
+    UnknownTransfer { from: String, to: String },
+    /// The same job or transfer is named twice.
+    #[error("{0} is changed twice")]
+    Twice(String),
+    /// A value outside its bounds.
+    #[error("{what}: {field} must be in {min} ..= {max} (got {value})")]
+    OutOfBounds { what: String, field: &'static str, value: i64, min: i64, max: i64 },
+    /// A part that has started can only have its end changed (its start, CPUs or bandwidth
+    /// are in use).
+    #[error("{0} has started: only its end may change")]
+    Started(String),
+    /// A changed part would start before now.
+    #[error("{what} would start at {start}, in the past (now {now})")]
+    InThePast { what: String, start: DateTime<Utc>, now: DateTime<Utc> },
+    /// A changed part would end at or before now.
+    #[error("{what} would end at {end}, not after now ({now})")]
+    EndsInThePast { what: String, end: DateTime<Utc>, now: DateTime<Utc> },
+    /// A part would end after the request's deadline.
+    #[error("{what} would end at {end}, after the plan's deadline {deadline}")]
+    PastDeadline { what: String, end: DateTime<Utc>, deadline: DateTime<Utc> },
+    /// A transfer would not lie inside both of its jobs.
+    #[error("transfer {from}->{to} would not lie inside job `{job}`")]
+    TransferOutsideJob { from: String, to: String, job: String },
+    /// The plan has no start (it was never booked).
+    #[error("the plan is not booked")]
+    NotBooked,
+}
+
+impl PlanModification {
+    /// The plan `plan` (a committed outcome) changed as this modification asks, at `now`.
+    ///
+    /// Rules: every named job and transfer exists and is named once; values are in their
+    /// bounds; a part that has started (start <= now) keeps its start, CPUs and bandwidth
+    /// and may only change its end, which must stay after now; a changed part that has not
+    /// started must start at or after now; every part ends by the plan's deadline (when
+    /// recorded); every transfer lies inside both of its jobs. The result's `cost` is
+    /// recomputed from each part's prices.
+    ///
+    /// # Errors
+    /// [`ModificationError`]: the first rule broken; `plan` is not touched.
+    pub fn apply(&self, plan: &Outcome, now: DateTime<Utc>) -> Result<Outcome, ModificationError> {
+        let old_start = plan.start.ok_or(ModificationError::NotBooked)?;
+        let new_start = self.start.unwrap_or(old_start);
+        let mut out = plan.clone();
+        out.start = Some(new_start);
+        let mut seen = std::collections::HashSet::new();
+        for c in &self.jobs {
+            if !seen.insert(format!("job `{}`", c.name)) {
+                return Err(ModificationError::Twice(format!("job `{}`", c.name)));
+            }
+        }
+        for c in &self.transfers {
+            if !seen.insert(format!("transfer {}->{}", c.from, c.to)) {
+                return Err(ModificationError::Twice(format!("transfer {}->{}", c.from, c.to)));
+            }
+        }
+        for c in &self.jobs {
+            let what = format!("job `{}`", c.name);
+            let j =
+                out.jobs.iter_mut().find(|j| j.name == c.name).ok_or(ModificationError::UnknownJob(c.name.clone()))?;
+            let offset =
+                bounded(&what, "offset_s", c.offset_s, 0, MAX_OFFSET_S)?.unwrap_or((j.start - old_start).num_seconds());
+            let duration = bounded(&what, "duration_s", c.duration_s, 1, MAX_DURATION_S)?
+                .unwrap_or((j.end - j.start).num_seconds());
+            if let Some(cpus) = bounded(&what, "cpus", c.cpus.map(i64::from), 1, i64::from(u32::MAX))? {
+                j.cpus = cpus as u32;
+            }
+            j.start = old_start + Duration::seconds(offset);
+            j.end = j.start + Duration::seconds(duration);
+        }
+        for c in &self.transfers {
+            let what = format!("transfer {}->{}", c.from, c.to);
+            let t = out
+                .transfers
+                .iter_mut()
+                .find(|t| t.from == c.from && t.to == c.to)
+                .ok_or_else(|| ModificationError::UnknownTransfer { from: c.from.clone(), to: c.to.clone() })?;
+            let offset =
+                bounded(&what, "offset_s", c.offset_s, 0, MAX_OFFSET_S)?.unwrap_or((t.start - old_start).num_seconds());
+            let duration = bounded(&what, "duration_s", c.duration_s, 1, MAX_DURATION_S)?
+                .unwrap_or((t.end - t.start).num_seconds());
+            if let Some(bw) = bounded(
+                &what,
+                "bandwidth_mbps",
+                c.bandwidth_mbps.map(|b| b.min(i64::MAX as u64) as i64),
+                1,
+                MAX_AMOUNT as i64,
+            )? {
+                t.bandwidth_mbps = bw as u64;
+            }
+            t.start = old_start + Duration::seconds(offset);
+            t.end = t.start + Duration::seconds(duration);
+        }
+        // The whole application moves with its start.
+        let shift = new_start - old_start;
+        for j in &mut out.jobs {
+            j.start += shift;
+            j.end += shift;
+        }
+        for t in &mut out.transfers {
+            t.start += shift;
+            t.end += shift;
+        }
+        if out.jobs == plan.jobs && out.transfers == plan.transfers {
+            return Err(ModificationError::NothingChanges);
+        }
+        let parts = out.jobs.iter().zip(&plan.jobs).map(|(n, o)| {
+            let what = format!("job `{}`", n.name);
+            (what, (n.start, n.end, u64::from(n.cpus)), (o.start, o.end, u64::from(o.cpus)))
+        });
+        let transfers = out.transfers.iter().zip(&plan.transfers).map(|(n, o)| {
+            let what = format!("transfer {}->{}", n.from, n.to);
+            (what, (n.start, n.end, n.bandwidth_mbps), (o.start, o.end, o.bandwidth_mbps))
+        });
+        for (what, new, old) in parts.chain(transfers) {
+            if new == old {
+                continue;
+            }
+            if old.0 <= now {
+                if new.0 != old.0 || new.2 != old.2 {
+                    return Err(ModificationError::Started(what));
+                }
+                if new.1 <= now {
+                    return Err(ModificationError::EndsInThePast { what, end: new.1, now });
+                }
+            } else if new.0 < now {
+                return Err(ModificationError::InThePast { what, start: new.0, now });
+            }
+            if let Some(deadline) = plan.deadline.filter(|d| new.1 > *d) {
+                return Err(ModificationError::PastDeadline { what, end: new.1, deadline });
+            }
+        }
+        for t in &out.transfers {
+            for name in [&t.from, &t.to] {
+                if let Some(j) = out.jobs.iter().find(|j| &j.name == name) {
+                    if t.start < j.start || t.end > j.end {
+                        return Err(ModificationError::TransferOutsideJob {
+                            from: t.from.clone(),
+                            to: t.to.clone(),
+                            job: name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        out.cost = out.jobs.iter().map(|j| j.cost()).sum::<f64>() + out.transfers.iter().map(|t| t.cost()).sum::<f64>();
+        Ok(out)
+    }
+}
+
+/// `value` if it lies in `min ..= max`.
+fn bounded(
+    what: &str,
+    field: &'static str,
+    value: Option<i64>,
+    min: i64,
+    max: i64,
+) -> Result<Option<i64>, ModificationError> {
+    match value {
+        Some(v) if v < min || v > max => {
+            Err(ModificationError::OutOfBounds { what: what.to_owned(), field, value: v, min, max })
+        }
+        v => Ok(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{JobPlacement, OutcomeStatus, TransferPlacement};
+
+    fn t(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(s, 0).unwrap()
+    }
+
+    fn job(name: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
+        JobPlacement {
+            name: name.into(),
+            site: "s1".into(),
+            start: t(start),
+            end: t(end),
+            cpus,
+            gpus: None,
+            reservation_name: None,
+            broken: None,
+            state: None,
+            price_per_cpu_hour: 1.0,
+            price_per_gpu_hour: 0.0,
+        }
+    }
+
+    /// Jobs A [1000, 4600) and B [4000, 7600) with 4 CPUs, a transfer A->B over
+    /// [4000, 4600) at 1000 Mbit/s (inside both); deadline 20000.
+    fn plan() -> Outcome {
+        let mut o = Outcome::rejected("r", "", "p");
+        o.status = OutcomeStatus::Committed;
+        o.reason = None;
+        o.start = Some(t(1000));
+        o.deadline = Some(t(20_000));
+        o.jobs = vec![job("A", 1000, 4600, 4), job("B", 4000, 7600, 4)];
+        o.transfers = vec![TransferPlacement {
+            from: "A".into(),
+            to: "B".into(),
+            path: vec!["l1".into()],
+            bandwidth_mbps: 1000,
+            start: t(4000),
+            end: t(4600),
+            traffic: None,
+            broken: None,
+            state: None,
+            price_per_gbps_hour: 2.0,
+        }];
+        o.cost = 8.0;
+        o
+    }
+
+    fn change(name: &str) -> JobChange {
+        JobChange { name: name.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn extending_a_job_moves_its_end_and_its_cost() {
+        let m = PlanModification {
+            jobs: vec![JobChange { duration_s: Some(7200), cpus: Some(8), ..change("B") }],
+            ..Default::default()
+        };
+        let o = m.apply(&plan(), t(0)).unwrap();
+        assert_eq!((o.jobs[1].start, o.jobs[1].end, o.jobs[1].cpus), (t(4000), t(11_200), 8));
+        assert_eq!(o.jobs[0], plan().jobs[0], "A is unchanged");
+        // A: 1 h x 4 CPUs x 1; B: 2 h x 8 CPUs x 1; the transfer: 1 Gbit/s x 1/6 h x 2.
+        assert!((o.cost - (4.0 + 16.0 + 2.0 / 6.0)).abs() < 1e-9, "{}", o.cost);
+    }
+
+    #[test]
+    fn a_new_start_moves_every_part() {
+        let m = PlanModification { start: Some(t(3000)), ..Default::default() };
+        let o = m.apply(&plan(), t(0)).unwrap();
+        assert_eq!(o.start, Some(t(3000)));
+        assert_eq!((o.jobs[0].start, o.jobs[1].end), (t(3000), t(9600)));
+        assert_eq!((o.transfers[0].start, o.transfers[0].end), (t(6000), t(6600)));
+    }
+
+    #[test]
+    fn bad_changes_are_refused_with_their_reason() {
+        let cases: Vec<(PlanModification, i64, &str)> = vec![
+            (PlanModification::default(), 0, "changes nothing"),
+            (PlanModification { start: Some(t(1000)), ..Default::default() }, 0, "changes nothing"),
+            (PlanModification { jobs: vec![change("Z")], ..Default::default() }, 0, "no job `Z`"),
+            (PlanModification { jobs: vec![change("A"), change("A")], ..Default::default() }, 0, "changed twice"),
+            (
+                PlanModification {
+                    transfers: vec![TransferChange { from: "B".into(), to: "A".into(), ..Default::default() }],
+                    ..Default::default()
+                },
+                0,
+                "no transfer B->A",
+            ),
+            (
+                PlanModification { jobs: vec![JobChange { cpus: Some(0), ..change("A") }], ..Default::default() },
+                0,
+                "cpus must be in",
+            ),
+            (
+                PlanModification { jobs: vec![JobChange { duration_s: Some(0), ..change("A") }], ..Default::default() },
+                0,
+                "duration_s must be in",
+            ),
+            (PlanModification { start: Some(t(500)), ..Default::default() }, 800, "in the past"),
+            (
+                PlanModification { jobs: vec![JobChange { cpus: Some(8), ..change("A") }], ..Default::default() },
+                2000,
+                "has started",
+            ),
+            (
+                PlanModification {
+                    jobs: vec![JobChange { duration_s: Some(500), ..change("A") }],
+                    ..Default::default()
+                },
+                2000,
+                "not after now",
+            ),
+            (
+                PlanModification {
+                    jobs: vec![JobChange { duration_s: Some(20_000), ..change("B") }],
+                    ..Default::default()
+                },
+                0,
+                "after the plan's deadline",
+            ),
+            (
+                PlanModification {
+                    jobs: vec![JobChange { duration_s: Some(3000), ..change("A") }],
+                    ..Default::default()
+                },
+                0,
+                "not lie inside job `A`",
+            ),
+        ];
+        for (m, now, want) in cases {
+            let err = m.apply(&plan(), t(now)).unwrap_err().to_string();
+            assert!(err.contains(want), "{m:?}: {err} (want {want})");
+        }
+    }
+
+    #[test]
+    fn a_started_job_may_still_change_its_end() {
+        let m =
+            PlanModification { jobs: vec![JobChange { duration_s: Some(4000), ..change("A") }], ..Default::default() };
+        let o = m.apply(&plan(), t(2000)).unwrap();
+        assert_eq!(o.jobs[0].end, t(5000));
+    }
+}

@@ -1,0 +1,225 @@
+//! Modifying a committed plan (issue 25): one replacement hold per changed part, then the same
+//! [`Coordinator`] as planning decides and commits them all or none (docs/protocol.md,
+//! "Modification").
+//!
+//! The plan as it should be comes from [`crate::model::PlanModification::apply`]. Every part
+//! keeps its site or path; a part that changes gets a hold that *replaces* its committed
+//! reservation ([`crate::protocol::ComputeHoldRequest::replaces`]): the participant checks the
+//! new shape as if the old one were gone, keeps both until the decision, and swaps them at
+//! commit. A refused prepare aborts the others: the plan, the calendars and the event log stay
+//! as they were, and the answer names the part and when it could start instead.
+
+use super::commit::{PartName, TwoPhaseError};
+use super::coordinator::{Coordinator, HeldPart};
+use super::{Booking, PlanResult, Planner, Settlement};
+use crate::model::{to_time, Outcome, OutcomeStatus};
+use crate::protocol::decision::replaced_bookings;
+use crate::protocol::decision::DecisionLog;
+use crate::protocol::{ComputeHoldRequest, ComputeQuery, NetworkHoldRequest, ParticipantError, ParticipantRef, TxnId};
+
+/// Per-call options of [`Planner::modify`].
+#[derive(Clone, Copy, Default)]
+pub struct ModifyOptions<'a> {
+    /// The plan's owner (prepare messages carry it, as for planning).
+    pub user: Option<&'a str>,
+    /// Where the coordinator logs its decision; `None`: nothing is logged.
+    pub log: Option<&'a dyn DecisionLog>,
+}
+
+/// One part of a plan and its committed reservation.
+enum Booked<'a> {
+    Job(usize, &'a Booking),
+    Transfer(usize, &'a Booking),
+}
+
+/// The plan's parts matched with its bookings: one per job, in order, then one per transfer
+/// that crosses the network, in order (what the coordinator booked, see `into_coordinator`).
+fn booked_parts<'a>(plan: &Outcome, bookings: &'a [Booking]) -> Result<Vec<Booked<'a>>, String> {
+    let networked: Vec<usize> = (0..plan.transfers.len()).filter(|&e| !plan.transfers[e].path.is_empty()).collect();
+    if bookings.len() != plan.jobs.len() + networked.len() {
+        return Err(format!(
+            "the plan has {} parts but {} bookings",
+            plan.jobs.len() + networked.len(),
+            bookings.len()
+        ));
+    }
+    let mut parts = Vec::with_capacity(bookings.len());
+    for (i, (j, b)) in plan.jobs.iter().zip(bookings).enumerate() {
+        if b.participant != ParticipantRef::Site(j.site.clone()) {
+            return Err(format!("job `{}` is booked at {}, not at site `{}`", j.name, b.participant, j.site));
+        }
+        parts.push(Booked::Job(i, b));
+    }
+    for (&e, b) in networked.iter().zip(&bookings[plan.jobs.len()..]) {
+        if b.participant != ParticipantRef::Network {
+            return Err(format!("transfer {e} is booked at {}", b.participant));
+        }
+        parts.push(Booked::Transfer(e, b));
+    }
+    Ok(parts)
+}
+
+impl Planner {
+    /// Books `new` (the plan as [`crate::model::PlanModification::apply`] returned it) in the
+    /// place of `old`, whose committed reservations are `bookings` (as the plan was booked:
+    /// jobs, then networked transfers). Only the parts that differ are touched, each with a
+    /// replacement hold, all committed together or none.
+    ///
+    /// The result's outcome is `new` committed (with this modification's messages, planning
+    /// time and planner) and its bookings the plan's whole new list; or a rejection whose
+    /// reason names the part that did not fit (and, for a job, when it could start), with
+    /// nothing changed. With a log, [`Settlement`] says as for planning whether the outcome is
+    /// final.
+    pub async fn modify(
+        &self,
+        old: &Outcome,
+        bookings: &[Booking],
+        new: &Outcome,
+        opts: ModifyOptions<'_>,
+    ) -> PlanResult {
+        let started = tokio::time::Instant::now();
+        let reject = |reason: String, messages: u64, aborted: u64| {
+            let mut o = Outcome::rejected(&old.request_id, reason, &self.cfg.name);
+            o.messages = messages;
+            o.holds_aborted = aborted;
+            o.planning_ms = started.elapsed().as_secs_f64() * 1000.0;
+            PlanResult { outcome: o, bookings: vec![], settlement: Settlement::Final }
+        };
+        let parts = match booked_parts(old, bookings) {
+            Ok(p) => p,
+            Err(e) => return reject(format!("the plan cannot be modified: {e}"), 0, 0),
+        };
+        let txn = TxnId::new();
+        let user = opts.user.map(str::to_owned);
+        let mut held: Vec<HeldPart> = Vec::new();
+        let mut messages = 0u64;
+        for part in parts {
+            let (name, target, prepared) = match part {
+                Booked::Job(i, b) => {
+                    let (o, n) = (&old.jobs[i], &new.jobs[i]);
+                    if (o.start, o.end, o.cpus) == (n.start, n.end, n.cpus) {
+                        continue;
+                    }
+                    let req = ComputeHoldRequest {
+                        txn,
+                        site: n.site.clone(),
+                        cpus: n.cpus,
+                        start: to_time(&n.start),
+                        end: to_time(&n.end),
+                        gpus: n.gpus.clone(),
+                        user: user.clone(),
+                        replaces: Some(b.hold),
+                    };
+                    messages += 1;
+                    let lis = match self.services.lis.get(&n.site) {
+                        Some(l) => l.clone(),
+                        None => {
+                            self.give_back(&held, &mut messages).await;
+                            let aborted = held.len() as u64;
+                            return reject(format!("unknown site `{}`", n.site), messages, aborted);
+                        }
+                    };
+                    let r = lis.prepare(&req).await;
+                    let name = PartName::Job { job: n.name.clone(), site: n.site.clone() };
+                    (name, (lis as std::sync::Arc<dyn crate::protocol::HoldLifecycle>, b, req.into()), r)
+                }
+                Booked::Transfer(e, b) => {
+                    let (o, n) = (&old.transfers[e], &new.transfers[e]);
+                    if (o.start, o.end, o.bandwidth_mbps) == (n.start, n.end, n.bandwidth_mbps) {
+                        continue;
+                    }
+                    let site = |job: &str| new.jobs.iter().find(|j| j.name == job).map(|j| j.site.clone());
+                    let req = NetworkHoldRequest {
+                        txn,
+                        links: n.path.clone(),
+                        bandwidth_mbps: n.bandwidth_mbps,
+                        start: to_time(&n.start),
+                        end: to_time(&n.end),
+                        sites: site(&n.from).zip(site(&n.to)),
+                        replaces: Some(b.hold),
+                    };
+                    messages += 1;
+                    let nis = self.services.nis.clone();
+                    let r = nis.prepare(&req).await;
+                    let name = PartName::Transfer { from: n.from.clone(), to: n.to.clone() };
+                    (name, (nis as std::sync::Arc<dyn crate::protocol::HoldLifecycle>, b, req.into()), r)
+                }
+            };
+            let (participant, booking, request) = target;
+            match prepared {
+                Ok(h) => held.push(HeldPart { participant, target: booking.participant.clone(), hold: h.id, request }),
+                Err(e) => {
+                    let when = self.when_it_could(&name, new, &e, &mut messages).await;
+                    self.give_back(&held, &mut messages).await;
+                    let aborted = held.len() as u64;
+                    let cause = TwoPhaseError::PrepareRefused { part: name, source: e, self_conflict: when };
+                    return reject(format!("modification refused: {cause}"), messages, aborted);
+                }
+            }
+        }
+        let decided: Vec<crate::protocol::decision::Part> = held
+            .iter()
+            .map(|p| crate::protocol::decision::Part {
+                participant: p.target.clone(),
+                hold: p.hold,
+                request: p.request.clone(),
+            })
+            .collect();
+        let mut outcome = new.clone();
+        outcome.status = OutcomeStatus::Committed;
+        outcome.reason = None;
+        outcome.planner = self.cfg.name.clone();
+        outcome.messages = messages;
+        outcome.holds_aborted = 0;
+        let mut result = Coordinator::modifying(txn, held, outcome, started).book(opts.log).await;
+        if matches!(result.settlement, Settlement::Final) && result.outcome.status == OutcomeStatus::Committed {
+            result.bookings = replaced_bookings(bookings, &decided);
+        }
+        result
+    }
+
+    /// For a job whose replacement did not fit: when its new shape could start at its site
+    /// (asked of its LIS, which counts the job's current reservation as busy), as text to
+    /// append to the refusal; empty for a transfer or when the LIS does not say.
+    async fn when_it_could(&self, part: &PartName, new: &Outcome, e: &ParticipantError, messages: &mut u64) -> String {
+        let PartName::Job { job, site } = part else { return String::new() };
+        if !matches!(e, ParticipantError::Capacity { .. } | ParticipantError::GpuCapacity { .. }) {
+            return String::new();
+        }
+        let (Some(j), Some(lis)) = (new.jobs.iter().find(|j| &j.name == job), self.services.lis.get(site)) else {
+            return String::new();
+        };
+        let start = to_time(&j.start);
+        let q = ComputeQuery {
+            site: site.clone(),
+            cpus: j.cpus,
+            duration_s: to_time(&j.end) - start,
+            window_start: start,
+            deadline: new.deadline.as_ref().map_or(start + 30 * 86_400, to_time),
+            gpus: j.gpus.as_ref().map(|g| crate::model::GpuDemand {
+                count: g.count,
+                min_compute_capability: None,
+                min_memory_gib: None,
+                model: Some(g.model.clone()),
+            }),
+        };
+        *messages += 1;
+        match lis.query(&q).await.ok().and_then(|o| o.earliest_start) {
+            Some(t) => format!(
+                " (it could start at {} at the earliest with its current reservation still booked)",
+                crate::model::from_time(t).to_rfc3339()
+            ),
+            None => " (it does not fit before the deadline)".into(),
+        }
+    }
+
+    /// Aborts the replacement holds of a refused modification (their reservations stay).
+    async fn give_back(&self, held: &[HeldPart], messages: &mut u64) {
+        for p in held {
+            *messages += 1;
+            if let Err(e) = p.participant.abort(p.hold).await {
+                tracing::warn!(error = %e, hold = %p.hold, "abort of a replacement hold failed; its lease ends it");
+            }
+        }
+    }
+}
