@@ -13,6 +13,7 @@ mod hardening;
 mod identity;
 mod journal_props;
 mod metrics;
+mod modification;
 mod planner_props;
 mod real_data;
 mod retention;

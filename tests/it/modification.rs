@@ -1,0 +1,322 @@
+//! Issue 25: modifying a committed plan (`PATCH /v1/plans/{id}`) — every change booked or
+//! none; a change that does not fit leaves the plan, the calendars and the event log as they
+//! were; bad input is a 4xx that changes nothing; under contention (three planners, new plans
+//! racing the changes) nothing is overbooked and every site books exactly the plans' jobs;
+//! `kill -9` at each step of a modification's two-phase commit loses nothing and half-changes
+//! nothing.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use sqlx::{Connection, PgConnection, Row};
+
+use crate::support::serve::Server;
+use crate::support::{in_hours, machine, problem, ts, workflow, ApiClient, TestApp, ADMIN};
+
+async fn patch(api: &ApiClient, id: &str, token: &str, body: &Value) -> reqwest::Response {
+    api.call(Method::PATCH, &format!("/v1/plans/{id}"), Some(token), Some(body)).await
+}
+
+/// Events of the durable log per type, for plan `id`.
+async fn events_of(db: &str, id: &str) -> HashMap<String, i64> {
+    let mut conn = PgConnection::connect(db).await.unwrap();
+    let rows = sqlx::query(
+        "SELECT COALESCE(kind, 'plan.' || status) AS kind, count(*) AS n FROM plan_events
+         WHERE plan_id = $1::uuid GROUP BY 1",
+    )
+    .bind(id)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    rows.iter().map(|r| (r.get::<String, _>("kind"), r.get::<i64, _>("n"))).collect()
+}
+
+/// The committed reservations of `site` as `(start, end, cpus)`, sorted.
+async fn booked_at(api: &ApiClient, site: &str) -> Vec<(String, String, u64)> {
+    booked_as(api, site, ADMIN).await
+}
+
+/// [`booked_at`] as `admin`.
+async fn booked_as(api: &ApiClient, site: &str, admin: &str) -> Vec<(String, String, u64)> {
+    let (from, to) = (ts(Utc::now() - chrono::Duration::hours(1)), ts(Utc::now() + chrono::Duration::days(3)));
+    let mut got: Vec<(String, String, u64)> = api
+        .site_reservations(site, admin, &from, &to)
+        .await
+        .iter()
+        .filter(|r| r["state"] == "committed")
+        .map(|r| (r["start"].as_str().unwrap().into(), r["end"].as_str().unwrap().into(), r["cpus"].as_u64().unwrap()))
+        .collect();
+    got.sort();
+    got
+}
+
+/// The jobs of every committed or active plan at `site`, as [`booked_at`] lists them.
+fn planned_at(plans: &[Value], site: &str) -> Vec<(String, String, u64)> {
+    let mut want: Vec<(String, String, u64)> = plans
+        .iter()
+        .filter(|p| p["status"] == "committed" || p["status"] == "active")
+        .flat_map(|p| p["jobs"].as_array().unwrap().clone())
+        .filter(|j| j["site"] == site)
+        .map(|j| (j["start"].as_str().unwrap().into(), j["end"].as_str().unwrap().into(), j["cpus"].as_u64().unwrap()))
+        .collect();
+    want.sort();
+    want
+}
+
+fn seconds(v: &Value) -> i64 {
+    v.as_str().unwrap().parse::<DateTime<Utc>>().unwrap().timestamp()
+}
+
+#[tokio::test]
+async fn a_modification_books_every_change_or_none_and_says_what_did_not_fit() {
+    let app = TestApp::spawn().await;
+    let user = app.token("ana", false).await;
+    let r = app.post("/v1/plans", &user, &workflow()).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let site_a = plan["jobs"][0]["site"].as_str().unwrap().to_owned();
+    let db = app.db_url().to_owned();
+
+    // Extend job A by an hour: only A changes, and its site books the new interval.
+    let r = patch(&app, &id, &user, &json!({"jobs": [{"name": "A", "duration_s": 7200}]})).await;
+    let text = r.text().await.unwrap();
+    let modified: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(modified["status"], "committed", "{text}");
+    let (a0, a1) = (&plan["jobs"][0], &modified["jobs"][0]);
+    assert_eq!(seconds(&a1["start"]), seconds(&a0["start"]));
+    assert_eq!(seconds(&a1["end"]), seconds(&a0["end"]) + 3600);
+    assert_eq!(modified["jobs"][1], plan["jobs"][1], "B is unchanged");
+    let price = a0["price_per_cpu_hour"].as_f64().unwrap();
+    let cost = |p: &Value| p["cost"].as_f64().unwrap();
+    assert!((cost(&modified) - cost(&plan) - 12.0 * price).abs() < 1e-6, "{} -> {}", cost(&plan), cost(&modified));
+    assert_eq!(app.json(&format!("/v1/plans/{id}"), &user).await, modified, "stored as answered");
+    let plans = app.plans(ADMIN, "").await;
+    assert_eq!(booked_at(&app, &site_a).await, planned_at(&plans, &site_a), "the site books the new shape only");
+    assert_eq!(events_of(&db, &id).await.get("plan.modified"), Some(&1));
+
+    // More CPUs than the site has: refused, naming the job, and nothing changes.
+    let before = (booked_at(&app, &site_a).await, events_of(&db, &id).await);
+    let r = patch(&app, &id, &user, &json!({"jobs": [{"name": "A", "cpus": 20}]})).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(p["type"].as_str().unwrap().ends_with(":modification-refused"), "{p}");
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("job `A`"), "{detail}");
+    assert_eq!(app.json(&format!("/v1/plans/{id}"), &user).await, modified, "the plan is as it was");
+    assert_eq!((booked_at(&app, &site_a).await, events_of(&db, &id).await), before, "so are the site and the log");
+
+    // Both sites full for the hour after A: extending A into it is refused, and the answer
+    // says when the longer job could start instead.
+    let bob = app.token("bob", false).await;
+    for i in 0..2 {
+        let body = json!({
+            "id": format!("full-{i}"), "deadline": in_hours(24), "not_before": a1["end"],
+            "jobs": [{"name": "X", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600}],
+        });
+        let p: Value = app.post("/v1/plans", &bob, &body).await.json().await.unwrap();
+        assert_eq!((p["status"].as_str(), p["start"].as_str()), (Some("committed"), a1["end"].as_str()), "{p}");
+    }
+    let r = patch(&app, &id, &user, &json!({"jobs": [{"name": "A", "duration_s": 10800}]})).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.contains("job `A`") && detail.contains("could start at"), "{detail}");
+    assert_eq!(app.json(&format!("/v1/plans/{id}"), &user).await, modified, "the plan is as it was");
+
+    // The transfer's bandwidth: up to the link's 1000 Mbit/s, not beyond.
+    let r = patch(&app, &id, &user, &json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 1200}]})).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(p["detail"].as_str().unwrap().contains("transfer A->B"), "{p}");
+    let body = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 900}]});
+    let keyed = |body: Value| {
+        let url = format!("{}/v1/plans/{id}", app.base);
+        app.client.patch(url).bearer_auth(&user).header("Idempotency-Key", "more-bandwidth").json(&body).send()
+    };
+    let r = keyed(body.clone()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let wider: Value = r.json().await.unwrap();
+    assert_eq!(wider["transfers"][0]["bandwidth_mbps"], 900);
+    // Its retry answers the plan as it is, and modifies nothing again.
+    let again: Value = keyed(body).await.unwrap().json().await.unwrap();
+    assert_eq!(again, wider);
+    assert_eq!(events_of(&db, &id).await.get("plan.modified"), Some(&2));
+    let r = keyed(json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 800}]})).await.unwrap();
+    problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    let (from, to) = (ts(Utc::now() - chrono::Duration::hours(1)), ts(Utc::now() + chrono::Duration::days(2)));
+    let links = app.json(&format!("/v1/network/reservations?from={from}&to={to}"), ADMIN).await;
+    let bw: Vec<u64> = links.as_array().unwrap().iter().map(|r| r["bandwidth_mbps"].as_u64().unwrap()).collect();
+    assert!(!bw.is_empty() && bw.iter().all(|b| *b == 900), "the NIS books the new bandwidth only: {links}");
+
+    // The whole plan moves with its start (past the other user's plans).
+    let start = seconds(&wider["start"]) + 5 * 3600;
+    let r = patch(&app, &id, &user, &json!({"start": ts(DateTime::from_timestamp(start, 0).unwrap())})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let moved: Value = r.json().await.unwrap();
+    for (j, k) in moved["jobs"].as_array().unwrap().iter().zip(wider["jobs"].as_array().unwrap()) {
+        assert_eq!(seconds(&j["start"]), seconds(&k["start"]) + 5 * 3600);
+    }
+    let plans = app.plans(ADMIN, "").await;
+    for site in ["s1", "s2"] {
+        assert_eq!(booked_at(&app, site).await, planned_at(&plans, site), "{site}");
+    }
+}
+
+#[tokio::test]
+async fn bad_modifications_are_refused_with_their_reason_and_change_nothing() {
+    let app = TestApp::spawn().await;
+    let (ana, bob) = (app.token("ana", false).await, app.token("bob", false).await);
+    let plan: Value = app.post("/v1/plans", &ana, &workflow()).await.json().await.unwrap();
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let past = ts(Utc::now() - chrono::Duration::hours(1));
+    let cases: Vec<(Value, &str, StatusCode, &str)> = vec![
+        (json!({"jobs": [{"name": "A", "duration_s": 7200}]}), &bob, StatusCode::FORBIDDEN, "another user"),
+        (json!({"start": past}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "in the past"),
+        (json!({"jobs": [{"name": "A", "duration_s": 200000}]}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "deadline"),
+        (json!({"jobs": [{"name": "Z", "cpus": 1}]}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "no job `Z`"),
+        (json!({"jobs": [{"name": "A", "cpus": 0}]}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "cpus must be in"),
+        (json!({"jobs": [{"name": "A", "duration_s": 300}]}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "inside job `A`"),
+        (json!({}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "changes nothing"),
+        (json!({"jobs": [{"name": "A", "gpus": 1}]}), &ana, StatusCode::UNPROCESSABLE_ENTITY, "gpus"),
+    ];
+    for (body, token, status, want) in cases {
+        let p = problem(patch(&app, &id, token, &body).await, status).await;
+        let detail = p["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(want), "{body}: {detail} (want {want})");
+    }
+    let r = app.call(Method::PATCH, &format!("/v1/plans/{}", uuid::Uuid::new_v4()), Some(&ana), Some(&json!({}))).await;
+    problem(r, StatusCode::NOT_FOUND).await;
+    assert_eq!(app.json(&format!("/v1/plans/{id}"), &ana).await, plan, "nothing changed");
+    assert!(events_of(app.db_url(), &id).await.get("plan.modified").is_none());
+
+    // A cancelled plan cannot be modified.
+    assert_eq!(app.delete(&format!("/v1/plans/{id}"), &ana).await.status(), StatusCode::OK);
+    let r = patch(&app, &id, &ana, &json!({"jobs": [{"name": "A", "duration_s": 7200}]})).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(p["type"].as_str().unwrap().ends_with(":plan-not-modifiable"), "{p}");
+}
+
+/// Three planners; users book one-job plans and change them at once (longer, more CPUs,
+/// later), racing each other and new plans. Afterwards no site is overbooked at any instant
+/// and each site's committed reservations are exactly the plans' jobs (nothing half-changed,
+/// no replaced reservation left behind).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modifications_racing_new_plans_on_three_planners_never_overbook() {
+    let app = TestApp::spawn_with(|c| c.planners = 3).await;
+    let mut tasks = Vec::new();
+    for u in 0..3 {
+        let api = app.api.clone();
+        let token = app.token(&format!("user-{u}"), false).await;
+        tasks.push(tokio::spawn(async move {
+            let (mut committed, mut refused) = (0, 0);
+            for i in 0..6u32 {
+                let body = json!({
+                    "id": format!("u{u}-{i}"),
+                    "deadline": in_hours(12),
+                    "jobs": [{"name": "A", "os": "linux", "cpus": 4 + (i + u) % 5, "offset_s": 0, "duration_s": 3600}],
+                });
+                let plan: Value = api.post("/v1/plans", &token, &body).await.json().await.unwrap();
+                if plan["status"] != "committed" {
+                    continue;
+                }
+                let id = plan["id"].as_str().unwrap();
+                let change = match i % 3 {
+                    0 => json!({"jobs": [{"name": "A", "duration_s": 7200 + 600 * i64::from(u)}]}),
+                    1 => json!({"jobs": [{"name": "A", "cpus": 10 + u}]}),
+                    _ => json!({"start": ts(DateTime::from_timestamp(seconds(&plan["start"]) + 1800, 0).unwrap())}),
+                };
+                let r = patch(&api, id, &token, &change).await;
+                match r.status() {
+                    StatusCode::OK => committed += 1,
+                    StatusCode::CONFLICT => refused += 1,
+                    s => panic!("{s}: {}", r.text().await.unwrap()),
+                }
+            }
+            (committed, refused)
+        }));
+    }
+    let (mut committed, mut refused) = (0, 0);
+    for t in tasks {
+        let (c, r) = t.await.unwrap();
+        committed += c;
+        refused += r;
+    }
+    eprintln!("modifications: {committed} committed, {refused} refused");
+    assert!(committed > 0, "some changes fit");
+    let plans = app.plans(ADMIN, "").await;
+    for site in ["s1", "s2"] {
+        let booked = booked_at(&app, site).await;
+        assert_eq!(booked, planned_at(&plans, site), "{site}: exactly the plans' jobs");
+        let mut steps: Vec<(i64, i64)> = booked
+            .iter()
+            .flat_map(|(a, b, n)| {
+                let at = |s: &str| s.parse::<DateTime<Utc>>().unwrap().timestamp();
+                [(at(a), *n as i64), (at(b), -(*n as i64))]
+            })
+            .collect();
+        steps.sort();
+        let mut usage = 0;
+        for (t, d) in steps {
+            usage += d;
+            assert!(usage <= 16, "{site} overbooked at {t}: {usage} CPUs");
+        }
+    }
+}
+
+/// `kill -9` (a fault-injection abort) at each step of a modification's two-phase commit in
+/// the all-in-one service: after a restart the plan is entirely as it was (before the durable
+/// decision) or entirely as modified (after it), and each site books exactly its jobs.
+#[tokio::test]
+async fn a_crash_at_each_step_of_a_modification_loses_nothing_and_half_changes_nothing() {
+    let _machine = machine::reserve("crash").await;
+    let test_db = crate::support::TestDb::new().await;
+    let db = test_db.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let s = Server::start(db, Some(&grid), &[], None);
+    let plan: Value = s.api().post("/v1/plans", crate::support::serve::ADMIN, &workflow()).await.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap().to_owned();
+    s.kill();
+    let mut current = plan;
+    for (step, (point, survives)) in
+        [("after-prepare", false), ("after-commit", false), ("after-decision", true)].into_iter().enumerate()
+    {
+        let s = Server::start(db, Some(&grid), &[], Some(point));
+        let change = json!({"jobs": [{"name": "B", "duration_s": 3600 + 600 * (step as i64 + 1)}]});
+        let send = s
+            .api()
+            .client
+            .patch(format!("{}/v1/plans/{id}", s.url))
+            .bearer_auth(crate::support::serve::ADMIN)
+            .json(&change)
+            .send();
+        let r = tokio::time::timeout(Duration::from_secs(20), send).await;
+        assert!(matches!(r, Ok(Err(_))), "{point}: the request ends with the process: {r:?}");
+        s.wait_for_crash();
+        let s = Server::start(db, Some(&grid), &[], None);
+        let api = s.api();
+        let now: Value = api.json(&format!("/v1/plans/{id}"), crate::support::serve::ADMIN).await;
+        assert_eq!(now["status"], "committed", "{point}: {now}");
+        let want_end =
+            seconds(&current["jobs"][1]["start"]) + 3600 + if survives { 600 * (step as i64 + 1) } else { 0 };
+        if !survives {
+            assert_eq!(now["jobs"][1]["end"], current["jobs"][1]["end"], "{point}: the plan is as it was");
+        }
+        assert_eq!(seconds(&now["jobs"][1]["end"]), want_end, "{point}: {now}");
+        let plans = api.plans(crate::support::serve::ADMIN, "").await;
+        for site in ["s1", "s2"] {
+            assert_eq!(
+                booked_as(&api, site, crate::support::serve::ADMIN).await,
+                planned_at(&plans, site),
+                "{point}: {site}"
+            );
+        }
+        assert_eq!(events_of(db, &id).await.get("plan.modified").copied().unwrap_or(0), i64::from(survives));
+        current = now;
+        s.kill();
+    }
+}
