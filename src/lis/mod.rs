@@ -534,6 +534,13 @@ impl Participant<Compute> for Lis {
 /// released (see module `binding`).
 #[async_trait]
 impl HoldLifecycle for Lis {
+    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
+        match self.state().holds.get(hold) {
+            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => Some(g.replaces),
+            _ => None,
+        }
+    }
+
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.ensure_local(&[hold]).await?;
         let mut st = self.state();

@@ -496,6 +496,13 @@ impl Participant<Network> for Nis {
 #[async_trait]
 impl HoldLifecycle for Nis {
     /// With a data plane, the transfer is admitted there first (see [`dataplane`]).
+    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
+        match self.state().holds.get(hold) {
+            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => Some(g.replaces),
+            _ => None,
+        }
+    }
+
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         if self.plane.is_some() && matches!(self.state().holds.get(hold), Some((HoldState::Held { .. }, _))) {
             self.admit(&[hold]).await?;

@@ -9,7 +9,7 @@
 //! commit. A refused prepare aborts the others: the plan, the calendars and the event log stay
 //! as they were, and the answer names the part and when it could start instead.
 
-use super::commit::{PartName, TwoPhaseError};
+use super::commit::PartName;
 use super::coordinator::{Coordinator, HeldPart};
 use super::{Booking, PlanResult, Planner, Settlement};
 use crate::model::{to_time, Outcome, OutcomeStatus};
@@ -152,8 +152,7 @@ impl Planner {
                     let when = self.when_it_could(&name, new, &e, &mut messages).await;
                     self.give_back(&held, &mut messages).await;
                     let aborted = held.len() as u64;
-                    let cause = TwoPhaseError::PrepareRefused { part: name, source: e, self_conflict: when };
-                    return reject(format!("modification refused: {cause}"), messages, aborted);
+                    return reject(format!("modification refused: {name}: {e}{when}"), messages, aborted);
                 }
             }
         }

@@ -368,21 +368,28 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
 
 #[async_trait]
 impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Journaled<T> {
+    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
+        self.inner.replaced_by(hold)
+    }
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.commit_all(&[hold]).await.pop().expect("one answer per hold")
     }
 
     /// Commits in memory, then journals every commit (with the `Held` record of a tentative
-    /// hold before it) in one write.
+    /// hold before it, and the release of the reservation a replacement hold replaces after
+    /// it) in one write.
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
         let mut answers = Vec::with_capacity(holds.len());
         let mut entries = Vec::new();
         let mut written = Vec::new();
         for &hold in holds {
+            // A replacement's commit releases the reservation it replaces: journaled with it.
+            let replaced = self.inner.replaced_by(hold);
             let r = self.inner.commit(hold).await;
             if r.is_ok() {
                 entries.extend(self.tentative.lock().remove(&hold));
                 entries.push(JournalEntry::Committed { hold });
+                entries.extend(replaced.map(|old| JournalEntry::Released { hold: old }));
                 written.push(answers.len());
             }
             answers.push(r);

@@ -530,6 +530,12 @@ pub trait HoldLifecycle: Send + Sync {
         }
         answers
     }
+    /// The reservation that live hold `hold` replaces ([`ComputeHoldRequest::replaces`]),
+    /// which its commit releases: what a journal records released with the commit. `None`
+    /// for any other hold, and for participants that keep no replacement holds here.
+    fn replaced_by(&self, _hold: HoldId) -> Option<HoldId> {
+        None
+    }
 }
 
 /// Test doubles: `HoldLifecycle` for a wrapper around a real participant (its field `.0`)

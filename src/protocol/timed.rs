@@ -72,6 +72,9 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Timed<T> {
 
 #[async_trait]
 impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Timed<T> {
+    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
+        self.inner.replaced_by(hold)
+    }
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.timed(Message::Commit, self.inner.commit(hold)).await
     }

@@ -39,6 +39,9 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Yielding<T> {
 
 #[async_trait]
 impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Yielding<T> {
+    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
+        self.0.replaced_by(hold)
+    }
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         tokio::task::coop::consume_budget().await;
         self.0.commit(hold).await

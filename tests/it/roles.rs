@@ -219,6 +219,32 @@ async fn separate_roles_on(db: String) {
     let violations = coreserve::check::check_outcomes(&grid, &requests, &outcomes, W_INTERVAL_S);
     assert!(violations.is_empty(), "{violations:?}");
 
+    // Modifications through the planners (issue 25): replacement holds at the remote LISes,
+    // persisted, decided in the log, committed (swapped) and ended by the store; each LIS below,
+    // and one restarted from its journal, must book the plans as modified.
+    let ids: Vec<&str> =
+        lists[0].iter().filter(|p| p["status"] == "committed").filter_map(|p| p["id"].as_str()).take(6).collect();
+    let mut modified = 0;
+    for (k, id) in ids.iter().enumerate() {
+        let url = format!("{}/v1/plans/{id}", planners[k % 3]);
+        // Shorter and thinner: it always fits, so every one must commit.
+        let change = json!({
+            "jobs": [{"name": "a", "duration_s": 2700}],
+            "transfers": [{"from": "a", "to": "b", "bandwidth_mbps": 100}]
+        });
+        let r = client.patch(url).bearer_auth(ADMIN).json(&change).send().await.unwrap();
+        match r.status().as_u16() {
+            200 => modified += 1,
+            409 | 422 => eprintln!("modification of {id} refused: {}", r.text().await.unwrap()),
+            s => panic!("modification of {id}: {s} {}", r.text().await.unwrap()),
+        }
+    }
+    eprintln!("{modified} of {} modifications committed", ids.len());
+    assert_eq!(modified, ids.len(), "a shrinking change always fits");
+    let list: Vec<Value> =
+        client.get(format!("{}/v1/plans", planners[0])).bearer_auth(ADMIN).send().await.unwrap().json().await.unwrap();
+    let outcomes: Vec<Outcome> = list.iter().map(|v| serde_json::from_value::<Outcome>(v.clone()).unwrap()).collect();
+
     // Each LIS books exactly the committed plans' jobs at its site, and holds nothing; so does
     // a second LIS process of the site started now, whose calendar comes from the journal.
     let (from, to) = (ts(now - chrono::Duration::hours(1)), ts(now + chrono::Duration::hours(8)));
