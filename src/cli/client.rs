@@ -69,6 +69,8 @@ pub struct Exit {
     pub message: String,
 }
 
+/// Exit code: a bad command line (as clap's own).
+pub const EXIT_USAGE: u8 = 2;
 /// Exit code: a plan was rejected.
 pub const EXIT_REJECTED: u8 = 3;
 /// Exit code: the server refused the request (4xx).
@@ -186,6 +188,13 @@ pub enum PlansCommand {
         #[command(flatten)]
         conn: Connection,
     },
+    /// Change a committed plan, all of it or nothing (`PATCH /v1/plans/{id}`): move its start
+    /// (`--start`), change one job (`--job NAME` with `--offset`, `--duration`, `--cpus`) or
+    /// one transfer (`--transfer FROM:TO` with `--offset`, `--duration`, `--bandwidth`), or
+    /// several at once from a file (`--file`, the JSON body). Offsets count from the plan's
+    /// start. A change that does not fit says which part and when it could start (exit 4),
+    /// and nothing changes.
+    Modify(Box<ModifyArgs>),
     /// Cancel a committed plan: its reservations are released (the plan stays, `cancelled`).
     Cancel {
         /// The plan's id (UUID) or its request id (its one committed or pending plan).
@@ -193,6 +202,106 @@ pub enum PlansCommand {
         #[command(flatten)]
         conn: Connection,
     },
+}
+
+/// `coreserve plans modify`: what to change.
+#[derive(Debug, Args)]
+pub struct ModifyArgs {
+    /// The plan's id (UUID) or its request id (its one committed plan).
+    pub id: String,
+    /// The plan's new start (`now+2h`, RFC 3339): every job and transfer moves with it.
+    #[arg(long, value_parser = parse_time)]
+    pub start: Option<DateTime<Utc>>,
+    /// The job to change.
+    #[arg(long, conflicts_with = "transfer")]
+    pub job: Option<String>,
+    /// The transfer to change, as `FROM:TO` (its jobs' names).
+    #[arg(long)]
+    pub transfer: Option<String>,
+    /// The job's or transfer's new offset from the plan's start (`30m`, seconds).
+    #[arg(long, value_parser = parse_duration)]
+    pub offset: Option<i64>,
+    /// The job's or transfer's new length (`2h`, seconds): extends or shortens its end.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<i64>,
+    /// The job's new CPU count.
+    #[arg(long, requires = "job")]
+    pub cpus: Option<u32>,
+    /// The transfer's new bandwidth in Mbit/s.
+    #[arg(long, requires = "transfer")]
+    pub bandwidth: Option<u64>,
+    /// The whole change as JSON (the body of `PATCH /v1/plans/{id}`), `-` for standard
+    /// input; instead of the flags above.
+    #[arg(short = 'f', long, conflicts_with_all = ["start", "job", "transfer"])]
+    pub file: Option<String>,
+    /// Idempotency key: a retry with the same key and change answers the plan as modified
+    /// without changing it again.
+    #[arg(short = 'k', long)]
+    pub idempotency_key: Option<String>,
+    #[command(flatten)]
+    pub conn: Connection,
+}
+
+/// The body of `PATCH /v1/plans/{id}` that `a` asks for.
+fn modification_of(a: &ModifyArgs) -> Result<Value> {
+    if let Some(f) = &a.file {
+        let text = if f == "-" { std::io::read_to_string(std::io::stdin())? } else { std::fs::read_to_string(f)? };
+        return serde_json::from_str(&text).with_context(|| format!("{f}: not JSON"));
+    }
+    let mut body = serde_json::Map::new();
+    if let Some(t) = a.start {
+        body.insert("start".into(), Value::String(rfc3339(t)));
+    }
+    let mut part = serde_json::Map::new();
+    for (k, v) in [("offset_s", a.offset.map(Value::from)), ("duration_s", a.duration.map(Value::from))] {
+        if let Some(v) = v {
+            part.insert(k.into(), v);
+        }
+    }
+    if let Some(job) = &a.job {
+        part.insert("name".into(), Value::String(job.clone()));
+        if let Some(c) = a.cpus {
+            part.insert("cpus".into(), c.into());
+        }
+        body.insert("jobs".into(), Value::Array(vec![Value::Object(part)]));
+    } else if let Some(t) = &a.transfer {
+        let (from, to) = t.split_once(':').ok_or_else(|| Exit {
+            code: EXIT_USAGE,
+            message: format!("error: --transfer {t}: write FROM:TO, the names of its two jobs"),
+        })?;
+        part.insert("from".into(), Value::String(from.into()));
+        part.insert("to".into(), Value::String(to.into()));
+        if let Some(b) = a.bandwidth {
+            part.insert("bandwidth_mbps".into(), b.into());
+        }
+        body.insert("transfers".into(), Value::Array(vec![Value::Object(part)]));
+    } else if !part.is_empty() {
+        return Err(Exit {
+            code: EXIT_USAGE,
+            message: "error: --offset and --duration need --job or --transfer".into(),
+        }
+        .into());
+    }
+    if body.is_empty() {
+        return Err(Exit {
+            code: EXIT_USAGE,
+            message: "error: nothing to change: give --start, --job, --transfer or --file".into(),
+        }
+        .into());
+    }
+    Ok(Value::Object(body))
+}
+
+/// `coreserve plans modify`.
+async fn modify(a: &ModifyArgs) -> Result<()> {
+    let body = modification_of(a)?;
+    let c = Client::new(&a.conn)?;
+    let id = c.resolve(&a.id, true).await?;
+    let answer = c.send(Method::PATCH, &["v1", "plans", &id], &[], Some(&body), a.idempotency_key.as_deref()).await?;
+    if !answer.status.is_success() {
+        return Err(problem_exit(&answer).into());
+    }
+    print_one(&a.conn, &answer.body)
 }
 
 /// `coreserve plans create`: a request from flags.
@@ -1210,6 +1319,7 @@ pub async fn plans(cmd: PlansCommand) -> Result<()> {
             print_one(&conn, &v)
         }
         PlansCommand::Watch { id, after, conn } => watch(id.as_deref(), after, &conn).await,
+        PlansCommand::Modify(a) => modify(&a).await,
         PlansCommand::Cancel { id, conn } => {
             let c = Client::new(&conn)?;
             let id = c.resolve(&id, true).await?;

@@ -827,7 +827,7 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
 // ---- The command line client and `serve --config` (real processes) ----
 
 /// `coreserve ARGS` with `env`, off the runtime's thread: (exit code, stdout, stderr).
-async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) async fn coreserve(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let (args, env): (Vec<String>, Vec<(String, String)>) = (
         args.iter().map(|a| a.to_string()).collect(),
         env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),

@@ -320,3 +320,25 @@ async fn a_crash_at_each_step_of_a_modification_loses_nothing_and_half_changes_n
         s.kill();
     }
 }
+
+/// `coreserve plans modify`: one job from flags, by request id; a change that does not fit is
+/// exit 4 naming the part; a malformed `--transfer` is a bad command line (exit 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_modifies_a_plan_from_flags() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ana", false).await;
+    let plan: Value = app.post("/v1/plans", &token, &workflow()).await.json().await.unwrap();
+    assert_eq!(plan["status"], "committed");
+    let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", token.as_str())];
+    let cli = crate::api::coreserve;
+    let (code, out, err) = cli(&["plans", "modify", "wf-1", "--job", "A", "--duration", "2h", "-o", "json"], &env).await;
+    assert_eq!(code, 0, "{err}");
+    let modified: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(seconds(&modified["jobs"][0]["end"]), seconds(&plan["jobs"][0]["start"]) + 7200, "{out}");
+    let (code, _, err) = cli(&["plans", "modify", "wf-1", "--job", "A", "--cpus", "99"], &env).await;
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("job `A`"), "{err}");
+    let (code, _, err) = cli(&["plans", "modify", "wf-1", "--transfer", "AB", "--bandwidth", "10"], &env).await;
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(app.json(&format!("/v1/plans/{}", plan["id"].as_str().unwrap()), &token).await, modified);
+}
