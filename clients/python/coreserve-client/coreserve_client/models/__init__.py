@@ -12,6 +12,7 @@ from .gpu_pool import GpuPool
 from .health import Health
 from .hold_result import HoldResult
 from .hold_view import HoldView
+from .job_change import JobChange
 from .job_placement import JobPlacement
 from .link import Link
 from .link_reservation_view import LinkReservationView
@@ -25,6 +26,7 @@ from .package import Package
 from .part_state import PartState
 from .plan_body import PlanBody
 from .plan_event import PlanEvent
+from .plan_modification import PlanModification
 from .plan_status import PlanStatus
 from .plan_view import PlanView
 from .problem import Problem
@@ -44,6 +46,7 @@ from .site_body import SiteBody
 from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
 from .token_view import TokenView
+from .transfer_change import TransferChange
 from .transfer_placement import TransferPlacement
 from .transfer_traffic import TransferTraffic
 from .usage_report import UsageReport
@@ -65,6 +68,7 @@ __all__ = (
     "Health",
     "HoldResult",
     "HoldView",
+    "JobChange",
     "JobPlacement",
     "Link",
     "LinkReservationView",
@@ -78,6 +82,7 @@ __all__ = (
     "PartState",
     "PlanBody",
     "PlanEvent",
+    "PlanModification",
     "PlanStatus",
     "PlanView",
     "Problem",
@@ -97,6 +102,7 @@ __all__ = (
     "SiteHoldBody",
     "TokenBody",
     "TokenView",
+    "TransferChange",
     "TransferPlacement",
     "TransferTraffic",
     "UsageReport",

@@ -31,6 +31,11 @@ class JobPlacement:
             is
             then `broken`); absent while it is honoured.
         gpus (GpuAllocation | None | Unset):
+        price_per_cpu_hour (float | Unset): The site's price of one CPU-hour when the job was booked (what its cost and
+            a
+            modification's are computed from; 0 and absent on a free site).
+        price_per_gpu_hour (float | Unset): The site's price of one GPU-hour of the job's pool (0 and absent without
+            GPUs).
         reservation_name (None | str | Unset): At a site whose LIS fronts Slurm: the job's Slurm advance reservation,
             for
             `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
@@ -44,6 +49,8 @@ class JobPlacement:
     start: datetime.datetime
     broken: None | str | Unset = UNSET
     gpus: GpuAllocation | None | Unset = UNSET
+    price_per_cpu_hour: float | Unset = UNSET
+    price_per_gpu_hour: float | Unset = UNSET
     reservation_name: None | str | Unset = UNSET
     state: None | PartState | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -75,6 +82,10 @@ class JobPlacement:
         else:
             gpus = self.gpus
 
+        price_per_cpu_hour = self.price_per_cpu_hour
+
+        price_per_gpu_hour = self.price_per_gpu_hour
+
         reservation_name: None | str | Unset
         if isinstance(self.reservation_name, Unset):
             reservation_name = UNSET
@@ -104,6 +115,10 @@ class JobPlacement:
             field_dict["broken"] = broken
         if gpus is not UNSET:
             field_dict["gpus"] = gpus
+        if price_per_cpu_hour is not UNSET:
+            field_dict["price_per_cpu_hour"] = price_per_cpu_hour
+        if price_per_gpu_hour is not UNSET:
+            field_dict["price_per_gpu_hour"] = price_per_gpu_hour
         if reservation_name is not UNSET:
             field_dict["reservation_name"] = reservation_name
         if state is not UNSET:
@@ -152,6 +167,10 @@ class JobPlacement:
 
         gpus = _parse_gpus(d.pop("gpus", UNSET))
 
+        price_per_cpu_hour = d.pop("price_per_cpu_hour", UNSET)
+
+        price_per_gpu_hour = d.pop("price_per_gpu_hour", UNSET)
+
         def _parse_reservation_name(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -186,6 +205,8 @@ class JobPlacement:
             start=start,
             broken=broken,
             gpus=gpus,
+            price_per_cpu_hour=price_per_cpu_hour,
+            price_per_gpu_hour=price_per_gpu_hour,
             reservation_name=reservation_name,
             state=state,
         )

@@ -40,6 +40,9 @@ class OutcomePlanStatus:
                 One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
                 `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
                 TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
+            deadline (datetime.datetime | None | Unset): The request's deadline, for a committed or planned plan: no
+                modification may end a
+                part after it.
             holds_aborted (int | Unset): Holds released before commit (backtracks, `st` shifts, failed batches).
             jobs (list[JobPlacement] | Unset):
             messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
@@ -53,6 +56,7 @@ class OutcomePlanStatus:
     planning_ms: float
     request_id: str
     status: OutcomePlanStatusStatus
+    deadline: datetime.datetime | None | Unset = UNSET
     holds_aborted: int | Unset = UNSET
     jobs: list[JobPlacement] | Unset = UNSET
     messages: int | Unset = UNSET
@@ -71,6 +75,14 @@ class OutcomePlanStatus:
         request_id = self.request_id
 
         status = self.status.value
+
+        deadline: None | str | Unset
+        if isinstance(self.deadline, Unset):
+            deadline = UNSET
+        elif isinstance(self.deadline, datetime.datetime):
+            deadline = self.deadline.isoformat()
+        else:
+            deadline = self.deadline
 
         holds_aborted = self.holds_aborted
 
@@ -115,6 +127,8 @@ class OutcomePlanStatus:
                 "status": status,
             }
         )
+        if deadline is not UNSET:
+            field_dict["deadline"] = deadline
         if holds_aborted is not UNSET:
             field_dict["holds_aborted"] = holds_aborted
         if jobs is not UNSET:
@@ -145,6 +159,23 @@ class OutcomePlanStatus:
         request_id = d.pop("request_id")
 
         status = OutcomePlanStatusStatus(d.pop("status"))
+
+        def _parse_deadline(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                deadline_type_0 = datetime.datetime.fromisoformat(data)
+
+                return deadline_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        deadline = _parse_deadline(d.pop("deadline", UNSET))
 
         holds_aborted = d.pop("holds_aborted", UNSET)
 
@@ -200,6 +231,7 @@ class OutcomePlanStatus:
             planning_ms=planning_ms,
             request_id=request_id,
             status=status,
+            deadline=deadline,
             holds_aborted=holds_aborted,
             jobs=jobs,
             messages=messages,

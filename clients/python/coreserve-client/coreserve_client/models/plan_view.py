@@ -37,6 +37,9 @@ class PlanView:
             created_at (datetime.datetime):
             id (UUID): The plan's own id.
             user (str):
+            deadline (datetime.datetime | None | Unset): The request's deadline, for a committed or planned plan: no
+                modification may end a
+                part after it.
             holds_aborted (int | Unset): Holds released before commit (backtracks, `st` shifts, failed batches).
             jobs (list[JobPlacement] | Unset):
             messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
@@ -54,6 +57,7 @@ class PlanView:
     created_at: datetime.datetime
     id: UUID
     user: str
+    deadline: datetime.datetime | None | Unset = UNSET
     holds_aborted: int | Unset = UNSET
     jobs: list[JobPlacement] | Unset = UNSET
     messages: int | Unset = UNSET
@@ -79,6 +83,14 @@ class PlanView:
         id = str(self.id)
 
         user = self.user
+
+        deadline: None | str | Unset
+        if isinstance(self.deadline, Unset):
+            deadline = UNSET
+        elif isinstance(self.deadline, datetime.datetime):
+            deadline = self.deadline.isoformat()
+        else:
+            deadline = self.deadline
 
         holds_aborted = self.holds_aborted
 
@@ -134,6 +146,8 @@ class PlanView:
                 "user": user,
             }
         )
+        if deadline is not UNSET:
+            field_dict["deadline"] = deadline
         if holds_aborted is not UNSET:
             field_dict["holds_aborted"] = holds_aborted
         if jobs is not UNSET:
@@ -172,6 +186,23 @@ class PlanView:
         id = UUID(d.pop("id"))
 
         user = d.pop("user")
+
+        def _parse_deadline(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                deadline_type_0 = datetime.datetime.fromisoformat(data)
+
+                return deadline_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        deadline = _parse_deadline(d.pop("deadline", UNSET))
 
         holds_aborted = d.pop("holds_aborted", UNSET)
 
@@ -247,6 +278,7 @@ class PlanView:
             created_at=created_at,
             id=id,
             user=user,
+            deadline=deadline,
             holds_aborted=holds_aborted,
             jobs=jobs,
             messages=messages,

@@ -32,6 +32,9 @@ class TransferPlacement:
             broken (None | str | Unset): Why the network can no longer honour this transfer's guaranteed rate, once it
                 cannot
                 (the plan is then `broken`); absent while it is honoured.
+            price_per_gbps_hour (float | Unset): The path's price of one Gbit/s-hour when the transfer was booked (0 and
+                absent on a
+                free path or none).
             state (None | PartState | Unset):
             traffic (None | TransferTraffic | Unset):
     """
@@ -43,6 +46,7 @@ class TransferPlacement:
     start: datetime.datetime
     to: str
     broken: None | str | Unset = UNSET
+    price_per_gbps_hour: float | Unset = UNSET
     state: None | PartState | Unset = UNSET
     traffic: None | TransferTraffic | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -67,6 +71,8 @@ class TransferPlacement:
             broken = UNSET
         else:
             broken = self.broken
+
+        price_per_gbps_hour = self.price_per_gbps_hour
 
         state: None | str | Unset
         if isinstance(self.state, Unset):
@@ -98,6 +104,8 @@ class TransferPlacement:
         )
         if broken is not UNSET:
             field_dict["broken"] = broken
+        if price_per_gbps_hour is not UNSET:
+            field_dict["price_per_gbps_hour"] = price_per_gbps_hour
         if state is not UNSET:
             field_dict["state"] = state
         if traffic is not UNSET:
@@ -130,6 +138,8 @@ class TransferPlacement:
             return cast(None | str | Unset, data)
 
         broken = _parse_broken(d.pop("broken", UNSET))
+
+        price_per_gbps_hour = d.pop("price_per_gbps_hour", UNSET)
 
         def _parse_state(data: object) -> None | PartState | Unset:
             if data is None:
@@ -173,6 +183,7 @@ class TransferPlacement:
             start=start,
             to=to,
             broken=broken,
+            price_per_gbps_hour=price_per_gbps_hour,
             state=state,
             traffic=traffic,
         )
