@@ -14,14 +14,16 @@ import pytest
 from coreserve_client import AuthenticatedClient
 from coreserve_client.api.network import get_network
 from coreserve_client.api.ops import healthz, readyz
-from coreserve_client.api.plans import cancel_plan, create_plan, get_plan, list_plans
+from coreserve_client.api.plans import cancel_plan, create_plan, get_plan, list_plans, modify_plan
 from coreserve_client.api.sites import get_site, list_sites
 from coreserve_client.models import (
     ComputeDemand,
     Health,
+    JobChange,
     NetworkDemand,
     NetworkView,
     PlanBody,
+    PlanModification,
     PlanStatus,
     PlanView,
     Problem,
@@ -177,6 +179,22 @@ def test_workflow_commit_retry_read_list_cancel(alice: AuthenticatedClient) -> N
     # The key still answers the first plan, now cancelled; it never books again.
     after = plan_of(create_plan.sync_detailed(client=alice, body=body, idempotency_key=key), 201)
     assert (after.id, after.status) == (plan.id, PlanStatus.CANCELLED)
+
+
+def test_modify_a_plan_all_or_nothing(alice: AuthenticatedClient) -> None:
+    plan = plan_of(create_plan.sync_detailed(client=alice, body=diamond()), 201)
+    assert plan.status == PlanStatus.COMMITTED, plan.reason
+    # D is the last job: an extra hour fits (nothing depends on its end).
+    longer = PlanModification(jobs=[JobChange(name="D", duration_s=7200)])
+    modified = plan_of(modify_plan.sync_detailed(client=alice, id=plan.id, body=longer), 200)
+    d0, d1 = ({j.name: j for j in p.jobs}["D"] for p in (plan, modified))
+    assert (d1.start, d1.end) == (d0.start, d0.end + timedelta(hours=1))
+    assert modified.cost > plan.cost
+    # More CPUs than any site has: refused, naming the job; nothing changes.
+    resp = modify_plan.sync_detailed(client=alice, id=plan.id, body=PlanModification(jobs=[JobChange(name="D", cpus=99)]))
+    assert "job `D`" in problem_of(resp, 409, "modification-refused").detail
+    assert plan_of(get_plan.sync_detailed(client=alice, id=plan.id), 200).jobs == modified.jobs
+    cancel_plan.sync_detailed(client=alice, id=plan.id)
 
 
 def test_dry_run_is_planned_and_stores_nothing(alice: AuthenticatedClient) -> None:
