@@ -14,7 +14,7 @@ use super::{
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, Site, Time};
-use crate::protocol::decision::InDoubt;
+use crate::protocol::decision::{Decision, InDoubt};
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, TxnId};
 
 /// Where a journaled hold stands beyond its [`HoldState`] (the `state` column in PostgreSQL).
@@ -98,6 +98,60 @@ impl Inner {
         if let Some(p) = self.plans.get(&id) {
             self.events.push(PlanEvent::of(next, Utc::now(), p));
         }
+    }
+
+    /// The project `user`'s plans are charged to, once the charge `usage` is checked against
+    /// its allocation and every live charge of the project but plan `except`'s (under the
+    /// store's lock, which every charge goes through).
+    fn charge_check(&self, user: &str, usage: &[Usage], except: Option<Uuid>) -> Result<String, StoreError> {
+        let (project, limited) = crate::fairshare::project_of(self.projects.values(), user);
+        if let Some(p) = limited {
+            let booked: Vec<Usage> = self
+                .charges
+                .iter()
+                .filter(|(plan, (q, _))| Some(**plan) != except && *q == project)
+                .flat_map(|(_, (_, u))| u.iter().copied())
+                .collect();
+            crate::fairshare::check_limit(p, &booked, usage).map_err(StoreError::AllocationExceeded)?;
+        }
+        Ok(project)
+    }
+
+    /// Writes decision `d` of plan `plan` under `claim`: with `reservations` (participants in
+    /// this process) its parts as committed reservations, the ones they replace released, and
+    /// the transaction finished; else the transaction in doubt until its end is recorded.
+    fn decided(
+        &mut self,
+        d: &Decision<'_>,
+        plan: Uuid,
+        reservations: bool,
+        claim: &Claim,
+        modification: Option<(Outcome, Vec<crate::protocol::decision::Booking>)>,
+    ) {
+        if reservations {
+            for p in d.parts {
+                if let Some(old) = p.request.replaces().and_then(|h| self.holds.get_mut(&h)) {
+                    old.life = Life::Ended;
+                }
+                let hold = StoredHold {
+                    participant: p.participant.clone(),
+                    hold: p.hold,
+                    request: p.request.clone(),
+                    state: HoldState::Committed,
+                    via_api: false,
+                };
+                self.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(plan) });
+            }
+        }
+        let doubt = (!reservations).then(|| InDoubt {
+            txn: d.txn,
+            parts: d.parts.to_vec(),
+            outcome: d.outcome.clone(),
+            compensating: false,
+        });
+        let seq = self.txns.len() as u64;
+        let row = TxnRow { doubt, plan, claim: claim.id, lease_until: lease(claim.lease_s), seq, modification };
+        self.txns.insert(d.txn, row);
     }
 
     /// Rewrites plan `id` as modified, with its `plan.modified` event.
@@ -377,43 +431,11 @@ impl Store for MemoryStore {
         let d = &r.decision;
         // The charge, checked under the store's lock (every charge goes through it).
         let usage = Usage::of_outcome(&r.plan.outcome);
-        let (project, limited) = crate::fairshare::project_of(g.projects.values(), &r.plan.user);
-        if let Some(p) = limited {
-            let booked: Vec<Usage> =
-                g.charges.values().filter(|(q, _)| *q == project).flat_map(|(_, u)| u.iter().copied()).collect();
-            crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
-        }
+        let project = g.charge_check(&r.plan.user, &usage, None)?;
         if let Some((key, print)) = r.key {
             complete_key(&mut g, r.plan.owner, key, print, r.claim, r.plan.id)?;
         }
-        if r.reservations {
-            for p in d.parts {
-                let hold = StoredHold {
-                    participant: p.participant.clone(),
-                    hold: p.hold,
-                    request: p.request.clone(),
-                    state: HoldState::Committed,
-                    via_api: false,
-                };
-                g.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(r.plan.id) });
-            }
-        }
-        let doubt = (!r.reservations).then(|| InDoubt {
-            txn: d.txn,
-            parts: d.parts.to_vec(),
-            outcome: d.outcome.clone(),
-            compensating: false,
-        });
-        let seq = g.txns.len() as u64;
-        let row = TxnRow {
-            doubt,
-            plan: r.plan.id,
-            claim: r.claim.id,
-            lease_until: lease(r.claim.lease_s),
-            seq,
-            modification: None,
-        };
-        g.txns.insert(d.txn, row);
+        g.decided(d, r.plan.id, r.reservations, r.claim, None);
         g.order.push(r.plan.id);
         g.plans.insert(r.plan.id, r.plan.clone());
         g.event(r.plan.id);
@@ -431,49 +453,17 @@ impl Store for MemoryStore {
             _ => return Err(StoreError::Superseded),
         };
         let usage = Usage::of_outcome(d.outcome);
-        let (project, limited) = crate::fairshare::project_of(g.projects.values(), &user);
-        if let Some(p) = limited {
-            let booked: Vec<Usage> = g
-                .charges
-                .iter()
-                .filter(|(plan, (q, _))| **plan != r.plan && *q == project)
-                .flat_map(|(_, (_, u))| u.iter().copied())
-                .collect();
-            crate::fairshare::check_limit(p, &booked, &usage).map_err(StoreError::AllocationExceeded)?;
-        }
+        g.charge_check(&user, &usage, Some(r.plan))?;
         if let Some((key, print)) = r.key {
             complete_key(&mut g, r.owner, key, print, r.claim, r.plan)?;
         }
         if let Some(c) = g.charges.get_mut(&r.plan) {
             c.1 = usage;
         }
-        let modification = Some((d.outcome.clone(), r.bookings.to_vec()));
+        g.decided(d, r.plan, r.reservations, r.claim, Some((d.outcome.clone(), r.bookings.to_vec())));
         if r.reservations {
-            for p in d.parts {
-                if let Some(old) = p.request.replaces().and_then(|h| g.holds.get_mut(&h)) {
-                    old.life = Life::Ended;
-                }
-                let hold = StoredHold {
-                    participant: p.participant.clone(),
-                    hold: p.hold,
-                    request: p.request.clone(),
-                    state: HoldState::Committed,
-                    via_api: false,
-                };
-                g.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(r.plan) });
-            }
             g.modified(r.plan, d.outcome, r.bookings);
         }
-        let doubt = (!r.reservations).then(|| InDoubt {
-            txn: d.txn,
-            parts: d.parts.to_vec(),
-            outcome: d.outcome.clone(),
-            compensating: false,
-        });
-        let seq = g.txns.len() as u64;
-        let row =
-            TxnRow { doubt, plan: r.plan, claim: r.claim.id, lease_until: lease(r.claim.lease_s), seq, modification };
-        g.txns.insert(d.txn, row);
         Ok(())
     }
 

@@ -331,7 +331,8 @@ async fn the_cli_modifies_a_plan_from_flags() {
     assert_eq!(plan["status"], "committed");
     let env = [("CORESERVE_URL", app.base.as_str()), ("CORESERVE_TOKEN", token.as_str())];
     let cli = crate::api::coreserve;
-    let (code, out, err) = cli(&["plans", "modify", "wf-1", "--job", "A", "--duration", "2h", "-o", "json"], &env).await;
+    let (code, out, err) =
+        cli(&["plans", "modify", "wf-1", "--job", "A", "--duration", "2h", "-o", "json"], &env).await;
     assert_eq!(code, 0, "{err}");
     let modified: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(seconds(&modified["jobs"][0]["end"]), seconds(&plan["jobs"][0]["start"]) + 7200, "{out}");
