@@ -408,3 +408,57 @@ async fn the_upgrade_revokes_impostor_tokens_and_charges_earlier_plans(_: PgPool
     assert_eq!(got, vec![(0, 7200, 4), (3600, 10800, 2)]);
     s.pool().close().await;
 }
+
+/// Issue 29: TLS to PostgreSQL. A server with a certificate from a test CA (for 127.0.0.1):
+/// the store connects with `sslmode=verify-full` and that CA, and its connection is encrypted
+/// (`pg_stat_ssl`); with another CA, verify-full refuses the server. Before, sqlx was built
+/// without TLS and every `sslmode` but `disable` / `prefer` failed.
+#[tokio::test]
+async fn the_store_connects_to_postgres_over_verified_tls() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        p.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let pem = p.self_signed(&key).unwrap().pem();
+        (pem, Issuer::new(p, key))
+    };
+    let (ca_pem, issuer) = ca("test CA");
+    let (other_pem, _) = ca("another CA");
+    let key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap().signed_by(&key, &issuer).unwrap();
+
+    let mut cluster = crate::support::cluster::PgCluster::new();
+    let cert = cluster.write_private("server.crt", server.pem().as_bytes());
+    let key = cluster.write_private("server.key", key.serialize_pem().as_bytes());
+    cluster.restart_with(&format!(
+        "-c ssl=on -c ssl_cert_file='{}' -c ssl_key_file='{}'",
+        cert.display(),
+        key.display()
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_file, other_file) = (dir.path().join("ca.pem"), dir.path().join("other.pem"));
+    std::fs::write(&ca_file, ca_pem).unwrap();
+    std::fs::write(&other_file, other_pem).unwrap();
+    let url = |root: &std::path::Path| {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={}",
+            cluster.port(),
+            root.display()
+        )
+    };
+
+    let store = PgStore::connect(&url(&ca_file)).await.expect("verify-full with the server's CA connects");
+    store.ping().await.unwrap();
+    let mut conn = PgConnection::connect(&url(&ca_file)).await.unwrap();
+    let (ssl, version): (bool, Option<String>) =
+        sqlx::query_as("SELECT ssl, version FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(ssl, "the connection is encrypted");
+    assert!(version.is_some_and(|v| v.starts_with("TLS")));
+    let refused = PgStore::connect(&url(&other_file)).await;
+    assert!(refused.is_err(), "verify-full refuses a server whose CA is not the one given");
+}

@@ -15,6 +15,8 @@ pub struct PgCluster {
     bin: PathBuf,
     port: u16,
     as_root: bool,
+    /// Server options added to every start (`-c name=value ...`).
+    extra: String,
 }
 
 /// The directory holding `initdb` and `pg_ctl`: `PATH` first, else the highest
@@ -67,7 +69,7 @@ impl PgCluster {
         if as_root {
             check("chown postgres", Command::new("chown").args(["postgres:"]).arg(&dir).output());
         }
-        let mut cluster = PgCluster { data: dir.join("data"), dir, bin, port: 0, as_root };
+        let mut cluster = PgCluster { data: dir.join("data"), dir, bin, port: 0, as_root, extra: String::new() };
         let mut initdb = cluster.pg("initdb");
         initdb.arg("-D").arg(&cluster.data).args([
             "-A",
@@ -105,9 +107,10 @@ impl PgCluster {
 
     fn try_start(&self) -> bool {
         let opts = format!(
-            "-p {} -k '{}' -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off",
+            "-p {} -k '{}' -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off {}",
             self.port,
-            self.dir.display()
+            self.dir.display(),
+            self.extra
         );
         let mut cmd = self.pg("pg_ctl");
         cmd.arg("-D")
@@ -134,6 +137,33 @@ impl PgCluster {
         let mut cmd = self.pg("pg_ctl");
         cmd.arg("-D").arg(&self.data).args(["-m", "immediate", "-w", "stop"]);
         check("pg_ctl stop", cmd.output());
+    }
+
+    /// Stops the cluster and starts it again with the server options `extra` (`-c name=value
+    /// ...`) added. Panics if it does not come up.
+    pub fn restart_with(&mut self, extra: &str) {
+        self.stop();
+        self.extra = extra.to_owned();
+        self.start();
+    }
+
+    /// Writes `contents` to `name` in the cluster's directory, readable by the server only
+    /// (owned by `postgres` when we are root; mode 0600, as PostgreSQL wants of a key file);
+    /// returns its path.
+    pub fn write_private(&self, name: &str, contents: &[u8]) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        if self.as_root {
+            check("chown postgres", Command::new("chown").args(["postgres:"]).arg(&path).output());
+        }
+        path
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The URL of database `db` (as the `postgres` user).
