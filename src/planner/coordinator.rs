@@ -396,6 +396,9 @@ impl Coordinator {
             // The outcome as it will be once every commit is sent (one message each).
             let mut outcome = self.current();
             outcome.messages += self.parts.len() as u64;
+            if self.modification {
+                return self.decide_then_commit(log, &decided, &outcome).await;
+            }
             // Participants in this process: commit in memory, then one durable write.
             if let Err(rejected) = self.commit_or_give_back().await {
                 return rejected;
@@ -436,6 +439,28 @@ impl Coordinator {
                 PlanResult { outcome, bookings: vec![], settlement: Settlement::InDoubt(Box::new(cause)) }
             }
         }
+    }
+
+    /// A modification with participants in this process: the durable write first (the plan
+    /// as modified, the replacements committed and the replaced reservations released), then
+    /// the commits in memory. The other order, planning's, cannot be undone when the write
+    /// fails: a committed replacement has released its reservation, and giving it back would
+    /// cancel the part. This way a refused write aborts every hold and nothing changed, and a
+    /// crash after it is restored from the store as modified. The commits cannot be refused
+    /// in process once the leases were renewed; if one still is, the store (the plan as
+    /// modified) is what a restart restores, and the error is logged.
+    async fn decide_then_commit(mut self, log: &dyn DecisionLog, decided: &[Part], outcome: &Outcome) -> PlanResult {
+        let decision = Decision { txn: self.txn, parts: decided, outcome };
+        if let Err(e) = log.decide(&decision).await {
+            let _ = self.compensate(&[]).await;
+            return self.undecided(e);
+        }
+        self.crash_point("after-decision");
+        if let Phase2::Refused { cause, .. } | Phase2::Unreachable { cause } = self.phase2().await {
+            tracing::error!(txn = %self.txn, reason = %cause, "a decided modification's commit failed in process; the store has it modified");
+        }
+        self.crash_point("after-commit");
+        self.committed()
     }
 
     /// The log did not take the decision: nothing is booked (the parts were given back).

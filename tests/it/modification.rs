@@ -267,7 +267,9 @@ async fn modifications_racing_new_plans_on_three_planners_never_overbook() {
 
 /// `kill -9` (a fault-injection abort) at each step of a modification's two-phase commit in
 /// the all-in-one service: after a restart the plan is entirely as it was (before the durable
-/// decision) or entirely as modified (after it), and each site books exactly its jobs.
+/// decision) or entirely as modified (after it: the decision is written before the commits in
+/// memory, and the restart restores the store's reservations), and each site books exactly its
+/// jobs.
 #[tokio::test]
 async fn a_crash_at_each_step_of_a_modification_loses_nothing_and_half_changes_nothing() {
     let _machine = machine::reserve("crash").await;
@@ -283,7 +285,7 @@ async fn a_crash_at_each_step_of_a_modification_loses_nothing_and_half_changes_n
     s.kill();
     let mut current = plan;
     for (step, (point, survives)) in
-        [("after-prepare", false), ("after-commit", false), ("after-decision", true)].into_iter().enumerate()
+        [("after-prepare", false), ("after-decision", true), ("after-commit", true)].into_iter().enumerate()
     {
         let s = Server::start(db, Some(&grid), &[], Some(point));
         let change = json!({"jobs": [{"name": "B", "duration_s": 3600 + 600 * (step as i64 + 1)}]});
@@ -315,7 +317,8 @@ async fn a_crash_at_each_step_of_a_modification_loses_nothing_and_half_changes_n
                 "{point}: {site}"
             );
         }
-        assert_eq!(events_of(db, &id).await.get("plan.modified").copied().unwrap_or(0), i64::from(survives));
+        let modified = [false, true, true][..=step].iter().filter(|s| **s).count() as i64;
+        assert_eq!(events_of(db, &id).await.get("plan.modified").copied().unwrap_or(0), modified);
         current = now;
         s.kill();
     }
@@ -342,4 +345,39 @@ async fn the_cli_modifies_a_plan_from_flags() {
     let (code, _, err) = cli(&["plans", "modify", "wf-1", "--transfer", "AB", "--bandwidth", "10"], &env).await;
     assert_eq!(code, 2, "{err}");
     assert_eq!(app.json(&format!("/v1/plans/{}", plan["id"].as_str().unwrap()), &token).await, modified);
+}
+
+/// A modification whose durable decision is refused (here: it would exceed its project's
+/// allocation, re-checked with the decision) changes nothing, in the store nor at the sites.
+/// Before, the all-in-one committed the replacements in memory first, as planning does, and
+/// could not give them back when the write failed: the site kept the new shape (and had
+/// released the old reservation) while the plan said the old one.
+#[tokio::test]
+async fn a_modification_over_its_allocation_changes_nothing_anywhere() {
+    let app = TestApp::spawn().await;
+    let ana = app.token("ana", false).await;
+    let period_start = ts(Utc::now() - chrono::Duration::days(1));
+    // 30 CPU-hours: the workflow's 24 fit, an extra hour of 12 CPUs does not.
+    let lab = json!({"allocation": {"cpu_hours": 30.0, "period_s": 315_360_000, "period_start": period_start},
+                     "members": ["ana"]});
+    let r = app.call(Method::PUT, "/v1/projects/lab", Some(ADMIN), Some(&lab)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let plan: Value = app.post("/v1/plans", &ana, &workflow()).await.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap();
+    let r = patch(&app, id, &ana, &json!({"jobs": [{"name": "A", "duration_s": 7200}]})).await;
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert!(p["detail"].as_str().unwrap().contains("allocation exceeded"), "{p}");
+    assert_eq!(app.json(&format!("/v1/plans/{id}"), &ana).await, plan, "the plan is as it was");
+    let plans = app.plans(ADMIN, "").await;
+    for site in ["s1", "s2"] {
+        assert_eq!(booked_at(&app, site).await, planned_at(&plans, site), "{site} books the plan as it was");
+    }
+    // Within the allocation it goes through.
+    let r = patch(&app, id, &ana, &json!({"jobs": [{"name": "A", "duration_s": 5400}]})).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let plans = app.plans(ADMIN, "").await;
+    for site in ["s1", "s2"] {
+        assert_eq!(booked_at(&app, site).await, planned_at(&plans, site), "{site}");
+    }
 }
