@@ -7,6 +7,10 @@
 //!   reservation Slurm does not have.
 //! - **Abort and release delete it** ([`Lis::drop_local`]); a lapsed lease and a delete that
 //!   failed leave a *stray* that the next [`Lis::sync`] deletes.
+//! - **A modification** (a replacement hold) makes the new shape's reservation beside the old
+//!   one (`Flags=OVERLAP`: the calendar holds `max(old, new)`, Slurm both), and its commit
+//!   deletes the old one: `sbatch --reservation` then names the new reservation, which the
+//!   modified plan's job carries.
 //! - **[`Lis::sync`]**, at start and every `sync_s`: Slurm's reservations not made by coreserve
 //!   are blocked in the CPU calendar (capacity already sold); coreserve's own are reconciled
 //!   with the hold book both ways; a committed reservation that Slurm lost or changed while
@@ -147,15 +151,18 @@ impl Lis {
             return None;
         }
         let (_, booked) = st.holds.get(hold)?;
-        let span = st.calendar.span(booked.cpus)?;
+        // A replacement hold's reservation is its new shape, made beside the one it replaces.
+        let (start, end, cpus, overlap) = match &booked.growth {
+            Some(g) => (g.request.start, g.request.end, u64::from(g.request.cpus), true),
+            None => {
+                let span = st.calendar.span(booked.cpus)?;
+                (span.start, span.end, span.amount, false)
+            }
+        };
         Some(match st.local.users.get(&hold) {
-            Some(user) => Ok(NewReservation {
-                name: slurm.reservation_name(hold),
-                start: span.start,
-                end: span.end,
-                cpus: span.amount,
-                user: user.clone(),
-            }),
+            Some(user) => {
+                Ok(NewReservation { name: slurm.reservation_name(hold), start, end, cpus, user: user.clone(), overlap })
+            }
             None => Err(ParticipantError::NoLocalAccount {
                 site: self.site().id,
                 user: format!("(the user of hold {hold})"),

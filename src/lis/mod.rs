@@ -275,12 +275,6 @@ impl Lis {
     }
 
     fn book_growth(&self, st: &mut State, old: HoldId, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
-        if self.slurm.is_some() {
-            return Err(ParticipantError::LocalScheduler {
-                site: req.site.clone(),
-                reason: "a reservation at a site in front of Slurm cannot be modified in place yet".into(),
-            });
-        }
         let pool = self.pool_of(req)?;
         let base = match st.holds.get(old) {
             Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
@@ -543,14 +537,22 @@ impl HoldLifecycle for Lis {
 
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.ensure_local(&[hold]).await?;
-        let mut st = self.state();
-        match st.holds.get(hold) {
-            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
-                let g = (**g).clone();
-                self.swap(&mut st, hold, &g)
+        let replaced = {
+            let mut st = self.state();
+            match st.holds.get(hold) {
+                Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
+                    let g = (**g).clone();
+                    self.swap(&mut st, hold, &g)?;
+                    Some(g.replaces)
+                }
+                _ => return st.holds.commit(hold),
             }
-            _ => st.holds.commit(hold),
+        };
+        // The replaced reservation's local one (Slurm) goes with it.
+        if let Some(old) = replaced {
+            self.drop_local(old).await;
         }
+        Ok(())
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {

@@ -168,6 +168,10 @@ pub struct NewReservation {
     pub cpus: u64,
     /// The Slurm user (`Users=`).
     pub user: String,
+    /// May share cores with other reservations (`Flags=OVERLAP`): the new shape of a
+    /// modified job, made beside its reservation until the commit deletes that one (the LIS's
+    /// calendar, not Slurm, is what keeps the partition from being sold twice).
+    pub overlap: bool,
 }
 
 /// A Slurm cluster, reached through `scontrol`.
@@ -275,6 +279,7 @@ impl Slurm {
             format!("CoreCnt={}", r.cpus),
             format!("Users={}", r.user),
         ];
+        let args = if r.overlap { [args, vec!["Flags=OVERLAP".into()]].concat() } else { args };
         match self.scontrol(&args).await {
             Ok(_) => Ok(()),
             Err(SlurmError::Refused(m)) if m.contains("already exists") || m.contains("Duplicate") => {

@@ -450,6 +450,12 @@ impl Coordinator {
     /// in process once the leases were renewed; if one still is, the store (the plan as
     /// modified) is what a restart restores, and the error is logged.
     async fn decide_then_commit(mut self, log: &dyn DecisionLog, decided: &[Part], outcome: &Outcome) -> PlanResult {
+        // A participant in front of a local scheduler makes the new shapes there now, so that
+        // its refusal comes before the decision (see `crate::lis::binding`).
+        if let Err(cause) = commit::persist_groups(&self.groups(), &self.holds(), &mut self.outcome.messages).await {
+            let _ = self.compensate(&[]).await;
+            return self.rejected(cause.to_string());
+        }
         let decision = Decision { txn: self.txn, parts: decided, outcome };
         if let Err(e) = log.decide(&decision).await {
             let _ = self.compensate(&[]).await;

@@ -92,6 +92,8 @@ impl Planner {
         let txn = TxnId::new();
         let user = opts.user.map(str::to_owned);
         let mut held: Vec<HeldPart> = Vec::new();
+        // (replaced reservation, its replacement) of every changed part.
+        let mut renamed = Vec::new();
         let mut messages = 0u64;
         for part in parts {
             let (name, target, prepared) = match part {
@@ -147,7 +149,10 @@ impl Planner {
             };
             let (participant, booking, request) = target;
             match prepared {
-                Ok(h) => held.push(HeldPart { participant, target: booking.participant.clone(), hold: h.id, request }),
+                Ok(h) => {
+                    renamed.push((booking.hold, h.id));
+                    held.push(HeldPart { participant, target: booking.participant.clone(), hold: h.id, request });
+                }
                 Err(e) => {
                     let when = self.when_it_could(&name, new, &e, &mut messages).await;
                     self.give_back(&held, &mut messages).await;
@@ -170,6 +175,14 @@ impl Planner {
         outcome.planner = self.cfg.name.clone();
         outcome.messages = messages;
         outcome.holds_aborted = 0;
+        // A job's local reservation (Slurm) is named after its hold: the replacement's now.
+        for j in &mut outcome.jobs {
+            if let Some(name) = &mut j.reservation_name {
+                for (old, new) in &renamed {
+                    *name = name.replace(&old.as_uuid().simple().to_string(), &new.as_uuid().simple().to_string());
+                }
+            }
+        }
         let mut result = Coordinator::modifying(txn, held, outcome, started).book(opts.log).await;
         if matches!(result.settlement, Settlement::Final) && result.outcome.status == OutcomeStatus::Committed {
             result.bookings = replaced_bookings(bookings, &decided);

@@ -608,3 +608,39 @@ async fn a_planner_books_a_slurm_site_on_another_database_by_certificate() {
     assert_ne!(plan["jobs"][0]["site"], SITE, "{plan}");
     assert_eq!(cluster.ours().len(), 1);
 }
+
+/// Issue 25: a job modified at the Slurm site is booked in Slurm as modified. On a full
+/// partition (16 of 16 cores) its longer shape is made beside the old reservation until the
+/// commit deletes that one, and the plan names the new reservation; a change the site cannot
+/// take leaves Slurm as it was.
+#[tokio::test]
+async fn a_modified_job_is_booked_again_in_slurm() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let plan = submit(&app, &one_job("m1", CPUS, 3600)).await;
+    assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)));
+    let old_name = plan["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    let id = plan["id"].as_str().unwrap();
+    let path = format!("/v1/plans/{id}");
+
+    let longer = json!({"jobs": [{"name": "A", "duration_s": 7200}]});
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&longer)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let modified: Value = r.json().await.unwrap();
+    let job = &modified["jobs"][0];
+    let name = job["reservation_name"].as_str().unwrap();
+    assert_ne!(name, old_name, "the job's reservation is the replacement's");
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 1, "the old reservation is gone: {ours:?}");
+    assert_eq!(ours[0].name, name);
+    assert_eq!((ours[0].start, ours[0].end, ours[0].cpus), (time(&job["start"]), time(&job["end"]), 16));
+    assert_eq!(time(&job["end"]) - time(&job["start"]), 7200);
+
+    // More cores than the partition has: refused, and Slurm keeps exactly the modified one.
+    let wider = json!({"jobs": [{"name": "A", "cpus": 20}]});
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&wider)).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    let after = cluster.ours();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_eq!((after[0].name.as_str(), after[0].end), (name, time(&job["end"])));
+}
