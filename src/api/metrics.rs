@@ -5,6 +5,9 @@
 //!   cancellations (`cancelled`);
 //! - `coreserve_recovered_total{result}`: in-doubt transactions the recovery loop settled
 //!   (`committed`, `compensated`);
+//! - `coreserve_plan_modifications_total{result}`: `PATCH /v1/plans/{id}` that reached a
+//!   planner, by result (`committed`, `refused`: a part did not fit or the decision was
+//!   refused; nothing changed);
 //! - `coreserve_planning_seconds`: planning latency histogram (every POST /v1/plans that
 //!   reached a planner);
 //! - `coreserve_holds_outstanding`: live holds over every participant (read at scrape time);
@@ -104,6 +107,8 @@ pub struct Metrics {
     plans: [AtomicU64; STATUSES.len()],
     /// Recovered transactions: committed, compensated.
     recovered: [AtomicU64; 2],
+    /// Plan modifications: committed, refused.
+    modifications: [AtomicU64; 2],
     /// Planning latency.
     latency: Histogram,
     /// Participant calls, by [`KINDS`] then [`Message::VARIANTS`].
@@ -142,6 +147,7 @@ impl Default for Metrics {
         Metrics {
             plans: Default::default(),
             recovered: Default::default(),
+            modifications: Default::default(),
             latency: Histogram::new(&BUCKETS),
             calls: (0..KINDS.len() * Message::VARIANTS.len()).map(|_| Histogram::new(&CALL_BUCKETS)).collect(),
             aborts: AtomicU64::new(0),
@@ -198,6 +204,11 @@ impl Metrics {
     /// One plan was cancelled.
     pub fn cancelled(&self) {
         self.plans[index(PlanStatus::Cancelled)].fetch_add(1, Relaxed);
+    }
+
+    /// One plan modification was committed (`true`) or refused.
+    pub fn modified(&self, committed: bool) {
+        self.modifications[usize::from(!committed)].fetch_add(1, Relaxed);
     }
 
     /// The recovery loop settled `committed` + `compensated` in-doubt transactions.
@@ -278,6 +289,14 @@ impl Metrics {
         s.push_str("# TYPE coreserve_recovered_total counter\n");
         for (i, result) in ["committed", "compensated"].iter().enumerate() {
             let _ = writeln!(s, "coreserve_recovered_total{{result=\"{result}\"}} {}", self.recovered[i].load(Relaxed));
+        }
+        s.push_str(
+            "# HELP coreserve_plan_modifications_total Plan modifications by result (refused: nothing changed).\n",
+        );
+        s.push_str("# TYPE coreserve_plan_modifications_total counter\n");
+        for (i, result) in ["committed", "refused"].iter().enumerate() {
+            let n = self.modifications[i].load(Relaxed);
+            let _ = writeln!(s, "coreserve_plan_modifications_total{{result=\"{result}\"}} {n}");
         }
         s.push_str("# HELP coreserve_planning_seconds Time to plan and book one request.\n");
         s.push_str("# TYPE coreserve_planning_seconds histogram\n");

@@ -162,6 +162,15 @@ async fn a_modification_books_every_change_or_none_and_says_what_did_not_fit() {
     for site in ["s1", "s2"] {
         assert_eq!(booked_at(&app, site).await, planned_at(&plans, site), "{site}");
     }
+    // Three committed (A longer, 900 Mbit/s, the move; the keyed retry is answered without a
+    // planner), three refused (20 CPUs, into the other user's hour, 1200 Mbit/s).
+    let metrics = app.metrics().await;
+    for line in [
+        "coreserve_plan_modifications_total{result=\"committed\"} 3",
+        "coreserve_plan_modifications_total{result=\"refused\"} 3",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
 }
 
 #[tokio::test]

@@ -189,6 +189,10 @@ async fn answer(
     claim: &Claim,
 ) -> Result<PlanRecord, ApiError> {
     let o = result.outcome;
+    let committed = matches!(result.settlement, Settlement::Final) && o.status == OutcomeStatus::Committed;
+    if committed || matches!(result.settlement, Settlement::Final | Settlement::Undecided(LogError::Refused(_))) {
+        st.metrics.modified(committed);
+    }
     match result.settlement {
         Settlement::Final if o.status == OutcomeStatus::Committed => {
             let modified = log.decided().ok_or_else(|| ApiError::internal("a committed modification is unrecorded"))?;
