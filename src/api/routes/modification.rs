@@ -125,7 +125,7 @@ pub async fn modify(
         }
     };
     let st = state.clone();
-    let (user, principal) = (caller.user.clone(), caller.principal);
+    let principal = caller.principal;
     let task = actix_web::rt::spawn(async move {
         let claim = &guard.claim;
         let result = match body.apply(&rec.outcome, st.now_utc()) {
@@ -133,7 +133,9 @@ pub async fn modify(
             Ok(new) => {
                 let meta = ModificationMeta { plan: &rec, key: key.as_deref().map(|k| (k, print.as_str())) };
                 let log = StoreDecisionLog::modifying(st.store.as_ref(), st.shares_fate(), claim, meta);
-                let opts = ModifyOptions { user: Some(&user), log: Some(&log) };
+                // Booked for the plan's owner (a Slurm site's local account), also when an admin
+                // makes the change.
+                let opts = ModifyOptions { user: Some(&rec.user), log: Some(&log) };
                 let result = st.planners.lend().modify(&rec.outcome, &rec.bookings, &new, opts).await;
                 answer(&st, &rec, result, log, claim).await
             }
