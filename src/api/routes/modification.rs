@@ -14,10 +14,9 @@
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use super::plans::{idempotency_key, in_progress, owned, task_failed, unrecorded, PlanView};
+use super::plans::{fingerprint, idempotency_key, in_progress, owned, task_failed, unrecorded, PlanView};
 use crate::api::auth::Caller;
 use crate::api::decision_log::{ModificationMeta, StoreDecisionLog};
 use crate::api::problem::{ApiError, Problem};
@@ -94,7 +93,7 @@ pub async fn modify(
     let key = idempotency_key(&req)?;
     let body: PlanModification = crate::api::body::parse(&req, &raw)?;
     let rec = owned(&state, &caller, *id).await?;
-    let print = hex::encode(Sha256::digest(serde_json::to_vec(&body).expect("a body serialises")));
+    let print = fingerprint(&body);
     let guard = state.claim();
     if let Some(key) = &key {
         match state.store.claim_key(caller.principal, key, &guard.claim).await? {

@@ -177,7 +177,9 @@ fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<Plan
     Ok(PlanRequest::new(raw)?)
 }
 
-fn fingerprint(body: &PlanBody) -> String {
+/// The SHA-256 of `body`'s JSON, hex: what tells a retry under an `Idempotency-Key` from a
+/// reuse of the key with another body.
+pub(super) fn fingerprint(body: &impl Serialize) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a body serialises")))
 }
 
