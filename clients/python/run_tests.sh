@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python client's checks, as CI runs them (any cwd):
 #   1. check_fresh.sh: the committed client is what generate.sh makes from openapi/coreserve.yaml;
-#   2. pytest clients/python/tests: the installed client against a live `coreserve serve`
-#      (in-memory store) that the tests start, and the example script.
+#   2. pytest clients/python/tests: the installed client (generated, and the coreserve layer on
+#      it) against a live `coreserve serve` (in-memory store) that the tests start, and the
+#      example scripts.
 # Both run; the exit status is non-zero if either failed. Extra arguments go to pytest.
 #
 #   CORESERVE_BIN      the coreserve binary (default target/release/coreserve of this repository;
@@ -25,10 +26,11 @@ cd "$here/../.."
 say() { echo "clients/python/run_tests.sh: $*" >&2; }
 
 ensure_venv
-# The generated package as a user installs it (its build backend is pinned in the venv, so no
-# build isolation); its dependencies are the venv's pinned ones, and pip check proves they fit.
+# The generated package and the hand-written layer on it (coreserve) as a user installs them
+# (their build backend is pinned in the venv, so no build isolation); their dependencies are the
+# venv's pinned ones, and pip check proves they fit.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-  --force-reinstall clients/python/coreserve-client
+  --force-reinstall clients/python/coreserve-client clients/python/coreserve
 "$venv/bin/python" -m pip check --disable-pip-version-check >/dev/null ||
   { "$venv/bin/python" -m pip check; exit 1; }
 
