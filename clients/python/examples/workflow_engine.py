@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A tiny workflow engine on the generated coreserve client (coreserve_client).
+"""A tiny workflow engine on the coreserve client (`coreserve`, the layer on the generated
+`coreserve_client`).
 
 It books a 4-job diamond workflow in advance — A feeds B and C, which both feed D, each edge a
 network transfer — checks the broker's answer, prints where and when every job and transfer
@@ -19,32 +20,21 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from http import HTTPStatus
 
-import httpx
-from coreserve_client import AuthenticatedClient, errors
-from coreserve_client.api.plans import cancel_plan, create_plan, get_plan
-from coreserve_client.api.sites import list_sites
-from coreserve_client.models import ComputeDemand, NetworkDemand, PlanBody, PlanStatus, PlanView, Problem
-from coreserve_client.types import Response, Unset
+import coreserve
+from coreserve.models import ComputeDemand, NetworkDemand, PlanBody, PlanStatus, PlanView
 
-# Answers after which the same request may be sent again with the same Idempotency-Key: the
-# server timed out reading the request before looking at it (408); the key is in use by a request still planning, or the plan is pending (409); too many of our
-# requests are in flight (429); the plan could not be recorded or its commit is not confirmed
-# yet (503). A retry with the same key and body never books twice.
-RETRYABLE = {
-    HTTPStatus.REQUEST_TIMEOUT,
-    HTTPStatus.CONFLICT,
-    HTTPStatus.TOO_MANY_REQUESTS,
-    HTTPStatus.SERVICE_UNAVAILABLE,
-}
+# A request answered 408, 409 (the key in use by a request still planning, or the plan pending),
+# 429 or 503, or not answered at all, is sent again with the same Idempotency-Key and body after
+# the Retry-After the broker sends: coreserve.Client.create_plan(retries=...) does it, and a
+# retry with the same key never books twice.
+RETRIES = 4
 
 
 class EngineError(Exception):
-    """The broker refused or failed a step of the workflow."""
+    """The broker refused a step of the workflow."""
 
 
 def diamond(os_name: str, deadline: datetime) -> PlanBody:
@@ -69,31 +59,9 @@ def diamond(os_name: str, deadline: datetime) -> PlanBody:
     return PlanBody(id=f"diamond-{uuid.uuid4().hex[:8]}", deadline=deadline, jobs=jobs, transfers=transfers)
 
 
-def expect_plan(resp: Response[PlanView | Problem], what: str) -> PlanView:
-    """The PlanView of a successful answer, else an EngineError with the problem's detail."""
-    if isinstance(resp.parsed, PlanView):
-        return resp.parsed
-    if isinstance(resp.parsed, Problem):
-        raise EngineError(f"{what}: {resp.status_code.value} {resp.parsed.title}: {resp.parsed.detail}")
-    raise EngineError(f"{what}: unexpected answer {resp.status_code.value}: {resp.content[:200]!r}")
-
-
-def submit(client: AuthenticatedClient, body: PlanBody, key: str, attempts: int = 5) -> PlanView:
-    """POST /v1/plans with an Idempotency-Key, retried (same key, same body) while the broker
-    answers 408, 409, 429 or 503, after the Retry-After it sends."""
-    for attempt in range(1, attempts + 1):
-        resp = create_plan.sync_detailed(client=client, body=body, idempotency_key=key)
-        if resp.status_code not in RETRYABLE or attempt == attempts:
-            return expect_plan(resp, "submit")
-        wait = min(float(resp.headers.get("Retry-After", "1")), 10.0)
-        print(f"broker answered {resp.status_code.value}; retrying with the same key in {wait:.0f} s")
-        time.sleep(wait)
-    raise AssertionError("unreachable")
-
-
-def ts(t: datetime | None | Unset) -> str:
-    """A time as RFC 3339 UTC; "-" for a field the answer does not have (UNSET or null)."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(t, datetime) else "-"
+def ts(t: datetime | None) -> str:
+    """A time as RFC 3339 UTC; "-" for a field the answer does not have (None)."""
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if t is not None else "-"
 
 
 def show(plan: PlanView) -> None:
@@ -107,10 +75,11 @@ def show(plan: PlanView) -> None:
         print(f"  transfer {t.from_} -> {t.to}: {t.bandwidth_mbps} Mbit/s, {ts(t.start)} -> {ts(t.end)}, links {path}")
 
 
-def run(client: AuthenticatedClient, os_name: str) -> None:
-    sites = list_sites.sync(client=client)
-    if not isinstance(sites, list):
-        raise EngineError(f"listing sites: {sites.detail if isinstance(sites, Problem) else 'no answer'}")
+def run(cs: coreserve.Client, os_name: str) -> None:
+    try:
+        sites = cs.sites()
+    except coreserve.ProblemError as e:
+        raise EngineError(f"listing sites: {e.title}: {e.detail}") from e
     matching = [s.id for s in sites if s.os.lower() == os_name.lower()]
     print(f"grid: {len(sites)} sites, {len(matching)} run {os_name}: {', '.join(matching)}")
     if not matching:
@@ -120,16 +89,16 @@ def run(client: AuthenticatedClient, os_name: str) -> None:
     deadline = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)
     body = diamond(os_name, deadline)
     key = f"workflow-engine-{uuid.uuid4()}"
-    answer = submit(client, body, key)
+    answer = cs.create_plan(body, idempotency_key=key, retries=RETRIES)
     print(f"submitted {body.id} (Idempotency-Key {key}): {answer.status.value}, plan {answer.id}")
     if answer.status != PlanStatus.COMMITTED:
         raise EngineError(f"the broker did not book the workflow: {answer.status.value}: {answer.reason}")
 
-    plan = expect_plan(get_plan.sync_detailed(client=client, id=answer.id), "get plan")
+    plan = cs.get_plan(answer.id)
     show(plan)
 
-    cancelled = expect_plan(cancel_plan.sync_detailed(client=client, id=plan.id), "cancel")
-    again = expect_plan(get_plan.sync_detailed(client=client, id=plan.id), "get plan after cancel")
+    cancelled = cs.cancel_plan(plan.id)
+    again = cs.get_plan(plan.id)
     print(f"cancelled plan {again.id}: {again.status.value} at {ts(cancelled.cancelled_at)}")
     if again.status != PlanStatus.CANCELLED:
         raise EngineError(f"plan {again.id} reads {again.status.value} after cancel")
@@ -142,13 +111,11 @@ def main() -> int:
         print("CORESERVE_TOKEN is not set (a bearer token of the service)", file=sys.stderr)
         return 1
     os_name = os.environ.get("CORESERVE_OS", "linux")
-    # Raise on statuses the OpenAPI document does not declare instead of returning None.
-    with AuthenticatedClient(
-        base_url=url, token=token, timeout=httpx.Timeout(60.0), raise_on_unexpected_status=True
-    ) as client:
+    with coreserve.Client(url, token, timeout=60) as cs:
         try:
-            run(client, os_name)
-        except (EngineError, errors.UnexpectedStatus, httpx.HTTPError) as e:
+            run(cs, os_name)
+        except (EngineError, coreserve.CoreserveError) as e:
+            # CoreserveError: a problem answer (`403 forbidden: ...`) or none (`cannot reach ...`).
             print(f"workflow engine: {e}", file=sys.stderr)
             return 1
     print("workflow engine: done")
