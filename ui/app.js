@@ -4,14 +4,26 @@
 //
 // The URL fragment may carry `token` (stored in sessionStorage, then removed from the URL),
 // `plan`, `site`, `booked` (1: only sites with bookings), `user`, `from` and `to` (RFC 3339).
+//
+// Two windows: the one loaded (by hand: from/to; else the live one, now - 1 h .. now + 48 h)
+// and the one shown: the loaded one when set by hand last, else fitted to the chosen plan's
+// span or to the bookings in view, then zoomed and panned with d3.zoom (wheel, drag) on the
+// site and link lanes together. Every time shown is UTC, 24-hour.
 "use strict";
 
 (function () {
   const POLL_MS = 2500;
   const TOKEN_KEY = "coreserve.token";
   const HOUR = 3600 * 1000;
+  const MINUTE = 60 * 1000;
   const fmt = d3.utcFormat("%Y-%m-%d %H:%M");
-  const fmtInput = d3.utcFormat("%Y-%m-%dT%H:%M");
+  const fmtInput = d3.utcFormat("%Y-%m-%d %H:%M");
+  const parseInput = d3.utcParse("%Y-%m-%d %H:%M");
+  const fmtDay = d3.utcFormat("%Y-%m-%d"), fmtHM = d3.utcFormat("%H:%M"), fmtHMS = d3.utcFormat("%H:%M:%S");
+  /** An axis tick in UTC, 24-hour: the date at midnight, else the time (seconds if any). */
+  const tickFormat = (d) => (d3.utcMinute(d) < d ? fmtHMS(d) : d3.utcDay(d) < d ? fmtHM(d) : fmtDay(d));
+  // One colour per user in an admin's view (no orange: the chosen plan; no grey: the others).
+  const USER_COLOURS = d3.schemeTableau10.filter((_, i) => i !== 1 && i !== 9);
 
   const state = {
     token: sessionStorage.getItem(TOKEN_KEY),
@@ -23,6 +35,14 @@
     siteRes: new Map(), // site id -> bookings
     linkRes: [],
     window: null, // {from, to} chosen by hand, or null: now - 1 h .. now + 48 h
+    focus: null, // what was chosen last: "window" (by hand) or "plan"; the view fits it
+    view: null, // [from, to] zoomed or panned to, or null: the fitted window
+    base: null, // the fitted window {from, to, by} of the last drawing
+    charts: [], // the lane charts drawn: {svg, draw(x)}
+    zoom: null,
+    syncing: false,
+    fitQuery: null, // "where does it fit": {site, cpus, duration_s}
+    fit: null, // its answer: the availability, or {error}
     site: "",
     bookedOnly: null, // only sites with bookings in the window (default: when over 12 sites)
     user: "",
@@ -53,7 +73,13 @@
     }
     if (h.has("booked")) state.bookedOnly = h.get("booked") === "1";
     const from = Date.parse(h.get("from") || ""), to = Date.parse(h.get("to") || "");
-    if (from < to) state.window = { from: new Date(from), to: new Date(to) };
+    if (from < to) {
+      state.window = { from: new Date(from), to: new Date(to) };
+      state.focus = "window";
+    } else if (h.has("plan")) {
+      state.focus = "plan";
+    }
+    state.view = null;
     writeFragment();
   }
 
@@ -74,7 +100,7 @@
 
   // ---- data ----
 
-  /** The window shown: the chosen one, or now - 1 h .. now + 48 h (to the minute). */
+  /** The window loaded: the chosen one, or now - 1 h .. now + 48 h (to the minute). */
   function currentWindow() {
     if (state.window) return state.window;
     const now = Math.floor(Date.now() / 60000) * 60000;
@@ -121,6 +147,15 @@
     const lists = await Promise.all(
       shown.map((s) => api(`/v1/sites/${encodeURIComponent(s.id)}/reservations?${q}`)),
     );
+    const f = state.fitQuery;
+    const fit = f
+      ? api(`/v1/sites/${encodeURIComponent(f.site)}/availability?${q}&cpus=${f.cpus}&duration_s=${f.duration_s}`)
+        .then((a) => Object.assign(a, f, { from: w.from.toISOString(), to: w.to.toISOString() }),
+          (e) => {
+            if (e.status === 401) throw e;
+            return Object.assign({ error: e.message }, f, { from: w.from.toISOString(), to: w.to.toISOString() });
+          })
+      : Promise.resolve(null);
     let selected = plans.find((p) => p.id === state.plan) || null;
     if (state.plan && !selected) {
       try {
@@ -130,7 +165,10 @@
         selected = { missing: true, id: state.plan, detail: e.message };
       }
     }
-    return { me, sites, network, plans, linkRes, siteRes: new Map(shown.map((s, i) => [s.id, lists[i]])), selected };
+    return {
+      me, sites, network, plans, linkRes, siteRes: new Map(shown.map((s, i) => [s.id, lists[i]])), selected,
+      fit: await fit,
+    };
   }
 
   /** Loads everything and redraws if anything changed (or `force`). One at a time. */
@@ -143,7 +181,7 @@
     clearTimeout(state.timer);
     try {
       if (!state.token) {
-        Object.assign(state, { me: null, error: null, plans: [], selected: null, siteRes: new Map(), linkRes: [] });
+        Object.assign(state, { me: null, error: null, plans: [], selected: null, siteRes: new Map(), linkRes: [], fit: null });
         render("Enter an API token (admin or user) to see the bookings.");
         setStatus("no token", false);
         return;
@@ -168,7 +206,7 @@
       const w = currentWindow();
       const signature = JSON.stringify([
         state.me, state.sites, state.network.links.length, state.plans.map((p) => p.id), state.selected,
-        [...state.siteRes], state.linkRes, w, state.site, state.bookedOnly, state.user, state.plan,
+        [...state.siteRes], state.linkRes, w, state.site, state.bookedOnly, state.user, state.plan, state.fit,
       ]);
       if (force || signature !== state.signature) {
         state.signature = signature;
@@ -228,29 +266,92 @@
     match();
     const bookedOnly = state.bookedOnly === null ? state.sites.length > 12 : state.bookedOnly;
     d3.select("#booked-only").property("checked", bookedOnly);
+    const fitSite = state.fit && !state.fit.error ? state.fit.site : null;
     const sites = state.sites.filter((s) => !state.site || s.id === state.site)
-      .filter((s) => !bookedOnly || (state.siteRes.get(s.id) || []).length);
+      .filter((s) => !bookedOnly || (state.siteRes.get(s.id) || []).length || s.id === fitSite);
+    const label = nodeLabels();
+    const siteName = siteNames();
+    const siteLanes = sites.map((s) => ({
+      id: s.id, title: siteName(s.id), sub: `${s.id} · ${s.cpus} CPUs · ${s.os}`, capacity: s.cpus, unit: "CPUs",
+      hint: `site ${s.id} at ${label(s.node)} [${s.node}]`, items: state.siteRes.get(s.id) || [],
+    }));
+    const byLink = d3.group(state.linkRes, (r) => r.link);
+    const linkLanes = state.network.links.filter((l) => byLink.has(l.id)).map((l) => ({
+      id: l.id, title: `${label(l.a)} – ${label(l.b)}`, sub: `${l.id} · ${l.capacity_mbps} Mb/s`,
+      hint: `link ${l.id}: ${label(l.a)} [${l.a}] – ${label(l.b)} [${l.b}]`,
+      capacity: l.capacity_mbps, unit: "Mb/s", items: byLink.get(l.id),
+    }));
+    state.base = message ? null : fitted([...siteLanes, ...linkLanes].flatMap((l) => l.items));
+    const asked = state.fitPending, f = state.fit;
+    if (asked && f && f.site === asked.site && f.cpus === asked.cpus && f.duration_s === asked.duration_s) {
+      state.fitPending = null;
+      reveal(f);
+    }
+    state.charts = [];
     renderLanes({
-      el: "#sites",
-      lanes: sites.map((s) => ({
-        id: s.id, title: s.id, sub: `${s.cpus} CPUs · ${s.os}`, capacity: s.cpus, unit: "CPUs",
-        items: state.siteRes.get(s.id) || [],
-      })),
-      cls: "reservation", key: "site", amount: (r) => r.cpus, message, laneH: 38,
+      el: "#sites", lanes: siteLanes, cls: "reservation", key: "site", amount: (r) => r.cpus, message, laneH: 38,
       empty: bookedOnly ? "No site is booked in this window." : "No site matches the filter.",
     });
-    const byLink = d3.group(state.linkRes, (r) => r.link);
-    const label = nodeLabels();
     renderLanes({
-      el: "#links",
-      lanes: state.network.links.filter((l) => byLink.has(l.id)).map((l) => ({
-        id: l.id, title: l.id, sub: `${label(l.a)} – ${label(l.b)} · ${l.capacity_mbps} Mb/s`,
-        capacity: l.capacity_mbps, unit: "Mb/s", items: byLink.get(l.id),
-      })),
-      cls: "link-reservation", key: "link", amount: (r) => r.bandwidth_mbps, message, laneH: 28,
-      empty: "No link is booked in this window.",
+      el: "#links", lanes: linkLanes, cls: "link-reservation", key: "link", amount: (r) => r.bandwidth_mbps,
+      message, laneH: 28, empty: "No link is booked in this window.",
     });
+    attachZoom();
+    renderUserLegend(message);
+    renderFitResult();
     renderPlan(message);
+  }
+
+  /**
+   * The window to show before any zoom: the loaded one when it was set by hand last; else the
+   * chosen plan's span; else the span of `items` (the bookings in view) within the loaded
+   * window; each with a margin of 5 % (at least 5 minutes). Without any: the loaded window.
+   */
+  function fitted(items) {
+    const w = currentWindow();
+    const p = state.selected && !state.selected.missing ? state.selected : null;
+    const spans = (list) => list.map((x) => [Date.parse(x.start), Date.parse(x.end)]);
+    let by, span;
+    if (state.window && state.focus === "window") {
+      return { from: w.from, to: w.to, by: "window" };
+    } else if (p && p.jobs.length) {
+      by = "plan";
+      span = spans([...p.jobs, ...p.transfers]);
+    } else if (state.window) {
+      return { from: w.from, to: w.to, by: "window" };
+    } else {
+      by = "bookings";
+      span = spans(items).map(([s, e]) => [Math.max(s, w.from.getTime()), Math.min(e, w.to.getTime())])
+        .filter(([s, e]) => s < e);
+    }
+    if (!span.length) return { from: w.from, to: w.to, by: "window" };
+    const lo = d3.min(span, (d) => d[0]), hi = d3.max(span, (d) => d[1]);
+    const pad = Math.max((hi - lo) * 0.05, 5 * MINUTE);
+    return { from: new Date(lo - pad), to: new Date(hi + pad), by };
+  }
+
+  /** Widens the window shown to the slot of a "where does it fit" answer, if it lies outside. */
+  function reveal(f) {
+    if (!f.earliest_start || !state.base) return;
+    const s = Date.parse(f.earliest_start), e = s + f.duration_s * 1000;
+    const v = shown();
+    if (s >= v.from.getTime() && e <= v.to.getTime()) return;
+    const lo = Math.min(v.from.getTime(), s), hi = Math.max(v.to.getTime(), e);
+    const pad = Math.max((hi - lo) * 0.03, 5 * MINUTE);
+    state.view = [new Date(lo - pad), new Date(hi + pad)];
+  }
+
+  /** The window shown: the zoomed one, else the fitted one. */
+  function shown() {
+    if (state.view) return { from: state.view[0], to: state.view[1], by: "zoom" };
+    return state.base || Object.assign(currentWindow(), { by: "window" });
+  }
+
+  function siteNames() {
+    const label = nodeLabels();
+    const perNode = d3.rollup(state.sites, (l) => l.length, (s) => s.node);
+    const m = new Map(state.sites.map((s) => [s.id, perNode.get(s.node) > 1 ? `${label(s.node)} · ${s.id}` : label(s.node)]));
+    return (id) => m.get(id) || id;
   }
 
   function nodeLabels() {
@@ -268,11 +369,22 @@
     const w = currentWindow();
     for (const [id, t] of [["#from", w.from], ["#to", w.to]]) {
       const input = document.querySelector(id);
-      if (document.activeElement !== input) input.value = fmtInput(t);
+      if (document.activeElement !== input) {
+        input.value = fmtInput(t);
+        input.setAttribute("value", input.value);
+      }
     }
-    fill("#site-filter", "all sites", state.sites.map((s) => [s.id, `${s.id} (${s.cpus} CPUs)`]), state.site);
+    const siteName = siteNames();
+    const siteOptions = state.sites.map((s) => [s.id, `${siteName(s.id)} · ${s.id} (${s.cpus} CPUs)`]);
+    fill("#site-filter", "all sites", siteOptions, state.site);
+    const fitSite = document.querySelector("#fit-site");
+    const fitValue = fitSite.value || (state.fitQuery && state.fitQuery.site) || (state.sites[0] || {}).id || "";
+    d3.select(fitSite).selectAll("option").data(siteOptions).join("option")
+      .attr("value", (d) => d[0]).text((d) => d[1]);
+    fitSite.value = fitValue;
     d3.select("#user-filter-label").property("hidden", !(me && me.admin));
     const users = [...new Set(state.plans.map((p) => p.user))].sort();
+    state.colour = me && me.admin ? d3.scaleOrdinal(USER_COLOURS).domain(users) : null;
     fill("#user-filter", "all users", users.map((u) => [u, u]), state.user);
     const plans = state.plans.filter((p) => highlighted(p) && planEnd(p) > w.from.getTime());
     if (state.selected && !state.selected.missing && !plans.some((p) => p.id === state.selected.id)) {
@@ -332,7 +444,30 @@
     return `booked: ${amountText} on ${where}\n${when}\n${r.state}` + (r.hold ? `\nhold ${r.hold}` : "");
   }
 
-  /** One lane per resource: bookings stacked over time, the capacity as a dashed line. */
+  /** The fill of a plan's bar in an admin's view: its user's colour (the chosen plan: orange). */
+  function userFill(r) {
+    const m = r.match;
+    if (!state.colour || !m || !highlighted(m.plan) || m.plan.id === state.plan) return null;
+    return state.colour(m.plan.user);
+  }
+
+  function renderUserLegend(message) {
+    const box = d3.select("#user-legend");
+    const users = state.colour && !message ? state.colour.domain().filter((u) => !state.user || u === state.user) : [];
+    box.property("hidden", !users.length);
+    box.selectAll("*").remove();
+    if (!users.length) return;
+    box.append("span").text("users:");
+    const item = box.selectAll("span.user-key").data(users).join("span").attr("class", "user-key")
+      .attr("data-user", (u) => u);
+    item.append("span").attr("class", "swatch").style("background", (u) => state.colour(u));
+    item.append("span").text((u) => u);
+  }
+
+  /**
+   * One lane per resource: bookings stacked over time, the capacity as a dashed line. The
+   * static parts are drawn here; what depends on time by `draw(x)` (again on every zoom).
+   */
   function renderLanes({ el, lanes, cls, key, amount, message, empty, laneH }) {
     const box = d3.select(el);
     box.selectAll("*").remove();
@@ -340,30 +475,36 @@
       box.append("div").attr("class", "empty").text(message || empty);
       return;
     }
-    const w = currentWindow();
     const W = width(box.node());
     const m = { left: 170, right: 40, top: 22, bottom: 4 };
     const gap = 6;
     const H = m.top + lanes.length * (laneH + gap) + m.bottom;
-    const x = d3.scaleUtc([w.from, w.to], [m.left, W - m.right]);
     const svg = box.append("svg").attr("viewBox", `0 0 ${W} ${H}`).attr("width", W).attr("height", H)
-      .attr("role", "img").attr("aria-label", `${key} bookings over time`);
-    svg.append("g").attr("class", "axis").attr("transform", `translate(0,${m.top})`)
-      .call(d3.axisTop(x).ticks(Math.max(4, Math.floor(W / 120))));
-    svg.append("g").attr("class", "grid").attr("transform", `translate(0,${H - m.bottom})`)
-      .call(d3.axisBottom(x).ticks(Math.max(4, Math.floor(W / 120))).tickSize(-(H - m.top - m.bottom)).tickFormat(""));
+      .attr("class", "lanes").attr("role", "img").attr("aria-label", `${key} bookings over time`);
+    svg.append("defs").append("clipPath").attr("id", `clip-${key}`)
+      .append("rect").attr("x", m.left).attr("y", 0).attr("width", W - m.left - m.right).attr("height", H);
+    // Catches the wheel and drags between the bars.
+    svg.append("rect").attr("class", "zoom-area").attr("x", m.left).attr("y", 0)
+      .attr("width", W - m.left - m.right).attr("height", H);
+    const axis = svg.append("g").attr("class", "axis").attr("transform", `translate(0,${m.top})`);
+    const grid = svg.append("g").attr("class", "grid").attr("transform", `translate(0,${H - m.bottom})`);
+    const ticks = Math.max(4, Math.floor(W / 120));
+    const fit = key === "site" && state.fit && !state.fit.error ? state.fit : null;
+    const drawers = [];
     lanes.forEach((lane, i) => {
       const g = svg.append("g").attr("class", "lane").attr(`data-${key}`, lane.id)
         .attr("transform", `translate(0,${m.top + gap / 2 + i * (laneH + gap)})`);
       g.append("rect").attr("class", "lane-bg").attr("x", m.left).attr("width", W - m.left - m.right)
         .attr("height", laneH);
-      g.append("text").attr("class", "lane-label").attr("x", 4).attr("y", laneH / 2 - 3).text(lane.title);
+      g.append("text").attr("class", "lane-label").attr("x", 4).attr("y", laneH / 2 - 3).text(clip(lane.title, 24))
+        .append("title").text(`${lane.title}\n${lane.hint}`);
       g.append("text").attr("class", "lane-sub").attr("x", 4).attr("y", laneH / 2 + 11).text(clip(lane.sub, 30))
         .append("title").text(lane.sub);
       const placed = pack(lane.items, amount);
       const top = Math.max(lane.capacity, d3.max(placed, (d) => d.off + amount(d.r)) || 0);
       const y = d3.scaleLinear([0, top], [laneH - 1, 3]);
-      g.selectAll(`rect.${cls}`).data(placed).join("rect")
+      const body = g.append("g").attr("clip-path", `url(#clip-${key})`);
+      const bars = body.selectAll(`rect.${cls}`).data(placed).join("rect")
         .attr("class", cls)
         .attr(`data-${key}`, lane.id)
         .attr("data-state", (d) => d.r.state)
@@ -374,23 +515,139 @@
         .attr("data-user", (d) => (d.r.match && highlighted(d.r.match.plan) ? d.r.match.plan.user : null))
         .attr("data-job", (d) => (d.r.match && d.r.match.job && highlighted(d.r.match.plan) ? d.r.match.job.name : null))
         .attr("data-selected", (d) => (d.r.match && d.r.match.plan.id === state.plan && highlighted(d.r.match.plan) ? "" : null))
-        .attr("x", (d) => x(Math.max(d.r.s, w.from.getTime())))
-        .attr("width", (d) => Math.max(1.5, x(Math.min(d.r.e, w.to.getTime())) - x(Math.max(d.r.s, w.from.getTime()))))
+        .style("fill", (d) => userFill(d.r))
         .attr("y", (d) => y(d.off + amount(d.r)))
         .attr("height", (d) => Math.max(1, y(d.off) - y(d.off + amount(d.r))))
         .on("click", (_, d) => {
           if (d.r.match && highlighted(d.r.match.plan)) choosePlan(d.r.match.plan.id);
-        })
-        .append("title").text((d) => tooltip(d.r, `${amount(d.r)} ${lane.unit}`, lane.id));
+        });
+      bars.append("title").text((d) => tooltip(d.r, `${amount(d.r)} ${lane.unit}`, `${lane.title} (${lane.id})`));
       g.append("line").attr("class", "capacity").attr("x1", m.left).attr("x2", W - m.right)
         .attr("y1", y(lane.capacity)).attr("y2", y(lane.capacity));
       g.append("text").attr("class", "capacity-label").attr("x", W - m.right + 4).attr("y", y(lane.capacity) + 3)
         .text(lane.capacity);
+      let slot = null;
+      if (fit && fit.site === lane.id && fit.earliest_start) {
+        const s = Date.parse(fit.earliest_start), e = s + fit.duration_s * 1000;
+        slot = body.append("rect").attr("class", "fit-slot").attr("data-site", lane.id)
+          .attr("data-start", fit.earliest_start).attr("data-end", new Date(e).toISOString())
+          .attr("data-cpus", fit.cpus).attr("data-from", fit.from).attr("data-to", fit.to)
+          .attr("y", y(fit.cpus)).attr("height", Math.max(2, y(0) - y(fit.cpus)));
+        slot.append("title").text(`${fit.cpus} CPUs for ${hours(fit.duration_s)} fit from ${fmt(new Date(s))} UTC`);
+        slot.datum([s, e]);
+      }
+      drawers.push((x, d0, d1) => {
+        bars.attr("x", (d) => x(Math.max(d.r.s, d0)))
+          .attr("width", (d) => Math.max(1.5, x(Math.min(d.r.e, d1)) - x(Math.max(d.r.s, d0))))
+          .attr("visibility", (d) => (d.r.e <= d0 || d.r.s >= d1 ? "hidden" : null));
+        if (slot) {
+          const [s, e] = slot.datum();
+          slot.attr("x", x(Math.max(s, d0))).attr("width", Math.max(2, x(Math.min(e, d1)) - x(Math.max(s, d0))))
+            .attr("visibility", e <= d0 || s >= d1 ? "hidden" : null);
+        }
+      });
     });
-    const now = Date.now();
-    if (now >= w.from.getTime() && now <= w.to.getTime()) {
-      svg.append("line").attr("class", "now-line").attr("x1", x(now)).attr("x2", x(now))
-        .attr("y1", m.top).attr("y2", H - m.bottom);
+    const nowLine = svg.append("line").attr("class", "now-line").attr("y1", m.top).attr("y2", H - m.bottom);
+    const draw = (x) => {
+      const [d0, d1] = x.domain().map((d) => d.getTime());
+      axis.call(d3.axisTop(x).ticks(ticks).tickFormat(tickFormat));
+      axis.selectAll(".tick").attr("data-t", (d) => d.toISOString());
+      grid.call(d3.axisBottom(x).ticks(ticks).tickSize(-(H - m.top - m.bottom)).tickFormat(""));
+      for (const f of drawers) f(x, d0, d1);
+      const now = Date.now();
+      nowLine.attr("x1", x(now)).attr("x2", x(now)).attr("visibility", now >= d0 && now <= d1 ? null : "hidden");
+      svg.attr("data-from", new Date(d0).toISOString()).attr("data-to", new Date(d1).toISOString());
+    };
+    state.charts.push({ svg, draw, range: [m.left, W - m.right] });
+  }
+
+  /** The scale of the window shown, over `range`. */
+  function shownScale(range) {
+    const v = shown();
+    return d3.scaleUtc([v.from, v.to], range);
+  }
+
+  /** Draws every lane chart over the window shown, and says which window that is. */
+  function drawCharts() {
+    for (const c of state.charts) c.draw(shownScale(c.range));
+    const v = shown();
+    const why = { zoom: "zoomed", plan: "fits the chosen plan", bookings: "fits the bookings in view", window: "the window" };
+    d3.select("#view-range").attr("data-by", v.by)
+      .text(state.base ? `showing ${fmt(v.from)} – ${fmt(v.to)} UTC (${why[v.by]})` : "");
+    d3.select("#zoom-reset").property("disabled", !state.view);
+  }
+
+  /**
+   * d3.zoom on the lane charts, which move together: a zoom or pan of one sets `state.view`
+   * and redraws all. The transforms are relative to the fitted window (scale 1), so a redraw
+   * (polling) keeps the view.
+   */
+  function attachZoom() {
+    if (!state.charts.length || !state.base) {
+      drawCharts();
+      return;
+    }
+    const range = state.charts[0].range;
+    const baseX = d3.scaleUtc([state.base.from, state.base.to], range);
+    const w = currentWindow();
+    const lo = Math.min(w.from.getTime(), state.base.from.getTime());
+    const hi = Math.max(w.to.getTime(), state.base.to.getTime());
+    const baseSpan = state.base.to - state.base.from;
+    const zoom = d3.zoom()
+      .scaleExtent([Math.min(1, baseSpan / (hi - lo)), Math.max(1, baseSpan / (10 * MINUTE))])
+      .translateExtent([[baseX(lo), -1e7], [baseX(hi), 1e7]])
+      .on("zoom", function (ev) {
+        if (state.syncing) return;
+        const x = ev.transform.rescaleX(baseX);
+        const [a, b] = x.domain();
+        const k = ev.transform.k, still = Math.abs(k - 1) < 1e-9 && Math.abs(ev.transform.x) < 0.5;
+        state.view = still ? null : [a, b];
+        sync(ev.transform, this);
+        drawCharts();
+      });
+    state.zoom = zoom;
+    for (const c of state.charts) c.svg.call(zoom);
+    let t = d3.zoomIdentity;
+    if (state.view) {
+      const [a, b] = state.view.map(baseX);
+      const k = (range[1] - range[0]) / Math.max(b - a, 1e-9);
+      t = d3.zoomIdentity.translate(range[0] - k * a, 0).scale(k);
+    }
+    sync(t, null);
+    drawCharts();
+  }
+
+  /** Sets the zoom transform of every lane chart but `except` (without a zoom event). */
+  function sync(t, except) {
+    state.syncing = true;
+    try {
+      for (const c of state.charts) {
+        if (c.svg.node() !== except) c.svg.call(state.zoom.transform, t);
+      }
+    } finally {
+      state.syncing = false;
+    }
+  }
+
+  const hours = (s) => (s % 3600 ? `${+(s / 3600).toFixed(2)} h` : `${s / 3600} h`);
+
+  /** The answer of "where does it fit" beside its form. */
+  function renderFitResult() {
+    const out = d3.select("#fit-result").text("").attr("data-state", null).classed("error", false);
+    const f = state.fit;
+    if (!f) return;
+    const name = siteNames()(f.site);
+    const what = `${f.cpus} CPUs for ${hours(f.duration_s)} at ${name} (${f.site})`;
+    if (f.error) {
+      out.attr("data-state", "error").classed("error", true).text(`${what}: ${f.error}`);
+    } else if (f.earliest_start) {
+      out.attr("data-state", "fits").attr("data-start", f.earliest_start)
+        .text(`${what}: earliest start ${fmt(new Date(f.earliest_start))} UTC` +
+          ` (utilisation over the window ${Math.round(f.utilisation * 100)} %)`);
+    } else {
+      out.attr("data-state", "none").classed("error", true)
+        .text(`${what}: does not fit between ${fmt(new Date(f.from))} and ${fmt(new Date(f.to))} UTC` +
+          ` (the site is ${Math.round(f.utilisation * 100)} % booked over the window; try a longer window or fewer CPUs)`);
     }
   }
 
@@ -435,9 +692,11 @@
         : p.status === "broken" ? "plan plan-broken" : "plan plan-cancelled")
       .attr("data-plan", p.id).attr("role", "img").attr("aria-label", "the plan's jobs and transfers");
     svg.append("g").attr("class", "axis").attr("transform", `translate(0,${H - m.bottom})`)
-      .call(d3.axisBottom(x).ticks(Math.max(3, Math.floor((W - m.left) / 110))));
+      .call(d3.axisBottom(x).ticks(Math.max(3, Math.floor((W - m.left) / 110))).tickFormat(tickFormat))
+      .selectAll(".tick").attr("data-t", (d) => d.toISOString());
     const rowY = (i) => m.top + i * rowH;
     const jobRow = new Map(jobs.map((j, i) => [j.name, i]));
+    const siteName = siteNames();
     transfers.forEach((t, k) => {
       const i = jobs.length + k;
       const yt = rowY(i) + rowH / 2;
@@ -454,12 +713,12 @@
     };
     jobs.forEach((j, i) => {
       const local = j.reservation_name ? ` · ${j.reservation_name}` : "";
-      label(i, `job ${j.name}`, j.broken ? `BROKEN: ${j.broken}` : `${j.site} · ${j.cpus} CPUs${local}`);
+      label(i, `job ${j.name}`, j.broken ? `BROKEN: ${j.broken}` : `${siteName(j.site)} (${j.site}) · ${j.cpus} CPUs${local}`);
       svg.append("rect").attr("class", j.broken ? "gantt-job gantt-broken" : "gantt-job").attr("data-plan", p.id)
         .attr("data-job", j.name)
         .attr("data-site", j.site).attr("x", x(j.s)).attr("width", Math.max(2, x(j.e) - x(j.s)))
         .attr("y", rowY(i) + 6).attr("height", rowH - 12).attr("rx", 3)
-        .append("title").text(`job ${j.name}: ${j.cpus} CPUs at ${j.site}${local}\n${fmt(new Date(j.s))} – ${fmt(new Date(j.e))} UTC` +
+        .append("title").text(`job ${j.name}: ${j.cpus} CPUs at ${siteName(j.site)} (${j.site})${local}\n${fmt(new Date(j.s))} – ${fmt(new Date(j.e))} UTC` +
           (j.broken ? `\nbroken: ${j.broken}` : ""));
     });
     transfers.forEach((t, k) => {
@@ -584,7 +843,7 @@
       jobsAt.get(site.node).push(j);
     }
     const g = svg.append("g");
-    g.selectAll("circle").data(nodes).join("circle")
+    const circles = g.selectAll("circle").data(nodes).join("circle")
       .attr("class", (n) => (jobsAt.has(n.id) ? "plan-site" : sitesAt.has(n.id) ? "node has-site" : "node"))
       .attr("data-node", (n) => n.id)
       .attr("data-sites", (n) => (jobsAt.has(n.id) ? [...new Set(jobsAt.get(n.id).map((j) => j.site))].join(" ") : null))
@@ -594,32 +853,89 @@
         const sites = (sitesAt.get(n.id) || []).map((s) => `${s.id} (${s.cpus} CPUs, ${s.os})`);
         return `${label(n.id)} [${n.id}]` + (sites.length ? `\nsites: ${sites.join(", ")}` : "");
       });
+    // Labels: the plan's sites first, then nodes with sites, then the others (up to 40 nodes);
+    // each where it overlaps no other label nor node, else hidden until its node is hovered.
+    const labels = [...jobsAt].map(([id, jobs]) => ({
+      node: id, cls: "site-label", r: 7, text: `${label(id)}: ${jobs.map((j) => `${j.name}@${j.site}`).join(", ")}`,
+    }));
     if (nodes.length <= 40) {
-      g.selectAll("text.node-label").data(nodes.filter((n) => !jobsAt.has(n.id))).join("text")
-        .attr("class", "node-label").attr("x", (n) => pos.get(n.id)[0] + 6).attr("y", (n) => pos.get(n.id)[1] - 5)
-        .text((n) => label(n.id));
+      const rest = nodes.filter((n) => !jobsAt.has(n.id));
+      rest.sort((a, b) => (sitesAt.has(b.id) ? 1 : 0) - (sitesAt.has(a.id) ? 1 : 0));
+      labels.push(...rest.map((n) => ({ node: n.id, cls: "node-label", r: 4, text: label(n.id) })));
     }
-    g.selectAll("text.site-label").data([...jobsAt]).join("text")
-      .attr("class", "site-label").attr("x", ([id]) => pos.get(id)[0] + 9).attr("y", ([id]) => pos.get(id)[1] - 8)
-      .text(([id, jobs]) => `${label(id)}: ${jobs.map((j) => `${j.name}@${j.site}`).join(", ")}`);
+    placeLabels(g.append("g").attr("class", "labels"), labels, nodes, pos, W, H - 16);
+    circles.on("mouseenter", (_, n) => {
+      g.selectAll("text[data-hidden]").filter((l) => l.node === n.id).attr("display", null).raise();
+    }).on("mouseleave", (_, n) => {
+      g.selectAll("text[data-hidden]").filter((l) => l.node === n.id).attr("display", "none");
+    });
     svg.append("text").attr("class", "topo-note").attr("x", 8).attr("y", H - 8)
       .text((pos.projected ? "nodes by latitude/longitude" : "force layout (no coordinates)") +
         (plan ? ` · path: ${onPath.size ? [...onPath].join(", ") : "no link"}` : ""));
+  }
+
+  /** Where a label may go around its node: [dx, dy, text-anchor] for a node of radius `r`. */
+  const spots = (r) => [
+    [r + 2, -r, "start"], [r + 2, r + 9, "start"], [-r - 2, -r, "end"], [-r - 2, r + 9, "end"],
+    [0, -r - 4, "middle"], [0, r + 13, "middle"], [r + 3, 4, "start"], [-r - 3, 4, "end"],
+  ];
+
+  /**
+   * Draws `labels` ({node, cls, r, text}) in `g`, in order, each at the first spot around its
+   * node where it stays inside W × H and overlaps no label placed before nor another node;
+   * a label without such a spot is hidden (`data-hidden`), shown while its node is hovered.
+   */
+  function placeLabels(g, labels, nodes, pos, W, H) {
+    const boxes = [];
+    const dots = nodes.map((n) => {
+      const [x, y] = pos.get(n.id);
+      return { node: n.id, x0: x - 4, y0: y - 4, x1: x + 4, y1: y + 4 };
+    });
+    const hit = (a, b) => a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+    g.selectAll("text").data(labels).join("text")
+      .attr("class", (l) => l.cls).attr("data-node", (l) => l.node).text((l) => l.text)
+      .each(function (l) {
+        const t = d3.select(this);
+        const [px, py] = pos.get(l.node);
+        for (const [dx, dy, anchor] of spots(l.r)) {
+          t.attr("x", px + dx).attr("y", py + dy).attr("text-anchor", anchor);
+          const b = this.getBBox();
+          const box = { x0: b.x - 1, y0: b.y - 1, x1: b.x + b.width + 1, y1: b.y + b.height + 1 };
+          const inside = box.x0 >= 0 && box.y0 >= 0 && box.x1 <= W && box.y1 <= H;
+          if (inside && !boxes.some((o) => hit(o, box)) && !dots.some((d) => d.node !== l.node && hit(d, box))) {
+            boxes.push(box);
+            return;
+          }
+        }
+        t.attr("x", px + l.r + 2).attr("y", py - l.r).attr("text-anchor", "start")
+          .attr("display", "none").attr("data-hidden", "");
+      });
   }
 
   // ---- controls ----
 
   function choosePlan(id) {
     state.plan = id;
+    state.focus = id ? "plan" : state.window ? "window" : null;
+    state.view = null;
     writeFragment();
     refresh(true);
   }
 
+  /** A time typed as UTC, 24-hour: `YYYY-MM-DD HH:MM` (or with a `T`); null if it is not one. */
+  function readTime(sel) {
+    const t = parseInput(document.querySelector(sel).value.trim().replace("T", " "));
+    return t ? t.getTime() : NaN;
+  }
+
   function readWindowInputs() {
-    const from = Date.parse(document.querySelector("#from").value + ":00Z");
-    const to = Date.parse(document.querySelector("#to").value + ":00Z");
-    if (from < to) {
+    const from = readTime("#from"), to = readTime("#to");
+    if (Number.isNaN(from) || Number.isNaN(to)) {
+      setStatus("a time is YYYY-MM-DD HH:MM, UTC, 24-hour", true);
+    } else if (from < to) {
       state.window = { from: new Date(from), to: new Date(to) };
+      state.focus = "window";
+      state.view = null;
       writeFragment();
       refresh(true);
     } else {
@@ -652,7 +968,32 @@
     d3.select("#to").on("change", readWindowInputs);
     d3.select("#reset-window").on("click", () => {
       state.window = null;
+      state.focus = state.plan ? "plan" : null;
+      state.view = null;
       writeFragment();
+      refresh(true);
+    });
+    d3.select("#zoom-reset").on("click", () => {
+      state.view = null;
+      attachZoom();
+    });
+    d3.select("#fit-form").on("submit", (ev) => {
+      ev.preventDefault();
+      const cpus = Number(document.querySelector("#fit-cpus").value);
+      const duration = Math.round(Number(document.querySelector("#fit-hours").value) * 3600);
+      const site = document.querySelector("#fit-site").value;
+      if (!site || !(cpus >= 1) || !Number.isInteger(cpus) || !(duration >= 1)) {
+        d3.select("#fit-result").attr("data-state", "error").classed("error", true)
+          .text("choose a site, a whole number of CPUs (at least 1) and a duration");
+        return;
+      }
+      state.fitQuery = { site, cpus, duration_s: duration };
+      state.fitPending = state.fitQuery;
+      refresh(true);
+    });
+    d3.select("#fit-clear").on("click", () => {
+      state.fitQuery = null;
+      state.fit = null;
       refresh(true);
     });
     d3.select("#site-filter").on("change", (ev) => {
