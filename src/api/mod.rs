@@ -17,6 +17,7 @@
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
 //! | [`body`] | JSON bodies parsed after the caller's role is checked |
+//! | [`gateway`] | a planner process as the deployment's entry point: reads of sites and the network forwarded, participants checked at start |
 //! | [`metrics`] | Prometheus text exposition |
 //! | [`webhooks`] | delivery of the plans' events to users' webhooks: signed, in order, at least once |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
@@ -31,6 +32,7 @@ pub mod config;
 pub mod decision_log;
 pub mod extract;
 pub mod fair;
+pub mod gateway;
 pub mod metrics;
 pub mod openapi;
 pub mod peer;

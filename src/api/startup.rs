@@ -23,9 +23,10 @@ pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs
 /// How often a planning process asks its sites for reservations they can no longer honour
 /// ([`AppState::watch_drift`]).
 pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+use super::gateway::Gateway;
 use super::problem::{json_error, ApiError};
 use super::routes;
-use super::state::AppState;
+use super::state::{participant_client, AppState};
 use super::telemetry::notice;
 use crate::model::Grid;
 use crate::store::{MemoryStore, PgStore, Store};
@@ -137,19 +138,30 @@ impl Application {
                 bail!("site `{site}` is not in the grid");
             }
         }
-        let (sites, links) = match &config.role {
-            Role::Lis { .. } => (1, 0),
-            _ => (grid.sites().len(), grid.links().len()),
+        // A planner fronts the deployment: its participants are checked before it serves.
+        let serving = match &config.role {
+            Role::Lis { .. } => "1 site".to_owned(),
+            Role::Planner(remote) => {
+                let gateway = Gateway::new(participant_client(&config)?, remote.clone());
+                let found = gateway.check(config.participant_credential()).await?;
+                for w in &found.warnings {
+                    tracing::warn!(participant = %w, "participant not ready");
+                    notice(&format!("WARNING: {w}"));
+                }
+                let links = found.links.map_or("the NIS's links".to_owned(), |n| format!("{n} links"));
+                format!("{} sites and {links} (through the GIS, the NIS and {} LIS)", found.sites, remote.lis.len())
+            }
+            _ => format!("{} sites and {} links", grid.sites().len(), grid.links().len()),
         };
         let listen = config.listen.clone();
         let app = Application::build(config, grid, store).await?;
         if let Some(t) = app.generated_admin_token() {
-            notice(&format!("admin token (shown once, not stored in clear): {t}"));
+            hand_over_admin_token(t).context("handing over the generated admin token")?;
         }
         let addr = listen.rsplit_once(':').map_or(listen.clone(), |(host, _)| format!("{host}:{}", app.port()));
         let scheme = if app.state.config.tls.is_some() { "https" } else { "http" };
         notice(&format!(
-            "coreserve ({role_name}) serving {sites} sites and {links} links on {scheme}://{addr} (API at /v1, reference at /docs, OpenAPI document at /openapi.json)"
+            "coreserve ({role_name}) serving {serving} on {scheme}://{addr} (API at /v1, reference at /docs, OpenAPI document at /openapi.json)"
         ));
         Ok(app)
     }
@@ -365,9 +377,20 @@ impl Application {
             });
         }
         let data = state.clone();
+        let gateway = match &state.config.role {
+            Role::Planner(remote) => {
+                Some(web::Data::new(Gateway::new(participant_client(&state.config)?, remote.clone())))
+            }
+            _ => None,
+        };
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
+                .configure(|c| {
+                    if let Some(g) = &gateway {
+                        c.app_data(g.clone());
+                    }
+                })
                 .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| json_error(e).into()))
                 .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
                 .app_data(
@@ -485,6 +508,30 @@ impl Application {
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         self.server.await
     }
+}
+
+/// Hands a generated admin token to the operator, never through the log stream (stderr, where
+/// logs and notices go, often into a journal): on stdout when that is a terminal, else into a
+/// new file only its owner may read, `$TMPDIR/coreserve-admin-token-PID` (mode 0600), which a
+/// notice names.
+///
+/// # Errors
+/// The file cannot be created or written.
+fn hand_over_admin_token(token: &str) -> std::io::Result<()> {
+    use std::io::{IsTerminal, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::io::stdout().is_terminal() {
+        println!("admin token (shown once, not stored in clear): {token}");
+        return Ok(());
+    }
+    let path = std::env::temp_dir().join(format!("coreserve-admin-token-{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path)?;
+    writeln!(file, "{token}")?;
+    notice(&format!(
+        "admin token generated (none configured): in {} (readable by its owner only), not in the log",
+        path.display()
+    ));
+    Ok(())
 }
 
 /// The first pruning of retention runs this long after start (or after one period, if

@@ -152,3 +152,74 @@ async fn bad_workers_and_short_tokens_are_configuration_errors() {
         assert!(!stderr.contains("panicked"), "{extra:?}: {stderr}");
     }
 }
+
+/// Issue 29: a generated admin token never goes into the log stream. `serve` without
+/// `--admin-token`, JSON logs, stdout and stderr piped (as under systemd): neither stream holds
+/// the token; a notice names a file only its owner may read, and the token in it is the admin's.
+#[tokio::test]
+async fn a_generated_admin_token_is_never_in_the_log() {
+    use std::io::{BufRead, Read};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--log-format", "json", "--grid", grid.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .env_remove("DATABASE_URL")
+        .env_remove("CORESERVE_ADMIN_TOKEN")
+        .env("TMPDIR", dir.path())
+        .env("RUST_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    // stderr read to its end (a closed pipe would stop the service), its lines passed on.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = Vec::new();
+    let mut url = None;
+    while url.is_none() {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("serve starts");
+        if let Some(i) = line.find(" on http://") {
+            url = Some(line[i + 4..].split_whitespace().next().unwrap().to_owned());
+        }
+        said.push(line);
+    }
+    let file = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("coreserve-admin-token-"))
+        .unwrap_or_else(|| panic!("no token file; stderr: {said:?}"));
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let token = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    assert!(token.len() >= 16, "{token:?}");
+    assert!(said.iter().any(|l| l.contains(&*file.to_string_lossy())), "a notice names the file: {said:?}");
+    coreserve::protocol::http::install_crypto_provider();
+    let who: Value = reqwest::Client::new()
+        .get(format!("{}/v1/whoami", url.expect("it serves")))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(who["admin"], true, "{who}");
+    let _ = child.kill();
+    let _ = child.wait();
+    said.extend(rx.iter());
+    assert!(said.iter().any(|l| l.contains("whoami")), "the access log is read too: {said:?}");
+    assert!(!said.iter().any(|l| l.contains(&token)), "the token is in the log: {said:?}");
+    assert!(!stdout.join().unwrap().contains(&token), "the token is on (piped) stdout");
+}

@@ -42,6 +42,15 @@ impl Procs {
     /// Starts `coreserve serve` with `args` on a free port of 127.0.0.1 and returns its base URL
     /// (read from the startup line on stderr, printed once the listener is bound).
     fn serve(&mut self, args: &[&str]) -> String {
+        match self.start(args) {
+            Started::Serving { url, .. } => url,
+            Started::Exited(lines) => panic!("`serve {}` did not start:\n{}", args.join(" "), lines.join("\n")),
+        }
+    }
+
+    /// Starts `coreserve serve` with `args`: what it said on stderr up to its startup line and
+    /// its URL, or everything it said before it exited.
+    fn start(&mut self, args: &[&str]) -> Started {
         let mut child = Command::new(env!("CARGO_BIN_EXE_coreserve"))
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--workers", "2", "--admin-token", ADMIN, "--service-token", SERVICE])
@@ -58,25 +67,59 @@ impl Procs {
         let what = args.join(" ");
         let failures = self.1.clone();
         std::thread::spawn(move || {
-            let mut tx = Some(tx);
+            let mut started = false;
             // Keep draining stderr so the child never blocks on a full pipe.
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("participant call failed") {
                     failures.fetch_add(1, Ordering::SeqCst);
                     eprintln!("[{what}] {line}");
                 }
+                if started {
+                    continue;
+                }
                 if let Some(i) = line.find(" on http://") {
+                    started = true;
                     let url = line[i + 4..].split_whitespace().next().unwrap_or_default().to_owned();
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(url);
-                    }
-                } else if tx.is_some() {
+                    let _ = tx.send(Ok(url));
+                } else {
                     eprintln!("[{what}] {line}");
+                    let _ = tx.send(Err(line));
                 }
             }
         });
-        rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("`serve {}` did not start", args.join(" ")))
+        let mut lines = Vec::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(40);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(Ok(url)) => return Started::Serving { url, said: lines },
+                Ok(Err(line)) => lines.push(line),
+                // stderr closed: the process ended.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Started::Exited(lines),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("`serve {}` neither started nor exited in 40 s", args.join(" "))
+                }
+            }
+        }
     }
+}
+
+/// How a `coreserve serve` process started ([`Procs::start`]).
+enum Started {
+    /// It serves at `url`, having said `said` on stderr before.
+    Serving { url: String, said: Vec<String> },
+    /// It exited, having said this.
+    Exited(Vec<String>),
+}
+
+/// `GET url` with `token` (none if empty): the status and the body.
+async fn get_text(client: &Client, url: &str, token: &str) -> (u16, String) {
+    let mut r = client.get(url);
+    if !token.is_empty() {
+        r = r.bearer_auth(token);
+    }
+    let r = r.send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
 }
 
 /// Four sites on three nodes in a line (n1 - n2 - n3), 500 Mbit/s links; few CPUs each.
@@ -151,16 +194,36 @@ async fn separate_roles_on(db: String) {
     // Roles serve only their endpoints.
     let r = client.get(format!("{}/v1/plans", lis_urls[0].1)).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(r.status(), 404);
-    let r = client.get(format!("{}/v1/sites", planners[0])).bearer_auth(ADMIN).send().await.unwrap();
-    assert_eq!(r.status(), 404);
     let r = client.get(format!("{}/v1/sites", gis)).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(r.json::<Vec<Value>>().await.unwrap().len(), 4);
+    // A planner is the users' one entry point (issue 29: it answered 404 to these): the
+    // others' reads, forwarded, answer as their owners do.
+    let now = Utc::now();
+    let (from, to) = (ts(now + chrono::Duration::hours(2)), ts(now + chrono::Duration::hours(8)));
+    let availability = format!("/v1/sites/s2/availability?from={from}&to={to}&cpus=3&duration_s=1800");
+    let route = format!("/v1/network/route?from_site=s1&to_site=s3&bandwidth_mbps=100&start={from}&end={to}");
+    for (path, owner) in [
+        ("/v1/sites".to_owned(), &gis),
+        ("/v1/sites/s3".to_owned(), &gis),
+        (availability, &lis_urls[1].1),
+        ("/v1/network".to_owned(), &nis),
+        (route, &nis),
+    ] {
+        let (status, through) = get_text(&client, &format!("{}{path}", planners[0]), ADMIN).await;
+        assert_eq!(status, 200, "{path} through the planner: {through}");
+        assert_eq!(through, get_text(&client, &format!("{owner}{path}"), ADMIN).await.1, "{path}");
+    }
+    let (status, page) = get_text(&client, &format!("{}/ui", planners[1]), "").await;
+    assert!(status == 200 && page.contains("<html"), "the timeline: {status}");
+    let (status, problem) = get_text(&client, &format!("{}/v1/sites/s9/availability", planners[0]), ADMIN).await;
+    assert_eq!(status, 404, "{problem}");
+    let (status, _) = get_text(&client, &format!("{}/v1/network", planners[0]), "not-a-token").await;
+    assert_eq!(status, 401, "the planner checks the token before it forwards");
     // Participant endpoints want a service token.
     let r = client.post(format!("{nis}/v1/participant/network/query")).json(&json!({})).send().await.unwrap();
     assert_eq!(r.status(), 401);
 
     // 60 requests over 12 tasks, round-robin over the three planners.
-    let now = Utc::now();
     let n = 60;
     let requests: Vec<PlanRequest> = (0..n)
         .map(|i| {
@@ -279,6 +342,20 @@ async fn separate_roles_on(db: String) {
         planned.sort();
         assert_eq!(booked, planned, "site {s}");
     }
+    // A site's reservations through a planner are the LIS's, with the hold ids the caller may
+    // see; a LIS that is gone is named in a 502.
+    for (s, url) in &lis_urls {
+        let path = format!("/v1/sites/{s}/reservations?from={from}&to={to}");
+        let (status, through) = get_text(&client, &format!("{}{path}", planners[2]), ADMIN).await;
+        assert_eq!(status, 200, "{through}");
+        assert_eq!(through, get_text(&client, &format!("{url}{path}"), ADMIN).await.1, "{s}");
+    }
+    let _ = procs.0[0].kill();
+    let _ = procs.0[0].wait();
+    let (status, problem) =
+        get_text(&client, &format!("{}/v1/sites/s1/reservations?from={from}&to={to}", planners[0]), ADMIN).await;
+    assert_eq!(status, 502, "{problem}");
+    assert!(problem.contains("participant-unreachable") && problem.contains("site `s1`"), "{problem}");
     let by_planner: HashMap<&str, usize> = outcomes.iter().fold(HashMap::new(), |mut m, o| {
         *m.entry(o.planner.as_str()).or_default() += 1;
         m
@@ -287,4 +364,61 @@ async fn separate_roles_on(db: String) {
     // A planner takes a failed query for a missing candidate: make sure none failed.
     assert_eq!(procs.1.load(Ordering::SeqCst), 0, "participant calls failed (see the log above)");
     drop(procs);
+}
+
+/// A planner checks its `--lis` list against the GIS before it serves (issue 29: one that
+/// missed a site started silently and refused every plan needing it as "no feasible plan"): a
+/// site the GIS lists without a LIS, a LIS for a site the GIS does not list and a LIS that
+/// serves another site stop it; a LIS that does not answer yet is a loud warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planner_checks_its_lis_list_against_the_gis() {
+    let _machine = machine::reserve("roles").await;
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let grid_path = dir.path().join("grid.json");
+    std::fs::write(&grid_path, serde_json::to_vec(&grid()).unwrap()).unwrap();
+    let g = grid_path.to_str().unwrap();
+    let mut procs = Procs(Vec::new(), Arc::new(AtomicUsize::new(0)), db.url.clone());
+    let s1 = procs.serve(&["--role", "lis", "--site", "s1", "--grid", g]);
+    let s2 = procs.serve(&["--role", "lis", "--site", "s2", "--grid", g]);
+    let nis = procs.serve(&["--role", "nis", "--grid", g]);
+    let gis = procs.serve(&["--role", "gis", "--grid", g]);
+    // Nothing listens on a port taken and let go again.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let planner = |lis: &[(&str, &str)]| {
+        let mut args =
+            vec!["--role".to_owned(), "planner".into(), "--gis".into(), gis.clone(), "--nis".into(), nis.clone()];
+        for (s, u) in lis {
+            args.extend(["--lis".to_owned(), format!("{s}={u}")]);
+        }
+        args
+    };
+    let refusal = |procs: &mut Procs, lis: &[(&str, &str)]| {
+        let args = planner(lis);
+        match procs.start(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+            Started::Exited(lines) => lines.join("\n"),
+            Started::Serving { url, .. } => panic!("a planner with {lis:?} started at {url}"),
+        }
+    };
+
+    let said = refusal(&mut procs, &[("s1", &s1), ("s2", &s2)]);
+    assert!(said.contains("lists site(s) s3, s4") && said.contains("--lis s3=URL"), "{said}");
+    let said = refusal(&mut procs, &[("s1", &s1), ("s2", &s2), ("s3", &s2), ("s4", &s2)]);
+    assert!(said.contains("does not serve site `s3`"), "{said}");
+    let said = refusal(&mut procs, &[("s1", &s1), ("s2", &s2), ("s3", &dead), ("s4", &dead), ("s9", &dead)]);
+    assert!(said.contains("--lis names site(s) s9"), "{said}");
+
+    // Every site has a LIS, two of them not answering: it starts, and says so.
+    let args = planner(&[("s1", &s1), ("s2", &s2), ("s3", &dead), ("s4", &dead)]);
+    match procs.start(&args.iter().map(String::as_str).collect::<Vec<_>>()) {
+        Started::Serving { said, .. } => {
+            let warnings: Vec<&String> = said.iter().filter(|l| l.starts_with("WARNING: the LIS of site")).collect();
+            assert_eq!(warnings.len(), 2, "{said:?}");
+            assert!(warnings[0].contains("`s3`") && warnings[1].contains("`s4`"), "{warnings:?}");
+        }
+        Started::Exited(lines) => panic!("the planner did not start: {lines:?}"),
+    }
 }

@@ -28,15 +28,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// Registers the routes of one role: health, metrics, the OpenAPI document, its reference
-/// page at `/docs` ([`docs`]) and `/v1/whoami` always; then what the role serves (see [`Role`]); the all-in-one also serves
-/// the reservation timeline at `/ui` ([`ui`]).
+/// page at `/docs` ([`docs`]) and `/v1/whoami` always; then what the role serves (see [`Role`]).
+/// The all-in-one and a planner also serve the reservation timeline at `/ui` ([`ui`]); a
+/// planner forwards the reads of sites and the network to its participants
+/// ([`super::gateway`]).
 pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
     cfg.route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(health::metrics))
         .route("/openapi.json", web::get().to(health::openapi_json))
         .configure(docs::configure);
-    if *role == Role::All {
+    if matches!(role, Role::All | Role::Planner(_)) {
         cfg.configure(ui::configure);
     }
     let role = role.clone();
@@ -47,8 +49,9 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
                 .configure(participant::configure_network)
                 .configure(participant::configure_gis);
         }
+        // The deployment's entry point: its own routes, and the others' reads forwarded.
         Role::Planner(_) => {
-            v.configure(plans_v1).configure(tokens_v1);
+            v.configure(plans_v1).configure(tokens_v1).configure(super::gateway::configure);
         }
         // A participant process serves mostly the participant protocol: its routes come first,
         // since actix matches routes in order and every pattern with a `{segment}` tried

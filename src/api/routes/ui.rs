@@ -4,8 +4,9 @@
 //! Its files (`ui/` in the repository, d3 vendored under `ui/vendor/`) are compiled into the
 //! binary: the page needs nothing from outside at run time. It is served without a token (it
 //! holds no data); the page asks for one and sends it as `Authorization: Bearer` on its calls
-//! to `/v1`. Only the all-in-one (`--role all`) serves it: it reads plans, sites and links,
-//! which a role-separated deployment spreads over several processes.
+//! to `/v1`. The all-in-one serves it, and so does a planner process of a role-separated
+//! deployment: it reads plans (the planner's own) and sites and links (which the planner
+//! forwards to its participants, [`crate::api::gateway`]).
 
 use std::sync::OnceLock;
 
