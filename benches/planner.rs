@@ -60,6 +60,7 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
             let l = &g.links()[rng.gen_range(0..g.links().len())];
             let req = NetworkHoldRequest {
                 replaces: None,
+                port: None,
                 txn: TxnId::nil(),
                 links: vec![l.id.clone()],
                 bandwidth_mbps: 500,

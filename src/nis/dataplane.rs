@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Nis;
 use crate::model::{LinkId, SiteId, Time};
-use crate::protocol::{Drift, HoldId, HoldState, ParticipantError, TrafficMarking};
+use crate::protocol::{Drift, HoldId, HoldLifecycle, HoldState, ParticipantError, TrafficMarking};
 
 /// Default [`DataplaneConfig::port_base`].
 pub const DEFAULT_PORT_BASE: u16 = 40000;
@@ -169,6 +169,9 @@ type Needed = (Vec<Spec>, Time, Time, HoldState);
 struct PlaneState {
     /// The sending and receiving site of each hold that has both in the map.
     endpoints: HashMap<HoldId, (SiteId, SiteId)>,
+    /// The destination port of a hold that keeps an earlier one's
+    /// ([`crate::protocol::NetworkHoldRequest::port`]; the others derive theirs from their id).
+    ports: HashMap<HoldId, u16>,
     /// Held (not committed) holds that passed `persist`: their rules stay while they live.
     admitted: HashSet<HoldId>,
     /// The rules this process installed or found installed, per hold.
@@ -506,18 +509,26 @@ impl Nis {
         self.plane.as_ref()
     }
 
-    /// Records the sites of a hold (prepare, restore) when the plane knows both.
-    pub(super) fn note_endpoints(&self, hold: HoldId, sites: Option<&(SiteId, SiteId)>) {
-        let (Some(plane), Some((a, b))) = (&self.plane, sites) else { return };
+    /// Records the sites of a hold (prepare, restore) when the plane knows both, and the port
+    /// it keeps, if any.
+    pub(super) fn note_endpoints(&self, hold: HoldId, req: &crate::protocol::NetworkHoldRequest) {
+        let (Some(plane), Some((a, b))) = (&self.plane, &req.sites) else { return };
         if plane.map.sites.contains_key(a.as_str()) && plane.map.sites.contains_key(b.as_str()) {
-            plane.st().endpoints.insert(hold, (a.clone(), b.clone()));
+            let mut st = plane.st();
+            st.endpoints.insert(hold, (a.clone(), b.clone()));
+            if let Some(port) = req.port {
+                st.ports.insert(hold, port);
+            }
         }
     }
 
     /// The rules hold `hold` needs (without minors), its window and state; `None` when it has
     /// no endpoints or is not live.
     fn specs(&self, plane: &TcPlane, hold: HoldId) -> Option<Result<Needed, DataplaneError>> {
-        let (from, to) = plane.st().endpoints.get(&hold).cloned()?;
+        let ((from, to), port) = {
+            let st = plane.st();
+            (st.endpoints.get(&hold).cloned()?, st.ports.get(&hold).copied())
+        };
         let st = self.state();
         let (state, booked) = st.holds.get(hold)?;
         let spans = &booked.spans;
@@ -545,7 +556,7 @@ impl Nis {
                 ceil_kbit: link.capacity_kbit,
                 src: a.addr,
                 dst: b.addr,
-                port: marking.port(hold),
+                port: port.unwrap_or_else(|| marking.port(hold)),
             });
             node = link.ends.keys().find(|n| **n != node).cloned().unwrap_or(node);
         }
@@ -657,6 +668,11 @@ impl Nis {
                     return Err(refuse(DataplaneError::Unshaped(iface.clone())));
                 }
             }
+            // A replacement's rules wait for its commit: until then the reservation it
+            // replaces keeps its rules for the same traffic (see `Nis::commit`).
+            if self.replaced_by(hold).is_some() {
+                continue;
+            }
             plane.st().admitted.insert(hold);
             if start <= now && now < end && !plane.st().installed.contains_key(&hold) {
                 self.install_hold(plane, hold, specs).await.map_err(refuse)?;
@@ -677,6 +693,7 @@ impl Nis {
             st.admitted.remove(&hold);
             st.broken.remove(&hold);
             st.endpoints.remove(&hold);
+            st.ports.remove(&hold);
         }
         if let Err(e) = plane.remove(&rules.iter().map(|r| (r.iface.clone(), r.minor)).collect::<Vec<_>>()).await {
             tracing::warn!(%hold, error = %e, "data plane rules not removed; the next reconciliation removes them");
@@ -769,7 +786,11 @@ impl Nis {
             }
         }
         // Endpoints of holds that ended.
-        plane.st().endpoints.retain(|h, _| live.contains(h));
+        {
+            let mut st = plane.st();
+            st.endpoints.retain(|h, _| live.contains(h));
+            st.ports.retain(|h, _| live.contains(h));
+        }
         // What is on the interfaces.
         let mut on: HashMap<Interface, (HashSet<u16>, HashSet<u16>)> = HashMap::new();
         for iface in plane.interfaces() {

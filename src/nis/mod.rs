@@ -265,7 +265,7 @@ impl Nis {
         };
         st.holds.restore(id, req.txn, booked, state);
         drop(st);
-        self.note_endpoints(id, req.sites.as_ref());
+        self.note_endpoints(id, req);
         Ok(())
     }
 
@@ -273,11 +273,6 @@ impl Nis {
     /// books its growth over the committed reservation it replaces, on the same links.
     fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Booked, ParticipantError> {
         let Some(old) = req.replaces else { return self.book_new(st, req) };
-        if self.plane.is_some() {
-            return Err(ParticipantError::DataPlane(
-                "a transfer on the data plane cannot be modified in place yet".into(),
-            ));
-        }
         let base = match st.holds.get(old) {
             Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
             Some((HoldState::Committed, _)) => {
@@ -382,7 +377,7 @@ impl Nis {
         st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
         drop(st);
-        self.note_endpoints(hold.id, req.sites.as_ref());
+        self.note_endpoints(hold.id, req);
         Ok(hold)
     }
 
@@ -507,14 +502,26 @@ impl HoldLifecycle for Nis {
         if self.plane.is_some() && matches!(self.state().holds.get(hold), Some((HoldState::Held { .. }, _))) {
             self.admit(&[hold]).await?;
         }
-        let mut st = self.state();
-        match st.holds.get(hold) {
-            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
-                let g = (**g).clone();
-                self.swap(&mut st, hold, &g)
+        let replaced = {
+            let mut st = self.state();
+            match st.holds.get(hold) {
+                Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
+                    let g = (**g).clone();
+                    self.swap(&mut st, hold, &g)?;
+                    g.replaces
+                }
+                _ => return st.holds.commit(hold),
             }
-            _ => st.holds.commit(hold),
+        };
+        // The data plane follows the swap: the old reservation's rules out, the new shape's in
+        // (if its window is open; else the timer installs them when it opens).
+        if self.plane.is_some() {
+            self.withdraw(replaced).await;
+            if let Err(e) = self.admit(&[hold]).await {
+                tracing::warn!(%hold, error = %e, "a modified transfer's rules were not installed; the next reconciliation retries");
+            }
         }
+        Ok(())
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {

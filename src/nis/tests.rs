@@ -54,6 +54,7 @@ async fn route(n: &Nis, bw: u64) -> Option<Route> {
 fn hold(links: &[&str], bw: u64) -> NetworkHoldRequest {
     NetworkHoldRequest {
         replaces: None,
+        port: None,
         txn: TxnId::new(),
         links: links.iter().map(|s| (*s).into()).collect(),
         bandwidth_mbps: bw,
@@ -200,6 +201,7 @@ async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
     // tc cannot be run: the commit is refused before the decision, and the hold stays held.
     let req = NetworkHoldRequest {
         replaces: None,
+        port: None,
         sites: Some(("sa".into(), "sc".into())),
         ..hold(&r.links.iter().map(|l| l.as_str()).collect::<Vec<_>>(), 100)
     };

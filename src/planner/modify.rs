@@ -9,7 +9,7 @@
 //! commit. A refused prepare aborts the others: the plan, the calendars and the event log stay
 //! as they were, and the answer names the part and when it could start instead.
 
-use super::commit::PartName;
+use super::commit::{self, PartName};
 use super::coordinator::{Coordinator, HeldPart};
 use super::{Booking, PlanResult, Planner, Settlement};
 use crate::model::{to_time, Outcome, OutcomeStatus};
@@ -112,15 +112,14 @@ impl Planner {
                         user: user.clone(),
                         replaces: Some(b.hold),
                     };
-                    messages += 1;
                     let lis = match self.services.lis.get(&n.site) {
                         Some(l) => l.clone(),
                         None => {
-                            self.give_back(&held, &mut messages).await;
-                            let aborted = held.len() as u64;
+                            let aborted = give_back(&held, &mut messages).await;
                             return reject(format!("unknown site `{}`", n.site), messages, aborted);
                         }
                     };
+                    messages += 1;
                     let r = lis.prepare(&req).await;
                     let name = PartName::Job { job: n.name.clone(), site: n.site.clone() };
                     (name, (lis as std::sync::Arc<dyn crate::protocol::HoldLifecycle>, b, req.into()), r)
@@ -139,6 +138,8 @@ impl Planner {
                         end: to_time(&n.end),
                         sites: site(&n.from).zip(site(&n.to)),
                         replaces: Some(b.hold),
+                        // The application keeps sending to the port the plan named.
+                        port: o.traffic.as_ref().map(|t| t.port),
                     };
                     messages += 1;
                     let nis = self.services.nis.clone();
@@ -155,8 +156,7 @@ impl Planner {
                 }
                 Err(e) => {
                     let when = self.when_it_could(&name, new, &e, &mut messages).await;
-                    self.give_back(&held, &mut messages).await;
-                    let aborted = held.len() as u64;
+                    let aborted = give_back(&held, &mut messages).await;
                     return reject(format!("modification refused: {name}: {e}{when}"), messages, aborted);
                 }
             }
@@ -224,14 +224,17 @@ impl Planner {
             None => " (it does not fit before the deadline)".into(),
         }
     }
+}
 
-    /// Aborts the replacement holds of a refused modification (their reservations stay).
-    async fn give_back(&self, held: &[HeldPart], messages: &mut u64) {
-        for p in held {
-            *messages += 1;
-            if let Err(e) = p.participant.abort(p.hold).await {
-                tracing::warn!(error = %e, hold = %p.hold, "abort of a replacement hold failed; its lease ends it");
-            }
-        }
+/// Aborts the replacement holds of a refused modification (their reservations stay), as any
+/// compensation does ([`commit::compensate`]: retried, a lost answer logged; the lease ends a
+/// hold it could not reach); counts the messages, and answers how many holds it aborted.
+async fn give_back(held: &[HeldPart], messages: &mut u64) -> u64 {
+    let parts: Vec<_> = held.iter().map(|p| (p.participant.clone(), p.hold)).collect();
+    let mut tally = commit::Tally::default();
+    if let Err(e) = commit::compensate(&parts, &[], false, &mut tally).await {
+        tracing::warn!(error = %e, "abort of a replacement hold got no answer; its lease ends it");
     }
+    *messages += tally.messages;
+    tally.holds_aborted
 }

@@ -1184,6 +1184,7 @@ impl<'a> Attempt<'a> {
         let site = |j: usize| self.jobs[j].as_ref().map(|f| f.site.clone());
         NetworkHoldRequest {
             replaces: None,
+            port: None,
             txn: self.txn,
             links: links.to_vec(),
             bandwidth_mbps: t.bandwidth_mbps,

@@ -1458,6 +1458,7 @@ async fn a_skipped_candidates_own_hold_would_have_shifted_st_under_bir() {
             let l = local(&g);
             let other = crate::protocol::NetworkHoldRequest {
                 replaces: None,
+                port: None,
                 txn: TxnId::new(),
                 links: vec!["l13".into()],
                 bandwidth_mbps: 900,

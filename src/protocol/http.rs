@@ -487,6 +487,7 @@ mod wire_tests {
         assert_eq!(serde_json::from_str::<ComputeOffer>(&j).unwrap(), offer, "{j}");
         let hold = HoldRequest::Network(NetworkHoldRequest {
             replaces: None,
+            port: None,
             txn: TxnId::nil(),
             links: vec!["l1".into()],
             bandwidth_mbps: 10,

@@ -233,6 +233,12 @@ pub struct NetworkHoldRequest {
     /// keep the reservation's links.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<HoldId>,
+    /// The destination port of the transfer's traffic on a data plane, when it keeps one given
+    /// before: a replacement keeps its reservation's, so that the application sends to the
+    /// same port after a modification. `None`: derived from the hold id
+    /// ([`TrafficMarking::port`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
 }
 
 /// A prepare message of either kind, as the participant journal records it.

@@ -511,6 +511,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
     let wide = NetworkHoldRequest {
         replaces: None,
+        port: None,
         txn,
         links: vec!["l1".into()],
         bandwidth_mbps: 2000,

@@ -465,6 +465,69 @@ async fn a_refusing_data_plane_commits_nothing_and_drift_breaks_the_plan() {
     assert_eq!(wan.filters(2, "v1"), 0);
 }
 
+/// Issue 25: the data plane follows a modification. The modified transfer keeps the port its
+/// plan named (the application changes nothing) and gets its new rate: installed when its
+/// window opens (modified before), or at once (modified while it runs); the old rules go and
+/// the interface carries one class per transfer throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modified_transfer_keeps_its_port_at_the_new_rate() {
+    let _machine = machine::reserve("dataplane").await;
+    let wan = Wan::start("u");
+    let app = app(&wan).await;
+    let mut body = plan("dp-modify", 100, 100, 60);
+    for t in body["transfers"].as_array_mut().unwrap() {
+        t["offset_s"] = json!(8);
+        t["duration_s"] = json!(30);
+    }
+    let p: Value = app.post("/v1/plans", ADMIN, &body).await.json().await.unwrap();
+    assert_eq!(p["status"], "committed", "{p}");
+    let id = p["id"].as_str().unwrap().to_owned();
+    let port = p["transfers"][0]["traffic"]["port"].as_u64().expect("a marked transfer");
+    // The one reservation of link l12 (transfer A -> C crosses it, B -> C does not): its hold.
+    let hold_on_l12 = || async {
+        let (from, to) = (in_hours(-1), in_hours(2));
+        let path = format!("/v1/network/links/l12/reservations?from={from}&to={to}");
+        let list: Vec<Value> = app.get(&path, ADMIN).await.json().await.unwrap();
+        assert_eq!(list.len(), 1, "{list:?}");
+        list[0]["hold"].as_str().unwrap().parse::<coreserve::protocol::HoldId>().unwrap()
+    };
+    let rules_of = |hold| app.state.participants.nis.dataplane_rules(hold);
+    let first = hold_on_l12().await;
+
+    // 1. Before its window: 300 Mbit/s instead of 100.
+    let change = json!({"transfers": [{"from": "A", "to": "C", "bandwidth_mbps": 300}]});
+    let r = app.call(reqwest::Method::PATCH, &format!("/v1/plans/{id}"), Some(ADMIN), Some(&change)).await;
+    let m: Value = r.json().await.unwrap();
+    assert_eq!(m["transfers"][0]["bandwidth_mbps"], 300, "{m}");
+    assert_eq!(m["transfers"][0]["traffic"]["port"].as_u64(), Some(port), "the plan keeps its port: {m}");
+    let second = hold_on_l12().await;
+    assert_ne!(second, first);
+    assert!(rules_of(second).is_empty(), "its window is not open yet");
+    until(time(&m["transfers"][0]["start"]) + chrono::Duration::milliseconds(800)).await;
+    let rules = rules_of(second);
+    assert_eq!(rules.len(), 2, "both links of the path: {rules:?}");
+    for r in &rules {
+        assert_eq!((u64::from(r.port), r.rate_kbit), (port, (300.0 * SCALE * 1000.0) as u64), "{r:?}");
+    }
+    assert!(rules_of(first).is_empty());
+    let rates: Vec<String> = wan.classes(2, "v1").into_iter().map(|c| c.1).collect();
+    assert_eq!(rates.len(), 2, "one class per transfer on the shared link: {rates:?}");
+    assert!(rates.contains(&"30Mbit".to_owned()), "{rates:?}");
+
+    // 2. While it runs: 10 s longer. The new rules are in when the answer comes.
+    let change = json!({"transfers": [{"from": "A", "to": "C", "duration_s": 40}]});
+    let r = app.call(reqwest::Method::PATCH, &format!("/v1/plans/{id}"), Some(ADMIN), Some(&change)).await;
+    let m: Value = r.json().await.unwrap();
+    assert_eq!(m["transfers"][0]["traffic"]["port"].as_u64(), Some(port), "{m}");
+    let third = hold_on_l12().await;
+    let rules = rules_of(third);
+    assert_eq!(rules.len(), 2, "installed at the commit: {rules:?}");
+    assert!(rules.iter().all(|r| u64::from(r.port) == port && r.rate_kbit == 30_000), "{rules:?}");
+    assert!(rules_of(second).is_empty(), "the replaced rules are gone");
+    assert_eq!(wan.classes(2, "v1").len(), 2);
+    assert_eq!(wan.filters(2, "v1"), 2);
+}
+
 /// How many transfers one NIS keeps installed, and what a reconciliation of them costs: `N`
 /// (default 2000, `CORESERVE_DATAPLANE_N`: about the most one interface takes, see
 /// `coreserve::nis::dataplane::MAX_RULES_PER_INTERFACE`) committed transfers restored as after a restart, half
@@ -496,6 +559,7 @@ async fn reconcile_a_full_interface() {
             if i % 2 == 0 { (vec!["l12", "l23"], "s1") } else { (vec!["l23"], "s2") };
         let req = NetworkHoldRequest {
             replaces: None,
+            port: None,
             txn: TxnId::new(),
             links: links.into_iter().map(Into::into).collect(),
             bandwidth_mbps: 5,

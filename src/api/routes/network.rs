@@ -224,6 +224,7 @@ pub async fn hold(
     let b = body;
     let hold_req = NetworkHoldRequest {
         replaces: None,
+        port: None,
         txn: b.txn.unwrap_or_else(TxnId::new),
         links: b.links,
         bandwidth_mbps: b.bandwidth_mbps,
