@@ -1282,12 +1282,16 @@ impl Allocation {
             .fetch_all(&mut conn)
             .await
             .unwrap();
-        rows.iter()
+        // Summed exactly in CPU-seconds, divided once: a float sum of per-job CPU-hours reads
+        // 40 CPU-hours booked as 40.000000000000007, an "overspend" of 7e-15.
+        let cpu_s: i64 = rows
+            .iter()
             .map(|r| {
                 let o: Outcome = serde_json::from_value(r.get::<Value, _>("outcome")).unwrap();
-                o.jobs.iter().map(|j| f64::from(j.cpus) * (j.end - j.start).num_seconds() as f64 / 3600.0).sum::<f64>()
+                o.jobs.iter().map(|j| i64::from(j.cpus) * (j.end - j.start).num_seconds()).sum::<i64>()
             })
-            .sum()
+            .sum();
+        cpu_s as f64 / 3600.0
     }
 }
 
