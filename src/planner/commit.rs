@@ -171,6 +171,19 @@ pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], mes
     }
 }
 
+/// Phase 2 of a decided modification in process: every part is sent its commit (retried
+/// while the answer is indeterminate), whatever the others answer; each part's answer.
+pub(super) async fn commit_each_part(
+    parts: &[(Arc<dyn HoldLifecycle>, HoldId)],
+    messages: &mut u64,
+) -> Vec<Result<(), ParticipantError>> {
+    let mut answers = Vec::with_capacity(parts.len());
+    for (p, hold) in parts {
+        answers.push(with_retries(messages, || p.commit(*hold)).await);
+    }
+    answers
+}
+
 /// The parts of a plan grouped by participant: each participant, with the indices of its
 /// parts (first appearance order).
 pub(super) type Groups = Vec<(Arc<dyn HoldLifecycle>, Vec<usize>)>;

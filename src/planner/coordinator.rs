@@ -462,11 +462,64 @@ impl Coordinator {
             return self.undecided(e);
         }
         self.crash_point("after-decision");
-        if let Phase2::Refused { cause, .. } | Phase2::Unreachable { cause } = self.phase2().await {
-            tracing::error!(txn = %self.txn, reason = %cause, "a decided modification's commit failed in process; the store has it modified");
+        // Every part is sent its commit, whatever the others answer: the decision stands.
+        let answers = commit::commit_each_part(&self.targets(), &mut self.outcome.messages).await;
+        let failed: Vec<usize> = answers.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| i).collect();
+        if let Some(Err(e)) = answers.into_iter().find(Result::is_err) {
+            self.break_failed(&failed, &TwoPhaseError::CommitRefused(e)).await;
         }
         self.crash_point("after-commit");
         self.committed()
+    }
+
+    /// A decided modification whose parts `failed` (indices) could not be committed: the
+    /// decision stands for the others. Each failed part's replacement hold is aborted and the
+    /// reservation it replaced released, so that no reservation outlives the plan's record of
+    /// it, and the part is marked broken with `cause` (the caller marks the plan broken).
+    async fn break_failed(&mut self, failed: &[usize], cause: &TwoPhaseError) {
+        tracing::error!(txn = %self.txn, parts = failed.len(), reason = %cause, "a decided modification's commit failed: its part is broken");
+        let reason =
+            format!("its modification was decided but could not be committed ({cause}); it holds no reservation");
+        for &i in failed {
+            let p = &self.parts[i];
+            let replaced = match &p.request {
+                HoldRequest::Compute(r) => r.replaces,
+                HoldRequest::Network(r) => r.replaces,
+            };
+            self.outcome.messages += 1;
+            let _ = p.participant.abort(p.hold).await;
+            if let Some(old) = replaced {
+                self.outcome.messages += 1;
+                if let Err(e) = p.participant.release(old).await {
+                    tracing::warn!(hold = %old, error = %e, "a broken part's old reservation was not released");
+                }
+            }
+            let at = |start: &chrono::DateTime<chrono::Utc>, end: &chrono::DateTime<chrono::Utc>, s: Time, e: Time| {
+                (crate::model::to_time(start), crate::model::to_time(end)) == (s, e)
+            };
+            match &p.request {
+                HoldRequest::Compute(r) => {
+                    let job = self
+                        .outcome
+                        .jobs
+                        .iter_mut()
+                        .find(|j| j.site == r.site && j.cpus == r.cpus && at(&j.start, &j.end, r.start, r.end));
+                    if let Some(j) = job {
+                        j.broken = Some(reason.clone());
+                    }
+                }
+                HoldRequest::Network(r) => {
+                    let transfer = self
+                        .outcome
+                        .transfers
+                        .iter_mut()
+                        .find(|t| t.path == r.links && at(&t.start, &t.end, r.start, r.end));
+                    if let Some(t) = transfer {
+                        t.broken = Some(reason.clone());
+                    }
+                }
+            }
+        }
     }
 
     /// The log did not take the decision: nothing is booked (the parts were given back).
@@ -499,6 +552,15 @@ impl Coordinator {
                     return Ok(Ended::Committed);
                 }
                 Phase2::Unreachable { cause } => return Err(cause.into()),
+                // A modification's decision stands for the parts that committed (they have
+                // released what they replaced): the others are broken, not given back.
+                Phase2::Refused { committed, cause } if self.modification => {
+                    let failed: Vec<usize> = (0..self.parts.len()).filter(|&i| !committed[i]).collect();
+                    self.break_failed(&failed, &cause).await;
+                    self.crash_point("after-commit");
+                    log.finish(self.txn, Ok(())).await.map_err(Unsettled::EndNotRecorded)?;
+                    return Ok(Ended::Committed);
+                }
                 Phase2::Refused { committed, cause } => {
                     if let Err(source) = log.compensating(self.txn).await {
                         return Err(Unsettled::GiveUpNotRecorded { cause, source });

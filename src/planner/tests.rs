@@ -508,6 +508,47 @@ async fn a_refused_commit_releases_every_other_part() {
     }
 }
 
+/// Issue 25: a decided modification one of whose commits is refused (its replacement's lease
+/// ran out) still stands for its other parts; the refused part is broken, holds nothing (its
+/// replacement aborted, the reservation it replaced released) and says why. Participants in
+/// process (the decision written before the commits) and remote (commits, then the end).
+#[tokio::test]
+async fn a_decided_modification_whose_commit_is_refused_breaks_that_part_only() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    for shares_fate in [true, false] {
+        let l = local(&g);
+        let booked = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir)
+            .plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions::default())
+            .await;
+        assert_eq!(booked.outcome.status, OutcomeStatus::Committed);
+        let mut services = l.services();
+        services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Refused)));
+        let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
+        let change: crate::model::PlanModification = serde_json::from_value(serde_json::json!({
+            "jobs": [{"name": "A", "duration_s": 900}, {"name": "B", "duration_s": 900}]
+        }))
+        .unwrap();
+        let new = change.apply(&booked.outcome, from_time(T0 - 3600)).unwrap();
+        let log = FakeLog { shares_fate, ..Default::default() };
+        let opts = ModifyOptions { user: None, log: Some(&log) };
+        let res = p.modify(&booked.outcome, &booked.bookings, &new, opts).await;
+        assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{shares_fate}: {:?}", res.outcome);
+        let job = |name: &str| res.outcome.jobs.iter().find(|j| j.name == name).unwrap();
+        assert_eq!(job("A").broken, None, "{shares_fate}");
+        assert!(job("B").broken.as_deref().is_some_and(|b| b.contains("could not be committed")), "{:?}", job("B"));
+        let a_start = crate::model::to_time(&job("A").start);
+        assert_eq!(l.lis["s1"].usage_at(a_start + 700), 8, "{shares_fate}: A is booked in its new shape");
+        assert_eq!(l.lis["s2"].usage_at(a_start + 10), 0, "{shares_fate}: B holds nothing, old or new");
+        assert_eq!(l.holds_outstanding(), 0, "{shares_fate}");
+        if !shares_fate {
+            let finished = log.finished.lock().unwrap().clone();
+            assert_eq!(finished.len(), 1);
+            assert!(finished[0].1, "the end recorded is the decision's, not a rejection");
+        }
+    }
+}
+
 #[tokio::test]
 async fn requests_that_cannot_start_in_time_or_have_no_site_are_rejected_up_front() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);

@@ -196,7 +196,22 @@ async fn answer(
     }
     match result.settlement {
         Settlement::Final if o.status == OutcomeStatus::Committed => {
-            let modified = log.decided().ok_or_else(|| ApiError::internal("a committed modification is unrecorded"))?;
+            let mut modified =
+                log.decided().ok_or_else(|| ApiError::internal("a committed modification is unrecorded"))?;
+            // A part whose commit failed after the decision is broken (see
+            // `Coordinator::break_failed`): so is the plan, with an event.
+            if o.jobs.iter().any(|j| j.broken.is_some()) || o.transfers.iter().any(|t| t.broken.is_some()) {
+                let mut outcome = modified.outcome.clone();
+                for (to, from) in outcome.jobs.iter_mut().zip(&o.jobs) {
+                    to.broken = to.broken.take().or_else(|| from.broken.clone());
+                }
+                for (to, from) in outcome.transfers.iter_mut().zip(&o.transfers) {
+                    to.broken = to.broken.take().or_else(|| from.broken.clone());
+                }
+                if let Some(broken) = st.store.mark_broken(rec.id, &outcome).await? {
+                    modified = broken;
+                }
+            }
             st.ledger.record(&rec.id.to_string(), &rec.user, Usage::of_outcome(&modified.outcome));
             tracing::info!(plan = %rec.id, ms = o.planning_ms, "modified");
             Ok(modified)
