@@ -14,7 +14,10 @@
 //! 3. **event log + consumers**: one SSE client (admin, every event) and one webhook (admin) to
 //!    a receiver in the bench process, at the full plan rate;
 //! 4. **paced**: 20 plans/s with both consumers: the latency from the event's write (`at`, the
-//!    database's clock) to its arrival at the SSE client and at the receiver.
+//!    database's clock) to its arrival at the SSE client and at the receiver;
+//! 5. **modification** (after arm 2, with the event log): `CLIENTS` closed-loop clients
+//!    `PATCH` 200 committed plans in turn (one job's duration): modifications per second
+//!    against arm 2's plan rate, and their latency.
 //!
 //! Writes the `events` section of BENCHMARKS.md. Environment: `CORESERVE_EVENTS_SECONDS` (10).
 
@@ -85,6 +88,65 @@ async fn load(base: &str, secs: u64, clients: usize, per_s: Option<u64>) -> Resu
         total += t.await?;
     }
     Ok(total)
+}
+
+/// Books `n` plans (one job each, an hour ahead or later) and answers their ids.
+async fn book(base: &str, n: u64) -> Result<Vec<String>> {
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let mut body = plan(i);
+        body["id"] = json!(format!("m{i}"));
+        let r = http.post(format!("{base}/v1/plans")).bearer_auth(ADMIN).json(&body).send().await?;
+        let v: Value = r.json().await?;
+        match v["id"].as_str() {
+            Some(id) if v["status"] == "committed" => ids.push(id.to_owned()),
+            _ => bail!("plan m{i} not committed: {v}"),
+        }
+    }
+    Ok(ids)
+}
+
+/// `clients` closed-loop clients, each modifying its own share of `plans` in turn for `secs` s
+/// (`PATCH /v1/plans/{id}`: job A's duration 900 s, then back to 600 s, round after round):
+/// the modifications answered 200, those answered otherwise, and the 200s' latencies (ms).
+async fn modify(base: &str, secs: u64, plans: &[String], clients: usize) -> Result<(u64, u64, Vec<f64>)> {
+    let http = reqwest::Client::new();
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let mine: Vec<String> = plans.iter().skip(c).step_by(clients).cloned().collect();
+        let (http, base) = (http.clone(), base.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut other, mut lat) = (0u64, 0u64, Vec::new());
+            'rounds: for round in 0.. {
+                let duration_s = if round % 2 == 0 { 900 } else { 600 };
+                for id in &mine {
+                    if Instant::now() >= stop {
+                        break 'rounds;
+                    }
+                    let t = Instant::now();
+                    let change = json!({"jobs": [{"name": "A", "duration_s": duration_s}]});
+                    let r = http.patch(format!("{base}/v1/plans/{id}")).bearer_auth(ADMIN).json(&change).send().await;
+                    if r.is_ok_and(|r| r.status() == reqwest::StatusCode::OK) {
+                        ok += 1;
+                        lat.push(t.elapsed().as_secs_f64() * 1e3);
+                    } else {
+                        other += 1;
+                    }
+                }
+            }
+            (ok, other, lat)
+        }));
+    }
+    let (mut ok, mut other, mut lat) = (0, 0, Vec::new());
+    for t in tasks {
+        let (o, x, l) = t.await?;
+        (ok, other) = (ok + o, other + x);
+        lat.extend(l);
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok((ok, other, lat))
 }
 
 /// Follows `GET /v1/events` from the log's end, recording each event's arrival.
@@ -201,6 +263,10 @@ async fn run(url: &str, secs: u64) -> Result<String> {
     let without = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
     pool.execute("ALTER TABLE plans ENABLE TRIGGER plans_event").await?;
     let with = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
+    // Modification (two-phase commit of a replacement hold, the plan rewritten, its event).
+    let plans = book(&base, CLIENTS as u64 * 25).await?;
+    let (modified, not_modified, modify_ms) = modify(&base, secs, &plans, CLIENTS).await?;
+    let modified = modified as f64 / secs as f64;
 
     let (streamed, hooked) = (Arc::new(Mutex::new(Arrivals::default())), Arc::new(Mutex::new(Arrivals::default())));
     sse(&base, streamed.clone());
@@ -263,6 +329,18 @@ async fn run(url: &str, secs: u64) -> Result<String> {
     body.push_str(&format!(
         "| paced {PACED_PER_S} plans/s, both consumers | {PACED_PER_S} | - | {} | {:.1} / {:.1} ms | {:.1} / {:.1} ms |\n",
         s_paced.2, s_paced.0, s_paced.1, h_paced.0, h_paced.1,
+    ));
+    body.push_str(&format!(
+        "\nModification, in the same run with the event log and no consumer: {CLIENTS} closed-loop \
+         clients PATCH {} committed plans in turn (one job's duration 600 s <-> 900 s; each a \
+         replacement hold prepared, the decision and the rewritten plan in one transaction, the \
+         commit, one `plan.modified` event): **{modified:.0} modifications/s** ({:.2} x the plan \
+         rate with the event log), latency p50 / p99 {:.1} / {:.1} ms, {not_modified} answered \
+         other than 200.\n",
+        plans.len(),
+        modified / with,
+        report::percentile(&modify_ms, 0.5),
+        report::percentile(&modify_ms, 0.99),
     ));
     body.push_str(&format!(
         "\nEvents delivered per second at the full rate (events over the time until the consumer had them \
