@@ -1,6 +1,10 @@
 // coreserve reservation timeline: reads /v1 with the caller's token and draws, with d3 (SVG),
 // the bookings of every site and link over a time window, and a chosen plan as a Gantt chart
-// and as a path on the topology. Polls every POLL_MS and redraws when something changed.
+// and as a path on the topology. Follows the plans' events
+// (GET /v1/events, Server-Sent Events read through fetch, since EventSource cannot send the
+// token) and reloads, debounced, on each one; polls every FALLBACK_MS besides, for what has no
+// event (holds, others' plans in a user's view) and while the stream is down. Redraws when
+// something changed.
 //
 // The URL fragment may carry `token` (stored in sessionStorage, then removed from the URL),
 // `plan`, `site`, `booked` (1: only sites with bookings), `user`, `from` and `to` (RFC 3339).
@@ -12,7 +16,10 @@
 "use strict";
 
 (function () {
-  const POLL_MS = 2500;
+  const FALLBACK_MS = 60 * 1000; // the slow poll, beside the event stream
+  const DEBOUNCE_MS = 150; // a burst of events is one reload
+  const STREAM_IDLE_MS = 45 * 1000; // three missed heartbeats (15 s): the connection is dead
+  const RETRY_MAX_MS = 30 * 1000; // the longest wait before a reconnection
   const TOKEN_KEY = "coreserve.token";
   const HOUR = 3600 * 1000;
   const MINUTE = 60 * 1000;
@@ -53,8 +60,16 @@
     error: null,
     refused: false, // the token was refused (401)
     timer: null,
+    debounce: null,
     running: false,
     again: false,
+    // The event stream: its state ("off", "connecting", "live", "reconnecting", "paused"),
+    // the last event id seen (sent as Last-Event-ID on reconnection), the server's retry
+    // delay, failures in a row (the backoff), and the connection's generation (a stale
+    // connection's end is ignored).
+    stream: {
+      state: "off", token: null, ctl: null, gen: 0, lastId: null, retry: 2000, failures: 0, timer: null, idle: null, events: 0,
+    },
   };
 
   // ---- the URL fragment ----
@@ -193,7 +208,8 @@
       } catch (e) {
         state.error = e;
         if (e.status === 401) {
-          state.refused = true; // no more polling until another token is given
+          state.refused = true; // no more polling nor stream until another token is given
+          stopStream("off");
           Object.assign(state, { me: null, plans: [], selected: null, siteRes: new Map(), linkRes: [] });
           render("The token was refused (401). Enter another one.");
         }
@@ -220,13 +236,187 @@
         state.again = false;
         refresh(true);
       } else if (state.live && state.token && !state.refused) {
-        state.timer = setTimeout(() => refresh(false), POLL_MS);
+        state.timer = setTimeout(() => refresh(false), FALLBACK_MS);
       }
     }
   }
 
+  /** A reload soon: events come in bursts (a plan's commit, then its activation...). */
+  function refreshSoon() {
+    clearTimeout(state.debounce);
+    state.debounce = setTimeout(() => refresh(false), DEBOUNCE_MS);
+  }
+
   function setStatus(text, error) {
     d3.select("#status").text(text).classed("error", error);
+  }
+
+  // ---- the event stream (GET /v1/events) ----
+  //
+  // EventSource cannot send an Authorization header, so the stream is read with fetch: the
+  // body's bytes decoded as UTF-8 and cut into Server-Sent Events lines (`id:`, `event:`,
+  // `data:`, `retry:`, `:` comments). Every `plan.*` event reloads (debounced). After a drop
+  // (an error, the end of the body, or nothing heard for STREAM_IDLE_MS, heartbeats included)
+  // it reconnects with `Last-Event-ID` after a backoff: the server's `retry:` delay, doubled
+  // per failure in a row up to RETRY_MAX_MS, with jitter. A 401 stops it (as it stops polling).
+
+  /** (Re)starts the stream if it should run and does not (or runs with another token). */
+  function ensureStream() {
+    const s = state.stream;
+    const want = !!state.token && !state.refused && state.live;
+    if (!want) {
+      stopStream(state.token && !state.refused ? "paused" : "off");
+    } else if (s.token !== state.token || s.state === "off" || s.state === "paused") {
+      if (s.token !== state.token) {
+        s.lastId = null; // another principal: its own events, from now on
+        s.failures = 0;
+      }
+      connect();
+    }
+  }
+
+  function stopStream(why) {
+    const s = state.stream;
+    s.gen += 1; // whatever the current connection does next is ignored
+    if (s.ctl) s.ctl.abort();
+    s.ctl = null;
+    clearTimeout(s.timer);
+    clearTimeout(s.idle);
+    setStream(why);
+  }
+
+  function connect() {
+    const s = state.stream;
+    stopStream(s.failures ? "reconnecting" : "connecting");
+    const gen = s.gen;
+    const ctl = new AbortController();
+    s.ctl = ctl;
+    s.token = state.token;
+    follow(gen, ctl).then(() => dropped(gen, null), (e) => dropped(gen, e));
+  }
+
+  /** Nothing heard for STREAM_IDLE_MS: the connection is taken for dead. */
+  function watch(gen, ctl) {
+    const s = state.stream;
+    clearTimeout(s.idle);
+    s.idle = setTimeout(() => {
+      if (gen === s.gen) ctl.abort();
+    }, STREAM_IDLE_MS);
+  }
+
+  async function follow(gen, ctl) {
+    const s = state.stream;
+    const headers = { Authorization: "Bearer " + s.token, Accept: "text/event-stream" };
+    if (s.lastId !== null) headers["Last-Event-ID"] = s.lastId;
+    watch(gen, ctl);
+    const r = await fetch("/v1/events", { headers, cache: "no-store", signal: ctl.signal });
+    if (!r.ok || !r.body) {
+      const e = new Error(`${r.status} on /v1/events`);
+      e.status = r.status;
+      throw e;
+    }
+    if (gen !== s.gen) return;
+    // Heard: live. Reload once, for what happened while it was not (before the first
+    // connection, or what a resumption cannot replay).
+    s.failures = 0;
+    setStream("live");
+    refreshSoon();
+    const reader = r.body.getReader();
+    const decoder = new TextDecoder();
+    let buf = "";
+    const ev = { id: null, type: "", data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (gen !== s.gen) return;
+      if (done) return;
+      watch(gen, ctl);
+      buf += decoder.decode(value, { stream: true });
+      // A line ends at CRLF, LF or CR (a CR last in the buffer may be half of a CRLF).
+      const eol = /\r\n|\n|\r(?!$)/g;
+      let at = 0, m;
+      while ((m = eol.exec(buf))) {
+        line(ev, buf.slice(at, m.index));
+        at = eol.lastIndex;
+      }
+      buf = buf.slice(at);
+    }
+  }
+
+  /** One line of the stream, as the Server-Sent Events format reads it. */
+  function line(ev, text) {
+    const s = state.stream;
+    if (text === "") {
+      // The end of an event: dispatch it (if it has data).
+      if (ev.id !== null) s.lastId = ev.id;
+      if (ev.data.length) onEvent(ev.type || "message", ev.data.join("\n"));
+      ev.type = "";
+      ev.data = [];
+      return;
+    }
+    if (text.startsWith(":")) return; // a comment: `: heartbeat`, `: connected`
+    const colon = text.indexOf(":");
+    const field = colon < 0 ? text : text.slice(0, colon);
+    let value = colon < 0 ? "" : text.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") ev.type = value;
+    else if (field === "data") ev.data.push(value);
+    else if (field === "id" && !value.includes("\0")) ev.id = value;
+    else if (field === "retry" && /^\d+$/.test(value)) s.retry = Number(value);
+  }
+
+  function onEvent(type, data) {
+    const s = state.stream;
+    s.events += 1;
+    let e = {};
+    try {
+      e = JSON.parse(data);
+    } catch (_) {
+      // not JSON: still counted
+    }
+    d3.select("#stream").attr("data-events", s.events).attr("data-last-id", s.lastId)
+      .attr("data-last-type", type).attr("data-last-plan", e.plan_id || null);
+    if (type.startsWith("plan.")) refreshSoon();
+  }
+
+  /** The connection `gen` ended: `e` why (null: the body ended). Reconnects after a backoff. */
+  function dropped(gen, e) {
+    const s = state.stream;
+    if (gen !== s.gen) return; // stopped on purpose, or replaced
+    clearTimeout(s.idle);
+    s.ctl = null;
+    if (e && e.status === 401) {
+      // The token was refused: as for a poll, nothing more until another one is given.
+      state.refused = true;
+      stopStream("off");
+      refresh(true);
+      return;
+    }
+    if (e && e.status === 400) s.lastId = null; // not an event id the server knows: from now on
+    s.failures += 1;
+    const delay = Math.min(RETRY_MAX_MS, s.retry * 2 ** (s.failures - 1)) * (0.75 + Math.random() * 0.5);
+    setStream("reconnecting", delay);
+    s.timer = setTimeout(() => {
+      if (gen === s.gen) connect();
+    }, delay);
+  }
+
+  /** The stream's state in the page (`#stream`: data-state, a word and why). */
+  function setStream(st, delay) {
+    const s = state.stream;
+    s.state = st;
+    const text = {
+      off: "stream off", paused: "paused", connecting: "connecting…", live: "live",
+      reconnecting: `reconnecting${delay ? ` in ${Math.max(1, Math.round(delay / 1000))} s` : ""}…`,
+    }[st];
+    const title = {
+      off: "no event stream (no token)",
+      paused: "not following: live is off",
+      connecting: "connecting to the event stream (GET /v1/events)",
+      live: "following the plans' events (GET /v1/events); a poll every minute besides",
+      reconnecting: `the event stream dropped (${s.failures} failure${s.failures === 1 ? "" : "s"} in a row); ` +
+        "it resumes after the last event seen; a poll every minute meanwhile",
+    }[st];
+    d3.select("#stream").attr("data-state", st).attr("title", title).text(text);
   }
 
   // ---- which booking belongs to which plan ----
@@ -956,12 +1146,14 @@
       sessionStorage.setItem(TOKEN_KEY, t);
       input.value = "";
       refresh(true);
+      ensureStream();
     });
     d3.select("#forget").on("click", () => {
       sessionStorage.removeItem(TOKEN_KEY);
       state.token = null;
       state.me = null;
       refresh(true);
+      ensureStream();
     });
     d3.select("#filters").on("submit", (ev) => ev.preventDefault());
     d3.select("#from").on("change", readWindowInputs);
@@ -1016,10 +1208,12 @@
       state.live = ev.target.checked;
       clearTimeout(state.timer);
       if (state.live) refresh(true);
+      ensureStream();
     });
     window.addEventListener("hashchange", () => {
       readFragment();
       refresh(true);
+      ensureStream();
     });
     let resize = null;
     window.addEventListener("resize", () => {
@@ -1027,6 +1221,7 @@
       resize = setTimeout(() => render(state.token ? undefined : "Enter an API token (admin or user) to see the bookings."), 150);
     });
     refresh(true);
+    ensureStream();
   }
 
   init();

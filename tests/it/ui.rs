@@ -2,9 +2,10 @@
 //!
 //! Each test spawns the all-in-one service in process (in-memory store) over a small European
 //! grid with coordinates, books plans as two users (and holds as a service principal), then
-//! opens the page in headless Chromium (`/usr/bin/chromium`, or `CORESERVE_CHROMIUM`) with
-//! `--dump-dom` and checks the SVG it drew against the API. Chromium is required: without it the
-//! browser tests fail (`apt-get install chromium`), they are never skipped.
+//! opens the page in headless Chromium (`/usr/bin/chromium`, or `CORESERVE_CHROMIUM`), reads its
+//! DOM once it has loaded and follows the event stream, and checks the SVG it drew against the
+//! API. Chromium is required: without it the browser tests fail (`apt-get install chromium`),
+//! they are never skipped.
 //!
 //! The screenshot of the admin's view is written to `$CARGO_TARGET_TMPDIR/ui-screenshot.png`
 //! (and copied to `$CORESERVE_UI_SCREENSHOT` when set: that is how `docs/ui-timeline.png` is
@@ -12,8 +13,10 @@
 //!
 //! Chromium runs in New York's time zone with an American locale (12-hour clocks), so a time
 //! the page showed in the browser's zone or format would not be the UTC, 24-hour one the tests
-//! expect. What `--dump-dom` cannot do (wheel, drag, typing into a form) is driven through the
-//! DevTools protocol on a pipe ([`Browser`]).
+//! expect. The page is driven through the DevTools protocol on a pipe ([`Browser`]): its DOM,
+//! wheel, drag, typing into a form, screenshots. (`--dump-dom` with a virtual time budget cannot
+//! open the page any more: its event stream is a fetch that never ends, and virtual time waits
+//! for every fetch to end.)
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
@@ -23,13 +26,16 @@ use std::os::fd::FromRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use coreserve::model::Grid;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::{in_hours, machine, TestApp, ADMIN};
 
@@ -37,10 +43,15 @@ use crate::support::{in_hours, machine, TestApp, ADMIN};
 /// Zoo nodes are; Versailles a few pixels from Paris on the map, so that their labels would
 /// collide) and six sites; only `s-gva` has 100 CPUs.
 fn europe() -> Grid {
+    serde_json::from_value(europe_json()).unwrap()
+}
+
+/// [`europe`] as JSON.
+fn europe_json() -> Value {
     let node = |id: &str, label: &str, lat: f64, lon: f64| json!({"id": id, "label": label, "latitude": lat, "longitude": lon});
     let link = |id: &str, a: &str, b: &str, mbps: u64| json!({"id": id, "a": a, "b": b, "capacity_mbps": mbps, "price_per_gbps_hour": 0.1});
     let site = |id: &str, node: &str, cpus: u32, os: &str, price: f64| json!({"id": id, "node": node, "cpus": cpus, "os": os, "price_per_cpu_hour": price});
-    serde_json::from_value(json!({
+    json!({
         "nodes": [
             node("lon", "London", 51.507, -0.128), node("ams", "Amsterdam", 52.370, 4.895),
             node("par", "Paris", 48.857, 2.352), node("fra", "Frankfurt", 50.110, 8.682),
@@ -61,8 +72,7 @@ fn europe() -> Grid {
             site("s-gva", "gva", 128, "linux", 0.8), site("s-vie", "vie", 48, "linux", 0.9),
             site("s-mil", "mil", 32, "bsd", 1.1), site("s-par", "par", 16, "solaris", 1.0)
         ]
-    }))
-    .unwrap()
+    })
 }
 
 /// The service with the bookings the tests look at.
@@ -260,13 +270,28 @@ async fn chromium(args: Vec<String>) -> String {
     .unwrap()
 }
 
-/// The page at `fragment` after 10 s of (virtual) time: its DOM as Chromium serialises it.
-async fn dump_dom(base: &str, fragment: &str) -> String {
-    let dom =
-        chromium(vec!["--virtual-time-budget=10000".into(), "--dump-dom".into(), format!("{base}/ui#{fragment}")])
-            .await;
+/// True in the page once it has loaded its data and follows the event stream.
+const SETTLED: &str = "!!document.body && Number(document.body.dataset.refreshes) >= 1 && \
+                       !!document.querySelector('#stream') && document.querySelector('#stream').dataset.state === 'live'";
+
+/// The page at `fragment` open in Chromium once it has loaded its data and follows the event
+/// stream.
+fn open_page(base: &str, fragment: &str) -> Browser {
+    let mut b = Browser::open(&format!("{base}/ui#{fragment}"));
+    b.wait_for(SETTLED);
+    b
+}
+
+/// The page's DOM as Chromium serialises it.
+fn dom_of(b: &mut Browser) -> String {
+    let dom = b.eval("document.documentElement.outerHTML").as_str().expect("the DOM").to_owned();
     assert!(dom.contains("<svg"), "the page drew nothing:\n{dom}");
     dom
+}
+
+/// The page at `fragment` once it has loaded its data and follows the event stream: its DOM.
+fn page_dom(base: &str, fragment: &str) -> String {
+    dom_of(&mut open_page(base, fragment))
 }
 
 /// Headless Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: it
@@ -463,6 +488,27 @@ fn with_class(html: &str, tag: &str, class: &str) -> Vec<HashMap<String, String>
     elements(html, tag).into_iter().filter(|a| a.get("class").map(String::as_str) == Some(class)).collect()
 }
 
+/// The bytes of standard base64 `text` (padding optional).
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c:?}"),
+        }
+    };
+    let digits: Vec<u32> = text.bytes().filter(|c| *c != b'=').map(value).collect();
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, d)| n | (d << (18 - 6 * i)));
+        out.extend(n.to_be_bytes()[1..chunk.len()].iter().copied());
+    }
+    out
+}
+
 fn ids(plans: &[Value]) -> BTreeSet<String> {
     plans.iter().map(|p| p["id"].as_str().unwrap().to_owned()).collect()
 }
@@ -574,7 +620,7 @@ async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
     let held = |list: &[Value]| list.iter().filter(|r| r["state"] == "held").count();
     assert_eq!((held(&sites), held(&links)), (1, 2), "the service's holds");
 
-    let dom = dump_dom(&app.base, &format!("token={ADMIN}&plan={wf_id}")).await;
+    let dom = page_dom(&app.base, &format!("token={ADMIN}&plan={wf_id}"));
 
     let bars = with_class(&dom, "rect", "reservation");
     assert_eq!(bars.len(), sites.len(), "one bar per site booking in the window");
@@ -666,9 +712,8 @@ async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
         with_class(&dom, "span", "user-key").iter().map(|k| k["data-user"].clone()).collect();
     assert_eq!(legend, BTreeSet::from(["alice".to_owned(), "bob".to_owned()]), "the users' legend");
 
-    let body = &elements(&dom, "body")[0];
-    let refreshes: u32 = body["data-refreshes"].parse().unwrap();
-    assert!(refreshes >= 2, "the page polls: {refreshes} refreshes in 10 s");
+    let stream = elements(&dom, "span").into_iter().find(|s| s.get("id").is_some_and(|i| i == "stream")).unwrap();
+    assert_eq!(stream["data-state"], "live", "the page follows the event stream, and says so");
     assert!(
         !elements(&dom, "label")
             .iter()
@@ -678,14 +723,10 @@ async fn the_timeline_draws_every_booking_and_the_chosen_plan_in_chromium() {
 
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshot.png");
     let _ = std::fs::remove_file(&shot);
-    chromium(vec![
-        "--virtual-time-budget=10000".into(),
-        format!("--screenshot={}", shot.display()),
-        "--window-size=1400,1000".into(),
-        format!("{}/ui#token={ADMIN}&plan={wf_id}", app.base),
-    ])
-    .await;
-    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {}: {e}", shot.display()));
+    let mut b = open_page(&app.base, &format!("token={ADMIN}&plan={wf_id}"));
+    let png = b.call("Page.captureScreenshot", json!({"format": "png"}));
+    let png = base64_decode(png["data"].as_str().expect("a screenshot"));
+    std::fs::write(&shot, &png).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 20_000, "a PNG of the page ({} bytes)", png.len());
     if let Some(copy) = std::env::var_os("CORESERVE_UI_SCREENSHOT") {
         std::fs::copy(&shot, &copy).unwrap();
@@ -704,7 +745,7 @@ async fn a_user_sees_others_bookings_as_anonymous_bars() {
     let sites = app.site_bookings(&app.bob).await;
     assert!(sites.iter().all(|r| r.get("hold").is_none()), "bob prepared no hold himself");
 
-    let dom = dump_dom(&app.base, &format!("token={}&plan={mine_id}", app.bob)).await;
+    let dom = page_dom(&app.base, &format!("token={}&plan={mine_id}", app.bob));
 
     let bars = with_class(&dom, "rect", "reservation");
     assert_eq!(bars.len(), sites.len(), "every booking, anonymous or not");
@@ -736,7 +777,7 @@ async fn a_user_sees_others_bookings_as_anonymous_bars() {
 
     // Another user's plan id in the fragment shows nothing of it.
     let theirs = app.alice_plans[0]["id"].as_str().unwrap().to_owned();
-    let dom = dump_dom(&app.base, &format!("token={}&plan={theirs}", app.bob)).await;
+    let dom = page_dom(&app.base, &format!("token={}&plan={theirs}", app.bob));
     assert!(with_class(&dom, "rect", "gantt-job").is_empty());
     assert!(with_class(&dom, "line", "path-link").is_empty());
     assert!(dom.contains("403"), "the page says why");
@@ -771,7 +812,7 @@ async fn the_window_fits_the_bookings_in_view() {
     );
     assert_eq!(bookings.len(), p["jobs"].as_array().unwrap().len() + p["transfers"].as_array().unwrap().len());
 
-    let dom = dump_dom(&app.base, &format!("token={dana}")).await;
+    let dom = page_dom(&app.base, &format!("token={dana}"));
     let (from, to) = domain(&dom);
     assert_fits((from, to), span(&bookings), "the bookings in view");
     assert!(to - from < chrono::Duration::hours(3), "not the 49 hours loaded: {from} .. {to}");
@@ -852,9 +893,14 @@ async fn the_timeline_zooms_pans_and_finds_where_a_job_fits_in_chromium() {
     let panned = domain_of(&mut b, "#sites");
     assert!(panned.0 > zoomed.0, "panned later: {zoomed:?} -> {panned:?}");
     assert!(((panned.1 - panned.0) - (zoomed.1 - zoomed.0)).num_seconds().abs() <= 1, "same span");
-    // A poll does not lose the view.
+    // A reload does not lose the view: bob cancels his build, an event the page follows.
     let refreshes = b.eval("Number(document.body.dataset.refreshes)").as_u64().unwrap();
-    b.wait_for(&format!("Number(document.body.dataset.refreshes) > {refreshes}"));
+    let build = app.bob_plans[1]["id"].as_str().unwrap().to_owned();
+    let r = app.call(Method::DELETE, &format!("/v1/plans/{build}"), Some(&app.bob), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    b.wait_for(&format!(
+        "Number(document.body.dataset.refreshes) > {refreshes} && !document.querySelector('rect[data-plan=\"{build}\"]')"
+    ));
     assert_eq!(domain_of(&mut b, "#sites"), panned);
     // The reset goes back to the fitted window.
     b.eval("document.querySelector('#zoom-reset').click()");
@@ -1127,4 +1173,186 @@ async fn the_api_reference_renders_every_operation_in_chromium() {
     assert!(missing.is_empty(), "operations not rendered: {missing:?}");
     assert!(dom.contains("Plan and book a request."), "the summary of POST /v1/plans");
     assert!(dom.contains("/v1/plans"), "its path");
+}
+
+// ---- the event stream ----
+
+/// A TCP proxy in front of the service, between it and the browser, that can cut every
+/// connection it forwards and refuse new ones: a network drop, as the page sees it. It keeps the
+/// head of every `GET /v1/events` request it forwards (to read the `Last-Event-ID` sent).
+struct Cutter {
+    url: String,
+    /// Refuse new connections (accepted, then closed at once).
+    refuse: Arc<AtomicBool>,
+    /// A change cuts every connection open.
+    cut: tokio::sync::watch::Sender<u64>,
+    /// The event stream requests' heads, in order.
+    streams: Arc<Mutex<Vec<String>>>,
+}
+
+impl Cutter {
+    async fn start(upstream: &str) -> Cutter {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (refuse, streams) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(Vec::new())));
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let upstream = upstream.trim_start_matches("http://").to_owned();
+        let (r, st, c) = (refuse.clone(), streams.clone(), cut.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if r.load(Ordering::SeqCst) {
+                    continue; // dropped: closed
+                }
+                tokio::spawn(Self::forward(client, upstream.clone(), st.clone(), c.subscribe()));
+            }
+        });
+        Cutter { url, refuse, cut, streams }
+    }
+
+    async fn forward(
+        client: TcpStream,
+        upstream: String,
+        streams: Arc<Mutex<Vec<String>>>,
+        mut cut: tokio::sync::watch::Receiver<u64>,
+    ) {
+        let Ok(server) = TcpStream::connect(&upstream).await else { return };
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let up = async {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n @ 1..) = cr.read(&mut buf).await {
+                if buf.starts_with(b"GET /v1/events") {
+                    streams.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+                if sw.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        };
+        let down = tokio::io::copy(&mut sr, &mut cw);
+        tokio::select! {
+            _ = up => {}
+            _ = down => {}
+            _ = cut.changed() => {}
+        }
+    }
+
+    /// Cuts every connection open.
+    fn cut(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// The `Last-Event-ID` of the last event stream request (None: without one).
+    fn last_event_id(&self) -> Option<String> {
+        let streams = self.streams.lock().unwrap();
+        let head = streams.last().expect("an event stream request");
+        head.lines().find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("last-event-id").then(|| value.trim().to_owned())
+        })
+    }
+}
+
+impl Browser {
+    /// Waits until `js` is true in the page, at most `limit` from `since`; how long it took.
+    fn within(&mut self, js: &str, since: Instant, limit: Duration) -> Duration {
+        loop {
+            if self.eval(js) == json!(true) {
+                return since.elapsed();
+            }
+            assert!(since.elapsed() < limit, "still not true after {limit:?}: {js}");
+            tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(25)));
+        }
+    }
+
+    /// The `#stream` indicator: its state, text and last event (id, type, plan).
+    fn stream(&mut self) -> Value {
+        self.eval(
+            "(() => { const s = document.querySelector('#stream'); return {state: s.dataset.state, text: s.textContent, \
+               id: s.dataset.lastId || null, type: s.dataset.lastType || null, plan: s.dataset.lastPlan || null}; })()",
+        )
+    }
+}
+
+/// The page follows `GET /v1/events` instead of polling: nothing reloads while nothing happens;
+/// a plan booked through the API is a bar within 2 s (its event the page's last), a modified
+/// one changes, a cancelled one is gone, each within 2 s; the page says the stream is live.
+/// Cut off (a proxy between them drops every connection and refuses new ones), it says it is
+/// reconnecting, and once it can, it resumes with `Last-Event-ID` after the last event it saw:
+/// the plan booked meanwhile is replayed to it and drawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_follows_the_event_stream_in_chromium() {
+    let _machine = machine::reserve("ui").await;
+    let app = TestApp::memory(europe(), |_| {}).await;
+    let erin = app.token("erin", false).await;
+    let cutter = Cutter::start(&app.base).await;
+    let mut b = open_page(&cutter.url, &format!("token={erin}"));
+    let stream = b.stream();
+    assert_eq!((&stream["state"], &stream["text"]), (&json!("live"), &json!("live")), "{stream}");
+    // Settled (the reload on connecting), then quiet: no poll every few seconds.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let refreshes = b.eval("Number(document.body.dataset.refreshes)");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(b.eval("Number(document.body.dataset.refreshes)"), refreshes, "no reload without an event");
+
+    let bar = |id: &str| format!("document.querySelector('#sites rect.reservation[data-plan=\"{id}\"]')");
+    let job = |cpus: u32| {
+        json!({"id": format!("quick-{cpus}"), "deadline": in_hours(10), "not_before": in_hours(1),
+               "jobs": [{"name": "a", "os": "linux", "cpus": cpus, "offset_s": 0, "duration_s": 3600}]})
+    };
+    let p = plan(&app, &erin, job(8)).await;
+    let booked = Instant::now();
+    let id = p["id"].as_str().unwrap().to_owned();
+    let took = b.within(&format!("!!{}", bar(&id)), booked, Duration::from_secs(2));
+    let stream = b.stream();
+    assert_eq!((&stream["type"], &stream["plan"]), (&json!("plan.committed"), &json!(id)), "{stream}");
+    let start = b.eval(&format!("{}.dataset.start", bar(&id)));
+    let t = |v: &Value| DateTime::parse_from_rfc3339(v.as_str().unwrap()).unwrap().with_timezone(&Utc);
+    assert_eq!(t(&start), t(&p["jobs"][0]["start"]), "the bar of the job booked");
+    eprintln!("a booked plan drawn after {took:?}");
+
+    // Modified: 12 CPUs instead of 8.
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("/v1/plans/{id}"),
+            Some(&erin),
+            Some(&json!({"jobs": [{"name": "a", "cpus": 12}]})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text().await);
+    let modified = Instant::now();
+    b.within(&format!("{} && {}.dataset.amount === '12'", bar(&id), bar(&id)), modified, Duration::from_secs(2));
+    assert_eq!(b.stream()["plan"], json!(id));
+
+    // Cancelled: gone.
+    let r = app.call(Method::DELETE, &format!("/v1/plans/{id}"), Some(&erin), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let cancelled = Instant::now();
+    b.within(&format!("!{}", bar(&id)), cancelled, Duration::from_secs(2));
+    let stream = b.stream();
+    assert_eq!((&stream["type"], &stream["plan"]), (&json!("plan.cancelled"), &json!(id)), "{stream}");
+    let seen = stream["id"].as_str().expect("the last event id seen").to_owned();
+
+    // Cut off: reconnecting; a plan booked meanwhile is replayed after the last event seen.
+    cutter.refuse.store(true, Ordering::SeqCst);
+    cutter.cut();
+    b.within(
+        "document.querySelector('#stream').dataset.state === 'reconnecting'",
+        Instant::now(),
+        Duration::from_secs(10),
+    );
+    assert!(b.stream()["text"].as_str().unwrap().starts_with("reconnecting"), "{}", b.stream());
+    let q = plan(&app, &erin, job(4)).await;
+    let qid = q["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cutter.refuse.store(false, Ordering::SeqCst);
+    b.within(
+        &format!("!!{} && document.querySelector('#stream').dataset.lastPlan === '{qid}'", bar(&qid)),
+        Instant::now(),
+        Duration::from_secs(20),
+    );
+    let stream = b.stream();
+    assert_eq!((&stream["state"], &stream["type"]), (&json!("live"), &json!("plan.committed")), "{stream}");
+    assert_eq!(cutter.last_event_id(), Some(seen), "the stream resumed after the last event seen");
 }
