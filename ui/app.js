@@ -1,6 +1,6 @@
 // coreserve reservation timeline: reads /v1 with the caller's token and draws, with d3 (SVG),
-// the bookings of every site and link over a time window, and a chosen plan as a Gantt chart
-// and as a path on the topology. Follows the plans' events
+// the bookings of every site (CPUs, and GPUs per pool) and link over a time window, and a
+// chosen plan as a Gantt chart and as a path on the topology. Follows the plans' events
 // (GET /v1/events, Server-Sent Events read through fetch, since EventSource cannot send the
 // token) and reloads, debounced, on each one; polls every FALLBACK_MS besides, for what has no
 // event (holds, others' plans in a user's view) and while the stream is down. Redraws when
@@ -446,6 +446,9 @@
     }
   }
 
+  /** GPU model names compare case-insensitively (as the sites compare them). */
+  const sameModel = (a, b) => String(a).toLowerCase() === String(b).toLowerCase();
+
   /** Is this plan shown in detail (the user filter)? */
   const highlighted = (p) => !!p && (!state.user || p.user === state.user);
 
@@ -461,10 +464,24 @@
       .filter((s) => !bookedOnly || (state.siteRes.get(s.id) || []).length || s.id === fitSite);
     const label = nodeLabels();
     const siteName = siteNames();
-    const siteLanes = sites.map((s) => ({
-      id: s.id, title: siteName(s.id), sub: `${s.id} · ${s.cpus} CPUs · ${s.os}`, capacity: s.cpus, unit: "CPUs",
-      hint: `site ${s.id} at ${label(s.node)} [${s.node}]`, items: state.siteRes.get(s.id) || [],
-    }));
+    // A site's CPU lane, then a lane per GPU pool of it: the GPUs its bookings hold of that
+    // pool over time, scaled to the pool's size.
+    const siteLanes = sites.flatMap((s) => {
+      const items = state.siteRes.get(s.id) || [];
+      const cpu = {
+        id: s.id, title: siteName(s.id), sub: `${s.id} · ${s.cpus} CPUs · ${s.os}`, capacity: s.cpus, unit: "CPUs",
+        hint: `site ${s.id} at ${label(s.node)} [${s.node}]`, items,
+      };
+      const gpus = (s.gpus || []).map((pool) => ({
+        id: s.id, pool: pool.model, kind: "gpu", cls: "gpu-reservation", laneH: 26, capacity: pool.count, unit: "GPUs",
+        amount: (r) => r.gpus.count, title: `${pool.count} × ${pool.model}`,
+        sub: `GPUs · cc ${pool.compute_capability} · ${pool.memory_gib} GiB`,
+        hint: `GPU pool ${pool.model} of site ${s.id}: ${pool.count} GPUs, compute capability ` +
+          `${pool.compute_capability}, ${pool.memory_gib} GiB each`,
+        items: items.filter((r) => r.gpus && r.gpus.count > 0 && sameModel(r.gpus.model, pool.model)),
+      }));
+      return [cpu, ...gpus];
+    });
     const byLink = d3.group(state.linkRes, (r) => r.link);
     const linkLanes = state.network.links.filter((l) => byLink.has(l.id)).map((l) => ({
       id: l.id, title: `${label(l.a)} – ${label(l.b)}`, sub: `${l.id} · ${l.capacity_mbps} Mb/s`,
@@ -658,7 +675,7 @@
    * One lane per resource: bookings stacked over time, the capacity as a dashed line. The
    * static parts are drawn here; what depends on time by `draw(x)` (again on every zoom).
    */
-  function renderLanes({ el, lanes, cls, key, amount, message, empty, laneH }) {
+  function renderLanes({ el, lanes, cls: barCls, key, amount: amountOf, message, empty, laneH }) {
     const box = d3.select(el);
     box.selectAll("*").remove();
     if (message || !lanes.length) {
@@ -668,7 +685,10 @@
     const W = width(box.node());
     const m = { left: 170, right: 40, top: 22, bottom: 4 };
     const gap = 6;
-    const H = m.top + lanes.length * (laneH + gap) + m.bottom;
+    // A lane may have its own height, bars and amount (a GPU pool's under its site's CPUs).
+    const heights = lanes.map((l) => l.laneH || laneH);
+    const tops = heights.map((_, i) => m.top + gap / 2 + d3.sum(heights.slice(0, i)) + i * gap);
+    const H = m.top + d3.sum(heights) + lanes.length * gap + m.bottom;
     const svg = box.append("svg").attr("viewBox", `0 0 ${W} ${H}`).attr("width", W).attr("height", H)
       .attr("class", "lanes").attr("role", "img").attr("aria-label", `${key} bookings over time`);
     svg.append("defs").append("clipPath").attr("id", `clip-${key}`)
@@ -682,13 +702,19 @@
     const fit = key === "site" && state.fit && !state.fit.error ? state.fit : null;
     const drawers = [];
     lanes.forEach((lane, i) => {
-      const g = svg.append("g").attr("class", "lane").attr(`data-${key}`, lane.id)
-        .attr("transform", `translate(0,${m.top + gap / 2 + i * (laneH + gap)})`);
+      const laneH = heights[i], amount = lane.amount || amountOf, cls = lane.cls || barCls;
+      const gpu = lane.kind === "gpu";
+      const g = svg.append("g").attr("class", gpu ? "lane gpu-lane" : "lane").attr(`data-${key}`, lane.id)
+        .attr("data-pool", gpu ? lane.pool : null).attr("data-capacity", gpu ? lane.capacity : null)
+        .attr("transform", `translate(0,${tops[i]})`);
       g.append("rect").attr("class", "lane-bg").attr("x", m.left).attr("width", W - m.left - m.right)
         .attr("height", laneH);
-      g.append("text").attr("class", "lane-label").attr("x", 4).attr("y", laneH / 2 - 3).text(clip(lane.title, 24))
+      const lx = gpu ? 16 : 4;
+      g.append("text").attr("class", "lane-label").attr("x", lx).attr("y", laneH / 2 - (gpu ? 1 : 3))
+        .text(clip(lane.title, gpu ? 22 : 24))
         .append("title").text(`${lane.title}\n${lane.hint}`);
-      g.append("text").attr("class", "lane-sub").attr("x", 4).attr("y", laneH / 2 + 11).text(clip(lane.sub, 30))
+      g.append("text").attr("class", "lane-sub").attr("x", lx).attr("y", laneH / 2 + (gpu ? 10 : 11))
+        .text(clip(lane.sub, gpu ? 28 : 30))
         .append("title").text(lane.sub);
       const placed = pack(lane.items, amount);
       const top = Math.max(lane.capacity, d3.max(placed, (d) => d.off + amount(d.r)) || 0);
@@ -697,6 +723,7 @@
       const bars = body.selectAll(`rect.${cls}`).data(placed).join("rect")
         .attr("class", cls)
         .attr(`data-${key}`, lane.id)
+        .attr("data-pool", gpu ? lane.pool : null)
         .attr("data-state", (d) => d.r.state)
         .attr("data-start", (d) => d.r.start)
         .attr("data-end", (d) => d.r.end)
@@ -711,13 +738,14 @@
         .on("click", (_, d) => {
           if (d.r.match && highlighted(d.r.match.plan)) choosePlan(d.r.match.plan.id);
         });
-      bars.append("title").text((d) => tooltip(d.r, `${amount(d.r)} ${lane.unit}`, `${lane.title} (${lane.id})`));
+      bars.append("title").text((d) => tooltip(d.r, gpu ? `${amount(d.r)} GPUs (${lane.pool})` : `${amount(d.r)} ${lane.unit}`,
+        gpu ? `${lane.id}'s GPU pool ${lane.pool}` : `${lane.title} (${lane.id})`));
       g.append("line").attr("class", "capacity").attr("x1", m.left).attr("x2", W - m.right)
         .attr("y1", y(lane.capacity)).attr("y2", y(lane.capacity));
       g.append("text").attr("class", "capacity-label").attr("x", W - m.right + 4).attr("y", y(lane.capacity) + 3)
         .text(lane.capacity);
       let slot = null;
-      if (fit && fit.site === lane.id && fit.earliest_start) {
+      if (fit && !gpu && fit.site === lane.id && fit.earliest_start) {
         const s = Date.parse(fit.earliest_start), e = s + fit.duration_s * 1000;
         slot = body.append("rect").attr("class", "fit-slot").attr("data-site", lane.id)
           .attr("data-start", fit.earliest_start).attr("data-end", new Date(e).toISOString())
@@ -903,13 +931,20 @@
     };
     jobs.forEach((j, i) => {
       const local = j.reservation_name ? ` · ${j.reservation_name}` : "";
-      label(i, `job ${j.name}`, j.broken ? `BROKEN: ${j.broken}` : `${siteName(j.site)} (${j.site}) · ${j.cpus} CPUs${local}`);
+      const g = j.gpus && j.gpus.count > 0 ? j.gpus : null;
+      const gpus = g ? ` + ${g.count} GPU${g.count === 1 ? "" : "s"} ${g.model}` : "";
+      label(i, `job ${j.name}`, j.broken ? `BROKEN: ${j.broken}` : `${siteName(j.site)} (${j.site}) · ${j.cpus} CPUs${gpus}${local}`);
       svg.append("rect").attr("class", j.broken ? "gantt-job gantt-broken" : "gantt-job").attr("data-plan", p.id)
-        .attr("data-job", j.name)
+        .attr("data-job", j.name).attr("data-gpus", g ? g.count : null).attr("data-gpu-model", g ? g.model : null)
         .attr("data-site", j.site).attr("x", x(j.s)).attr("width", Math.max(2, x(j.e) - x(j.s)))
         .attr("y", rowY(i) + 6).attr("height", rowH - 12).attr("rx", 3)
-        .append("title").text(`job ${j.name}: ${j.cpus} CPUs at ${siteName(j.site)} (${j.site})${local}\n${fmt(new Date(j.s))} – ${fmt(new Date(j.e))} UTC` +
-          (j.broken ? `\nbroken: ${j.broken}` : ""));
+        .append("title").text(`job ${j.name}: ${j.cpus} CPUs${gpus} at ${siteName(j.site)} (${j.site})${local}\n` +
+          `${fmt(new Date(j.s))} – ${fmt(new Date(j.e))} UTC` + (j.broken ? `\nbroken: ${j.broken}` : ""));
+      if (g) {
+        // The GPU count on the bar itself.
+        svg.append("text").attr("class", "gantt-gpus").attr("data-job", j.name).attr("x", x(j.s) + 4)
+          .attr("y", rowY(i) + rowH / 2 + 4).text(`${g.count} GPU${g.count === 1 ? "" : "s"}`);
+      }
     });
     transfers.forEach((t, k) => {
       const i = jobs.length + k;

@@ -1356,3 +1356,116 @@ async fn the_timeline_follows_the_event_stream_in_chromium() {
     assert_eq!((&stream["state"], &stream["type"]), (&json!("live"), &json!("plan.committed")), "{stream}");
     assert_eq!(cutter.last_event_id(), Some(seen), "the stream resumed after the last event seen");
 }
+
+// ---- GPU lanes ----
+
+/// [`europe`] with two GPU pools at Geneva (8 × a100-40gb, 4 × t4).
+fn europe_with_gpus() -> Grid {
+    let mut g = europe_json();
+    let gva = g["sites"].as_array_mut().unwrap().iter_mut().find(|s| s["id"] == "s-gva").unwrap();
+    gva["gpus"] = json!([
+        {"model": "a100-40gb", "count": 8, "compute_capability": 8.0, "memory_gib": 40},
+        {"model": "t4", "count": 4, "compute_capability": 7.5, "memory_gib": 16}
+    ]);
+    serde_json::from_value(g).unwrap()
+}
+
+/// A lane per GPU pool under its site's CPU lane, labelled with the pool's model and count: one
+/// bar per booking holding GPUs of that pool, its GPUs (as the API lists them) scaled to the
+/// pool's size; the chosen plan's GPU job carries its GPU count in the Gantt chart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_pools_have_lanes_and_gpu_jobs_show_their_gpus_in_chromium() {
+    let _machine = machine::reserve("ui").await;
+    let app = TestApp::memory(europe_with_gpus(), |_| {}).await;
+    let (tom, uma) = (app.token("tom", false).await, app.token("uma", false).await);
+    let train = plan(
+        &app,
+        &tom,
+        json!({"id": "train", "deadline": in_hours(10), "not_before": in_hours(1), "jobs": [
+            {"name": "prep", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600},
+            {"name": "fit", "os": "linux", "cpus": 8, "offset_s": 3600, "duration_s": 7200,
+             "requires": {"gpus": {"count": 3, "model": "a100-40gb"}}}]}),
+    )
+    .await;
+    let other = plan(
+        &app,
+        &uma,
+        json!({"id": "infer", "deadline": in_hours(10), "not_before": in_hours(2), "jobs": [
+            {"name": "serve", "os": "linux", "cpus": 4, "offset_s": 0, "duration_s": 3600,
+             "requires": {"gpus": {"count": 2, "model": "a100-40gb"}}}]}),
+    )
+    .await;
+    let train_id = train["id"].as_str().unwrap().to_owned();
+    let fit = train["jobs"].as_array().unwrap().iter().find(|j| j["name"] == "fit").unwrap().clone();
+    assert_eq!((&fit["site"], &fit["gpus"]), (&json!("s-gva"), &json!({"model": "a100-40gb", "count": 3})), "{train}");
+    assert_eq!(other["jobs"][0]["gpus"]["count"], 2, "{other}");
+    // What the API lists of Geneva's GPUs (tom sees uma's booking without its plan).
+    let listed = app.json(&format!("/v1/sites/s-gva/reservations?{}", Booked::window()), &tom).await;
+    let with_gpus: Vec<&Value> = listed.as_array().unwrap().iter().filter(|r| r.get("gpus").is_some()).collect();
+    assert_eq!(with_gpus.len(), 2, "{listed}");
+
+    let mut b = open_page(&app.base, &format!("token={tom}&plan={train_id}"));
+    let dom = dom_of(&mut b);
+    let lanes: Vec<_> =
+        elements(&dom, "g").into_iter().filter(|g| g.get("class").is_some_and(|c| c == "lane gpu-lane")).collect();
+    let pools: BTreeSet<(String, String, String)> =
+        lanes.iter().map(|g| (g["data-site"].clone(), g["data-pool"].clone(), g["data-capacity"].clone())).collect();
+    let want = |site: &str, pool: &str, n: &str| (site.to_owned(), pool.to_owned(), n.to_owned());
+    assert_eq!(pools, BTreeSet::from([want("s-gva", "a100-40gb", "8"), want("s-gva", "t4", "4")]), "a lane per pool");
+    let labels = b.eval(
+        "[...document.querySelectorAll('#sites g.gpu-lane')].map((g) => g.dataset.pool + '=' + \
+           g.querySelector('.lane-label').firstChild.textContent)",
+    );
+    assert_eq!(labels, json!(["a100-40gb=8 × a100-40gb", "t4=4 × t4"]), "labelled with the model and the count");
+    // Under Geneva's CPU lane.
+    let order = b.eval(
+        "[...document.querySelectorAll('#sites g.lane')].map((g) => g.dataset.site + (g.dataset.pool ? '/' + g.dataset.pool : ''))",
+    );
+    let order: Vec<&str> = order.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let at = order.iter().position(|l| *l == "s-gva").unwrap();
+    assert_eq!(&order[at..at + 3], ["s-gva", "s-gva/a100-40gb", "s-gva/t4"], "{order:?}");
+
+    let bars = with_class(&dom, "rect", "gpu-reservation");
+    assert_eq!(bars.len(), 2, "one bar per booking holding GPUs");
+    assert!(bars.iter().all(|r| r["data-site"] == "s-gva" && r["data-pool"] == "a100-40gb"));
+    let t = |v: &str| DateTime::parse_from_rfc3339(v).unwrap().with_timezone(&Utc);
+    let drawn: BTreeSet<(DateTime<Utc>, DateTime<Utc>, String)> =
+        bars.iter().map(|r| (t(&r["data-start"]), t(&r["data-end"]), r["data-amount"].clone())).collect();
+    let api: BTreeSet<(DateTime<Utc>, DateTime<Utc>, String)> = with_gpus
+        .iter()
+        .map(|r| {
+            let s = |k: &str| t(r[k].as_str().unwrap());
+            (s("start"), s("end"), r["gpus"]["count"].to_string())
+        })
+        .collect();
+    assert_eq!(drawn, api, "the GPUs booked, as the API lists them");
+    let mine: Vec<_> = bars.iter().filter(|r| r.get("data-plan") == Some(&train_id)).collect();
+    assert_eq!(mine.len(), 1, "tom's GPU booking carries his plan: {bars:?}");
+    assert_eq!((mine[0]["data-job"].as_str(), mine[0]["data-amount"].as_str()), ("fit", "3"));
+    assert!(mine[0].contains_key("data-selected"), "the chosen plan's GPUs stand out");
+    // Scaled to the pool: a bar's height over the lane's height up to the capacity line is its
+    // share of the pool's 8 GPUs.
+    let shares = b.eval(
+        "(() => { const g = document.querySelector('#sites g.gpu-lane[data-pool=\"a100-40gb\"]'); \
+           const base = g.querySelector('rect.lane-bg').height.baseVal.value - 1; \
+           const cap = g.querySelector('line.capacity').y1.baseVal.value; \
+           return [...g.querySelectorAll('rect.gpu-reservation')].map((r) => \
+             [Number(r.dataset.amount), r.height.baseVal.value / (base - cap)]); })()",
+    );
+    for s in shares.as_array().unwrap() {
+        let (n, share) = (s[0].as_f64().unwrap(), s[1].as_f64().unwrap());
+        assert!((share - n / 8.0).abs() < 0.02, "{n} GPUs of 8 drawn as {share} of the pool");
+    }
+    assert!(with_class(&dom, "rect", "reservation").len() >= 3, "the CPU bars are still there");
+
+    // The Gantt chart: the GPU job with its count, the other without.
+    let jobs = with_class(&dom, "rect", "gantt-job");
+    let gpu_job = jobs.iter().find(|j| j["data-job"] == "fit").unwrap();
+    assert_eq!((gpu_job["data-gpus"].as_str(), gpu_job["data-gpu-model"].as_str()), ("3", "a100-40gb"));
+    assert!(!jobs.iter().find(|j| j["data-job"] == "prep").unwrap().contains_key("data-gpus"));
+    let badge = b.eval(
+        "[...document.querySelectorAll('#gantt text.gantt-gpus')].map((t) => t.dataset.job + ': ' + t.textContent)",
+    );
+    assert_eq!(badge, json!(["fit: 3 GPUs"]));
+    assert!(dom.contains("8 CPUs + 3 GPUs a100-40gb"), "the job's row says its GPUs");
+}
