@@ -34,12 +34,12 @@ use serde::Deserialize;
 use super::auth::Caller;
 use super::config::RemoteServices;
 use super::problem::ApiError;
+use super::state::AppState;
 
 /// How long [`Gateway::check`] waits for the GIS to answer (it may be starting too).
 pub const GIS_WAIT: Duration = Duration::from_secs(15);
 
 /// What a planner forwards with, and where to.
-#[derive(Clone)]
 pub struct Gateway {
     client: reqwest::Client,
     remote: RemoteServices,
@@ -214,20 +214,28 @@ pub fn configure(v: &mut web::ServiceConfig) {
         .route("/network/links/{id}/reservations", web::get().to(to_nis));
 }
 
-async fn to_gis(req: HttpRequest, gateway: web::Data<Gateway>, _caller: Caller) -> Result<HttpResponse, ApiError> {
+/// The planner's gateway (registered only in a planner process, which always has one).
+fn of(state: &AppState) -> Result<&Gateway, ApiError> {
+    state.gateway.as_ref().ok_or_else(|| ApiError::internal("no gateway outside a planner process"))
+}
+
+async fn to_gis(req: HttpRequest, state: web::Data<AppState>, _caller: Caller) -> Result<HttpResponse, ApiError> {
+    let gateway = of(&state)?;
     gateway.forward(&req, "the GIS", &gateway.remote.gis).await
 }
 
-async fn to_nis(req: HttpRequest, gateway: web::Data<Gateway>, _caller: Caller) -> Result<HttpResponse, ApiError> {
+async fn to_nis(req: HttpRequest, state: web::Data<AppState>, _caller: Caller) -> Result<HttpResponse, ApiError> {
+    let gateway = of(&state)?;
     gateway.forward(&req, "the NIS", &gateway.remote.nis).await
 }
 
 async fn to_lis(
     req: HttpRequest,
-    gateway: web::Data<Gateway>,
+    state: web::Data<AppState>,
     _caller: Caller,
     site: web::Path<(String,)>,
 ) -> Result<HttpResponse, ApiError> {
+    let gateway = of(&state)?;
     let site = site.into_inner().0;
     let Some((_, url)) = gateway.remote.lis.iter().find(|(s, _)| *s == site) else {
         return Err(ApiError::not_found(format!("no site `{site}`")));

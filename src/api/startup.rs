@@ -377,20 +377,9 @@ impl Application {
             });
         }
         let data = state.clone();
-        let gateway = match &state.config.role {
-            Role::Planner(remote) => {
-                Some(web::Data::new(Gateway::new(participant_client(&state.config)?, remote.clone())))
-            }
-            _ => None,
-        };
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(data.clone())
-                .configure(|c| {
-                    if let Some(g) = &gateway {
-                        c.app_data(g.clone());
-                    }
-                })
                 .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| json_error(e).into()))
                 .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
                 .app_data(

@@ -35,6 +35,9 @@ pub struct AppState {
     pub participants: InProcessGrid,
     /// The planners requests are lent to.
     pub planners: PlannerPool,
+    /// A planner process's forwarding of the other roles' reads ([`super::gateway`]); `None`
+    /// in any other role.
+    pub gateway: Option<super::gateway::Gateway>,
     /// Journal entries not written yet because the store failed (see [`Backlog`]).
     pub backlog: Backlog,
     /// Holds granted to remote planners and not journaled yet (see [`Tentative`]).
@@ -122,10 +125,12 @@ impl AppState {
                 crate::nis::Nis::new(&grid, clock.clone(), config.lease_s, config.routing).with_dataplane(plane),
             );
         }
+        let mut gateway = None;
         let services = match &config.role {
             Role::Planner(remote) => {
                 let token = config.participant_credential().map(str::to_owned);
                 let client = participant_client(&config)?;
+                gateway = Some(super::gateway::Gateway::new(client.clone(), remote.clone()));
                 Services {
                     gis: Arc::new(HttpCatalogue::new(&remote.gis, token.clone()).with_client(client.clone())),
                     lis: remote
@@ -199,6 +204,7 @@ impl AppState {
             grid,
             participants,
             planners,
+            gateway,
             store,
             holds: Mutex::new(HashMap::new()),
             metrics,

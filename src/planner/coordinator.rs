@@ -447,8 +447,8 @@ impl Coordinator {
     /// fails: a committed replacement has released its reservation, and giving it back would
     /// cancel the part. This way a refused write aborts every hold and nothing changed, and a
     /// crash after it is restored from the store as modified. The commits cannot be refused
-    /// in process once the leases were renewed; if one still is, the store (the plan as
-    /// modified) is what a restart restores, and the error is logged.
+    /// in process once the leases were renewed; if one still is, the decision stands for the
+    /// other parts and that part is broken ([`Coordinator::break_failed`]).
     async fn decide_then_commit(mut self, log: &dyn DecisionLog, decided: &[Part], outcome: &Outcome) -> PlanResult {
         // A participant in front of a local scheduler makes the new shapes there now, so that
         // its refusal comes before the decision (see `crate::lis::binding`).
