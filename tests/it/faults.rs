@@ -62,6 +62,10 @@ use crate::support::cluster::PgCluster;
 use crate::support::machine;
 use crate::support::serve::{Launch, Server, ADMIN};
 
+/// The statuses of a booked plan: committed, and active once its first job has started (a
+/// campaign longer than `w_interval` sees its first plans start).
+const BOOKED: [&str; 2] = ["committed", "active"];
+
 /// The command of the long campaign (also written into `RELIABILITY.md` with its tables).
 const LONG_CAMPAIGN: &str =
     "CORESERVE_FAULTS=long cargo test --release --test it faults:: -- --test-threads=1 --nocapture";
@@ -917,7 +921,7 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
     let mut committed_outcomes = Vec::new();
     let mut plan_booked: HashMap<&str, bool> = HashMap::new();
     for (id, (status, o, holds)) in &plans {
-        if status != "committed" {
+        if !BOOKED.contains(&status.as_str()) {
             continue;
         }
         committed_outcomes.push(o.clone());
@@ -935,10 +939,10 @@ async fn check(dep: &Deployment, records: &[KeyRecord], f: &mut Figures) {
         match &rec.seen {
             Seen::Committed(id) => {
                 f.committed += 1;
-                let fine = plans.get(id).is_some_and(|(s, _, _)| s == "committed")
+                let fine = plans.get(id).is_some_and(|(s, _, _)| BOOKED.contains(&s.as_str()))
                     && plan_booked.get(id.as_str()) == Some(&true);
                 let view = get_json(&c, &format!("{}/v1/plans/{id}", dep.procs[dep.planners[0]].url)).await;
-                if !fine || view["status"] != "committed" {
+                if !fine || !view["status"].as_str().is_some_and(|s| BOOKED.contains(&s)) {
                     f.lost += 1;
                     f.notes.push(format!("lost: key {} plan {id}: {}", rec.request.id(), view));
                 }
@@ -1108,7 +1112,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
         if several {
             // What is booked against the allocation now (pending plans are charged with their
             // decision), then more of it for the next cycle.
-            let over = Allocation::booked(&dep.db, &["committed", "pending"]).await - allocation;
+            let over = Allocation::booked(&dep.db, &["committed", "active", "pending"]).await - allocation;
             f.overspend = Some(f.overspend.unwrap_or(0.0).max(over.max(0.0)));
             eprintln!("[{deployment}] cycle {cycle}: {:.1} CPU-hours over an allocation of {allocation}", over);
             if cycle + 1 < n_cycles {
@@ -1140,7 +1144,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
     }
     check(&dep, &records, &mut f).await;
     if several {
-        let over = Allocation::booked(&dep.db, &["committed"]).await - allocation;
+        let over = Allocation::booked(&dep.db, &BOOKED).await - allocation;
         f.overspend = Some(f.overspend.unwrap_or(0.0).max(over.max(0.0)));
         let refused = records
             .iter()
@@ -1149,7 +1153,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
         f.notes.push(format!(
             "allocation of `{LAB_USER}`'s project: {allocation} CPU-hours at the end ({ALLOCATION_STEP} more after every \
              cycle), {:.1} committed; {refused} requests rejected for it",
-            Allocation::booked(&dep.db, &["committed"]).await
+            Allocation::booked(&dep.db, &BOOKED).await
         ));
         assert!(refused > 0, "the allocation never bound: the several-planner figure would prove nothing");
         let mut keys = after_crash(&dep.crashes, &records);
