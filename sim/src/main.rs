@@ -1,13 +1,17 @@
-//! `coreserve-sim SCENARIO.toml --out DIR`: runs a scenario's whole grid of runs (topologies x
-//! kinds x algorithms x offered loads x seeds) under virtual time with the production planner
-//! and participants, and writes runs.csv, summary.csv and the figures. A scenario with
-//! `experiment = "heterogeneity"` runs seed 003's measurement instead ([`heterogeneous`]),
-//! one with `experiment = "fairshare"` seed 002's ([`fairshare`]).
+//! `coreserve-sim SCENARIO.toml --out DIR`: the command line. Runs a scenario's whole grid of
+//! runs (topologies x kinds x algorithms x offered loads x seeds) under virtual time with the
+//! production planner and participants through the one runner ([`experiment`]): the paper's
+//! experiment writes runs.csv, summary.csv and the figures ([`paper`]); a scenario with
+//! `experiment = "heterogeneity"` runs seed 003's measurement instead ([`heterogeneous`]), one
+//! with `experiment = "fairshare"` seed 002's ([`fairshare`]). Also `--validate` against the
+//! service ([`validate`]), `--replot` and `--compare` ([`sensitivity`]).
 
 mod algorithm;
+mod experiment;
 mod fairshare;
 mod findings;
 mod heterogeneous;
+mod paper;
 mod report;
 mod run;
 mod scenario;
@@ -16,16 +20,11 @@ mod transport;
 mod validate;
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use coreserve::model::Grid;
-use coreserve::workload::{generate, procs_of, read_swf, WorkloadParams};
-use indicatif::{ProgressBar, ProgressStyle};
-use rayon::prelude::*;
+use coreserve::workload::{procs_of, read_swf};
 
-use run::{simulate, RunKey};
 use scenario::Scenario;
 
 /// Simulate coreserve's planners under virtual time (Ando & Aida's experiment and beyond).
@@ -141,63 +140,7 @@ fn main() -> Result<()> {
         return Ok(());
     }
 
-    // Every workload (topology x kind x load x seed) once; every algorithm runs on the same one.
-    let mut cells = Vec::new();
-    for topology in &s.topologies {
-        for seed in s.run_seeds() {
-            let grid = s.grid(topology, seed)?;
-            for kind in &s.kinds {
-                for &load in &s.loads {
-                    cells.push((topology.clone(), grid.clone(), *kind, load, seed));
-                }
-            }
-        }
-    }
-    let runs = cells.len() * s.algorithms.len();
-    let bar = ProgressBar::new(runs as u64);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, eta {eta}")?);
-    let rows = Mutex::new(Vec::with_capacity(runs));
-    cells.par_iter().try_for_each(
-        |(topology, grid, kind, load, seed): &(String, Grid, _, f64, u64)| -> Result<()> {
-            let params = WorkloadParams {
-                kind: *kind,
-                requests: s.requests,
-                load: *load,
-                seed: *seed,
-                w_interval_s: s.w_interval_s,
-                ..s.workload.clone()
-            };
-            let requests = generate(&cpus, grid.total_cpus(), &params)?;
-            s.algorithms.par_iter().try_for_each(|&algorithm| -> Result<()> {
-                let key = RunKey {
-                    topology: Scenario::topology_label(topology),
-                    kind: kind.to_string(),
-                    algorithm,
-                    load: *load,
-                    seed: *seed,
-                };
-                let (row, outcomes) = simulate(&s, &key, grid, &requests)?;
-                if args.keep_outcomes {
-                    report::write_outcomes(&args.out, &key, None, &outcomes)?;
-                }
-                rows.lock().expect("rows lock").push(row);
-                bar.inc(1);
-                Ok(())
-            })
-        },
-    )?;
-    bar.finish_and_clear();
-    let rows = rows.into_inner().expect("rows lock");
-    write_outputs(&rows, &args.out, args.x_axis)?;
-    println!("{} runs of scenario `{}` -> {}", rows.len(), s.name, args.out.display());
-    Ok(())
-}
-
-fn write_outputs(rows: &[report::RunRow], out: &std::path::Path, x_axis: report::XAxis) -> Result<()> {
-    report::write_runs_csv(rows, &out.join("runs.csv"))?;
-    let summary = report::summarise(rows);
-    report::write_summary_csv(&summary, &out.join("summary.csv"))?;
-    report::write_figures(&summary, out, x_axis)?;
-    std::fs::write(out.join("findings.md"), findings::findings(&summary, rows))?;
+    let runs = paper::run(&s, &cpus, &args.out, args.keep_outcomes, args.x_axis)?;
+    println!("{runs} runs of scenario `{}` -> {}", s.name, args.out.display());
     Ok(())
 }

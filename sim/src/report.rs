@@ -377,23 +377,6 @@ pub fn fmt_f64(v: f64) -> String {
     }
 }
 
-/// Writes one run's outcomes (`--keep-outcomes`) to
-/// `out/outcomes/TOPOLOGY-KIND-ALGORITHM[-ARM]-LOAD-SEED.jsonl`, one JSON outcome a line.
-pub(crate) fn write_outcomes(
-    out: &Path,
-    key: &crate::run::RunKey,
-    arm: Option<&dyn std::fmt::Display>,
-    outcomes: &[Outcome],
-) -> anyhow::Result<()> {
-    let dir = out.join("outcomes");
-    fs::create_dir_all(&dir)?;
-    let arm = arm.map(|a| format!("-{a}")).unwrap_or_default();
-    let name = format!("{}-{}-{}{arm}-{}-{}.jsonl", key.topology, key.kind, key.algorithm, key.load, key.seed);
-    let lines: Vec<String> = outcomes.iter().map(serde_json::to_string).collect::<Result<_, _>>()?;
-    fs::write(dir.join(name), lines.join("\n") + "\n")?;
-    Ok(())
-}
-
 /// [`fmt_f64`] as a serde `serialize_with`: the CSV form of the rows' floats.
 pub(crate) fn fixed<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&fmt_f64(*v))

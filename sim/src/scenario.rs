@@ -23,8 +23,8 @@
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
 //! free_slot = [2.0, 3.0]
 //! heterogeneity = "mixed"                  # default "none": site attributes (grid::heterogenize)
-//! experiment = "heterogeneity"             # default "paper"; sim/src/heterogeneous.rs,
-//!                                          # or "fairshare" (sim/src/fairshare.rs, [fairshare])
+//! experiment = "heterogeneity"             # default "paper"; sim/src/heterogeneous/,
+//!                                          # or "fairshare" (sim/src/fairshare/, [fairshare])
 //! [workload]                               # any WorkloadParams field (shape, durations_s,
 //!                                          # requirements = "mixed", ...)
 //! [reduced]                                # the CI's short run (`--reduced`): any of the
@@ -35,6 +35,12 @@
 //! scenario with those settings merged over the file's (tables key by key), and
 //! `sim/tests/reduced.rs` compares that run's summary with the committed one in
 //! `sim/results/reduced/`, so a change to the planner's plans, or to the file, fails CI.
+//!
+//! The experiments' own settings are in [`fairshare`] (`[fairshare]`) and [`heterogeneity`]
+//! (`type_choice`): a scenario imports nothing from the experiments that read it.
+
+pub mod fairshare;
+pub mod heterogeneity;
 
 use std::path::{Path, PathBuf};
 
@@ -133,13 +139,13 @@ pub struct Scenario {
     /// run is given one: `weighted` (default: at random, weighted by the types' CPUs) or
     /// `largest` (the type with the most CPUs).
     #[serde(default)]
-    pub type_choice: crate::heterogeneous::TypeChoice,
+    pub type_choice: heterogeneity::TypeChoice,
     /// Workload parameters (kind, requests, load, seed and w_interval are set per run).
     #[serde(default)]
     pub workload: WorkloadParams,
     /// `experiment = "fairshare"`: the projects, the run's span and the arms (`[fairshare]`).
     #[serde(default)]
-    pub fairshare: crate::fairshare::FairShareParams,
+    pub fairshare: fairshare::FairShareParams,
     #[serde(skip)]
     pub dir: PathBuf,
 }
