@@ -15,12 +15,13 @@ mod tree;
 use crate::model::{Time, MAX_AMOUNT};
 use tree::ChangeTree;
 
-/// Identifier of a booked span inside one calendar: slot index in the low 32 bits, the slot's
+/// Identifier of a booked span inside one calendar: entry index in the low 32 bits, the entry's
 /// generation in the high 32 bits (so a removed span's id never names a later span).
 pub type SpanId = u64;
 
+/// One place of the calendar's span table: its span while booked, and how often it was reused.
 #[derive(Debug, Clone)]
-struct Slot {
+struct SpanEntry {
     generation: u32,
     span: Option<Span>,
 }
@@ -55,8 +56,8 @@ pub enum CalendarError {
 pub struct CapacityCalendar {
     capacity: u64,
     tree: ChangeTree,
-    slots: Vec<Slot>,
-    free_slots: Vec<u32>,
+    entries: Vec<SpanEntry>,
+    free_entries: Vec<u32>,
     live: usize,
 }
 
@@ -71,14 +72,14 @@ impl CapacityCalendar {
         CapacityCalendar {
             capacity,
             tree: ChangeTree::new(capacity ^ 0x9e37_79b9_7f4a_7c15),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
+            entries: Vec::new(),
+            free_entries: Vec::new(),
             live: 0,
         }
     }
 
-    fn slot(&self, id: SpanId) -> Option<&Slot> {
-        self.slots.get((id & 0xffff_ffff) as usize).filter(|s| u64::from(s.generation) == id >> 32)
+    fn entry(&self, id: SpanId) -> Option<&SpanEntry> {
+        self.entries.get((id & 0xffff_ffff) as usize).filter(|s| u64::from(s.generation) == id >> 32)
     }
 
     /// Total units of the resource.
@@ -98,7 +99,7 @@ impl CapacityCalendar {
 
     /// The span with this id, if booked.
     pub fn span(&self, id: SpanId) -> Option<Span> {
-        self.slot(id).and_then(|s| s.span)
+        self.entry(id).and_then(|s| s.span)
     }
 
     /// Booked units at instant `t`. O(log n).
@@ -172,18 +173,18 @@ impl CapacityCalendar {
         self.tree.update(start, amount as i64);
         self.tree.update(end, -(amount as i64));
         let span = Some(Span { start, end, amount });
-        let index = match self.free_slots.pop() {
+        let index = match self.free_entries.pop() {
             Some(i) => {
-                self.slots[i as usize].span = span;
+                self.entries[i as usize].span = span;
                 i
             }
             None => {
-                self.slots.push(Slot { generation: 0, span });
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 spans")
+                self.entries.push(SpanEntry { generation: 0, span });
+                u32::try_from(self.entries.len() - 1).expect("fewer than 2^32 spans")
             }
         };
         self.live += 1;
-        Ok(u64::from(self.slots[index as usize].generation) << 32 | u64::from(index))
+        Ok(u64::from(self.entries[index as usize].generation) << 32 | u64::from(index))
     }
 
     /// Books up to `amount` over `[start, end)`: at every instant what is free there, at most
@@ -259,10 +260,10 @@ impl CapacityCalendar {
     pub fn remove(&mut self, id: SpanId) -> Result<Span, CalendarError> {
         let span = self.span(id).ok_or(CalendarError::UnknownSpan(id))?;
         let index = (id & 0xffff_ffff) as u32;
-        let slot = &mut self.slots[index as usize];
-        slot.span = None;
-        slot.generation = slot.generation.wrapping_add(1);
-        self.free_slots.push(index);
+        let entry = &mut self.entries[index as usize];
+        entry.span = None;
+        entry.generation = entry.generation.wrapping_add(1);
+        self.free_entries.push(index);
         self.live -= 1;
         self.tree.update(span.start, -(span.amount as i64));
         self.tree.update(span.end, span.amount as i64);
@@ -279,12 +280,12 @@ impl CapacityCalendar {
         done
     }
 
-    /// Every booked span with its id, in slot order. O(n): for listings and pruning.
+    /// Every booked span with its id, in entry order. O(n): for listings and pruning.
     pub fn spans(&self) -> impl Iterator<Item = (SpanId, Span)> + '_ {
-        self.slots
+        self.entries
             .iter()
             .enumerate()
-            .filter_map(|(i, slot)| slot.span.map(|s| (u64::from(slot.generation) << 32 | i as u64, s)))
+            .filter_map(|(i, entry)| entry.span.map(|s| (u64::from(entry.generation) << 32 | i as u64, s)))
     }
 }
 
