@@ -255,7 +255,7 @@
   //
   // EventSource cannot send an Authorization header, so the stream is read with fetch: the
   // body's bytes decoded as UTF-8 and cut into Server-Sent Events lines (`id:`, `event:`,
-  // `data:`, `retry:`, `:` comments). Every `plan.*` event reloads (debounced). After a drop
+  // `data:`, `retry:`, `:` comments). Every `plan.*`, `job.*` and `transfer.*` event reloads (debounced). After a drop
   // (an error, the end of the body, or nothing heard for STREAM_IDLE_MS, heartbeats included)
   // it reconnects with `Last-Event-ID` after a backoff: the server's `retry:` delay, doubled
   // per failure in a row up to RETRY_MAX_MS, with jitter. A 401 stops it (as it stops polling).
@@ -375,7 +375,7 @@
     }
     d3.select("#stream").attr("data-events", s.events).attr("data-last-id", s.lastId)
       .attr("data-last-type", type).attr("data-last-plan", e.plan_id || null);
-    if (type.startsWith("plan.")) refreshSoon();
+    if (/^(plan|job|transfer)\./.test(type)) refreshSoon();
   }
 
   /** The connection `gen` ended: `e` why (null: the body ended). Reconnects after a backoff. */

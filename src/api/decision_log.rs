@@ -8,9 +8,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::model::Outcome;
 use crate::planner::Booking;
-use crate::protocol::decision::{replaced_bookings, Decision, DecisionLog, LogError};
+use crate::protocol::decision::{replaced_bookings, Decision, DecisionLog, Ending, LogError};
 use crate::protocol::{BackendError, TxnId};
 use crate::store::{Claim, DecisionRecord, ModificationRecord, PlanRecord, PlanStatus, Store, StoreError};
 
@@ -120,27 +119,33 @@ impl DecisionLog for StoreDecisionLog<'_> {
         self.store.mark_compensating(txn, self.claim).await.map_err(log_error)
     }
 
-    async fn finish(&self, txn: TxnId, result: Result<(), &Outcome>) -> Result<(), LogError> {
-        match result {
-            // All-in-one: the decision was written finished.
-            Ok(()) if self.shares_fate => return Ok(()),
-            Ok(()) => self.store.finish_txn(txn, self.claim, None).await,
-            Err(rejected) => self.store.finish_txn(txn, self.claim, Some(rejected)).await,
-        }
-        .map_err(log_error)?;
-        if let Deciding::Modification(m) = &self.deciding {
-            // Committed: the plan as modified; compensated: as it was.
-            let plan = match result {
-                Ok(()) => self.modified.lock().expect("decision lock").take(),
-                Err(_) => Some(m.plan.clone()),
-            };
-            *self.decided.lock().expect("decision lock") = plan;
+    async fn finish(&self, txn: TxnId, ending: Ending<'_>) -> Result<(), LogError> {
+        if self.shares_fate && !matches!(ending, Ending::Compensated(_)) {
+            // All-in-one: the decision was written finished (a part broken after it is marked
+            // by the caller, see `Coordinator::decide_then_commit`).
             return Ok(());
         }
-        if let Some(plan) = self.decided.lock().expect("decision lock").as_mut() {
-            match result {
-                Ok(()) => plan.status = PlanStatus::Committed,
-                Err(rejected) => {
+        self.store.finish_txn(txn, self.claim, ending).await.map_err(log_error)?;
+        let mut decided = self.decided.lock().expect("decision lock");
+        if let Deciding::Modification(m) = &self.deciding {
+            // Committed: the plan as modified (broken: with the store's broken marks); compensated:
+            // as it was.
+            let modified = self.modified.lock().expect("decision lock").take();
+            *decided = match ending {
+                Ending::Committed => modified,
+                Ending::Broken(o) => modified.map(|mut p| {
+                    p.outcome.take_broken_from(o);
+                    p.status = PlanStatus::Broken;
+                    p
+                }),
+                Ending::Compensated(_) => Some(m.plan.clone()),
+            };
+            return Ok(());
+        }
+        if let Some(plan) = decided.as_mut() {
+            match ending {
+                Ending::Committed | Ending::Broken(_) => plan.status = PlanStatus::Committed,
+                Ending::Compensated(rejected) => {
                     plan.status = PlanStatus::Rejected;
                     plan.outcome = rejected.clone();
                     plan.bookings.clear();
@@ -188,7 +193,7 @@ fn log_error(e: StoreError) -> LogError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::OutcomeStatus;
+    use crate::model::{Outcome, OutcomeStatus};
     use crate::protocol::decision::{Decision, Part};
     use crate::protocol::{ComputeHoldRequest, HoldId, ParticipantRef};
     use crate::store::MemoryStore;
@@ -223,12 +228,12 @@ mod tests {
         }];
         log.decide(&Decision { txn, parts: &parts, outcome: &outcome }).await.unwrap();
         assert_eq!(store.plan(id).await.unwrap().unwrap().status, PlanStatus::Pending);
-        log.finish(txn, Ok(())).await.unwrap();
+        log.finish(txn, Ending::Committed).await.unwrap();
         assert_eq!(store.plan(id).await.unwrap().unwrap().status, PlanStatus::Committed);
         assert_eq!(log.decided().unwrap().status, PlanStatus::Committed);
         // A finish under a claim that does not own the transaction is refused.
         let other = Claim::new("other", 60);
         let stale = StoreDecisionLog::new(&store, false, &other, None);
-        assert!(matches!(stale.finish(txn, Ok(())).await, Err(LogError::Superseded)));
+        assert!(matches!(stale.finish(txn, Ending::Committed).await, Err(LogError::Superseded)));
     }
 }

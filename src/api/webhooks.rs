@@ -18,7 +18,16 @@
 //! in the webhook's delivery log. One process delivers a webhook at a time (a lease in the
 //! store); the cursor moves only after a 2xx, so a crash at any point re-sends at most the
 //! event in flight.
+//!
+//! **A bus instead of a URL.** A webhook whose URL is `nats://host:port/<subject>` publishes
+//! each event to NATS JetStream instead, on the subject `<subject>.<type>` (e.g.
+//! `coreserve.events.plan.committed`), with the same headers and `Nats-Msg-Id: <event id>` (the
+//! stream drops a re-sent event within its duplicate window). A stream must capture the
+//! subjects (e.g. `nats stream add COREEVENTS --subjects 'coreserve.events.>'`); the
+//! stream's acknowledgement is the 2xx, and a publish no stream takes ("no responders") is a
+//! failure, retried like an HTTP one. The signature is the same, so a consumer can check it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,6 +96,8 @@ pub fn new_secret() -> String {
 pub struct Deliverer {
     store: Arc<dyn Store>,
     http: reqwest::Client,
+    /// JetStream contexts of the `nats://` webhooks, by server address (connected on first use).
+    buses: tokio::sync::Mutex<HashMap<String, async_nats::jetstream::Context>>,
     /// This process's name in the webhooks' leases.
     owner: String,
     /// The first retry's wait (doubling from there).
@@ -112,7 +123,14 @@ impl Deliverer {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("an HTTP client");
-        Deliverer { store, http, owner: format!("webhooks-{}", uuid::Uuid::new_v4()), retry_base, disable_after }
+        Deliverer {
+            store,
+            http,
+            buses: Default::default(),
+            owner: format!("webhooks-{}", uuid::Uuid::new_v4()),
+            retry_base,
+            disable_after,
+        }
     }
 
     /// One round: leases the webhooks due with events to deliver, delivers each (in parallel,
@@ -126,7 +144,9 @@ impl Deliverer {
         Ok(done.into_iter().sum())
     }
 
-    /// Sends `w`'s next events in order until one fails; records each attempt.
+    /// Sends `w`'s next events in order until one fails, then records the attempts and where
+    /// the webhook stands in one write (at least once: a crash before it re-sends them, and a
+    /// receiver de-duplicates by the event id).
     async fn deliver(&self, mut w: WebhookRecord) -> usize {
         let id = w.id;
         let events = match self.store.events_after(w.cursor, (!w.admin).then_some(w.owner), BATCH).await {
@@ -136,11 +156,12 @@ impl Deliverer {
                 return 0;
             }
         };
-        let mut acknowledged = 0;
+        let mut deliveries = Vec::with_capacity(events.len());
         for event in events {
             let (status_code, error, took) = self.post(&w, &event).await;
             let now = Utc::now();
             let attempt = w.attempts + 1;
+            let failed = error.is_some();
             match &error {
                 None => {
                     w.cursor = event.id;
@@ -161,24 +182,27 @@ impl Deliverer {
                     }
                 }
             }
-            let delivery = DeliveryRecord {
+            deliveries.push(DeliveryRecord {
                 webhook_id: id,
                 event_id: event.id,
                 at: now,
                 attempt,
                 status_code,
-                error: error.clone(),
+                error,
                 duration_ms: took.as_secs_f64() * 1e3,
-            };
-            if let Err(e) = self.store.record_delivery(&self.owner, &w, &delivery).await {
-                // Lost the lease (or the webhook was deleted): whoever holds it goes on.
-                tracing::warn!(webhook = %id, error = %e, "webhook delivery not recorded");
-                return acknowledged;
-            }
-            if error.is_some() {
+            });
+            if failed {
                 break;
             }
-            acknowledged += 1;
+        }
+        let acknowledged = deliveries.iter().filter(|d| d.error.is_none()).count();
+        // None: nothing was due after all (another process delivered it).
+        if !deliveries.is_empty() {
+            if let Err(e) = self.store.record_deliveries(&self.owner, &w, &deliveries).await {
+                // Lost the lease (or the webhook was deleted): whoever holds it goes on.
+                tracing::warn!(webhook = %id, error = %e, "webhook deliveries not recorded");
+                return 0;
+            }
         }
         if let Err(e) = self.store.release_webhook(&self.owner, id).await {
             tracing::debug!(webhook = %id, error = %e, "webhook lease not released (it runs out)");
@@ -186,11 +210,23 @@ impl Deliverer {
         acknowledged
     }
 
-    /// One POST: the receiver's status, the failure (if not 2xx) and the time it took.
+    /// One POST (or publish, for a `nats://` webhook): the receiver's status, the failure (if
+    /// not 2xx) and the time it took.
     async fn post(&self, w: &WebhookRecord, event: &PlanEvent) -> (Option<i32>, Option<String>, Duration) {
         let body = serde_json::to_vec(event).expect("an event serialises");
         let signature = sign(&w.secret, Utc::now().timestamp(), &body);
         let started = Instant::now();
+        if let Some((server, subject)) = bus_of(&w.url) {
+            let published =
+                tokio::time::timeout(DELIVERY_TIMEOUT, self.publish(server, subject, w, event, signature, body))
+                    .await
+                    .unwrap_or_else(|_| Err("no acknowledgement from the stream within 10 s".into()));
+            let took = started.elapsed();
+            return match published {
+                Ok(()) => (None, None, took),
+                Err(e) => (None, Some(e), took),
+            };
+        }
         let answer = self
             .http
             .post(&w.url)
@@ -209,6 +245,59 @@ impl Deliverer {
             Err(e) => (None, Some(transport_error(&e)), took),
         }
     }
+}
+
+impl Deliverer {
+    /// Publishes `event` to JetStream at `server` on `<subject>.<type>` and waits for the
+    /// stream's acknowledgement; the failure in words.
+    async fn publish(
+        &self,
+        server: &str,
+        subject: &str,
+        w: &WebhookRecord,
+        event: &PlanEvent,
+        signature: String,
+        body: Vec<u8>,
+    ) -> Result<(), String> {
+        let js = {
+            let mut buses = self.buses.lock().await;
+            match buses.get(server) {
+                Some(js) => js.clone(),
+                None => {
+                    let client = async_nats::connect(server).await.map_err(|e| format!("NATS at {server}: {e}"))?;
+                    let js = async_nats::jetstream::new(client);
+                    buses.insert(server.to_owned(), js.clone());
+                    js
+                }
+            }
+        };
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Nats-Msg-Id", event.id.to_string().as_str());
+        headers.insert(EVENT_ID_HEADER, event.id.to_string().as_str());
+        headers.insert("Coreserve-Event-Type", event.kind.as_str());
+        headers.insert("Coreserve-Webhook-Id", w.id.to_string().as_str());
+        headers.insert(SIGNATURE_HEADER, signature.as_str());
+        let ack = js
+            .publish_with_headers(format!("{subject}.{}", event.kind), headers, body.into())
+            .await
+            .map_err(|e| format!("publish: {e}"))?;
+        ack.await.map(|_| ()).map_err(|e| format!("no stream took it: {e}"))
+    }
+}
+
+/// `(server address, subject)` of a `nats://host:port/<subject>` webhook URL; `None` for any
+/// other URL.
+pub fn bus_of(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("nats://")?;
+    let (server, subject) = rest.split_once('/')?;
+    (!server.is_empty() && is_subject(subject)).then_some((server, subject))
+}
+
+/// A NATS subject to publish under: dot-separated tokens of letters, digits, `-` and `_`.
+fn is_subject(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && s.split('.').all(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
 }
 
 /// A transport error in words, without the URL (it is the webhook's own).

@@ -251,6 +251,23 @@ impl Outcome {
         }
     }
 
+    /// True when a job or transfer is broken.
+    pub fn has_broken_part(&self) -> bool {
+        self.jobs.iter().any(|j| j.broken.is_some()) || self.transfers.iter().any(|t| t.broken.is_some())
+    }
+
+    /// Copies `other`'s broken marks (each job and transfer by its place in the plan) onto the
+    /// parts of this outcome that are not broken yet: the plan as recorded, with what a
+    /// coordinator found broken.
+    pub fn take_broken_from(&mut self, other: &Outcome) {
+        for (to, from) in self.jobs.iter_mut().zip(&other.jobs) {
+            to.broken = to.broken.take().or_else(|| from.broken.clone());
+        }
+        for (to, from) in self.transfers.iter_mut().zip(&other.transfers) {
+            to.broken = to.broken.take().or_else(|| from.broken.clone());
+        }
+    }
+
     /// `cost` divided by the plan's CPU-hours: the paper's "average cost" (a CPU unit price
     /// per hour). `None` for a rejected plan.
     pub fn average_cost(&self) -> Option<f64> {

@@ -16,7 +16,7 @@ use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
 use crate::calendar::CapacityCalendar;
 use crate::fairshare::Usage;
 use crate::model::{LinkId, Outcome, OutcomeStatus, SiteId, Time, MAX_AMOUNT};
-use crate::protocol::decision::{crash_point, Decision, DecisionLog, LogError, Part};
+use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, Part};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError, TxnId};
 
 /// Whether a refused batch prepare is a **self-conflict** (Ando & Aida, section 3.2: BBR's
@@ -536,7 +536,9 @@ impl Coordinator {
     /// first records that the transaction is given up (so that recovery knows a released part
     /// was compensated, not cancelled), then every part is given back, then the rejection is
     /// recorded. `given_up`: the log already says so (recovery); only the compensation
-    /// remains.
+    /// remains. A modification is not given back once decided: a part that refuses is broken
+    /// ([`Coordinator::break_failed`]) and the end recorded says so ([`Ending::Broken`]), in
+    /// planning and in recovery alike.
     ///
     /// # Errors
     /// [`Unsettled`]: a participant or the log did not answer; the transaction stays in doubt
@@ -548,7 +550,7 @@ impl Coordinator {
             match commit::commit_groups(&self.groups(), &self.holds(), &mut self.outcome.messages).await {
                 Phase2::Committed => {
                     self.crash_point("after-commit");
-                    log.finish(self.txn, Ok(())).await.map_err(Unsettled::EndNotRecorded)?;
+                    log.finish(self.txn, Ending::Committed).await.map_err(Unsettled::EndNotRecorded)?;
                     return Ok(Ended::Committed);
                 }
                 Phase2::Unreachable { cause } => return Err(cause.into()),
@@ -558,7 +560,7 @@ impl Coordinator {
                     let failed: Vec<usize> = (0..self.parts.len()).filter(|&i| !committed[i]).collect();
                     self.break_failed(&failed, &cause).await;
                     self.crash_point("after-commit");
-                    log.finish(self.txn, Ok(())).await.map_err(Unsettled::EndNotRecorded)?;
+                    log.finish(self.txn, Ending::Broken(&self.outcome)).await.map_err(Unsettled::EndNotRecorded)?;
                     return Ok(Ended::Committed);
                 }
                 Phase2::Refused { committed, cause } => {
@@ -578,7 +580,7 @@ impl Coordinator {
         } else {
             self.reject(cause.to_string())
         };
-        log.finish(self.txn, Err(&rejected)).await.map_err(Unsettled::RejectionNotRecorded)?;
+        log.finish(self.txn, Ending::Compensated(&rejected)).await.map_err(Unsettled::RejectionNotRecorded)?;
         Ok(Ended::Compensated(rejected))
     }
 }

@@ -545,8 +545,53 @@ async fn a_decided_modification_whose_commit_is_refused_breaks_that_part_only() 
             let finished = log.finished.lock().unwrap().clone();
             assert_eq!(finished.len(), 1);
             assert!(finished[0].1, "the end recorded is the decision's, not a rejection");
+            let broken = log.broken.lock().unwrap().clone();
+            assert_eq!(broken.len(), 1, "the end recorded says the plan is broken");
+            assert_eq!(broken[0].jobs, res.outcome.jobs, "and which part");
         }
     }
+}
+
+/// Issue 25: recovery of a decided modification whose part refuses its commit records the end
+/// broken, with that part marked, as the planning path does. Before, it recorded a plain
+/// commit: the plan stood as booked with a part that held no reservation.
+#[tokio::test]
+async fn recovering_a_modification_whose_part_refuses_records_the_plan_broken() {
+    let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    let l = local(&g);
+    let booked = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir)
+        .plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions::default())
+        .await;
+    let mut services = l.services();
+    services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Refused)));
+    let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
+    let change: crate::model::PlanModification = serde_json::from_value(serde_json::json!({
+        "jobs": [{"name": "A", "duration_s": 900}, {"name": "B", "duration_s": 900}]
+    }))
+    .unwrap();
+    let new = change.apply(&booked.outcome, from_time(T0 - 3600)).unwrap();
+    // The coordinator decides, B refuses, and the store is down: the end is not recorded.
+    let down = FakeLog { fail_after_decision: true, ..Default::default() };
+    let opts = ModifyOptions { user: None, log: Some(&down) };
+    let res = p.modify(&booked.outcome, &booked.bookings, &new, opts).await;
+    assert!(matches!(res.settlement, Settlement::InDoubt(_)), "{:?}", res.settlement);
+    // Recovery, the store back: the end is recorded broken, B marked, A kept.
+    let log = FakeLog { decided: std::sync::Mutex::new(down.decided.lock().unwrap().clone()), ..Default::default() };
+    let mut decided = res.outcome.clone();
+    for j in &mut decided.jobs {
+        j.broken = None;
+    }
+    let report = p.recover(&[in_doubt_of(&log, &decided)], &log).await;
+    assert_eq!(report, Recovery { committed: 1, compensated: 0, unsettled: 0 });
+    let broken = log.broken.lock().unwrap().clone();
+    assert_eq!(broken.len(), 1, "the end recorded says the plan is broken");
+    let job = |name: &str| broken[0].jobs.iter().find(|j| j.name == name).unwrap().broken.clone();
+    assert_eq!(job("A"), None);
+    assert!(job("B").is_some_and(|b| b.contains("could not be committed")), "{:?}", job("B"));
+    let a_start = crate::model::to_time(&broken[0].jobs[0].start);
+    assert_eq!(l.lis["s1"].usage_at(a_start + 700), 8, "A is booked in its new shape");
+    assert_eq!(l.lis["s2"].usage_at(a_start + 10), 0, "B holds nothing, old or new");
 }
 
 #[tokio::test]
@@ -614,7 +659,10 @@ struct FakeLog {
     fail_after_decision: bool,
     compensating: std::sync::Mutex<Vec<crate::protocol::TxnId>>,
     decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<decision::Part>)>>,
+    /// Each end recorded: the transaction, and true unless compensated.
     finished: std::sync::Mutex<Vec<(crate::protocol::TxnId, bool)>>,
+    /// The outcome of each end recorded broken ([`decision::Ending::Broken`]).
+    broken: std::sync::Mutex<Vec<Outcome>>,
     /// (CPUs booked at s1, live holds at s1) when the decision was written: the order check.
     s1_at_decision: std::sync::Mutex<Option<(u64, usize)>>,
     lis: Option<Arc<crate::lis::Lis>>,
@@ -644,12 +692,15 @@ impl decision::DecisionLog for FakeLog {
     async fn finish(
         &self,
         txn: crate::protocol::TxnId,
-        result: Result<(), &Outcome>,
+        ending: decision::Ending<'_>,
     ) -> Result<(), decision::LogError> {
         if self.fail_after_decision {
             return Err(decision::LogError::Unavailable("store down".into()));
         }
-        self.finished.lock().unwrap().push((txn, result.is_ok()));
+        if let decision::Ending::Broken(o) = ending {
+            self.broken.lock().unwrap().push(o.clone());
+        }
+        self.finished.lock().unwrap().push((txn, !matches!(ending, decision::Ending::Compensated(_))));
         Ok(())
     }
 }

@@ -128,10 +128,22 @@ pub trait DecisionLog: Send + Sync {
     /// Records that the coordinator gives the decided transaction `txn` up (a part refused
     /// its commit); durable when it returns `Ok`, before any part is released.
     async fn compensating(&self, txn: TxnId) -> Result<(), LogError>;
-    /// Records that phase 2 of a decided transaction ended: `Ok(())` every part committed;
-    /// `Err(rejected)` a part refused its commit, everything was released (compensation), and
-    /// `rejected` is the outcome the client sees instead.
-    async fn finish(&self, txn: TxnId, result: Result<(), &Outcome>) -> Result<(), LogError>;
+    /// Records that phase 2 of a decided transaction ended, and how ([`Ending`]).
+    async fn finish(&self, txn: TxnId, ending: Ending<'_>) -> Result<(), LogError>;
+}
+
+/// How phase 2 of a decided transaction ended ([`DecisionLog::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Ending<'a> {
+    /// Every part committed.
+    Committed,
+    /// A decided modification some parts of which could not commit: the decision stands for
+    /// the others, and the plan is broken. The outcome's jobs and transfers (in the plan's
+    /// order) say which in their `broken`; they hold no reservation, old or new.
+    Broken(&'a Outcome),
+    /// A part refused its commit and everything was released (compensation): the outcome the
+    /// client sees instead (rejected).
+    Compensated(&'a Outcome),
 }
 
 /// Fault injection for the crash tests: when the environment variable `CORESERVE_CRASH_AT`

@@ -9,12 +9,13 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::{
-    status_in_time, Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter,
-    PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold, TokenRecord, WebhookRecord,
+    part_boundaries, status_in_time, Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PartBoundary,
+    PlanEvent, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError, StoredHold, TokenRecord,
+    WebhookRecord,
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, Site, Time};
-use crate::protocol::decision::{Decision, InDoubt};
+use crate::protocol::decision::{Decision, Ending, InDoubt};
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, TxnId};
 
 /// Where a journaled hold stands beyond its [`HoldState`] (the `state` column in PostgreSQL).
@@ -83,6 +84,9 @@ struct Inner {
     charges: HashMap<Uuid, (String, Vec<Usage>)>,
     /// The event log, oldest first (ids 1, 2, ...).
     events: Vec<PlanEvent>,
+    /// How far the clock has moved each plan (`advanced_to` in PostgreSQL): its parts' starts
+    /// and ends up to this have had their events.
+    advanced_to: HashMap<Uuid, DateTime<Utc>>,
     /// Webhooks in creation order, each with its lease and delivery log.
     webhooks: Vec<(WebhookRecord, Option<Lease>, std::collections::VecDeque<DeliveryRecord>)>,
 }
@@ -97,6 +101,17 @@ impl Inner {
         let next = self.events.len() as i64 + 1;
         if let Some(p) = self.plans.get(&id) {
             self.events.push(PlanEvent::of(next, Utc::now(), p));
+        }
+    }
+
+    /// Records the event of a part of plan `id` passing its start or end `b`.
+    fn part_event(&mut self, id: Uuid, b: PartBoundary) {
+        let next = self.events.len() as i64 + 1;
+        if let Some(p) = self.plans.get(&id) {
+            let mut e = PlanEvent::of(next, Utc::now(), p);
+            e.kind = b.kind.to_owned();
+            e.part = Some(b.part);
+            self.events.push(e);
         }
     }
 
@@ -484,17 +499,26 @@ impl Store for MemoryStore {
         t.map(|d| d.compensating = true).ok_or(StoreError::Superseded)
     }
 
-    async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError> {
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let Some(t) = g.txns.get_mut(&txn).filter(|t| t.claim == claim.id && t.doubt.is_some()) else {
             return Err(StoreError::Superseded);
         };
         t.doubt = None;
         let plan = t.plan;
+        let rejected = match ending {
+            Ending::Compensated(o) => Some(o),
+            Ending::Committed | Ending::Broken(_) => None,
+        };
         if let Some((outcome, bookings)) = t.modification.clone() {
             // A modification's plan is rewritten if it committed, and left as it was if not.
             if rejected.is_none() {
                 g.modified(plan, &outcome, &bookings);
+            }
+            if let (Ending::Broken(o), Some(p)) = (ending, g.plans.get_mut(&plan)) {
+                p.outcome.take_broken_from(o);
+                p.status = PlanStatus::Broken;
+                g.event(plan);
             }
             return Ok(());
         }
@@ -613,21 +637,39 @@ impl Store for MemoryStore {
 
     async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
         let mut g = self.lock();
-        let due: Vec<(Uuid, PlanStatus)> = g
-            .order
-            .iter()
-            .map(|id| &g.plans[id])
-            .filter(|p| matches!(p.status, PlanStatus::Committed | PlanStatus::Active))
-            .filter_map(|p| {
-                let next = status_in_time(p.status, &p.outcome, now);
-                (next != p.status).then_some((p.id, next))
-            })
-            .collect();
-        for (id, next) in &due {
-            g.plans.get_mut(id).expect("a listed plan").status = *next;
-            g.event(*id);
+        let mut moved = 0;
+        for id in g.order.clone() {
+            let p = &g.plans[&id];
+            if !matches!(p.status, PlanStatus::Committed | PlanStatus::Active | PlanStatus::Broken) {
+                continue;
+            }
+            let since = g.advanced_to.get(&id).copied();
+            let passed: Vec<PartBoundary> = part_boundaries(&p.outcome)
+                .into_iter()
+                .filter(|b| since.is_none_or(|s| b.at > s) && b.at <= now)
+                .collect();
+            if passed.is_empty() {
+                continue;
+            }
+            moved += 1;
+            let next = status_in_time(p.status, &p.outcome, now);
+            let changed = next != p.status;
+            g.advanced_to.insert(id, now);
+            // Each event carries the status once it happened: the parts' events before
+            // `plan.completed` the status the plan had.
+            if changed && next != PlanStatus::Completed {
+                g.plans.get_mut(&id).expect("a listed plan").status = next;
+                g.event(id);
+            }
+            for b in passed {
+                g.part_event(id, b);
+            }
+            if changed && next == PlanStatus::Completed {
+                g.plans.get_mut(&id).expect("a listed plan").status = next;
+                g.event(id);
+            }
         }
-        Ok(due.len() as u64)
+        Ok(moved)
     }
 
     async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
@@ -698,11 +740,11 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    async fn record_delivery(
+    async fn record_deliveries(
         &self,
         owner: &str,
         webhook: &WebhookRecord,
-        delivery: &DeliveryRecord,
+        deliveries: &[DeliveryRecord],
     ) -> Result<(), StoreError> {
         let mut g = self.lock();
         let Some((w, _, log)) = g
@@ -713,7 +755,9 @@ impl Store for MemoryStore {
             return Err(StoreError::Superseded);
         };
         *w = webhook.clone();
-        log.push_front(delivery.clone());
+        for d in deliveries {
+            log.push_front(d.clone());
+        }
         log.truncate(100);
         Ok(())
     }
@@ -754,6 +798,7 @@ impl Store for MemoryStore {
         };
         let gone: std::collections::HashSet<Uuid> = g.plans.values().filter(|p| finished(p)).map(|p| p.id).collect();
         g.plans.retain(|id, _| !gone.contains(id));
+        g.advanced_to.retain(|id, _| !gone.contains(id));
         g.order.retain(|id| !gone.contains(id));
         let keys_before = g.keys.len();
         g.keys.retain(|_, k| !k.done.as_ref().is_some_and(|(plan, _)| gone.contains(plan)));

@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome, OutcomeStatus, PartState, Site, Time};
-use crate::protocol::decision::{Booking, Decision, InDoubt};
+use crate::protocol::decision::{Booking, Decision, Ending, InDoubt};
 use crate::protocol::{BackendError, HoldId, HoldRequest, HoldState, Journal, JournalError, ParticipantRef, TxnId};
 
 /// The life of a stored plan.
@@ -114,10 +114,16 @@ pub struct PlanEvent {
     pub id: i64,
     /// When the change was written.
     pub at: DateTime<Utc>,
-    /// `plan.` and the new status (`plan.committed`, `plan.active`, `plan.broken`, ...); also
-    /// the SSE `event:`.
+    /// What changed, also the SSE `event:`: `plan.` and the plan's new status
+    /// (`plan.committed`, `plan.active`, `plan.broken`, ...), `plan.modified`, or a part's new
+    /// state at its start or end (`job.running`, `job.ended`, `transfer.running`,
+    /// `transfer.ended`; see [`part_boundaries`]).
     #[serde(rename = "type")]
     pub kind: String,
+    /// The job (its name) or transfer (`from->to`, its jobs' names) a `job.*` or `transfer.*`
+    /// event is about; absent on a plan's event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
     /// The plan (`/v1/plans/{plan_id}`).
     pub plan_id: Uuid,
     /// The client's reference of the plan request.
@@ -142,6 +148,7 @@ impl PlanEvent {
             id,
             at,
             kind: format!("plan.{}", plan.status),
+            part: None,
             plan_id: plan.id,
             request_id: plan.outcome.request_id.clone(),
             user: plan.user.clone(),
@@ -158,6 +165,41 @@ impl PlanEvent {
         stamp_part_states(self.status, &mut self.jobs, &mut self.transfers, self.at);
         self
     }
+}
+
+/// One start or end of a plan's part: a `job.*` or `transfer.*` event once the clock passes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartBoundary {
+    pub at: DateTime<Utc>,
+    /// `job.running`, `job.ended`, `transfer.running` or `transfer.ended`.
+    pub kind: &'static str,
+    /// The job's name, or the transfer's `from->to`.
+    pub part: String,
+}
+
+/// The starts and ends of `outcome`'s parts that are not broken, in the order their events are
+/// written: by time; at one instant ends before starts, jobs before transfers, each in the
+/// plan's order. The PostgreSQL store computes the same in SQL (`plan_boundaries`,
+/// migrations/0023_part_events.sql).
+pub fn part_boundaries(outcome: &crate::model::Outcome) -> Vec<PartBoundary> {
+    let jobs = outcome.jobs.iter().filter(|j| j.broken.is_none()).map(|j| (j.name.clone(), j.start, j.end));
+    let transfers = outcome
+        .transfers
+        .iter()
+        .filter(|t| t.broken.is_none())
+        .map(|t| (format!("{}->{}", t.from, t.to), t.start, t.end));
+    let parts: Vec<(bool, String, DateTime<Utc>, DateTime<Utc>)> =
+        jobs.map(|j| (true, j.0, j.1, j.2)).chain(transfers.map(|t| (false, t.0, t.1, t.2))).collect();
+    let mut out: Vec<(DateTime<Utc>, u8, PartBoundary)> = Vec::new();
+    for (job, part, start, end) in parts {
+        let (running, ended) = if job { ("job.running", "job.ended") } else { ("transfer.running", "transfer.ended") };
+        // The rank at one instant: job ends, transfer ends, job starts, transfer starts.
+        out.push((end, u8::from(!job), PartBoundary { at: end, kind: ended, part: part.clone() }));
+        out.push((start, 2 + u8::from(!job), PartBoundary { at: start, kind: running, part }));
+    }
+    // A stable sort keeps the plan's order within one rank.
+    out.sort_by_key(|(at, rank, _)| (*at, *rank));
+    out.into_iter().map(|(_, _, b)| b).collect()
 }
 
 /// Sets each job's and transfer's `state` at `now` ([`PartState::at`]) for a plan in `status`
@@ -569,14 +611,19 @@ pub trait Store: Journal + Send + Sync {
     /// # Errors
     /// [`StoreError::Superseded`] unless `claim` owns the unfinished transaction.
     async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError>;
-    /// Ends a decided transaction `claim` owns: `None` committed (a pending plan becomes
-    /// committed; a modification rewrites its plan); `Some(rejected)` compensated: the plan
-    /// becomes rejected with that outcome and the reservations written with the decision are
-    /// released (a modification's plan stays as it was).
+    /// Ends a decided transaction `claim` owns, as `ending` says:
+    /// - [`Ending::Committed`]: a pending plan becomes committed; a modification rewrites its
+    ///   plan (`plan.modified`);
+    /// - [`Ending::Broken`] (a modification): as committed, and in the same transaction the
+    ///   plan becomes broken, its parts marked as the given outcome's are
+    ///   ([`Outcome::take_broken_from`]; `plan.modified`, then `plan.broken`);
+    /// - [`Ending::Compensated`]: the plan becomes rejected with that outcome and the
+    ///   reservations written with the decision are released (a modification's plan stays as
+    ///   it was).
     ///
     /// # Errors
     /// [`StoreError::Superseded`] unless `claim` owns the unfinished transaction.
-    async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError>;
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError>;
     /// Takes over, for `claim`, up to `limit` decided transactions not finished whose lease
     /// ran out (oldest first), and returns them.
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError>;
@@ -614,9 +661,12 @@ pub trait Store: Journal + Send + Sync {
         Ok(None)
     }
 
-    /// Moves committed and active plans along the clock ([`status_in_time`] at `now`), each
-    /// change with its event; how many plans changed. Safe to run in several processes at once
-    /// (each change is made, and its event written, once).
+    /// Moves committed, active and broken plans along the clock to `now`: a plan's status
+    /// ([`status_in_time`]; a broken plan stays broken) and its parts' states, each change with
+    /// its event (the plan's, then its parts' starts and ends passed since the last move, in
+    /// [`part_boundaries`]'s order; `plan.completed` after the last `job.ended`); how many
+    /// plans changed. Safe to run in several processes at once (each change is made, and its
+    /// event written, once).
     async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
 
     /// The events with an id above `after`, oldest first, at most `limit`; only the plans of
@@ -654,15 +704,15 @@ pub trait Store: Journal + Send + Sync {
         limit: i64,
     ) -> Result<Vec<WebhookRecord>, StoreError>;
 
-    /// Records one delivery attempt and the webhook's new state (`cursor`, `attempts`,
-    /// `next_attempt_at`, `failing_since`, `last_error`, `enabled`) if `owner` still holds its
-    /// lease ([`StoreError::Superseded`] if not); the delivery log keeps the newest 100 attempts
-    /// per webhook.
-    async fn record_delivery(
+    /// Records delivery attempts (oldest first) and the webhook's state after the last
+    /// (`cursor`, `attempts`, `next_attempt_at`, `failing_since`, `last_error`, `enabled`), in
+    /// one write, if `owner` still holds its lease ([`StoreError::Superseded`] if not); the
+    /// delivery log keeps the newest 100 attempts per webhook.
+    async fn record_deliveries(
         &self,
         owner: &str,
         webhook: &WebhookRecord,
-        delivery: &DeliveryRecord,
+        deliveries: &[DeliveryRecord],
     ) -> Result<(), StoreError>;
 
     /// Ends `owner`'s lease of a webhook (its next delivery may go from any process).

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, to_time, Grid, Outcome, Site, Time};
-use crate::protocol::decision::{Booking, InDoubt, Part};
+use crate::protocol::decision::{Booking, Ending, InDoubt, Part};
 use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef, TxnId};
 
 /// A pooled connection idle at least this long is pinged before it is used (see
@@ -669,10 +669,11 @@ impl Store for PgStore {
         Ok(())
     }
 
-    async fn finish_txn(&self, txn: TxnId, claim: &Claim, rejected: Option<&Outcome>) -> Result<(), StoreError> {
-        let finished: i64 = match rejected {
-            None => {
-                sqlx::query_scalar!(
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError> {
+        let finished: i64 = match ending {
+            Ending::Committed | Ending::Broken(_) => {
+                let mut tx = self.pool.begin().await?;
+                let finished = sqlx::query_scalar!(
                     r#"WITH t AS (
                            UPDATE transactions SET finished_at = now(), result = 'committed'
                            WHERE txn = $1 AND claim = $2 AND finished_at IS NULL
@@ -688,10 +689,32 @@ impl Store for PgStore {
                     txn.as_uuid(),
                     claim.id,
                 )
-                .fetch_one(&self.pool)
-                .await?
+                .fetch_one(&mut *tx)
+                .await?;
+                if let (Ending::Broken(broken), 1..) = (ending, finished) {
+                    // The plan as the modification made it, with the coordinator's broken marks.
+                    let plan = sqlx::query!(
+                        r#"SELECT p.id, p.outcome AS "outcome: Json<Outcome>"
+                           FROM plans p JOIN transactions t ON t.plan_id = p.id WHERE t.txn = $1"#,
+                        txn.as_uuid(),
+                    )
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    let mut outcome = plan.outcome.0;
+                    outcome.take_broken_from(broken);
+                    sqlx::query!(
+                        "UPDATE plans SET status = 'broken', outcome = $2
+                         WHERE id = $1 AND status IN ('committed', 'active', 'broken')",
+                        plan.id,
+                        Json(&outcome) as _,
+                    )
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                tx.commit().await?;
+                finished
             }
-            Some(outcome) => {
+            Ending::Compensated(outcome) => {
                 sqlx::query_scalar!(
                     r#"WITH t AS (
                            UPDATE transactions SET finished_at = now(), result = 'compensated'
@@ -947,9 +970,10 @@ impl Store for PgStore {
         // The WHERE is evaluated again on rows another process changed meanwhile (READ
         // COMMITTED): each change is made, and its event written by the trigger, once.
         let r = sqlx::query!(
-            r#"UPDATE plans SET status = CASE WHEN last_end <= $1 THEN 'completed' ELSE 'active' END
-               WHERE (status = 'committed' AND (first_start <= $1 OR last_end <= $1))
-                  OR (status = 'active' AND last_end <= $1)"#,
+            r#"UPDATE plans SET advanced_to = $1,
+                      status = CASE WHEN status = 'broken' THEN 'broken'
+                                    WHEN last_end <= $1 THEN 'completed' ELSE 'active' END
+               WHERE status IN ('committed', 'active', 'broken') AND next_boundary <= $1"#,
             now,
         )
         .execute(&self.pool)
@@ -960,7 +984,7 @@ impl Store for PgStore {
     async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT id, at, plan_id, owner, "user", request_id, status AS "status: PlanStatus",
-                      outcome AS "outcome: Json<Outcome>", kind
+                      outcome AS "outcome: Json<Outcome>", kind, part
                FROM plan_events
                WHERE id > $1 AND ($2::uuid IS NULL OR owner = $2)
                ORDER BY id LIMIT $3"#,
@@ -977,6 +1001,7 @@ impl Store for PgStore {
                     id: r.id,
                     at: r.at,
                     kind: r.kind.unwrap_or_else(|| format!("plan.{}", r.status)),
+                    part: r.part,
                     plan_id: r.plan_id,
                     request_id: r.request_id,
                     user: r.user,
@@ -1086,13 +1111,13 @@ impl Store for PgStore {
         .await?)
     }
 
-    async fn record_delivery(
+    async fn record_deliveries(
         &self,
         owner: &str,
         webhook: &WebhookRecord,
-        delivery: &DeliveryRecord,
+        deliveries: &[DeliveryRecord],
     ) -> Result<(), StoreError> {
-        let (w, d) = (webhook, delivery);
+        let (w, d) = (webhook, deliveries);
         let written = sqlx::query_scalar!(
             r#"WITH w AS (
                    UPDATE webhooks SET enabled = $3, cursor = $4, attempts = $5, next_attempt_at = $6,
@@ -1100,7 +1125,11 @@ impl Store for PgStore {
                    WHERE id = $1 AND lease_owner = $2 RETURNING id),
                d AS (
                    INSERT INTO webhook_deliveries (webhook_id, event_id, at, attempt, status_code, error, duration_ms)
-                   SELECT id, $9, $10, $11, $12, $13, $14 FROM w)
+                   SELECT w.id, d.event_id, d.at, d.attempt, d.status_code, d.error, d.duration_ms
+                   FROM w, UNNEST($9::bigint[], $10::timestamptz[], $11::int[], $12::int[], $13::text[],
+                                  $14::float8[]) WITH ORDINALITY
+                          AS d(event_id, at, attempt, status_code, error, duration_ms, n)
+                   ORDER BY d.n)
                SELECT count(*) AS "written!" FROM w"#,
             w.id,
             owner,
@@ -1110,12 +1139,12 @@ impl Store for PgStore {
             w.next_attempt_at,
             w.failing_since,
             w.last_error,
-            d.event_id,
-            d.at,
-            d.attempt,
-            d.status_code,
-            d.error,
-            d.duration_ms,
+            &d.iter().map(|d| d.event_id).collect::<Vec<i64>>(),
+            &d.iter().map(|d| d.at).collect::<Vec<DateTime<Utc>>>(),
+            &d.iter().map(|d| d.attempt).collect::<Vec<i32>>(),
+            &d.iter().map(|d| d.status_code).collect::<Vec<Option<i32>>>() as _,
+            &d.iter().map(|d| d.error.clone()).collect::<Vec<Option<String>>>() as _,
+            &d.iter().map(|d| d.duration_ms).collect::<Vec<f64>>(),
         )
         .fetch_one(&self.pool)
         .await?;

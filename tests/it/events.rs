@@ -69,7 +69,8 @@ async fn token(api: &ApiClient, user: &str) -> String {
 
 /// Issue 25: an SSE client that disconnects and resumes with `Last-Event-ID` across a `kill -9`
 /// and restart of the service sees every event of its plans exactly once, in order (committed,
-/// active at the start, completed at the end, cancelled), and another user's never.
+/// active at the start, its job running then ended, completed at the end, cancelled), and
+/// another user's never.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_resumed_across_a_kill_9_sees_each_of_its_events_once_in_order() {
     let _machine = machine::reserve("crash").await;
@@ -84,7 +85,7 @@ async fn a_stream_resumed_across_a_kill_9_sees_each_of_its_events_once_in_order(
     // Alice's plans: one far ahead (cancelled later), one that starts in 2 s and lasts 3 s.
     let reader = tokio::spawn({
         let (url, alice) = (server.url.clone(), alice.clone());
-        async move { read_events(&url, &alice, Some(0), 4, Duration::from_secs(30)).await }
+        async move { read_events(&url, &alice, Some(0), 6, Duration::from_secs(30)).await }
     });
     let later = api.post("/v1/plans", &alice, &plan("later", 4, 3 * 3600, 3600)).await.json::<Value>().await.unwrap();
     let soon = api.post("/v1/plans", &alice, &plan("soon", 4, 2, 3)).await.json::<Value>().await.unwrap();
@@ -92,9 +93,10 @@ async fn a_stream_resumed_across_a_kill_9_sees_each_of_its_events_once_in_order(
     for p in [&later, &soon, &theirs] {
         assert_eq!(p["status"], "committed", "{p}");
     }
-    // committed x2, then soon's active and completed (the service's clock, every second).
+    // committed x2, then soon's active, its job's start and end, and completed (the service's
+    // clock, every second).
     let first = reader.await.unwrap();
-    assert_eq!(first.len(), 4, "{first:?}");
+    assert_eq!(first.len(), 6, "{first:?}");
     let last_seen = first.last().unwrap().0;
 
     // Meanwhile, with no reader: a cancel; then the service dies and comes back.
@@ -122,6 +124,8 @@ async fn a_stream_resumed_across_a_kill_9_sees_each_of_its_events_once_in_order(
         ("later", "plan.committed"),
         ("soon", "plan.committed"),
         ("soon", "plan.active"),
+        ("soon", "job.running"),
+        ("soon", "job.ended"),
         ("soon", "plan.completed"),
         ("later", "plan.cancelled"),
         ("after-restart", "plan.committed"),
@@ -146,15 +150,20 @@ async fn a_stream_resumed_across_a_kill_9_sees_each_of_its_events_once_in_order(
     assert_eq!(job_state("soon", "plan.committed"), "scheduled");
     assert_eq!(job_state("soon", "plan.active"), "running");
     assert_eq!(job_state("soon", "plan.completed"), "ended");
+    // A part's event names its part; a plan's names none.
+    let part = |event: &str| first.iter().find(|m| m.1 == event).unwrap().2.get("part").cloned();
+    assert_eq!(part("job.running"), Some(json!("A")));
+    assert_eq!(part("job.ended"), Some(json!("A")));
+    assert_eq!(part("plan.active"), None);
     assert_eq!(job_state("later", "plan.cancelled"), "cancelled");
     // The plan itself says so too.
     let soon = api.json(&format!("/v1/plans/{}", soon["id"].as_str().unwrap()), &alice).await;
     assert_eq!(soon["status"], "completed", "{soon}");
     assert_eq!(soon["jobs"][0]["state"], "ended", "{soon}");
     // The admin sees Bob's events as well.
-    // later x2, soon x3, theirs, after-restart, theirs-2.
-    let everyone = read_events(&server.url, ADMIN, Some(0), 9, Duration::from_secs(5)).await;
-    assert_eq!(everyone.len(), 8, "{everyone:?}");
+    // later x2, soon x5, theirs, after-restart, theirs-2.
+    let everyone = read_events(&server.url, ADMIN, Some(0), 11, Duration::from_secs(5)).await;
+    assert_eq!(everyone.len(), 10, "{everyone:?}");
 }
 
 /// Bad input to `GET /v1/events`: a Last-Event-ID or `after` that is not an event id is a 400
@@ -226,4 +235,68 @@ async fn events_refuse_bad_positions_and_plans_follow_the_clock() {
     let r = app.delete(&format!("/v1/plans/{id}"), admin).await;
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.json::<Value>().await.unwrap()["status"], "cancelled");
+}
+
+/// Issue 25: `coreserve plans watch ID` prints the plan's whole history and follows it to its
+/// end, one line per event (a job's event names the job), across a `kill -9` and restart of the
+/// service on the same address: it reconnects with `Last-Event-ID`, so no event is printed
+/// twice or missed, and it exits 0 once the plan has completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plans_watch_follows_one_plan_to_its_end_across_a_restart() {
+    use std::io::BufRead;
+    let _machine = machine::reserve("crash").await;
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = grid_file(dir.path());
+    let server = Server::start(&db.url, Some(&grid), &["--w-interval-s", "1"], None);
+    let api = server.api();
+    let alice = token(&api, "alice").await;
+    // Starts in 6 s and lasts 3 s.
+    let booked = api.post("/v1/plans", &alice, &plan("watched", 4, 6, 3)).await.json::<Value>().await.unwrap();
+    assert_eq!(booked["status"], "committed", "{booked}");
+
+    let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["plans", "watch", "watched", "-s", &server.url, "-t", &alice])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(15)).expect("the plan's history comes first");
+    assert!(first.contains("plan.committed") && first.contains("watched"), "{first}");
+
+    // kill -9 before the plan starts; the same address again.
+    let listen = server.url.trim_start_matches("http://").to_owned();
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let server = Server::start(&db.url, Some(&grid), &["--w-interval-s", "1", "--listen", &listen], None);
+
+    let mut status = None;
+    for _ in 0..300 {
+        if let Some(s) = watch.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = status.unwrap_or_else(|| {
+        let _ = watch.kill();
+        panic!("plans watch did not end with its plan")
+    });
+    assert!(status.success(), "{status}");
+    let mut lines = vec![first];
+    // The rest, until the reader sees the end of the output.
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+        lines.push(line);
+    }
+    let kinds: Vec<&str> = lines.iter().map(|l| l.split_whitespace().nth(1).unwrap_or("")).collect();
+    assert_eq!(kinds, ["plan.committed", "plan.active", "job.running", "job.ended", "plan.completed"], "{lines:#?}");
+    assert!(lines[2].trim_end().ends_with("watched A"), "a job's event names the job: {}", lines[2]);
+    drop(server);
 }

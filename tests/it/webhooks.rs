@@ -210,6 +210,9 @@ async fn a_failing_webhook_is_disabled_and_bad_input_is_refused() {
     let (alice, bob) = (app.token("alice", false).await, app.token("bob", false).await);
     for bad in [
         json!({"url": "ftp://example.org/x"}),
+        json!({"url": "nats://127.0.0.1:4222/"}),
+        json!({"url": "nats://127.0.0.1:4222/a..b"}),
+        json!({"url": "nats://127.0.0.1:4222/events.>"}),
         json!({"url": "not a url"}),
         json!({"url": "http://"}),
         json!({"url": format!("https://example.org/{}", "a".repeat(2100))}),
@@ -260,4 +263,86 @@ async fn a_failing_webhook_is_disabled_and_bad_input_is_refused() {
     assert_eq!(app.delete(&format!("/v1/webhooks/{id}"), &alice).await.status(), StatusCode::NO_CONTENT);
     let r = app.get(&format!("/v1/webhooks/{id}"), &alice).await;
     problem(r, StatusCode::NOT_FOUND).await;
+}
+
+/// Issue 25 (a bus for operators): a `nats://host:port/<subject>` webhook publishes every event
+/// of its owner's plans to NATS JetStream on `<subject>.<type>`, with the event id as
+/// `Nats-Msg-Id` and the webhook's signature in the headers. Before a stream captures the
+/// subject, each publish fails ("no responders") and is retried with backoff and logged; once
+/// one does, every event is in it, in order, once (a re-send is dropped by the stream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_webhook_publishes_every_event_to_jetstream_signed_and_in_order() {
+    // .ci/test points CORESERVE_TEST_NATS at the machine's NATS or a throwaway one.
+    let address = std::env::var("CORESERVE_TEST_NATS").unwrap_or_else(|_| "127.0.0.1:4222".into());
+    let nats = async_nats::connect(address.as_str())
+        .await
+        .unwrap_or_else(|e| panic!("NATS with JetStream at {address} (CORESERVE_TEST_NATS; .ci/test starts one): {e}"));
+    let js = async_nats::jetstream::new(nats);
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let subject = format!("cs{tag}");
+
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let server = Server::start(&db.url, Some(&grid), &["--webhook-retry-base-ms", "200"], None);
+    let api = server.api();
+    let alice = token(&api, ADMIN, "alice").await;
+    let bob = token(&api, ADMIN, "bob").await;
+    let r = api.post("/v1/webhooks", &alice, &json!({"url": format!("nats://{address}/{subject}")})).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let hook: Value = r.json().await.unwrap();
+    let (hook_id, secret) = (hook["id"].as_str().unwrap().to_owned(), hook["secret"].as_str().unwrap().to_owned());
+
+    let p1 = api.post("/v1/plans", &alice, &plan("n1", 3600)).await.json::<Value>().await.unwrap();
+    api.post("/v1/plans", &bob, &plan("theirs", 3600)).await;
+    // No stream yet: the publish is refused, logged and retried.
+    let mut refused = false;
+    for _ in 0..100 {
+        let log = api.json(&format!("/v1/webhooks/{hook_id}/deliveries"), &alice).await;
+        if log.as_array().unwrap().iter().any(|d| d["error"].is_string()) {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(refused, "a publish no stream takes is a failed delivery");
+
+    let name = format!("CS{tag}");
+    let config = async_nats::jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("{subject}.>")],
+        ..Default::default()
+    };
+    let mut stream = js.create_stream(config).await.unwrap();
+    api.post("/v1/plans", &alice, &plan("n2", 7200)).await;
+    assert_eq!(api.delete(&format!("/v1/plans/{}", p1["id"].as_str().unwrap()), &alice).await.status(), 200);
+    let want = events_of(&api, &alice, 3).await;
+    assert_eq!(want.len(), 3);
+    let mut messages = 0;
+    for _ in 0..200 {
+        messages = stream.info().await.unwrap().state.messages;
+        if messages >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(stream.info().await.unwrap().state.messages, 3, "every event once: {messages}");
+    let mut kinds = Vec::new();
+    for (seq, want_id) in (1..=3u64).zip(&want) {
+        let m = stream.get_raw_message(seq).await.unwrap();
+        let header = |k: &str| m.headers.get(k).map(|v| v.as_str().to_owned()).unwrap_or_default();
+        let body: Value = serde_json::from_slice(&m.payload).unwrap();
+        assert_eq!(header("Nats-Msg-Id"), want_id.to_string());
+        assert_eq!(header(EVENT_ID_HEADER), want_id.to_string());
+        assert_eq!(body["id"], *want_id);
+        assert_eq!(body["user"], "alice", "only the owner's events");
+        assert_eq!(m.subject.as_str(), format!("{subject}.{}", body["type"].as_str().unwrap()));
+        assert!(verify(&secret, &header(SIGNATURE_HEADER), &m.payload, Utc::now(), 300), "signed");
+        assert!(!verify("not-the-secret-0123", &header(SIGNATURE_HEADER), &m.payload, Utc::now(), 300));
+        kinds.push(body["type"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(kinds, ["plan.committed", "plan.committed", "plan.cancelled"]);
+    js.delete_stream(&name).await.unwrap();
 }

@@ -200,14 +200,10 @@ async fn answer(
                 log.decided().ok_or_else(|| ApiError::internal("a committed modification is unrecorded"))?;
             // A part whose commit failed after the decision is broken (see
             // `Coordinator::break_failed`): so is the plan, with an event.
-            if o.jobs.iter().any(|j| j.broken.is_some()) || o.transfers.iter().any(|t| t.broken.is_some()) {
+            // Remote participants: the end recorded has marked it already (`Ending::Broken`).
+            if o.has_broken_part() && modified.status != PlanStatus::Broken {
                 let mut outcome = modified.outcome.clone();
-                for (to, from) in outcome.jobs.iter_mut().zip(&o.jobs) {
-                    to.broken = to.broken.take().or_else(|| from.broken.clone());
-                }
-                for (to, from) in outcome.transfers.iter_mut().zip(&o.transfers) {
-                    to.broken = to.broken.take().or_else(|| from.broken.clone());
-                }
+                outcome.take_broken_from(&o);
                 if let Some(broken) = st.store.mark_broken(rec.id, &outcome).await? {
                     modified = broken;
                 }

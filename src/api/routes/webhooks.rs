@@ -20,7 +20,9 @@ use crate::store::{DeliveryRecord, WebhookRecord};
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"url": "https://ci.example.org/hooks/coreserve"}))]
 pub struct WebhookBody {
-    /// Where to POST the events: an absolute `http` or `https` URL, at most 2048 characters.
+    /// Where to POST the events: an absolute `http` or `https` URL, at most 2048 characters;
+    /// or `nats://host:port/<subject>` to publish them to NATS JetStream on
+    /// `<subject>.<type>` (a stream must capture those subjects).
     #[schema(max_length = 2048)]
     pub url: String,
     /// The key of the deliveries' signatures (16-256 printable characters); absent: one is
@@ -86,8 +88,14 @@ fn check(b: &WebhookBody) -> Result<(), ApiError> {
         return Err(ApiError::invalid("url: at most 2048 characters"));
     }
     let url = reqwest::Url::parse(&b.url).map_err(|e| ApiError::invalid(format!("url: not an absolute URL ({e})")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-        return Err(ApiError::invalid("url: must be an http or https URL with a host"));
+    if url.scheme() == "nats" {
+        if crate::api::webhooks::bus_of(&b.url).is_none() {
+            return Err(ApiError::invalid(
+                "url: a NATS webhook is nats://host:port/<subject>, the subject dot-separated letters, digits, - and _",
+            ));
+        }
+    } else if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(ApiError::invalid("url: must be an http or https URL with a host, or nats://host:port/<subject>"));
     }
     if let Some(s) = &b.secret {
         if !(16..=256).contains(&s.chars().count()) || s.chars().any(|c| c.is_control() || c.is_whitespace()) {

@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use coreserve::model::{JobPlacement, Outcome, OutcomeStatus, PartState};
-use coreserve::protocol::decision::{Booking, Decision, Part};
+use coreserve::model::{JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement};
+use coreserve::protocol::decision::{replaced_bookings, Booking, Decision, Ending, Part};
 use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
-    Claim, DecisionRecord, KeyClaim, PlanEvent, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, Store, StoreError,
-    TokenRecord,
+    Claim, DecisionRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
+    RejectionRecord, Store, StoreError, TokenRecord,
 };
 use uuid::Uuid;
 
@@ -206,7 +206,7 @@ pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Sto
     decide(s, &plan, &parts, txn, Some(("k", "f")), &a).await.unwrap();
     assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Pending, "not committed before its end");
     assert!(s.take_in_doubt(&b, 10).await.unwrap().is_empty(), "a's lease runs");
-    assert!(matches!(s.finish_txn(txn, &b, None).await, Err(StoreError::Superseded)));
+    assert!(matches!(s.finish_txn(txn, &b, Ending::Committed).await, Err(StoreError::Superseded)));
     assert!(matches!(s.mark_compensating(txn, &b).await, Err(StoreError::Superseded)));
 
     // a stalls; b takes over; a can no longer settle it.
@@ -219,7 +219,7 @@ pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Sto
     let taken = s.take_in_doubt(&b, 10).await.unwrap();
     assert_eq!(taken.iter().map(|t| (t.txn, t.compensating)).collect::<Vec<_>>(), vec![(txn, false)]);
     assert!(s.take_in_doubt(&a, 10).await.unwrap().is_empty(), "b holds it now");
-    assert!(matches!(s.finish_txn(txn, &a, None).await, Err(StoreError::Superseded)));
+    assert!(matches!(s.finish_txn(txn, &a, Ending::Committed).await, Err(StoreError::Superseded)));
     s.mark_compensating(txn, &b).await.unwrap();
     // b dies too: the next taker sees that compensation was decided.
     lapse().await;
@@ -227,18 +227,75 @@ pub async fn a_decided_transaction_is_settled_by_one_claim_at_a_time(s: &dyn Sto
     let taken = s.take_in_doubt(&c, 10).await.unwrap();
     assert_eq!(taken.iter().map(|t| (t.txn, t.compensating)).collect::<Vec<_>>(), vec![(txn, true)]);
     let rejected = Outcome::rejected("wf", "a part refused its commit", "p0");
-    s.finish_txn(txn, &c, Some(&rejected)).await.unwrap();
+    s.finish_txn(txn, &c, Ending::Compensated(&rejected)).await.unwrap();
     let rec = s.plan(plan.id).await.unwrap().unwrap();
     assert_eq!((rec.status, rec.bookings.len()), (PlanStatus::Rejected, 0));
-    assert!(matches!(s.finish_txn(txn, &c, None).await, Err(StoreError::Superseded)), "finished once");
+    assert!(matches!(s.finish_txn(txn, &c, Ending::Committed).await, Err(StoreError::Superseded)), "finished once");
     lapse().await;
     assert!(s.take_in_doubt(&c, 10).await.unwrap().is_empty());
 
     // The normal end: a pending plan becomes committed when its end is logged.
     let (plan, parts, txn) = decided_plan("u");
     decide(s, &plan, &parts, txn, None, &a).await.unwrap();
-    s.finish_txn(txn, &a, None).await.unwrap();
+    s.finish_txn(txn, &a, Ending::Committed).await.unwrap();
     assert_eq!(s.plan(plan.id).await.unwrap().unwrap().status, PlanStatus::Committed);
+}
+
+/// Issue 25: a decided modification a part of which could not commit ends broken
+/// ([`Ending::Broken`]): one write makes the plan as modified and broken, its parts marked as
+/// the coordinator found them (`plan.modified`, then `plan.broken`); nothing of it is left in
+/// doubt. Before, the end rewrote the plan as modified and someone else had to mark it broken:
+/// recovery never did, so a part that held no reservation stood as booked.
+pub async fn a_modification_that_ends_broken_leaves_its_plan_broken_in_one_write(s: &dyn Store) {
+    let plan = booked("alice", "wf-mod", 10, 12);
+    s.insert_plan(plan.clone()).await.unwrap();
+    let before = s.last_event_id().await.unwrap();
+    let claim = Claim::new("a", 60);
+    let txn = TxnId::new();
+    let hold = HoldId::new();
+    let parts = vec![Part {
+        participant: ParticipantRef::Site("s1".into()),
+        hold,
+        request: HoldRequest::from(ComputeHoldRequest {
+            replaces: Some(plan.bookings[0].hold),
+            txn,
+            site: "s1".into(),
+            cpus: 8,
+            start: 0,
+            end: 3600,
+            gpus: None,
+            user: None,
+        }),
+    }];
+    let mut modified = plan.outcome.clone();
+    modified.jobs[0].cpus = 8;
+    let bookings = replaced_bookings(&plan.bookings, &parts);
+    let record = ModificationRecord {
+        decision: Decision { txn, parts: &parts, outcome: &modified },
+        plan: plan.id,
+        replaced: &plan.bookings,
+        bookings: &bookings,
+        reservations: false,
+        key: None,
+        owner: plan.owner,
+        claim: &claim,
+    };
+    s.record_modification(&record).await.unwrap();
+    // The coordinator's outcome: the job's commit was refused.
+    let mut found = modified.clone();
+    found.jobs[0].broken = Some("its modification was decided but could not be committed".into());
+    s.finish_txn(txn, &claim, Ending::Broken(&found)).await.unwrap();
+
+    let rec = s.plan(plan.id).await.unwrap().unwrap();
+    assert_eq!(rec.status, PlanStatus::Broken);
+    assert_eq!(rec.outcome.jobs[0].cpus, 8, "as modified");
+    assert_eq!(rec.outcome.jobs[0].broken, found.jobs[0].broken);
+    assert_eq!(rec.bookings[0].hold, hold);
+    let kinds: Vec<String> = s.events_after(before, None, 10).await.unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["plan.modified", "plan.broken"]);
+    lapse().await;
+    assert!(s.take_in_doubt(&Claim::new("b", 60), 10).await.unwrap().is_empty(), "ended");
+    assert!(matches!(s.finish_txn(txn, &claim, Ending::Committed).await, Err(StoreError::Superseded)));
 }
 
 /// A committed plan of `user` with one job from hour `from` to hour `to` of [`at`].
@@ -326,20 +383,95 @@ pub async fn plan_states_follow_the_clock_and_each_change_is_one_event(s: &dyn S
         mine.iter().map(|e| (e.plan_id, e.kind.as_str())).collect::<Vec<_>>(),
         vec![
             (a.id, "plan.active"),
+            (a.id, "job.running"),
+            (a.id, "job.ended"),
             (a.id, "plan.completed"),
             (c.id, "plan.committed"),
+            (c.id, "job.running"),
+            (c.id, "job.ended"),
             (c.id, "plan.completed"),
             (d.id, "plan.committed"),
             (d.id, "plan.broken"),
             (d.id, "plan.cancelled"),
         ]
     );
-    assert_eq!(mine[5].jobs[0].broken.as_deref(), Some("reservation cs-1 deleted"));
-    assert_eq!(mine[5].jobs[0].state, Some(PartState::Broken));
-    assert_eq!(mine[6].jobs[0].state, Some(PartState::Cancelled));
+    assert_eq!(mine[1].part.as_deref(), Some("A"), "a part's event names it");
+    assert_eq!(mine[0].part, None, "a plan's event names no part");
+    assert_eq!(mine[9].jobs[0].broken.as_deref(), Some("reservation cs-1 deleted"));
+    assert_eq!(mine[9].jobs[0].state, Some(PartState::Broken));
+    assert_eq!(mine[10].jobs[0].state, Some(PartState::Cancelled));
     let ids: Vec<i64> = mine.iter().map(|e| e.id).collect();
-    assert_eq!(ids, (3..=9).collect::<Vec<i64>>(), "numbered in order, no gaps");
-    assert_eq!(s.last_event_id().await.unwrap(), 9);
+    assert_eq!(ids, (3..=13).collect::<Vec<i64>>(), "numbered in order, no gaps");
+    assert_eq!(s.last_event_id().await.unwrap(), 13);
+}
+
+/// Each job and transfer changes state at its start and its end, and each change is one event
+/// (`job.running`, `transfer.ended`, ...) naming the part, once however often the clock runs, in
+/// time order (ends before starts at one instant; `plan.active` first, `plan.completed` last);
+/// a modified part's new start is announced; a broken part has no more events while the rest
+/// of its (broken) plan goes on.
+pub async fn each_job_and_transfer_start_and_end_is_one_event(s: &dyn Store) {
+    // A at 10-11, the transfer A->B at 11-12, B at 12-14 and C at 12-13.
+    let mut p = booked("alice", "wf-parts", 10, 11);
+    let mut b = p.outcome.jobs[0].clone();
+    (b.name, b.start, b.end) = ("B".into(), at(12), at(14));
+    let mut c = b.clone();
+    (c.name, c.end) = ("C".into(), at(13));
+    p.outcome.jobs.extend([b, c]);
+    p.outcome.transfers = vec![TransferPlacement {
+        from: "A".into(),
+        to: "B".into(),
+        path: vec![],
+        bandwidth_mbps: 100,
+        start: at(11),
+        end: at(12),
+        traffic: None,
+        broken: None,
+        state: None,
+        price_per_gbps_hour: 0.0,
+    }];
+    s.insert_plan(p.clone()).await.unwrap();
+    let from = s.last_event_id().await.unwrap();
+    let seen = |v: Vec<PlanEvent>| {
+        v.into_iter()
+            .map(|e| format!("{} {}", e.kind, e.part.unwrap_or_default()).trim().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(s.advance_plans(at(10)).await.unwrap(), 1);
+    assert_eq!(s.advance_plans(at(10)).await.unwrap(), 0, "once");
+    assert_eq!(seen(s.events_after(from, None, 100).await.unwrap()), ["plan.active", "job.running A"]);
+    let mid = s.last_event_id().await.unwrap();
+    assert_eq!(s.advance_plans(at(12)).await.unwrap(), 1, "the plan's status stays; its parts move");
+    assert_eq!(s.plan(p.id).await.unwrap().unwrap().status, PlanStatus::Active);
+    let events = s.events_after(mid, None, 100).await.unwrap();
+    assert_eq!(
+        seen(events.clone()),
+        ["job.ended A", "transfer.running A->B", "transfer.ended A->B", "job.running B", "job.running C"]
+    );
+    assert!(events.iter().all(|e| e.status == PlanStatus::Active));
+    let mid = s.last_event_id().await.unwrap();
+
+    // C breaks: its end is never announced; B's is, and the broken plan stays broken.
+    let mut broken = s.plan(p.id).await.unwrap().unwrap().outcome;
+    broken.jobs[2].broken = Some("node down".into());
+    assert!(s.mark_broken(p.id, &broken).await.unwrap().is_some());
+    assert_eq!(s.advance_plans(at(13)).await.unwrap(), 0, "nothing but C's end was due");
+    assert_eq!(s.advance_plans(at(15)).await.unwrap(), 1);
+    assert_eq!(s.plan(p.id).await.unwrap().unwrap().status, PlanStatus::Broken);
+    assert_eq!(seen(s.events_after(mid, None, 100).await.unwrap()), ["plan.broken", "job.ended B"]);
+
+    // Straight past a whole plan: every part's events, then plan.completed.
+    let q = booked("alice", "wf-late", 20, 21);
+    s.insert_plan(q.clone()).await.unwrap();
+    let mid = s.last_event_id().await.unwrap();
+    assert_eq!(s.advance_plans(at(22)).await.unwrap(), 1);
+    let events = s.events_after(mid, None, 100).await.unwrap();
+    assert_eq!(seen(events.clone()), ["job.running A", "job.ended A", "plan.completed"]);
+    assert_eq!(
+        events.iter().map(|e| e.status).collect::<Vec<_>>(),
+        [PlanStatus::Committed, PlanStatus::Committed, PlanStatus::Completed],
+        "each event carries the status once it happened: only plan.completed says completed"
+    );
 }
 
 /// Retention ([`Store::prune_finished`]): a rejected plan goes once it was made before the

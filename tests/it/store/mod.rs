@@ -50,5 +50,7 @@ both_stores!(
     a_key_is_claimed_by_one_request_at_a_time,
     a_decided_transaction_is_settled_by_one_claim_at_a_time,
     plan_states_follow_the_clock_and_each_change_is_one_event,
+    each_job_and_transfer_start_and_end_is_one_event,
+    a_modification_that_ends_broken_leaves_its_plan_broken_in_one_write,
     finished_plans_are_pruned_after_the_horizon_and_booked_ones_never,
 );

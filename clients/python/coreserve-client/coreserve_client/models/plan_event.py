@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.plan_status import PlanStatus
+from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.job_placement import JobPlacement
@@ -39,9 +40,14 @@ class PlanEvent:
                 `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
                 TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
             transfers (list[TransferPlacement]): The plan's transfers at the change (a broken one says why in `broken`).
-            type_ (str): `plan.` and the new status (`plan.committed`, `plan.active`, `plan.broken`, ...); also
-                the SSE `event:`.
+            type_ (str): What changed, also the SSE `event:`: `plan.` and the plan's new status
+                (`plan.committed`, `plan.active`, `plan.broken`, ...), `plan.modified`, or a part's new
+                state at its start or end (`job.running`, `job.ended`, `transfer.running`,
+                `transfer.ended`; see [`part_boundaries`]).
             user (str): The plan owner's name.
+            part (None | str | Unset): The job (its name) or transfer (`from->to`, its jobs' names) a `job.*` or
+                `transfer.*`
+                event is about; absent on a plan's event.
     """
 
     at: datetime.datetime
@@ -53,6 +59,7 @@ class PlanEvent:
     transfers: list[TransferPlacement]
     type_: str
     user: str
+    part: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +87,12 @@ class PlanEvent:
 
         user = self.user
 
+        part: None | str | Unset
+        if isinstance(self.part, Unset):
+            part = UNSET
+        else:
+            part = self.part
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -95,6 +108,8 @@ class PlanEvent:
                 "user": user,
             }
         )
+        if part is not UNSET:
+            field_dict["part"] = part
 
         return field_dict
 
@@ -132,6 +147,15 @@ class PlanEvent:
 
         user = d.pop("user")
 
+        def _parse_part(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        part = _parse_part(d.pop("part", UNSET))
+
         plan_event = cls(
             at=at,
             id=id,
@@ -142,6 +166,7 @@ class PlanEvent:
             transfers=transfers,
             type_=type_,
             user=user,
+            part=part,
         )
 
         plan_event.additional_properties = d

@@ -18,7 +18,9 @@ class WebhookBody:
         {'url': 'https://ci.example.org/hooks/coreserve'}
 
     Attributes:
-        url (str): Where to POST the events: an absolute `http` or `https` URL, at most 2048 characters.
+        url (str): Where to POST the events: an absolute `http` or `https` URL, at most 2048 characters;
+            or `nats://host:port/<subject>` to publish them to NATS JetStream on
+            `<subject>.<type>` (a stream must capture those subjects).
         secret (None | str | Unset): The key of the deliveries' signatures (16-256 printable characters); absent: one is
             generated, and shown once in the answer.
     """
