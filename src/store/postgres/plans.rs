@@ -1,0 +1,161 @@
+//! The plans (`plans`): insert, read, list, cancel, break, and the clock's advance of their status.
+
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use uuid::Uuid;
+
+use crate::model::Outcome;
+use crate::protocol::decision::Booking;
+use crate::protocol::HoldId;
+use crate::store::{PlanFilter, PlanRecord, PlanStatus, StoreError};
+
+use super::PgStore;
+
+/// A row of `plans`, as every plan query selects it.
+struct PlanRow {
+    id: Uuid,
+    user: String,
+    owner: Uuid,
+    status: PlanStatus,
+    created_at: DateTime<Utc>,
+    cancelled_at: Option<DateTime<Utc>>,
+    outcome: Json<Outcome>,
+    bookings: Json<Vec<Booking>>,
+}
+
+impl From<PlanRow> for PlanRecord {
+    fn from(r: PlanRow) -> Self {
+        PlanRecord {
+            id: r.id,
+            user: r.user,
+            owner: r.owner,
+            status: r.status,
+            outcome: r.outcome.0,
+            bookings: r.bookings.0,
+            created_at: r.created_at,
+            cancelled_at: r.cancelled_at,
+        }
+    }
+}
+
+impl PgStore {
+    pub(super) async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
+        sqlx::query!(
+            r#"INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
+            plan.id,
+            plan.user,
+            plan.outcome.request_id,
+            <&str>::from(plan.status),
+            plan.created_at,
+            plan.cancelled_at,
+            plan.outcome.start,
+            Json(&plan.outcome) as _,
+            Json(&plan.bookings) as _,
+            plan.owner,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
+                      outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
+               FROM plans WHERE id = $1"#,
+            id,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
+    }
+
+    pub(super) async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
+        let rows = sqlx::query_as!(
+            PlanRow,
+            r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
+                      outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
+               FROM plans
+               WHERE ($1::uuid IS NULL OR owner = $1)
+                 AND ($2::text IS NULL OR status = $2)
+                 AND ($3::timestamptz IS NULL OR start >= $3)
+                 AND ($4::timestamptz IS NULL OR start < $4)
+               ORDER BY seq"#,
+            filter.owner,
+            filter.status.map(<&str>::from),
+            filter.from,
+            filter.to,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(PlanRecord::from).collect())
+    }
+
+    pub(super) async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"WITH released AS (
+                   UPDATE reservations SET state = 'released', updated_at = now()
+                   WHERE plan_id = $1 AND state = 'committed'),
+               charge AS (
+                   UPDATE allocation_charges SET released_at = now() WHERE plan_id = $1 AND released_at IS NULL)
+               UPDATE plans SET status = 'cancelled', cancelled_at = COALESCE(cancelled_at, $2)
+               WHERE id = $1
+               RETURNING id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
+                         outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
+            id,
+            at,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
+    }
+
+    pub(super) async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
+                      outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>"
+               FROM plans
+               WHERE status IN ('committed', 'active', 'broken')
+                 AND bookings @> jsonb_build_array(jsonb_build_object('hold', $1::text))
+               LIMIT 1"#,
+            hold.to_string(),
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
+    }
+
+    pub(super) async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
+        let row = sqlx::query_as!(
+            PlanRow,
+            r#"UPDATE plans SET status = 'broken', outcome = $2
+               WHERE id = $1 AND status IN ('committed', 'active', 'broken')
+               RETURNING id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
+                         outcome AS "outcome: Json<Outcome>", bookings AS "bookings: Json<Vec<Booking>>""#,
+            id,
+            Json(outcome) as _,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(PlanRecord::from))
+    }
+
+    pub(super) async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+        // The WHERE is evaluated again on rows another process changed meanwhile (READ
+        // COMMITTED): each change is made, and its event written by the trigger, once.
+        let r = sqlx::query!(
+            r#"UPDATE plans SET advanced_to = $1,
+                      status = CASE WHEN status = 'broken' THEN 'broken'
+                                    WHEN last_end <= $1 THEN 'completed' ELSE 'active' END
+               WHERE status IN ('committed', 'active', 'broken') AND next_boundary <= $1"#,
+            now,
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected())
+    }
+}
