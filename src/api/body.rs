@@ -2,8 +2,10 @@
 //!
 //! actix polls a handler's extractors concurrently, so a `web::Json<T>` next to the
 //! [`Caller`](super::auth::Caller) may fail (and answer a schema hint) before the caller's role
-//! is checked. Handlers with a role check therefore take the raw body (`web::Bytes`), check
-//! the role, and then call [`parse`], which answers exactly as the JSON extractor would.
+//! is checked. Handlers with a role check therefore take the raw body and parse it with
+//! [`parse`] once the role is checked, which answers exactly as the JSON extractor would: most
+//! do so through [`super::extract::Guarded`] (role, path and `Body<T>` in one extractor), the
+//! few whose checks come between (idempotency keys, admission) by hand.
 
 use actix_web::http::StatusCode;
 use actix_web::mime;

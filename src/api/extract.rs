@@ -15,13 +15,19 @@
 //! field (`jobs[0].cpus`, `from`), what was expected, an example, and for a timestamp without
 //! a timezone that it is one and how to write it; never the framework's wording ("Query
 //! deserialize error: ...", "UUID parsing failed").
+//!
+//! [`Guarded`] is the prologue of a handler with a role check: the [`Caller`] (401), its
+//! [`Role`] (403), the path or query, then the body ([`Body`], by [`super::body::parse`]).
 
-use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
+use std::marker::PhantomData;
+
+use actix_web::{dev, web, FromRequest, HttpRequest};
 use chrono::NaiveDateTime;
 use futures::future::{ready, LocalBoxFuture, Ready};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::auth::Caller;
 use super::problem::ApiError;
 
 /// A JSON object body deserialised into `T` (see the module docs for what is refused).
@@ -268,7 +274,7 @@ impl<T: DeserializeOwned + 'static> FromRequest for Query<T> {
     type Error = actix_web::Error;
     type Future = Ready<Result<Self, actix_web::Error>>;
 
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+    fn from_request(req: &HttpRequest, _: &mut dev::Payload) -> Self::Future {
         ready(from_query(req.query_string()).map(Query).map_err(Into::into))
     }
 }
@@ -319,11 +325,128 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonBody<T> {
     type Error = actix_web::Error;
     type Future = LocalBoxFuture<'static, Result<Self, actix_web::Error>>;
 
-    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+    fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
         let json = web::Json::<Value>::from_request(req, payload);
         Box::pin(async move {
             let value = json.await?.into_inner();
             Ok(JsonBody(from_value(value)?))
+        })
+    }
+}
+
+/// A role a [`Guarded`] request's caller must have, checked once the caller is known and
+/// before the body is parsed.
+pub trait Role {
+    /// `Ok` if `caller` has the role.
+    ///
+    /// # Errors
+    /// 403 [`ApiError::forbidden`] (the texts of [`Caller::require_admin`] and
+    /// [`Caller::require_service`]).
+    fn check(caller: &Caller) -> Result<(), ApiError>;
+}
+
+/// Any authenticated caller (a valid token or client certificate).
+#[derive(Debug)]
+pub struct Anyone;
+
+/// An admin ([`Caller::require_admin`]).
+#[derive(Debug)]
+pub struct Admin;
+
+/// A service, planner or admin ([`Caller::require_service`]).
+#[derive(Debug)]
+pub struct Service;
+
+impl Role for Anyone {
+    fn check(_: &Caller) -> Result<(), ApiError> {
+        Ok(())
+    }
+}
+
+impl Role for Admin {
+    fn check(caller: &Caller) -> Result<(), ApiError> {
+        caller.require_admin()
+    }
+}
+
+impl Role for Service {
+    fn check(caller: &Caller) -> Result<(), ApiError> {
+        caller.require_service()
+    }
+}
+
+/// What a [`Guarded`] request carries besides its caller and path: read with the caller, made
+/// into `Self` only after the role check.
+pub trait Content: Sized {
+    /// What is extracted from the request (`()`: nothing; [`web::Bytes`]: the body).
+    type Raw: FromRequest + 'static;
+
+    /// `Self` from what was extracted.
+    ///
+    /// # Errors
+    /// As [`super::body::parse`] for a JSON body.
+    fn parse(req: &HttpRequest, raw: Self::Raw) -> Result<Self, ApiError>;
+}
+
+/// No body: the body is not read.
+impl Content for () {
+    type Raw = ();
+    fn parse(_: &HttpRequest, (): ()) -> Result<Self, ApiError> {
+        Ok(())
+    }
+}
+
+/// The raw body, for a handler that parses it itself after checks of its own.
+impl Content for web::Bytes {
+    type Raw = web::Bytes;
+    fn parse(_: &HttpRequest, raw: web::Bytes) -> Result<Self, ApiError> {
+        Ok(raw)
+    }
+}
+
+/// A JSON body parsed into `T` by [`super::body::parse`] (415 not JSON, 400 malformed, 422
+/// wrong shape).
+#[derive(Debug)]
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned> Content for Body<T> {
+    type Raw = web::Bytes;
+    fn parse(req: &HttpRequest, raw: web::Bytes) -> Result<Self, ApiError> {
+        super::body::parse(req, &raw).map(Body)
+    }
+}
+
+/// The prologue of a handler with a role check: the authenticated [`Caller`] (401), having
+/// role `R` (403), the path (or any other extractor, e.g. `(web::Path<String>, Query<Q>)`;
+/// `()`: none) and the payload `B` (`()`: no body; [`Body<T>`]: a JSON body, parsed only once
+/// the role is checked).
+///
+/// The caller, `P` and the body are extracted concurrently, as the handler's own arguments
+/// would be (so a failure of `P`, a 404 for a path segment or a 400 for a query, comes as it
+/// did before the role check); then the role is checked, then the body parsed.
+#[derive(Debug)]
+pub struct Guarded<R, P = (), B = ()> {
+    /// The authenticated caller, of role `R`.
+    pub caller: Caller,
+    /// What `P` extracted.
+    pub path: P,
+    /// The payload.
+    pub body: B,
+    role: PhantomData<R>,
+}
+
+impl<R: Role, P: FromRequest + 'static, B: Content + 'static> FromRequest for Guarded<R, P, B> {
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self, actix_web::Error>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut dev::Payload) -> Self::Future {
+        let parts = <(Caller, P, B::Raw)>::from_request(req, payload);
+        let req = req.clone();
+        Box::pin(async move {
+            let (caller, path, raw) = parts.await?;
+            R::check(&caller)?;
+            let body = B::parse(&req, raw)?;
+            Ok(Guarded { caller, path, body, role: PhantomData })
         })
     }
 }

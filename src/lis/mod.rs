@@ -13,6 +13,7 @@
 //! docs/protocol.md "A LIS in front of Slurm").
 
 mod binding;
+pub(crate) mod ledger;
 pub mod slurm;
 
 pub use binding::SyncReport;
@@ -20,6 +21,7 @@ pub use binding::SyncReport;
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
+use ledger::Ledger;
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
@@ -98,8 +100,28 @@ struct Growth {
     gpus: Option<(usize, Vec<SpanId>)>,
 }
 
-impl State {
-    /// Frees what `b` booked (for a replacement hold, its growth only).
+impl ledger::Growth for Growth {
+    fn replaces(&self) -> HoldId {
+        self.replaces
+    }
+}
+
+impl Ledger for State {
+    type Booked = Booked;
+    type Growth = Growth;
+
+    fn holds(&self) -> &HoldBook<Booked> {
+        &self.holds
+    }
+
+    fn holds_mut(&mut self) -> &mut HoldBook<Booked> {
+        &mut self.holds
+    }
+
+    fn growth(b: &Booked) -> Option<&Growth> {
+        b.growth.as_deref()
+    }
+
     fn unbook(&mut self, b: Booked) {
         if let Some(g) = b.growth {
             self.remove_growth(&g);
@@ -111,8 +133,7 @@ impl State {
         }
     }
 
-    /// Frees a replacement hold's growth. A growth span may be gone already: pruned as history
-    /// ([`Lis::prune_before`] keeps pending replacements in the book).
+    /// [`Lis::prune_before`] keeps pending replacements in the book.
     fn remove_growth(&mut self, g: &Growth) {
         for id in &g.cpus {
             let _ = self.calendar.remove(*id);
@@ -123,7 +144,9 @@ impl State {
             }
         }
     }
+}
 
+impl State {
     /// The earliest start `>= from` at which `cpus` CPUs and `gpus` GPUs of pool `pool` are
     /// both free for `duration_s`, ending by `deadline`: each calendar's earliest start from the
     /// other's, until they agree (each step moves later, so it ends).
@@ -326,35 +349,6 @@ impl Lis {
         }
     }
 
-    /// A replacement hold's commit (under the state lock): the growth and the replaced
-    /// reservation give way to the new shape, which fits where they were. If the replaced
-    /// reservation was released meanwhile (its plan cancelled, another change committed), the
-    /// hold is aborted and the commit refused (`NotCommitted`): a replacement never books a
-    /// reservation of its own.
-    fn swap(&self, st: &mut State, hold: HoldId, g: &Growth) -> Result<(), ParticipantError> {
-        st.remove_growth(g);
-        // The reservation must still be there: released meanwhile (its plan cancelled, or
-        // another change took its place), the replacement has nothing left to replace.
-        if !matches!(st.holds.get(g.replaces), Some((HoldState::Committed, _))) {
-            let _ = st.holds.abort(hold);
-            return Err(ParticipantError::NotCommitted(g.replaces));
-        }
-        if let Ok(Some(b)) = st.holds.release(g.replaces) {
-            st.unbook(b);
-        }
-        match self.book_new(st, &g.request) {
-            Ok(booked) => {
-                st.holds.set_payload(hold, booked);
-                st.holds.commit(hold)
-            }
-            Err(e) => {
-                // Its growth is gone already: nothing of the payload is booked any more.
-                let _ = st.holds.abort(hold);
-                Err(e)
-            }
-        }
-    }
-
     fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
         let pool = self.pool_of(req)?;
         let cpus = st
@@ -444,12 +438,7 @@ impl Lis {
 
     /// Locks the state after releasing every hold whose lease has run out.
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        let mut st = self.state.lock().expect("LIS state lock");
-        let now = self.clock.now();
-        for booked in st.holds.expire(now) {
-            st.unbook(booked);
-        }
-        st
+        ledger::lock_live(&self.state, "LIS state lock", || self.clock.now())
     }
 
     /// Booked CPUs at instant `t` (holds included).
@@ -529,25 +518,12 @@ impl Participant<Compute> for Lis {
 #[async_trait]
 impl HoldLifecycle for Lis {
     fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
-        match self.state().holds.get(hold) {
-            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => Some(g.replaces),
-            _ => None,
-        }
+        ledger::replaced_by(&*self.state(), hold)
     }
 
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.ensure_local(&[hold]).await?;
-        let replaced = {
-            let mut st = self.state();
-            match st.holds.get(hold) {
-                Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
-                    let g = (**g).clone();
-                    self.swap(&mut st, hold, &g)?;
-                    Some(g.replaces)
-                }
-                _ => return st.holds.commit(hold),
-            }
-        };
+        let replaced = ledger::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?;
         // The replaced reservation's local one (Slurm) goes with it.
         if let Some(old) = replaced {
             self.drop_local(old).await;
@@ -556,23 +532,13 @@ impl HoldLifecycle for Lis {
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        {
-            let mut st = self.state();
-            if let Some(booked) = st.holds.abort(hold)? {
-                st.unbook(booked);
-            }
-        }
+        ledger::end(&mut *self.state(), hold, false)?;
         self.drop_local(hold).await;
         Ok(())
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        {
-            let mut st = self.state();
-            if let Some(booked) = st.holds.release(hold)? {
-                st.unbook(booked);
-            }
-        }
+        ledger::end(&mut *self.state(), hold, true)?;
         self.drop_local(hold).await;
         Ok(())
     }

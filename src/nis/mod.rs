@@ -27,6 +27,7 @@ use petgraph::graph::{NodeIndex, UnGraph};
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
+use crate::lis::ledger::{self, Ledger};
 use crate::model::{Grid, Link, LinkId, SiteId, Time};
 use crate::protocol::{
     Hold, HoldBook, HoldId, HoldLifecycle, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant,
@@ -119,22 +120,42 @@ struct Growth {
     spans: Vec<(usize, SpanId)>,
 }
 
-impl State {
-    /// Frees what `b` booked (for a replacement hold, its growth only).
+impl ledger::Growth for Growth {
+    fn replaces(&self) -> HoldId {
+        self.replaces
+    }
+}
+
+impl Ledger for State {
+    type Booked = Booked;
+    type Growth = Growth;
+
+    fn holds(&self) -> &HoldBook<Booked> {
+        &self.holds
+    }
+
+    fn holds_mut(&mut self) -> &mut HoldBook<Booked> {
+        &mut self.holds
+    }
+
+    fn growth(b: &Booked) -> Option<&Growth> {
+        b.growth.as_deref()
+    }
+
     fn unbook(&mut self, b: Booked) {
         match b.growth {
-            // A growth span may be gone already: pruned as history (pending replacements stay
-            // in the book).
-            Some(g) => {
-                for (link, span) in g.spans {
-                    let _ = self.calendars[link].remove(span);
-                }
-            }
+            Some(g) => self.remove_growth(&g),
             None => {
                 for (link, span) in b.spans {
                     self.calendars[link].remove(span).expect("a booked span");
                 }
             }
+        }
+    }
+
+    fn remove_growth(&mut self, g: &Growth) {
+        for &(link, span) in &g.spans {
+            let _ = self.calendars[link].remove(span);
         }
     }
 }
@@ -182,11 +203,7 @@ impl Nis {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        let mut st = self.state.lock().expect("NIS state lock");
-        for booked in st.holds.expire(self.clock.now()) {
-            st.unbook(booked);
-        }
-        st
+        ledger::lock_live(&self.state, "NIS state lock", || self.clock.now())
     }
 
     fn node_of(&self, site: &SiteId) -> Result<NodeIndex, ParticipantError> {
@@ -301,33 +318,6 @@ impl Nis {
         let growth =
             Growth { replaces: old, request: NetworkHoldRequest { replaces: None, ..req.clone() }, spans: grown };
         Ok(Booked { growth: Some(Box::new(growth)), ..base })
-    }
-
-    /// A replacement hold's commit (under the state lock); see [`crate::lis`]'s twin.
-    fn swap(&self, st: &mut State, hold: HoldId, g: &Growth) -> Result<(), ParticipantError> {
-        for &(l, id) in &g.spans {
-            let _ = st.calendars[l].remove(id); // may be pruned already (see `unbook`)
-        }
-        // The reservation must still be there: released meanwhile (its plan cancelled, or
-        // another change took its place), the replacement has nothing left to replace.
-        if !matches!(st.holds.get(g.replaces), Some((HoldState::Committed, _))) {
-            let _ = st.holds.abort(hold);
-            return Err(ParticipantError::NotCommitted(g.replaces));
-        }
-        if let Ok(Some(b)) = st.holds.release(g.replaces) {
-            st.unbook(b);
-        }
-        match self.book_new(st, &g.request) {
-            Ok(booked) => {
-                st.holds.set_payload(hold, booked);
-                st.holds.commit(hold)
-            }
-            Err(e) => {
-                // Its growth is gone already: nothing of the payload is booked any more.
-                let _ = st.holds.abort(hold);
-                Err(e)
-            }
-        }
     }
 
     fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Booked, ParticipantError> {
@@ -492,26 +482,15 @@ impl Participant<Network> for Nis {
 impl HoldLifecycle for Nis {
     /// With a data plane, the transfer is admitted there first (see [`dataplane`]).
     fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
-        match self.state().holds.get(hold) {
-            Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => Some(g.replaces),
-            _ => None,
-        }
+        ledger::replaced_by(&*self.state(), hold)
     }
 
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
         if self.plane.is_some() && matches!(self.state().holds.get(hold), Some((HoldState::Held { .. }, _))) {
             self.admit(&[hold]).await?;
         }
-        let replaced = {
-            let mut st = self.state();
-            match st.holds.get(hold) {
-                Some((HoldState::Held { .. }, Booked { growth: Some(g), .. })) => {
-                    let g = (**g).clone();
-                    self.swap(&mut st, hold, &g)?;
-                    g.replaces
-                }
-                _ => return st.holds.commit(hold),
-            }
+        let Some(replaced) = ledger::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))? else {
+            return Ok(());
         };
         // The data plane follows the swap: the old reservation's rules out, the new shape's in
         // (if its window is open; else the timer installs them when it opens).
@@ -525,23 +504,13 @@ impl HoldLifecycle for Nis {
     }
 
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        {
-            let mut st = self.state();
-            if let Some(b) = st.holds.abort(hold)? {
-                st.unbook(b);
-            }
-        }
+        ledger::end(&mut *self.state(), hold, false)?;
         self.withdraw(hold).await;
         Ok(())
     }
 
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        {
-            let mut st = self.state();
-            if let Some(b) = st.holds.release(hold)? {
-                st.unbook(b);
-            }
-        }
+        ledger::end(&mut *self.state(), hold, true)?;
         self.withdraw(hold).await;
         Ok(())
     }

@@ -1,14 +1,14 @@
 //! `/v1/network`: the NIS (topology, routes, bookings, bandwidth holds).
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::holds::HoldView;
-use super::sites::{visible_hold, ReservationState, WindowQuery};
+use super::sites::{visible_hold, windowed, BookingView, ReservationState, WindowQuery};
 use crate::api::auth::Caller;
-use crate::api::body::parse;
+use crate::api::extract::{Body, Guarded, Query, Service};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::{from_time, Link, LinkId, Node};
@@ -73,9 +73,9 @@ pub struct LinkReservationView {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-impl LinkReservationView {
+impl BookingView<LinkReservation> for LinkReservationView {
     /// The view of `r` for `caller`: the hold id only for an admin or the hold's owner.
-    fn new(r: LinkReservation, caller: &Caller) -> Self {
+    fn view(r: LinkReservation, caller: &Caller) -> Self {
         let (state, expires_at) = ReservationState::of(r.state);
         LinkReservationView {
             hold: visible_hold(caller, r.hold, r.owner.as_deref()),
@@ -130,7 +130,7 @@ fn interval(state: &AppState, start: &DateTime<Utc>, end: &DateTime<Utc>) -> Res
 pub async fn route(
     state: web::Data<AppState>,
     _caller: Caller,
-    q: crate::api::extract::Query<RouteQuery>,
+    q: Query<RouteQuery>,
 ) -> Result<web::Json<RouteAnswer>, ApiError> {
     let (start, end) = interval(&state, &q.start, &q.end)?;
     if q.bandwidth_mbps == 0 {
@@ -159,10 +159,8 @@ fn bookings(
     caller: &Caller,
     link: Option<&str>,
     q: &WindowQuery,
-) -> Result<Vec<LinkReservationView>, ApiError> {
-    let (from, to) = super::sites::window(state, &q.from, &q.to)?;
-    let list = state.participants.nis.reservations(link, from, to)?;
-    Ok(list.into_iter().map(|r| LinkReservationView::new(r, caller)).collect())
+) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
+    windowed(state, caller, q, |from, to| Ok(state.participants.nis.reservations(link, from, to)?))
 }
 
 /// Bandwidth holds and reservations of one link overlapping `[from, to)`, sorted by start;
@@ -177,9 +175,9 @@ pub async fn link_reservations(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    q: crate::api::extract::Query<WindowQuery>,
+    q: Query<WindowQuery>,
 ) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
-    Ok(web::Json(bookings(&state, &caller, Some(&id), &q)?))
+    bookings(&state, &caller, Some(&id), &q)
 }
 
 /// Bandwidth holds and reservations of every link overlapping `[from, to)` (one entry per
@@ -192,9 +190,9 @@ pub async fn link_reservations(
 pub async fn reservations(
     state: web::Data<AppState>,
     caller: Caller,
-    q: crate::api::extract::Query<WindowQuery>,
+    q: Query<WindowQuery>,
 ) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
-    Ok(web::Json(bookings(&state, &caller, None, &q)?))
+    bookings(&state, &caller, None, &q)
 }
 
 /// Prepare a bandwidth hold (service or admin token; the hold is owned by the caller's principal).
@@ -210,12 +208,9 @@ pub async fn reservations(
     security(("bearer" = [])))]
 pub async fn hold(
     state: web::Data<AppState>,
-    caller: Caller,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, (), Body<NetworkHoldBody>>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
-    let body: NetworkHoldBody = parse(&req, &body)?;
+    let Guarded { caller, body: Body(body), .. } = g;
     let (start, end) = interval(&state, &body.start, &body.end)?;
     super::sites::not_past(&state, start)?;
     if body.links.is_empty() {

@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use crate::api::auth::Caller;
 use crate::api::body::{parse, parse_optional};
+use crate::api::extract::{Body, Guarded, Query, Service};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::ComputeDemand;
@@ -196,32 +197,26 @@ async fn lifecycle(
 /// The committed reservations a LIS can no longer honour (its Slurm lost or changed them).
 pub async fn site_drift(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
+    g: Guarded<Service, web::Path<String>>,
 ) -> Result<web::Json<Vec<crate::protocol::Drift>>, ApiError> {
-    caller.require_service()?;
+    let id = g.path;
     Ok(web::Json(state.lis(&id)?.drift()))
 }
 
 /// The committed reservations the NIS can no longer honour (none yet: it has no data plane).
 pub async fn net_drift(
     state: web::Data<AppState>,
-    caller: Caller,
+    g: Guarded<Service>,
 ) -> Result<web::Json<Vec<crate::protocol::Drift>>, ApiError> {
-    caller.require_service()?;
-    Ok(web::Json(network(&state, &caller, false)?.drift().await?))
+    Ok(web::Json(network(&state, &g.caller, false)?.drift().await?))
 }
 
 /// LIS query.
 pub async fn site_query(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, web::Path<String>, Body<ComputeQuery>>,
 ) -> Result<web::Json<ComputeOffer>, ApiError> {
-    caller.require_service()?;
-    let q: ComputeQuery = parse(&req, &body)?;
+    let Guarded { caller, path: id, body: Body(q), .. } = g;
     Ok(web::Json(site(&state, &id, &caller, false)?.query(&q).await?))
 }
 
@@ -243,37 +238,29 @@ async fn queries<R: Role>(
 /// LIS: several queries at once.
 pub async fn site_queries(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
+    g: Guarded<Service, web::Path<String>, web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
+    let Guarded { caller, path: id, body, .. } = g;
     queries(site(&state, &id, &caller, false)?, &req, &body).await
 }
 
 /// NIS: several queries at once.
 pub async fn net_queries(
     state: web::Data<AppState>,
-    caller: Caller,
+    g: Guarded<Service, (), web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
+    let Guarded { caller, body, .. } = g;
     queries(network(&state, &caller, false)?, &req, &body).await
 }
 
 /// LIS prepare: the hold is owned by the caller's principal.
 pub async fn site_prepare(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
-    params: crate::api::extract::Query<PrepareParams>,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, (web::Path<String>, Query<PrepareParams>), Body<ComputeHoldRequest>>,
 ) -> Result<web::Json<Hold>, ApiError> {
-    caller.require_service()?;
-    let hold: ComputeHoldRequest = parse(&req, &body)?;
+    let Guarded { caller, path: (id, params), body: Body(hold), .. } = g;
     Ok(web::Json(site(&state, &id, &caller, params.tentative)?.prepare(&hold).await?))
 }
 
@@ -304,25 +291,18 @@ pub async fn site_lifecycle(
 /// NIS query.
 pub async fn net_query(
     state: web::Data<AppState>,
-    caller: Caller,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, (), Body<NetworkQuery>>,
 ) -> Result<web::Json<Option<Route>>, ApiError> {
-    caller.require_service()?;
-    let q: NetworkQuery = parse(&req, &body)?;
+    let Guarded { caller, body: Body(q), .. } = g;
     Ok(web::Json(network(&state, &caller, false)?.query(&q).await?))
 }
 
 /// NIS prepare: the hold is owned by the caller's principal.
 pub async fn net_prepare(
     state: web::Data<AppState>,
-    caller: Caller,
-    params: crate::api::extract::Query<PrepareParams>,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, Query<PrepareParams>, Body<NetworkHoldRequest>>,
 ) -> Result<web::Json<Hold>, ApiError> {
-    caller.require_service()?;
-    let hold: NetworkHoldRequest = parse(&req, &body)?;
+    let Guarded { caller, path: params, body: Body(hold), .. } = g;
     Ok(web::Json(network(&state, &caller, params.tentative)?.prepare(&hold).await?))
 }
 
@@ -352,24 +332,18 @@ pub async fn net_lifecycle(
 /// GIS: candidate sites of a compute demand, sorted by id.
 pub async fn candidates(
     state: web::Data<AppState>,
-    caller: Caller,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, (), Body<ComputeDemand>>,
 ) -> Result<web::Json<Candidates>, ApiError> {
-    caller.require_service()?;
-    let demand: ComputeDemand = parse(&req, &body)?;
+    let Body(demand) = g.body;
     Ok(web::Json(state.participants.gis.candidates(&demand).await?))
 }
 
 /// GIS: the candidate sites of several compute demands (a request's jobs), in order.
 pub async fn candidates_batch(
     state: web::Data<AppState>,
-    caller: Caller,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, (), Body<QueryBatch<ComputeDemand>>>,
 ) -> Result<web::Json<AnswerBatch<Candidates>>, ApiError> {
-    caller.require_service()?;
-    let b: QueryBatch<ComputeDemand> = parse(&req, &body)?;
+    let Body(b) = g.body;
     within_batch(b.queries.len(), "demands")?;
     Ok(web::Json(AnswerBatch { answers: state.participants.gis.candidates_all(&b.queries).await? }))
 }

@@ -7,12 +7,12 @@
 //! exceeded`, unless the allocation allows `overdraft`), and its priority orders the requests
 //! waiting for a planning slot.
 
-use actix_web::{web, HttpRequest};
+use actix_web::web;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::auth::Caller;
-use crate::api::body::parse;
+use crate::api::extract::{Admin, Body, Guarded};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::fairshare::{Allocation, Project, UsageReport};
@@ -41,13 +41,9 @@ pub struct ProjectBody {
     security(("bearer" = [])))]
 pub async fn put(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Admin, web::Path<String>, Body<ProjectBody>>,
 ) -> Result<web::Json<Project>, ApiError> {
-    caller.require_admin()?;
-    let body: ProjectBody = parse(&req, &body)?;
+    let Guarded { path: id, body: Body(body), .. } = g;
     let project = Project { id: id.into_inner(), allocation: body.allocation, members: body.members };
     project.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
     // Stored first, then applied: a project the store refused is not in force. Projects that
@@ -77,8 +73,7 @@ pub async fn put(
         (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn list(state: web::Data<AppState>, caller: Caller) -> Result<web::Json<Vec<Project>>, ApiError> {
-    caller.require_admin()?;
+pub async fn list(state: web::Data<AppState>, _: Guarded<Admin>) -> Result<web::Json<Vec<Project>>, ApiError> {
     Ok(web::Json(fresh_projects(&state).await?))
 }
 

@@ -5,7 +5,7 @@
 //! 422: adding a site (it needs a LIS and a place in the NIS's topology: restart with it in
 //! grid.json), changing `cpus` (the calendar's capacity) or `node` (the NIS's site-to-node map).
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
@@ -14,10 +14,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::holds::HoldView;
 use crate::api::auth::Caller;
-use crate::api::body::parse;
+use crate::api::extract::{Admin, Body, Guarded, Query, Service};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
-use crate::lis::SiteUpdateError;
+use crate::lis::{Reservation, SiteUpdateError};
 use crate::model::{from_time, GpuAllocation, GpuDemand, NodeId, Site, SiteAttributes, SiteId};
 use crate::planner::ParticipantRef;
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant, TxnId};
@@ -211,13 +211,9 @@ pub async fn get(
     security(("bearer" = [])))]
 pub async fn put(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Admin, web::Path<String>, Body<SiteBody>>,
 ) -> Result<web::Json<Site>, ApiError> {
-    caller.require_admin()?;
-    let body: SiteBody = parse(&req, &body)?;
+    let Guarded { path: id, body: Body(body), .. } = g;
     let id = SiteId::from(id.into_inner());
     let lis = state.participants.lis.get(&id).ok_or_else(|| {
         ApiError::invalid(format!(
@@ -313,7 +309,7 @@ pub async fn availability(
     state: web::Data<AppState>,
     _caller: Caller,
     id: web::Path<String>,
-    q: crate::api::extract::Query<AvailabilityQueryParams>,
+    q: Query<AvailabilityQueryParams>,
 ) -> Result<web::Json<AvailabilityView>, ApiError> {
     let lis = state.lis(&id)?;
     let (from, to) = window(&state, &q.from, &q.to)?;
@@ -368,30 +364,51 @@ pub async fn reservations(
     state: web::Data<AppState>,
     caller: Caller,
     id: web::Path<String>,
-    q: crate::api::extract::Query<WindowQuery>,
+    q: Query<WindowQuery>,
 ) -> Result<web::Json<Vec<ReservationView>>, ApiError> {
     let lis = state.lis(&id)?;
-    let (from, to) = window(&state, &q.from, &q.to)?;
-    let list = lis
-        .reservations(from, to)
-        .into_iter()
-        .map(|r| {
-            let (state, expires_at) = ReservationState::of(r.state);
-            let hold = visible_hold(&caller, r.hold, r.owner.as_deref());
-            ReservationView {
-                reservation_name: hold.and(r.local_reservation),
-                hold,
-                start: from_time(r.start),
-                end: from_time(r.end),
-                cpus: r.cpus,
-                gpus: r.gpus,
-                state,
-                expires_at,
-                broken: r.broken,
-            }
-        })
-        .collect();
-    Ok(web::Json(list))
+    windowed(&state, &caller, &q, |from, to| Ok(lis.reservations(from, to)))
+}
+
+/// A booking of a participant as the view a listing shows `caller` (its hold id only if
+/// [`visible_hold`]).
+pub(crate) trait BookingView<R> {
+    /// The view of `r` for `caller`.
+    fn view(r: R, caller: &Caller) -> Self;
+}
+
+impl BookingView<Reservation> for ReservationView {
+    fn view(r: Reservation, caller: &Caller) -> Self {
+        let (state, expires_at) = ReservationState::of(r.state);
+        let hold = visible_hold(caller, r.hold, r.owner.as_deref());
+        ReservationView {
+            reservation_name: hold.and(r.local_reservation),
+            hold,
+            start: from_time(r.start),
+            end: from_time(r.end),
+            cpus: r.cpus,
+            gpus: r.gpus,
+            state,
+            expires_at,
+            broken: r.broken,
+        }
+    }
+}
+
+/// The bookings of a window listing (a site's, a link's, the network's): the query's window
+/// checked ([`window`]: 422 outside the horizon or `from` not before `to`), then `list`'s
+/// bookings overlapping `[from, to)` (seconds) in its order, each as `V` for `caller`.
+///
+/// # Errors
+/// The window's 422, or `list`'s error.
+pub(crate) fn windowed<R, V: BookingView<R>>(
+    state: &AppState,
+    caller: &Caller,
+    q: &WindowQuery,
+    list: impl FnOnce(i64, i64) -> Result<Vec<R>, ApiError>,
+) -> Result<web::Json<Vec<V>>, ApiError> {
+    let (from, to) = window(state, &q.from, &q.to)?;
+    Ok(web::Json(list(from, to)?.into_iter().map(|r| V::view(r, caller)).collect()))
 }
 
 /// Prepare a compute hold at this site (service or admin token; the hold is owned by the
@@ -408,13 +425,9 @@ pub async fn reservations(
     security(("bearer" = [])))]
 pub async fn hold(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Service, web::Path<String>, Body<SiteHoldBody>>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
-    let body: SiteHoldBody = parse(&req, &body)?;
+    let Guarded { caller, path: id, body: Body(body), .. } = g;
     state.lis(&id)?;
     let (start, end) = window(&state, &body.start, &body.end)?;
     not_past(&state, start)?;

@@ -2,7 +2,7 @@
 //! `DELETE /v1/tokens/{id}` (admin): revoke a token, at once on every process.
 //! `GET /v1/whoami` (any token): whom the token acts as.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::api::auth::{check_principal_name, generate_token, register_token_with, Caller, Roles};
-use crate::api::body::parse;
+use crate::api::extract::{Admin, Body, Guarded};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 
@@ -66,12 +66,9 @@ pub struct TokenView {
     security(("bearer" = [])))]
 pub async fn create(
     state: web::Data<AppState>,
-    caller: Caller,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Admin, (), Body<TokenBody>>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_admin()?;
-    let b: TokenBody = parse(&req, &body)?;
+    let Guarded { caller, body: Body(b), .. } = g;
     check_principal_name(&b.user).map_err(ApiError::invalid)?;
     if b.expires_at.is_some_and(|t| t <= Utc::now()) {
         return Err(ApiError::invalid("expires_at must be in the future"));
@@ -104,10 +101,9 @@ pub async fn create(
     security(("bearer" = [])))]
 pub async fn revoke(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<String>,
+    g: Guarded<Admin, web::Path<String>>,
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_admin()?;
+    let Guarded { caller, path: id, .. } = g;
     let id: Uuid = id.parse().map_err(|_| ApiError::not_found(format!("no token `{id}`")))?;
     let rec = state.store.revoke_token(id).await?;
     // This process at once; the others through the store's notification.

@@ -2,14 +2,14 @@
 //! get every user's), and each one's delivery log. Delivery itself is
 //! [`crate::api::webhooks`].
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
-use crate::api::body::parse;
+use crate::api::extract::{Anyone, Body, Guarded};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::api::webhooks::new_secret;
@@ -115,11 +115,9 @@ fn check(b: &WebhookBody) -> Result<(), ApiError> {
     security(("bearer" = [])))]
 pub async fn create(
     state: web::Data<AppState>,
-    caller: Caller,
-    req: HttpRequest,
-    body: web::Bytes,
+    g: Guarded<Anyone, (), Body<WebhookBody>>,
 ) -> Result<HttpResponse, ApiError> {
-    let b: WebhookBody = parse(&req, &body)?;
+    let Guarded { caller, body: Body(b), .. } = g;
     check(&b)?;
     let now = Utc::now();
     let secret = b.secret.unwrap_or_else(new_secret);

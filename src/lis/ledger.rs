@@ -1,0 +1,118 @@
+//! What the LIS and the NIS share in keeping their holds: a participant's state is a
+//! [`HoldBook`] of what each hold booked, beside the calendars the bookings took ([`Ledger`]).
+//! A hold that replaces a committed reservation (a plan modification) books only its growth
+//! until its commit swaps the reservation for the new shape ([`commit`]).
+
+use std::sync::{Mutex, MutexGuard};
+
+use crate::model::Time;
+use crate::protocol::{HoldBook, HoldId, HoldState, ParticipantError};
+
+/// The pending part of a replacement hold.
+pub(crate) trait Growth: Clone {
+    /// The committed reservation it replaces.
+    fn replaces(&self) -> HoldId;
+}
+
+/// A participant's state of holds: the book and the calendars its bookings took.
+pub(crate) trait Ledger {
+    /// What one hold booked.
+    type Booked: Clone;
+    /// The pending part of a replacement hold's booking.
+    type Growth: Growth;
+
+    /// The book of holds.
+    fn holds(&self) -> &HoldBook<Self::Booked>;
+
+    /// The book of holds, to change.
+    fn holds_mut(&mut self) -> &mut HoldBook<Self::Booked>;
+
+    /// Frees what `b` booked (for a replacement hold, its growth only).
+    fn unbook(&mut self, b: Self::Booked);
+
+    /// Frees a replacement hold's growth. A growth span may be gone already: pruned as
+    /// history (pending replacements stay in the book).
+    fn remove_growth(&mut self, g: &Self::Growth);
+
+    /// The growth of `b`, if it is a replacement hold's booking.
+    fn growth(b: &Self::Booked) -> Option<&Self::Growth>;
+}
+
+/// Locks `state` after releasing every hold whose lease has run out by `now()` (read once
+/// the lock is held); `what` names the lock in the panic of a poisoned one.
+pub(crate) fn lock_live<'a, S: Ledger>(
+    state: &'a Mutex<S>,
+    what: &str,
+    now: impl FnOnce() -> Time,
+) -> MutexGuard<'a, S> {
+    let mut st = state.lock().expect(what);
+    let now = now();
+    for booked in st.holds_mut().expire(now) {
+        st.unbook(booked);
+    }
+    st
+}
+
+/// The reservation `hold` replaces, if it is a replacement hold not yet committed.
+pub(crate) fn replaced_by<S: Ledger>(st: &S, hold: HoldId) -> Option<HoldId> {
+    match st.holds().get(hold) {
+        Some((HoldState::Held { .. }, b)) => S::growth(b).map(Growth::replaces),
+        _ => None,
+    }
+}
+
+/// Commits `hold` (under the state lock): a plain hold in the book; a replacement hold by a
+/// swap, in which its growth and the replaced reservation give way to the new shape, which
+/// `book_new` books where they were. If the replaced reservation was released meanwhile (its
+/// plan cancelled, another change committed), the hold is aborted and the commit refused
+/// (`NotCommitted`): a replacement never books a reservation of its own. `Some` replaced
+/// reservation after a swap, `None` for a plain hold.
+///
+/// # Errors
+/// The book's refusal of the commit; `NotCommitted` as above; `book_new`'s error (the hold is
+/// then aborted).
+pub(crate) fn commit<S: Ledger>(
+    st: &mut S,
+    hold: HoldId,
+    book_new: impl FnOnce(&mut S, &S::Growth) -> Result<S::Booked, ParticipantError>,
+) -> Result<Option<HoldId>, ParticipantError> {
+    let growth = match st.holds().get(hold) {
+        Some((HoldState::Held { .. }, b)) => S::growth(b).cloned(),
+        _ => None,
+    };
+    let Some(g) = growth else { return st.holds_mut().commit(hold).map(|()| None) };
+    st.remove_growth(&g);
+    // The reservation must still be there: released meanwhile (its plan cancelled, or
+    // another change took its place), the replacement has nothing left to replace.
+    if !matches!(st.holds().get(g.replaces()), Some((HoldState::Committed, _))) {
+        let _ = st.holds_mut().abort(hold);
+        return Err(ParticipantError::NotCommitted(g.replaces()));
+    }
+    if let Ok(Some(b)) = st.holds_mut().release(g.replaces()) {
+        st.unbook(b);
+    }
+    match book_new(st, &g) {
+        Ok(booked) => {
+            st.holds_mut().set_payload(hold, booked);
+            st.holds_mut().commit(hold)?;
+            Ok(Some(g.replaces()))
+        }
+        Err(e) => {
+            // Its growth is gone already: nothing of the payload is booked any more.
+            let _ = st.holds_mut().abort(hold);
+            Err(e)
+        }
+    }
+}
+
+/// Aborts `hold` (or releases it, with `release`), freeing what it booked.
+///
+/// # Errors
+/// The book's refusal (e.g. an abort of a committed hold).
+pub(crate) fn end<S: Ledger>(st: &mut S, hold: HoldId, release: bool) -> Result<(), ParticipantError> {
+    let booked = if release { st.holds_mut().release(hold)? } else { st.holds_mut().abort(hold)? };
+    if let Some(b) = booked {
+        st.unbook(b);
+    }
+    Ok(())
+}
