@@ -97,7 +97,9 @@ pub struct Deliverer {
     store: Arc<dyn Store>,
     http: reqwest::Client,
     /// JetStream contexts of the `nats://` webhooks, by server address (connected on first use).
-    buses: tokio::sync::Mutex<HashMap<String, async_nats::jetstream::Context>>,
+    /// Each server's cell is made under the map's lock and connected outside it, so that a
+    /// slow first connection to one server holds up no publish to another.
+    buses: std::sync::Mutex<HashMap<String, Arc<tokio::sync::OnceCell<async_nats::jetstream::Context>>>>,
     /// This process's name in the webhooks' leases.
     owner: String,
     /// The first retry's wait (doubling from there).
@@ -259,18 +261,13 @@ impl Deliverer {
         signature: String,
         body: Vec<u8>,
     ) -> Result<(), String> {
-        let js = {
-            let mut buses = self.buses.lock().await;
-            match buses.get(server) {
-                Some(js) => js.clone(),
-                None => {
-                    let client = async_nats::connect(server).await.map_err(|e| format!("NATS at {server}: {e}"))?;
-                    let js = async_nats::jetstream::new(client);
-                    buses.insert(server.to_owned(), js.clone());
-                    js
-                }
-            }
-        };
+        let cell = self.buses.lock().expect("bus map").entry(server.to_owned()).or_default().clone();
+        let js = cell
+            .get_or_try_init(|| async {
+                let client = async_nats::connect(server).await.map_err(|e| format!("NATS at {server}: {e}"))?;
+                Ok::<_, String>(async_nats::jetstream::new(client))
+            })
+            .await?;
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", event.id.to_string().as_str());
         headers.insert(EVENT_ID_HEADER, event.id.to_string().as_str());

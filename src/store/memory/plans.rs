@@ -79,7 +79,8 @@ impl MemoryStore {
     pub(super) async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
         let mut g = self.lock();
         let mut moved = 0;
-        for id in g.order.clone() {
+        for i in 0..g.order.len() {
+            let id = g.order[i];
             let p = &g.plans[&id];
             if !matches!(p.status, PlanStatus::Committed | PlanStatus::Active | PlanStatus::Broken) {
                 continue;
