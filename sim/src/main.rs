@@ -4,7 +4,7 @@
 //! experiment writes runs.csv, summary.csv and the figures ([`paper`]); a scenario with
 //! `experiment = "heterogeneity"` runs seed 003's measurement instead ([`heterogeneous`]), one
 //! with `experiment = "fairshare"` seed 002's ([`fairshare`]). Also `--validate` against the
-//! service ([`validate`]), `--replot` and `--compare` ([`sensitivity`]).
+//! service ([`validate`]), `--replot`, `--compare` ([`sensitivity`]) and `--rank` ([`rankings`]).
 
 mod algorithm;
 mod experiment;
@@ -12,6 +12,7 @@ mod fairshare;
 mod findings;
 mod heterogeneous;
 mod paper;
+mod rankings;
 mod report;
 mod run;
 mod scenario;
@@ -32,7 +33,7 @@ use scenario::Scenario;
 #[command(version, about)]
 struct Args {
     /// Scenario file (sim/scenarios/*.toml).
-    #[arg(required_unless_present_any = ["replot", "compare"])]
+    #[arg(required_unless_present_any = ["replot", "compare", "rank"])]
     scenario: Option<PathBuf>,
     /// Run nothing: draw the figures of OUT again from its summary.csv.
     #[arg(long, conflicts_with_all = ["scenario", "seeds", "seed_offset", "keep_outcomes"])]
@@ -41,6 +42,11 @@ struct Args {
     /// and write OUT/sensitivity.md. Repeat the flag: --compare BASE --compare VARIANT ...
     #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "replot", "seeds", "seed_offset", "keep_outcomes"])]
     compare: Vec<PathBuf>,
+    /// Run nothing: rank the selection policies by success rate in finished runs of the paper's
+    /// experiment (folders with a summary.csv, say one per trace), with the plans' spread over
+    /// sites, and write OUT/rankings.md. Repeat the flag: --rank DIR --rank DIR ...
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "replot", "compare", "seeds", "seed_offset", "keep_outcomes"])]
+    rank: Vec<PathBuf>,
     /// The figures' x axis: the CPUs' offered load (the scenario's `loads`, as in the paper)
     /// or the network's (requested bandwidth over the sites' link capacity; docs/simulator.md).
     #[arg(long, value_enum, default_value_t = report::XAxis::Cpu)]
@@ -94,7 +100,14 @@ fn main() -> Result<()> {
         println!("comparison -> {}", path.display());
         return Ok(());
     }
-    let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot or --compare");
+    if !args.rank.is_empty() {
+        std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+        let path = args.out.join("rankings.md");
+        std::fs::write(&path, rankings::rank(&args.rank)?)?;
+        println!("rankings -> {}", path.display());
+        return Ok(());
+    }
+    let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot, --compare or --rank");
     let mut s = if args.reduced { Scenario::load_reduced(scenario)? } else { Scenario::load(scenario)? };
     if let Some(n) = args.seeds {
         s.seeds = n;
@@ -108,7 +121,11 @@ fn main() -> Result<()> {
     }
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let trace = s.resolve(&s.trace);
-    let cpus = procs_of(&read_swf(&trace).with_context(|| format!("reading trace {}", trace.display()))?);
+    let mut cpus = procs_of(&read_swf(&trace).with_context(|| format!("reading trace {}", trace.display()))?);
+    if let Some(max) = s.max_trace_cpus {
+        cpus.retain(|&c| c <= max);
+        anyhow::ensure!(!cpus.is_empty(), "no job of trace {} has at most {max} CPUs", trace.display());
+    }
     if s.experiment == scenario::Experiment::Heterogeneity {
         if args.validate {
             anyhow::bail!(

@@ -71,6 +71,13 @@ pub struct RunRow {
     pub success_first_quarter: f64,
     #[serde(serialize_with = "fixed")]
     pub success_last_quarter: f64,
+    /// Mean number of distinct sites a committed plan's jobs run on (0 when none committed).
+    #[serde(serialize_with = "fixed")]
+    pub sites_per_plan: f64,
+    /// Share of the committed plans' transfers kept on one site (or one node), so they use no
+    /// link (0 when none committed a transfer).
+    #[serde(serialize_with = "fixed")]
+    pub local_transfer_share: f64,
 }
 
 /// A run's rejections by what ended them, read from the outcomes' reasons (the planner's
@@ -146,7 +153,7 @@ pub fn network_load(grid: &Grid, requests: &[PlanRequest]) -> f64 {
 
 /// Column names of `runs.csv`, in order: exactly the field names of [`RunRow`] (with
 /// [`Rejections`]' fields in its place).
-pub const RUNS_CSV_HEADER: [&str; 21] = [
+pub const RUNS_CSV_HEADER: [&str; 23] = [
     "topology",
     "kind",
     "algorithm",
@@ -168,10 +175,12 @@ pub const RUNS_CSV_HEADER: [&str; 21] = [
     "rejected_other",
     "success_first_quarter",
     "success_last_quarter",
+    "sites_per_plan",
+    "local_transfer_share",
 ];
 
 /// Column names of `summary.csv`, in order: exactly the field names of [`SummaryRow`].
-pub const SUMMARY_CSV_HEADER: [&str; 20] = [
+pub const SUMMARY_CSV_HEADER: [&str; 22] = [
     "topology",
     "kind",
     "algorithm",
@@ -192,6 +201,8 @@ pub const SUMMARY_CSV_HEADER: [&str; 20] = [
     "budget_share",
     "success_first_quarter_mean",
     "success_last_quarter_mean",
+    "sites_per_plan_mean",
+    "local_transfer_share_mean",
 ];
 
 /// One point of the figures: the runs of one topology x kind x algorithm x offered load,
@@ -262,6 +273,12 @@ pub struct SummaryRow {
     pub success_first_quarter_mean: f64,
     #[serde(serialize_with = "fixed", default)]
     pub success_last_quarter_mean: f64,
+    /// Means of the runs' `sites_per_plan` and `local_transfer_share`: how an algorithm uses
+    /// the network (a plan on one site needs none).
+    #[serde(serialize_with = "fixed", default)]
+    pub sites_per_plan_mean: f64,
+    #[serde(serialize_with = "fixed", default)]
+    pub local_transfer_share_mean: f64,
 }
 
 #[cfg(test)]
@@ -290,6 +307,8 @@ impl SummaryRow {
             budget_share: 0.0,
             success_first_quarter_mean: success,
             success_last_quarter_mean: success,
+            sites_per_plan_mean: 0.0,
+            local_transfer_share_mean: 0.0,
         }
     }
 }
@@ -464,6 +483,8 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
             budget_share: share(&|r| r.rejected.rejected_budget),
             success_first_quarter_mean: mean_of(&|r| r.success_first_quarter),
             success_last_quarter_mean: mean_of(&|r| r.success_last_quarter),
+            sites_per_plan_mean: mean_of(&|r| r.sites_per_plan),
+            local_transfer_share_mean: mean_of(&|r| r.local_transfer_share),
         });
     }
     out

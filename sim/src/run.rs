@@ -7,6 +7,7 @@
 //! message takes a simulated service time ([`SimParticipant`]). The production LIS / NIS / GIS hold the state. Every committed plan
 //! must pass the production outcome checker.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
@@ -14,7 +15,7 @@ use coreserve::check::check_outcomes;
 use coreserve::clock::Clock;
 use coreserve::fairshare::Ledger;
 use coreserve::in_process::InProcessGrid;
-use coreserve::model::{Grid, Outcome, PlanRequest, SiteId};
+use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, SiteId};
 use coreserve::planner::{Planner, PlannerConfig, Services};
 use coreserve::protocol::{Compute, Participant};
 use coreserve::replay::{dispatch, Dispatch, FairDispatch, Summary};
@@ -104,8 +105,31 @@ impl RunRow {
             rejected: Rejections::of(outcomes),
             success_first_quarter: success(&outcomes[..quarter]),
             success_last_quarter: success(&outcomes[outcomes.len() - quarter..]),
+            sites_per_plan: sites_per_plan(outcomes),
+            local_transfer_share: local_transfer_share(outcomes),
         }
     }
+}
+
+/// The committed plans among `outcomes`.
+fn committed(outcomes: &[Outcome]) -> impl Iterator<Item = &Outcome> {
+    outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed)
+}
+
+/// Mean number of distinct sites a committed plan's jobs run on; 0 when none committed.
+fn sites_per_plan(outcomes: &[Outcome]) -> f64 {
+    let sites: Vec<usize> =
+        committed(outcomes).map(|o| o.jobs.iter().map(|j| &j.site).collect::<BTreeSet<_>>().len()).collect();
+    sites.iter().sum::<usize>() as f64 / sites.len().max(1) as f64
+}
+
+/// Share of the committed plans' transfers that use no link (both jobs on one site or node);
+/// 0 when no committed plan has a transfer.
+fn local_transfer_share(outcomes: &[Outcome]) -> f64 {
+    let (local, all) = committed(outcomes)
+        .flat_map(|o| &o.transfers)
+        .fold((0usize, 0usize), |(l, a), t| (l + usize::from(t.path.is_empty()), a + 1));
+    local as f64 / all.max(1) as f64
 }
 
 async fn run(

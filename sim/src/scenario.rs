@@ -70,6 +70,9 @@ pub struct Scenario {
     pub name: String,
     /// SWF trace the CPU counts come from (relative to the scenario file).
     pub trace: PathBuf,
+    /// Keep only the trace's jobs of at most this many CPUs: a trace of small jobs (default:
+    /// every job).
+    pub max_trace_cpus: Option<u32>,
     #[serde(default = "default_topologies")]
     pub topologies: Vec<String>,
     #[serde(default = "default_kinds")]

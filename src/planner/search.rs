@@ -565,8 +565,9 @@ impl<'a> Attempt<'a> {
             .collect()
     }
 
-    /// The usable offers among `answers` for job `v`, ordered by the selection policy (ties
-    /// at random).
+    /// The usable offers among `answers` for job `v`, ordered by the selection policy. `time`
+    /// breaks its ties by the job's price at the site, then the site's id, and draws nothing
+    /// from the random stream; `cost` and `load` break theirs at random (docs/algorithm.md).
     fn rank(&mut self, v: usize, answers: Vec<Result<ComputeOffer, ParticipantError>>) -> Vec<(Time, ComputeOffer)> {
         let job = &self.req.jobs()[v];
         let mut offers: Vec<(Time, ComputeOffer)> = answers
@@ -579,15 +580,21 @@ impl<'a> Attempt<'a> {
                 }
             })
             .collect();
-        // Ties are broken at random: a fixed tie-break (say, by site id) would pile every
-        // demand of a plan onto the same site whenever several are equally good.
-        offers.shuffle(&mut self.rng);
+        // Ties at random for `cost`, `load` and `random`: a fixed tie-break (say, by site id)
+        // would pile every demand of a plan onto the same site whenever several are equally good.
+        if self.policy != SelectionPolicy::Time {
+            offers.shuffle(&mut self.rng);
+        }
+        let price = |o: &ComputeOffer| o.price_per_hour(job.cpus, job.gpus());
         match self.policy {
-            SelectionPolicy::Time => offers.sort_by_key(|o| o.0),
-            SelectionPolicy::Cost => {
-                let price = |o: &ComputeOffer| o.price_per_hour(job.cpus, job.gpus());
-                offers.sort_by(|a, b| price(&a.1).total_cmp(&price(&b.1)).then(a.0.cmp(&b.0)))
-            }
+            // Equal starts go to the cheapest site, then the lowest id: keys that do not depend
+            // on this plan's own holds, so batched answers order as fresh ones do. No random
+            // draw: with every site tied on its start, `time` would otherwise book exactly what
+            // `random` books under the same seed.
+            SelectionPolicy::Time => offers.sort_by(|a, b| {
+                (a.0.cmp(&b.0)).then(price(&a.1).total_cmp(&price(&b.1))).then_with(|| a.1.site.cmp(&b.1.site))
+            }),
+            SelectionPolicy::Cost => offers.sort_by(|a, b| price(&a.1).total_cmp(&price(&b.1)).then(a.0.cmp(&b.0))),
             SelectionPolicy::Load => {
                 offers.sort_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation).then(a.0.cmp(&b.0)))
             }

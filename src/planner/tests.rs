@@ -108,6 +108,54 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
 }
 
 #[tokio::test]
+async fn time_breaks_ties_by_price_then_site_id_whatever_the_seed() {
+    // Four sites; s1 is cheapest but booked in the window's first hour, so it starts later; the
+    // other three offer the job's own start, and s2 and s3 share the lower price of them. `time`
+    // must take s2 (earliest, cheapest, lower id than s3) under every seed, where `random`
+    // spreads over the sites: the two no longer share a random stream (issue 26).
+    let sites = [("s1", 0.5), ("s2", 1.0), ("s3", 1.0), ("s4", 2.0)]
+        .iter()
+        .map(|(id, price)| site(id, "n1", 8, "linux", *price))
+        .collect();
+    let g = grid(sites, [1000; 3]);
+    let mut random_sites = std::collections::BTreeSet::new();
+    for seed in 0..12 {
+        for (policy, method) in [
+            (SelectionPolicy::Time, ReservationMethod::Bir),
+            (SelectionPolicy::Time, ReservationMethod::Bbr),
+            (SelectionPolicy::Random, ReservationMethod::Bir),
+        ] {
+            let l = local(&g);
+            for (s, start) in [("s1", T0), ("s4", T0 + 5000)] {
+                let other = ComputeHoldRequest {
+                    replaces: None,
+                    txn: TxnId::new(),
+                    site: s.into(),
+                    cpus: 8,
+                    start,
+                    end: start + 1000,
+                    gpus: None,
+                    user: None,
+                };
+                let h = l.lis[s].prepare(&other).await.unwrap();
+                l.lis[s].commit(h.id).await.unwrap();
+            }
+            let cfg = PlannerConfig { policy, method, seed, w_interval_s: 0, ..Default::default() };
+            let r = request(vec![job("A", "linux", 4, 0, 600)], vec![], 10_000);
+            let o = Planner::new(cfg, l.services()).plan(&r).await;
+            assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+            if policy == SelectionPolicy::Time {
+                assert_eq!(o.start, Some(from_time(T0)));
+                assert_eq!(o.jobs[0].site, "s2", "seed {seed}, {method}");
+            } else {
+                random_sites.insert(o.jobs[0].site.clone());
+            }
+        }
+    }
+    assert!(random_sites.len() > 1, "`random` took {random_sites:?} under 12 seeds");
+}
+
+#[tokio::test]
 async fn network_failure_backtracks_to_the_next_candidate() {
     // A runs only on s1 (bsd); B on s2 (cheaper, so `cost` tries it first) or s3. l12 cannot
     // carry 500 Mbps, l13 can.
