@@ -157,6 +157,25 @@ impl Project {
     }
 }
 
+/// How past usage orders the projects: the paper's Planned-Use priority, or one of the
+/// decayed-usage priorities it is compared with (Nakajima et al., section 3), where the
+/// project that used least comes first, so a newly active project goes to the top.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum PriorityFunction {
+    /// The paper's (eq. 11): `p = 0` up to `u = 1`, then `1 - u` ([`priority`]).
+    #[default]
+    PlannedUse,
+    /// Exponentially decayed usage: `p = -u`, `u` the paper's usage index (the same decay `D`).
+    ExponentialDecay,
+    /// Linearly decayed usage: a day's usage weighs `max(0, 1 - age / window_days)`, and
+    /// `p = -u` with `u` that weighted sum over what the entitled rate would use in the same
+    /// weights (1 for a project at its rate) ([`linear_usage_index`]).
+    LinearDecay {
+        /// Days after which usage no longer counts (> 0).
+        window_days: f64,
+    },
+}
+
 /// Fair-share settings (the paper's operator parameters).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FairShareConfig {
@@ -164,11 +183,17 @@ pub struct FairShareConfig {
     pub interval_s: i64,
     /// `D` per day (default 10^(-1/15), the paper's); per interval it is `D^(dt / 1 day)`.
     pub decay_per_day: f64,
+    /// The priority from usage (default the paper's).
+    pub priority: PriorityFunction,
 }
 
 impl Default for FairShareConfig {
     fn default() -> Self {
-        FairShareConfig { interval_s: DAY_S, decay_per_day: paper_decay_per_day() }
+        FairShareConfig {
+            interval_s: DAY_S,
+            decay_per_day: paper_decay_per_day(),
+            priority: PriorityFunction::PlannedUse,
+        }
     }
 }
 
@@ -237,6 +262,23 @@ pub fn usage_index(rate: f64, interval_s: i64, d: f64, per_interval: &[f64]) -> 
         f64::INFINITY
     } else {
         (1.0 - d) / (rate * interval_s as f64) * sum
+    }
+}
+
+/// The linearly decayed usage index: `sum_m w_m * s(n - m) / (rate * dt * sum_m w_m)` with
+/// `w_m = max(0, 1 - m * dt / window_s)` and `per_interval[m] = s(n - m)` in CPU-seconds (the
+/// newest first): 1 for a project using exactly `rate` CPUs. Infinite when `rate` is 0 and
+/// something was used in the window; 0 when nothing was.
+pub fn linear_usage_index(rate: f64, interval_s: i64, window_s: f64, per_interval: &[f64]) -> f64 {
+    let weight = |m: usize| (1.0 - m as f64 * interval_s as f64 / window_s).max(0.0);
+    let sum: f64 = per_interval.iter().enumerate().map(|(m, s)| weight(m) * s).sum();
+    let weights: f64 = (0..).map(weight).take_while(|w| *w > 0.0).sum();
+    if sum <= 0.0 {
+        0.0
+    } else if rate <= 0.0 {
+        f64::INFINITY
+    } else {
+        sum / (rate * interval_s as f64 * weights)
     }
 }
 
@@ -511,9 +553,22 @@ impl Ledger {
     fn index(&self, st: &State, project: &str, now: Time) -> (f64, f64, f64) {
         let pace = st.projects.get(project).map_or(0.0, |p| p.allocation.cpu_hours / p.allocation.period_s as f64);
         let rate = entitled_rate(pace, st.total_pace(), self.grid_cpus);
-        let u =
-            usage_index(rate, self.cfg.interval_s, self.cfg.decay_per_interval(), &self.per_interval(st, project, now));
-        (rate, u, priority(u))
+        let per_interval = self.per_interval(st, project, now);
+        let dt = self.cfg.interval_s;
+        match self.cfg.priority {
+            PriorityFunction::PlannedUse => {
+                let u = usage_index(rate, dt, self.cfg.decay_per_interval(), &per_interval);
+                (rate, u, priority(u))
+            }
+            PriorityFunction::ExponentialDecay => {
+                let u = usage_index(rate, dt, self.cfg.decay_per_interval(), &per_interval);
+                (rate, u, -u)
+            }
+            PriorityFunction::LinearDecay { window_days } => {
+                let u = linear_usage_index(rate, dt, window_days * DAY_S as f64, &per_interval);
+                (rate, u, -u)
+            }
+        }
     }
 
     /// `p_i` of `user`'s project at `now` (`-inf` for a project with no allocation that used

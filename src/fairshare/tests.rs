@@ -210,3 +210,45 @@ proptest! {
         prop_assert!(u >= 0.0);
     }
 }
+
+/// The decayed-usage priorities the paper compares with: a project that has used nothing is
+/// first, ahead of one that used exactly its rate (which Planned-Use keeps at the top with it,
+/// both at priority 0), and the linear index is 1 at the rate.
+#[test]
+fn decayed_usage_puts_a_newly_active_project_first() {
+    for (priority, u_at_rate) in [
+        (PriorityFunction::PlannedUse, None),
+        (PriorityFunction::ExponentialDecay, None),
+        (PriorityFunction::LinearDecay { window_days: 10.0 }, Some(1.0)),
+    ] {
+        let ledger = Ledger::new(FairShareConfig { priority, ..FairShareConfig::default() }, 100);
+        ledger.set_project(project("steady", 36_000.0, &["alice"])).unwrap();
+        ledger.set_project(project("new", 36_000.0, &["bob"])).unwrap();
+        // steady: exactly its rate (50 CPUs) every day for 20 days; new: nothing.
+        for day in 0..20 {
+            ledger.record(&format!("p{day}"), "alice", vec![job(T0 + day * DAY, 24, 50)]);
+        }
+        let now = T0 + 19 * DAY + 60;
+        let (steady, new) = (ledger.priority_of("alice", now), ledger.priority_of("bob", now));
+        match priority {
+            PriorityFunction::PlannedUse => assert_eq!((steady, new), (0.0, 0.0), "both at or under their pace"),
+            _ => assert!(new == 0.0 && steady < -0.5, "{priority:?}: steady {steady}, new {new}"),
+        }
+        if let Some(u) = u_at_rate {
+            let r = ledger.report("steady", now);
+            assert!((r.usage_index.unwrap() - u).abs() < 1e-9, "{r:?}");
+            assert!((r.priority.unwrap() + u).abs() < 1e-9);
+        }
+    }
+}
+
+#[test]
+fn linear_decay_weighs_usage_by_its_age_and_forgets_it_after_the_window() {
+    // Rate 1 CPU, one-day intervals, a 4-day window: weights 1, 0.75, 0.5, 0.25, 0 ...
+    let d = DAY as f64;
+    assert!((linear_usage_index(1.0, DAY, 4.0 * d, &[d, d, d, d]) - 1.0).abs() < 1e-12);
+    // Only the day before yesterday's usage, twice the rate: 2 * 0.5 / 2.5.
+    assert!((linear_usage_index(1.0, DAY, 4.0 * d, &[0.0, 0.0, 2.0 * d]) - 0.4).abs() < 1e-12);
+    assert_eq!(linear_usage_index(1.0, DAY, 4.0 * d, &[0.0, 0.0, 0.0, 0.0, 5.0 * d]), 0.0, "older than the window");
+    assert_eq!(linear_usage_index(0.0, DAY, 4.0 * d, &[d]), f64::INFINITY);
+}

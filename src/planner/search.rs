@@ -206,6 +206,20 @@ impl From<ReservationMethod> for Style {
     }
 }
 
+/// The seed of a search's random stream (tie-breaks, the order transfers are checked in): the
+/// request's `seed`, except under `time`, which draws from a stream of its own. Sharing one,
+/// whenever CPUs did not bind (every site offering the job's own start), `time` booked exactly
+/// what `random` booked under the same seed, and the simulator counted those cells as
+/// evidence. A fixed tie-break instead (say, price then site id) piles a plan's jobs on one
+/// site, which BBR pays for with refused batches (docs/algorithm.md).
+fn stream_seed(seed: u64, policy: SelectionPolicy) -> u64 {
+    const TIME_STREAM: u64 = 0x7469_6d65_5f74_6965; // "time_tie"
+    match policy {
+        SelectionPolicy::Time => seed ^ TIME_STREAM,
+        _ => seed,
+    }
+}
+
 /// One planning attempt: the search's state (this module) and the booking of the plan it
 /// fixes ([`super::coordinator`]).
 pub(crate) struct Attempt<'a> {
@@ -282,7 +296,7 @@ impl<'a> Attempt<'a> {
             policy,
             style: method.into(),
             txn: TxnId::new(),
-            rng: ChaCha8Rng::seed_from_u64(seed),
+            rng: ChaCha8Rng::seed_from_u64(stream_seed(seed, policy)),
             candidates: Vec::new(),
             incident,
             st: 0,
@@ -565,9 +579,8 @@ impl<'a> Attempt<'a> {
             .collect()
     }
 
-    /// The usable offers among `answers` for job `v`, ordered by the selection policy. `time`
-    /// breaks its ties by the job's price at the site, then the site's id, and draws nothing
-    /// from the random stream; `cost` and `load` break theirs at random (docs/algorithm.md).
+    /// The usable offers among `answers` for job `v`, ordered by the selection policy (ties
+    /// at random, `time`'s from a stream of its own: [`stream_seed`]).
     fn rank(&mut self, v: usize, answers: Vec<Result<ComputeOffer, ParticipantError>>) -> Vec<(Time, ComputeOffer)> {
         let job = &self.req.jobs()[v];
         let mut offers: Vec<(Time, ComputeOffer)> = answers
@@ -580,21 +593,15 @@ impl<'a> Attempt<'a> {
                 }
             })
             .collect();
-        // Ties at random for `cost`, `load` and `random`: a fixed tie-break (say, by site id)
-        // would pile every demand of a plan onto the same site whenever several are equally good.
-        if self.policy != SelectionPolicy::Time {
-            offers.shuffle(&mut self.rng);
-        }
-        let price = |o: &ComputeOffer| o.price_per_hour(job.cpus, job.gpus());
+        // Ties are broken at random: a fixed tie-break (say, by site id) would pile every
+        // demand of a plan onto the same site whenever several are equally good.
+        offers.shuffle(&mut self.rng);
         match self.policy {
-            // Equal starts go to the cheapest site, then the lowest id: keys that do not depend
-            // on this plan's own holds, so batched answers order as fresh ones do. No random
-            // draw: with every site tied on its start, `time` would otherwise book exactly what
-            // `random` books under the same seed.
-            SelectionPolicy::Time => offers.sort_by(|a, b| {
-                (a.0.cmp(&b.0)).then(price(&a.1).total_cmp(&price(&b.1))).then_with(|| a.1.site.cmp(&b.1.site))
-            }),
-            SelectionPolicy::Cost => offers.sort_by(|a, b| price(&a.1).total_cmp(&price(&b.1)).then(a.0.cmp(&b.0))),
+            SelectionPolicy::Time => offers.sort_by_key(|o| o.0),
+            SelectionPolicy::Cost => {
+                let price = |o: &ComputeOffer| o.price_per_hour(job.cpus, job.gpus());
+                offers.sort_by(|a, b| price(&a.1).total_cmp(&price(&b.1)).then(a.0.cmp(&b.0)))
+            }
             SelectionPolicy::Load => {
                 offers.sort_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation).then(a.0.cmp(&b.0)))
             }

@@ -29,7 +29,11 @@ pub fn markdown(s: &Scenario, grid_cpus: &[u64], summary: &[FairSummary], days: 
          priority by `p_i` (paper's `D` per day, `dt` one day) in admission windows of {} s, and \
          the allocation limit; `planned-use-no-limit`: the same with `overdraft` (the priority \
          alone); `planned-use-daily`: the same pace allocated per day (the limit caps each \
-         day); `fcfs`: first come, first served. Mean ± 95 % CI half-width over {} seeds. \
+         day); `decay-exponential` / `decay-linear`: the paper's baselines, priority `-u` from \
+         exponentially decayed usage (the same `D`) / usage decayed linearly over {} days, no \
+         limit (a newly active project comes first); `fcfs`: first come, first served. Mean ± \
+         95 % CI half-width over {} seeds. Idle days: days of the phase on which none of the \
+         project's jobs runs (the paper's measure of a starved user). \
          Phase: when the requests \
          arrived. Start delay: plan start minus `submitted_at`, hours, over the runs that \
          committed something. Used: the share of the grid's CPU-time the project's committed \
@@ -46,6 +50,7 @@ pub fn markdown(s: &Scenario, grid_cpus: &[u64], summary: &[FairSummary], days: 
         1.0 + p.margin,
         p.period_s() as f64 / DAY_S as f64,
         p.window_s,
+        p.linear_window_days,
         s.seeds
     );
     type Point<'a> = (&'a str, &'a str, Algorithm, f64);
@@ -58,14 +63,14 @@ pub fn markdown(s: &Scenario, grid_cpus: &[u64], summary: &[FairSummary], days: 
         let _ = write!(
             md,
             "\n## {} / {} / {} / flood load {}\n\n\
-             | arm | project | phase | requests | offered load | success | start delay (h) | used | rejected: allocation / w_interval | `u_i` end | `p_i` end |\n\
-             |---|---|---|---|---|---|---|---|---|---|---|\n",
+             | arm | project | phase | requests | offered load | success | start delay (h) | used | idle days | rejected: allocation / w_interval | `u_i` end | `p_i` end |\n\
+             |---|---|---|---|---|---|---|---|---|---|---|---|\n",
             here.0, here.1, here.2, here.3
         );
         for r in g {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {:.0} | {:.2} | {} | {} | {:.3} | {:.3} / {:.3} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {:.2} | {} | {} | {:.3} | {} | {:.3} / {:.3} | {} | {} |",
                 r.arm,
                 r.project,
                 r.phase,
@@ -74,6 +79,7 @@ pub fn markdown(s: &Scenario, grid_cpus: &[u64], summary: &[FairSummary], days: 
                 pm(r.success_rate_mean, r.success_rate_ci95, 3),
                 pm(r.start_delay_s_mean / 3600.0, r.start_delay_s_ci95 / 3600.0, 2),
                 r.used_share_mean,
+                pm(r.idle_days_mean, r.idle_days_ci95, 1),
                 r.rejected_allocation_share,
                 r.rejected_time_limit_share,
                 pm(r.usage_index_end_mean, r.usage_index_end_ci95, 2),

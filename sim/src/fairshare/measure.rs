@@ -49,6 +49,9 @@ pub struct FairRow {
     pub rejected_time_limit: u64,
     /// Any other rejection (no plan before the deadline, mostly).
     pub rejected_other: u64,
+    /// Days of the phase (each day from the run's start, cut to the phase) on which none of
+    /// the project's committed jobs runs: the paper's measure of a starved user.
+    pub idle_days: u64,
     /// The project's `u_i` and `p_i` at the end of the run (the same on both phases' rows).
     #[serde(serialize_with = "fixed")]
     pub usage_index_end: f64,
@@ -57,7 +60,7 @@ pub struct FairRow {
 }
 
 /// Column names of `runs.csv`: the fields of [`FairRow`].
-pub const RUNS_HEADER: [&str; 19] = [
+pub const RUNS_HEADER: [&str; 20] = [
     "topology",
     "kind",
     "algorithm",
@@ -75,6 +78,7 @@ pub const RUNS_HEADER: [&str; 19] = [
     "rejected_allocation",
     "rejected_time_limit",
     "rejected_other",
+    "idle_days",
     "usage_index_end",
     "priority_end",
 ];
@@ -142,9 +146,18 @@ pub fn measure(
         (rep.usage_index.unwrap_or(f64::INFINITY), rep.priority.unwrap_or(f64::NEG_INFINITY))
     };
     if let Some(l) = run_ledger {
+        // The run's own index (its arm's priority function) recomputed from the committed plans.
+        let own = ledger(p, grid_cpus, w.start, id.arm);
+        for (i, (r, o)) in requests.iter().zip(outcomes).enumerate() {
+            if o.status == OutcomeStatus::Committed {
+                own.record(&i.to_string(), r.user(), Usage::of_outcome(o));
+            }
+        }
         for project in [STEADY, FLOOD] {
-            let (mine, theirs) =
-                (index(project, w.end).0, l.report(project, w.end).usage_index.unwrap_or(f64::INFINITY));
+            let (mine, theirs) = (
+                own.report(project, w.end).usage_index.unwrap_or(f64::INFINITY),
+                l.report(project, w.end).usage_index.unwrap_or(f64::INFINITY),
+            );
             if (mine - theirs).abs() > 1e-9 * mine.abs().max(1.0) {
                 bail!(
                     "{:?}, arm {}: {project}'s u_i from the committed plans {mine} != the run's ledger {theirs}",
@@ -188,6 +201,12 @@ pub fn measure(
                     .count() as u64
             };
             let n = mine.len() as u64;
+            let idle_days = (0..)
+                .map(|day| (w.start + day * DAY_S).max(a)..(w.start + (day + 1) * DAY_S).min(b))
+                .skip_while(|d| d.end <= a)
+                .take_while(|d| d.start < b)
+                .filter(|d| d.start < d.end && used(project, d.start, d.end) == 0.0)
+                .count() as u64;
             let (rejected_allocation, rejected_time_limit) =
                 (reason_starts("allocation exceeded"), reason_starts("planning took longer than w_interval"));
             rows.push(FairRow {
@@ -209,6 +228,7 @@ pub fn measure(
                 rejected_allocation,
                 rejected_time_limit,
                 rejected_other: n - committed.len() as u64 - rejected_allocation - rejected_time_limit,
+                idle_days,
                 usage_index_end: u_end,
                 priority_end: p_end,
             });

@@ -96,12 +96,7 @@ impl Experiment for Fairshare<'_> {
     fn run(&self, cell: &Cell, key: &RunKey, arm: Arm, w: &Workload) -> Result<(Self::Run, Vec<Outcome>)> {
         let (s, p, grid) = (self.s, &self.s.fairshare, &cell.grid);
         let n = grid.total_cpus();
-        let fair = match arm {
-            Arm::Fcfs => None,
-            Arm::PlannedUse | Arm::PlannedUseNoLimit | Arm::PlannedUseDaily => {
-                Some(FairShare { ledger: ledger(p, n, w.start, arm), window_s: p.window_s })
-            }
-        };
+        let fair = arm.has_priority().then(|| FairShare { ledger: ledger(p, n, w.start, arm), window_s: p.window_s });
         let (_, outcomes) =
             simulate_with(s, key, grid, &w.requests, fair.as_ref()).with_context(|| format!("arm {arm}"))?;
         if let Some(f) = &fair {

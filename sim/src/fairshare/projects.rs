@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use coreserve::fairshare::{Allocation, FairShareConfig, Ledger, Project, DAY_S};
+use coreserve::fairshare::{Allocation, FairShareConfig, Ledger, PriorityFunction, Project, DAY_S};
 use coreserve::model::{from_time, Time};
 
 use crate::scenario::fairshare::{Arm, FairShareParams};
@@ -13,9 +13,15 @@ pub const STEADY: &str = "steady";
 pub const FLOOD: &str = "flood";
 
 /// A ledger with both projects as `arm` sets them under `p` (the paper's decay and interval),
-/// periods from `start`. `fcfs` gets `planned-use`'s (what its plans would be judged by).
+/// periods from `start`. `fcfs` gets `planned-use`'s (what its plans would be judged by); the
+/// decay arms their priority function and `overdraft` (no limit).
 pub fn ledger(p: &FairShareParams, grid_cpus: u64, start: Time, arm: Arm) -> Arc<Ledger> {
-    let ledger = Ledger::new(FairShareConfig::default(), grid_cpus);
+    let priority = match arm {
+        Arm::DecayExponential => PriorityFunction::ExponentialDecay,
+        Arm::DecayLinear => PriorityFunction::LinearDecay { window_days: p.linear_window_days },
+        _ => PriorityFunction::PlannedUse,
+    };
+    let ledger = Ledger::new(FairShareConfig { priority, ..FairShareConfig::default() }, grid_cpus);
     let period_s = if arm == Arm::PlannedUseDaily { DAY_S } else { p.period_s() };
     for id in [STEADY, FLOOD] {
         let allocation = Allocation {
@@ -23,7 +29,7 @@ pub fn ledger(p: &FairShareParams, grid_cpus: u64, start: Time, arm: Arm) -> Arc
             gpu_hours: None,
             period_s,
             period_start: from_time(start),
-            overdraft: arm == Arm::PlannedUseNoLimit,
+            overdraft: arm.has_priority() && !arm.has_limit(),
         };
         ledger
             .set_project(Project { id: id.into(), allocation, members: vec![id.into()] })

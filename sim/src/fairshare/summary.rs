@@ -45,6 +45,11 @@ pub struct FairSummary {
     pub rejected_allocation_share: f64,
     #[serde(serialize_with = "fixed")]
     pub rejected_time_limit_share: f64,
+    /// Days of the phase on which none of the project's jobs runs.
+    #[serde(serialize_with = "fixed")]
+    pub idle_days_mean: f64,
+    #[serde(serialize_with = "fixed")]
+    pub idle_days_ci95: f64,
     #[serde(serialize_with = "fixed")]
     pub usage_index_end_mean: f64,
     #[serde(serialize_with = "fixed")]
@@ -56,7 +61,7 @@ pub struct FairSummary {
 }
 
 /// Column names of `summary.csv`: the fields of [`FairSummary`].
-pub const SUMMARY_HEADER: [&str; 22] = [
+pub const SUMMARY_HEADER: [&str; 24] = [
     "topology",
     "kind",
     "algorithm",
@@ -75,6 +80,8 @@ pub const SUMMARY_HEADER: [&str; 22] = [
     "used_share_ci95",
     "rejected_allocation_share",
     "rejected_time_limit_share",
+    "idle_days_mean",
+    "idle_days_ci95",
     "usage_index_end_mean",
     "usage_index_end_ci95",
     "priority_end_mean",
@@ -167,6 +174,7 @@ pub fn summarise(rows: &[FairRow]) -> Vec<FairSummary> {
         let share = |v: fn(&FairRow) -> u64| g.iter().map(|r| v(r)).sum::<u64>() as f64 / requests.max(1) as f64;
         let (success_rate_mean, success_rate_ci95) = all(|r| r.success_rate);
         let (used_share_mean, used_share_ci95) = all(|r| r.used_share);
+        let (idle_days_mean, idle_days_ci95) = all(|r| r.idle_days as f64);
         let (usage_index_end_mean, usage_index_end_ci95) = all(|r| r.usage_index_end);
         let (priority_end_mean, priority_end_ci95) = all(|r| r.priority_end);
         out.push(FairSummary {
@@ -188,6 +196,8 @@ pub fn summarise(rows: &[FairRow]) -> Vec<FairSummary> {
             used_share_ci95,
             rejected_allocation_share: share(|r| r.rejected_allocation),
             rejected_time_limit_share: share(|r| r.rejected_time_limit),
+            idle_days_mean,
+            idle_days_ci95,
             usage_index_end_mean,
             usage_index_end_ci95,
             priority_end_mean,

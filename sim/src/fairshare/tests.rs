@@ -99,6 +99,28 @@ fn planned_use_gives_the_window_to_the_project_within_its_pace() {
     assert_eq!(winners(&reqs, &tie), vec![FLOOD]);
 }
 
+/// The paper's baselines: a steady request and then one of the newly active flood, in the same
+/// admission window for the only site's same hour. Steady has used its pace every day; the
+/// flood nothing. Planned-Use ties them (both at `p_i` = 0) and goes by arrival: steady's.
+/// The decay arms put the project that used least first: the flood's, although it came later.
+#[test]
+fn decayed_usage_gives_the_window_to_the_newly_active_project() {
+    let s = scenario("");
+    let reqs = vec![request(STEADY, 10), request(FLOOD, 20)];
+    let p = FairShareParams::default();
+    for (arm, winner) in [(Arm::PlannedUse, STEADY), (Arm::DecayExponential, FLOOD), (Arm::DecayLinear, FLOOD)] {
+        let l = ledger(&p, 8, T0 - 10 * DAY_S, arm);
+        // Ten days at steady's entitled rate (4 of the grid's 8 CPUs).
+        for day in 1..=10 {
+            let start = T0 - day * DAY_S;
+            l.record(&format!("d{day}"), STEADY, vec![Usage { start, end: start + DAY_S, cpus: 4, gpus: 0 }]);
+        }
+        let fair = FairShare { ledger: l, window_s: 600 };
+        let (_, o) = simulate_with(&s, &key(), &grid(), &reqs, Some(&fair)).unwrap();
+        assert_eq!(winners(&reqs, &o), vec![winner], "{arm}");
+    }
+}
+
 /// A plan that would take the flood past its allocation is rejected by the limit, and the
 /// site stays free for steady's request of the same hour (arriving later).
 #[test]
@@ -193,6 +215,7 @@ fn csv_headers_match_the_rows() {
         rejected_allocation: 0,
         rejected_time_limit: 0,
         rejected_other: 0,
+        idle_days: 0,
         usage_index_end: 0.5,
         priority_end: 0.0,
     };

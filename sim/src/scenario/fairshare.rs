@@ -20,11 +20,33 @@ pub enum Arm {
     /// As `planned-use` with allocation periods of one day (the same pace): the limit as a cap
     /// on each day's bookings.
     PlannedUseDaily,
+    /// The paper's baselines: priority from exponentially decayed usage (`p = -u`, the same
+    /// decay), no allocation limit. A newly active project comes first.
+    DecayExponential,
+    /// Priority from linearly decayed usage over `linear_window_days`, no allocation limit.
+    DecayLinear,
 }
 
 impl Arm {
     /// Every arm, in the order of the tables.
-    pub const ALL: [Arm; 4] = [Arm::Fcfs, Arm::PlannedUse, Arm::PlannedUseNoLimit, Arm::PlannedUseDaily];
+    pub const ALL: [Arm; 6] = [
+        Arm::Fcfs,
+        Arm::PlannedUse,
+        Arm::PlannedUseNoLimit,
+        Arm::PlannedUseDaily,
+        Arm::DecayExponential,
+        Arm::DecayLinear,
+    ];
+
+    /// Whether the arm orders requests by a fair-share priority (all but `fcfs`).
+    pub fn has_priority(self) -> bool {
+        self != Arm::Fcfs
+    }
+
+    /// Whether the arm enforces the allocation limit.
+    pub fn has_limit(self) -> bool {
+        matches!(self, Arm::PlannedUse | Arm::PlannedUseDaily)
+    }
 }
 
 impl fmt::Display for Arm {
@@ -34,6 +56,8 @@ impl fmt::Display for Arm {
             Arm::PlannedUse => "planned-use",
             Arm::PlannedUseNoLimit => "planned-use-no-limit",
             Arm::PlannedUseDaily => "planned-use-daily",
+            Arm::DecayExponential => "decay-exponential",
+            Arm::DecayLinear => "decay-linear",
         })
     }
 }
@@ -62,8 +86,11 @@ pub struct FairShareParams {
     pub period_days: Option<f64>,
     /// The planned-use arms' admission window, seconds. Default 600.
     pub window_s: i64,
-    /// The arms to run. Default all four.
+    /// The arms to run. Default all six.
     pub arms: Vec<Arm>,
+    /// `decay-linear`: days after which usage no longer counts. Default 15 (the paper's decay
+    /// forgets 90 % of usage in 15 days).
+    pub linear_window_days: f64,
 }
 
 impl Default for FairShareParams {
@@ -76,6 +103,7 @@ impl Default for FairShareParams {
             period_days: None,
             window_s: 600,
             arms: Arm::ALL.to_vec(),
+            linear_window_days: 15.0,
         }
     }
 }
@@ -111,6 +139,9 @@ impl FairShareParams {
         }
         if self.arms.is_empty() {
             bail!("arms must not be empty");
+        }
+        if !(self.linear_window_days.is_finite() && self.linear_window_days > 0.0) {
+            bail!("linear_window_days must be > 0");
         }
         Ok(())
     }
