@@ -24,9 +24,12 @@
 //!   model                      validated domain types
 //! ```
 //!
-//! `in_process` wires every participant in one process; `grid`, `workload` and `check` (importers,
-//! generators, the outcome checker) sit beside the stack on `model`. Below the planner nothing
-//! imports it (tests excepted).
+//! Beside the stack, on `model` only: `clock` (the time source, wall or manual, that protocol's
+//! leases, the participants, the planner and the service read), `fairshare` (allocations, usage
+//! and priority, read by the planner and the service and persisted by the store), and `grid`,
+//! `workload` and `check` (importers, generators, the outcome checker, which also reads
+//! fairshare's allocations). `in_process` wires every participant in one process. Below the
+//! planner nothing imports it (tests excepted).
 
 pub mod api;
 pub mod calendar;
