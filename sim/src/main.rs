@@ -83,6 +83,15 @@ struct Args {
     postgres: String,
 }
 
+/// Writes a report of finished runs (`--compare`, `--rank`) to `out/name`, creating `out`.
+fn write_report(out: &std::path::Path, name: &str, text: String) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let path = out.join(name);
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    println!("{name} -> {}", path.display());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     if args.replot {
@@ -94,18 +103,10 @@ fn main() -> Result<()> {
         return Ok(());
     }
     if !args.compare.is_empty() {
-        std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-        let path = args.out.join("sensitivity.md");
-        std::fs::write(&path, sensitivity::compare(&args.compare)?)?;
-        println!("comparison -> {}", path.display());
-        return Ok(());
+        return write_report(&args.out, "sensitivity.md", sensitivity::compare(&args.compare)?);
     }
     if !args.rank.is_empty() {
-        std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-        let path = args.out.join("rankings.md");
-        std::fs::write(&path, rankings::rank(&args.rank)?)?;
-        println!("rankings -> {}", path.display());
-        return Ok(());
+        return write_report(&args.out, "rankings.md", rankings::rank(&args.rank)?);
     }
     let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot, --compare or --rank");
     let mut s = if args.reduced { Scenario::load_reduced(scenario)? } else { Scenario::load(scenario)? };
