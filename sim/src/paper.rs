@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use coreserve::model::{Outcome, PlanRequest};
-use coreserve::workload::{generate, WorkloadParams};
+use coreserve::workload::generate;
 
 use crate::experiment::{self, Cell, Experiment};
 use crate::findings;
@@ -40,15 +40,7 @@ impl Experiment for Paper<'_> {
     }
 
     fn workload(&self, cell: &Cell) -> Result<Vec<PlanRequest>> {
-        let s = self.s;
-        let params = WorkloadParams {
-            kind: cell.kind,
-            requests: s.requests,
-            load: cell.load,
-            seed: cell.seed,
-            w_interval_s: s.w_interval_s,
-            ..s.workload.clone()
-        };
+        let params = self.s.workload_params(cell.kind, cell.load, cell.seed);
         Ok(generate(self.cpus, cell.grid.total_cpus(), &params)?)
     }
 

@@ -317,6 +317,19 @@ impl Scenario {
         })
     }
 
+    /// The workload of one point: the scenario's `[workload]` with `requests` and `w_interval_s`
+    /// set, at offered load `load` of `kind`, drawn with `seed`.
+    pub fn workload_params(&self, kind: AppKind, load: f64, seed: u64) -> WorkloadParams {
+        WorkloadParams {
+            kind,
+            requests: self.requests,
+            load,
+            seed,
+            w_interval_s: self.w_interval_s,
+            ..self.workload.clone()
+        }
+    }
+
     /// The short name of a topology for file names and tables.
     pub fn topology_label(name: &str) -> String {
         Path::new(name).file_stem().map_or(name.to_string(), |s| s.to_string_lossy().to_lowercase())

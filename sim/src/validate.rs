@@ -34,7 +34,7 @@ use coreserve::check::check_outcomes;
 use coreserve::grid::save_grid;
 use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, Time};
 use coreserve::store::PlanStatus;
-use coreserve::workload::{generate, WorkloadParams};
+use coreserve::workload::generate;
 use coreserve_loadtest::database::Databases;
 use coreserve_loadtest::deploy::{wait_ready, Mode, Procs};
 
@@ -250,14 +250,7 @@ pub fn validate(s: &Scenario, svc: &Service, cpus: &[u32], out: &Path) -> Result
             save_grid(&grid, &path)?;
             for kind in &s.kinds {
                 for &load in &s.loads {
-                    let params = WorkloadParams {
-                        kind: *kind,
-                        requests: s.requests,
-                        load,
-                        seed,
-                        w_interval_s: s.w_interval_s,
-                        ..s.workload.clone()
-                    };
+                    let params = s.workload_params(*kind, load, seed);
                     let requests = generate(cpus, grid.total_cpus(), &params)?;
                     for &algorithm in &s.algorithms {
                         let key = RunKey {

@@ -133,11 +133,17 @@ pub fn measure(
     let requests = &w.requests;
     // The ledger of the committed plans: every arm's u_i and p_i (what planned-use decides by).
     let book = ledger(p, grid_cpus, w.start, Arm::PlannedUseNoLimit);
+    // With the run's own ledger: its index (the arm's priority function) recomputed from the
+    // committed plans, to check against it.
+    let own = run_ledger.map(|_| ledger(p, grid_cpus, w.start, id.arm));
     let mut usage: HashMap<&str, Vec<Usage>> = HashMap::new();
     for (i, (r, o)) in requests.iter().zip(outcomes).enumerate() {
         if o.status == OutcomeStatus::Committed {
             let u = Usage::of_outcome(o);
             usage.entry(r.user()).or_default().extend(u.iter().copied());
+            if let Some(own) = &own {
+                own.record(&i.to_string(), r.user(), u.clone());
+            }
             book.record(&i.to_string(), r.user(), u);
         }
     }
@@ -145,14 +151,7 @@ pub fn measure(
         let rep = book.report(project, at);
         (rep.usage_index.unwrap_or(f64::INFINITY), rep.priority.unwrap_or(f64::NEG_INFINITY))
     };
-    if let Some(l) = run_ledger {
-        // The run's own index (its arm's priority function) recomputed from the committed plans.
-        let own = ledger(p, grid_cpus, w.start, id.arm);
-        for (i, (r, o)) in requests.iter().zip(outcomes).enumerate() {
-            if o.status == OutcomeStatus::Committed {
-                own.record(&i.to_string(), r.user(), Usage::of_outcome(o));
-            }
-        }
+    if let (Some(l), Some(own)) = (run_ledger, &own) {
         for project in [STEADY, FLOOD] {
             let (mine, theirs) = (
                 own.report(project, w.end).usage_index.unwrap_or(f64::INFINITY),

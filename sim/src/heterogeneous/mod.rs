@@ -41,7 +41,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use coreserve::model::{Grid, Outcome, PlanRequest};
-use coreserve::workload::{generate, WorkloadParams};
+use coreserve::workload::generate;
 
 pub use arms::Arm;
 use arms::{arm_requests, label_types, os_only, pin_to_types, runnable, Pinned};
@@ -100,14 +100,7 @@ impl Experiment for Heterogeneity<'_> {
 
     fn workload(&self, cell: &Cell) -> Result<ArmInputs> {
         let s = self.s;
-        let params = WorkloadParams {
-            kind: cell.kind,
-            requests: s.requests,
-            load: cell.load,
-            seed: cell.seed,
-            w_interval_s: s.w_interval_s,
-            ..s.workload.clone()
-        };
+        let params = s.workload_params(cell.kind, cell.load, cell.seed);
         let drawn = generate(self.cpus, cell.grid.total_cpus(), &params)?;
         let stripped = os_only(&drawn);
         let pinned = pin_to_types(&cell.grid, &drawn, cell.seed, s.type_choice);
