@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use coreserve::model::{ReservationMethod, SelectionPolicy};
+use coreserve::model::{ReservationMethod, SelectionPolicy, UnknownValue};
 
 /// One algorithm: a reservation method and a selection policy, named `METHOD-POLICY`
 /// (`bir-time`, `bbr-overlay-cost`, ...).
@@ -32,9 +32,11 @@ impl fmt::Display for Algorithm {
 }
 
 impl FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let (m, p) = s.rsplit_once('-').ok_or_else(|| format!("algorithm `{s}` is not METHOD-POLICY"))?;
+    type Err = UnknownValue;
+    /// `METHOD-POLICY`, e.g. `bir-time` or `bbr-overlay-cost`.
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
+        let (m, p) =
+            s.rsplit_once('-').ok_or_else(|| UnknownValue::new("algorithm", s, "METHOD-POLICY, e.g. bir-time"))?;
         Ok(Algorithm { method: m.parse()?, policy: p.parse()? })
     }
 }

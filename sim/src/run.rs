@@ -141,7 +141,7 @@ async fn run(
 ) -> Result<Vec<Outcome>> {
     let Some(first) = requests.first() else { return Ok(vec![]) };
     let clock = Arc::new(VirtualClock::new(first.submitted_at()));
-    let local = InProcessGrid::new(grid, clock.clone(), s.lease_s(), s.routing().map_err(anyhow::Error::msg)?);
+    let local = InProcessGrid::new(grid, clock.clone(), s.lease_s(), s.routing()?);
     // Sites in id order, so each participant's latency stream does not depend on hashing.
     let mut site_ids: Vec<&SiteId> = local.lis.keys().collect();
     site_ids.sort();

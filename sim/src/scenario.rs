@@ -49,7 +49,7 @@ use coreserve::grid::{
     fat_tree, gridg, heterogenize, import_graphml, load_grid, GridgParams, GridgVariant, Heterogeneity, ImportOptions,
     SiteParams,
 };
-use coreserve::model::Grid;
+use coreserve::model::{Grid, UnknownValue};
 use coreserve::nis::Routing;
 use coreserve::planner::{Backtrack, QueryFanout};
 use coreserve::workload::{AppKind, RequirementsProfile, WorkloadParams};
@@ -254,13 +254,13 @@ impl Scenario {
             bail!("experiment = \"heterogeneity\" needs heterogeneity = \"mixed\" and [workload] requirements = \"mixed\"");
         }
         self.fairshare.validate().context("[fairshare]")?;
-        self.routing().map_err(anyhow::Error::msg)?;
-        self.service_times.validate().map_err(anyhow::Error::msg)?;
+        self.routing()?;
+        self.service_times.validate()?;
         Ok(())
     }
 
     /// The NIS routing policy.
-    pub fn routing(&self) -> Result<Routing, String> {
+    pub fn routing(&self) -> std::result::Result<Routing, UnknownValue> {
         self.routing.parse()
     }
 

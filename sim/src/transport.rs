@@ -70,7 +70,10 @@ impl Default for ServiceTimes {
 
 impl ServiceTimes {
     /// Checks every range is finite with `0 <= lo <= hi`.
-    pub fn validate(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// The first [`BadServiceTime`] range.
+    pub fn validate(&self) -> Result<(), BadServiceTime> {
         for (name, (lo, hi)) in [
             ("availability", self.availability),
             ("free_slot", self.free_slot),
@@ -79,11 +82,23 @@ impl ServiceTimes {
             ("cancel", self.cancel),
         ] {
             if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi) {
-                return Err(format!("service_times.{name} = ({lo}, {hi}) must satisfy 0 <= lo <= hi"));
+                return Err(BadServiceTime { name, lo, hi });
             }
         }
         Ok(())
     }
+}
+
+/// A service-time range that is not finite with `0 <= lo <= hi` (seconds).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("service_times.{name} = ({lo}, {hi}) must satisfy 0 <= lo <= hi")]
+pub struct BadServiceTime {
+    /// The message kind, e.g. `free_slot`.
+    pub name: &'static str,
+    /// The range's lower bound, in seconds.
+    pub lo: f64,
+    /// The range's upper bound, in seconds.
+    pub hi: f64,
 }
 
 /// A production participant behind a simulated network: each message waits a service time

@@ -44,28 +44,39 @@ pub const RESERVED_NAMES: &[&str] = &[ADMIN_PRINCIPAL, SERVICE_PRINCIPAL, PLANNE
 /// The shortest `--admin-token` / `--service-token` / `--participant-token` accepted.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
+/// Why a principal name was refused ([`check_principal_name`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrincipalNameError {
+    /// Empty, too long or with control characters.
+    #[error("user {0}")]
+    BadText(crate::model::TextError),
+    /// Leading or trailing whitespace (refused, never trimmed).
+    #[error("user `{0}` has leading or trailing whitespace")]
+    Padded(String),
+    /// A character that shows as nothing ([`invisible`]), by code point.
+    #[error("user {user:?} contains the invisible character U+{code_point:04X} (a name must look like what it is)")]
+    Invisible { user: String, code_point: u32 },
+    /// A reserved name, or one starting with `@`.
+    #[error("user `{0}` is reserved (bootstrap and deployment principals: {names}, and every name starting with @)", names = RESERVED_NAMES.join(", "))]
+    Reserved(String),
+}
+
 /// Checks a principal name for a token to be issued: 1-128 characters, no control characters,
 /// no leading or trailing whitespace (refused, never trimmed: `" admin"` is not `admin`), not
 /// starting with `@` and not a reserved name ([`RESERVED_NAMES`]).
 ///
 /// # Errors
-/// What is wrong with it, for a 422 or the CLI.
-pub fn check_principal_name(user: &str) -> Result<(), String> {
-    crate::model::check_text(user).map_err(|e| format!("user {e}"))?;
+/// The [`PrincipalNameError`], for a 422 or the CLI.
+pub fn check_principal_name(user: &str) -> Result<(), PrincipalNameError> {
+    crate::model::check_text(user).map_err(PrincipalNameError::BadText)?;
     if user.trim() != user {
-        return Err(format!("user `{user}` has leading or trailing whitespace"));
+        return Err(PrincipalNameError::Padded(user.to_owned()));
     }
     if let Some(c) = user.chars().find(|c| invisible(*c)) {
-        return Err(format!(
-            "user {user:?} contains the invisible character U+{:04X} (a name must look like what it is)",
-            u32::from(c)
-        ));
+        return Err(PrincipalNameError::Invisible { user: user.to_owned(), code_point: u32::from(c) });
     }
     if user.starts_with('@') || RESERVED_NAMES.iter().any(|r| r.eq_ignore_ascii_case(user)) {
-        return Err(format!(
-            "user `{user}` is reserved (bootstrap and deployment principals: {}, and every name starting with @)",
-            RESERVED_NAMES.join(", ")
-        ));
+        return Err(PrincipalNameError::Reserved(user.to_owned()));
     }
     Ok(())
 }
@@ -80,20 +91,32 @@ fn invisible(c: char) -> bool {
         | 0xE0000..=0xE0FFF)
 }
 
+/// Why a configured bootstrap token was refused ([`check_configured_token`]); the token itself
+/// is never in the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfiguredTokenError {
+    /// Fewer than [`MIN_TOKEN_CHARS`] characters.
+    #[error(
+        "{flag} is too short: {chars} characters, at least {MIN_TOKEN_CHARS} are needed (e.g. `openssl rand -hex 32`)"
+    )]
+    TooShort { flag: String, chars: usize },
+    /// A character that is not visible ASCII (a space, a control, non-ASCII).
+    #[error("{flag} must be visible ASCII characters only (no spaces)")]
+    NotVisibleAscii { flag: String },
+}
+
 /// Checks a configured bootstrap token (`--admin-token` and the like): at least
 /// [`MIN_TOKEN_CHARS`] characters, visible ASCII.
 ///
 /// # Errors
-/// What is wrong with it (the token itself is never in the text).
-pub fn check_configured_token(flag: &str, token: &str) -> Result<(), String> {
-    if token.chars().count() < MIN_TOKEN_CHARS {
-        return Err(format!(
-            "{flag} is too short: {} characters, at least {MIN_TOKEN_CHARS} are needed (e.g. `openssl rand -hex 32`)",
-            token.chars().count()
-        ));
+/// The [`ConfiguredTokenError`], naming `flag`.
+pub fn check_configured_token(flag: &str, token: &str) -> Result<(), ConfiguredTokenError> {
+    let chars = token.chars().count();
+    if chars < MIN_TOKEN_CHARS {
+        return Err(ConfiguredTokenError::TooShort { flag: flag.to_owned(), chars });
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!("{flag} must be visible ASCII characters only (no spaces)"));
+        return Err(ConfiguredTokenError::NotVisibleAscii { flag: flag.to_owned() });
     }
     Ok(())
 }
@@ -323,7 +346,7 @@ mod tests {
 
     #[test]
     fn a_configured_token_has_a_minimum_length() {
-        assert!(check_configured_token("--admin-token", "x").unwrap_err().contains("at least 16"));
+        assert!(check_configured_token("--admin-token", "x").unwrap_err().to_string().contains("at least 16"));
         assert!(check_configured_token("--admin-token", "0123456789abcde").is_err());
         assert_eq!(check_configured_token("--admin-token", "0123456789abcdef"), Ok(()));
         assert!(check_configured_token("--admin-token", "0123456789 abcdef").is_err());

@@ -70,11 +70,13 @@ impl ApiError {
         self.retry_after_s = Some(seconds);
         self
     }
-    pub fn bad_request(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad-request", "Malformed request", detail)
+    /// 400 with `detail` (a message or an error) as the problem's detail.
+    pub fn bad_request(detail: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad-request", "Malformed request", detail.to_string())
     }
-    pub fn invalid(detail: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-request", "The request is not valid", detail)
+    /// 422 with `detail` (a message or an error) as the problem's detail.
+    pub fn invalid(detail: impl std::fmt::Display) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-request", "The request is not valid", detail.to_string())
     }
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not-found", "No such resource", detail)
@@ -129,13 +131,13 @@ impl ResponseError for ApiError {
 
 impl From<RequestError> for ApiError {
     fn from(e: RequestError) -> Self {
-        ApiError::invalid(e.to_string())
+        ApiError::invalid(e)
     }
 }
 
 impl From<GridError> for ApiError {
     fn from(e: GridError) -> Self {
-        ApiError::invalid(e.to_string())
+        ApiError::invalid(e)
     }
 }
 

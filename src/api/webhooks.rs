@@ -222,11 +222,11 @@ impl Deliverer {
             let published =
                 tokio::time::timeout(DELIVERY_TIMEOUT, self.publish(server, subject, w, event, signature, body))
                     .await
-                    .unwrap_or_else(|_| Err("no acknowledgement from the stream within 10 s".into()));
+                    .unwrap_or(Err(BusError::Timeout));
             let took = started.elapsed();
             return match published {
                 Ok(()) => (None, None, took),
-                Err(e) => (None, Some(e), took),
+                Err(e) => (None, Some(e.to_string()), took),
             };
         }
         let answer = self
@@ -251,7 +251,10 @@ impl Deliverer {
 
 impl Deliverer {
     /// Publishes `event` to JetStream at `server` on `<subject>.<type>` and waits for the
-    /// stream's acknowledgement; the failure in words.
+    /// stream's acknowledgement.
+    ///
+    /// # Errors
+    /// [`BusError`]: no connection, the publish refused, or no stream acknowledged it.
     async fn publish(
         &self,
         server: &str,
@@ -260,12 +263,14 @@ impl Deliverer {
         event: &PlanEvent,
         signature: String,
         body: Vec<u8>,
-    ) -> Result<(), String> {
+    ) -> Result<(), BusError> {
         let cell = self.buses.lock().expect("bus map").entry(server.to_owned()).or_default().clone();
         let js = cell
             .get_or_try_init(|| async {
-                let client = async_nats::connect(server).await.map_err(|e| format!("NATS at {server}: {e}"))?;
-                Ok::<_, String>(async_nats::jetstream::new(client))
+                let client = async_nats::connect(server)
+                    .await
+                    .map_err(|source| BusError::Connect { server: server.to_owned(), source })?;
+                Ok::<_, BusError>(async_nats::jetstream::new(client))
             })
             .await?;
         let mut headers = async_nats::HeaderMap::new();
@@ -277,9 +282,26 @@ impl Deliverer {
         let ack = js
             .publish_with_headers(format!("{subject}.{}", event.kind), headers, body.into())
             .await
-            .map_err(|e| format!("publish: {e}"))?;
-        ack.await.map(|_| ()).map_err(|e| format!("no stream took it: {e}"))
+            .map_err(BusError::Publish)?;
+        ack.await.map(|_| ()).map_err(BusError::NoStream)
     }
+}
+
+/// Why a `nats://` webhook's event was not acknowledged (recorded as the delivery's error).
+#[derive(Debug, thiserror::Error)]
+enum BusError {
+    #[error("NATS at {server}: {source}")]
+    Connect {
+        server: String,
+        #[source]
+        source: async_nats::ConnectError,
+    },
+    #[error("publish: {0}")]
+    Publish(#[source] async_nats::jetstream::context::PublishError),
+    #[error("no stream took it: {0}")]
+    NoStream(#[source] async_nats::jetstream::context::PublishError),
+    #[error("no acknowledgement from the stream within 10 s")]
+    Timeout,
 }
 
 /// `(server address, subject)` of a `nats://host:port/<subject>` webhook URL; `None` for any

@@ -8,18 +8,34 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 /// An example of every accepted form of a time, for messages.
 pub const TIME_FORMS: &str = "`now`, `now+1h`, `now+2d6h`, or RFC 3339 with a timezone such as `2026-11-27T09:00:00Z`";
 
+/// Why a time or duration typed on the command line was refused; the text names the accepted
+/// forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WhenError {
+    /// Not a duration ([`parse_duration`]).
+    #[error(
+        "`{0}` is not a duration: write seconds (`3600`) or a number with units d, h, m, s (`1h30m`, `2d`, `90s`)"
+    )]
+    NotADuration(String),
+    /// Not a time ([`parse_time_at`]).
+    #[error("`{0}` is not a time: write {TIME_FORMS}")]
+    NotATime(String),
+    /// A date and time without a timezone (the service would not know which 09:00 is meant).
+    #[error("`{0}` is a naive timestamp (no timezone): add `Z` for UTC or an offset, e.g. `{0}Z` or `{0}+01:00`")]
+    Naive(String),
+    /// `now±DURATION` beyond the representable range.
+    #[error("`{0}` is out of range")]
+    OutOfRange(String),
+}
+
 /// Seconds of a duration: a plain number of seconds, or numbers with units `d`, `h`, `m`, `s`
 /// (`1h30m`, `2d`, `90s`).
 ///
 /// # Errors
-/// Anything else, a zero-length unit list, or an overflow; the message names the forms.
-pub fn parse_duration(s: &str) -> Result<i64, String> {
+/// [`WhenError::NotADuration`] for anything else, a zero-length unit list, or an overflow.
+pub fn parse_duration(s: &str) -> Result<i64, WhenError> {
     let t = s.trim();
-    let bad = || {
-        format!(
-            "`{s}` is not a duration: write seconds (`3600`) or a number with units d, h, m, s (`1h30m`, `2d`, `90s`)"
-        )
-    };
+    let bad = || WhenError::NotADuration(s.to_owned());
     if t.is_empty() {
         return Err(bad());
     }
@@ -53,8 +69,9 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
 /// `now`, or RFC 3339 with a timezone.
 ///
 /// # Errors
-/// A naive timestamp (no `Z` or offset), or anything else; the message names the forms.
-pub fn parse_time_at(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, String> {
+/// [`WhenError::Naive`] for a timestamp without `Z` or an offset, [`WhenError::OutOfRange`],
+/// [`WhenError::NotADuration`] after `now±`, else [`WhenError::NotATime`].
+pub fn parse_time_at(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, WhenError> {
     let t = s.trim();
     if let Some(rest) = t.strip_prefix("now") {
         let rest = rest.trim();
@@ -64,29 +81,27 @@ pub fn parse_time_at(s: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, Strin
         let (sign, d) = match rest.split_at(1) {
             ("+", d) => (1, d),
             ("-", d) => (-1, d),
-            _ => return Err(format!("`{s}` is not a time: write {TIME_FORMS}")),
+            _ => return Err(WhenError::NotATime(s.to_owned())),
         };
         let secs = parse_duration(d)?;
         return chrono::Duration::try_seconds(sign * secs)
             .and_then(|d| now.checked_add_signed(d))
-            .ok_or_else(|| format!("`{s}` is out of range"));
+            .ok_or_else(|| WhenError::OutOfRange(s.to_owned()));
     }
     if let Ok(x) = DateTime::parse_from_rfc3339(t) {
         return Ok(x.with_timezone(&Utc));
     }
     if naive(t) {
-        return Err(format!(
-            "`{s}` is a naive timestamp (no timezone): add `Z` for UTC or an offset, e.g. `{t}Z` or `{t}+01:00`"
-        ));
+        return Err(WhenError::Naive(t.to_owned()));
     }
-    Err(format!("`{s}` is not a time: write {TIME_FORMS}"))
+    Err(WhenError::NotATime(s.to_owned()))
 }
 
 /// [`parse_time_at`] from the current time (a clap value parser).
 ///
 /// # Errors
 /// As [`parse_time_at`].
-pub fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
+pub fn parse_time(s: &str) -> Result<DateTime<Utc>, WhenError> {
     parse_time_at(s, Utc::now())
 }
 
@@ -109,7 +124,8 @@ mod tests {
         assert_eq!(parse_duration("2d"), Ok(172_800));
         assert_eq!(parse_duration("90s"), Ok(90));
         for bad in ["", "1x", "h", "1h3", "1.5h", "99999999999999999999d"] {
-            assert!(parse_duration(bad).unwrap_err().contains("not a duration"), "{bad}");
+            assert_eq!(parse_duration(bad), Err(WhenError::NotADuration(bad.to_owned())));
+            assert!(parse_duration(bad).unwrap_err().to_string().contains("not a duration"), "{bad}");
         }
     }
 
@@ -121,9 +137,9 @@ mod tests {
         assert_eq!(parse_time_at("now+1d2h", now).unwrap().to_rfc3339(), "2026-11-28T11:00:00+00:00");
         assert_eq!(parse_time_at("now-30m", now).unwrap().to_rfc3339(), "2026-11-27T08:30:00+00:00");
         assert_eq!(parse_time_at("2026-11-27T10:00:00+01:00", now), Ok(now));
-        let e = parse_time_at("2026-11-27T00:00:00", now).unwrap_err();
+        let e = parse_time_at("2026-11-27T00:00:00", now).unwrap_err().to_string();
         assert!(e.contains("naive timestamp") && e.contains("2026-11-27T00:00:00Z"), "{e}");
-        let e = parse_time_at("tomorrow", now).unwrap_err();
+        let e = parse_time_at("tomorrow", now).unwrap_err().to_string();
         assert!(e.contains("now+1h") && e.contains("RFC 3339"), "{e}");
     }
 }

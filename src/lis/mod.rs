@@ -25,23 +25,32 @@ use ledger::Ledger;
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
-use crate::model::{check_text, price_ok, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, Time, MAX_PRICE};
+use crate::model::{
+    check_text, price_ok, AttributeError, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, TextError, Time,
+    MAX_PRICE,
+};
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldLifecycle, HoldState,
     Participant, ParticipantError,
 };
 
 /// Why [`Lis::update_site`] refused a change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SiteUpdateError {
     /// Id, node, CPU count or GPU pools differ: they cannot change at run time.
     #[error(
         "site `{0}`: id, node, cpus and gpus are fixed at run time (prices, os and the other attributes can change)"
     )]
     Fixed(SiteId),
-    /// A bad price or OS name.
-    #[error("{0}")]
-    Invalid(String),
+    /// A price outside `0 ..= MAX_PRICE` (the value given).
+    #[error("price_per_cpu_hour must be a finite number in 0..={MAX_PRICE} (got {0})")]
+    BadPrice(f64),
+    /// An invalid OS name.
+    #[error("os: {0}")]
+    BadOs(TextError),
+    /// Invalid attributes.
+    #[error(transparent)]
+    BadAttributes(#[from] AttributeError),
     /// The OS or another attribute a job can require would change under holds or
     /// reservations that end in the future.
     #[error("site `{site}`: os and attributes cannot change while {} holds or reservations end in the future", holds.len())]
@@ -221,8 +230,9 @@ impl Lis {
     ///
     /// # Errors
     /// [`SiteUpdateError::Fixed`] if `site` changes the id, node or CPU count (the calendar
-    /// and the NIS's site-to-node map are built from them); [`SiteUpdateError::Invalid`] for a
-    /// price outside `0 ..= MAX_PRICE` or an invalid OS name; [`SiteUpdateError::OsInUse`] with
+    /// and the NIS's site-to-node map are built from them); [`SiteUpdateError::BadPrice`],
+    /// [`SiteUpdateError::BadOs`] or [`SiteUpdateError::BadAttributes`] for a price outside
+    /// `0 ..= MAX_PRICE`, an invalid OS name or invalid attributes; [`SiteUpdateError::OsInUse`] with
     /// the holds and reservations that end in the future, for an OS change.
     pub fn update_site(&self, site: Site) -> Result<(), SiteUpdateError> {
         let st = self.state();
@@ -235,13 +245,10 @@ impl Lis {
             return Err(SiteUpdateError::Fixed(cur.id.clone()));
         }
         if !price_ok(site.price_per_cpu_hour) {
-            return Err(SiteUpdateError::Invalid(format!(
-                "price_per_cpu_hour must be a finite number in 0..={MAX_PRICE} (got {})",
-                site.price_per_cpu_hour
-            )));
+            return Err(SiteUpdateError::BadPrice(site.price_per_cpu_hour));
         }
-        check_text(&site.os).map_err(|e| SiteUpdateError::Invalid(format!("os: {e}")))?;
-        site.attributes.validate().map_err(SiteUpdateError::Invalid)?;
+        check_text(&site.os).map_err(SiteUpdateError::BadOs)?;
+        site.attributes.validate()?;
         if site.os != cur.os || requirable(&site) != requirable(&cur) {
             let now = self.clock.now();
             let mut holds: Vec<HoldId> = st

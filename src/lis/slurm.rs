@@ -85,12 +85,12 @@ impl SlurmConfig {
     /// Checks the settings that do not need Slurm.
     ///
     /// # Errors
-    /// A message naming the setting: an empty partition or prefix, a name Slurm would split
-    /// (spaces, `=`, `,`), a zero sync period.
-    pub fn validate(&self) -> Result<(), String> {
+    /// A [`SlurmConfigError`] naming the setting: an empty partition or prefix, a name Slurm
+    /// would split (spaces, `=`, `,`), a zero sync period.
+    pub fn validate(&self) -> Result<(), SlurmConfigError> {
         let word = |what: &str, v: &str| {
             if v.is_empty() || v.chars().any(|c| c.is_whitespace() || c == '=' || c == ',' || c.is_control()) {
-                Err(format!("slurm {what} `{v}` must be a non-empty word without spaces, `=` or `,`"))
+                Err(SlurmConfigError::NotAWord { setting: what.to_owned(), value: v.to_owned() })
             } else {
                 Ok(())
             }
@@ -104,10 +104,21 @@ impl SlurmConfig {
             word("default_user", u)?;
         }
         if self.sync_s == 0 {
-            return Err("slurm sync_s must be at least 1".into());
+            return Err(SlurmConfigError::ZeroSync);
         }
         Ok(())
     }
+}
+
+/// Why a site's Slurm settings were refused ([`SlurmConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SlurmConfigError {
+    /// A name Slurm would split or could not take (empty, spaces, `=`, `,`, controls).
+    #[error("slurm {setting} `{value}` must be a non-empty word without spaces, `=` or `,`")]
+    NotAWord { setting: String, value: String },
+    /// `sync_s = 0`.
+    #[error("slurm sync_s must be at least 1")]
+    ZeroSync,
 }
 
 /// Why a call to Slurm failed.
@@ -569,6 +580,6 @@ NodeName=cs-node3 State=IDLE* Partitions=batch
         c.default_user = Some("grid".into());
         assert_eq!(Slurm::new(c.clone()).slurm_user("bob"), Some("grid"));
         c.partition = "a b".into();
-        assert!(c.validate().unwrap_err().contains("partition"));
+        assert!(c.validate().unwrap_err().to_string().contains("partition"));
     }
 }

@@ -17,8 +17,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::grid::MAX_AMOUNT;
-use super::text::check_text;
+use super::limits::{price_ok, MAX_AMOUNT};
+use super::text::{check_text, TextError};
 use super::ComputeDemand;
 
 /// Processor architecture of a site (and of a job's requirement).
@@ -127,10 +127,62 @@ pub struct SiteAttributes {
     pub labels: Vec<String>,
 }
 
-/// Checks every value of the list `what` with [`check_text`].
-fn check_texts(what: &str, values: &[String]) -> Result<(), String> {
+/// Why site attributes, a job's requirements, a version or a software requirement were refused.
+/// Each variant names the field (its JSON path, e.g. `requires.gpus.count` or
+/// `` gpus: `A100`: count ``) and the bad value where it helps.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttributeError {
+    /// A text value (extension, label, GPU model) fails [`check_text`].
+    #[error("{field}: `{value}`: {reason}")]
+    BadText { field: String, value: String, reason: TextError },
+    /// A GPU count outside `1 ..= MAX_AMOUNT`.
+    #[error("{field} must be in 1..={MAX_AMOUNT} (got {value})")]
+    BadCount { field: String, value: u32 },
+    /// A compute capability that is not a finite number `>= 0`.
+    #[error("{field} must be a finite number >= 0")]
+    BadCapability { field: String },
+    /// `price_per_gpu_hour` outside `0 ..= MAX_PRICE`.
+    #[error("price_per_gpu_hour must be a finite number in 0..=1000000")]
+    BadPrice,
+    /// Two GPU pools of one site with the same model (case-insensitive).
+    #[error("gpus: duplicate model `{0}`")]
+    DuplicateGpuModel(String),
+    /// A version semver cannot read (after padding `2.12` to `2.12.0`); `reason` is semver's.
+    #[error("version `{value}`: {reason}")]
+    BadVersion { value: String, reason: String },
+    /// A package name outside 1-128 characters of `A-Z a-z 0-9 _ . + -`.
+    #[error("software `{0}`: the name must be 1-128 characters of A-Z a-z 0-9 _ . + -")]
+    BadPackageName(String),
+    /// A version requirement semver cannot read; `reason` is semver's.
+    #[error("software `{value}`: {reason}")]
+    BadVersionRequirement { value: String, reason: String },
+    /// An installed package whose name and version do not make a valid requirement.
+    #[error("software: {0}")]
+    BadPackage(Box<AttributeError>),
+}
+
+/// Checks every value of the list `field` with [`check_text`].
+fn check_texts(field: &str, values: &[String]) -> Result<(), AttributeError> {
     for v in values {
-        check_text(v).map_err(|e| format!("{what}: `{}`: {e}", v.escape_debug()))?;
+        check_text(v).map_err(|reason| AttributeError::BadText {
+            field: field.to_owned(),
+            value: v.escape_debug().to_string(),
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
+fn check_count(field: impl Into<String>, count: u32) -> Result<(), AttributeError> {
+    if count == 0 || u64::from(count) > MAX_AMOUNT {
+        return Err(AttributeError::BadCount { field: field.into(), value: count });
+    }
+    Ok(())
+}
+
+fn check_capability(field: impl Into<String>, c: f64) -> Result<(), AttributeError> {
+    if !c.is_finite() || c < 0.0 {
+        return Err(AttributeError::BadCapability { field: field.into() });
     }
     Ok(())
 }
@@ -211,19 +263,17 @@ impl Requirements {
     /// `1 ..= MAX_AMOUNT`, capabilities finite and `>= 0`.
     ///
     /// # Errors
-    /// A sentence naming the bad field.
-    pub fn validate(&self) -> Result<(), String> {
+    /// An [`AttributeError`] naming the bad field.
+    pub fn validate(&self) -> Result<(), AttributeError> {
         check_texts("requires.extensions", &self.extensions)?;
         check_texts("requires.labels", &self.labels)?;
         if let Some(g) = &self.gpus {
-            if g.count == 0 || u64::from(g.count) > MAX_AMOUNT {
-                return Err(format!("requires.gpus.count must be in 1..={MAX_AMOUNT} (got {})", g.count));
-            }
-            if g.min_compute_capability.is_some_and(|c| !c.is_finite() || c < 0.0) {
-                return Err("requires.gpus.min_compute_capability must be a finite number >= 0".into());
+            check_count("requires.gpus.count", g.count)?;
+            if let Some(c) = g.min_compute_capability {
+                check_capability("requires.gpus.min_compute_capability", c)?;
             }
             if let Some(m) = &g.model {
-                check_text(m).map_err(|e| format!("requires.gpus.model: {e}"))?;
+                check_texts("requires.gpus.model", std::slice::from_ref(m))?;
             }
         }
         Ok(())
@@ -236,19 +286,21 @@ impl Requirements {
 pub struct Version(semver::Version);
 
 impl FromStr for Version {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = AttributeError;
+    fn from_str(s: &str) -> Result<Self, AttributeError> {
         let s = s.trim();
         let core_len = s.find(['-', '+']).unwrap_or(s.len());
         let dots = s[..core_len].matches('.').count();
         let padded = format!("{}{}{}", &s[..core_len], ".0".repeat(2usize.saturating_sub(dots)), &s[core_len..]);
-        semver::Version::parse(&padded).map(Version).map_err(|e| format!("version `{}`: {e}", s.escape_debug()))
+        semver::Version::parse(&padded)
+            .map(Version)
+            .map_err(|e| AttributeError::BadVersion { value: s.escape_debug().to_string(), reason: e.to_string() })
     }
 }
 
 impl TryFrom<String> for Version {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = AttributeError;
+    fn try_from(s: String) -> Result<Self, AttributeError> {
         s.parse()
     }
 }
@@ -278,30 +330,30 @@ pub struct SoftwareRequirement {
 }
 
 impl FromStr for SoftwareRequirement {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = AttributeError;
+    fn from_str(s: &str) -> Result<Self, AttributeError> {
         let s = s.trim();
         let (name, req) = s.split_once(char::is_whitespace).unwrap_or((s, ""));
         let req = req.trim();
         if name.is_empty() || name.len() > 128 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_.+-".contains(c))
         {
-            return Err(format!(
-                "software `{}`: the name must be 1-128 characters of A-Z a-z 0-9 _ . + -",
-                s.escape_debug()
-            ));
+            return Err(AttributeError::BadPackageName(s.escape_debug().to_string()));
         }
         let versions = if req.is_empty() {
             semver::VersionReq::STAR
         } else {
-            semver::VersionReq::parse(req).map_err(|e| format!("software `{}`: {e}", s.escape_debug()))?
+            semver::VersionReq::parse(req).map_err(|e| AttributeError::BadVersionRequirement {
+                value: s.escape_debug().to_string(),
+                reason: e.to_string(),
+            })?
         };
         Ok(SoftwareRequirement { name: name.to_ascii_lowercase(), versions })
     }
 }
 
 impl TryFrom<String> for SoftwareRequirement {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = AttributeError;
+    fn try_from(s: String) -> Result<Self, AttributeError> {
         s.parse()
     }
 }
@@ -461,33 +513,29 @@ impl SiteAttributes {
     /// `0 ..= MAX_PRICE`.
     ///
     /// # Errors
-    /// A sentence naming the bad field.
-    pub fn validate(&self) -> Result<(), String> {
+    /// An [`AttributeError`] naming the bad field.
+    pub fn validate(&self) -> Result<(), AttributeError> {
         let a = self;
         check_texts("extensions", &a.extensions)?;
         check_texts("labels", &a.labels)?;
-        if !super::price_ok(a.price_per_gpu_hour) {
-            return Err("price_per_gpu_hour must be a finite number in 0..=1000000".into());
+        if !price_ok(a.price_per_gpu_hour) {
+            return Err(AttributeError::BadPrice);
         }
         let mut models = std::collections::HashSet::new();
         for g in &a.gpus {
-            check_text(&g.model).map_err(|e| format!("gpus: model `{}`: {e}", g.model.escape_debug()))?;
+            check_texts("gpus: model", std::slice::from_ref(&g.model))?;
             if !models.insert(g.model.to_ascii_lowercase()) {
-                return Err(format!("gpus: duplicate model `{}`", g.model));
+                return Err(AttributeError::DuplicateGpuModel(g.model.clone()));
             }
-            if g.count == 0 || u64::from(g.count) > MAX_AMOUNT {
-                return Err(format!("gpus: `{}`: count must be in 1..={MAX_AMOUNT}", g.model));
-            }
-            if !g.compute_capability.is_finite() || g.compute_capability < 0.0 {
-                return Err(format!("gpus: `{}`: compute_capability must be a finite number >= 0", g.model));
-            }
+            check_count(format!("gpus: `{}`: count", g.model), g.count)?;
+            check_capability(format!("gpus: `{}`: compute_capability", g.model), g.compute_capability)?;
         }
         for p in &a.software {
-            if let Err(e) = format!("{} ={}", p.name, p.version).parse::<SoftwareRequirement>() {
-                return Err(format!("software: {e}"));
-            }
-            if p.needs_gpu_compute_capability.is_some_and(|c| !c.is_finite() || c < 0.0) {
-                return Err(format!("software: `{}`: needs_gpu_compute_capability must be finite and >= 0", p.name));
+            format!("{} ={}", p.name, p.version)
+                .parse::<SoftwareRequirement>()
+                .map_err(|e| AttributeError::BadPackage(Box::new(e)))?;
+            if let Some(c) = p.needs_gpu_compute_capability {
+                check_capability(format!("software: `{}`: needs_gpu_compute_capability", p.name), c)?;
             }
         }
         Ok(())

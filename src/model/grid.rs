@@ -2,22 +2,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::attributes::SiteAttributes;
+use super::attributes::{AttributeError, SiteAttributes};
+use super::limits::{price_ok, MAX_AMOUNT};
 use super::{LinkId, NodeId, SiteId};
-
-/// Largest capacity of one resource, in its own units (2^30: 1 Pbit/s in Mbit/s, or 10^9
-/// CPUs). The calendars' compact layout relies on it.
-pub const MAX_AMOUNT: u64 = 1 << 30;
-
-/// Largest accepted price (of one CPU-hour or of one Gbit/s-hour): 10^6. With
-/// [`MAX_AMOUNT`] and the request bounds of [`crate::model::MAX_DURATION_S`] this keeps every
-/// plan cost a finite number (below about 10^24 per request).
-pub const MAX_PRICE: f64 = 1e6;
-
-/// Is `p` a valid price: finite and in `0 ..= MAX_PRICE`?
-pub fn price_ok(p: f64) -> bool {
-    p.is_finite() && (0.0..=MAX_PRICE).contains(&p)
-}
 
 /// A topology node, e.g. a PoP of a research network.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -122,7 +109,7 @@ pub enum GridError {
     #[error("{what} of node `{id}` must be a finite number of degrees in -{max}..={max} (got {value})")]
     BadCoordinate { what: &'static str, id: String, value: f64, max: f64 },
     #[error("site `{site}`: {reason}")]
-    BadAttributes { site: String, reason: String },
+    BadAttributes { site: String, reason: AttributeError },
     #[error("{what} `{value}`: {reason}")]
     BadText { what: &'static str, value: String, reason: super::text::TextError },
 }

@@ -11,6 +11,7 @@
 mod attributes;
 mod grid;
 mod ids;
+mod limits;
 mod modification;
 mod outcome;
 mod request;
@@ -18,16 +19,18 @@ mod text;
 mod time;
 
 pub use attributes::{
-    unmet, Arch, GpuDemand, GpuPool, Package, Requirements, SiteAttributes, SoftwareRequirement, Unmet, Version,
+    unmet, Arch, AttributeError, GpuDemand, GpuPool, Package, Requirements, SiteAttributes, SoftwareRequirement, Unmet,
+    Version,
 };
-pub use grid::{price_ok, Grid, GridError, Link, Node, Site, MAX_AMOUNT, MAX_PRICE};
+pub use grid::{Grid, GridError, Link, Node, Site};
 pub(crate) use ids::uuid_id;
 pub use ids::{LinkId, NodeId, SiteId};
+pub use limits::{price_ok, MAX_AMOUNT, MAX_PRICE};
 pub use modification::{JobChange, ModificationError, PlanModification, TransferChange};
 pub use outcome::{GpuAllocation, JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement, TransferTraffic};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
     MAX_DURATION_S, MAX_OFFSET_S,
 };
-pub use text::{check_text, TextError, MAX_TEXT_CHARS};
+pub use text::{check_text, TextError, UnknownValue, MAX_TEXT_CHARS};
 pub use time::{from_time, to_time, Time};

@@ -14,6 +14,27 @@ pub enum TextError {
     Control,
 }
 
+/// A value that is none of the accepted forms: the error of the crate's `FromStr`
+/// implementations (policies, methods, routing, participant references, ...), reading
+/// ``unknown {what} `{value}`; expected {expected}``.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} `{value}`; expected {expected}")]
+pub struct UnknownValue {
+    /// What was being read, e.g. `routing`.
+    pub what: &'static str,
+    /// The text given.
+    pub value: String,
+    /// The accepted forms, in words.
+    pub expected: String,
+}
+
+impl UnknownValue {
+    /// `value` read as a `what`, which accepts `expected`.
+    pub fn new(what: &'static str, value: &str, expected: impl Into<String>) -> Self {
+        UnknownValue { what, value: value.to_owned(), expected: expected.into() }
+    }
+}
+
 /// Checks a name or id: 1 to [`MAX_TEXT_CHARS`] characters, at least one of them not
 /// whitespace, none a control character (`char::is_control`: U+0000-U+001F and
 /// U+007F-U+009F; NUL included, which PostgreSQL cannot store in text).

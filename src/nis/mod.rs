@@ -28,7 +28,7 @@ use petgraph::graph::{NodeIndex, UnGraph};
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
 use crate::lis::ledger::{self, Ledger};
-use crate::model::{Grid, Link, LinkId, SiteId, Time};
+use crate::model::{Grid, Link, LinkId, SiteId, Time, UnknownValue};
 use crate::protocol::{
     Hold, HoldBook, HoldId, HoldLifecycle, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant,
     ParticipantError, Route,
@@ -54,17 +54,17 @@ impl fmt::Display for Routing {
 }
 
 impl FromStr for Routing {
-    type Err = String;
+    type Err = UnknownValue;
     /// `shortest`, `widest` (k = 4) or `widest:K` with K >= 1.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
         match s.split_once(':') {
             None if s == "shortest" => Ok(Routing::Shortest),
             None if s == "widest" => Ok(Routing::Widest { k: 4 }),
             Some(("widest", k)) => match k.parse::<usize>() {
                 Ok(k) if k >= 1 => Ok(Routing::Widest { k }),
-                _ => Err(format!("bad path count `{k}` in `{s}`")),
+                _ => Err(UnknownValue::new("routing", s, "widest:K with a path count K >= 1")),
             },
-            _ => Err(format!("unknown routing `{s}`; expected shortest, widest or widest:K")),
+            _ => Err(UnknownValue::new("routing", s, "shortest, widest or widest:K")),
         }
     }
 }

@@ -12,7 +12,7 @@
 use super::commit::{self, PartName};
 use super::coordinator::{Coordinator, HeldPart};
 use super::{Booking, PlanResult, Planner, Settlement};
-use crate::model::{to_time, Outcome, OutcomeStatus};
+use crate::model::{to_time, Outcome, OutcomeStatus, SiteId};
 use crate::protocol::decision::replaced_bookings;
 use crate::protocol::decision::DecisionLog;
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, NetworkHoldRequest, ParticipantError, ParticipantRef, TxnId};
@@ -32,27 +32,39 @@ enum Booked<'a> {
     Transfer(usize, &'a Booking),
 }
 
+/// Why a plan's bookings do not match its parts (a store that lost or reordered them): the plan
+/// cannot be modified.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum BookingMismatch {
+    #[error("the plan has {parts} parts but {bookings} bookings")]
+    Count { parts: usize, bookings: usize },
+    #[error("job `{job}` is booked at {at}, not at site `{site}`")]
+    JobElsewhere { job: String, at: ParticipantRef, site: SiteId },
+    #[error("transfer {transfer} is booked at {at}")]
+    TransferElsewhere { transfer: usize, at: ParticipantRef },
+}
+
 /// The plan's parts matched with its bookings: one per job, in order, then one per transfer
 /// that crosses the network, in order (what the coordinator booked, see `into_coordinator`).
-fn booked_parts<'a>(plan: &Outcome, bookings: &'a [Booking]) -> Result<Vec<Booked<'a>>, String> {
+fn booked_parts<'a>(plan: &Outcome, bookings: &'a [Booking]) -> Result<Vec<Booked<'a>>, BookingMismatch> {
     let networked: Vec<usize> = (0..plan.transfers.len()).filter(|&e| !plan.transfers[e].path.is_empty()).collect();
     if bookings.len() != plan.jobs.len() + networked.len() {
-        return Err(format!(
-            "the plan has {} parts but {} bookings",
-            plan.jobs.len() + networked.len(),
-            bookings.len()
-        ));
+        return Err(BookingMismatch::Count { parts: plan.jobs.len() + networked.len(), bookings: bookings.len() });
     }
     let mut parts = Vec::with_capacity(bookings.len());
     for (i, (j, b)) in plan.jobs.iter().zip(bookings).enumerate() {
         if b.participant != ParticipantRef::Site(j.site.clone()) {
-            return Err(format!("job `{}` is booked at {}, not at site `{}`", j.name, b.participant, j.site));
+            return Err(BookingMismatch::JobElsewhere {
+                job: j.name.clone(),
+                at: b.participant.clone(),
+                site: j.site.clone(),
+            });
         }
         parts.push(Booked::Job(i, b));
     }
     for (&e, b) in networked.iter().zip(&bookings[plan.jobs.len()..]) {
         if b.participant != ParticipantRef::Network {
-            return Err(format!("transfer {e} is booked at {}", b.participant));
+            return Err(BookingMismatch::TransferElsewhere { transfer: e, at: b.participant.clone() });
         }
         parts.push(Booked::Transfer(e, b));
     }

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::model::{Outcome, OutcomeStatus};
+use crate::model::{Outcome, OutcomeStatus, UnknownValue};
 use crate::protocol::decision::{Booking, Decision};
 use crate::protocol::{HoldId, HoldRequest, HoldState, ParticipantRef};
 
@@ -42,7 +42,7 @@ use super::{Store, StoreError};
 )]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_status)]
+#[strum(serialize_all = "lowercase", parse_err_ty = UnknownValue, parse_err_fn = unknown_status)]
 pub enum PlanStatus {
     /// Only in dry-run answers: nothing was booked and nothing is stored.
     Planned,
@@ -68,8 +68,8 @@ pub enum PlanStatus {
 }
 
 /// The error of `PlanStatus::from_str` (the `status` filter of `GET /v1/plans` answers it).
-fn unknown_status(other: &str) -> String {
-    format!("unknown status `{other}`; expected pending, committed, active, completed, rejected, cancelled or broken")
+fn unknown_status(other: &str) -> UnknownValue {
+    UnknownValue::new("status", other, "pending, committed, active, completed, rejected, cancelled or broken")
 }
 
 impl From<OutcomeStatus> for PlanStatus {
@@ -464,8 +464,11 @@ mod tests {
         }
         assert_eq!(
             "Committed".parse::<PlanStatus>(),
-            Err("unknown status `Committed`; expected pending, committed, active, completed, rejected, cancelled or broken"
-                .to_owned())
+            Err(UnknownValue::new(
+                "status",
+                "Committed",
+                "pending, committed, active, completed, rejected, cancelled or broken"
+            ))
         );
     }
 }

@@ -67,8 +67,29 @@ pub enum SwfError {
         /// 1-based line number (counting comment and blank lines).
         line: usize,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: SwfLineError,
     },
+}
+
+/// What is wrong with one job line (fields are numbered from 1, as in the format's definition).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SwfLineError {
+    /// Bytes that are not UTF-8.
+    #[error("not UTF-8 text ({0})")]
+    NotUtf8(std::str::Utf8Error),
+    /// Not exactly 18 fields.
+    #[error("expected {SWF_FIELDS} fields, found {0}")]
+    FieldCount(usize),
+    /// A field that is not a finite number.
+    #[error("field {field} is not a number: `{value}`")]
+    NotANumber { field: usize, value: String },
+    /// A field that must be an integer and is not.
+    #[error("field {field} is not an integer: `{value}`")]
+    NotAnInteger { field: usize, value: String },
+    /// An integer outside the range of what it counts (job id, processors, status).
+    #[error("{what} is out of range: {value}")]
+    OutOfRange { what: &'static str, value: i64 },
 }
 
 /// Reads an SWF trace from a file, plain text or gzip-compressed.
@@ -117,7 +138,7 @@ pub fn parse_swf<R: BufRead>(mut reader: R) -> Result<Vec<SwfJob>, SwfError> {
             break;
         }
         let text = std::str::from_utf8(&buf)
-            .map_err(|e| SwfError::Malformed { line: line_no, reason: format!("not UTF-8 text ({e})") })?;
+            .map_err(|e| SwfError::Malformed { line: line_no, reason: SwfLineError::NotUtf8(e) })?;
         let text = text.trim();
         if text.is_empty() || text.starts_with(';') {
             continue;
@@ -135,29 +156,32 @@ pub fn procs_of(jobs: &[SwfJob]) -> Vec<u32> {
 }
 
 /// Parses one job line; `Ok(None)` when the job has no usable processor count.
-fn parse_job_line(text: &str) -> Result<Option<SwfJob>, String> {
+fn parse_job_line(text: &str) -> Result<Option<SwfJob>, SwfLineError> {
     let fields: Vec<&str> = text.split_whitespace().collect();
     if fields.len() != SWF_FIELDS {
-        return Err(format!("expected {SWF_FIELDS} fields, found {}", fields.len()));
+        return Err(SwfLineError::FieldCount(fields.len()));
     }
     for (i, f) in fields.iter().enumerate() {
         if f.parse::<f64>().map_or(true, |v| !v.is_finite()) {
-            return Err(format!("field {} is not a number: `{f}`", i + 1));
+            return Err(SwfLineError::NotANumber { field: i + 1, value: (*f).to_owned() });
         }
     }
-    let int = |n: usize| -> Result<i64, String> {
-        fields[n - 1].parse::<i64>().map_err(|_| format!("field {n} is not an integer: `{}`", fields[n - 1]))
+    let int = |n: usize| -> Result<i64, SwfLineError> {
+        fields[n - 1]
+            .parse::<i64>()
+            .map_err(|_| SwfLineError::NotAnInteger { field: n, value: fields[n - 1].to_owned() })
     };
+    let out_of_range = |what, value| SwfLineError::OutOfRange { what, value };
     let job_id = int(1)?;
-    let job_id = u64::try_from(job_id).map_err(|_| format!("field 1 (job id) is negative: {job_id}"))?;
+    let job_id = u64::try_from(job_id).map_err(|_| out_of_range("field 1 (job id)", job_id))?;
     let (allocated, requested) = (int(5)?, int(8)?);
     let procs = if allocated > 0 { allocated } else { requested };
     if procs <= 0 {
         return Ok(None);
     }
-    let procs = u32::try_from(procs).map_err(|_| format!("processor count {procs} is out of range"))?;
+    let procs = u32::try_from(procs).map_err(|_| out_of_range("the processor count", procs))?;
     let status = int(11)?;
-    let status = i32::try_from(status).map_err(|_| format!("field 11 (status) is out of range: {status}"))?;
+    let status = i32::try_from(status).map_err(|_| out_of_range("field 11 (status)", status))?;
     Ok(Some(SwfJob { job_id, submit_s: int(2)?, run_s: int(4)?, procs, status, user_id: int(12)? }))
 }
 
@@ -200,7 +224,7 @@ mod tests {
             ("; c\n1 0 0 1 8 -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1\n", 2, "expected 18 fields, found 17"),
             ("\n\n1 0 0 1 x -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1 -1\n", 3, "field 5 is not a number"),
             ("1 0 0 1 8.5 -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1 -1\n", 1, "field 5 is not an integer"),
-            ("-3 0 0 1 8 -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1 -1\n", 1, "job id) is negative"),
+            ("-3 0 0 1 8 -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1 -1\n", 1, "job id) is out of range: -3"),
             ("1 0 0 1 99999999999 -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1 -1\n", 1, "out of range"),
             ("1 0 0 1 8 -1 -1 8 -1 -1 1 1 -1 -1 -1 -1 -1 NaN\n", 1, "field 18 is not a number"),
         ];
@@ -208,7 +232,7 @@ mod tests {
             match parse_swf(Cursor::new(text)) {
                 Err(SwfError::Malformed { line: l, reason: r }) => {
                     assert_eq!(l, line, "{text}");
-                    assert!(r.contains(reason), "`{r}` should contain `{reason}`");
+                    assert!(r.to_string().contains(reason), "`{r}` should contain `{reason}`");
                 }
                 other => panic!("expected Malformed for {text:?}, got {other:?}"),
             }

@@ -128,7 +128,7 @@ pub async fn modify(
     let task = actix_web::rt::spawn(async move {
         let claim = &guard.claim;
         let result = match body.apply(&rec.outcome, st.now_utc()) {
-            Err(e) => Err(ApiError::invalid(e.to_string())),
+            Err(e) => Err(ApiError::invalid(e)),
             Ok(new) => {
                 let meta = ModificationMeta { plan: &rec, key: key.as_deref().map(|k| (k, print.as_str())) };
                 let log = StoreDecisionLog::modifying(st.store.as_ref(), st.shares_fate(), claim, meta);

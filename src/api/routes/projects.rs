@@ -45,7 +45,7 @@ pub async fn put(
 ) -> Result<web::Json<Project>, ApiError> {
     let Guarded { path: id, body: Body(body), .. } = g;
     let project = Project { id: id.into_inner(), allocation: body.allocation, members: body.members };
-    project.validate().map_err(|e| ApiError::invalid(e.to_string()))?;
+    project.validate().map_err(ApiError::invalid)?;
     // Stored first, then applied: a project the store refused is not in force. Projects that
     // lose a member to this one are stored again too. The store is the truth every planner
     // process reads (the ledger of each is a cache).
@@ -62,7 +62,7 @@ pub async fn put(
     for p in &moved {
         state.store.save_project(p).await?;
     }
-    state.ledger.set_project(project.clone()).map_err(|e| ApiError::invalid(e.to_string()))?;
+    state.ledger.set_project(project.clone()).map_err(ApiError::invalid)?;
     Ok(web::Json(project))
 }
 

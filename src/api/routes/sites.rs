@@ -236,7 +236,7 @@ pub async fn put(
     match lis.update_site(site.clone()) {
         Ok(()) => {}
         Err(SiteUpdateError::OsInUse { site, holds }) => return Err(os_in_use(&state, &site, &holds).await?),
-        Err(e) => return Err(ApiError::invalid(e.to_string())),
+        Err(e) => return Err(ApiError::invalid(e)),
     }
     state.participants.gis.upsert(site.clone());
     state.store.save_site(&site).await?;

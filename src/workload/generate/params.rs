@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::{RequirementsProfile, WorkloadError};
-use crate::model::Time;
+use crate::model::{Time, UnknownValue};
 
 /// The two application kinds of Ando & Aida (section 4, Figs. 5 and 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -45,13 +45,13 @@ impl fmt::Display for AppKind {
 }
 
 impl FromStr for AppKind {
-    type Err = String;
+    type Err = UnknownValue;
     /// Case-insensitive `workflow` / `coallocation`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownValue> {
         match s.to_ascii_lowercase().as_str() {
             "workflow" => Ok(AppKind::Workflow),
             "coallocation" => Ok(AppKind::Coallocation),
-            other => Err(format!("unknown application kind `{other}`; expected one of: workflow, coallocation")),
+            other => Err(UnknownValue::new("application kind", other, "one of: workflow, coallocation")),
         }
     }
 }
