@@ -1,50 +1,22 @@
 //! Two-phase commit of a plan (Ando & Aida, section 3.2; docs/protocol.md).
 //!
-//! Phase 1 is whatever the search ([`super::search`]) did not hold yet: under BBR (and
-//! BBR-overlay) the whole plan is prepared in one batch ([`Attempt::prepare_all`]), and a
-//! refused prepare aborts the batch and rejects the request; under BIR every part is already
-//! held. Then a [`Coordinator`] owns the held parts: the decision (durable when there is a
-//! decision log, see [`crate::protocol::decision`]) and phase 2 ([`super::commit`]): commit
-//! every part, or give every part back. Recovery ([`super::recover`]) finishes a decided
+//! Phase 1 is the book's ([`super::book`]): under BIR the search held every part as it fixed
+//! it; under BBR (and BBR-overlay) the whole plan is prepared in one batch
+//! ([`super::book::Book::prepare_all`]). Then a [`Coordinator`] owns the held parts: the
+//! decision (durable when there is a decision log, see [`crate::protocol::decision`]) and
+//! phase 2 ([`super::commit`]): commit every part, or give every part back. Planning
+//! ([`Coordinator::planning`]), modification ([`Coordinator::modifying`]) and recovery
+//! ([`Coordinator::recovering`]) each make one over their parts; recovery finishes a decided
 //! transaction with the same [`Coordinator::finish_decided`] that planning uses.
 
 use std::sync::Arc;
 
-use super::commit::{self, PartName, Phase2, TwoPhaseError, Unsettled};
-use super::search::Attempt;
-use super::{Booking, ParticipantRef, PlanOptions, PlanResult, Settlement};
-use crate::calendar::CapacityCalendar;
+use super::commit::{self, Phase2, TwoPhaseError, Unsettled};
+use super::{Booking, Charge, ParticipantRef, PlanResult, Settlement};
 use crate::fairshare::Usage;
-use crate::model::{LinkId, Outcome, OutcomeStatus, SiteId, Time, MAX_AMOUNT};
+use crate::model::{Outcome, OutcomeStatus, Time};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, Part};
-use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError, TxnId};
-
-/// Whether a refused batch prepare is a **self-conflict** (Ando & Aida, section 3.2: BBR's
-/// searches cannot see the plan's own choices, so two parts of one plan may need the same
-/// capacity at once): `e` is a capacity refusal — `requested` over `[start, end)` with only
-/// `free` left — and the peak of the plan's own parts already prepared on the same site or
-/// link (`own`: `(start, end, amount)`) within that interval is at least what was missing.
-/// Then, were those parts not there, the refused one would have had room at the instant the
-/// participant measured `free` (up to the own peak falling at another instant of the interval,
-/// which makes this an upper bound). Returns the text appended to the rejection's reason, or
-/// an empty string.
-fn self_conflict(e: &ParticipantError, own: impl Iterator<Item = (Time, Time, u64)>) -> String {
-    let (ParticipantError::Capacity { start, end, requested, free }
-    | ParticipantError::LinkCapacity { start, end, requested, free, .. }) = *e
-    else {
-        return String::new();
-    };
-    let mut cal = CapacityCalendar::new(MAX_AMOUNT);
-    for (a, b, n) in own {
-        let _ = cal.add(a, b, n);
-    }
-    let peak = cal.peak_usage(start, end);
-    if peak > 0 && free + peak >= requested {
-        format!(" (self-conflict: the plan's own parts hold {peak} there at that time)")
-    } else {
-        String::new()
-    }
-}
+use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, TxnId};
 
 /// A held part of the plan, as the coordinator sees it.
 pub(super) struct HeldPart {
@@ -53,166 +25,6 @@ pub(super) struct HeldPart {
     pub(super) hold: HoldId,
     /// The prepare message that made the hold (what the decision log records).
     pub(super) request: HoldRequest,
-}
-
-impl Attempt<'_> {
-    /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
-    /// The flag is true when the plan was rejected because its batch prepare was refused
-    /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
-    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> (PlanResult, bool) {
-        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
-        match self.search_plan().await {
-            Err(outcome) if self.unsatisfiable => {
-                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, false)
-            }
-            Err(outcome) => (rejected(outcome), false),
-            Ok(()) if opts.dry_run => {
-                let mut outcome = self.outcome();
-                outcome.status = OutcomeStatus::Planned;
-                self.undo_to(0).await;
-                outcome.messages = self.messages;
-                outcome.holds_aborted = self.holds_aborted;
-                (rejected(outcome), false)
-            }
-            Ok(()) => match self.prepare_all().await {
-                Ok(parts) => {
-                    let user = self.req.user().to_owned();
-                    let mut coordinator = self.into_coordinator(parts);
-                    // The allocation limit: charged before the decision (atomically per
-                    // project), given back unless the plan commits or stays in doubt.
-                    if let Some(c) = opts.charge {
-                        let usage = Usage::of_outcome(&coordinator.outcome);
-                        if let Err(e) = c.ledger.charge(c.key, &user, usage) {
-                            let _ = coordinator.compensate(&[]).await;
-                            return (coordinator.rejected(e.to_string()), false);
-                        }
-                    }
-                    let result = coordinator.book(opts.log).await;
-                    if let Some(c) = opts.charge {
-                        let booked = result.outcome.status == OutcomeStatus::Committed
-                            || matches!(result.settlement, Settlement::InDoubt(_));
-                        if !booked {
-                            c.ledger.forget(c.key);
-                        }
-                    }
-                    (result, false)
-                }
-                Err(cause) => {
-                    // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
-                    self.undo_to(0).await;
-                    (self.rejected(cause.to_string()), true)
-                }
-            },
-        }
-    }
-
-    /// Every hold of the complete plan: under BBR the batch prepare happens here.
-    ///
-    /// A refused prepare rejects the request; its reason ends in `(self-conflict: ...)` when
-    /// the plan's own parts prepared before it explain the refusal (see [`self_conflict`]).
-    pub(super) async fn prepare_all(&mut self) -> Result<Vec<HeldPart>, TwoPhaseError> {
-        let mut parts = Vec::new();
-        // What this batch has prepared so far: (site, start, end, CPUs), (links, start, end, Mbit/s).
-        let mut own_jobs: Vec<(SiteId, Time, Time, u64)> = Vec::new();
-        let mut own_transfers: Vec<(Vec<LinkId>, Time, Time, u64)> = Vec::new();
-        for v in 0..self.jobs.len() {
-            let f = self.jobs[v].clone().expect("complete plan");
-            let p = self.lis(&f.site).map_err(TwoPhaseError::UnknownParticipant)?;
-            let req = self.job_hold(v, &f);
-            let hold = match f.hold {
-                Some(h) => h,
-                None => {
-                    let job = &self.req.jobs()[v];
-                    self.messages += 1;
-                    match p.prepare(&req).await {
-                        Ok(h) => h.id,
-                        Err(e) => {
-                            let own = own_jobs.iter().filter(|(s, ..)| *s == f.site).map(|(_, a, b, n)| (*a, *b, *n));
-                            let self_conflict = self_conflict(&e, own);
-                            self.give_back(&parts).await;
-                            let part = PartName::Job { job: job.name.clone(), site: f.site.clone() };
-                            return Err(TwoPhaseError::PrepareRefused { part, source: e, self_conflict });
-                        }
-                    }
-                }
-            };
-            own_jobs.push((f.site.clone(), req.start, req.end, u64::from(req.cpus)));
-            parts.push(HeldPart {
-                participant: p,
-                target: ParticipantRef::Site(f.site.clone()),
-                hold,
-                request: req.into(),
-            });
-        }
-        for e in 0..self.transfers.len() {
-            let f = self.transfers[e].clone().expect("complete plan");
-            if f.route.links.is_empty() {
-                continue;
-            }
-            let nis = self.planner.services.nis.clone();
-            let req = self.transfer_hold(e, &f.route.links);
-            let hold = match f.hold {
-                Some(h) => h,
-                None => {
-                    let t = &self.req.transfers()[e];
-                    self.messages += 1;
-                    match nis.prepare(&req).await {
-                        Ok(h) => h.id,
-                        Err(err) => {
-                            let link = match &err {
-                                ParticipantError::LinkCapacity { link, .. } => Some(link),
-                                _ => None,
-                            };
-                            let own = own_transfers
-                                .iter()
-                                .filter(|(links, ..)| link.is_some_and(|l| links.contains(l)))
-                                .map(|(_, a, b, n)| (*a, *b, *n));
-                            let self_conflict = self_conflict(&err, own);
-                            self.give_back(&parts).await;
-                            let part = PartName::Transfer { from: t.from.clone(), to: t.to.clone() };
-                            return Err(TwoPhaseError::PrepareRefused { part, source: err, self_conflict });
-                        }
-                    }
-                }
-            };
-            own_transfers.push((req.links.clone(), req.start, req.end, req.bandwidth_mbps));
-            parts.push(HeldPart { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
-        }
-        Ok(parts)
-    }
-
-    /// A final rejection (nothing booked).
-    fn rejected(&self, reason: impl Into<String>) -> PlanResult {
-        PlanResult { outcome: self.reject(reason), bookings: vec![], settlement: Settlement::Final }
-    }
-
-    /// Aborts the holds of a refused batch (best effort: what is not aborted ends at its lease).
-    async fn give_back(&mut self, parts: &[HeldPart]) {
-        let targets: Vec<_> = parts.iter().map(|p| (p.participant.clone(), p.hold)).collect();
-        let mut tally = commit::Tally::default();
-        let _ = commit::compensate(&targets, &[], true, &mut tally).await;
-        self.messages += tally.messages;
-        self.holds_aborted += tally.holds_aborted;
-    }
-
-    /// Hands the held parts to a coordinator: the jobs' holds (BBR's batch made them just now)
-    /// go into the outcome, which names their local reservations. Parts list the jobs first,
-    /// in order. From here the parts own the holds (the search's trail is dropped).
-    fn into_coordinator(mut self, parts: Vec<HeldPart>) -> Coordinator {
-        for (fix, part) in self.jobs.iter_mut().zip(&parts) {
-            if let Some(f) = fix {
-                f.hold = Some(part.hold);
-            }
-        }
-        Coordinator {
-            txn: self.txn,
-            outcome: self.outcome(),
-            parts,
-            started: Some(self.started),
-            recovering: false,
-            modification: false,
-        }
-    }
 }
 
 /// The coordinator of one transaction over its held parts: decides, commits or gives back,
@@ -248,6 +60,12 @@ pub(super) enum Ended {
 }
 
 impl Coordinator {
+    /// The coordinator of a freshly planned transaction `txn`: its held `parts` (jobs first,
+    /// in order) and the plan as it will be committed; `started` when planning began.
+    pub(super) fn planning(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, started: tokio::time::Instant) -> Self {
+        Coordinator { txn, parts, outcome, started: Some(started), recovering: false, modification: false }
+    }
+
     /// A coordinator that settles the decided transaction `txn` (recovery): its `parts`, and
     /// the committed `outcome` logged with the decision.
     pub(super) fn recovering(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, modification: bool) -> Self {
@@ -367,6 +185,29 @@ impl Coordinator {
                 Err(self.rejected(cause.to_string()))
             }
         }
+    }
+
+    /// [`Self::book`] under fair share's allocation limit (`charge`, if any): the plan is
+    /// charged to `user`'s project before the decision (atomically per project) and rejected
+    /// if it does not fit; the charge is given back unless the plan commits or stays in doubt.
+    pub(super) async fn book_charged(
+        mut self,
+        user: &str,
+        charge: Option<Charge<'_>>,
+        log: Option<&dyn DecisionLog>,
+    ) -> PlanResult {
+        let Some(c) = charge else { return self.book(log).await };
+        if let Err(e) = c.ledger.charge(c.key, user, Usage::of_outcome(&self.outcome)) {
+            let _ = self.compensate(&[]).await;
+            return self.rejected(e.to_string());
+        }
+        let result = self.book(log).await;
+        let booked =
+            result.outcome.status == OutcomeStatus::Committed || matches!(result.settlement, Settlement::InDoubt(_));
+        if !booked {
+            c.ledger.forget(c.key);
+        }
+        result
     }
 
     /// The decision and phase 2 of a plan whose every part is held; with a decision log, the

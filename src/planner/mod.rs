@@ -36,11 +36,16 @@
 //! The planner only sees participants through [`crate::protocol`], so the same code runs
 //! in-process, over HTTP and in the simulator.
 //!
-//! Files: `search` (the search, Figs. 2-3), `coordinator` (booking the plan the search fixed),
-//! `commit` (phase 2: commit or compensate every part), `modify` (a committed plan changed
-//! with replacement holds, booked by the same coordinator), `recover` (settling in-doubt
-//! transactions).
+//! Files: `search` (the search, Figs. 2-3: which job goes where, in what order, and why a
+//! branch failed; it sends no message itself), `book` (the attempt's tentative holds: every
+//! query, hold and abort the search asks for, the trail that undoes them, BBR-overlay's
+//! overlay, batched queries and aborts, and phase 1 of the finished plan), `queries` (the
+//! book's cache of batched answers), `coordinator` (the decision and phase 2 over held
+//! parts, shared by planning, `modify` and `recover`), `commit` (phase 2's messages: commit
+//! or compensate every part), `modify` (a committed plan changed with replacement holds),
+//! `recover` (settling in-doubt transactions).
 
+mod book;
 mod commit;
 mod coordinator;
 mod modify;
@@ -293,7 +298,7 @@ impl Planner {
         for attempt in 0..=replans {
             let seed = self.rng.lock().expect("planner rng").gen::<u64>();
             let mut search = search::Attempt::new(self, req, policy, method, seed, started);
-            search.user = opts.user.map(str::to_owned);
+            search.book.user = opts.user.map(str::to_owned);
             let (mut result, batch_refused) = search.run(opts).await;
             if batch_refused && attempt < replans {
                 messages += result.outcome.messages;

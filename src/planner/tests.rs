@@ -1519,7 +1519,7 @@ async fn backjumping_plans_as_many_with_fewer_messages_and_never_asks_a_refused_
 
 #[test]
 fn index_sets() {
-    use super::search::IndexSet;
+    use super::search::explain::IndexSet;
     let mut a = IndexSet::default();
     for i in [0, 3, 64, 130] {
         a.insert(i);
@@ -1536,7 +1536,7 @@ fn index_sets() {
 
 /// The one way backjumping plans less than Fig. 3 as written on a quiet grid (no other
 /// planner): a skipped candidate's own hold (BIR) would have made a deeper job's site late, and that delay would have shifted `st` to a start where the
-/// plan fits (the caveat in `search.rs`'s module docs). W runs on w (n1) only, V on a (cheap)
+/// plan fits (the caveat in `search/explain.rs`'s module docs). W runs on w (n1) only, V on a (cheap)
 /// or b, U on b or u1 (cheaper than u1); every site but w has 8 CPUs, V and U take 8 each.
 /// W-U needs 500 Mbit/s and l13 (n1-n3) has 100 free until T0 + 1000 (another user's
 /// booking); n1-n2-n3 carries 1. At `st` = T0 every U fails on W-U, explained by W alone:

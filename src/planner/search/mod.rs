@@ -1,0 +1,579 @@
+//! The search of one planning attempt: the recursive search of Ando & Aida, Fig. 3, and the
+//! `st` loop of Fig. 2. It ends with every job and transfer fixed (under BIR, held) or with a
+//! rejection; the [`Book`] of its tentative holds sends every message it needs, and hands the
+//! finished plan to the [`super::coordinator::Coordinator`].
+//!
+//! Backtracking ([`super::Backtrack`]) is Fig. 3's chronological one or, by default,
+//! conflict-directed backjumping: the explanations it needs are in [`explain`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::book::{Book, JobFix, Style};
+use super::{Backtrack, PlanOptions, PlanResult, Planner, Settlement};
+use crate::model::{from_time, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time};
+use crate::protocol::{ComputeOffer, NetworkQuery, Route};
+use explain::{Answered, IndexSet};
+use policy::stream_seed;
+
+pub(super) mod explain;
+mod policy;
+
+/// Result of `search` (Ando & Aida, Fig. 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    Success,
+    NotFound,
+    /// The whole application must start this many seconds later.
+    Delay(i64),
+}
+
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One planning attempt: the search's state (this module) over the [`Book`] of its
+/// tentative holds, which does every participant message.
+pub(crate) struct Attempt<'a> {
+    planner: &'a Planner,
+    req: &'a PlanRequest,
+    policy: SelectionPolicy,
+    style: Style,
+    rng: ChaCha8Rng,
+    /// Candidate sites of every job, from the GIS.
+    candidates: Vec<Vec<SiteId>>,
+    /// Transfer indices touching every job.
+    incident: Vec<Vec<usize>>,
+    /// The fixes made so far, held or not, and the messages they took.
+    pub(super) book: Book<'a>,
+    /// Tentative fixes made so far (the search budget's meter).
+    fixes: u32,
+    /// Why the search was cut short (budget or w_interval), if it was.
+    stopped: Option<String>,
+    /// [`Backtrack::ConflictDirected`]: the jobs whose fixes explain the last NOTFOUND (set
+    /// by whoever returns it, read by the caller at once).
+    failure: IndexSet,
+    /// `st` shifts so far.
+    shifts: u32,
+    /// Search statistics (logged at debug level): backjumps, candidates skipped because a
+    /// check of theirs is recorded in `infeasible`, checks answered from it, and probes (the
+    /// second NIS question that tells whether the plan's own holds caused a "no").
+    jumps: u64,
+    skipped: u64,
+    memo_hits: u64,
+    probes: u64,
+    /// [`Backtrack::ConflictDirected`]: network checks proven infeasible at the current `st`,
+    /// each with the plan's own held transfers that overlapped it then (under BIR they may be
+    /// the cause; the answer stands while they are all still held). Cleared on every shift.
+    infeasible: HashMap<NetworkQuery, IndexSet>,
+    /// A job no site of the catalogue can run: the request can never be planned.
+    unsatisfiable: bool,
+}
+
+impl<'a> Attempt<'a> {
+    pub(crate) fn new(
+        planner: &'a Planner,
+        req: &'a PlanRequest,
+        policy: SelectionPolicy,
+        method: ReservationMethod,
+        seed: u64,
+        started: tokio::time::Instant,
+    ) -> Self {
+        let mut incident = vec![Vec::new(); req.jobs().len()];
+        for e in 0..req.transfers().len() {
+            let (a, b) = req.transfer_ends(e);
+            incident[a].push(e);
+            incident[b].push(e);
+        }
+        let book = Book::new(planner, req, policy, method, started);
+        Attempt {
+            planner,
+            req,
+            policy,
+            style: book.style,
+            rng: ChaCha8Rng::seed_from_u64(stream_seed(seed, policy)),
+            candidates: Vec::new(),
+            incident,
+            book,
+            fixes: 0,
+            stopped: None,
+            failure: IndexSet::default(),
+            shifts: 0,
+            jumps: 0,
+            skipped: 0,
+            memo_hits: 0,
+            probes: 0,
+            infeasible: HashMap::new(),
+            unsatisfiable: false,
+        }
+    }
+
+    /// Searches until a complete plan is fixed (`Ok`) or the request is rejected.
+    pub(super) async fn search_plan(&mut self) -> Result<(), Outcome> {
+        let r = self.search_plan_inner().await;
+        tracing::debug!(
+            request = %self.req.id(), planned = r.is_ok(), fixes = self.fixes, shifts = self.shifts,
+            backjumps = self.jumps, skipped = self.skipped, nis_answers_reused = self.memo_hits,
+            nis_probes = self.probes, messages = self.book.messages, "search finished"
+        );
+        r
+    }
+
+    async fn search_plan_inner(&mut self) -> Result<(), Outcome> {
+        let req = self.req;
+        let w = self.planner.cfg.w_interval_s;
+        self.book.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
+        if self.book.st + req.span_s() > req.deadline() {
+            return Err(self.book.reject(format!(
+                "deadline cannot be met: the plan starts no earlier than {}",
+                from_time(self.book.st)
+            )));
+        }
+        // One message for every job's candidates.
+        let all = match self.planner.services.gis.candidates_all(req.jobs()).await {
+            Ok(all) => all,
+            Err(e) => return Err(self.book.reject(format!("GIS unavailable: {e}"))),
+        };
+        for (job, c) in req.jobs().iter().zip(all) {
+            if !c.sites.is_empty() {
+                self.candidates.push(c.sites);
+                continue;
+            }
+            let why = match &c.nearest_miss {
+                Some((site, unmet)) => format!("; nearest: site `{site}` lacks {unmet}"),
+                None => String::new(),
+            };
+            self.unsatisfiable = true;
+            return Err(self
+                .book
+                .reject(format!("no site can run job `{}` ({} CPUs of {}{why})", job.name, job.cpus, job.os)));
+        }
+        let roots = self.roots();
+        'shift: loop {
+            for &root in &roots {
+                if self.book.jobs[root].is_some() {
+                    continue;
+                }
+                match self.search(root).await {
+                    Step::Success => {}
+                    Step::NotFound => {
+                        self.book.undo_to(0).await;
+                        let reason =
+                            self.stopped.take().unwrap_or_else(|| "no feasible plan before the deadline".into());
+                        return Err(self.book.reject(reason));
+                    }
+                    Step::Delay(dt) => {
+                        self.book.undo_to(0).await;
+                        self.shifts += 1;
+                        if self.shifts > self.planner.cfg.max_shifts {
+                            return Err(self.book.reject(format!("gave up after {} start-time shifts", self.shifts)));
+                        }
+                        self.book.st += dt;
+                        self.infeasible.clear();
+                        continue 'shift;
+                    }
+                }
+            }
+            break;
+        }
+        if self.out_of_time() {
+            self.book.undo_to(0).await;
+            let reason = self.stopped.take().expect("out_of_time sets the reason");
+            return Err(self.book.reject(reason));
+        }
+        Ok(())
+    }
+
+    /// True (and the reason recorded) once the planner's clock has passed arrival +
+    /// `w_interval`: the time it allows itself to build a plan.
+    fn out_of_time(&mut self) -> bool {
+        let limit = self.req.submitted_at() + self.planner.cfg.w_interval_s;
+        let over = self.planner.services.clock.now() > limit;
+        if over {
+            self.stopped = Some(format!("planning took longer than w_interval ({} s)", self.planner.cfg.w_interval_s));
+        }
+        over
+    }
+
+    /// One root per connected component of the request graph, each the job with the fewest
+    /// candidates in its component (ties: lowest index); components ordered by that count.
+    fn roots(&self) -> Vec<usize> {
+        let n = self.req.jobs().len();
+        let mut component = vec![usize::MAX; n];
+        let mut roots = Vec::new();
+        for start in 0..n {
+            if component[start] != usize::MAX {
+                continue;
+            }
+            let mut stack = vec![start];
+            component[start] = start;
+            let mut best = start;
+            while let Some(v) = stack.pop() {
+                if (self.candidates[v].len(), v) < (self.candidates[best].len(), best) {
+                    best = v;
+                }
+                for &e in &self.incident[v] {
+                    let (a, b) = self.req.transfer_ends(e);
+                    let other = if a == v { b } else { a };
+                    if component[other] == usize::MAX {
+                        component[other] = start;
+                        stack.push(other);
+                    }
+                }
+            }
+            roots.push(best);
+        }
+        roots.sort_by_key(|&r| (self.candidates[r].len(), r));
+        roots
+    }
+
+    /// Reservation candidates of job `v` starting no earlier than `t_bgn`, one per candidate
+    /// site that can fit it before the deadline, ordered by the selection policy.
+    async fn reservation_candidates(&mut self, v: usize, t_bgn: Time) -> Vec<(Time, ComputeOffer)> {
+        let answers = self.book.offers(v, &self.candidates, t_bgn).await;
+        self.rank(v, answers)
+    }
+
+    /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
+    /// NOTFOUND leaves its explanation in `self.failure`, and a candidate whose failure is
+    /// explained without `v` ends the loop (see [`Backtrack`] and docs/algorithm.md).
+    fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
+        Box::pin(async move {
+            let job = self.req.jobs()[v].clone();
+            let t_bgn = self.book.st + job.offset_s;
+            let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+            let offers = self.reservation_candidates(v, t_bgn).await;
+            // Why every candidate failed, should they all fail: starting with the plan's own
+            // fixes at the sites that did not offer a slot at all.
+            let mut why = if backjump { self.absent_sites_conflict(v, t_bgn, &offers) } else { IndexSet::default() };
+            for (i, (start, offer)) in offers.iter().enumerate() {
+                let dt = start - t_bgn;
+                if dt > 0 {
+                    return Step::Delay(dt);
+                }
+                if backjump {
+                    // A candidate whose check against a fixed neighbour is already known to fail
+                    // is not held only to be given back: it fails for the same reason.
+                    if let Some(known) = self.known_infeasible(v, &offer.site) {
+                        self.skipped += 1;
+                        for w in known.iter().filter(|&w| w != v) {
+                            why.insert(w);
+                        }
+                        continue;
+                    }
+                }
+                self.fixes += 1;
+                if self.fixes > self.planner.cfg.max_fixes {
+                    self.stopped =
+                        Some(format!("search budget of {} tentative fixes exhausted", self.planner.cfg.max_fixes));
+                    return Step::NotFound;
+                }
+                if self.out_of_time() {
+                    return Step::NotFound;
+                }
+                let mark = self.book.trail.len();
+                // `check_before_hold`: the network checks of `v`'s transfers to fixed jobs, asked
+                // with `v` placed at this site but not held yet (they do not depend on its hold).
+                let checked =
+                    if self.check_before_hold() { Some(self.check_transfers_at(v, offer).await) } else { None };
+                let step = match checked {
+                    Some(Err(failure)) => {
+                        self.failure = failure;
+                        Step::NotFound
+                    }
+                    checked => {
+                        if !self.book.fix_job(v, offer, t_bgn).await {
+                            if backjump {
+                                why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + job.duration_s));
+                            }
+                            continue;
+                        }
+                        self.satisfy_transfers(v, checked.and_then(Result::ok)).await
+                    }
+                };
+                match step {
+                    Step::Success => return Step::Success,
+                    Step::Delay(dt) => return Step::Delay(dt),
+                    Step::NotFound if !backjump => self.book.undo_to(mark).await,
+                    Step::NotFound => {
+                        let failure = std::mem::take(&mut self.failure);
+                        let fixed_at = self.book.fix_positions();
+                        // Jobs fixed from `mark` on are `v` and what was fixed under it.
+                        let (mut before, mut involves_v) = (IndexSet::default(), false);
+                        for w in failure.iter() {
+                            if fixed_at[w] < mark {
+                                before.insert(w);
+                            } else {
+                                involves_v = true;
+                            }
+                        }
+                        self.book.undo_to(mark).await;
+                        if self.stopped.is_some() {
+                            return Step::NotFound;
+                        }
+                        if !involves_v {
+                            // The failure holds whatever `v` is: every other on-time candidate
+                            // would fail the same way, so do what the loop would do after them.
+                            self.jumps += 1;
+                            if let Some((later, _)) = offers[i + 1..].iter().find(|(t, _)| *t > t_bgn) {
+                                return Step::Delay(later - t_bgn);
+                            }
+                            self.failure = before;
+                            return Step::NotFound;
+                        }
+                        why.union(&before);
+                    }
+                }
+            }
+            self.failure = why;
+            Step::NotFound
+        })
+    }
+
+    /// The network demands of freshly fixed job `v`: those whose other end is fixed first (in
+    /// random order), then those whose other end is free (fewest candidates first). Under
+    /// [`Backtrack::ConflictDirected`] (BIR and BBR) every check against a fixed end is asked
+    /// before any of them is held, so that a check that fails is explained by fixes made
+    /// before `v` only, not by `v`'s own holds.
+    ///
+    /// `checked`: the routes of the transfers to fixed jobs, already checked (in the order
+    /// [`Self::fixed_transfers`] drew) by [`Self::check_transfers_at`].
+    async fn satisfy_transfers(&mut self, v: usize, checked: Option<Vec<(usize, Route)>>) -> Step {
+        let fixed = match &checked {
+            Some(routes) => routes.iter().map(|(e, _)| *e).collect(),
+            None => self.fixed_transfers(v),
+        };
+        let mut free: Vec<usize> = self.incident[v]
+            .iter()
+            .copied()
+            .filter(|&e| self.book.transfers[e].is_none() && self.book.jobs[self.other_end(e, v)].is_none())
+            .collect();
+        free.sort_by_key(|&e| (self.candidates[self.other_end(e, v)].len(), e));
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        if backjump && !self.style.overlay {
+            let routes = match checked {
+                Some(routes) => routes,
+                None => match self.check_transfers(&fixed).await {
+                    Ok(routes) => routes,
+                    Err(why) => {
+                        self.failure = why;
+                        return Step::NotFound;
+                    }
+                },
+            };
+            for (e, route) in routes {
+                if self.book.hold_transfer(e, route).await {
+                    continue;
+                }
+                // Refused: a hold of `v`'s made since the check, or another planner, took the
+                // bandwidth. Ask again, seeing it, as the interleaved order would have.
+                if self.fix_transfer(e).await != Step::Success {
+                    return Step::NotFound;
+                }
+            }
+        } else {
+            for &e in &fixed {
+                if self.fix_transfer(e).await != Step::Success {
+                    return Step::NotFound;
+                }
+            }
+        }
+        for e in free {
+            if self.book.transfers[e].is_some() {
+                continue; // fixed meanwhile by a deeper search
+            }
+            let u = self.other_end(e, v);
+            // The other end may have been fixed meanwhile too (by a deeper search, through
+            // another path): then it is a check like the ones above.
+            let step = if self.book.jobs[u].is_some() { self.fix_transfer(e).await } else { self.search(u).await };
+            if step != Step::Success {
+                return step;
+            }
+        }
+        Step::Success
+    }
+
+    /// The other end of transfer `e` of job `v`.
+    fn other_end(&self, e: usize, v: usize) -> usize {
+        let (a, b) = self.req.transfer_ends(e);
+        if a == v {
+            b
+        } else {
+            a
+        }
+    }
+
+    /// The transfers of `v` still to fix whose other end is fixed, in random order (the order
+    /// they are checked and held in).
+    fn fixed_transfers(&mut self, v: usize) -> Vec<usize> {
+        let mut fixed: Vec<usize> = self.incident[v]
+            .iter()
+            .copied()
+            .filter(|&e| self.book.transfers[e].is_none() && self.book.jobs[self.other_end(e, v)].is_some())
+            .collect();
+        fixed.shuffle(&mut self.rng);
+        fixed
+    }
+
+    /// Asks the NIS about each of `transfers` (both ends fixed) in order; the first refusal's
+    /// explanation ends it.
+    ///
+    /// With [`super::PlannerConfig::batch_queries`] the questions it would ask are sent to
+    /// the NIS in one message first ([`crate::protocol::Participant::query_all`]). A check
+    /// books nothing, so the answers are the ones the questions asked one by one would get
+    /// (the same plan); only those after the first refusal go unused.
+    async fn check_transfers(&mut self, transfers: &[usize]) -> Result<Vec<(usize, Route)>, IndexSet> {
+        if self.planner.cfg.batch_queries && transfers.len() > 1 {
+            let asked: Vec<NetworkQuery> = transfers.iter().filter_map(|&e| self.nis_question(e).ok()).collect();
+            if asked.len() > 1 {
+                self.book.prefetch(asked).await;
+            }
+        }
+        let mut routes = Vec::with_capacity(transfers.len());
+        let mut checked = Ok(());
+        for &e in transfers {
+            match self.transfer_route(e).await {
+                Ok(route) => routes.push((e, route)),
+                Err(why) => {
+                    checked = Err(why);
+                    break;
+                }
+            }
+        }
+        self.book.forget_prefetched();
+        checked.map(|()| routes)
+    }
+
+    /// Whether the search checks a candidate's transfers to fixed jobs before it holds the
+    /// candidate ([`super::PlannerConfig::check_before_hold`]; BIR with backjumping only).
+    fn check_before_hold(&self) -> bool {
+        self.planner.cfg.check_before_hold
+            && self.planner.cfg.backtrack == Backtrack::ConflictDirected
+            && self.style.hold_each_fix
+            && !self.style.overlay
+    }
+
+    /// The checks of [`Self::satisfy_transfers`] for `v` on `offer`'s site, asked before `v`
+    /// is held there: a network check does not depend on `v`'s CPUs, so a refused one costs
+    /// no hold and no abort (and leaves the site's batched answers in place). `v` is placed
+    /// for the checks only.
+    async fn check_transfers_at(&mut self, v: usize, offer: &ComputeOffer) -> Result<Vec<(usize, Route)>, IndexSet> {
+        let transfers = self.fixed_transfers(v);
+        if transfers.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.book.jobs[v] = Some(JobFix::on(offer));
+        let checked = self.check_transfers(&transfers).await;
+        self.book.jobs[v] = None;
+        checked
+    }
+
+    /// Checks and fixes transfer `e` between two fixed jobs (NOTFOUND when the network cannot
+    /// carry it); under BIR this holds the bandwidth on the path.
+    async fn fix_transfer(&mut self, e: usize) -> Step {
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        match self.transfer_route(e).await {
+            Ok(route) => {
+                let links = if backjump { route.links.clone() } else { Vec::new() };
+                if self.book.hold_transfer(e, route).await {
+                    return Step::Success;
+                }
+                if backjump {
+                    self.failure = self.hold_conflict(e, &links);
+                }
+                Step::NotFound
+            }
+            Err(why) => {
+                self.failure = why;
+                Step::NotFound
+            }
+        }
+    }
+
+    /// Asks the NIS for a path for transfer `e` between its two fixed jobs over its interval at
+    /// the current `st` (none needed on one site: the empty route, no message). `None`: no
+    /// path, or the NIS did not answer. Under [`Backtrack::ConflictDirected`] a question the
+    /// NIS answered "no path" at this `st` is not asked again while the plan's own transfers
+    /// that overlapped it then are all still held (it could only be answered "no" again).
+    async fn transfer_route(&mut self, e: usize) -> Result<Route, IndexSet> {
+        let q = match self.nis_question(e) {
+            Ok(asked) => asked,
+            Err(Answered::SameSite) => {
+                return Ok(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX, marking: None });
+            }
+            Err(Answered::Infeasible(why)) => {
+                self.memo_hits += 1;
+                return Err(why);
+            }
+        };
+        let (bandwidth, start, end) = (self.req.transfers()[e].bandwidth_mbps, q.start, q.end);
+        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        let own_over = self.own_transfers_over(start, end);
+        let answer = self.book.route(&q).await;
+        match answer {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => {
+                if !backjump {
+                    return Err(IndexSet::default());
+                }
+                // Which of the plan's own transfers may have caused the "no": those held over an
+                // overlapping interval. Under BIR, if even `bandwidth` minus the most the plan
+                // holds on any one link at that time finds no path, the plan's holds are not
+                // the cause (without them every link would have at most that much more free).
+                let mut cause = own_over;
+                if self.style.hold_each_fix && cause != IndexSet::default() {
+                    let most = self.own_peak_on_a_link(&cause);
+                    if most < bandwidth {
+                        let probe = NetworkQuery { bandwidth_mbps: bandwidth - most, ..q.clone() };
+                        self.probes += 1;
+                        if let Ok(None) = self.book.ask_nis(&probe).await {
+                            cause = IndexSet::default();
+                        }
+                    }
+                }
+                let why = self.ends_of(e, &cause);
+                self.infeasible.insert(q, cause);
+                Err(why)
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "NIS query failed");
+                Err(self.ends_of(e, &own_over))
+            }
+        }
+    }
+
+    /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
+    /// The flag is true when the plan was rejected because its batch prepare was refused
+    /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
+    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> (PlanResult, bool) {
+        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
+        match self.search_plan().await {
+            Err(outcome) if self.unsatisfiable => {
+                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, false)
+            }
+            Err(outcome) => (rejected(outcome), false),
+            Ok(()) if opts.dry_run => {
+                let mut outcome = self.book.outcome();
+                outcome.status = OutcomeStatus::Planned;
+                self.book.undo_to(0).await;
+                outcome.messages = self.book.messages;
+                outcome.holds_aborted = self.book.holds_aborted;
+                (rejected(outcome), false)
+            }
+            Ok(()) => match self.book.prepare_all().await {
+                Ok(parts) => {
+                    let coordinator = self.book.into_coordinator(parts);
+                    (coordinator.book_charged(self.req.user(), opts.charge, opts.log).await, false)
+                }
+                Err(cause) => {
+                    // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
+                    self.book.undo_to(0).await;
+                    (self.book.rejected(cause.to_string()), true)
+                }
+            },
+        }
+    }
+}
