@@ -1,0 +1,276 @@
+//! The NIS's data plane (docs/protocol.md, "The NIS's data plane"): what the NIS books is what
+//! the network delivers. A committed transfer gets, on every link of the path the NIS chose, a
+//! guaranteed rate for its own traffic from its window's start to its end.
+//!
+//! The mechanism is Linux traffic control on the links' egress interfaces, as an operator of
+//! Linux routers (or of the emulated network `scripts/emulated-wan` builds) would set it up:
+//! every link end carries an HTB root qdisc (`1:`) with the link's class `1:1` (rate = ceil =
+//! the link) and the unreserved traffic's default class `1:ffff` (rate 1 % of the link, ceil =
+//! the link, so that it borrows whatever is free). Per transfer and link, in the egress
+//! direction of the transfer, the NIS adds
+//!
+//! - an HTB class `1:M` under `1:1`, `rate` = the reservation (scaled as the map says), `ceil`
+//!   = the link: the reservation is guaranteed and the transfer may borrow what is idle;
+//! - a `u32` filter at preference `M` that sends TCP from the sending site's endpoint address
+//!   to the receiving site's, destination port [`crate::protocol::TrafficMarking::port`] of the
+//!   hold, to `1:M`.
+//!
+//! `M` (16 bits, `2 ..= 0xfffe`) is derived from the hold id and probed past the minors taken
+//! on that interface; class minor and filter preference being the same number, a rule is found
+//! and deleted by it alone.
+//!
+//! - **Before a hold is durable** (`persist`) or committed, whichever comes first, the NIS
+//!   checks that every interface of the path is shaped (has its `1:1`), and installs the rules
+//!   if the window is open already: a data plane that refuses is the participant's refusal
+//!   ([`ParticipantError::DataPlane`]), so no plan is answered committed on a network that cannot
+//!   carry it.
+//! - **The timer** ([`Nis::reconcile_dataplane`], run at every window boundary and every
+//!   `sync_ms`): installs the rules of committed transfers whose window opened, removes those
+//!   whose window closed, removes rules no live hold owns (strays: a crash, a failed delete),
+//!   and re-installs a rule that vanished behind the NIS's back; such a transfer is *drift*
+//!   ([`crate::protocol::Participant::drift`]): its plan is marked broken.
+//! - **Abort, release (cancel)** remove the rules at once.
+//!
+//! `tc` is run as a program (`tc -n NETNS -batch -`, one process per namespace and operation):
+//! HTB classes and u32 filters have no maintained netlink crate that covers them, and `tc` is
+//! what an operator runs and reads. Filters are read back as JSON (`tc -j filter show`); HTB
+//! classes are read from `tc class show`'s text (iproute2 6.1 prints no JSON for them): only the
+//! handle is used.
+
+use std::collections::{HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+mod reconcile;
+mod tc;
+
+use crate::model::{LinkId, SiteId, Time};
+use crate::protocol::{HoldId, HoldState};
+
+/// Default [`DataplaneConfig::port_base`].
+pub const DEFAULT_PORT_BASE: u16 = 40000;
+/// Default [`DataplaneConfig::port_span`].
+pub const DEFAULT_PORT_SPAN: u16 = 16384;
+/// Default [`DataplaneConfig::sync_ms`].
+pub const DEFAULT_SYNC_MS: u64 = 1000;
+/// How long one `tc` call may take.
+const TC_TIMEOUT: Duration = Duration::from_secs(10);
+/// The minors the NIS may use: `1:1` is the link, `1:ffff` the unreserved traffic.
+const FIRST_MINOR: u16 = 2;
+const LAST_MINOR: u16 = 0xfffe;
+/// HTB quantum of every class the NIS makes (bytes; about 10 full frames).
+const QUANTUM: u32 = 15_140;
+/// At most this many transfers' rules on one interface: each filter has a preference of its
+/// own, and the kernel gives every u32 preference a hash table of its own out of 0x7ff per
+/// qdisc (`gen_new_htid`), so about 2047 is the hard limit; a transfer beyond this one is
+/// refused at admission (see docs/protocol.md, "The NIS's data plane": what it does not do yet).
+pub const MAX_RULES_PER_INTERFACE: usize = 2000;
+
+/// How the NIS reaches its data plane (`serve --dataplane tc --dataplane-map FILE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataplaneConfig {
+    /// The map of the network: per link the namespace and interface of each end, per site its
+    /// endpoint address (`scripts/emulated-wan` writes it; see [`WanMap`]).
+    pub map: PathBuf,
+    /// The `tc` program.
+    pub tc: PathBuf,
+    /// Destination ports of reserved transfers: `port_base .. port_base + port_span`.
+    pub port_base: u16,
+    pub port_span: u16,
+    /// Milliseconds between two reconciliations (besides those at window boundaries).
+    pub sync_ms: u64,
+}
+
+impl DataplaneConfig {
+    /// The map `map` with every default.
+    pub fn new(map: impl Into<PathBuf>) -> Self {
+        DataplaneConfig {
+            map: map.into(),
+            tc: PathBuf::from("tc"),
+            port_base: DEFAULT_PORT_BASE,
+            port_span: DEFAULT_PORT_SPAN,
+            sync_ms: DEFAULT_SYNC_MS,
+        }
+    }
+}
+
+/// The network as the data plane sees it (JSON; `scripts/emulated-wan start` writes it).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct WanMap {
+    /// Shaped rate = booked Mbit/s x scale.
+    pub scale: f64,
+    /// Per link id.
+    pub links: HashMap<String, MapLink>,
+    /// Per site id.
+    pub sites: HashMap<String, MapSite>,
+}
+
+/// One link of the map.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct MapLink {
+    /// The shaped capacity (kbit/s): the `ceil` of every class on it.
+    pub capacity_kbit: u64,
+    /// Per node id (the link's two ends): where its egress interface is.
+    pub ends: HashMap<String, Interface>,
+}
+
+/// A network interface in a namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+pub struct Interface {
+    pub netns: String,
+    pub dev: String,
+}
+
+impl std::fmt::Display for Interface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.netns, self.dev)
+    }
+}
+
+/// One site of the map.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct MapSite {
+    pub node: String,
+    /// Its endpoint address.
+    pub addr: Ipv4Addr,
+}
+
+/// One installed rule: a class and its filter on one interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub iface: Interface,
+    pub minor: u16,
+    pub rate_kbit: u64,
+    pub ceil_kbit: u64,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub port: u16,
+}
+
+/// A rule before its minor is chosen.
+#[derive(Debug, Clone)]
+struct Spec {
+    iface: Interface,
+    rate_kbit: u64,
+    ceil_kbit: u64,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    port: u16,
+}
+
+/// A hold's rules (without minors), its window and state.
+type Needed = (Vec<Spec>, Time, Time, HoldState);
+
+/// What the data plane keeps beside the NIS's calendars.
+#[derive(Debug, Default)]
+struct PlaneState {
+    /// The sending and receiving site of each hold that has both in the map.
+    endpoints: HashMap<HoldId, (SiteId, SiteId)>,
+    /// The destination port of a hold that keeps an earlier one's
+    /// ([`crate::protocol::NetworkHoldRequest::port`]; the others derive theirs from their id).
+    ports: HashMap<HoldId, u16>,
+    /// Held (not committed) holds that passed `persist`: their rules stay while they live.
+    admitted: HashSet<HoldId>,
+    /// The rules this process installed or found installed, per hold.
+    installed: HashMap<HoldId, Vec<Rule>>,
+    /// Minors in use per interface.
+    minors: HashMap<Interface, HashMap<u16, HoldId>>,
+    /// Committed transfers whose rules vanished behind the NIS's back, with why.
+    broken: HashMap<HoldId, String>,
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct PlaneStats {
+    pub installs: AtomicU64,
+    pub install_us_sum: AtomicU64,
+    pub install_us_max: AtomicU64,
+    pub removes: AtomicU64,
+    pub remove_us_sum: AtomicU64,
+    pub remove_us_max: AtomicU64,
+    pub reconciles_ok: AtomicU64,
+    pub reconciles_failed: AtomicU64,
+    pub reconcile_us_last: AtomicU64,
+    pub opened: AtomicU64,
+    pub closed: AtomicU64,
+    pub reinstalled: AtomicU64,
+    pub strays_removed: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+/// What one [`Nis::reconcile_dataplane`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReconcileReport {
+    /// Transfers whose window is open now and whose rules are installed.
+    pub active: usize,
+    /// Rules installed because their window opened (or at start: committed and open).
+    pub opened: usize,
+    /// Transfers whose rules were removed because their window closed or the hold ended.
+    pub closed: usize,
+    /// Transfers whose rules had vanished and were installed again (drift).
+    pub reinstalled: usize,
+    /// Rules in the NIS's range that no live hold owns, removed.
+    pub strays_removed: usize,
+}
+
+/// A data plane programmed with `tc`.
+#[derive(Debug)]
+pub struct TcPlane {
+    config: DataplaneConfig,
+    map: WanMap,
+    st: Mutex<PlaneState>,
+    /// Serialises the operations on the interfaces (install, remove, reconcile), so that a
+    /// reconciliation never takes a rule being installed for a stray.
+    op: tokio::sync::Mutex<()>,
+    pub stats: PlaneStats,
+}
+
+/// Why the data plane could not do what was asked. Its text is what a refused transfer's
+/// `DataPlane` error and the reconciliation's log say.
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    /// The map file cannot be read.
+    #[error("data plane map {}: {source}", path.display())]
+    MapRead { path: PathBuf, source: std::io::Error },
+    /// The map file is not a valid map.
+    #[error("data plane map {}: {source}", path.display())]
+    MapParse { path: PathBuf, source: serde_json::Error },
+    /// `tc` cannot be started.
+    #[error("cannot run {}: {source}", tc.display())]
+    Spawn { tc: PathBuf, source: std::io::Error },
+    /// Talking to a running `tc` failed.
+    #[error("tc: {0}")]
+    Io(#[source] std::io::Error),
+    /// `tc` did not finish within its timeout.
+    #[error("tc timed out")]
+    Timeout,
+    /// `tc` exited with an error; `command` is what it ran, `stderr` the first lines it said.
+    #[error("tc {command}: {stderr}")]
+    Tc { command: String, stderr: String },
+    /// `tc -j filter show` printed something that is not its JSON.
+    #[error("tc -j filter show dev {iface}: {source}")]
+    Filters { iface: Interface, source: serde_json::Error },
+    /// A rule that was removed is still installed.
+    #[error("rule 1:{minor:x} still on {iface}")]
+    StillInstalled { iface: Interface, minor: u16 },
+    /// A link of the path is not in the map, or has no end at the node the path reaches.
+    #[error("link `{link}` {why} in the data plane's map")]
+    Unmapped { link: LinkId, why: String },
+    /// The path does not reach the receiving site's node.
+    #[error("the path does not end at site `{site}`'s node `{node}`")]
+    PathEnd { site: SiteId, node: String },
+    /// An interface has no HTB link class (it is not shaped).
+    #[error("interface {0} has no HTB link class 1:1")]
+    Unshaped(Interface),
+    /// An interface carries as many reserved transfers as its filters can tell apart.
+    #[error("{0} carries {MAX_RULES_PER_INTERFACE} reserved transfers already (u32 filter limit)")]
+    Full(Interface),
+    /// No class minor is free on an interface.
+    #[error("no free class on {0}")]
+    NoFreeClass(Interface),
+}
