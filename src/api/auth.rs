@@ -5,13 +5,10 @@
 //! a **service** token (a planner or another broker) may also drive holds directly; an
 //! **admin** may do everything (grid changes, everyone's plans, new tokens).
 
-use actix_web::{dev::Payload, web, FromRequest, HttpRequest};
-use futures::future::LocalBoxFuture;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use super::problem::ApiError;
-use super::state::AppState;
 use crate::store::{Store, StoreError, TokenRecord};
 
 /// A fresh random token.
@@ -40,9 +37,6 @@ pub const SERVICE_PRINCIPAL: &str = "service";
 /// Principal names no issued token may take (`POST /v1/tokens`, `coreserve token create`): the
 /// bootstrap tokens' principals and the planner principal. Compared without regard to case.
 pub const RESERVED_NAMES: &[&str] = &[ADMIN_PRINCIPAL, SERVICE_PRINCIPAL, PLANNERS, "root", "system"];
-
-/// The shortest `--admin-token` / `--service-token` / `--participant-token` accepted.
-pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// Why a principal name was refused ([`check_principal_name`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -89,36 +83,6 @@ fn invisible(c: char) -> bool {
         0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F | 0x200B..=0x200F
         | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F | 0xFEFF | 0xFFA0 | 0xFFF9..=0xFFFB
         | 0xE0000..=0xE0FFF)
-}
-
-/// Why a configured bootstrap token was refused ([`check_configured_token`]); the token itself
-/// is never in the text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfiguredTokenError {
-    /// Fewer than [`MIN_TOKEN_CHARS`] characters.
-    #[error(
-        "{flag} is too short: {chars} characters, at least {MIN_TOKEN_CHARS} are needed (e.g. `openssl rand -hex 32`)"
-    )]
-    TooShort { flag: String, chars: usize },
-    /// A character that is not visible ASCII (a space, a control, non-ASCII).
-    #[error("{flag} must be visible ASCII characters only (no spaces)")]
-    NotVisibleAscii { flag: String },
-}
-
-/// Checks a configured bootstrap token (`--admin-token` and the like): at least
-/// [`MIN_TOKEN_CHARS`] characters, visible ASCII.
-///
-/// # Errors
-/// The [`ConfiguredTokenError`], naming `flag`.
-pub fn check_configured_token(flag: &str, token: &str) -> Result<(), ConfiguredTokenError> {
-    let chars = token.chars().count();
-    if chars < MIN_TOKEN_CHARS {
-        return Err(ConfiguredTokenError::TooShort { flag: flag.to_owned(), chars });
-    }
-    if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ConfiguredTokenError::NotVisibleAscii { flag: flag.to_owned() });
-    }
-    Ok(())
 }
 
 /// The roles of a token to store.
@@ -267,57 +231,10 @@ impl Caller {
     }
 }
 
-impl FromRequest for Caller {
-    type Error = ApiError;
-    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let state = req.app_data::<web::Data<AppState>>().cloned();
-        // A verified client certificate, if the listener trusts them as planner principals.
-        let peer = req.conn_data::<super::peer::PeerName>().cloned().filter(|_| {
-            state.as_ref().is_some_and(|s| s.config.trust_client_certificates && s.config.tls_client_ca.is_some())
-        });
-        let mut headers = req.headers().get_all(actix_web::http::header::AUTHORIZATION);
-        let header = headers.next().map(|v| v.to_str().map(str::to_owned));
-        let several = headers.next().is_some();
-        Box::pin(async move {
-            let state = state.ok_or_else(|| ApiError::internal("application state missing"))?;
-            if several {
-                // Which one would be meant? Neither is guessed (the first used to win).
-                return Err(ApiError::bad_request("more than one Authorization header"));
-            }
-            let by_certificate = |why: ApiError| match &peer {
-                Some(p) => Ok(Caller::certified(&p.0)),
-                None => Err(why),
-            };
-            let value = match header {
-                None => return by_certificate(ApiError::unauthorized("missing Authorization: Bearer <token> header")),
-                Some(Err(_)) => return Err(ApiError::unauthorized("Authorization header is not ASCII")),
-                Some(Ok(v)) => v,
-            };
-            let token =
-                bearer_token(&value).ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
-            let rec = state.token(&hash_token(token)).await?;
-            let Some(rec) = rec else { return by_certificate(ApiError::unauthorized("unknown or revoked token")) };
-            if rec.expired(chrono::Utc::now()) {
-                return Err(ApiError::unauthorized("the token has expired"));
-            }
-            Ok(Caller {
-                user: rec.user,
-                principal: rec.principal,
-                certified: false,
-                admin: rec.admin,
-                service: rec.service,
-                planner: rec.planner,
-                token_id: Some(rec.id),
-            })
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{bearer_token, check_configured_token, check_principal_name};
+    use super::{bearer_token, check_principal_name};
+    use crate::api::config::check_configured_token;
 
     #[test]
     fn principal_names_are_validated_not_trimmed_and_reserved_names_refused() {

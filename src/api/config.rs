@@ -192,7 +192,7 @@ impl ServeConfig {
 
     /// Checks what the command line's parser cannot: `workers` within
     /// 1..=[`MAX_WORKERS`], and every configured token at least
-    /// [`crate::api::auth::MIN_TOKEN_CHARS`] visible ASCII characters (a one-character admin
+    /// [`MIN_TOKEN_CHARS`] visible ASCII characters (a one-character admin
     /// token is guessed at once).
     ///
     /// # Errors
@@ -210,7 +210,7 @@ impl ServeConfig {
             ("--participant-token", &self.participant_token),
         ] {
             if let Some(t) = token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-                crate::api::auth::check_configured_token(flag, t).map_err(anyhow::Error::msg)?;
+                check_configured_token(flag, t).map_err(anyhow::Error::msg)?;
             }
         }
         Ok(())
@@ -226,4 +226,37 @@ impl ServeConfig {
     pub fn retention_horizon(&self, now: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
         (self.retention_days > 0).then(|| now - chrono::Duration::days(i64::from(self.retention_days)))
     }
+}
+
+/// The shortest `--admin-token` / `--service-token` / `--participant-token` accepted.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Why a configured bootstrap token was refused ([`check_configured_token`]); the token itself
+/// is never in the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfiguredTokenError {
+    /// Fewer than [`MIN_TOKEN_CHARS`] characters.
+    #[error(
+        "{flag} is too short: {chars} characters, at least {MIN_TOKEN_CHARS} are needed (e.g. `openssl rand -hex 32`)"
+    )]
+    TooShort { flag: String, chars: usize },
+    /// A character that is not visible ASCII (a space, a control, non-ASCII).
+    #[error("{flag} must be visible ASCII characters only (no spaces)")]
+    NotVisibleAscii { flag: String },
+}
+
+/// Checks a configured bootstrap token (`--admin-token` and the like): at least
+/// [`MIN_TOKEN_CHARS`] characters, visible ASCII.
+///
+/// # Errors
+/// The [`ConfiguredTokenError`], naming `flag`.
+pub fn check_configured_token(flag: &str, token: &str) -> Result<(), ConfiguredTokenError> {
+    let chars = token.chars().count();
+    if chars < MIN_TOKEN_CHARS {
+        return Err(ConfiguredTokenError::TooShort { flag: flag.to_owned(), chars });
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ConfiguredTokenError::NotVisibleAscii { flag: flag.to_owned() });
+    }
+    Ok(())
 }

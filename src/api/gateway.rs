@@ -27,14 +27,12 @@ use std::time::{Duration, Instant};
 
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{HttpRequest, HttpResponse};
 use anyhow::bail;
 use serde::Deserialize;
 
-use super::auth::Caller;
 use super::config::RemoteServices;
 use super::problem::ApiError;
-use super::state::AppState;
 
 /// How long [`Gateway::check`] waits for the GIS to answer (it may be starting too).
 pub const GIS_WAIT: Duration = Duration::from_secs(15);
@@ -42,7 +40,8 @@ pub const GIS_WAIT: Duration = Duration::from_secs(15);
 /// What a planner forwards with, and where to.
 pub struct Gateway {
     client: reqwest::Client,
-    remote: RemoteServices,
+    /// Where the GIS, the NIS and every LIS answer.
+    pub(super) remote: RemoteServices,
 }
 
 /// What [`Gateway::check`] found: the deployment the planner fronts.
@@ -154,7 +153,7 @@ impl Gateway {
 
     /// Forwards `req` (a `GET`) to `base` + the request's path and query, with the caller's
     /// `Authorization`; `who` names the participant in a 502.
-    async fn forward(&self, req: &HttpRequest, who: &str, base_url: &str) -> Result<HttpResponse, ApiError> {
+    pub(super) async fn forward(&self, req: &HttpRequest, who: &str, base_url: &str) -> Result<HttpResponse, ApiError> {
         let path = req.uri().path_and_query().map_or_else(|| req.path(), |p| p.as_str());
         let mut call = self.client.get(format!("{}{path}", base(base_url)));
         for value in req.headers().get_all(header::AUTHORIZATION) {
@@ -200,45 +199,4 @@ impl std::fmt::Display for Failure {
 
 fn base(url: &str) -> &str {
     url.trim_end_matches('/')
-}
-
-/// Registers the forwarded routes under `/v1` (a planner process; see the module's table).
-pub fn configure(v: &mut web::ServiceConfig) {
-    v.route("/sites", web::get().to(to_gis))
-        .route("/sites/{id}", web::get().to(to_gis))
-        .route("/sites/{id}/availability", web::get().to(to_lis))
-        .route("/sites/{id}/reservations", web::get().to(to_lis))
-        .route("/network", web::get().to(to_nis))
-        .route("/network/route", web::get().to(to_nis))
-        .route("/network/reservations", web::get().to(to_nis))
-        .route("/network/links/{id}/reservations", web::get().to(to_nis));
-}
-
-/// The planner's gateway (registered only in a planner process, which always has one).
-fn of(state: &AppState) -> Result<&Gateway, ApiError> {
-    state.gateway.as_ref().ok_or_else(|| ApiError::internal("no gateway outside a planner process"))
-}
-
-async fn to_gis(req: HttpRequest, state: web::Data<AppState>, _caller: Caller) -> Result<HttpResponse, ApiError> {
-    let gateway = of(&state)?;
-    gateway.forward(&req, "the GIS", &gateway.remote.gis).await
-}
-
-async fn to_nis(req: HttpRequest, state: web::Data<AppState>, _caller: Caller) -> Result<HttpResponse, ApiError> {
-    let gateway = of(&state)?;
-    gateway.forward(&req, "the NIS", &gateway.remote.nis).await
-}
-
-async fn to_lis(
-    req: HttpRequest,
-    state: web::Data<AppState>,
-    _caller: Caller,
-    site: web::Path<(String,)>,
-) -> Result<HttpResponse, ApiError> {
-    let gateway = of(&state)?;
-    let site = site.into_inner().0;
-    let Some((_, url)) = gateway.remote.lis.iter().find(|(s, _)| *s == site) else {
-        return Err(ApiError::not_found(format!("no site `{site}`")));
-    };
-    gateway.forward(&req, &format!("the LIS of site `{site}`"), url).await
 }

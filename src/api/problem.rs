@@ -172,26 +172,3 @@ impl From<ParticipantError> for ApiError {
         err
     }
 }
-
-/// Maps the JSON body extractor's errors: syntax -> 400, well-formed JSON of the wrong shape
-/// (missing or unknown fields, wrong types) -> 422, too large -> 413, wrong media type -> 415.
-pub fn json_error(err: actix_web::error::JsonPayloadError) -> ApiError {
-    use actix_web::error::JsonPayloadError as J;
-    match &err {
-        J::OverflowKnownLength { .. } | J::Overflow { .. } => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            "Request body too large",
-            format!("{err} (limit {} bytes)", super::config::MAX_BODY_BYTES),
-        ),
-        J::ContentType => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "Expected application/json",
-            "the body must be JSON with Content-Type: application/json",
-        ),
-        J::Deserialize(e) if e.is_data() => ApiError::invalid(format!("body: {e}")),
-        J::Deserialize(e) => ApiError::bad_request(format!("malformed JSON: {e}")),
-        _ => ApiError::bad_request(err.to_string()),
-    }
-}

@@ -24,7 +24,7 @@ pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs
 /// ([`AppState::watch_drift`]).
 pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 use super::gateway::Gateway;
-use super::problem::{json_error, ApiError};
+use super::problem::ApiError;
 use super::routes;
 use super::state::{participant_client, AppState};
 use super::telemetry::notice;
@@ -558,4 +558,27 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(not a string)")
+}
+
+/// Maps the JSON body extractor's errors: syntax -> 400, well-formed JSON of the wrong shape
+/// (missing or unknown fields, wrong types) -> 422, too large -> 413, wrong media type -> 415.
+fn json_error(err: actix_web::error::JsonPayloadError) -> ApiError {
+    use actix_web::error::JsonPayloadError as J;
+    match &err {
+        J::OverflowKnownLength { .. } | J::Overflow { .. } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body-too-large",
+            "Request body too large",
+            format!("{err} (limit {} bytes)", MAX_BODY_BYTES),
+        ),
+        J::ContentType => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "Expected application/json",
+            "the body must be JSON with Content-Type: application/json",
+        ),
+        J::Deserialize(e) if e.is_data() => ApiError::invalid(format!("body: {e}")),
+        J::Deserialize(e) => ApiError::bad_request(format!("malformed JSON: {e}")),
+        _ => ApiError::bad_request(err.to_string()),
+    }
 }

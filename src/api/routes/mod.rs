@@ -5,6 +5,7 @@
 
 pub mod docs;
 pub mod events;
+mod gateway;
 pub mod health;
 pub mod holds;
 pub mod modification;
@@ -51,7 +52,7 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
         }
         // The deployment's entry point: its own routes, and the others' reads forwarded.
         Role::Planner(_) => {
-            v.configure(plans_v1).configure(tokens_v1).configure(super::gateway::configure);
+            v.configure(plans_v1).configure(tokens_v1).configure(gateway::configure);
         }
         // A participant process serves mostly the participant protocol: its routes come first,
         // since actix matches routes in order and every pattern with a `{segment}` tried
