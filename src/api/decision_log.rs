@@ -197,6 +197,7 @@ mod tests {
     use crate::protocol::decision::{Decision, Part};
     use crate::protocol::{ComputeHoldRequest, HoldId, ParticipantRef};
     use crate::store::MemoryStore;
+    use crate::store::PlanStore;
 
     /// Issue: a plan whose phase 2 had failed was answered and stored `committed`. Remote
     /// participants: the plan written with the decision is `pending`, and only the recorded

@@ -1,12 +1,19 @@
 //! The OpenAPI 3.1 document, generated from the handlers' `#[utoipa::path]` annotations and
 //! the types' `ToSchema` derives. Committed as `openapi/coreserve.yaml` (a test checks it is
 //! current; regenerate with `cargo run -- openapi > openapi/coreserve.yaml`) and served at
-//! `/openapi.json`.
+//! `/openapi.json` ([`configure`]). The 405 table ([`allowed_methods`]) is read from it.
 
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::routes::{events, health, holds, modification, network, plans, projects, sites, tokens, webhooks};
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+
+use super::config::Role;
+use super::problem::ApiError;
+use super::routes::{
+    docs, events, health, holds, modification, network, participant, plans, projects, sites, tokens, ui, webhooks,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -23,7 +30,7 @@ use super::routes::{events, health, holds, modification, network, plans, project
         network::topology, network::route, network::reservations, network::link_reservations, network::hold,
         holds::commit, holds::abort, holds::extend,
         tokens::create, tokens::revoke, tokens::whoami,
-        health::healthz, health::readyz, health::metrics, health::openapi_json,
+        health::healthz, health::readyz, health::metrics, openapi_json,
     ),
     // Referenced by `GET /v1/plans?status=` but inlined in the plans it shows (a generic
     // outcome's status), so it is listed here to be a component.
@@ -173,6 +180,93 @@ pub fn yaml() -> String {
 /// The document as pretty JSON (what `/openapi.json` serves).
 pub fn json() -> String {
     ApiDoc::openapi().to_pretty_json().expect("the OpenAPI document serialises")
+}
+
+/// `405 Method Not Allowed` as problem+json for `method` on `path`, with `Allow` from
+/// [`allowed_methods`] when the path is one the all-in-one serves.
+pub fn method_not_allowed(method: &actix_web::http::Method, path: &str) -> HttpResponse {
+    let detail = format!("{method} is not allowed on {path}");
+    let mut res = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed", detail)
+        .error_response();
+    if let Some(allow) = allowed_methods(path) {
+        res.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    }
+    res
+}
+
+/// Registers `GET /openapi.json` (every role).
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/openapi.json", web::get().to(openapi_json));
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1", content_type = "application/json")))]
+pub async fn openapi_json() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(json())
+}
+
+/// Fallback for requests no route takes: `405` with `Allow` when the all-in-one serves the
+/// path with other methods ([`allowed_methods`]), else `404`.
+pub async fn not_found(req: HttpRequest) -> HttpResponse {
+    let all_in_one = req.app_data::<web::Data<super::AppState>>().is_some_and(|s| s.config.role == Role::All);
+    if all_in_one && allowed_methods(req.path()).is_some() {
+        return method_not_allowed(req.method(), req.path());
+    }
+    ApiError::not_found(format!("no route for {} {}", req.method(), req.path())).error_response()
+}
+
+/// The methods the all-in-one serves on `path` (e.g. `/v1/plans/42`), for `Allow`: those the
+/// OpenAPI document lists for the first path template that matches it (`{param}` matches one
+/// segment), plus `HEAD` wherever `GET` is served; `POST` on the participant protocol's routes
+/// (which the document does not describe; [`participant::paths`], the list their registration
+/// reads); `GET, HEAD` on the timeline's pages (`/ui`) and the API reference's (`/docs`), not
+/// in the document either. `None` for a path no route serves.
+pub fn allowed_methods(path: &str) -> Option<&'static str> {
+    use std::sync::OnceLock;
+    static TABLE: OnceLock<Vec<(Vec<String>, &'static str)>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        use utoipa::OpenApi;
+        let doc = super::openapi::ApiDoc::openapi();
+        let mut table: Vec<(Vec<String>, &'static str)> = doc
+            .paths
+            .paths
+            .iter()
+            .map(|(path, item)| {
+                let mut methods = Vec::new();
+                for (name, op) in [
+                    ("GET", &item.get),
+                    ("HEAD", &item.get),
+                    ("POST", &item.post),
+                    ("PUT", &item.put),
+                    ("PATCH", &item.patch),
+                    ("DELETE", &item.delete),
+                ] {
+                    if op.is_some() {
+                        methods.push(name);
+                    }
+                }
+                (segments(path), &*Box::leak(methods.join(", ").into_boxed_str()))
+            })
+            .collect();
+        for p in participant::paths() {
+            table.push((segments(&format!("/v1{p}")), "POST"));
+        }
+        for p in ui::PATHS.iter().chain(&docs::PATHS) {
+            table.push((segments(p), "GET, HEAD"));
+        }
+        // Literal segments first: `/v1/network/route` before a `{param}` template.
+        table.sort_by_key(|(t, _)| t.iter().filter(|s| s.starts_with('{')).count());
+        table
+    });
+    let want = segments(path);
+    table
+        .iter()
+        .find(|(t, _)| t.len() == want.len() && t.iter().zip(&want).all(|(a, b)| a.starts_with('{') || a == b))
+        .map(|(_, m)| *m)
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.split('/').map(str::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::{Server, Service};
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::header;
 use actix_web::http::{Method, StatusCode};
 use actix_web::{web, App, HttpServer, ResponseError};
 use anyhow::{bail, Context};
@@ -448,24 +448,15 @@ impl Application {
                         }
                         // actix answers a known path with the wrong method by an empty 405.
                         if res.status() == StatusCode::METHOD_NOT_ALLOWED {
-                            let detail = format!("{method} is not allowed on {path}");
-                            let problem = ApiError::new(
-                                StatusCode::METHOD_NOT_ALLOWED,
-                                "method-not-allowed",
-                                "Method not allowed",
-                                detail,
-                            );
-                            let mut answer = problem.error_response();
-                            if let Some(allow) = routes::allowed_methods(&path) {
-                                answer.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
-                            }
+                            let answer = super::openapi::method_not_allowed(&method, &path);
                             return Ok(res.into_response(answer).map_into_right_body());
                         }
                         Ok(res.map_into_left_body())
                     }
                 })
+                .configure(super::openapi::configure)
                 .configure(|c| routes::configure_role(c, &role))
-                .default_service(web::to(routes::not_found))
+                .default_service(web::to(super::openapi::not_found))
         })
         .on_connect(super::peer::remember_peer);
         let mut server = match tls {

@@ -105,7 +105,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                 bail!("coreserve token revoke needs DATABASE_URL (or use DELETE /v1/tokens/{{id}})");
             };
             let store = crate::store::PgStore::connect(&url).await.context("connecting to DATABASE_URL")?;
-            let revoked = crate::store::Store::revoke_token(&store, id).await?;
+            let revoked = crate::store::TokenStore::revoke_token(&store, id).await?;
             store.pool().close().await;
             match revoked {
                 Some(t) => {

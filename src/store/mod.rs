@@ -91,9 +91,9 @@ impl From<StoreError> for JournalError {
     }
 }
 
-/// The service's persistent state. Every method is atomic on its own.
+/// The store of plans: one record per plan request, its status over time (part of [`Store`]). Every method is atomic on its own.
 #[async_trait]
-pub trait Store: Journal + Send + Sync {
+pub trait PlanStore: Send + Sync {
     /// Adds a new plan (no key, no decision: fixtures and imports).
     async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError>;
     /// The plan `id`, if any.
@@ -108,7 +108,18 @@ pub trait Store: Journal + Send + Sync {
     /// Marks plan `id` broken with `outcome` (whose jobs say what broke) if it is committed or
     /// broken; returns the updated record (`None`: no such plan in those states).
     async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError>;
+    /// Moves committed, active and broken plans along the clock to `now`: a plan's status
+    /// ([`status_in_time`]; a broken plan stays broken) and its parts' states, each change with
+    /// its event (the plan's, then its parts' starts and ends passed since the last move, in
+    /// [`part_boundaries`]'s order; `plan.completed` after the last `job.ended`); how many
+    /// plans changed. Safe to run in several processes at once (each change is made, and its
+    /// event written, once).
+    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
+}
 
+/// The store of idempotency keys and the claims (leases) on keys and transactions (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
     /// Reserves `(owner, key)` (`owner`: a principal id) for `claim`, or says who has it. A claim whose lease ran out
     /// and that made no plan is taken over (its request died or stalled with its process).
     async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError>;
@@ -118,7 +129,15 @@ pub trait Store: Journal + Send + Sync {
     /// Extends the lease of every claim in `claims` (keys without a plan, transactions not
     /// finished) by its owner's `lease_s` from now.
     async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError>;
+    /// Ends every claim at once: keys without a plan are freed and unfinished transactions
+    /// become free for recovery (at the start of the only process that plans on this store,
+    /// the all-in-one: the claims of its previous life are dead). Returns the keys freed.
+    async fn end_all_claims(&self) -> Result<u64, StoreError>;
+}
 
+/// The store of API tokens, kept by the SHA-256 of each (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait TokenStore: Send + Sync {
     /// Adds a token (by hash). A hash already stored keeps its id and, if it was revoked,
     /// stays revoked; its user, roles and expiry are replaced. The token acts for the
     /// principal named `token.user`, made if there is none yet (`token.principal` is ignored).
@@ -129,12 +148,19 @@ pub trait Store: Journal + Send + Sync {
     /// Revokes the token `id` (refused from now on, by every process: see
     /// [`Store::token_changes`]); returns it, or `None` if there is no such live token.
     async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError>;
+    /// Tells when a token may have changed in another process (a revocation, a role change, a
+    /// row deleted by hand): every `()` on the channel means "drop what you cached". PostgreSQL:
+    /// LISTEN on channel `coreserve_tokens` (a trigger of `tokens` notifies it); a `false` on
+    /// `watching` while the listening connection is lost (changes may be missed: do not cache).
+    /// `None`: no other process shares this store (memory).
+    async fn token_changes(&self) -> Result<Option<TokenWatch>, StoreError> {
+        Ok(None)
+    }
+}
 
-    /// Ends every claim at once: keys without a plan are freed and unfinished transactions
-    /// become free for recovery (at the start of the only process that plans on this store,
-    /// the all-in-one: the claims of its previous life are dead). Returns the keys freed.
-    async fn end_all_claims(&self) -> Result<u64, StoreError>;
-
+/// The store of the coordinators' decision log (commit decisions, modifications, rejections) and its transactions (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait DecisionStore: Send + Sync {
     /// Writes a commit decision, its plan and key (and the reservations, when asked) in one
     /// transaction, together with the plan's **charge**: its jobs' usage against its user's
     /// project ([`crate::fairshare::project_of`] over the stored projects). If that project has
@@ -186,6 +212,11 @@ pub trait Store: Journal + Send + Sync {
     /// Takes over, for `claim`, up to `limit` decided transactions not finished whose lease
     /// ran out (oldest first), and returns them.
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError>;
+}
+
+/// The store of the participants' holds as the journal keeps them (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait HoldStore: Send + Sync {
     /// Committed reservations, and holds whose lease ends after `now`.
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError>;
     /// Marks holds whose lease ended at or before `now` expired; returns how many.
@@ -193,13 +224,22 @@ pub trait Store: Journal + Send + Sync {
     /// The recorded owner (principal) of every hold [`Store::live_holds`] returns that has
     /// one (see `JournalEntry::Held::owner`), as `(hold, owner)` pairs in no order.
     async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError>;
+}
 
+/// The store of the grid: sites and topology (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait GridStore: Send + Sync {
     /// Saves the grid (sites and topology), replacing what was there.
     async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError>;
     /// The saved grid, if any.
     async fn load_grid(&self) -> Result<Option<Grid>, StoreError>;
     /// Saves one site's new catalogue entry.
     async fn save_site(&self, site: &Site) -> Result<(), StoreError>;
+}
+
+/// The store of fair-share projects and their charges (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait ProjectStore: Send + Sync {
     /// Creates or replaces a fair-share project (its allocation and members).
     async fn save_project(&self, project: &Project) -> Result<(), StoreError>;
     /// Every project saved, by id.
@@ -210,48 +250,29 @@ pub trait Store: Journal + Send + Sync {
     /// The usage of the live charges of `project` (committed or in-doubt plans, neither
     /// compensated nor cancelled) that run in `[from, to)`.
     async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError>;
+}
 
-    /// Tells when a token may have changed in another process (a revocation, a role change, a
-    /// row deleted by hand): every `()` on the channel means "drop what you cached". PostgreSQL:
-    /// LISTEN on channel `coreserve_tokens` (a trigger of `tokens` notifies it); a `false` on
-    /// `watching` while the listening connection is lost (changes may be missed: do not cache).
-    /// `None`: no other process shares this store (memory).
-    async fn token_changes(&self) -> Result<Option<TokenWatch>, StoreError> {
-        Ok(None)
-    }
-
-    /// Moves committed, active and broken plans along the clock to `now`: a plan's status
-    /// ([`status_in_time`]; a broken plan stays broken) and its parts' states, each change with
-    /// its event (the plan's, then its parts' starts and ends passed since the last move, in
-    /// [`part_boundaries`]'s order; `plan.completed` after the last `job.ended`); how many
-    /// plans changed. Safe to run in several processes at once (each change is made, and its
-    /// event written, once).
-    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
-
+/// The store of plan events, the feed behind `/v1/events` and the webhooks (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait EventStore: Send + Sync {
     /// The events with an id above `after`, oldest first, at most `limit`; only the plans of
     /// principal `owner` when `Some`.
     async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError>;
-
     /// The id of the newest event written (0 when none).
     async fn last_event_id(&self) -> Result<i64, StoreError>;
+}
 
-    /// A signal that events may have been written (by any process sharing the store): the
-    /// receiver's value changes after each (coalesced; a hint, not a delivery: readers read
-    /// [`Store::events_after`]).
-    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64>;
-
+/// The store of webhooks, their leases and delivery logs (part of [`Store`]). Every method is atomic on its own.
+#[async_trait]
+pub trait WebhookStore: Send + Sync {
     /// Stores a new webhook.
     async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError>;
-
     /// The webhooks of principal `owner` (`None`: everyone's), oldest first.
     async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError>;
-
     /// One webhook.
     async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError>;
-
     /// Deletes a webhook and its delivery log; false if there was none.
     async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError>;
-
     /// Leases up to `limit` enabled webhooks due at `now` (`next_attempt_at <= now`) with an
     /// event after their cursor and whose lease ran out, to `owner` for `lease_s` seconds: one
     /// process delivers a webhook at a time.
@@ -262,7 +283,6 @@ pub trait Store: Journal + Send + Sync {
         lease_s: i64,
         limit: i64,
     ) -> Result<Vec<WebhookRecord>, StoreError>;
-
     /// Records delivery attempts (oldest first) and the webhook's state after the last
     /// (`cursor`, `attempts`, `next_attempt_at`, `failing_since`, `last_error`, `enabled`), in
     /// one write, if `owner` still holds its lease ([`StoreError::Superseded`] if not); the
@@ -273,23 +293,41 @@ pub trait Store: Journal + Send + Sync {
         webhook: &WebhookRecord,
         deliveries: &[DeliveryRecord],
     ) -> Result<(), StoreError>;
-
     /// Ends `owner`'s lease of a webhook (its next delivery may go from any process).
     async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError>;
-
     /// A webhook's delivery log, newest first, at most `limit`.
     async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError>;
+}
 
+/// The service's persistent state: every part below, the participants' [`Journal`], and
+/// what concerns the whole store. Every method is atomic on its own.
+#[async_trait]
+pub trait Store:
+    Journal
+    + PlanStore
+    + KeyStore
+    + TokenStore
+    + DecisionStore
+    + HoldStore
+    + GridStore
+    + ProjectStore
+    + EventStore
+    + WebhookStore
+    + Send
+    + Sync
+{
+    /// A signal that events may have been written (by any process sharing the store): the
+    /// receiver's value changes after each (coalesced; a hint, not a delivery: readers read
+    /// [`Store::events_after`]).
+    fn event_signal(&self) -> tokio::sync::watch::Receiver<u64>;
     /// Readiness probe: can the store answer?
     async fn ping(&self) -> Result<(), StoreError>;
     /// A short name for logs and `/readyz` (`memory`, `postgres`).
     fn kind(&self) -> &'static str;
-
     /// The database connection pool's state now (`/metrics`); `None` without one (memory).
     fn pool_state(&self) -> Option<PoolState> {
         None
     }
-
     /// Retention: deletes what is finished and older than `horizon` ([`Pruned`] lists what, and
     /// how many rows went). Plans that still hold reservations or wait for recovery (committed,
     /// active, broken, pending) never go, nor any journal row or decision of theirs, nor a

@@ -42,7 +42,7 @@ const ASSETS: &[Asset] = &[
 ];
 
 /// The path templates the reference answers `GET` and `HEAD` on (for `Allow` in a 405; see
-/// [`super::allowed_methods`]).
+/// [`crate::api::openapi::allowed_methods`]).
 pub const PATHS: [&str; 3] = ["/docs", "/docs/{file}", "/docs/vendor/{file}"];
 
 /// What the page may load and call: scripts of its own origin only, the document from its own

@@ -1,4 +1,4 @@
-//! Probes, metrics and the OpenAPI document (no token needed).
+//! Probes and metrics (no token needed).
 
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
@@ -78,10 +78,4 @@ fn site_loads(state: &AppState) -> Vec<crate::api::metrics::SiteLoad> {
         .collect();
     loads.sort_by(|a, b| a.site.cmp(&b.site));
     loads
-}
-
-/// This API's OpenAPI 3.1 document.
-#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1", content_type = "application/json")))]
-pub async fn openapi_json() -> HttpResponse {
-    HttpResponse::Ok().content_type("application/json").body(crate::api::openapi::json())
 }

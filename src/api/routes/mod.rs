@@ -21,15 +21,14 @@ pub mod webhooks;
 use actix_web::web;
 
 use super::config::Role;
-use super::problem::ApiError;
 
 /// Registers every route (role `all`).
 pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_role(cfg, &Role::All);
 }
 
-/// Registers the routes of one role: health, metrics, the OpenAPI document, its reference
-/// page at `/docs` ([`docs`]) and `/v1/whoami` always; then what the role serves (see [`Role`]).
+/// Registers the routes of one role: health, metrics, the reference page of the OpenAPI
+/// document at `/docs` ([`docs`]; the document itself is [`super::openapi::configure`]'s) and `/v1/whoami` always; then what the role serves (see [`Role`]).
 /// The all-in-one and a planner also serve the reservation timeline at `/ui` ([`ui`]); a
 /// planner forwards the reads of sites and the network to its participants
 /// ([`super::gateway`]).
@@ -37,7 +36,6 @@ pub fn configure_role(cfg: &mut web::ServiceConfig, role: &Role) {
     cfg.route("/healthz", web::get().to(health::healthz))
         .route("/readyz", web::get().to(health::readyz))
         .route("/metrics", web::get().to(health::metrics))
-        .route("/openapi.json", web::get().to(health::openapi_json))
         .configure(docs::configure);
     if matches!(role, Role::All | Role::Planner(_)) {
         cfg.configure(ui::configure);
@@ -133,74 +131,4 @@ fn network_v1(v: &mut web::ServiceConfig) {
         .route("/network/reservations", web::get().to(network::reservations))
         .route("/network/links/{id}/reservations", web::get().to(network::link_reservations))
         .route("/network/holds", web::post().to(network::hold));
-}
-
-/// Fallback for requests no route takes: `405` with `Allow` when the all-in-one serves the
-/// path with other methods ([`allowed_methods`]), else `404`.
-pub async fn not_found(req: actix_web::HttpRequest) -> actix_web::HttpResponse {
-    use actix_web::http::{header, StatusCode};
-    use actix_web::ResponseError;
-    let all_in_one = req.app_data::<web::Data<super::AppState>>().is_some_and(|s| s.config.role == Role::All);
-    if let Some(allow) = allowed_methods(req.path()).filter(|_| all_in_one) {
-        let detail = format!("{} is not allowed on {}", req.method(), req.path());
-        let mut res = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method-not-allowed", "Method not allowed", detail)
-            .error_response();
-        res.headers_mut().insert(header::ALLOW, header::HeaderValue::from_static(allow));
-        return res;
-    }
-    ApiError::not_found(format!("no route for {} {}", req.method(), req.path())).error_response()
-}
-
-/// The methods the all-in-one serves on `path` (e.g. `/v1/plans/42`), for `Allow`: those the
-/// OpenAPI document lists for the first path template that matches it (`{param}` matches one
-/// segment), plus `HEAD` wherever `GET` is served; `POST` on the participant protocol's routes
-/// (which the document does not describe; [`participant::paths`], the list their registration
-/// reads); `GET, HEAD` on the timeline's pages (`/ui`) and the API reference's (`/docs`), not
-/// in the document either. `None` for a path no route serves.
-pub fn allowed_methods(path: &str) -> Option<&'static str> {
-    use std::sync::OnceLock;
-    static TABLE: OnceLock<Vec<(Vec<String>, &'static str)>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        use utoipa::OpenApi;
-        let doc = super::openapi::ApiDoc::openapi();
-        let mut table: Vec<(Vec<String>, &'static str)> = doc
-            .paths
-            .paths
-            .iter()
-            .map(|(path, item)| {
-                let mut methods = Vec::new();
-                for (name, op) in [
-                    ("GET", &item.get),
-                    ("HEAD", &item.get),
-                    ("POST", &item.post),
-                    ("PUT", &item.put),
-                    ("PATCH", &item.patch),
-                    ("DELETE", &item.delete),
-                ] {
-                    if op.is_some() {
-                        methods.push(name);
-                    }
-                }
-                (segments(path), &*Box::leak(methods.join(", ").into_boxed_str()))
-            })
-            .collect();
-        for p in participant::paths() {
-            table.push((segments(&format!("/v1{p}")), "POST"));
-        }
-        for p in ui::PATHS.iter().chain(&docs::PATHS) {
-            table.push((segments(p), "GET, HEAD"));
-        }
-        // Literal segments first: `/v1/network/route` before a `{param}` template.
-        table.sort_by_key(|(t, _)| t.iter().filter(|s| s.starts_with('{')).count());
-        table
-    });
-    let want = segments(path);
-    table
-        .iter()
-        .find(|(t, _)| t.len() == want.len() && t.iter().zip(&want).all(|(a, b)| a.starts_with('{') || a == b))
-        .map(|(_, m)| *m)
-}
-
-fn segments(path: &str) -> Vec<String> {
-    path.split('/').map(str::to_owned).collect()
 }

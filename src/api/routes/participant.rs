@@ -79,7 +79,7 @@ const HOLDER_PATHS: [&str; 6] = ["/query", "/queries", "/prepare", "/holds/{verb
 const GIS_PATHS: [&str; 2] = ["/participant/gis/candidates", "/participant/gis/candidates/batch"];
 
 /// Every participant-protocol path under `/v1` (e.g. `/participant/sites/{site}/query`), all
-/// `POST`: the paths `configure_*` register, for the 405 table ([`super::allowed_methods`]).
+/// `POST`: the paths `configure_*` register, for the 405 table ([`crate::api::openapi::allowed_methods`]).
 pub fn paths() -> impl Iterator<Item = String> {
     [SITES_SCOPE, NETWORK_SCOPE]
         .into_iter()

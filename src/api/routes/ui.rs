@@ -50,7 +50,7 @@ const ASSETS: &[Asset] = &[
 ];
 
 /// The path templates the timeline answers `GET` and `HEAD` on (for `Allow` in a 405; see
-/// [`super::allowed_methods`]).
+/// [`crate::api::openapi::allowed_methods`]).
 pub const PATHS: [&str; 3] = ["/ui", "/ui/{file}", "/ui/vendor/{file}"];
 
 /// What the page may load and call: its own origin only (no inline script or style markup).

@@ -1,10 +1,11 @@
 //! Idempotency keys and the claims (leases) by which one caller at a time works on a key or an
 //! in-doubt transaction.
 
+use async_trait::async_trait;
 use std::time::Instant;
 use uuid::Uuid;
 
-use crate::store::{Claim, KeyClaim, StoreError};
+use crate::store::{Claim, KeyClaim, KeyStore, StoreError};
 
 use super::inner::{lease, Inner, KeyRow};
 use super::MemoryStore;
@@ -27,8 +28,9 @@ pub(super) fn complete_key(
     }
 }
 
-impl MemoryStore {
-    pub(super) async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
+#[async_trait]
+impl KeyStore for MemoryStore {
+    async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         let mut g = self.lock();
         let fresh = KeyRow { claim: claim.id, lease_until: lease(claim.lease_s), done: None };
         Ok(match g.keys.get_mut(&(owner, key.to_owned())) {
@@ -47,7 +49,7 @@ impl MemoryStore {
         })
     }
 
-    pub(super) async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
+    async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
         let mut g = self.lock();
         let k = (owner, key.to_owned());
         if g.keys.get(&k).is_some_and(|r| r.done.is_none() && r.claim == claim.id) {
@@ -56,7 +58,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
+    async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
         let mut g = self.lock();
         let until = lease(lease_s);
         for r in g.keys.values_mut().filter(|r| r.done.is_none() && claims.contains(&r.claim)) {
@@ -68,7 +70,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn end_all_claims(&self) -> Result<u64, StoreError> {
+    async fn end_all_claims(&self) -> Result<u64, StoreError> {
         let mut g = self.lock();
         let now = Instant::now();
         for t in g.txns.values_mut().filter(|t| t.doubt.is_some()) {

@@ -1,19 +1,21 @@
 //! The coordinators' decision log: decisions, modifications and rejections written with their
 //! plan, the ends of transactions, and the recovery of those in doubt.
 
+use async_trait::async_trait;
 use std::time::Instant;
 
 use crate::fairshare::Usage;
 use crate::protocol::decision::{Ending, InDoubt};
 use crate::protocol::TxnId;
-use crate::store::{Claim, DecisionRecord, ModificationRecord, PlanStatus, RejectionRecord, StoreError};
+use crate::store::{Claim, DecisionRecord, DecisionStore, ModificationRecord, PlanStatus, RejectionRecord, StoreError};
 
 use super::claims::complete_key;
 use super::inner::{lease, Life, TxnRow};
 use super::MemoryStore;
 
-impl MemoryStore {
-    pub(super) async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
+#[async_trait]
+impl DecisionStore for MemoryStore {
+    async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let d = &r.decision;
         // The charge, checked under the store's lock (every charge goes through it).
@@ -30,7 +32,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError> {
+    async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let d = &r.decision;
         let user = match g.plans.get(&r.plan) {
@@ -54,7 +56,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
+    async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         if let Some((key, print)) = r.key {
             complete_key(&mut g, r.plan.owner, key, print, r.claim, r.plan.id)?;
@@ -65,13 +67,13 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
+    async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
         let mut g = self.lock();
         let t = g.txns.get_mut(&txn).filter(|t| t.claim == claim.id).and_then(|t| t.doubt.as_mut());
         t.map(|d| d.compensating = true).ok_or(StoreError::Superseded)
     }
 
-    pub(super) async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError> {
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError> {
         let mut g = self.lock();
         let Some(t) = g.txns.get_mut(&txn).filter(|t| t.claim == claim.id && t.doubt.is_some()) else {
             return Err(StoreError::Superseded);
@@ -115,7 +117,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
+    async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
         let mut g = self.lock();
         let now = Instant::now();
         let mut lapsed: Vec<&mut TxnRow> =

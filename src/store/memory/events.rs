@@ -1,21 +1,18 @@
 //! The event log (`Inner::events`, in commit order) and the webhooks, with their leases and
 //! delivery logs.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::{DeliveryRecord, PlanEvent, StoreError, WebhookRecord};
+use crate::store::{DeliveryRecord, EventStore, PlanEvent, StoreError, WebhookRecord, WebhookStore};
 
 use super::inner::Inner;
 use super::MemoryStore;
 
-impl MemoryStore {
-    pub(super) async fn events_after(
-        &self,
-        after: i64,
-        owner: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<PlanEvent>, StoreError> {
+#[async_trait]
+impl EventStore for MemoryStore {
+    async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
         let g = self.lock();
         // Ids are 1, 2, ...: event `after + 1` is at index `after`.
         let from = usize::try_from(after.max(0)).unwrap_or(usize::MAX).min(g.events.len());
@@ -27,32 +24,35 @@ impl MemoryStore {
             .collect())
     }
 
-    pub(super) async fn last_event_id(&self) -> Result<i64, StoreError> {
+    async fn last_event_id(&self) -> Result<i64, StoreError> {
         Ok(self.lock().events.len() as i64)
     }
+}
 
-    pub(super) async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl WebhookStore for MemoryStore {
+    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
         self.lock().webhooks.push((w, None, Default::default()));
         Ok(())
     }
 
-    pub(super) async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {
+    async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {
         let g = self.lock();
         Ok(g.webhooks.iter().map(|w| &w.0).filter(|w| owner.is_none_or(|o| w.owner == o)).cloned().collect())
     }
 
-    pub(super) async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
+    async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
         Ok(self.lock().webhooks.iter().find(|w| w.0.id == id).map(|w| w.0.clone()))
     }
 
-    pub(super) async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError> {
+    async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError> {
         let mut g = self.lock();
         let before = g.webhooks.len();
         g.webhooks.retain(|w| w.0.id != id);
         Ok(g.webhooks.len() < before)
     }
 
-    pub(super) async fn lease_due_webhooks(
+    async fn lease_due_webhooks(
         &self,
         owner: &str,
         now: DateTime<Utc>,
@@ -79,7 +79,7 @@ impl MemoryStore {
             .collect())
     }
 
-    pub(super) async fn record_deliveries(
+    async fn record_deliveries(
         &self,
         owner: &str,
         webhook: &WebhookRecord,
@@ -101,7 +101,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError> {
+    async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError> {
         let mut g = self.lock();
         for (_, lease, _) in g.webhooks.iter_mut().filter(|w| w.0.id == id) {
             if lease.as_ref().is_some_and(|l| l.0 == owner) {
@@ -111,7 +111,7 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError> {
+    async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError> {
         let g = self.lock();
         let log = g.webhooks.iter().find(|w| w.0.id == id).map(|w| &w.2);
         Ok(log.into_iter().flatten().take(usize::try_from(limit).unwrap_or(0)).cloned().collect())

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::model::Time;
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError};
-use crate::store::{StoreError, StoredHold};
+use crate::store::{HoldStore, StoreError, StoredHold};
 
 use super::inner::{Life, Row};
 use super::MemoryStore;
@@ -54,8 +54,9 @@ impl Journal for MemoryStore {
     }
 }
 
-impl MemoryStore {
-    pub(super) async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
+#[async_trait]
+impl HoldStore for MemoryStore {
+    async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
         let g = self.lock();
         Ok(g.holds
             .values()
@@ -70,13 +71,13 @@ impl MemoryStore {
             .collect())
     }
 
-    pub(super) async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
         let live = self.live_holds(now).await?;
         let g = self.lock();
         Ok(live.into_iter().filter_map(|h| g.owners.get(&h.hold).map(|o| (h.hold, o.clone()))).collect())
     }
 
-    pub(super) async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
+    async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
         let mut g = self.lock();
         let mut n = 0;
         for r in g.holds.values_mut() {

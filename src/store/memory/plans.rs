@@ -1,12 +1,15 @@
 //! The plans: insert, read, list, cancel, break, and the clock's advance of their status (with
 //! the events of their parts' starts and ends).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::model::Outcome;
 use crate::protocol::HoldId;
-use crate::store::{part_boundaries, status_in_time, PartBoundary, PlanFilter, PlanRecord, PlanStatus, StoreError};
+use crate::store::{
+    part_boundaries, status_in_time, PartBoundary, PlanFilter, PlanRecord, PlanStatus, PlanStore, StoreError,
+};
 
 use super::inner::Life;
 use super::MemoryStore;
@@ -19,8 +22,9 @@ pub(super) fn matches(p: &PlanRecord, f: &PlanFilter) -> bool {
         && f.to.is_none_or(|to| start.is_some_and(|st| st < to))
 }
 
-impl MemoryStore {
-    pub(super) async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl PlanStore for MemoryStore {
+    async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
         let mut g = self.lock();
         let id = plan.id;
         g.order.push(id);
@@ -29,16 +33,16 @@ impl MemoryStore {
         Ok(())
     }
 
-    pub(super) async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
+    async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
         Ok(self.lock().plans.get(&id).cloned())
     }
 
-    pub(super) async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
+    async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
         let g = self.lock();
         Ok(g.order.iter().map(|id| &g.plans[id]).filter(|p| matches(p, filter)).cloned().collect())
     }
 
-    pub(super) async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
+    async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
         let mut g = self.lock();
         for r in g.holds.values_mut().filter(|r| r.plan == Some(id)) {
             r.life = Life::Ended;
@@ -55,7 +59,7 @@ impl MemoryStore {
         Ok(Some(p))
     }
 
-    pub(super) async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
+    async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
         let g = self.lock();
         Ok(g.plans
             .values()
@@ -63,7 +67,7 @@ impl MemoryStore {
             .cloned())
     }
 
-    pub(super) async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
+    async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
         let mut g = self.lock();
         let Some(p) = g.plans.get_mut(&id).filter(|p| p.status.holds_reservations()) else { return Ok(None) };
         let changed = p.status != PlanStatus::Broken || p.outcome != *outcome;
@@ -76,7 +80,7 @@ impl MemoryStore {
         Ok(Some(p))
     }
 
-    pub(super) async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
         let mut g = self.lock();
         let mut moved = 0;
         for i in 0..g.order.len() {

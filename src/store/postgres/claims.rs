@@ -1,14 +1,16 @@
 //! Idempotency keys (`idempotency_keys`) and the claims (leases) by which one process at a time
 //! works on a key or an in-doubt transaction.
 
+use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::store::{Claim, KeyClaim, Store, StoreError};
+use crate::store::{Claim, KeyClaim, KeyStore, StoreError};
 
 use super::PgStore;
 
-impl PgStore {
-    pub(super) async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
+#[async_trait]
+impl KeyStore for PgStore {
+    async fn claim_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<KeyClaim, StoreError> {
         // Atomic across processes: exactly one statement wins the row, either by inserting it
         // or by taking over a claim whose lease ran out and that made no plan.
         let won = sqlx::query!(
@@ -39,7 +41,7 @@ impl PgStore {
         .await?;
         let Some(row) = row else {
             // Released between our INSERT and SELECT: it is free again; try once more.
-            return Store::claim_key(self, owner, key, claim).await;
+            return self.claim_key(owner, key, claim).await;
         };
         Ok(match row.plan_id {
             None => KeyClaim::InProgress,
@@ -47,7 +49,7 @@ impl PgStore {
         })
     }
 
-    pub(super) async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
+    async fn release_key(&self, owner: Uuid, key: &str, claim: &Claim) -> Result<(), StoreError> {
         sqlx::query!(
             r#"DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2 AND plan_id IS NULL AND claim = $3"#,
             owner,
@@ -59,7 +61,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
+    async fn renew_claims(&self, claims: &[Uuid], lease_s: i64) -> Result<(), StoreError> {
         sqlx::query!(
             "WITH k AS (
                  UPDATE idempotency_keys SET lease_until = now() + make_interval(secs => $2)
@@ -74,7 +76,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn end_all_claims(&self) -> Result<u64, StoreError> {
+    async fn end_all_claims(&self) -> Result<u64, StoreError> {
         let r = sqlx::query!(
             "WITH t AS (
                  UPDATE transactions SET lease_until = now() - interval '1 second' WHERE finished_at IS NULL)

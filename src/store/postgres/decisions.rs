@@ -2,6 +2,7 @@
 //! written with their plan, the ends of transactions, and the recovery of those in doubt; and the
 //! allocation check of the charges they write (`allocation_charges`).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -10,12 +11,13 @@ use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, Outcome};
 use crate::protocol::decision::{Booking, Ending, InDoubt, Part};
 use crate::protocol::TxnId;
-use crate::store::{Claim, DecisionRecord, ModificationRecord, RejectionRecord, StoreError};
+use crate::store::{Claim, DecisionRecord, DecisionStore, ModificationRecord, PlanRecord, RejectionRecord, StoreError};
 
 use super::PgStore;
 
-impl PgStore {
-    pub(super) async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
+#[async_trait]
+impl DecisionStore for PgStore {
+    async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError> {
         // One statement (data-modifying CTEs), so one round trip and one durable commit. Every
         // write is conditional on `ok`: the request's claim still holds its key (if it has one).
         // The casts of parameters that appear only in a SELECT list give PostgreSQL their types
@@ -104,7 +106,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError> {
+    async fn record_modification(&self, r: &ModificationRecord<'_>) -> Result<(), StoreError> {
         let d = &r.decision;
         let mut tx = self.pool.begin().await?;
         // The plan, locked: it must still be booked as the modification found it.
@@ -204,39 +206,16 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
-        let plan = r.plan;
-        let (key, fingerprint) = r.key.unzip();
-        let written = sqlx::query_scalar!(
-            r#"WITH k AS (
-                   UPDATE idempotency_keys SET plan_id = $1, fingerprint = $11
-                   WHERE principal = $13 AND key = $10 AND claim = $12 AND plan_id IS NULL
-                   RETURNING 1)
-               INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
-               SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz,
-                   $8::jsonb, $9::jsonb, $13::uuid
-               WHERE $10::text IS NULL OR EXISTS (SELECT 1 FROM k)
-               RETURNING id"#,
-            plan.id,
-            plan.user,
-            plan.outcome.request_id,
-            <&str>::from(plan.status),
-            plan.created_at,
-            plan.cancelled_at,
-            plan.outcome.start,
-            Json(&plan.outcome) as _,
-            Json(&plan.bookings) as _,
-            key,
-            fingerprint,
-            r.claim.id,
-            plan.owner,
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        written.map(|_| ()).ok_or(StoreError::Superseded)
+    async fn record_rejection(&self, r: &RejectionRecord<'_>) -> Result<(), StoreError> {
+        let written = self.insert_plan_keyed(r.plan, r.key, Some(r.claim.id)).await?;
+        if written {
+            Ok(())
+        } else {
+            Err(StoreError::Superseded)
+        }
     }
 
-    pub(super) async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
+    async fn mark_compensating(&self, txn: TxnId, claim: &Claim) -> Result<(), StoreError> {
         let r = sqlx::query!(
             "UPDATE transactions SET compensating = true WHERE txn = $1 AND claim = $2 AND finished_at IS NULL",
             txn.as_uuid(),
@@ -250,7 +229,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError> {
+    async fn finish_txn(&self, txn: TxnId, claim: &Claim, ending: Ending<'_>) -> Result<(), StoreError> {
         let finished: i64 = match ending {
             Ending::Committed | Ending::Broken(_) => {
                 let mut tx = self.pool.begin().await?;
@@ -328,7 +307,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
+    async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
         let rows = sqlx::query!(
             r#"UPDATE transactions SET claim = $1, owner = $2, lease_until = now() + make_interval(secs => $3)
                WHERE txn IN (
@@ -398,4 +377,45 @@ async fn charge_check(
         }
     }
     Ok(project)
+}
+
+impl PgStore {
+    /// Inserts `plan` and, with `key` (`(key, fingerprint)`), points its idempotency key at it
+    /// in the same statement, if `claim` still holds the key; `false` (nothing written) if it
+    /// does not. Without a key the plan is inserted unconditionally.
+    pub(super) async fn insert_plan_keyed(
+        &self,
+        plan: &PlanRecord,
+        key: Option<(&str, &str)>,
+        claim: Option<Uuid>,
+    ) -> Result<bool, StoreError> {
+        let (key, fingerprint) = key.unzip();
+        let written = sqlx::query_scalar!(
+            r#"WITH k AS (
+                   UPDATE idempotency_keys SET plan_id = $1, fingerprint = $11
+                   WHERE principal = $13 AND key = $10 AND claim = $12 AND plan_id IS NULL
+                   RETURNING 1)
+               INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
+               SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz,
+                   $8::jsonb, $9::jsonb, $13::uuid
+               WHERE $10::text IS NULL OR EXISTS (SELECT 1 FROM k)
+               RETURNING id"#,
+            plan.id,
+            plan.user,
+            plan.outcome.request_id,
+            <&str>::from(plan.status),
+            plan.created_at,
+            plan.cancelled_at,
+            plan.outcome.start,
+            Json(&plan.outcome) as _,
+            Json(&plan.bookings) as _,
+            key,
+            fingerprint,
+            claim,
+            plan.owner,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(written.is_some())
+    }
 }

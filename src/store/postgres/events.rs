@@ -1,22 +1,31 @@
 //! The durable event log (`plan_events`, written by the trigger on `plans`) and its signal
 //! (`coreserve_events`).
 
+use async_trait::async_trait;
 use sqlx::postgres::PgPool;
 use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::model::Outcome;
-use crate::store::{PlanEvent, PlanStatus, StoreError};
+use crate::store::{EventStore, PlanEvent, PlanStatus, StoreError};
 
 use super::PgStore;
 
 impl PgStore {
-    pub(super) async fn events_after(
-        &self,
-        after: i64,
-        owner: Option<Uuid>,
-        limit: i64,
-    ) -> Result<Vec<PlanEvent>, StoreError> {
+    pub(super) fn event_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.signal
+            .get_or_init(|| {
+                let (tx, _) = tokio::sync::watch::channel(0);
+                tokio::spawn(listen_events(self.pool.clone(), tx.clone()));
+                tx
+            })
+            .subscribe()
+    }
+}
+
+#[async_trait]
+impl EventStore for PgStore {
+    async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT id, at, plan_id, owner, "user", request_id, status AS "status: PlanStatus",
                       outcome AS "outcome: Json<Outcome>", kind, part
@@ -50,19 +59,9 @@ impl PgStore {
             .collect())
     }
 
-    pub(super) async fn last_event_id(&self) -> Result<i64, StoreError> {
+    async fn last_event_id(&self) -> Result<i64, StoreError> {
         // The counter's committed value: the id of the newest committed event.
         Ok(sqlx::query_scalar!("SELECT last_id FROM plan_event_counter").fetch_one(&self.pool).await?)
-    }
-
-    pub(super) fn event_signal(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.signal
-            .get_or_init(|| {
-                let (tx, _) = tokio::sync::watch::channel(0);
-                tokio::spawn(listen_events(self.pool.clone(), tx.clone()));
-                tx
-            })
-            .subscribe()
     }
 }
 

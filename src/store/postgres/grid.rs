@@ -1,14 +1,16 @@
 //! The grid: its topology (`topology`) and sites (`sites`), so a restart needs no `--grid`.
 
+use async_trait::async_trait;
 use sqlx::types::Json;
 
 use crate::model::{Grid, Site};
-use crate::store::StoreError;
+use crate::store::{GridStore, StoreError};
 
 use super::PgStore;
 
-impl PgStore {
-    pub(super) async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError> {
+#[async_trait]
+impl GridStore for PgStore {
+    async fn save_grid(&self, grid: &Grid) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
         sqlx::query!(
             "INSERT INTO topology (id, nodes, links) VALUES (1, $1, $2)
@@ -28,7 +30,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
+    async fn load_grid(&self) -> Result<Option<Grid>, StoreError> {
         let Some(topology) =
             sqlx::query!("SELECT nodes, links FROM topology WHERE id = 1").fetch_optional(&self.pool).await?
         else {
@@ -44,7 +46,7 @@ impl PgStore {
         Ok(Some(grid))
     }
 
-    pub(super) async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
+    async fn save_site(&self, site: &Site) -> Result<(), StoreError> {
         sqlx::query!(
             "INSERT INTO sites (id, site) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET site = EXCLUDED.site, updated_at = now()",
             site.id.as_str(),

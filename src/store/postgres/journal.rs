@@ -6,7 +6,7 @@ use sqlx::types::Json;
 
 use crate::model::{from_time, to_time, Time};
 use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef};
-use crate::store::{StoreError, StoredHold};
+use crate::store::{HoldStore, StoreError, StoredHold};
 
 use super::PgStore;
 
@@ -88,8 +88,9 @@ fn journal_entry(entry: &JournalEntry) -> sqlx::query::Query<'_, sqlx::Postgres,
     }
 }
 
-impl PgStore {
-    pub(super) async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
+#[async_trait]
+impl HoldStore for PgStore {
+    async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT hold, participant AS "participant: ParticipantRef", request AS "request: Json<HoldRequest>",
                       state AS "state: RowState", expires_at, via_api
@@ -114,7 +115,7 @@ impl PgStore {
             .collect())
     }
 
-    pub(super) async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
+    async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT hold, owner AS "owner!" FROM reservations
                WHERE owner IS NOT NULL AND (state = 'committed' OR (state = 'held' AND expires_at > $1))"#,
@@ -125,7 +126,7 @@ impl PgStore {
         Ok(rows.into_iter().map(|r| (r.hold.into(), r.owner)).collect())
     }
 
-    pub(super) async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
+    async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {
         let r = sqlx::query!(
             "UPDATE reservations SET state = 'expired', updated_at = now() WHERE state = 'held' AND expires_at <= $1",
             from_time(now),

@@ -1,5 +1,6 @@
 //! The plans (`plans`): insert, read, list, cancel, break, and the clock's advance of their status.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
@@ -7,7 +8,7 @@ use uuid::Uuid;
 use crate::model::Outcome;
 use crate::protocol::decision::Booking;
 use crate::protocol::HoldId;
-use crate::store::{PlanFilter, PlanRecord, PlanStatus, StoreError};
+use crate::store::{PlanFilter, PlanRecord, PlanStatus, PlanStore, StoreError};
 
 use super::PgStore;
 
@@ -38,28 +39,13 @@ impl From<PlanRow> for PlanRecord {
     }
 }
 
-impl PgStore {
-    pub(super) async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
-        sqlx::query!(
-            r#"INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
-            plan.id,
-            plan.user,
-            plan.outcome.request_id,
-            <&str>::from(plan.status),
-            plan.created_at,
-            plan.cancelled_at,
-            plan.outcome.start,
-            Json(&plan.outcome) as _,
-            Json(&plan.bookings) as _,
-            plan.owner,
-        )
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+#[async_trait]
+impl PlanStore for PgStore {
+    async fn insert_plan(&self, plan: PlanRecord) -> Result<(), StoreError> {
+        self.insert_plan_keyed(&plan, None, None).await.map(drop)
     }
 
-    pub(super) async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
+    async fn plan(&self, id: Uuid) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query_as!(
             PlanRow,
             r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
@@ -72,7 +58,7 @@ impl PgStore {
         Ok(row.map(PlanRecord::from))
     }
 
-    pub(super) async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
+    async fn list_plans(&self, filter: &PlanFilter) -> Result<Vec<PlanRecord>, StoreError> {
         let rows = sqlx::query_as!(
             PlanRow,
             r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
@@ -93,7 +79,7 @@ impl PgStore {
         Ok(rows.into_iter().map(PlanRecord::from).collect())
     }
 
-    pub(super) async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
+    async fn mark_cancelled(&self, id: Uuid, at: DateTime<Utc>) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query_as!(
             PlanRow,
             r#"WITH released AS (
@@ -113,7 +99,7 @@ impl PgStore {
         Ok(row.map(PlanRecord::from))
     }
 
-    pub(super) async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
+    async fn plan_of_hold(&self, hold: HoldId) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query_as!(
             PlanRow,
             r#"SELECT id, "user", owner, status AS "status: PlanStatus", created_at, cancelled_at,
@@ -129,7 +115,7 @@ impl PgStore {
         Ok(row.map(PlanRecord::from))
     }
 
-    pub(super) async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
+    async fn mark_broken(&self, id: Uuid, outcome: &Outcome) -> Result<Option<PlanRecord>, StoreError> {
         let row = sqlx::query_as!(
             PlanRow,
             r#"UPDATE plans SET status = 'broken', outcome = $2
@@ -144,7 +130,7 @@ impl PgStore {
         Ok(row.map(PlanRecord::from))
     }
 
-    pub(super) async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
+    async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError> {
         // The WHERE is evaluated again on rows another process changed meanwhile (READ
         // COMMITTED): each change is made, and its event written by the trigger, once.
         let r = sqlx::query!(

@@ -1,16 +1,18 @@
 //! Projects (`projects`) and the charges of plans to their allocations (`allocation_charges`).
 
+use async_trait::async_trait;
 use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, Time};
-use crate::store::StoreError;
+use crate::store::{ProjectStore, StoreError};
 
 use super::PgStore;
 
-impl PgStore {
-    pub(super) async fn save_project(&self, project: &Project) -> Result<(), StoreError> {
+#[async_trait]
+impl ProjectStore for PgStore {
+    async fn save_project(&self, project: &Project) -> Result<(), StoreError> {
         sqlx::query!(
             "INSERT INTO projects (id, project) VALUES ($1, $2)
              ON CONFLICT (id) DO UPDATE SET project = EXCLUDED.project, updated_at = now()",
@@ -22,7 +24,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn projects(&self) -> Result<Vec<Project>, StoreError> {
+    async fn projects(&self) -> Result<Vec<Project>, StoreError> {
         let rows: Vec<serde_json::Value> =
             sqlx::query_scalar!("SELECT project FROM projects ORDER BY id").fetch_all(&self.pool).await?;
         rows.into_iter()
@@ -30,7 +32,7 @@ impl PgStore {
             .collect()
     }
 
-    pub(super) async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError> {
+    async fn live_charges(&self, since: Time) -> Result<Vec<(Uuid, String, Vec<Usage>)>, StoreError> {
         let rows = sqlx::query!(
             r#"SELECT plan_id, project, usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
                WHERE released_at IS NULL AND last_end > $1"#,
@@ -41,7 +43,7 @@ impl PgStore {
         Ok(rows.into_iter().map(|r| (r.plan_id, r.project, r.usage.0)).collect())
     }
 
-    pub(super) async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
+    async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError> {
         let rows = sqlx::query_scalar!(
             r#"SELECT usage AS "usage!: Json<Vec<Usage>>" FROM allocation_charges
                WHERE project = $1 AND released_at IS NULL AND last_end > $2 AND first_start < $3"#,

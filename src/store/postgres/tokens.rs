@@ -1,14 +1,16 @@
 //! API tokens (`tokens`) and their principals (`principals`), and the listener of their
 //! changes (`coreserve_tokens`) that keeps every process's token cache fresh.
 
+use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::store::{StoreError, TokenRecord};
+use crate::store::{StoreError, TokenRecord, TokenStore};
 
 use super::PgStore;
 
-impl PgStore {
-    pub(super) async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl TokenStore for PgStore {
+    async fn insert_token(&self, token: TokenRecord) -> Result<(), StoreError> {
         sqlx::query!(
             // The principal of that name, made if new (DO UPDATE, not DO NOTHING: it returns
             // the row also when another statement has just made it).
@@ -33,7 +35,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
+    async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
         let token = sqlx::query_as!(
             TokenRecord,
             r#"SELECT id, hash, "user", principal, admin, service, planner, expires_at FROM tokens
@@ -45,7 +47,7 @@ impl PgStore {
         Ok(token)
     }
 
-    pub(super) async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
+    async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError> {
         // The row's trigger (migrations/0007_principals.sql) notifies every process's cache.
         let token = sqlx::query_as!(
             TokenRecord,
@@ -58,7 +60,7 @@ impl PgStore {
         Ok(token)
     }
 
-    pub(super) async fn token_changes(&self) -> Result<Option<crate::store::TokenWatch>, StoreError> {
+    async fn token_changes(&self) -> Result<Option<crate::store::TokenWatch>, StoreError> {
         use std::sync::atomic::{AtomicBool, Ordering};
         let pool = self.pool.clone();
         let connect = move || {

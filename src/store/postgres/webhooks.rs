@@ -1,15 +1,17 @@
 //! Webhooks (`webhooks`), their leases by the delivering process, and their deliveries
 //! (`webhook_deliveries`).
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::{DeliveryRecord, StoreError, WebhookRecord};
+use crate::store::{DeliveryRecord, StoreError, WebhookRecord, WebhookStore};
 
 use super::PgStore;
 
-impl PgStore {
-    pub(super) async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
+#[async_trait]
+impl WebhookStore for PgStore {
+    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
         sqlx::query!(
             r#"INSERT INTO webhooks (id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts,
                                      next_attempt_at, failing_since, last_error)
@@ -33,7 +35,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {
+    async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {
         Ok(sqlx::query_as!(
             WebhookRecord,
             r#"SELECT id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
@@ -45,7 +47,7 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
+    async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError> {
         Ok(sqlx::query_as!(
             WebhookRecord,
             r#"SELECT id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
@@ -57,12 +59,12 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError> {
+    async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError> {
         let r = sqlx::query!("DELETE FROM webhooks WHERE id = $1", id).execute(&self.pool).await?;
         Ok(r.rows_affected() > 0)
     }
 
-    pub(super) async fn lease_due_webhooks(
+    async fn lease_due_webhooks(
         &self,
         owner: &str,
         now: DateTime<Utc>,
@@ -90,7 +92,7 @@ impl PgStore {
         .await?)
     }
 
-    pub(super) async fn record_deliveries(
+    async fn record_deliveries(
         &self,
         owner: &str,
         webhook: &WebhookRecord,
@@ -140,7 +142,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError> {
+    async fn release_webhook(&self, owner: &str, id: Uuid) -> Result<(), StoreError> {
         sqlx::query!(
             "UPDATE webhooks SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2",
             id,
@@ -151,7 +153,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError> {
+    async fn deliveries(&self, id: Uuid, limit: i64) -> Result<Vec<DeliveryRecord>, StoreError> {
         Ok(sqlx::query_as!(
             DeliveryRecord,
             r#"SELECT webhook_id, event_id, at, attempt, status_code, error, duration_ms

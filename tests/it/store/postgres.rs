@@ -17,6 +17,7 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 use uuid::Uuid;
 
 use crate::support::{in_hours, workflow, TestApp, TestDb, ADMIN};
+use coreserve::store::{HoldStore, KeyStore, ProjectStore, TokenStore};
 
 /// The URL of a `#[sqlx::test]` database.
 fn url(db: &PgConnectOptions) -> String {
@@ -183,7 +184,7 @@ async fn token_create_refuses_reserved_names_and_token_revoke_takes_effect_at_on
     assert_eq!(who["token_id"], id.to_string());
     // Revoked through the database (the CLI's path), by another process than the servers.
     let store = coreserve::store::PgStore::connect(&db.url).await.unwrap();
-    assert!(coreserve::store::Store::revoke_token(&store, id).await.unwrap().is_some());
+    assert!(coreserve::store::TokenStore::revoke_token(&store, id).await.unwrap().is_some());
     let started = std::time::Instant::now();
     for a in [&app, &other] {
         loop {
