@@ -9,11 +9,17 @@
 //! falls to a threshold" and "integral of usage" are all O(log n) descents. The earliest-start
 //! query hops from blocking peak to the next point where enough is free, so its cost is
 //! O(log n) per busy period skipped, not per span.
+//!
+//! [`MultiCalendar`] keeps several resources (a site's CPUs and GPU pools) behind one
+//! earliest-start query and all-or-nothing bookings.
 
+mod multi;
 mod tree;
 
 use crate::model::{Time, MAX_AMOUNT};
 use tree::ChangeTree;
+
+pub use multi::{Demand, MultiCalendar};
 
 /// Identifier of a booked span inside one calendar: entry index in the low 32 bits, the entry's
 /// generation in the high 32 bits (so a removed span's id never names a later span).

@@ -235,3 +235,48 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A multi-resource calendar (CPUs and a GPU pool): its earliest start is the first instant
+    /// at which every resource of the demand fits (a scan of the naive models), a booking is
+    /// made in every calendar or in none, and no resource is ever over capacity.
+    #[test]
+    fn multi_calendar_matches_the_naive_scan_and_books_all_or_nothing(
+        books in prop::collection::vec((0i64..100, 1i64..30, 0u64..10, 0u64..6), 1..40),
+        queries in prop::collection::vec((0i64..110, 1i64..40, 0u64..10, 0u64..6), 1..12),
+    ) {
+        let capacities = [8u64, 4];
+        let mut multi = MultiCalendar::new(capacities);
+        let mut naive: Vec<Naive> = capacities.iter().map(|&capacity| Naive { capacity, ..Default::default() }).collect();
+        for (s, d, cpus, gpus) in books {
+            let demand: Vec<(usize, u64)> = [(0, cpus), (1, gpus)].into_iter().filter(|&(_, a)| a > 0).collect();
+            let fits = demand.iter().all(|&(r, a)| naive[r].peak(s, s + d) + a <= capacities[r]);
+            match multi.add(s, s + d, &demand) {
+                Ok(ids) => {
+                    prop_assert!(fits);
+                    for (&(r, a), id) in demand.iter().zip(ids) {
+                        naive[r].spans.push((id, Span { start: s, end: s + d, amount: a }));
+                    }
+                }
+                Err((i, e)) => {
+                    prop_assert!(!fits, "refused ({e}) although every resource fits");
+                    let (r, a) = demand[i];
+                    prop_assert!(naive[r].peak(s, s + d) + a > capacities[r], "the resource named did not refuse");
+                }
+            }
+            for (r, n) in naive.iter().enumerate() {
+                prop_assert_eq!(multi.get(r).len(), n.spans.len(), "resource {} changed on a refusal", r);
+                for t in 0..130 {
+                    prop_assert!(multi.get(r).usage_at(t) <= capacities[r]);
+                }
+            }
+        }
+        for (t, d, cpus, gpus) in queries {
+            let demand = [(0, cpus), (1, gpus)];
+            let scan = (t..=130 - d).find(|&s| demand.iter().all(|&(r, a)| naive[r].peak(s, s + d) + a <= capacities[r]));
+            prop_assert_eq!(multi.earliest_start(t, d, &demand, 130), scan);
+        }
+    }
+}

@@ -25,6 +25,7 @@ use super::slurm::{NewReservation, Slurm, SlurmError, SlurmReservation};
 use super::{Lis, State};
 use crate::calendar::SpanId;
 use crate::model::Time;
+use crate::protocol::bookkeeping::KeepsHolds;
 use crate::protocol::decision::crash_point;
 use crate::protocol::{ComputeHoldRequest, Drift, HoldId, HoldState, ParticipantError};
 
@@ -155,7 +156,7 @@ impl Lis {
         let (start, end, cpus, overlap) = match &booked.growth {
             Some(g) => (g.request.start, g.request.end, u64::from(g.request.cpus), true),
             None => {
-                let span = st.calendar.span(booked.cpus)?;
+                let span = st.calendars.get(super::CPUS).span(booked.cpus)?;
                 (span.start, span.end, span.amount, false)
             }
         };
@@ -290,14 +291,14 @@ impl Lis {
             for name in gone {
                 let f = st.local.foreign.remove(&name).expect("listed");
                 for span in f.spans {
-                    let _ = st.calendar.remove(span);
+                    let _ = st.calendars.get_mut(super::CPUS).remove(span);
                 }
             }
             for (name, window) in wanted {
                 if st.local.foreign.contains_key(name) {
                     continue;
                 }
-                let spans = st.calendar.add_up_to(window.0, window.1, window.2);
+                let spans = st.calendars.get_mut(super::CPUS).add_up_to(window.0, window.1, window.2);
                 st.local.foreign.insert(name.to_owned(), Foreign { window, spans });
                 report.foreign_changed += 1;
             }
@@ -312,7 +313,7 @@ impl Lis {
                     strays.push(r.name.clone());
                     continue;
                 };
-                let span = st.calendar.span(booked.cpus).expect("a live hold's span");
+                let span = st.calendars.get(super::CPUS).span(booked.cpus).expect("a live hold's span");
                 // A node of the reservation that Slurm holds unusable breaks it, while it lasts.
                 let lost_node =
                     super::slurm::expand_hostlist(&r.nodes).into_iter().find_map(|n| down.get(&n).map(|why| (n, why)));
@@ -344,7 +345,7 @@ impl Lis {
             let live: Vec<(HoldId, HoldState, Time)> = st
                 .holds
                 .active()
-                .filter_map(|(h, state, b)| st.calendar.span(b.cpus).map(|s| (h, state, s.end)))
+                .filter_map(|(h, state, b)| st.calendars.get(super::CPUS).span(b.cpus).map(|s| (h, state, s.end)))
                 .filter(|&(h, _, end)| end > now && !seen.contains(&h))
                 .collect();
             for (hold, state, _) in live {

@@ -1,7 +1,7 @@
 //! LIS — Local Information Service, one per site (Ando & Aida, section 2.3; docs/algorithm.md).
 //!
-//! Manages the site's compute reservations in a [`CapacityCalendar`] of CPUs and one per GPU
-//! pool, answers free-slot searches (earliest start in a window at which the CPUs, and the GPUs
+//! Manages the site's compute reservations in a [`MultiCalendar`] of its CPUs and GPU pools,
+//! answers free-slot searches (earliest start in a window at which the CPUs, and the GPUs
 //! of one suitable pool, are free together, with the site's utilisation and prices) and is a
 //! two-phase-commit participant. Check-and-hold is atomic: one mutex guards the calendars and
 //! the hold book, so two planners can never both get the last CPUs or GPUs, and a hold books
@@ -13,25 +13,24 @@
 //! docs/protocol.md "A LIS in front of Slurm").
 
 mod binding;
-pub(crate) mod ledger;
 pub mod slurm;
 
 pub use binding::SyncReport;
 
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use async_trait::async_trait;
-use ledger::Ledger;
 
-use crate::calendar::{CapacityCalendar, SpanId};
+use crate::calendar::{MultiCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{
     check_text, price_ok, AttributeError, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, TextError, Time,
     MAX_PRICE,
 };
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldLifecycle, HoldState,
-    Participant, ParticipantError,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldState, Participant,
+    ParticipantError,
 };
 
 /// Why [`Lis::update_site`] refused a change.
@@ -79,10 +78,10 @@ pub struct Reservation {
 }
 
 #[derive(Debug)]
-struct State {
-    calendar: CapacityCalendar,
-    /// One calendar per GPU pool, in the order of the site's `attributes.gpus`.
-    gpu_calendars: Vec<CapacityCalendar>,
+pub(crate) struct State {
+    /// The site's resources: its CPUs ([`CPUS`]) and one GPU pool per entry of its
+    /// `attributes.gpus`, in that order ([`gpu_pool`]).
+    calendars: MultiCalendar,
     holds: HoldBook<Booked>,
     /// The site's scheduler's own state, for a LIS bound to one (empty otherwise).
     local: binding::LocalState,
@@ -92,7 +91,7 @@ struct State {
 /// replacement hold ([`ComputeHoldRequest::replaces`]) before its commit, `cpus` and `gpus`
 /// are the replaced reservation's spans and `growth` what the new shape needs beyond them.
 #[derive(Debug, Clone, PartialEq)]
-struct Booked {
+pub(crate) struct Booked {
     cpus: SpanId,
     gpus: Option<(usize, SpanId)>,
     growth: Option<Box<Growth>>,
@@ -101,7 +100,7 @@ struct Booked {
 /// The pending part of a replacement hold: the reservation it replaces, the new shape, and
 /// the growth spans booked for it ([`CapacityCalendar::add_growth`]).
 #[derive(Debug, Clone, PartialEq)]
-struct Growth {
+pub(crate) struct Growth {
     replaces: HoldId,
     request: ComputeHoldRequest,
     cpus: Vec<SpanId>,
@@ -109,13 +108,13 @@ struct Growth {
     gpus: Option<(usize, Vec<SpanId>)>,
 }
 
-impl ledger::Growth for Growth {
+impl bookkeeping::Growth for Growth {
     fn replaces(&self) -> HoldId {
         self.replaces
     }
 }
 
-impl Ledger for State {
+impl Bookkeeping for State {
     type Booked = Booked;
     type Growth = Growth;
 
@@ -136,48 +135,38 @@ impl Ledger for State {
             self.remove_growth(&g);
             return;
         }
-        self.calendar.remove(b.cpus).expect("booked CPU span");
+        self.calendars.get_mut(CPUS).remove(b.cpus).expect("booked CPU span");
         if let Some((pool, span)) = b.gpus {
-            self.gpu_calendars[pool].remove(span).expect("booked GPU span");
+            self.calendars.get_mut(gpu_pool(pool)).remove(span).expect("booked GPU span");
         }
     }
 
     /// [`Lis::prune_before`] keeps pending replacements in the book.
     fn remove_growth(&mut self, g: &Growth) {
         for id in &g.cpus {
-            let _ = self.calendar.remove(*id);
+            let _ = self.calendars.get_mut(CPUS).remove(*id);
         }
         if let Some((pool, spans)) = &g.gpus {
             for id in spans {
-                let _ = self.gpu_calendars[*pool].remove(*id);
+                let _ = self.calendars.get_mut(gpu_pool(*pool)).remove(*id);
             }
         }
     }
 }
 
-impl State {
-    /// The earliest start `>= from` at which `cpus` CPUs and `gpus` GPUs of pool `pool` are
-    /// both free for `duration_s`, ending by `deadline`: each calendar's earliest start from the
-    /// other's, until they agree (each step moves later, so it ends).
-    fn joint_earliest(
-        &self,
-        from: Time,
-        duration_s: i64,
-        cpus: u64,
-        pool: usize,
-        gpus: u64,
-        deadline: Time,
-    ) -> Option<Time> {
-        let mut t = from;
-        loop {
-            let c = self.calendar.earliest_start(t, duration_s, cpus, deadline)?;
-            let g = self.gpu_calendars[pool].earliest_start(c, duration_s, gpus, deadline)?;
-            if g == c {
-                return Some(c);
-            }
-            t = g;
-        }
-    }
+/// The index of the site's CPUs in its [`MultiCalendar`].
+const CPUS: usize = 0;
+
+/// What a job of `cpus` CPUs and `gpus` GPUs of pool `(index, count)` needs of the site's
+/// [`MultiCalendar`].
+fn demand(cpus: u32, gpus: Option<(usize, u32)>) -> Vec<(usize, u64)> {
+    std::iter::once((CPUS, u64::from(cpus))).chain(gpus.map(|(i, n)| (gpu_pool(i), u64::from(n)))).collect()
+}
+
+/// The index of the site's GPU pool `i` (in the order of its `attributes.gpus`) in its
+/// [`MultiCalendar`].
+fn gpu_pool(i: usize) -> usize {
+    1 + i
 }
 
 /// The attributes a job can require, without the prices (what may not change under bookings).
@@ -200,18 +189,14 @@ pub struct Lis {
 impl Lis {
     /// A LIS for `site` with an empty calendar; holds live `lease_s` seconds of `clock` time.
     pub fn new(site: Site, clock: Arc<dyn Clock>, lease_s: i64) -> Self {
-        let calendar = CapacityCalendar::new(u64::from(site.cpus));
-        let gpu_calendars = site.attributes.gpus.iter().map(|g| CapacityCalendar::new(u64::from(g.count))).collect();
+        let calendars = MultiCalendar::new(
+            std::iter::once(u64::from(site.cpus)).chain(site.attributes.gpus.iter().map(|g| u64::from(g.count))),
+        );
         Lis {
             site: RwLock::new(site),
             clock,
             lease_s,
-            state: Mutex::new(State {
-                calendar,
-                gpu_calendars,
-                holds: HoldBook::default(),
-                local: binding::LocalState::default(),
-            }),
+            state: Mutex::new(State { calendars, holds: HoldBook::default(), local: binding::LocalState::default() }),
             slurm: None,
         }
     }
@@ -254,7 +239,7 @@ impl Lis {
             let mut holds: Vec<HoldId> = st
                 .holds
                 .active()
-                .filter(|(_, _, b)| st.calendar.span(b.cpus).is_some_and(|s| s.end > now))
+                .filter(|(_, _, b)| st.calendars.get(CPUS).span(b.cpus).is_some_and(|s| s.end > now))
                 .map(|(id, _, _)| id)
                 .collect();
             if !holds.is_empty() {
@@ -319,21 +304,21 @@ impl Lis {
                 "a modification keeps the GPU pool of reservation {old}"
             )));
         }
-        let new = |amount: u32| crate::calendar::Span { start: req.start, end: req.end, amount: u64::from(amount) };
-        let cpus =
-            st.calendar.add_growth(base.cpus, new(req.cpus)).map_err(|e| ParticipantError::from_calendar(e, None))?;
-        let gpus = match (base.gpus, pool) {
-            (Some((i, span)), Some((_, g))) => match st.gpu_calendars[i].add_growth(span, new(g.count)) {
-                Ok(spans) => Some((i, spans)),
-                Err(e) => {
-                    for id in cpus {
-                        st.calendar.remove(id).expect("just booked");
-                    }
-                    return Err(ParticipantError::from_gpu_calendar(e, &g.model));
-                }
-            },
+        let mut grow = vec![(CPUS, base.cpus, u64::from(req.cpus))];
+        let pool = match (base.gpus, pool) {
+            (Some((i, span)), Some((_, g))) => {
+                grow.push((gpu_pool(i), span, u64::from(g.count)));
+                Some((i, g))
+            }
             _ => None,
         };
+        let mut spans = st
+            .calendars
+            .add_growth(req.start, req.end, &grow)
+            .map_err(|(r, e)| Self::refusal(e, (r > 0).then(|| pool.map(|p| p.1)).flatten()))?
+            .into_iter();
+        let cpus = spans.next().expect("the CPUs' growth");
+        let gpus = pool.map(|(i, _)| (i, spans.next().expect("the pool's growth")));
         let growth =
             Growth { replaces: old, request: ComputeHoldRequest { replaces: None, ..req.clone() }, cpus, gpus };
         Ok(Booked { growth: Some(Box::new(growth)), ..base })
@@ -358,21 +343,20 @@ impl Lis {
 
     fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
         let pool = self.pool_of(req)?;
-        let cpus = st
-            .calendar
-            .add(req.start, req.end, u64::from(req.cpus))
-            .map_err(|e| ParticipantError::from_calendar(e, None))?;
-        let gpus = match pool {
-            None => None,
-            Some((i, g)) => match st.gpu_calendars[i].add(req.start, req.end, u64::from(g.count)) {
-                Ok(span) => Some((i, span)),
-                Err(e) => {
-                    st.calendar.remove(cpus).expect("just booked");
-                    return Err(ParticipantError::from_gpu_calendar(e, &g.model));
-                }
-            },
-        };
-        Ok(Booked { cpus, gpus, growth: None })
+        let demand = demand(req.cpus, pool.map(|(i, g)| (i, g.count)));
+        let spans = st
+            .calendars
+            .add(req.start, req.end, &demand)
+            .map_err(|(r, e)| Self::refusal(e, (r > 0).then(|| pool.map(|p| p.1)).flatten()))?;
+        Ok(Booked { cpus: spans[0], gpus: pool.map(|(i, _)| (i, spans[1])), growth: None })
+    }
+
+    /// A calendar's refusal as the participant's: of the CPUs, or of the pool of `gpus`.
+    fn refusal(e: crate::calendar::CalendarError, gpus: Option<&GpuAllocation>) -> ParticipantError {
+        match gpus {
+            None => ParticipantError::from_calendar(e, None),
+            Some(g) => ParticipantError::from_gpu_calendar(e, &g.model),
+        }
     }
 
     /// The owner of hold `id` (see [`HoldBook::owner`]): `None` for an unknown hold,
@@ -417,9 +401,9 @@ impl Lis {
                         )
                     }
                     None => {
-                        let s = st.calendar.span(b.cpus)?; // pruned reservations are gone
+                        let s = st.calendars.get(CPUS).span(b.cpus)?; // pruned reservations are gone
                         let gpus = b.gpus.and_then(|(pool, span)| {
-                            let g = st.gpu_calendars[pool].span(span)?;
+                            let g = st.calendars.get(gpu_pool(pool)).span(span)?;
                             let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
                             Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
                         });
@@ -443,19 +427,15 @@ impl Lis {
         out
     }
 
-    /// Locks the state after releasing every hold whose lease has run out.
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        ledger::lock_live(&self.state, "LIS state lock", || self.clock.now())
-    }
-
     /// Booked CPUs at instant `t` (holds included).
     pub fn usage_at(&self, t: Time) -> u64 {
-        self.state().calendar.usage_at(t)
+        self.state().calendars.get(CPUS).usage_at(t)
     }
 
     /// Booked GPUs of each pool (in the site's order) at instant `t` (holds included).
     pub fn gpu_usage_at(&self, t: Time) -> Vec<u64> {
-        self.state().gpu_calendars.iter().map(|c| c.usage_at(t)).collect()
+        let st = self.state();
+        (1..st.calendars.resources()).map(|r| st.calendars.get(r).usage_at(t)).collect()
     }
 
     /// Live holds (not committed, not expired).
@@ -465,18 +445,16 @@ impl Lis {
 
     /// Spans (holds and reservations) booked in the calendar.
     pub fn booked_spans(&self) -> usize {
-        self.state().calendar.len()
+        self.state().calendars.get(CPUS).len()
     }
 
     /// Forgets reservations (and holds) that ended at or before `horizon`: history no query
     /// can reach. Returns how many spans were pruned.
     pub fn prune_before(&self, horizon: Time) -> usize {
         let mut st = self.state();
-        let pruned: std::collections::HashSet<SpanId> = st.calendar.prune_before(horizon).into_iter().collect();
-        // A GPU span ends with its CPU span: prune the pools to the same horizon.
-        for c in &mut st.gpu_calendars {
-            c.prune_before(horizon);
-        }
+        // A GPU span ends with its CPU span: the pools are pruned to the same horizon.
+        let pruned: std::collections::HashSet<SpanId> =
+            st.calendars.prune_before(horizon).swap_remove(CPUS).into_iter().collect();
         st.holds.forget(|b| b.growth.is_none() && pruned.contains(&b.cpus));
         pruned.len()
     }
@@ -490,15 +468,16 @@ impl Participant<Compute> for Lis {
             return Err(ParticipantError::UnknownSite(q.site.clone()));
         }
         let st = self.state();
-        let cpus = u64::from(q.cpus);
         let (earliest_start, gpu_model) = match &q.gpus {
-            None => (st.calendar.earliest_start(q.window_start, q.duration_s, cpus, q.deadline), None),
+            None => {
+                (st.calendars.earliest_start(q.window_start, q.duration_s, &demand(q.cpus, None), q.deadline), None)
+            }
             Some(g) => earliest_with_gpus(&st, &me, q, g),
         };
         Ok(ComputeOffer {
             site: q.site.clone(),
             earliest_start,
-            utilisation: st.calendar.utilisation(q.window_start, q.deadline),
+            utilisation: st.calendars.get(CPUS).utilisation(q.window_start, q.deadline),
             price_per_cpu_hour: me.price_per_cpu_hour,
             gpu_model,
             price_per_gpu_hour: me.attributes.price_per_gpu_hour,
@@ -523,14 +502,20 @@ impl Participant<Compute> for Lis {
 /// (`persist`) or committed, whichever comes first, and deleted when the hold is aborted or
 /// released (see module `binding`).
 #[async_trait]
-impl HoldLifecycle for Lis {
-    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
-        ledger::replaced_by(&*self.state(), hold)
+impl KeepsHolds for Lis {
+    type State = State;
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        bookkeeping::lock_live(&self.state, "LIS state lock", || self.clock.now())
     }
 
-    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+    fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.ensure_local(&[hold]).await?;
-        let replaced = ledger::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?;
+        let replaced = bookkeeping::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?;
         // The replaced reservation's local one (Slurm) goes with it.
         if let Some(old) = replaced {
             self.drop_local(old).await;
@@ -538,30 +523,15 @@ impl HoldLifecycle for Lis {
         Ok(())
     }
 
-    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        ledger::end(&mut *self.state(), hold, false)?;
-        self.drop_local(hold).await;
-        Ok(())
-    }
-
-    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        ledger::end(&mut *self.state(), hold, true)?;
-        self.drop_local(hold).await;
-        Ok(())
-    }
-
-    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
-    }
-
     /// In memory nothing is made durable; at a Slurm site the holds' reservations are made in
     /// Slurm (all or the first refusal), so that a decided transaction never waits on Slurm.
-    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+    async fn persist_holds(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
         self.ensure_local(holds).await
     }
 
-    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-        crate::protocol::commit_each(self, holds).await
+    /// The hold's Slurm reservation, at a Slurm site.
+    async fn withdraw(&self, hold: HoldId) {
+        self.drop_local(hold).await;
     }
 }
 
@@ -574,7 +544,8 @@ fn earliest_with_gpus(st: &State, site: &Site, q: &ComputeQuery, g: &GpuDemand) 
         .enumerate()
         .filter(|(_, pool)| g.accepts(pool))
         .filter_map(|(i, pool)| {
-            st.joint_earliest(q.window_start, q.duration_s, u64::from(q.cpus), i, u64::from(g.count), q.deadline)
+            st.calendars
+                .earliest_start(q.window_start, q.duration_s, &demand(q.cpus, Some((i, g.count))), q.deadline)
                 .map(|t| (t, i, pool.model.clone()))
         })
         .min_by_key(|&(t, i, _)| (t, i))

@@ -2,6 +2,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::clock::ManualClock;
+use crate::protocol::HoldLifecycle;
 use crate::protocol::TxnId;
 
 fn site(cpus: u32) -> Site {

@@ -27,11 +27,10 @@ use petgraph::graph::{NodeIndex, UnGraph};
 
 use crate::calendar::{CapacityCalendar, SpanId};
 use crate::clock::Clock;
-use crate::lis::ledger::{self, Ledger};
 use crate::model::{Grid, Link, LinkId, SiteId, Time, UnknownValue};
+use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use crate::protocol::{
-    Hold, HoldBook, HoldId, HoldLifecycle, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant,
-    ParticipantError, Route,
+    Hold, HoldBook, HoldId, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant, ParticipantError, Route,
 };
 
 /// How the NIS picks a path between two sites.
@@ -97,7 +96,7 @@ pub struct LinkReservation {
     pub owner: Option<String>,
 }
 
-struct State {
+pub(crate) struct State {
     calendars: Vec<CapacityCalendar>,
     holds: HoldBook<Booked>,
 }
@@ -106,27 +105,27 @@ struct State {
 /// ([`NetworkHoldRequest::replaces`]) before its commit, `spans` are the replaced
 /// reservation's and `growth` what the new shape needs beyond them.
 #[derive(Debug, Clone, PartialEq)]
-struct Booked {
+pub(crate) struct Booked {
     spans: Vec<(usize, SpanId)>,
     growth: Option<Box<Growth>>,
 }
 
 /// The pending part of a replacement hold (see [`crate::lis`]'s twin).
 #[derive(Debug, Clone, PartialEq)]
-struct Growth {
+pub(crate) struct Growth {
     replaces: HoldId,
     request: NetworkHoldRequest,
     /// Growth spans per link.
     spans: Vec<(usize, SpanId)>,
 }
 
-impl ledger::Growth for Growth {
+impl bookkeeping::Growth for Growth {
     fn replaces(&self) -> HoldId {
         self.replaces
     }
 }
 
-impl Ledger for State {
+impl Bookkeeping for State {
     type Booked = Booked;
     type Growth = Growth;
 
@@ -200,10 +199,6 @@ impl Nis {
             state: Mutex::new(State { calendars, holds: HoldBook::default() }),
             plane: None,
         }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        ledger::lock_live(&self.state, "NIS state lock", || self.clock.now())
     }
 
     fn node_of(&self, site: &SiteId) -> Result<NodeIndex, ParticipantError> {
@@ -479,17 +474,24 @@ impl Participant<Network> for Nis {
 }
 
 #[async_trait]
-impl HoldLifecycle for Nis {
-    /// With a data plane, the transfer is admitted there first (see [`dataplane`]).
-    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
-        ledger::replaced_by(&*self.state(), hold)
+impl KeepsHolds for Nis {
+    type State = State;
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        bookkeeping::lock_live(&self.state, "NIS state lock", || self.clock.now())
     }
 
-    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+    fn now(&self) -> Time {
+        self.clock.now()
+    }
+
+    /// With a data plane, the transfer is admitted there first (see [`dataplane`]).
+    async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError> {
         if self.plane.is_some() && matches!(self.state().holds.get(hold), Some((HoldState::Held { .. }, _))) {
             self.admit(&[hold]).await?;
         }
-        let Some(replaced) = ledger::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))? else {
+        let Some(replaced) = bookkeeping::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?
+        else {
             return Ok(());
         };
         // The data plane follows the swap: the old reservation's rules out, the new shape's in
@@ -503,30 +505,15 @@ impl HoldLifecycle for Nis {
         Ok(())
     }
 
-    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        ledger::end(&mut *self.state(), hold, false)?;
-        self.withdraw(hold).await;
-        Ok(())
-    }
-
-    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        ledger::end(&mut *self.state(), hold, true)?;
-        self.withdraw(hold).await;
-        Ok(())
-    }
-
-    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        self.state().holds.extend_lease(hold, self.clock.now(), lease_s)
-    }
-
     /// In memory nothing is made durable; with a data plane the transfers are admitted there
     /// (all or the first refusal), before the coordinator decides.
-    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+    async fn persist_holds(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
         self.admit(holds).await
     }
 
-    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-        crate::protocol::commit_each(self, holds).await
+    /// The transfer's rules on the data plane, if any.
+    async fn withdraw(&self, hold: HoldId) {
+        Nis::withdraw(self, hold).await;
     }
 }
 

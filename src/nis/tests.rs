@@ -3,6 +3,7 @@ use std::sync::Arc;
 use super::*;
 use crate::clock::ManualClock;
 use crate::model::{Node, Site};
+use crate::protocol::HoldLifecycle;
 use crate::protocol::TxnId;
 
 /// ```text

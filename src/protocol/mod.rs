@@ -15,6 +15,7 @@
 //! not committed by its expiry is released by the participant itself. A committed reservation
 //! is given back with `release` (plan cancellation, or the coordinator's compensation).
 
+pub(crate) mod bookkeeping;
 pub mod decision;
 mod error;
 mod holds;

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::model::Time;
 use crate::nis::Nis;
+use crate::protocol::bookkeeping::KeepsHolds;
 use crate::protocol::{Drift, HoldId, HoldLifecycle, HoldState, ParticipantError};
 
 impl Nis {
@@ -83,6 +84,14 @@ impl Nis {
             return Some(Err(DataplaneError::PathEnd { site: to.clone(), node: b.node.to_string() }));
         }
         Some(Ok((out, window.0, window.1, state)))
+    }
+
+    /// Marks a committed transfer whose guaranteed rate could not be installed (`e`) broken,
+    /// keeping the first reason; a hold not committed is left (its commit will try again).
+    fn mark_unrated(&self, plane: &TcPlane, hold: HoldId, e: &DataplaneError) {
+        if matches!(self.state().holds.get(hold), Some((HoldState::Committed, _))) {
+            plane.st().broken.entry(hold).or_insert_with(|| format!("its guaranteed rate could not be installed: {e}"));
+        }
     }
 
     /// Minors for `specs` of `hold`, taken in the plane's state.
@@ -398,13 +407,7 @@ impl Nis {
                     }
                     Err(e) => {
                         tracing::warn!(%hold, error = %e, "could not install a transfer whose window is open");
-                        if matches!(self.state().holds.get(hold), Some((HoldState::Committed, _))) {
-                            plane
-                                .st()
-                                .broken
-                                .entry(hold)
-                                .or_insert_with(|| format!("its guaranteed rate could not be installed: {e}"));
-                        }
+                        self.mark_unrated(plane, hold, &e);
                     }
                 }
             }
@@ -431,13 +434,7 @@ impl Nis {
                             Ok(()) => true,
                             Err(e) => {
                                 tracing::warn!(%hold, error = %e, "could not install a transfer whose window is open; next round");
-                                if matches!(self.state().holds.get(hold), Some((HoldState::Committed, _))) {
-                                    plane
-                                        .st()
-                                        .broken
-                                        .entry(hold)
-                                        .or_insert_with(|| format!("its guaranteed rate could not be installed: {e}"));
-                                }
+                                self.mark_unrated(plane, hold, &e);
                                 false
                             }
                         }

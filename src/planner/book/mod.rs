@@ -19,7 +19,7 @@ use futures::future::join_all;
 
 use super::queries::QueryCache;
 use super::{Planner, QueryFanout};
-use crate::calendar::{CapacityCalendar, SpanId};
+use crate::calendar::{CapacityCalendar, MultiCalendar, SpanId};
 use crate::model::{
     ComputeDemand, GpuAllocation, LinkId, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time,
     MAX_AMOUNT,
@@ -80,36 +80,53 @@ impl TransferFix {
     }
 }
 
-/// BBR-overlay's local view of what the plan itself has placed: own usage per site and link.
+/// BBR-overlay's local view of what the plan itself has placed: own usage per site (its CPUs,
+/// [`Overlay::CPUS`], and its GPUs, [`Overlay::GPUS`], all pools together: conservative, a
+/// query adds them to the pool it asks about) and per link.
 #[derive(Default)]
 struct Overlay {
-    sites: HashMap<SiteId, CapacityCalendar>,
-    /// Own GPUs per site, all pools together (conservative: a query adds them to the pool it
-    /// asks about).
-    gpus: HashMap<SiteId, CapacityCalendar>,
+    sites: HashMap<SiteId, MultiCalendar>,
     links: HashMap<LinkId, CapacityCalendar>,
 }
 
 impl Overlay {
-    fn peak(cal: Option<&CapacityCalendar>, start: Time, end: Time) -> u64 {
-        cal.map_or(0, |c| c.peak_usage(start, end))
+    const CPUS: usize = 0;
+    const GPUS: usize = 1;
+
+    /// The plan's own peak of `resource` at `site` over `[start, end)`.
+    fn site_peak(&self, site: &SiteId, resource: usize, start: Time, end: Time) -> u64 {
+        self.sites.get(site).map_or(0, |c| c.get(resource).peak_usage(start, end))
     }
-    fn add<K: Eq + std::hash::Hash + for<'a> From<&'a str> + std::borrow::Borrow<str>>(
-        map: &mut HashMap<K, CapacityCalendar>,
-        key: &str,
-        start: Time,
-        end: Time,
-        amount: u64,
-    ) -> SpanId {
-        let cal = map.entry(K::from(key)).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
+
+    /// Enters a job of `cpus` CPUs and `gpus` GPUs at `site` over `[start, end)`: its CPU span
+    /// and, with GPUs, its GPU span.
+    fn add_job(&mut self, site: &SiteId, start: Time, end: Time, cpus: u32, gpus: u32) -> (SpanId, Option<SpanId>) {
+        let cal = self.sites.entry(site.clone()).or_insert_with(|| MultiCalendar::new([MAX_AMOUNT, MAX_AMOUNT]));
+        let demand: Vec<(usize, u64)> = [(Self::CPUS, cpus), (Self::GPUS, gpus)]
+            .into_iter()
+            .filter(|&(_, n)| n > 0)
+            .map(|(r, n)| (r, u64::from(n)))
+            .collect();
+        let spans = cal.add(start, end, &demand).expect("the overlay has room for any plan");
+        (spans[0], spans.get(1).copied())
+    }
+
+    /// Takes a job's spans ([`Overlay::add_job`]) out again.
+    fn remove_job(&mut self, site: &SiteId, (cpus, gpus): (SpanId, Option<SpanId>)) {
+        let cal = self.sites.get_mut(site).expect("the job's site is in the overlay");
+        cal.get_mut(Self::CPUS).remove(cpus).expect("overlay span is booked");
+        if let Some(span) = gpus {
+            cal.get_mut(Self::GPUS).remove(span).expect("overlay span is booked");
+        }
+    }
+
+    fn add_link(&mut self, link: &str, start: Time, end: Time, amount: u64) -> SpanId {
+        let cal = self.links.entry(LinkId::from(link)).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
         cal.add(start, end, amount).expect("the overlay has room for any plan")
     }
-    fn remove<K: Eq + std::hash::Hash + std::borrow::Borrow<str>>(
-        map: &mut HashMap<K, CapacityCalendar>,
-        key: &str,
-        span: SpanId,
-    ) {
-        map.get_mut(key).and_then(|c| c.remove(span).ok()).expect("overlay span is booked");
+
+    fn remove_link(&mut self, link: &str, span: SpanId) {
+        self.links.get_mut(link).and_then(|c| c.remove(span).ok()).expect("overlay span is booked");
     }
 }
 
@@ -229,17 +246,18 @@ impl<'a> Book<'a> {
         let overlay = self.style.overlay;
         let queries = candidates[v].iter().map(|site| {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
-            let own = |cals: &HashMap<SiteId, CapacityCalendar>| {
-                let peak = if overlay { Overlay::peak(cals.get(site), t_bgn, t_bgn + job.duration_s) } else { 0 };
+            let own = |resource: usize| {
+                let peak =
+                    if overlay { self.overlay.site_peak(site, resource, t_bgn, t_bgn + job.duration_s) } else { 0 };
                 u32::try_from(peak).unwrap_or(u32::MAX)
             };
             let gpus = job.requires.gpus.clone().map(|mut g| {
-                g.count = g.count.saturating_add(own(&self.overlay.gpus));
+                g.count = g.count.saturating_add(own(Overlay::GPUS));
                 g
             });
             let q = ComputeQuery {
                 site: site.clone(),
-                cpus: job.cpus.saturating_add(own(&self.overlay.sites)),
+                cpus: job.cpus.saturating_add(own(Overlay::CPUS)),
                 duration_s: job.duration_s,
                 window_start: t_bgn,
                 deadline,
@@ -390,13 +408,10 @@ impl<'a> Book<'a> {
     /// planner took the slot since the query).
     pub(super) async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         let job = &self.req.jobs()[v];
-        let overlay = self.style.overlay.then(|| {
-            let end = start + job.duration_s;
-            let cpus = Overlay::add(&mut self.overlay.sites, &offer.site, start, end, u64::from(job.cpus));
-            let gpus = (job.gpus() > 0)
-                .then(|| Overlay::add(&mut self.overlay.gpus, &offer.site, start, end, u64::from(job.gpus())));
-            (cpus, gpus)
-        });
+        let overlay = self
+            .style
+            .overlay
+            .then(|| self.overlay.add_job(&offer.site, start, start + job.duration_s, job.cpus, job.gpus()));
         let fix = JobFix { overlay, ..JobFix::on(offer) };
         let hold = if self.style.hold_each_fix {
             let req = self.job_hold(v, &fix);
@@ -437,7 +452,7 @@ impl<'a> Book<'a> {
         };
         let overlay = if self.style.overlay {
             let bw = t.bandwidth_mbps;
-            route.links.iter().map(|l| (l.clone(), Overlay::add(&mut self.overlay.links, l, start, end, bw))).collect()
+            route.links.iter().map(|l| (l.clone(), self.overlay.add_link(l, start, end, bw))).collect()
         } else {
             Vec::new()
         };
@@ -517,11 +532,8 @@ impl<'a> Book<'a> {
             let (participant, hold) = match fix {
                 Fix::Job(v) => {
                     let f = self.jobs[v].take().expect("trail names a fixed job");
-                    if let Some((cpus, gpus)) = f.overlay {
-                        Overlay::remove(&mut self.overlay.sites, &f.site, cpus);
-                        if let Some(span) = gpus {
-                            Overlay::remove(&mut self.overlay.gpus, &f.site, span);
-                        }
+                    if let Some(spans) = f.overlay {
+                        self.overlay.remove_job(&f.site, spans);
                     }
                     if f.hold.is_some() {
                         let job = &self.req.jobs()[v];
@@ -534,7 +546,7 @@ impl<'a> Book<'a> {
                 Fix::Transfer(e) => {
                     let f = self.transfers[e].take().expect("trail names a fixed transfer");
                     for (link, span) in &f.overlay {
-                        Overlay::remove(&mut self.overlay.links, link, *span);
+                        self.overlay.remove_link(link, *span);
                     }
                     (Some((None, self.planner.services.nis.clone() as Arc<dyn HoldLifecycle>)), f.hold)
                 }

@@ -1,12 +1,17 @@
 //! What the LIS and the NIS share in keeping their holds: a participant's state is a
-//! [`HoldBook`] of what each hold booked, beside the calendars the bookings took ([`Ledger`]).
-//! A hold that replaces a committed reservation (a plan modification) books only its growth
-//! until its commit swaps the reservation for the new shape ([`commit`]).
+//! [`HoldBook`] of what each hold booked, beside the calendars the bookings took
+//! ([`Bookkeeping`]). A hold that replaces a committed reservation (a plan modification) books
+//! only its growth until its commit swaps the reservation for the new shape ([`commit`]).
+//! A participant that keeps its holds so ([`KeepsHolds`]) gets phase 2 ([`HoldLifecycle`])
+//! from here; it says only how a commit and a vote's durability reach what it drives (Slurm,
+//! a data plane) and how an ended hold leaves it.
 
 use std::sync::{Mutex, MutexGuard};
 
+use async_trait::async_trait;
+
 use crate::model::Time;
-use crate::protocol::{HoldBook, HoldId, HoldState, ParticipantError};
+use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError};
 
 /// The pending part of a replacement hold.
 pub(crate) trait Growth: Clone {
@@ -15,7 +20,7 @@ pub(crate) trait Growth: Clone {
 }
 
 /// A participant's state of holds: the book and the calendars its bookings took.
-pub(crate) trait Ledger {
+pub(crate) trait Bookkeeping {
     /// What one hold booked.
     type Booked: Clone;
     /// The pending part of a replacement hold's booking.
@@ -40,7 +45,7 @@ pub(crate) trait Ledger {
 
 /// Locks `state` after releasing every hold whose lease has run out by `now()` (read once
 /// the lock is held); `what` names the lock in the panic of a poisoned one.
-pub(crate) fn lock_live<'a, S: Ledger>(
+pub(crate) fn lock_live<'a, S: Bookkeeping>(
     state: &'a Mutex<S>,
     what: &str,
     now: impl FnOnce() -> Time,
@@ -54,7 +59,7 @@ pub(crate) fn lock_live<'a, S: Ledger>(
 }
 
 /// The reservation `hold` replaces, if it is a replacement hold not yet committed.
-pub(crate) fn replaced_by<S: Ledger>(st: &S, hold: HoldId) -> Option<HoldId> {
+pub(crate) fn replaced_by<S: Bookkeeping>(st: &S, hold: HoldId) -> Option<HoldId> {
     match st.holds().get(hold) {
         Some((HoldState::Held { .. }, b)) => S::growth(b).map(Growth::replaces),
         _ => None,
@@ -71,7 +76,7 @@ pub(crate) fn replaced_by<S: Ledger>(st: &S, hold: HoldId) -> Option<HoldId> {
 /// # Errors
 /// The book's refusal of the commit; `NotCommitted` as above; `book_new`'s error (the hold is
 /// then aborted).
-pub(crate) fn commit<S: Ledger>(
+pub(crate) fn commit<S: Bookkeeping>(
     st: &mut S,
     hold: HoldId,
     book_new: impl FnOnce(&mut S, &S::Growth) -> Result<S::Booked, ParticipantError>,
@@ -109,10 +114,69 @@ pub(crate) fn commit<S: Ledger>(
 ///
 /// # Errors
 /// The book's refusal (e.g. an abort of a committed hold).
-pub(crate) fn end<S: Ledger>(st: &mut S, hold: HoldId, release: bool) -> Result<(), ParticipantError> {
+pub(crate) fn end<S: Bookkeeping>(st: &mut S, hold: HoldId, release: bool) -> Result<(), ParticipantError> {
     let booked = if release { st.holds_mut().release(hold)? } else { st.holds_mut().abort(hold)? };
     if let Some(b) = booked {
         st.unbook(b);
     }
     Ok(())
+}
+
+/// A participant whose holds are kept in a [`Bookkeeping`] state (the LIS, the NIS). What
+/// differs between them is what a hold drives outside the calendars.
+#[async_trait]
+pub(crate) trait KeepsHolds: Send + Sync {
+    /// The state of holds.
+    type State: Bookkeeping + Send;
+
+    /// The state, locked after releasing every hold whose lease has run out ([`lock_live`]).
+    fn state(&self) -> MutexGuard<'_, Self::State>;
+
+    /// The participant's clock, now.
+    fn now(&self) -> Time;
+
+    /// Phase 2 (commit) of `hold`, with what it drives ([`HoldLifecycle::commit`]).
+    async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError>;
+
+    /// Phase 1's votes made durable ([`HoldLifecycle::persist`]).
+    async fn persist_holds(&self, holds: &[HoldId]) -> Result<(), ParticipantError>;
+
+    /// Takes away what an ended hold (aborted or released) had outside the calendars.
+    async fn withdraw(&self, hold: HoldId);
+}
+
+#[async_trait]
+impl<P: KeepsHolds> HoldLifecycle for P {
+    fn replaced_by(&self, hold: HoldId) -> Option<HoldId> {
+        replaced_by(&*self.state(), hold)
+    }
+
+    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        self.commit_hold(hold).await
+    }
+
+    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        end(&mut *self.state(), hold, false)?;
+        self.withdraw(hold).await;
+        Ok(())
+    }
+
+    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
+        end(&mut *self.state(), hold, true)?;
+        self.withdraw(hold).await;
+        Ok(())
+    }
+
+    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
+        let now = self.now();
+        self.state().holds_mut().extend_lease(hold, now, lease_s)
+    }
+
+    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
+        self.persist_holds(holds).await
+    }
+
+    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        crate::protocol::commit_each(self, holds).await
+    }
 }
