@@ -81,23 +81,35 @@ fn local(g: &Grid) -> InProcessGrid {
     InProcessGrid::new(g, Arc::new(ManualClock::new(T0)), 120, Routing::Shortest)
 }
 
+/// Books `cpus` CPUs of `site` over `[start, end)` for someone else (held and committed at
+/// its LIS), as a competing planner would: the reservation's id.
+async fn book_outside(l: &InProcessGrid, site: &str, cpus: u32, start: Time, end: Time) -> HoldId {
+    book_at(&l.lis[site], TxnId::new(), cpus, start, end).await
+}
+
+/// [`book_outside`] at `lis`, in transaction `txn`.
+async fn book_at(lis: &crate::lis::Lis, txn: TxnId, cpus: u32, start: Time, end: Time) -> HoldId {
+    let req = ComputeHoldRequest {
+        replaces: None,
+        txn,
+        site: lis.site().id.clone(),
+        cpus,
+        start,
+        end,
+        gpus: None,
+        user: None,
+    };
+    let h = lis.prepare(&req).await.unwrap();
+    lis.commit(h.id).await.unwrap();
+    h.id
+}
+
 #[tokio::test]
 async fn busy_site_shifts_the_start_by_exactly_dt() {
     let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
     let l = local(&g);
     // Someone else holds all 8 CPUs for the first 1000 s.
-    let other = ComputeHoldRequest {
-        replaces: None,
-        txn: TxnId::new(),
-        site: "s1".into(),
-        cpus: 8,
-        start: T0,
-        end: T0 + 1000,
-        gpus: None,
-        user: None,
-    };
-    let h = l.lis["s1"].prepare(&other).await.unwrap();
-    l.lis["s1"].commit(h.id).await.unwrap();
+    book_outside(&l, "s1", 8, T0, T0 + 1000).await;
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let r = request(vec![job("A", "linux", 4, 0, 600)], vec![], 10_000);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
@@ -186,18 +198,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     let busy = |l: &InProcessGrid| {
         let lis = l.lis["s2"].clone();
         async move {
-            let h = ComputeHoldRequest {
-                replaces: None,
-                txn: TxnId::new(),
-                site: "s2".into(),
-                cpus: 16,
-                start: T0,
-                end: T0 + 3600,
-                gpus: None,
-                user: None,
-            };
-            let h = lis.prepare(&h).await.unwrap();
-            lis.commit(h.id).await.unwrap();
+            book_at(&lis, TxnId::new(), 16, T0, T0 + 3600).await;
         }
     };
     let l = local(&g);
@@ -259,18 +260,7 @@ async fn a_refused_bbr_batch_is_planned_again_only_when_configured() {
     let mut per_replans = Vec::new();
     for replans in [0, 2] {
         let l = local(&g);
-        let h = ComputeHoldRequest {
-            replaces: None,
-            txn: TxnId::new(),
-            site: "s2".into(),
-            cpus: 16,
-            start: T0,
-            end: T0 + 3600,
-            gpus: None,
-            user: None,
-        };
-        let h = l.lis["s2"].prepare(&h).await.unwrap();
-        l.lis["s2"].commit(h.id).await.unwrap();
+        book_outside(&l, "s2", 16, T0, T0 + 3600).await;
         let cfg = PlannerConfig {
             method: ReservationMethod::Bbr,
             w_interval_s: 0,
@@ -1040,18 +1030,7 @@ async fn a_separated_plan_writes_each_participant_journal_at_most_twice() {
     let sites = vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n3", 16, "bsd", 1.0)];
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
-    let busy = ComputeHoldRequest {
-        replaces: None,
-        txn: TxnId::nil(),
-        site: "s2".into(),
-        cpus: 12,
-        start: T0,
-        end: T0 + 300,
-        gpus: None,
-        user: None,
-    };
-    let h = l.lis["s2"].prepare(&busy).await.unwrap();
-    l.lis["s2"].commit(h.id).await.unwrap();
+    book_at(&l.lis["s2"], TxnId::nil(), 12, T0, T0 + 300).await;
     let (services, journals) = separated(&l);
     let cfg = PlannerConfig { w_interval_s: 0, ..Default::default() };
     let p = Planner::new(cfg, services);
@@ -1174,18 +1153,7 @@ async fn batched_queries_plan_the_same_with_fewer_messages() {
         let l = local(&g);
         // Busy sites at first: the search shifts and holds on the way.
         for (s, cpus) in [("s1", 10), ("s2", 6), ("s3", 9)] {
-            let busy = ComputeHoldRequest {
-                replaces: None,
-                txn: TxnId::nil(),
-                site: s.into(),
-                cpus,
-                start: T0,
-                end: T0 + 900,
-                gpus: None,
-                user: None,
-            };
-            let h = l.lis[s].prepare(&busy).await.unwrap();
-            l.lis[s].commit(h.id).await.unwrap();
+            book_at(&l.lis[s], TxnId::nil(), cpus, T0, T0 + 900).await;
         }
         let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
         let p = Planner::new(cfg, l.services());
@@ -1236,18 +1204,7 @@ async fn a_shift_aborts_a_sites_holds_in_one_message() {
     let mut outcomes = Vec::new();
     for batch_aborts in [false, true] {
         let l = local(&g);
-        let busy = ComputeHoldRequest {
-            replaces: None,
-            txn: TxnId::nil(),
-            site: "s2".into(),
-            cpus: 10,
-            start: T0,
-            end: T0 + 900,
-            gpus: None,
-            user: None,
-        };
-        let h = l.lis["s2"].prepare(&busy).await.unwrap();
-        l.lis["s2"].commit(h.id).await.unwrap();
+        book_at(&l.lis["s2"], TxnId::nil(), 10, T0, T0 + 900).await;
         let cfg = PlannerConfig { w_interval_s: 0, batch_aborts, ..Default::default() };
         let o = Planner::new(cfg, l.services()).plan(&req).await;
         assert_eq!(o.status, OutcomeStatus::Committed, "{batch_aborts}: {:?}", o.reason);
