@@ -16,11 +16,14 @@
 //!                              participants only through protocol (and uses a calendar of its
 //!                              own for BBR's overlay)
 //!   store                      implements protocol's Journal and keeps the decision log, plans,
-//!                              keys and tokens (memory or PostgreSQL)
+//!                              keys and tokens (memory or PostgreSQL; one trait per concern,
+//!                              `Store` is all of them)
 //!   gis, lis, nis              the participants: implement protocol's traits over calendars
-//!   protocol                   Participant and Catalogue traits, the hold book, the participant
-//!                              journal, the decision log and its records (`decision`), transports
-//!   calendar                   capacity calendars
+//!   protocol                   Participant and Catalogue traits, the hold book and the
+//!                              bookkeeping the LIS and NIS share over it (`bookkeeping`), the
+//!                              participant journal, the decision log and its records
+//!                              (`decision`), transports
+//!   calendar                   capacity calendars, one resource or several on one timeline
 //!   model                      validated domain types
 //! ```
 //!

@@ -18,7 +18,7 @@ use super::auth::{generate_token, register_token, register_token_with, Roles, AD
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
 
 /// How often a planning process moves plans along the clock (committed -> active ->
-/// completed; [`crate::store::Store::advance_plans`]): a state change is seen within this.
+/// completed; [`crate::store::PlanStore::advance_plans`]): a state change is seen within this.
 pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// How often a planning process asks its sites for reservations they can no longer honour
 /// ([`AppState::watch_drift`]).

@@ -324,7 +324,7 @@ pub fn periods_of(a: &Allocation, usage: &[Usage]) -> Vec<(Time, Time)> {
 /// The allocation limit: may project `p`, with `booked` already charged, take `usage` too?
 /// Checked in every period of `p`'s allocation that `usage` runs in, for CPU-hours and (if
 /// limited) GPU-hours; an allocation with `overdraft` always may. What the in-memory
-/// [`Ledger`] and the stores' charges ([`crate::store::Store::record_decision`]) both apply.
+/// [`Ledger`] and the stores' charges ([`crate::store::DecisionStore::record_decision`]) both apply.
 ///
 /// # Errors
 /// [`AllocationExceeded`] for the first period and resource that would go over.

@@ -67,7 +67,7 @@ pub enum StoreError {
     #[error("the claim has passed to another process")]
     Superseded,
     /// The plan of a decision would take its project past its allocation, counting every
-    /// charge committed by any process ([`Store::record_decision`]): nothing was written.
+    /// charge committed by any process ([`DecisionStore::record_decision`]): nothing was written.
     #[error("{0}")]
     AllocationExceeded(crate::fairshare::AllocationExceeded),
 }
@@ -146,7 +146,7 @@ pub trait TokenStore: Send + Sync {
     /// caller compares `expires_at` with its clock).
     async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError>;
     /// Revokes the token `id` (refused from now on, by every process: see
-    /// [`Store::token_changes`]); returns it, or `None` if there is no such live token.
+    /// [`TokenStore::token_changes`]); returns it, or `None` if there is no such live token.
     async fn revoke_token(&self, id: Uuid) -> Result<Option<TokenRecord>, StoreError>;
     /// Tells when a token may have changed in another process (a revocation, a role change, a
     /// row deleted by hand): every `()` on the channel means "drop what you cached". PostgreSQL:
@@ -175,7 +175,7 @@ pub trait DecisionStore: Send + Sync {
     /// nothing is written.
     async fn record_decision(&self, r: &DecisionRecord<'_>) -> Result<(), StoreError>;
     /// Writes a plan modification's commit decision (see [`ModificationRecord`]), with the
-    /// plan's charge updated and checked as [`Store::record_decision`] checks a new one (the
+    /// plan's charge updated and checked as [`DecisionStore::record_decision`] checks a new one (the
     /// plan's own charge does not count against it), and the `plan.modified` event when the
     /// plan is rewritten.
     ///
@@ -221,7 +221,7 @@ pub trait HoldStore: Send + Sync {
     async fn live_holds(&self, now: Time) -> Result<Vec<StoredHold>, StoreError>;
     /// Marks holds whose lease ended at or before `now` expired; returns how many.
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError>;
-    /// The recorded owner (principal) of every hold [`Store::live_holds`] returns that has
+    /// The recorded owner (principal) of every hold [`HoldStore::live_holds`] returns that has
     /// one (see `JournalEntry::Held::owner`), as `(hold, owner)` pairs in no order.
     async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError>;
 }
@@ -318,7 +318,7 @@ pub trait Store:
 {
     /// A signal that events may have been written (by any process sharing the store): the
     /// receiver's value changes after each (coalesced; a hint, not a delivery: readers read
-    /// [`Store::events_after`]).
+    /// [`EventStore::events_after`]).
     fn event_signal(&self) -> tokio::sync::watch::Receiver<u64>;
     /// Readiness probe: can the store answer?
     async fn ping(&self) -> Result<(), StoreError>;

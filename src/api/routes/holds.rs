@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 
 use crate::api::auth::Caller;
 use crate::api::body::parse;
+use crate::api::extract::{Guarded, Service};
 use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 use crate::model::from_time;
@@ -53,7 +54,6 @@ pub struct ExtendBody {
 /// allowed to `verb` it ([`AppState::authorize_hold`]: its owner, or an admin); 404 for an
 /// unknown hold, 403 for another principal's.
 fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Arc<dyn HoldLifecycle>, ApiError> {
-    caller.require_service()?;
     let r = state.holds.lock().expect("hold registry").get(&id).cloned();
     let r = r.ok_or_else(|| ApiError::not_found(format!("unknown hold {id}")))?;
     state.authorize_hold(caller, &r, id, verb)?;
@@ -72,10 +72,10 @@ fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Ar
     security(("bearer" = [])))]
 pub async fn commit(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<HoldId>,
+    g: Guarded<Service, web::Path<HoldId>>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
-    owner(&state, &caller, *id, "commit")?.commit(*id).await?;
+    let id = g.path;
+    owner(&state, &g.caller, *id, "commit")?.commit(*id).await?;
     Ok(web::Json(HoldResult { id: *id, state: "committed".into() }))
 }
 
@@ -91,10 +91,10 @@ pub async fn commit(
     security(("bearer" = [])))]
 pub async fn abort(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<HoldId>,
+    g: Guarded<Service, web::Path<HoldId>>,
 ) -> Result<web::Json<HoldResult>, ApiError> {
-    owner(&state, &caller, *id, "abort")?.abort(*id).await?;
+    let id = g.path;
+    owner(&state, &g.caller, *id, "abort")?.abort(*id).await?;
     state.metrics.aborted();
     Ok(web::Json(HoldResult { id: *id, state: "aborted".into() }))
 }
@@ -112,13 +112,13 @@ pub async fn abort(
     security(("bearer" = [])))]
 pub async fn extend(
     state: web::Data<AppState>,
-    caller: Caller,
-    id: web::Path<HoldId>,
+    g: Guarded<Service, web::Path<HoldId>, web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<web::Json<HoldView>, ApiError> {
-    let p = owner(&state, &caller, *id, "extend")?;
-    let body: ExtendBody = parse(&req, &body)?;
+    let id = g.path;
+    // The hold's owner is checked before its body is read.
+    let p = owner(&state, &g.caller, *id, "extend")?;
+    let body: ExtendBody = parse(&req, &g.body)?;
     if body.lease_s <= 0 || body.lease_s > state.config.horizon_s() {
         return Err(ApiError::invalid(format!(
             "lease_s must be in 1..={} (got {})",

@@ -124,7 +124,7 @@ fn network(state: &AppState, caller: &Caller, tentative: bool) -> Result<Arc<dyn
 }
 
 /// `persist`, `commit` or `abort` of several holds of participant `who` (the protocol's
-/// batches): every hold must be the caller's (or the caller an admin), as for one hold.
+/// batches), for a caller of role service: every hold must be the caller's (or the caller an admin), as for one hold.
 /// `commit` and `abort` answer [`BatchAnswer`], `persist` 204.
 async fn batch(
     state: &AppState,
@@ -134,7 +134,6 @@ async fn batch(
     verb: &str,
     body: &[u8],
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
     if !matches!(verb, "commit" | "abort" | "persist") {
         return Err(ApiError::not_found(format!("unknown batch operation `{verb}`")));
     }
@@ -164,8 +163,8 @@ fn within_batch(n: usize, what: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Commit / abort / release / extend of hold `id` at participant `who`: the caller's role,
-/// then its right to this hold ([`AppState::authorize_hold`]), then the body.
+/// Commit / abort / release / extend of hold `id` at participant `who`, for a caller of role
+/// service: its right to this hold ([`AppState::authorize_hold`]), then the body.
 async fn lifecycle(
     state: &AppState,
     req: &HttpRequest,
@@ -175,7 +174,6 @@ async fn lifecycle(
     verb: &str,
     body: &[u8],
 ) -> Result<HttpResponse, ApiError> {
-    caller.require_service()?;
     if !matches!(verb, "commit" | "abort" | "release" | "extend") {
         return Err(ApiError::not_found(format!("unknown hold operation `{verb}`")));
     }
@@ -267,25 +265,21 @@ pub async fn site_prepare(
 /// LIS batches: `persist` and `commit` of several holds.
 pub async fn site_batch(
     state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(String, String)>,
+    g: Guarded<Service, web::Path<(String, String)>, web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let (s, verb) = path.into_inner();
-    batch(&state, &req, &caller, ParticipantRef::Site(s.into()), &verb, &body).await
+    let (s, verb) = g.path.into_inner();
+    batch(&state, &req, &g.caller, ParticipantRef::Site(s.into()), &verb, &g.body).await
 }
 
 /// LIS commit / abort / release / extend (the hold's owner, or an admin).
 pub async fn site_lifecycle(
     state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(String, HoldId, String)>,
+    g: Guarded<Service, web::Path<(String, HoldId, String)>, web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let (s, id, verb) = path.into_inner();
-    lifecycle(&state, &req, &caller, ParticipantRef::Site(s.into()), id, &verb, &body).await
+    let (s, id, verb) = g.path.into_inner();
+    lifecycle(&state, &req, &g.caller, ParticipantRef::Site(s.into()), id, &verb, &g.body).await
 }
 
 /// NIS query.
@@ -309,24 +303,20 @@ pub async fn net_prepare(
 /// NIS batches: `persist` and `commit` of several holds.
 pub async fn net_batch(
     state: web::Data<AppState>,
-    caller: Caller,
-    verb: web::Path<String>,
+    g: Guarded<Service, web::Path<String>, web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    batch(&state, &req, &caller, ParticipantRef::Network, &verb, &body).await
+    batch(&state, &req, &g.caller, ParticipantRef::Network, &g.path, &g.body).await
 }
 
 /// NIS commit / abort / release / extend (the hold's owner, or an admin).
 pub async fn net_lifecycle(
     state: web::Data<AppState>,
-    caller: Caller,
-    path: web::Path<(HoldId, String)>,
+    g: Guarded<Service, web::Path<(HoldId, String)>, web::Bytes>,
     req: HttpRequest,
-    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let (id, verb) = path.into_inner();
-    lifecycle(&state, &req, &caller, ParticipantRef::Network, id, &verb, &body).await
+    let (id, verb) = g.path.into_inner();
+    lifecycle(&state, &req, &g.caller, ParticipantRef::Network, id, &verb, &g.body).await
 }
 
 /// GIS: candidate sites of a compute demand, sorted by id.

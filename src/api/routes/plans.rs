@@ -321,7 +321,7 @@ pub async fn create(
         // The decision, this plan and its key are one durable write (see api::decision_log).
         let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
         // The allocation limit is checked and the plan charged by the store, with the decision
-        // (exact across planner processes; Store::record_decision); the in-memory ledger is
+        // (exact across planner processes; DecisionStore::record_decision); the in-memory ledger is
         // a cache of the charges for the priorities, updated below.
         let result = st
             .planners

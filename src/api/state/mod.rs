@@ -65,7 +65,7 @@ pub struct AppState {
     /// Bumped by every [`AppState::invalidate_tokens`]: a lookup that started before it does
     /// not cache what it read.
     token_generation: AtomicU64,
-    /// Set once the store's token changes are watched ([`Store::token_changes`]): true while
+    /// Set once the store's token changes are watched ([`crate::store::TokenStore::token_changes`]): true while
     /// the watch sees every change.
     tokens_watched: OnceLock<Arc<AtomicBool>>,
     /// This process's name in claims (see [`ServeConfig::instance`]).
@@ -287,7 +287,7 @@ impl AppState {
         cache.clear();
     }
 
-    /// Watches the store's token changes ([`Store::token_changes`]) for as long as the state
+    /// Watches the store's token changes ([`crate::store::TokenStore::token_changes`]) for as long as the state
     /// lives: every change drops the cache. Call once, at start.
     ///
     /// # Errors

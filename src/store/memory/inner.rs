@@ -77,7 +77,7 @@ pub(super) struct Inner {
     /// The owner of each journaled hold that has one (`JournalEntry::Held::owner`).
     pub(super) owners: HashMap<HoldId, String>,
     pub(super) projects: std::collections::BTreeMap<String, Project>,
-    /// Live charges: plan -> (project, usage) (see `Store::record_decision`).
+    /// Live charges: plan -> (project, usage) (see `DecisionStore::record_decision`).
     pub(super) charges: HashMap<Uuid, (String, Vec<Usage>)>,
     /// The event log, oldest first (ids 1, 2, ...).
     pub(super) events: Vec<PlanEvent>,
