@@ -19,10 +19,9 @@ use futures::future::join_all;
 
 use super::queries::QueryCache;
 use super::{Planner, QueryFanout};
-use crate::calendar::{CapacityCalendar, MultiCalendar, SpanId};
+use crate::calendar::SpanId;
 use crate::model::{
     ComputeDemand, GpuAllocation, LinkId, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time,
-    MAX_AMOUNT,
 };
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest, NetworkQuery,
@@ -30,6 +29,9 @@ use crate::protocol::{
 };
 
 mod finish;
+mod overlay;
+
+use overlay::Overlay;
 
 /// A job tentatively fixed on a site (under BIR, held there).
 #[derive(Debug, Clone)]
@@ -77,56 +79,6 @@ impl TransferFix {
     /// questions add (BBR-overlay).
     pub(in crate::planner) fn seen_by_answers(&self) -> bool {
         self.hold.is_some() || !self.overlay.is_empty()
-    }
-}
-
-/// BBR-overlay's local view of what the plan itself has placed: own usage per site (its CPUs,
-/// [`Overlay::CPUS`], and its GPUs, [`Overlay::GPUS`], all pools together: conservative, a
-/// query adds them to the pool it asks about) and per link.
-#[derive(Default)]
-struct Overlay {
-    sites: HashMap<SiteId, MultiCalendar>,
-    links: HashMap<LinkId, CapacityCalendar>,
-}
-
-impl Overlay {
-    const CPUS: usize = 0;
-    const GPUS: usize = 1;
-
-    /// The plan's own peak of `resource` at `site` over `[start, end)`.
-    fn site_peak(&self, site: &SiteId, resource: usize, start: Time, end: Time) -> u64 {
-        self.sites.get(site).map_or(0, |c| c.get(resource).peak_usage(start, end))
-    }
-
-    /// Enters a job of `cpus` CPUs and `gpus` GPUs at `site` over `[start, end)`: its CPU span
-    /// and, with GPUs, its GPU span.
-    fn add_job(&mut self, site: &SiteId, start: Time, end: Time, cpus: u32, gpus: u32) -> (SpanId, Option<SpanId>) {
-        let cal = self.sites.entry(site.clone()).or_insert_with(|| MultiCalendar::new([MAX_AMOUNT, MAX_AMOUNT]));
-        let demand: Vec<(usize, u64)> = [(Self::CPUS, cpus), (Self::GPUS, gpus)]
-            .into_iter()
-            .filter(|&(_, n)| n > 0)
-            .map(|(r, n)| (r, u64::from(n)))
-            .collect();
-        let spans = cal.add(start, end, &demand).expect("the overlay has room for any plan");
-        (spans[0], spans.get(1).copied())
-    }
-
-    /// Takes a job's spans ([`Overlay::add_job`]) out again.
-    fn remove_job(&mut self, site: &SiteId, (cpus, gpus): (SpanId, Option<SpanId>)) {
-        let cal = self.sites.get_mut(site).expect("the job's site is in the overlay");
-        cal.get_mut(Self::CPUS).remove(cpus).expect("overlay span is booked");
-        if let Some(span) = gpus {
-            cal.get_mut(Self::GPUS).remove(span).expect("overlay span is booked");
-        }
-    }
-
-    fn add_link(&mut self, link: &str, start: Time, end: Time, amount: u64) -> SpanId {
-        let cal = self.links.entry(LinkId::from(link)).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
-        cal.add(start, end, amount).expect("the overlay has room for any plan")
-    }
-
-    fn remove_link(&mut self, link: &str, span: SpanId) {
-        self.links.get_mut(link).and_then(|c| c.remove(span).ok()).expect("overlay span is booked");
     }
 }
 
