@@ -3,11 +3,10 @@
 //! current; regenerate with `cargo run -- openapi > openapi/coreserve.yaml`) and served at
 //! `/openapi.json` ([`configure`]). The 405 table ([`allowed_methods`]) is read from it.
 
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{Modify, OpenApi};
-
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 
 use super::config::Role;
 use super::problem::ApiError;
@@ -225,8 +224,7 @@ pub fn allowed_methods(path: &str) -> Option<&'static str> {
     use std::sync::OnceLock;
     static TABLE: OnceLock<Vec<(Vec<String>, &'static str)>> = OnceLock::new();
     let table = TABLE.get_or_init(|| {
-        use utoipa::OpenApi;
-        let doc = super::openapi::ApiDoc::openapi();
+        let doc = ApiDoc::openapi();
         let mut table: Vec<(Vec<String>, &'static str)> = doc
             .paths
             .paths

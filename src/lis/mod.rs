@@ -157,12 +157,6 @@ impl Bookkeeping for State {
 /// The index of the site's CPUs in its [`MultiCalendar`].
 const CPUS: usize = 0;
 
-/// What a job of `cpus` CPUs and `gpus` GPUs of pool `(index, count)` needs of the site's
-/// [`MultiCalendar`].
-fn demand(cpus: u32, gpus: Option<(usize, u32)>) -> Vec<(usize, u64)> {
-    std::iter::once((CPUS, u64::from(cpus))).chain(gpus.map(|(i, n)| (gpu_pool(i), u64::from(n)))).collect()
-}
-
 /// The index of the site's GPU pool `i` (in the order of its `attributes.gpus`) in its
 /// [`MultiCalendar`].
 fn gpu_pool(i: usize) -> usize {
@@ -315,7 +309,7 @@ impl Lis {
         let mut spans = st
             .calendars
             .add_growth(req.start, req.end, &grow)
-            .map_err(|(r, e)| Self::refusal(e, (r > 0).then(|| pool.map(|p| p.1)).flatten()))?
+            .map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?
             .into_iter();
         let cpus = spans.next().expect("the CPUs' growth");
         let gpus = pool.map(|(i, _)| (i, spans.next().expect("the pool's growth")));
@@ -343,17 +337,17 @@ impl Lis {
 
     fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
         let pool = self.pool_of(req)?;
-        let demand = demand(req.cpus, pool.map(|(i, g)| (i, g.count)));
-        let spans = st
-            .calendars
-            .add(req.start, req.end, &demand)
-            .map_err(|(r, e)| Self::refusal(e, (r > 0).then(|| pool.map(|p| p.1)).flatten()))?;
+        let mut demand = vec![(CPUS, u64::from(req.cpus))];
+        demand.extend(pool.map(|(i, g)| (gpu_pool(i), u64::from(g.count))));
+        let spans = st.calendars.add(req.start, req.end, &demand).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
         Ok(Booked { cpus: spans[0], gpus: pool.map(|(i, _)| (i, spans[1])), growth: None })
     }
 
-    /// A calendar's refusal as the participant's: of the CPUs, or of the pool of `gpus`.
-    fn refusal(e: crate::calendar::CalendarError, gpus: Option<&GpuAllocation>) -> ParticipantError {
-        match gpus {
+    /// A [`MultiCalendar`]'s refusal of a demand (the CPUs first, then the pool of `gpus`, if
+    /// any) as the participant's: the index in the demand of the resource that refused, and
+    /// its error.
+    fn refusal((r, e): (usize, crate::calendar::CalendarError), gpus: Option<&GpuAllocation>) -> ParticipantError {
+        match gpus.filter(|_| r > 0) {
             None => ParticipantError::from_calendar(e, None),
             Some(g) => ParticipantError::from_gpu_calendar(e, &g.model),
         }
@@ -435,7 +429,7 @@ impl Lis {
     /// Booked GPUs of each pool (in the site's order) at instant `t` (holds included).
     pub fn gpu_usage_at(&self, t: Time) -> Vec<u64> {
         let st = self.state();
-        (1..st.calendars.resources()).map(|r| st.calendars.get(r).usage_at(t)).collect()
+        (0..st.calendars.resources() - 1).map(|i| st.calendars.get(gpu_pool(i)).usage_at(t)).collect()
     }
 
     /// Live holds (not committed, not expired).
@@ -470,7 +464,8 @@ impl Participant<Compute> for Lis {
         let st = self.state();
         let (earliest_start, gpu_model) = match &q.gpus {
             None => {
-                (st.calendars.earliest_start(q.window_start, q.duration_s, &demand(q.cpus, None), q.deadline), None)
+                let cpus = [(CPUS, u64::from(q.cpus))];
+                (st.calendars.earliest_start(q.window_start, q.duration_s, &cpus, q.deadline), None)
             }
             Some(g) => earliest_with_gpus(&st, &me, q, g),
         };
@@ -544,8 +539,9 @@ fn earliest_with_gpus(st: &State, site: &Site, q: &ComputeQuery, g: &GpuDemand) 
         .enumerate()
         .filter(|(_, pool)| g.accepts(pool))
         .filter_map(|(i, pool)| {
+            let demand = [(CPUS, u64::from(q.cpus)), (gpu_pool(i), u64::from(g.count))];
             st.calendars
-                .earliest_start(q.window_start, q.duration_s, &demand(q.cpus, Some((i, g.count))), q.deadline)
+                .earliest_start(q.window_start, q.duration_s, &demand, q.deadline)
                 .map(|t| (t, i, pool.model.clone()))
         })
         .min_by_key(|&(t, i, _)| (t, i))

@@ -91,7 +91,8 @@ impl From<StoreError> for JournalError {
     }
 }
 
-/// The store of plans: one record per plan request, its status over time (part of [`Store`]). Every method is atomic on its own.
+/// The store of plans: one record per plan request, its status over time (part of [`Store`]).
+/// Every method is atomic on its own.
 #[async_trait]
 pub trait PlanStore: Send + Sync {
     /// Adds a new plan (no key, no decision: fixtures and imports).
@@ -117,7 +118,8 @@ pub trait PlanStore: Send + Sync {
     async fn advance_plans(&self, now: DateTime<Utc>) -> Result<u64, StoreError>;
 }
 
-/// The store of idempotency keys and the claims (leases) on keys and transactions (part of [`Store`]). Every method is atomic on its own.
+/// The store of idempotency keys and the claims (leases) on keys and transactions (part of
+/// [`Store`]). Every method is atomic on its own.
 #[async_trait]
 pub trait KeyStore: Send + Sync {
     /// Reserves `(owner, key)` (`owner`: a principal id) for `claim`, or says who has it. A claim whose lease ran out
@@ -135,7 +137,8 @@ pub trait KeyStore: Send + Sync {
     async fn end_all_claims(&self) -> Result<u64, StoreError>;
 }
 
-/// The store of API tokens, kept by the SHA-256 of each (part of [`Store`]). Every method is atomic on its own.
+/// The store of API tokens, kept by the SHA-256 of each (part of [`Store`]). Every method is
+/// atomic on its own.
 #[async_trait]
 pub trait TokenStore: Send + Sync {
     /// Adds a token (by hash). A hash already stored keeps its id and, if it was revoked,
@@ -158,7 +161,8 @@ pub trait TokenStore: Send + Sync {
     }
 }
 
-/// The store of the coordinators' decision log (commit decisions, modifications, rejections) and its transactions (part of [`Store`]). Every method is atomic on its own.
+/// The store of the coordinators' decision log (commit decisions, modifications, rejections)
+/// and its transactions (part of [`Store`]). Every method is atomic on its own.
 #[async_trait]
 pub trait DecisionStore: Send + Sync {
     /// Writes a commit decision, its plan and key (and the reservations, when asked) in one
@@ -214,7 +218,8 @@ pub trait DecisionStore: Send + Sync {
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError>;
 }
 
-/// The store of the participants' holds as the journal keeps them (part of [`Store`]). Every method is atomic on its own.
+/// The store of the participants' holds as the journal keeps them (part of [`Store`]). Every
+/// method is atomic on its own.
 #[async_trait]
 pub trait HoldStore: Send + Sync {
     /// Committed reservations, and holds whose lease ends after `now`.
@@ -226,7 +231,8 @@ pub trait HoldStore: Send + Sync {
     async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError>;
 }
 
-/// The store of the grid: sites and topology (part of [`Store`]). Every method is atomic on its own.
+/// The store of the grid: sites and topology (part of [`Store`]). Every method is atomic on its
+/// own.
 #[async_trait]
 pub trait GridStore: Send + Sync {
     /// Saves the grid (sites and topology), replacing what was there.
@@ -237,7 +243,8 @@ pub trait GridStore: Send + Sync {
     async fn save_site(&self, site: &Site) -> Result<(), StoreError>;
 }
 
-/// The store of fair-share projects and their charges (part of [`Store`]). Every method is atomic on its own.
+/// The store of fair-share projects and their charges (part of [`Store`]). Every method is
+/// atomic on its own.
 #[async_trait]
 pub trait ProjectStore: Send + Sync {
     /// Creates or replaces a fair-share project (its allocation and members).
@@ -252,7 +259,8 @@ pub trait ProjectStore: Send + Sync {
     async fn charged(&self, project: &str, from: Time, to: Time) -> Result<Vec<Usage>, StoreError>;
 }
 
-/// The store of plan events, the feed behind `/v1/events` and the webhooks (part of [`Store`]). Every method is atomic on its own.
+/// The store of plan events, the feed behind `/v1/events` and the webhooks (part of [`Store`]).
+/// Every method is atomic on its own.
 #[async_trait]
 pub trait EventStore: Send + Sync {
     /// The events with an id above `after`, oldest first, at most `limit`; only the plans of
@@ -262,7 +270,8 @@ pub trait EventStore: Send + Sync {
     async fn last_event_id(&self) -> Result<i64, StoreError>;
 }
 
-/// The store of webhooks, their leases and delivery logs (part of [`Store`]). Every method is atomic on its own.
+/// The store of webhooks, their leases and delivery logs (part of [`Store`]). Every method is
+/// atomic on its own.
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
     /// Stores a new webhook.

@@ -28,7 +28,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 }
 
 /// Registers the routes of one role: health, metrics, the reference page of the OpenAPI
-/// document at `/docs` ([`docs`]; the document itself is [`super::openapi::configure`]'s) and `/v1/whoami` always; then what the role serves (see [`Role`]).
+/// document at `/docs` ([`docs`]; the document itself is [`super::openapi::configure`]'s)
+/// and `/v1/whoami` always; then what the role serves (see [`Role`]).
 /// The all-in-one and a planner also serve the reservation timeline at `/ui` ([`ui`]); a
 /// planner forwards the reads of sites and the network to its participants
 /// ([`super::gateway`]).

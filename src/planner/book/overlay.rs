@@ -35,11 +35,10 @@ impl Overlay {
         gpus: u32,
     ) -> (SpanId, Option<SpanId>) {
         let cal = self.sites.entry(site.clone()).or_insert_with(|| MultiCalendar::new([MAX_AMOUNT, MAX_AMOUNT]));
-        let demand: Vec<(usize, u64)> = [(Self::CPUS, cpus), (Self::GPUS, gpus)]
-            .into_iter()
-            .filter(|&(_, n)| n > 0)
-            .map(|(r, n)| (r, u64::from(n)))
-            .collect();
+        let mut demand = vec![(Self::CPUS, u64::from(cpus))];
+        if gpus > 0 {
+            demand.push((Self::GPUS, u64::from(gpus)));
+        }
         let spans = cal.add(start, end, &demand).expect("the overlay has room for any plan");
         (spans[0], spans.get(1).copied())
     }
@@ -53,11 +52,13 @@ impl Overlay {
         }
     }
 
+    /// Enters a transfer's `amount` Mbit/s on `link` over `[start, end)`: its span.
     pub(super) fn add_link(&mut self, link: &str, start: Time, end: Time, amount: u64) -> SpanId {
         let cal = self.links.entry(LinkId::from(link)).or_insert_with(|| CapacityCalendar::new(MAX_AMOUNT));
         cal.add(start, end, amount).expect("the overlay has room for any plan")
     }
 
+    /// Takes a transfer's span on `link` ([`Overlay::add_link`]) out again.
     pub(super) fn remove_link(&mut self, link: &str, span: SpanId) {
         self.links.get_mut(link).and_then(|c| c.remove(span).ok()).expect("overlay span is booked");
     }

@@ -145,3 +145,44 @@ impl PlanStore for PgStore {
         Ok(r.rows_affected())
     }
 }
+
+impl PgStore {
+    /// Inserts `plan` and, with `key` (`(key, fingerprint)`), points its idempotency key at it
+    /// in the same statement, if `claim` still holds the key; `false` (nothing written) if it
+    /// does not. Without a key the plan is inserted unconditionally.
+    pub(super) async fn insert_plan_keyed(
+        &self,
+        plan: &PlanRecord,
+        key: Option<(&str, &str)>,
+        claim: Option<Uuid>,
+    ) -> Result<bool, StoreError> {
+        let (key, fingerprint) = key.unzip();
+        let written = sqlx::query_scalar!(
+            r#"WITH k AS (
+                   UPDATE idempotency_keys SET plan_id = $1, fingerprint = $11
+                   WHERE principal = $13 AND key = $10 AND claim = $12 AND plan_id IS NULL
+                   RETURNING 1)
+               INSERT INTO plans (id, "user", request_id, status, created_at, cancelled_at, start, outcome, bookings, owner)
+               SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz,
+                   $8::jsonb, $9::jsonb, $13::uuid
+               WHERE $10::text IS NULL OR EXISTS (SELECT 1 FROM k)
+               RETURNING id"#,
+            plan.id,
+            plan.user,
+            plan.outcome.request_id,
+            <&str>::from(plan.status),
+            plan.created_at,
+            plan.cancelled_at,
+            plan.outcome.start,
+            Json(&plan.outcome) as _,
+            Json(&plan.bookings) as _,
+            key,
+            fingerprint,
+            claim,
+            plan.owner,
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(written.is_some())
+    }
+}
