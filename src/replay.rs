@@ -15,6 +15,7 @@
 //!   to run (a contention test, not a measurement).
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -114,7 +115,8 @@ async fn replay_here(grid: &Grid, mut requests: Vec<PlanRequest>, opts: &ReplayO
     });
     // One request per planner at a time, one waiting: requests are handed out as planners free
     // up, so the replayed clock never runs far ahead of the plans being made.
-    let d = Dispatch { seed: opts.seed, concurrency: 1, queue_capacity: 1, fair_share: None };
+    let d =
+        Dispatch { rule: DispatchRule::Random, seed: opts.seed, concurrency: 1, queue_capacity: 1, fair_share: None };
     dispatch(planners, Arc::new(requests), &d, opts.progress.clone(), |i, r| {
         clock.advance_to(r.submitted_at());
         if i % 512 == 511 {
@@ -139,10 +141,25 @@ pub fn progress_bar(len: u64, label: &str) -> ProgressBar {
     b
 }
 
+/// Which planner [`dispatch`] hands an arriving request to. Spelled `random` /
+/// `least-busy` in the simulator's TOML.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DispatchRule {
+    /// A draw from the dispatch's seeded stream.
+    #[default]
+    Random,
+    /// The planner with the fewest requests waiting for it or planning, ties the first: the
+    /// rule of the service's planner pool (`api::state::PlannerPool::lend`).
+    LeastBusy,
+}
+
 /// How [`dispatch`] hands requests to planners.
 #[derive(Debug, Clone)]
 pub struct Dispatch {
-    /// Seeds the choice of planner for each request.
+    /// Which planner takes an arriving request.
+    pub rule: DispatchRule,
+    /// Seeds the choice of planner for each request ([`DispatchRule::Random`]).
     pub seed: u64,
     /// Requests one planner works on at once.
     pub concurrency: usize,
@@ -196,11 +213,11 @@ impl Pending {
     }
 }
 
-/// Hands `requests`, in order, each to a seeded random planner, after awaiting
+/// Hands `requests`, in order, each to a planner chosen by `d.rule`, after awaiting
 /// `arrive(index, request)` (advance a replay clock, or sleep until the arrival on virtual
 /// time). Each planner works on up to `concurrency` requests at once. Returns the outcomes in
-/// request order; `bar` counts them (the caller finishes it). The one request driver of `coreserve plan` and of the
-/// simulator.
+/// request order; `bar` counts them (the caller finishes it). The one request driver of
+/// `coreserve plan` and of the simulator.
 pub async fn dispatch<F, Fut>(
     planners: Vec<Planner>,
     requests: Arc<Vec<PlanRequest>>,
@@ -221,7 +238,8 @@ where
         let (tx, mut rx) = mpsc::channel::<()>(d.queue_capacity.max(1));
         let pending = Arc::new(Pending { waiting: std::sync::Mutex::new(Vec::new()) });
         let slots = Arc::new(Semaphore::new(d.concurrency.max(1)));
-        let (requests, done, fair) = (requests.clone(), done_tx.clone(), d.fair_share.clone());
+        let busy = Arc::new(AtomicUsize::new(0));
+        let (requests, done, fair, busy_here) = (requests.clone(), done_tx.clone(), d.fair_share.clone(), busy.clone());
         let queue = pending.clone();
         tokio::spawn(async move {
             loop {
@@ -230,16 +248,18 @@ where
                 let Some(()) = rx.recv().await else { break };
                 let i = queue.take(&requests, fair.as_ref());
                 let (planner, requests, done, fair) = (planner.clone(), requests.clone(), done.clone(), fair.clone());
+                let busy = busy_here.clone();
                 tokio::spawn(async move {
                     let key = i.to_string();
                     let charge = fair.as_ref().map(|f| Charge { ledger: &f.ledger, key: &key });
                     let outcome = planner.plan_with(&requests[i], PlanOptions { charge, ..Default::default() }).await;
+                    busy.fetch_sub(1, Ordering::SeqCst);
                     let _ = done.send((i, outcome.outcome));
                     drop(permit);
                 });
             }
         });
-        queues.push((tx, pending));
+        queues.push((tx, pending, busy));
     }
     drop(done_tx);
     let collector = tokio::spawn(async move {
@@ -263,8 +283,14 @@ where
                 tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
             }
         }
-        let p = pick.gen_range(0..queues.len());
-        let (tx, pending) = &queues[p];
+        let p = match d.rule {
+            DispatchRule::Random => pick.gen_range(0..queues.len()),
+            DispatchRule::LeastBusy => {
+                (0..queues.len()).min_by_key(|&q| queues[q].2.load(Ordering::SeqCst)).expect("a planner")
+            }
+        };
+        let (tx, pending, busy) = &queues[p];
+        busy.fetch_add(1, Ordering::SeqCst);
         let slot = tx.reserve().await.expect("planner alive");
         pending.waiting.lock().expect("pending requests").push(i);
         slot.send(());

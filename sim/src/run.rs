@@ -17,7 +17,7 @@ use coreserve::fairshare::Ledger;
 use coreserve::in_process::InProcessGrid;
 use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, SiteId};
 use coreserve::planner::{Planner, PlannerConfig, Services};
-use coreserve::protocol::{Compute, Participant};
+use coreserve::protocol::{Compute, Network, Participant, Role};
 use coreserve::replay::{dispatch, Dispatch, FairDispatch, Summary};
 use indicatif::ProgressBar;
 
@@ -30,6 +30,12 @@ use crate::transport::{SimParticipant, VirtualClock};
 const LATENCY_SEED: u64 = 0x6c61_7465_6e63_7900;
 const DISPATCH_SEED: u64 = 0x6469_7370_6174_6368;
 const PLANNER_SEED: u64 = 0x706c_616e_6e65_7200;
+
+/// The base seed of a run's planners ([`Planner::seeds_from`] derives each planner's own): what
+/// the validation passes the service as `serve --planner-seed`.
+pub fn planner_seed(run_seed: u64) -> u64 {
+    run_seed ^ PLANNER_SEED
+}
 
 /// The identity of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,18 +153,26 @@ async fn run(
     site_ids.sort();
     let latency_seed = key.seed ^ LATENCY_SEED;
     // Each participant has its own latency stream: sites by index, then the NIS.
-    let times = &s.service_times;
+    let (t, b) = (&s.service_times, s.batch_messages);
     let services = Services {
         gis: local.gis.clone(),
         lis: site_ids
             .iter()
             .enumerate()
             .map(|(i, id)| {
-                let lis = SimParticipant::new(local.lis[*id].clone(), times.clone(), latency_seed, i as u64);
+                let lis =
+                    SimParticipant::new(local.lis[*id].clone(), Compute::KIND, t.clone(), b, latency_seed, i as u64);
                 ((*id).clone(), Arc::new(lis) as Arc<dyn Participant<Compute>>)
             })
             .collect(),
-        nis: Arc::new(SimParticipant::new(local.nis.clone(), times.clone(), latency_seed, site_ids.len() as u64)),
+        nis: Arc::new(SimParticipant::new(
+            local.nis.clone(),
+            Network::KIND,
+            t.clone(),
+            b,
+            latency_seed,
+            site_ids.len() as u64,
+        )),
         clock: clock.clone(),
     };
     let template = PlannerConfig {
@@ -168,11 +182,12 @@ async fn run(
         query_fanout: s.query_fanout,
         bbr_replans: s.bbr_replans,
         backtrack: s.backtrack,
+        batch_queries: s.batch_messages,
+        batch_aborts: s.batch_messages,
+        check_before_hold: s.check_before_hold,
         ..Default::default()
     };
-    let planners = Planner::pool(s.planners, &template, &services, |p| {
-        (key.seed ^ PLANNER_SEED).wrapping_mul(31).wrapping_add(p as u64)
-    });
+    let planners = Planner::pool(s.planners, &template, &services, Planner::seeds_from(planner_seed(key.seed)));
     // Requests queue at their planner (no back-pressure on arrivals).
     let fair_share = fair.map(|f| FairDispatch {
         ledger: f.ledger.clone(),
@@ -180,6 +195,7 @@ async fn run(
         clock: clock.clone() as Arc<dyn Clock>,
     });
     let d = Dispatch {
+        rule: s.dispatch,
         seed: key.seed ^ DISPATCH_SEED,
         concurrency: s.planner_concurrency,
         queue_capacity: requests.len(),
@@ -198,6 +214,7 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use coreserve::model::{from_time, Link, Node, RawPlanRequest, ReservationMethod, SelectionPolicy, Site};
+    use coreserve::replay::DispatchRule;
 
     use super::*;
 
@@ -295,6 +312,23 @@ mod tests {
             r.rejected_time_limit + r.rejected_batch + r.rejected_no_plan + r.rejected_budget + r.rejected_other;
         assert_eq!(counted, 2, "{r:?}");
         assert_eq!((row.success_first_quarter, row.success_last_quarter), (0.0, 0.0));
+    }
+
+    /// Three requests at the same instant, three planners that plan one at a time: the
+    /// service's rule (`least-busy`) gives each planner one; the seeded draw (`random`, seed 1)
+    /// gives one planner two of them.
+    #[test]
+    fn least_busy_dispatch_gives_each_idle_planner_a_request() {
+        let job = serde_json::json!([{"name": "A", "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 600}]);
+        let reqs: Vec<PlanRequest> =
+            (0..3).map(|i| request(&format!("r{i}"), T0, job.clone(), serde_json::json!([]), 20_000)).collect();
+        let planners_used = |rule| {
+            let s = Scenario { dispatch: rule, ..scenario(3) };
+            let (_, outcomes) = simulate(&s, &key(ReservationMethod::Bir), &grid(), &reqs).unwrap();
+            outcomes.iter().map(|o| o.planner.clone()).collect::<BTreeSet<_>>().len()
+        };
+        assert_eq!(planners_used(DispatchRule::LeastBusy), 3);
+        assert!(planners_used(DispatchRule::Random) < 3);
     }
 
     /// A co-allocation of a linux and a bsd job with a 600 Mbps transfer: compute cost

@@ -19,6 +19,9 @@
 //! query_fanout = "parallel"                # or "sequential": a step's free-slot queries
 //! bbr_replans = 0                          # re-plans of a refused BBR batch
 //! backtrack = "conflict-directed"          # or "chronological": Fig. 3 as written
+//! batch_messages = false                   # true: the service's batched queries, aborts, commits
+//! check_before_hold = false                # true: as the service's planners
+//! dispatch = "random"                      # or "least-busy": the service's planner pool
 //! access_capacity_mbps = 2500              # gridg-n's site access links
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
 //! free_slot = [2.0, 3.0]
@@ -27,6 +30,8 @@
 //!                                          # or "fairshare" (sim/src/fairshare/, [fairshare])
 //! [workload]                               # any WorkloadParams field (shape, durations_s,
 //!                                          # requirements = "mixed", ...)
+//! [validation]                             # --validate: calibration_seeds, inject_service_times,
+//! tolerance = { success_rate = 0.05 }      # tolerances fixed in advance (scenario/validation.rs)
 //! [reduced]                                # the CI's short run (`--reduced`): any of the
 //! seeds = 1                                # settings above, in place of the file's own
 //! ```
@@ -36,11 +41,13 @@
 //! `sim/tests/reduced.rs` compares that run's summary with the committed one in
 //! `sim/results/reduced/`, so a change to the planner's plans, or to the file, fails CI.
 //!
-//! The experiments' own settings are in [`fairshare`] (`[fairshare]`) and [`heterogeneity`]
-//! (`type_choice`): a scenario imports nothing from the experiments that read it.
+//! The experiments' own settings are in [`fairshare`] (`[fairshare]`), [`heterogeneity`]
+//! (`type_choice`) and [`validation`] (`[validation]`): a scenario imports nothing from the
+//! experiments that read it.
 
 pub mod fairshare;
 pub mod heterogeneity;
+pub mod validation;
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +59,7 @@ use coreserve::grid::{
 use coreserve::model::{Grid, UnknownValue};
 use coreserve::nis::Routing;
 use coreserve::planner::{Backtrack, QueryFanout};
+use coreserve::replay::DispatchRule;
 use coreserve::workload::{AppKind, RequirementsProfile, WorkloadParams};
 use serde::Deserialize;
 
@@ -126,6 +134,20 @@ pub struct Scenario {
     /// `chronological` (Ando & Aida's Fig. 3 as written; docs/algorithm.md).
     #[serde(default)]
     pub backtrack: Backtrack,
+    /// The planners batch what the service's planner process batches between processes
+    /// (`PlannerConfig::batch_queries` and `batch_aborts`), and a batch travels as one message
+    /// with one service time, commits included (default false: every query, abort and commit
+    /// is a message of its own, as in Ando & Aida's Table 2).
+    #[serde(default)]
+    pub batch_messages: bool,
+    /// `PlannerConfig::check_before_hold`, which the service turns on (default false).
+    #[serde(default)]
+    pub check_before_hold: bool,
+    /// Which planner an arriving request goes to: `random` (default: a seeded draw) or
+    /// `least-busy` (the fewest requests waiting or planning, ties the first: the service's
+    /// rule).
+    #[serde(default)]
+    pub dispatch: DispatchRule,
     /// Capacity of `gridg-n`'s site access links, Mbit/s (default 2,500; `gridg-w` keeps 5,000).
     pub access_capacity_mbps: Option<u64>,
     /// Site attributes drawn for every grid (`grid::heterogenize` with the grid's seed):
@@ -149,6 +171,10 @@ pub struct Scenario {
     /// `experiment = "fairshare"`: the projects, the run's span and the arms (`[fairshare]`).
     #[serde(default)]
     pub fairshare: fairshare::FairShareParams,
+    /// `--validate`: calibration runs, injected service times and tolerances
+    /// (`[validation]`).
+    #[serde(default)]
+    pub validation: validation::ValidationParams,
     #[serde(skip)]
     pub dir: PathBuf,
 }
@@ -292,18 +318,19 @@ impl Scenario {
 
     /// Topology `name` for topology seed `seed`, default site attributes.
     fn topology(&self, name: &str, seed: u64) -> Result<Grid> {
-        Ok(match name {
-            "gridg-n" => {
-                let mut p = GridgParams::default();
-                if let Some(c) = self.access_capacity_mbps {
-                    p.access.capacity_mbps = c;
-                }
-                gridg(GridgVariant::Narrow, seed, &p)
+        let narrow = |mut p: GridgParams| {
+            if let Some(c) = self.access_capacity_mbps {
+                p.access.capacity_mbps = c;
             }
+            gridg(GridgVariant::Narrow, seed, &p)
+        };
+        Ok(match name {
+            "gridg-n" => narrow(GridgParams::default()),
             "gridg-w" => gridg(GridgVariant::Wide, seed, &GridgParams::default()),
             // 2 WAN routers x 2 MAN x 1 LAN x 2 hosts: 8 sites (the load test's small grid; a
             // role-separated deployment of it is 11 processes).
             "gridg-w-8" => gridg(GridgVariant::Wide, seed, &gridg_8()),
+            "gridg-n-8" => narrow(gridg_8()),
             "fat-tree" => fat_tree(self.fat_tree_k, seed, &SiteParams::default()),
             path if path.ends_with(".graphml") => {
                 let p = self.resolve(Path::new(path));
@@ -312,7 +339,7 @@ impl Scenario {
             }
             path if path.ends_with(".json") => load_grid(&self.resolve(Path::new(path)))?,
             other => {
-                bail!("unknown topology `{other}`: gridg-n, gridg-w, gridg-w-8, fat-tree, or a .graphml / .json path")
+                bail!("unknown topology `{other}`: gridg-n, gridg-w, gridg-n-8, gridg-w-8, fat-tree, or a .graphml / .json path")
             }
         })
     }

@@ -11,10 +11,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use coreserve::clock::Clock;
 use coreserve::model::Time;
-use coreserve::protocol::{Hold, HoldId, HoldLifecycle, Participant, ParticipantError, ParticipantKind, Role};
-use rand::{Rng, SeedableRng};
+pub use coreserve::protocol::ServiceTimes;
+use coreserve::protocol::{Hold, HoldId, HoldLifecycle, Message, Participant, ParticipantError, ParticipantKind, Role};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use serde::{Deserialize, Serialize};
 
 /// Virtual time: `base` plus the time tokio's clock has advanced since creation. Create it
 /// inside the simulation's runtime.
@@ -41,101 +41,55 @@ impl Clock for VirtualClock {
     }
 }
 
-/// Uniform service-time ranges in seconds, per message type (Ando & Aida, Table 2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServiceTimes {
-    /// NIS availability check.
-    pub availability: (f64, f64),
-    /// LIS free-slot search.
-    pub free_slot: (f64, f64),
-    /// Tentative reservation (prepare).
-    pub hold: (f64, f64),
-    pub commit: (f64, f64),
-    /// Abort of a hold or release of a reservation.
-    pub cancel: (f64, f64),
-}
-
-impl Default for ServiceTimes {
-    fn default() -> Self {
-        ServiceTimes {
-            availability: (1.0, 2.0),
-            free_slot: (2.0, 3.0),
-            hold: (1.0, 2.0),
-            commit: (1.0, 2.0),
-            cancel: (1.0, 2.0),
-        }
-    }
-}
-
-impl ServiceTimes {
-    /// Checks every range is finite with `0 <= lo <= hi`.
-    ///
-    /// # Errors
-    /// The first [`BadServiceTime`] range.
-    pub fn validate(&self) -> Result<(), BadServiceTime> {
-        for (name, (lo, hi)) in [
-            ("availability", self.availability),
-            ("free_slot", self.free_slot),
-            ("hold", self.hold),
-            ("commit", self.commit),
-            ("cancel", self.cancel),
-        ] {
-            if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi) {
-                return Err(BadServiceTime { name, lo, hi });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A service-time range that is not finite with `0 <= lo <= hi` (seconds).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("service_times.{name} = ({lo}, {hi}) must satisfy 0 <= lo <= hi")]
-pub struct BadServiceTime {
-    /// The message kind, e.g. `free_slot`.
-    pub name: &'static str,
-    /// The range's lower bound, in seconds.
-    pub lo: f64,
-    /// The range's upper bound, in seconds.
-    pub hi: f64,
-}
-
 /// A production participant behind a simulated network: each message waits a service time
 /// drawn from its own seeded stream, then is handled by the real participant.
 pub struct SimParticipant<T: ?Sized> {
     inner: Arc<T>,
+    kind: ParticipantKind,
     times: ServiceTimes,
+    /// The planner's batches (queries, aborts, commits of one participant) travel as one
+    /// message each, as over HTTP; otherwise a batch of commits is one message per hold, as
+    /// in Table 2.
+    batched: bool,
     rng: Mutex<ChaCha8Rng>,
 }
 
 impl<T: ?Sized> SimParticipant<T> {
-    /// Wraps `inner` (a LIS or the NIS); `seed` and `stream` select this participant's own
-    /// random stream.
-    pub fn new(inner: Arc<T>, times: ServiceTimes, seed: u64, stream: u64) -> Self {
+    /// Wraps `inner` (a LIS or the NIS, `kind`); `seed` and `stream` select this participant's
+    /// own random stream; `batched`: see the field.
+    pub fn new(
+        inner: Arc<T>,
+        kind: ParticipantKind,
+        times: ServiceTimes,
+        batched: bool,
+        seed: u64,
+        stream: u64,
+    ) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
-        SimParticipant { inner, times, rng: Mutex::new(rng) }
+        SimParticipant { inner, kind, times, batched, rng: Mutex::new(rng) }
     }
 
-    async fn serve(&self, (lo, hi): (f64, f64)) {
-        let s = if hi > lo { self.rng.lock().expect("rng lock").gen_range(lo..hi) } else { lo };
-        tokio::time::sleep(Duration::from_secs_f64(s)).await;
+    async fn serve(&self, message: Message) {
+        let Some(range) = self.times.of(self.kind, message) else { return };
+        let wait = ServiceTimes::draw(&mut *self.rng.lock().expect("rng lock"), range);
+        tokio::time::sleep(wait).await;
     }
 }
 
 #[async_trait]
 impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for SimParticipant<T> {
     async fn query(&self, q: &R::Query) -> Result<R::Answer, ParticipantError> {
-        self.serve(match R::KIND {
-            ParticipantKind::Compute => self.times.free_slot,
-            ParticipantKind::Network => self.times.availability,
-        })
-        .await;
+        self.serve(Message::Query).await;
         self.inner.query(q).await
     }
+    /// One message (the planner batches only with `batch_messages`).
+    async fn query_all(&self, qs: &[R::Query]) -> Vec<Result<R::Answer, ParticipantError>> {
+        self.serve(Message::Query).await;
+        self.inner.query_all(qs).await
+    }
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
-        self.serve(self.times.hold).await;
+        self.serve(Message::Prepare).await;
         self.inner.prepare(req).await
     }
 }
@@ -143,15 +97,20 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for SimParticipant<T> {
 #[async_trait]
 impl<T: HoldLifecycle + ?Sized> HoldLifecycle for SimParticipant<T> {
     async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.serve(self.times.commit).await;
+        self.serve(Message::Commit).await;
         self.inner.commit(hold).await
     }
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.serve(self.times.cancel).await;
+        self.serve(Message::Abort).await;
         self.inner.abort(hold).await
     }
+    /// One message (the planner batches aborts only with `batch_messages`).
+    async fn abort_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        self.serve(Message::Abort).await;
+        self.inner.abort_all(holds).await
+    }
     async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.serve(self.times.cancel).await;
+        self.serve(Message::Release).await;
         self.inner.release(hold).await
     }
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
@@ -164,6 +123,10 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for SimParticipant<T> {
         self.inner.persist(holds).await
     }
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        if self.batched {
+            self.serve(Message::Commit).await;
+            return self.inner.commit_all(holds).await;
+        }
         // One commit message per hold, each with its service time, as in Table 2.
         coreserve::protocol::commit_each(self, holds).await
     }

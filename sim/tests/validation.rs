@@ -1,7 +1,8 @@
 //! The simulator against the running service, smallest version (docs/simulator.md,
 //! "Validation"): one run of sim/scenarios/validation-smoke.toml through a role-separated
-//! deployment on PostgreSQL and through the simulator, calibrated from the service's own
-//! latencies. Needs PostgreSQL (`CORESERVE_TEST_PG`, as .ci/test sets it; without a server it
+//! deployment on PostgreSQL and through the simulator, calibrated from another service run
+//! (the calibration seed), with the paper's service times injected into the service's
+//! participants. Needs PostgreSQL (`CORESERVE_TEST_PG`, as .ci/test sets it; without a server it
 //! fails) and the `coreserve` binary beside `coreserve-sim` (`cargo test --workspace` builds
 //! both).
 
@@ -34,13 +35,24 @@ fn one_run_through_the_service_and_the_simulator_is_compared() {
         assert!((0.0..=1.0).contains(&success) && messages > 0, "{side}: {}", rows[0]);
     }
     let md = std::fs::read_to_string(out.path().join("validation.md")).unwrap();
-    for metric in ["success rate", "average cost per CPU-hour", "messages per plan", "planning time per plan"] {
+    for metric in [
+        "success rate",
+        "average cost per CPU-hour",
+        "messages per plan",
+        "rejected at w_interval (share)",
+        "planning time per plan",
+    ] {
         assert!(md.contains(&format!("| bir-time | {metric}")), "{metric} compared:\n{md}");
     }
-    // The service's measured latencies became the simulator's service times.
+    // The calibration run's latencies became the simulator's service times: the injected
+    // 3.33-5 ms of a free-slot query shifted by the service's own overhead (never below).
     let times = std::fs::read_to_string(out.path().join("service-times.toml")).unwrap();
-    assert!(
-        times.contains("#   lis query: ") && times.contains("[service_times]\n") && times.contains("\nfree_slot = ["),
-        "{times}"
-    );
+    assert!(times.contains("#   lis query: ") && times.contains("calibration calls; "), "{times}");
+    let free_slot = times.lines().find_map(|l| l.strip_prefix("free_slot = [")).expect("free_slot calibrated");
+    let lo: f64 = free_slot.split(',').next().unwrap().trim().parse().unwrap();
+    assert!(lo >= 0.00333, "{times}");
+    // The service's participants waited the injected times: the planner measured more.
+    let measured = times.lines().find_map(|l| l.strip_prefix("#   lis query: ")).unwrap();
+    let mean: f64 = measured.split(' ').next().unwrap().parse().unwrap();
+    assert!(mean >= 0.00333, "{measured}");
 }

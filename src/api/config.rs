@@ -127,6 +127,14 @@ pub struct ServeConfig {
     pub retention_days: u32,
     /// Retention: seconds between two prunings (the first runs a minute after start).
     pub retention_every_s: u64,
+    /// The base seed of the planners' random streams (`--planner-seed`; planner `i` gets
+    /// [`crate::planner::Planner::seeds_from`]`(seed)(i)`); `None`: drawn at random at start.
+    /// Experiments set it to compare a run with the simulator's.
+    pub planner_seed: Option<u64>,
+    /// Every message of the participant protocol this process answers over HTTP waits a
+    /// service time drawn from these ranges first (`--service-times FILE`; an experiment's
+    /// stand-in for the slow grid middleware of Ando & Aida's Table 2). `None`: no wait.
+    pub service_times: Option<crate::protocol::ServiceTimes>,
 }
 
 /// Default of [`ServeConfig::retention_every_s`]: hourly.
@@ -173,6 +181,8 @@ impl Default for ServeConfig {
             tls_client_ca: None,
             trust_client_certificates: false,
             slurm: Vec::new(),
+            planner_seed: None,
+            service_times: None,
             dataplane: None,
             retention_days: 0,
             retention_every_s: DEFAULT_RETENTION_EVERY_S,

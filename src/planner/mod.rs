@@ -276,6 +276,13 @@ impl Planner {
             .collect()
     }
 
+    /// The seeds of a [`Planner::pool`] derived from one `base` seed (`base * 31 + index`,
+    /// wrapping): the simulator's planners, and the service's with `serve --planner-seed`, so
+    /// that the simulator's validation runs both with the same planners.
+    pub fn seeds_from(base: u64) -> impl Fn(usize) -> u64 {
+        move |index| base.wrapping_mul(31).wrapping_add(index as u64)
+    }
+
     /// The planner's settings.
     pub fn config(&self) -> &PlannerConfig {
         &self.cfg

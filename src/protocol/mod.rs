@@ -21,12 +21,14 @@ mod error;
 mod holds;
 pub mod http;
 mod journal;
+mod service_times;
 mod timed;
 mod yielding;
 
 pub use error::{ParticipantError, ProblemKind};
 pub use holds::{HoldBook, HoldState};
 pub use journal::{BackendError, Backlog, Journal, JournalEntry, JournalError, Journaled, Tentative};
+pub use service_times::{BadServiceTime, ServiceTimes};
 pub use timed::{CallObserver, Message, Timed};
 pub use yielding::Yielding;
 

@@ -18,6 +18,7 @@ mod planner_props;
 mod real_data;
 mod retention;
 mod roles;
+mod service_times;
 mod slurm;
 mod store;
 mod support;

@@ -17,6 +17,9 @@
 
 use std::sync::Arc;
 
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::{from_fn, Next};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 
@@ -31,7 +34,7 @@ use crate::protocol::{
     Candidates, Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest,
     NetworkQuery, Participant, ParticipantRef, Route,
 };
-use crate::protocol::{Compute, Network, Role};
+use crate::protocol::{Compute, Message, Network, Role, ServiceTimes};
 
 /// Registers the LIS endpoints (every site of this process).
 ///
@@ -43,6 +46,7 @@ pub fn configure_sites(cfg: &mut web::ServiceConfig) {
     let [query, queries, prepare, batch, lifecycle, drift] = HOLDER_PATHS;
     cfg.service(
         web::scope(SITES_SCOPE)
+            .wrap(from_fn(service_time::<Compute>))
             .route(drift, web::post().to(site_drift))
             .route(query, web::post().to(site_query))
             .route(queries, web::post().to(site_queries))
@@ -57,6 +61,7 @@ pub fn configure_network(cfg: &mut web::ServiceConfig) {
     let [query, queries, prepare, batch, lifecycle, drift] = HOLDER_PATHS;
     cfg.service(
         web::scope(NETWORK_SCOPE)
+            .wrap(from_fn(service_time::<Network>))
             .route(drift, web::post().to(net_drift))
             .route(query, web::post().to(net_query))
             .route(queries, web::post().to(net_queries))
@@ -64,6 +69,36 @@ pub fn configure_network(cfg: &mut web::ServiceConfig) {
             .route(batch, web::post().to(net_batch))
             .route(lifecycle, web::post().to(net_lifecycle)),
     );
+}
+
+/// With `--service-times` ([`crate::api::ServeConfig::service_times`]): a message of the
+/// participant protocol waits its service time, drawn for the message its path names, before
+/// it is handled (and before its caller is checked: the wait stands for the network and the
+/// middleware of Ando & Aida's Table 2). Drift reports and lease extensions do not wait.
+async fn service_time<R: Role>(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let times = req.app_data::<web::Data<AppState>>().and_then(|s| s.config.service_times.clone());
+    if let Some(range) = times.and_then(|t| t.of(R::KIND, message_of(req.path())?)) {
+        let wait = ServiceTimes::draw(&mut rand::thread_rng(), range);
+        tokio::time::sleep(wait).await;
+    }
+    next.call(req).await
+}
+
+/// The protocol message a participant path carries (its last segment); `None`: drift, or not
+/// a message.
+fn message_of(path: &str) -> Option<Message> {
+    Some(match path.rsplit('/').next()? {
+        "query" | "queries" => Message::Query,
+        "prepare" => Message::Prepare,
+        "commit" => Message::Commit,
+        "abort" => Message::Abort,
+        "release" => Message::Release,
+        "extend" => Message::Extend,
+        _ => return None,
+    })
 }
 
 /// The scope of the LIS endpoints, under `/v1`.

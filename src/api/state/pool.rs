@@ -42,10 +42,15 @@ impl PlannerPool {
             check_before_hold: true,
             ..PlannerConfig::default()
         };
-        let planners = Planner::pool(config.planners.max(1), &template, &services, |_| rand::random())
-            .into_iter()
-            .map(|p| (p, AtomicUsize::new(0)))
-            .collect();
+        let planners = Planner::pool(
+            config.planners.max(1),
+            &template,
+            &services,
+            Planner::seeds_from(config.planner_seed.unwrap_or_else(rand::random)),
+        )
+        .into_iter()
+        .map(|p| (p, AtomicUsize::new(0)))
+        .collect();
         PlannerPool { planners }
     }
 

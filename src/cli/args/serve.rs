@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use crate::api::{RemoteServices, Role, ServeConfig, Settings};
@@ -140,6 +140,17 @@ pub struct ServeArgs {
     /// Retention: seconds between two prunings.
     #[arg(long, default_value_t = crate::api::config::DEFAULT_RETENTION_EVERY_S, env = "CORESERVE_RETENTION_EVERY_S")]
     pub retention_every_s: u64,
+    /// Experiments: the base seed of the planners' random streams (policy `random`, ties of
+    /// `time`), so that a run can be repeated and compared with the simulator's (default: a
+    /// random seed at every start).
+    #[arg(long, env = "CORESERVE_PLANNER_SEED")]
+    pub planner_seed: Option<u64>,
+    /// Experiments: a TOML file of service times (`free_slot = [LO, HI]`, seconds, and
+    /// `availability`, `hold`, `commit`, `cancel`: the simulator's `[service_times]` keys);
+    /// every participant-protocol message this process answers waits a uniform draw from its
+    /// range first, as the grid middleware of Ando & Aida's Table 2 did.
+    #[arg(long, env = "CORESERVE_SERVICE_TIMES", value_name = "FILE")]
+    pub service_times: Option<PathBuf>,
     /// SITE=PARTITION: the LIS of SITE fronts this Slurm partition (every role that keeps the
     /// site: `all`, or `lis` with --site SITE; once per Slurm site; other sites stay calendars).
     /// Committed jobs become Slurm advance reservations; Slurm's own reservations are sold out.
@@ -272,6 +283,8 @@ impl ServeArgs {
             dataplane,
             retention_days: self.retention_days,
             retention_every_s: self.retention_every_s,
+            planner_seed: self.planner_seed,
+            service_times: self.service_times.as_deref().map(read_service_times).transpose()?,
         };
         Ok(Settings { config, grid, database_url })
     }
@@ -355,6 +368,18 @@ impl ServeArgs {
         };
         Ok((role, g))
     }
+}
+
+/// The service times of `--service-times FILE` (see [`crate::protocol::ServiceTimes`]).
+///
+/// # Errors
+/// The file cannot be read, is not such a table, or a range is not `0 <= LO <= HI`.
+fn read_service_times(file: &std::path::Path) -> Result<crate::protocol::ServiceTimes> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("--service-times {}", file.display()))?;
+    let times: crate::protocol::ServiceTimes =
+        toml::from_str(&text).with_context(|| format!("--service-times {}", file.display()))?;
+    times.validate()?;
+    Ok(times)
 }
 
 #[cfg(test)]
