@@ -65,6 +65,9 @@ pub struct Service {
 /// Seconds between the deployment being ready and the first request.
 const LEAD_S: i64 = 2;
 
+/// How long after a whole second of the wall clock the requests are sent (see `service_run`).
+const SECOND_MARGIN: Duration = Duration::from_millis(5);
+
 /// Sum and count of one message type's measured latencies, seconds.
 #[derive(Debug, Default, Clone, Copy)]
 struct Latency {
@@ -223,6 +226,13 @@ async fn service_run(
         }
     }
     let first = requests.first().context("no requests")?.submitted_at();
+    // Start just after a whole second of the wall clock. The service stamps a request's
+    // arrival in whole seconds (`model::Time`) and ends its search at arrival + w_interval by
+    // the same clock, so a request received at x.9 s would have 0.1 s less than w_interval to
+    // plan (0.5 s on average: a sixth of a compressed 3 s); the simulator's arrivals are whole
+    // seconds of its virtual clock.
+    let to_next_second = 1_000_000_000 - u64::from(Utc::now().timestamp_subsec_nanos());
+    tokio::time::sleep(Duration::from_nanos(to_next_second) + SECOND_MARGIN).await;
     let t0 = Utc::now().timestamp() + LEAD_S;
     let start = tokio::time::Instant::now() + Duration::from_secs(LEAD_S as u64);
     let shift = t0 - first;
