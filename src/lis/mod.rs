@@ -500,12 +500,12 @@ impl Participant<Compute> for Lis {
 impl KeepsHolds for Lis {
     type State = State;
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        bookkeeping::lock_live(&self.state, "LIS state lock", || self.clock.now())
+    fn state_lock(&self) -> &Mutex<State> {
+        &self.state
     }
 
-    fn now(&self) -> Time {
-        self.clock.now()
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 
     async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError> {

@@ -477,12 +477,12 @@ impl Participant<Network> for Nis {
 impl KeepsHolds for Nis {
     type State = State;
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        bookkeeping::lock_live(&self.state, "NIS state lock", || self.clock.now())
+    fn state_lock(&self) -> &Mutex<State> {
+        &self.state
     }
 
-    fn now(&self) -> Time {
-        self.clock.now()
+    fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 
     /// With a data plane, the transfer is admitted there first (see [`dataplane`]).

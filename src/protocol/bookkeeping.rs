@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::clock::Clock;
 use crate::model::Time;
 use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError};
 
@@ -45,11 +46,7 @@ pub(crate) trait Bookkeeping {
 
 /// Locks `state` after releasing every hold whose lease has run out by `now()` (read once
 /// the lock is held); `what` names the lock in the panic of a poisoned one.
-pub(crate) fn lock_live<'a, S: Bookkeeping>(
-    state: &'a Mutex<S>,
-    what: &str,
-    now: impl FnOnce() -> Time,
-) -> MutexGuard<'a, S> {
+fn lock_live<'a, S: Bookkeeping>(state: &'a Mutex<S>, what: &str, now: impl FnOnce() -> Time) -> MutexGuard<'a, S> {
     let mut st = state.lock().expect(what);
     let now = now();
     for booked in st.holds_mut().expire(now) {
@@ -129,11 +126,21 @@ pub(crate) trait KeepsHolds: Send + Sync {
     /// The state of holds.
     type State: Bookkeeping + Send;
 
+    /// The state of holds, behind its lock.
+    fn state_lock(&self) -> &Mutex<Self::State>;
+
+    /// The participant's clock.
+    fn clock(&self) -> &dyn Clock;
+
     /// The state, locked after releasing every hold whose lease has run out ([`lock_live`]).
-    fn state(&self) -> MutexGuard<'_, Self::State>;
+    fn state(&self) -> MutexGuard<'_, Self::State> {
+        lock_live(self.state_lock(), "participant state lock", || self.clock().now())
+    }
 
     /// The participant's clock, now.
-    fn now(&self) -> Time;
+    fn now(&self) -> Time {
+        self.clock().now()
+    }
 
     /// Phase 2 (commit) of `hold`, with what it drives ([`HoldLifecycle::commit`]).
     async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError>;
