@@ -284,14 +284,12 @@ struct ValidationRow {
     run: RunRow,
 }
 
+/// A run to make: its key, its grid and the file the grid is saved in, its requests.
+type Run = (RunKey, Grid, PathBuf, Vec<PlanRequest>);
+
 /// The runs of `seeds`: every topology x kind x load x algorithm, with its grid (saved in
 /// `dir` for the service) and requests.
-fn runs_of(
-    s: &Scenario,
-    cpus: &[u32],
-    seeds: std::ops::RangeInclusive<u64>,
-    dir: &Path,
-) -> Result<Vec<(RunKey, Grid, PathBuf, Vec<PlanRequest>)>> {
+fn runs_of(s: &Scenario, cpus: &[u32], seeds: std::ops::RangeInclusive<u64>, dir: &Path) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
     for topology in &s.topologies {
         for seed in seeds.clone() {
