@@ -36,7 +36,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use rand::Rng;
 use sha2::Sha256;
 
-use crate::store::{DeliveryRecord, PlanEvent, Store, StoreError, WebhookRecord};
+use crate::store::{DeliveryRecord, PlanEvent, Store, StoreError, WebhookLease, WebhookRecord};
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "Coreserve-Signature";
@@ -141,7 +141,8 @@ impl Deliverer {
     /// # Errors
     /// The store failed to lease.
     pub async fn round(&self) -> Result<usize, StoreError> {
-        let due = self.store.lease_due_webhooks(&self.owner, Utc::now(), LEASE_S, WEBHOOKS_PER_ROUND).await?;
+        let lease = WebhookLease { owner: &self.owner, now: Utc::now(), lease_s: LEASE_S, limit: WEBHOOKS_PER_ROUND };
+        let due = self.store.lease_due_webhooks(lease).await?;
         let done = futures::future::join_all(due.into_iter().map(|w| self.deliver(w))).await;
         Ok(done.into_iter().sum())
     }

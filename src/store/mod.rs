@@ -31,7 +31,7 @@ pub use memory::MemoryStore;
 pub use postgres::PgStore;
 pub use records::{
     Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
-    PoolState, Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookRecord,
+    PoolState, Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookLease, WebhookRecord,
 };
 
 use async_trait::async_trait;
@@ -282,16 +282,10 @@ pub trait WebhookStore: Send + Sync {
     async fn webhook(&self, id: Uuid) -> Result<Option<WebhookRecord>, StoreError>;
     /// Deletes a webhook and its delivery log; false if there was none.
     async fn delete_webhook(&self, id: Uuid) -> Result<bool, StoreError>;
-    /// Leases up to `limit` enabled webhooks due at `now` (`next_attempt_at <= now`) with an
-    /// event after their cursor and whose lease ran out, to `owner` for `lease_s` seconds: one
-    /// process delivers a webhook at a time.
-    async fn lease_due_webhooks(
-        &self,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease_s: i64,
-        limit: i64,
-    ) -> Result<Vec<WebhookRecord>, StoreError>;
+    /// Leases up to `lease.limit` enabled webhooks due at `lease.now` (`next_attempt_at <=
+    /// now`) with an event after their cursor and whose lease ran out, to `lease.owner` for
+    /// `lease.lease_s` seconds: one process delivers a webhook at a time.
+    async fn lease_due_webhooks(&self, lease: WebhookLease<'_>) -> Result<Vec<WebhookRecord>, StoreError>;
     /// Records delivery attempts (oldest first) and the webhook's state after the last
     /// (`cursor`, `attempts`, `next_attempt_at`, `failing_since`, `last_error`, `enabled`), in
     /// one write, if `owner` still holds its lease ([`StoreError::Superseded`] if not); the

@@ -154,6 +154,16 @@ impl PlanEvent {
     }
 }
 
+/// A lease on the webhooks due for delivery ([`crate::store::WebhookStore::lease_due_webhooks`]):
+/// up to `limit` of them, to `owner` (a process) for `lease_s` seconds from `now`.
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookLease<'a> {
+    pub owner: &'a str,
+    pub now: DateTime<Utc>,
+    pub lease_s: i64,
+    pub limit: i64,
+}
+
 /// A user's webhook: where the events of their plans (an admin's: everyone's) are POSTed, and
 /// how far its deliveries got (see `crate::api::webhooks`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

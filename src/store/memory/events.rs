@@ -2,10 +2,9 @@
 //! delivery logs.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::{DeliveryRecord, EventStore, PlanEvent, StoreError, WebhookRecord, WebhookStore};
+use crate::store::{DeliveryRecord, EventStore, PlanEvent, StoreError, WebhookLease, WebhookRecord, WebhookStore};
 
 use super::inner::Inner;
 use super::MemoryStore;
@@ -52,13 +51,8 @@ impl WebhookStore for MemoryStore {
         Ok(g.webhooks.len() < before)
     }
 
-    async fn lease_due_webhooks(
-        &self,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease_s: i64,
-        limit: i64,
-    ) -> Result<Vec<WebhookRecord>, StoreError> {
+    async fn lease_due_webhooks(&self, lease: WebhookLease<'_>) -> Result<Vec<WebhookRecord>, StoreError> {
+        let WebhookLease { owner, now, lease_s, limit } = lease;
         let mut g = self.lock();
         let until = now + chrono::Duration::seconds(lease_s);
         let Inner { webhooks, events, .. } = &mut *g.inner;

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::{DeliveryRecord, StoreError, WebhookRecord, WebhookStore};
+use crate::store::{DeliveryRecord, StoreError, WebhookLease, WebhookRecord, WebhookStore};
 
 use super::PgStore;
 
@@ -64,13 +64,8 @@ impl WebhookStore for PgStore {
         Ok(r.rows_affected() > 0)
     }
 
-    async fn lease_due_webhooks(
-        &self,
-        owner: &str,
-        now: DateTime<Utc>,
-        lease_s: i64,
-        limit: i64,
-    ) -> Result<Vec<WebhookRecord>, StoreError> {
+    async fn lease_due_webhooks(&self, lease: WebhookLease<'_>) -> Result<Vec<WebhookRecord>, StoreError> {
+        let WebhookLease { owner, now, lease_s, limit } = lease;
         // Only webhooks with an event to deliver. SKIP LOCKED: processes leasing at the same
         // moment take different webhooks.
         Ok(sqlx::query_as!(
