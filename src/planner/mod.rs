@@ -37,7 +37,8 @@
 //! in-process, over HTTP and in the simulator.
 //!
 //! Files: `search` (the search, Figs. 2-3: which job goes where, in what order, and why a
-//! branch failed; it sends no message itself), `book` (the attempt's tentative holds: every
+//! branch failed; it sends no message itself), `fixes` (what the search fixes, and the
+//! `TentativeBook` it asks and fixes through), `book` (the attempt's tentative holds: every
 //! query, hold and abort the search asks for, the trail that undoes them, BBR-overlay's
 //! overlay, batched queries and aborts, and phase 1 of the finished plan), `queries` (the
 //! book's cache of batched answers), `coordinator` (the decision and phase 2 over held
@@ -48,6 +49,7 @@
 mod book;
 mod commit;
 mod coordinator;
+mod fixes;
 mod modify;
 mod queries;
 mod recover;
@@ -62,12 +64,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::clock::Clock;
-use crate::model::{Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
+use crate::model::{Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
 use crate::protocol::decision;
 pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
 use crate::protocol::{Catalogue, Compute, Network, Participant, ParticipantError};
 pub use commit::{PartName, TwoPhaseError, Unsettled};
+use fixes::TentativeBook;
 pub use modify::ModifyOptions;
 pub use recover::Recovery;
 
@@ -304,9 +307,10 @@ impl Planner {
         let (mut messages, mut holds_aborted) = (0, 0);
         for attempt in 0..=replans {
             let seed = self.rng.lock().expect("planner rng").gen::<u64>();
-            let mut search = search::Attempt::new(self, req, policy, method, seed, started);
-            search.book.user = opts.user.map(str::to_owned);
-            let (mut result, batch_refused) = search.run(opts).await;
+            let mut book = book::Book::new(self, req, policy, method, started);
+            book.user = opts.user.map(str::to_owned);
+            let search = search::Attempt::new(&self.cfg, req, policy, method, seed, book);
+            let (mut result, batch_refused) = self.attempt(search, opts).await;
             if batch_refused && attempt < replans {
                 messages += result.outcome.messages;
                 holds_aborted += result.outcome.holds_aborted;
@@ -317,6 +321,43 @@ impl Planner {
             return result;
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
+    /// The flag is true when the plan was rejected because its batch prepare was refused
+    /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
+    async fn attempt(
+        &self,
+        mut search: search::Attempt<'_, book::Book<'_>>,
+        opts: PlanOptions<'_>,
+    ) -> (PlanResult, bool) {
+        let req = search.req;
+        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
+        match search.search_plan().await {
+            Err(outcome) if search.unsatisfiable => {
+                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, false)
+            }
+            Err(outcome) => (rejected(outcome), false),
+            Ok(()) if opts.dry_run => {
+                let mut outcome = search.book.outcome();
+                outcome.status = OutcomeStatus::Planned;
+                search.book.undo_to(0).await;
+                outcome.messages = search.book.messages();
+                outcome.holds_aborted = search.book.holds_aborted;
+                (rejected(outcome), false)
+            }
+            Ok(()) => match search.book.prepare_all().await {
+                Ok(parts) => {
+                    let coordinator = search.book.into_coordinator(parts);
+                    (coordinator.book_charged(req.user(), opts.charge, opts.log).await, false)
+                }
+                Err(cause) => {
+                    // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
+                    search.book.undo_to(0).await;
+                    (search.book.rejected(cause.to_string()), true)
+                }
+            },
+        }
     }
 
     /// Releases every booking of a committed plan (plan cancellation). Tries them all, even

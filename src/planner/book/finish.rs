@@ -10,6 +10,7 @@ use crate::model::{
 };
 use crate::planner::commit::{self, PartName, TwoPhaseError};
 use crate::planner::coordinator::{Coordinator, HeldPart};
+use crate::planner::fixes::TentativeBook;
 use crate::planner::{ParticipantRef, PlanResult, Settlement};
 use crate::protocol::ParticipantError;
 
@@ -48,10 +49,10 @@ impl Book<'_> {
         let jobs = req
             .jobs()
             .iter()
-            .zip(&self.jobs)
+            .zip(&self.fixes.jobs)
             .map(|(job, fix)| {
                 let fix = fix.as_ref().expect("complete plan");
-                let start = self.st + job.offset_s;
+                let start = self.fixes.st + job.offset_s;
                 let per_hour =
                     f64::from(job.cpus) * fix.price_per_cpu_hour + f64::from(job.gpus()) * fix.price_per_gpu_hour;
                 cost += job.duration_s as f64 / 3600.0 * per_hour;
@@ -77,10 +78,10 @@ impl Book<'_> {
         let transfers = req
             .transfers()
             .iter()
-            .zip(&self.transfers)
+            .zip(&self.fixes.transfers)
             .map(|(t, fix)| {
                 let fix = fix.as_ref().expect("complete plan");
-                let start = self.st + t.offset_s;
+                let start = self.fixes.st + t.offset_s;
                 cost += t.bandwidth_mbps as f64 / 1000.0 * t.duration_s as f64 / 3600.0 * fix.route.price_per_gbps_hour;
                 TransferPlacement {
                     from: t.from.clone(),
@@ -105,7 +106,7 @@ impl Book<'_> {
             request_id: req.id().to_owned(),
             status: OutcomeStatus::Committed,
             reason: None,
-            start: Some(from_time(self.st)),
+            start: Some(from_time(self.fixes.st)),
             deadline: Some(from_time(req.deadline())),
             jobs,
             transfers,
@@ -125,8 +126,8 @@ impl Book<'_> {
         // What this batch has prepared so far: (site, start, end, CPUs), (links, start, end, Mbit/s).
         let mut own_jobs: Vec<(SiteId, Time, Time, u64)> = Vec::new();
         let mut own_transfers: Vec<(Vec<LinkId>, Time, Time, u64)> = Vec::new();
-        for v in 0..self.jobs.len() {
-            let f = self.jobs[v].clone().expect("complete plan");
+        for v in 0..self.fixes.jobs.len() {
+            let f = self.fixes.jobs[v].clone().expect("complete plan");
             let p = self.lis(&f.site).map_err(TwoPhaseError::UnknownParticipant)?;
             let req = self.job_hold(v, &f);
             let hold = match f.hold {
@@ -154,8 +155,8 @@ impl Book<'_> {
                 request: req.into(),
             });
         }
-        for e in 0..self.transfers.len() {
-            let f = self.transfers[e].clone().expect("complete plan");
+        for e in 0..self.fixes.transfers.len() {
+            let f = self.fixes.transfers[e].clone().expect("complete plan");
             if f.route.links.is_empty() {
                 continue;
             }
@@ -209,7 +210,7 @@ impl Book<'_> {
     /// go into the outcome, which names their local reservations. Parts list the jobs first,
     /// in order. From here the parts own the holds (the search's trail is dropped).
     pub(in crate::planner) fn into_coordinator(mut self, parts: Vec<HeldPart>) -> Coordinator {
-        for (fix, part) in self.jobs.iter_mut().zip(&parts) {
+        for (fix, part) in self.fixes.jobs.iter_mut().zip(&parts) {
             if let Some(f) = fix {
                 f.hold = Some(part.hold);
             }

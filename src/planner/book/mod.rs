@@ -17,15 +17,15 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 
+use super::fixes::{Fix, Fixes, JobFix, Style, TentativeBook, TransferFix};
 use super::queries::QueryCache;
 use super::{Planner, QueryFanout};
-use crate::calendar::SpanId;
 use crate::model::{
     ComputeDemand, GpuAllocation, LinkId, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time,
 };
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest, NetworkQuery,
-    Participant, ParticipantError, Role, Route, TxnId,
+    Candidates, Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest,
+    NetworkQuery, Participant, ParticipantError, Role, Route, TxnId,
 };
 
 mod finish;
@@ -33,79 +33,8 @@ mod overlay;
 
 use overlay::Overlay;
 
-/// A job tentatively fixed on a site (under BIR, held there).
-#[derive(Debug, Clone)]
-pub(super) struct JobFix {
-    pub(super) site: SiteId,
-    price_per_cpu_hour: f64,
-    price_per_gpu_hour: f64,
-    /// The GPU pool the offer found free (jobs with GPUs).
-    gpu_model: Option<String>,
-    /// BIR: the hold made at the fix (BBR: set when the plan's batch is held).
-    pub(super) hold: Option<HoldId>,
-    /// The site's prefix of its scheduler's reservation names (a LIS in front of Slurm).
-    reservation_prefix: Option<String>,
-    /// BBR-overlay: the fix's spans in the plan's own overlay of that site (CPUs, GPUs).
-    overlay: Option<(SpanId, Option<SpanId>)>,
-}
-
-impl JobFix {
-    /// The job placed on `offer`'s site, neither held nor overlaid yet.
-    pub(super) fn on(offer: &ComputeOffer) -> Self {
-        JobFix {
-            site: offer.site.clone(),
-            price_per_cpu_hour: offer.price_per_cpu_hour,
-            price_per_gpu_hour: offer.price_per_gpu_hour,
-            gpu_model: offer.gpu_model.clone(),
-            hold: None,
-            reservation_prefix: offer.reservation_prefix.clone(),
-            overlay: None,
-        }
-    }
-}
-
-/// A transfer tentatively fixed on a route (under BIR, held on it).
-#[derive(Debug, Clone)]
-pub(super) struct TransferFix {
-    pub(super) route: Route,
-    /// BIR: the hold made at the fix.
-    pub(super) hold: Option<HoldId>,
-    /// BBR-overlay: the fix's spans in the plan's own overlay of its links.
-    overlay: Vec<(LinkId, SpanId)>,
-}
-
-impl TransferFix {
-    /// Whether the NIS's later answers see this fix: held (BIR), or in the overlay its
-    /// questions add (BBR-overlay).
-    pub(in crate::planner) fn seen_by_answers(&self) -> bool {
-        self.hold.is_some() || !self.overlay.is_empty()
-    }
-}
-
-/// What to undo on backtrack, in reverse order.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Fix {
-    Job(usize),
-    Transfer(usize),
-}
-
 /// The holds of one participant (`None`: the NIS) that one backtrack aborts together.
 type AbortBatch = (Option<SiteId>, Arc<dyn HoldLifecycle>, Vec<HoldId>);
-
-/// What a reservation method does during the search, decided once per attempt (Ando & Aida,
-/// section 3.2): BIR holds every tentative fix; BBR-overlay keeps the plan's own fixes in a
-/// local overlay; plain BBR does neither (the coordinator prepares the whole plan at the end).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Style {
-    pub(super) hold_each_fix: bool,
-    pub(super) overlay: bool,
-}
-
-impl From<ReservationMethod> for Style {
-    fn from(m: ReservationMethod) -> Self {
-        Style { hold_each_fix: m == ReservationMethod::Bir, overlay: m == ReservationMethod::BbrOverlay }
-    }
-}
 
 /// The tentative holds of one attempt and the messages they took.
 pub(super) struct Book<'a> {
@@ -114,12 +43,8 @@ pub(super) struct Book<'a> {
     policy: SelectionPolicy,
     pub(super) style: Style,
     pub(super) txn: TxnId,
-    /// The application's start time (Ando & Aida's `st`): every fix is at `st + offset`.
-    pub(super) st: Time,
-    pub(super) jobs: Vec<Option<JobFix>>,
-    pub(super) transfers: Vec<Option<TransferFix>>,
-    /// The fixes in the order they were made (what [`Book::undo_to`] undoes, last first).
-    pub(super) trail: Vec<Fix>,
+    /// The fixes so far.
+    pub(super) fixes: Fixes,
     pub(super) messages: u64,
     pub(super) holds_aborted: u64,
     overlay: Overlay,
@@ -150,10 +75,7 @@ impl<'a> Book<'a> {
             policy,
             style: method.into(),
             txn: TxnId::new(),
-            st: 0,
-            jobs: vec![None; req.jobs().len()],
-            transfers: vec![None; req.transfers().len()],
-            trail: Vec::new(),
+            fixes: Fixes::new(req),
             messages: 0,
             holds_aborted: 0,
             overlay: Overlay::default(),
@@ -164,14 +86,6 @@ impl<'a> Book<'a> {
         }
     }
 
-    pub(super) fn reject(&self, reason: impl Into<String>) -> Outcome {
-        let mut o = Outcome::rejected(self.req.id(), reason, &self.planner.cfg.name);
-        o.messages = self.messages;
-        o.holds_aborted = self.holds_aborted;
-        o.planning_ms = self.elapsed_ms();
-        o
-    }
-
     pub(super) fn elapsed_ms(&self) -> f64 {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
@@ -180,11 +94,207 @@ impl<'a> Book<'a> {
         self.planner.services.lis.get(site).cloned().ok_or_else(|| ParticipantError::UnknownSite(site.clone()))
     }
 
+    /// The offers of job `v` from every candidate site, batched (see [`super::queries`]): each
+    /// candidate site not asked yet at this `st` gets one message with the queries of `v` and
+    /// of every other unfixed job it could run.
+    async fn batched_offers(
+        &mut self,
+        v: usize,
+        candidates: &[Vec<SiteId>],
+    ) -> Vec<Result<ComputeOffer, ParticipantError>> {
+        self.queries.at(self.fixes.st, self.policy != SelectionPolicy::Load);
+        let deadline = self.req.deadline();
+        let query = |u: usize, site: &SiteId| {
+            let job = &self.req.jobs()[u];
+            ComputeQuery {
+                site: site.clone(),
+                cpus: job.cpus,
+                duration_s: job.duration_s,
+                window_start: self.fixes.st + job.offset_s,
+                deadline,
+                gpus: job.requires.gpus.clone(),
+            }
+        };
+        let mut batches = Vec::new();
+        for site in &candidates[v] {
+            if self.queries.get(v, site).is_some() {
+                continue;
+            }
+            let others = (0..self.fixes.jobs.len()).filter(|&u| {
+                u != v
+                    && self.fixes.jobs[u].is_none()
+                    && self.queries.get(u, site).is_none()
+                    && candidates[u].contains(site)
+            });
+            let jobs: Vec<usize> = std::iter::once(v).chain(others).collect();
+            let qs: Vec<ComputeQuery> = jobs.iter().map(|&u| query(u, site)).collect();
+            batches.push((site.clone(), jobs, qs));
+        }
+        self.messages += batches.len() as u64;
+        let calls = batches.iter().map(|(site, _, qs)| {
+            let lis = self.lis(site);
+            async move {
+                match lis {
+                    Ok(p) => p.query_all(qs).await,
+                    Err(e) => vec![Err(e); qs.len()],
+                }
+            }
+        });
+        let answers = match self.planner.cfg.query_fanout {
+            QueryFanout::Parallel => join_all(calls).await,
+            QueryFanout::Sequential => {
+                let mut all = Vec::with_capacity(batches.len());
+                for c in calls {
+                    all.push(c.await);
+                }
+                all
+            }
+        };
+        let mut failed = HashMap::new();
+        for ((site, jobs, _), answers) in batches.into_iter().zip(answers) {
+            for (u, a) in jobs.into_iter().zip(answers) {
+                match a {
+                    Ok(offer) => {
+                        let job = &self.req.jobs()[u];
+                        let from = self.fixes.st + job.offset_s;
+                        self.queries.put(u, site.clone(), offer, from, job.duration_s, deadline);
+                    }
+                    Err(e) if u == v => {
+                        failed.insert(site.clone(), e);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        candidates[v]
+            .iter()
+            .map(|site| match failed.remove(site) {
+                Some(e) => Err(e),
+                None => Ok(self.queries.get(v, site).cloned().expect("asked at this st")),
+            })
+            .collect()
+    }
+
+    /// The prepare message for job `v` fixed as `fix` at the current `st`.
+    pub(super) fn job_hold(&self, v: usize, fix: &JobFix) -> ComputeHoldRequest {
+        let job = &self.req.jobs()[v];
+        let start = self.fixes.st + job.offset_s;
+        ComputeHoldRequest {
+            replaces: None,
+            txn: self.txn,
+            site: fix.site.clone(),
+            cpus: job.cpus,
+            start,
+            end: start + job.duration_s,
+            gpus: Self::gpus_of(job, fix),
+            user: self.user.clone(),
+        }
+    }
+
+    /// The GPUs job `job` reserves when fixed as `fix`.
+    fn gpus_of(job: &ComputeDemand, fix: &JobFix) -> Option<GpuAllocation> {
+        fix.gpu_model.clone().filter(|_| job.gpus() > 0).map(|model| GpuAllocation { model, count: job.gpus() })
+    }
+
+    /// The prepare message for transfer `e` on `links` at the current `st`.
+    pub(super) fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
+        let t = &self.req.transfers()[e];
+        let start = self.fixes.st + t.offset_s;
+        let (a, b) = self.req.transfer_ends(e);
+        let site = |j: usize| self.fixes.jobs[j].as_ref().map(|f| f.site.clone());
+        NetworkHoldRequest {
+            replaces: None,
+            port: None,
+            txn: self.txn,
+            links: links.to_vec(),
+            bandwidth_mbps: t.bandwidth_mbps,
+            start,
+            end: start + t.duration_s,
+            sites: site(a).zip(site(b)),
+        }
+    }
+
+    async fn prepare<R: Role>(
+        &mut self,
+        participant: Result<Arc<dyn Participant<R>>, ParticipantError>,
+        req: &R::Prepare,
+    ) -> Option<HoldId> {
+        self.messages += 1;
+        match participant {
+            Ok(p) => p.prepare(req).await.map(|h| h.id).ok(),
+            Err(_) => None,
+        }
+    }
+
+    /// This attempt held or aborted something at `site` over `[start, end)`: drops the batched
+    /// answers that may have changed (all of the site's under the `load` policy, which ranks
+    /// by a utilisation over the whole window; see [`super::queries`]).
+    pub(super) fn forget_answers(&mut self, site: &SiteId, start: Time, end: Time) {
+        if self.policy == SelectionPolicy::Load {
+            self.queries.forget_site(site);
+        } else {
+            self.queries.forget_over(site, start, end);
+        }
+    }
+
+    /// After the abort of `hold` at `p` answered `answer`.
+    async fn aborted(&mut self, p: &Arc<dyn HoldLifecycle>, hold: HoldId, answer: Result<(), ParticipantError>) {
+        match answer {
+            Ok(()) => {}
+            // A commit whose answer was lost (compensation after a failed commit): give the
+            // reservation back instead.
+            Err(ParticipantError::AlreadyCommitted(_)) => {
+                self.messages += 1;
+                if let Err(e) = p.release(hold).await {
+                    tracing::error!(error = %e, %hold, "release of a hold committed behind our back failed");
+                }
+            }
+            // The lease will release it anyway.
+            Err(e) => tracing::warn!(error = %e, %hold, "abort failed"),
+        }
+    }
+}
+
+impl TentativeBook for Book<'_> {
+    fn fixes(&self) -> &Fixes {
+        &self.fixes
+    }
+
+    fn fixes_mut(&mut self) -> &mut Fixes {
+        &mut self.fixes
+    }
+
+    fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    fn now(&self) -> Time {
+        self.planner.services.clock.now()
+    }
+
+    async fn candidates(&mut self) -> Result<Vec<Candidates>, ParticipantError> {
+        self.planner.services.gis.candidates_all(self.req.jobs()).await
+    }
+
+    fn reject(&self, reason: impl Into<String>) -> Outcome {
+        let mut o = Outcome::rejected(self.req.id(), reason, &self.planner.cfg.name);
+        o.messages = self.messages;
+        o.holds_aborted = self.holds_aborted;
+        o.planning_ms = self.elapsed_ms();
+        o
+    }
+
+    /// BBR-overlay: the plan's own peak bandwidth over `[start, end)` on the busiest link it
+    /// uses (Mbit/s).
+    fn own_peak_on_links(&self, start: Time, end: Time) -> u64 {
+        self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
+    }
+
     /// The answers of every candidate site of job `v` (`candidates[v]`, in order) to "the
     /// earliest start no earlier than `t_bgn`" (Ando & Aida, Fig. 3, "candidates of rm").
     /// BBR-overlay asks for the job on top of the plan's own peak at each site; with
     /// [`super::PlannerConfig::batch_queries`] the answers come batched ([`Self::batched_offers`]).
-    pub(super) async fn offers(
+    async fn offers(
         &mut self,
         v: usize,
         candidates: &[Vec<SiteId>],
@@ -232,133 +342,10 @@ impl<'a> Book<'a> {
         answers
     }
 
-    /// The offers of job `v` from every candidate site, batched (see [`super::queries`]): each
-    /// candidate site not asked yet at this `st` gets one message with the queries of `v` and
-    /// of every other unfixed job it could run.
-    async fn batched_offers(
-        &mut self,
-        v: usize,
-        candidates: &[Vec<SiteId>],
-    ) -> Vec<Result<ComputeOffer, ParticipantError>> {
-        self.queries.at(self.st, self.policy != SelectionPolicy::Load);
-        let deadline = self.req.deadline();
-        let query = |u: usize, site: &SiteId| {
-            let job = &self.req.jobs()[u];
-            ComputeQuery {
-                site: site.clone(),
-                cpus: job.cpus,
-                duration_s: job.duration_s,
-                window_start: self.st + job.offset_s,
-                deadline,
-                gpus: job.requires.gpus.clone(),
-            }
-        };
-        let mut batches = Vec::new();
-        for site in &candidates[v] {
-            if self.queries.get(v, site).is_some() {
-                continue;
-            }
-            let others = (0..self.jobs.len()).filter(|&u| {
-                u != v && self.jobs[u].is_none() && self.queries.get(u, site).is_none() && candidates[u].contains(site)
-            });
-            let jobs: Vec<usize> = std::iter::once(v).chain(others).collect();
-            let qs: Vec<ComputeQuery> = jobs.iter().map(|&u| query(u, site)).collect();
-            batches.push((site.clone(), jobs, qs));
-        }
-        self.messages += batches.len() as u64;
-        let calls = batches.iter().map(|(site, _, qs)| {
-            let lis = self.lis(site);
-            async move {
-                match lis {
-                    Ok(p) => p.query_all(qs).await,
-                    Err(e) => vec![Err(e); qs.len()],
-                }
-            }
-        });
-        let answers = match self.planner.cfg.query_fanout {
-            QueryFanout::Parallel => join_all(calls).await,
-            QueryFanout::Sequential => {
-                let mut all = Vec::with_capacity(batches.len());
-                for c in calls {
-                    all.push(c.await);
-                }
-                all
-            }
-        };
-        let mut failed = HashMap::new();
-        for ((site, jobs, _), answers) in batches.into_iter().zip(answers) {
-            for (u, a) in jobs.into_iter().zip(answers) {
-                match a {
-                    Ok(offer) => {
-                        let job = &self.req.jobs()[u];
-                        let from = self.st + job.offset_s;
-                        self.queries.put(u, site.clone(), offer, from, job.duration_s, deadline);
-                    }
-                    Err(e) if u == v => {
-                        failed.insert(site.clone(), e);
-                    }
-                    Err(_) => {}
-                }
-            }
-        }
-        candidates[v]
-            .iter()
-            .map(|site| match failed.remove(site) {
-                Some(e) => Err(e),
-                None => Ok(self.queries.get(v, site).cloned().expect("asked at this st")),
-            })
-            .collect()
-    }
-
-    /// Trail position of every fixed job (`usize::MAX` for a free one).
-    pub(super) fn fix_positions(&self) -> Vec<usize> {
-        let mut at = vec![usize::MAX; self.jobs.len()];
-        for (i, f) in self.trail.iter().enumerate() {
-            if let Fix::Job(w) = f {
-                at[*w] = i;
-            }
-        }
-        at
-    }
-
-    /// Asks the NIS for a path (one message).
-    pub(super) async fn ask_nis(&mut self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
-        self.messages += 1;
-        self.planner.services.nis.query(q).await
-    }
-
-    /// Asks the NIS `questions` in one message ([`crate::protocol::Participant::query_all`]);
-    /// [`Self::route`] takes the answers until [`Self::forget_prefetched`]. A check books
-    /// nothing, so they are the answers the questions asked one by one would get.
-    pub(super) async fn prefetch(&mut self, questions: Vec<NetworkQuery>) {
-        self.messages += 1;
-        let answers = self.planner.services.nis.query_all(&questions).await;
-        self.prefetched = questions.into_iter().zip(answers).collect();
-    }
-
-    /// Drops the prefetched answers not taken.
-    pub(super) fn forget_prefetched(&mut self) {
-        self.prefetched.clear();
-    }
-
-    /// The NIS's answer to `q`: prefetched, or asked now.
-    pub(super) async fn route(&mut self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
-        match self.prefetched.remove(q) {
-            Some(answer) => answer,
-            None => self.ask_nis(q).await,
-        }
-    }
-
-    /// BBR-overlay: the plan's own peak bandwidth over `[start, end)` on the busiest link it
-    /// uses (Mbit/s).
-    pub(super) fn own_peak_on_links(&self, start: Time, end: Time) -> u64 {
-        self.overlay.links.values().map(|c| c.peak_usage(start, end)).max().unwrap_or(0)
-    }
-
     /// Tentatively fixes job `v` on `offer`'s site from `start`; under BIR this holds the CPUs,
     /// under BBR-overlay it enters the overlay. False when the hold was refused (another
     /// planner took the slot since the query).
-    pub(super) async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
+    async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         let job = &self.req.jobs()[v];
         let overlay = self
             .style
@@ -381,16 +368,16 @@ impl<'a> Book<'a> {
         } else {
             None
         };
-        self.jobs[v] = Some(JobFix { hold, ..fix });
-        self.trail.push(Fix::Job(v));
+        self.fixes.jobs[v] = Some(JobFix { hold, ..fix });
+        self.fixes.trail.push(Fix::Job(v));
         true
     }
 
     /// Fixes transfer `e` on `route`; under BIR this holds the bandwidth on it (false when the
     /// hold was refused), under BBR-overlay it enters the overlay.
-    pub(super) async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
+    async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
         let t = &self.req.transfers()[e];
-        let (start, end) = (self.st + t.offset_s, self.st + t.offset_s + t.duration_s);
+        let (start, end) = (self.fixes.st + t.offset_s, self.fixes.st + t.offset_s + t.duration_s);
         let hold = if self.style.hold_each_fix && !route.links.is_empty() {
             let req = self.transfer_hold(e, &route.links);
             match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
@@ -408,95 +395,33 @@ impl<'a> Book<'a> {
         } else {
             Vec::new()
         };
-        self.transfers[e] = Some(TransferFix { route, hold, overlay });
-        self.trail.push(Fix::Transfer(e));
+        self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay });
+        self.fixes.trail.push(Fix::Transfer(e));
         true
     }
 
-    /// The prepare message for job `v` fixed as `fix` at the current `st`.
-    pub(super) fn job_hold(&self, v: usize, fix: &JobFix) -> ComputeHoldRequest {
-        let job = &self.req.jobs()[v];
-        let start = self.st + job.offset_s;
-        ComputeHoldRequest {
-            replaces: None,
-            txn: self.txn,
-            site: fix.site.clone(),
-            cpus: job.cpus,
-            start,
-            end: start + job.duration_s,
-            gpus: Self::gpus_of(job, fix),
-            user: self.user.clone(),
-        }
-    }
-
-    /// The GPUs job `job` reserves when fixed as `fix`.
-    fn gpus_of(job: &ComputeDemand, fix: &JobFix) -> Option<GpuAllocation> {
-        fix.gpu_model.clone().filter(|_| job.gpus() > 0).map(|model| GpuAllocation { model, count: job.gpus() })
-    }
-
-    /// The prepare message for transfer `e` on `links` at the current `st`.
-    pub(super) fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
-        let t = &self.req.transfers()[e];
-        let start = self.st + t.offset_s;
-        let (a, b) = self.req.transfer_ends(e);
-        let site = |j: usize| self.jobs[j].as_ref().map(|f| f.site.clone());
-        NetworkHoldRequest {
-            replaces: None,
-            port: None,
-            txn: self.txn,
-            links: links.to_vec(),
-            bandwidth_mbps: t.bandwidth_mbps,
-            start,
-            end: start + t.duration_s,
-            sites: site(a).zip(site(b)),
-        }
-    }
-
-    async fn prepare<R: Role>(
-        &mut self,
-        participant: Result<Arc<dyn Participant<R>>, ParticipantError>,
-        req: &R::Prepare,
-    ) -> Option<HoldId> {
-        self.messages += 1;
-        match participant {
-            Ok(p) => p.prepare(req).await.map(|h| h.id).ok(),
-            Err(_) => None,
-        }
-    }
-
-    /// This attempt held or aborted something at `site` over `[start, end)`: drops the batched
-    /// answers that may have changed (all of the site's under the `load` policy, which ranks
-    /// by a utilisation over the whole window; see [`super::queries`]).
-    pub(super) fn forget_answers(&mut self, site: &SiteId, start: Time, end: Time) {
-        if self.policy == SelectionPolicy::Load {
-            self.queries.forget_site(site);
-        } else {
-            self.queries.forget_over(site, start, end);
-        }
-    }
-
     /// Undoes the fixes after `mark`, aborting their holds.
-    pub(super) async fn undo_to(&mut self, mark: usize) {
+    async fn undo_to(&mut self, mark: usize) {
         // The holds to abort, in trail order, each with its participant (`None`: the NIS).
         let mut aborts: Vec<(Option<SiteId>, Arc<dyn HoldLifecycle>, HoldId)> = Vec::new();
-        while self.trail.len() > mark {
-            let fix = self.trail.pop().expect("trail longer than mark");
+        while self.fixes.trail.len() > mark {
+            let fix = self.fixes.trail.pop().expect("trail longer than mark");
             let (participant, hold) = match fix {
                 Fix::Job(v) => {
-                    let f = self.jobs[v].take().expect("trail names a fixed job");
+                    let f = self.fixes.jobs[v].take().expect("trail names a fixed job");
                     if let Some(spans) = f.overlay {
                         self.overlay.remove_job(&f.site, spans);
                     }
                     if f.hold.is_some() {
                         let job = &self.req.jobs()[v];
-                        let start = self.st + job.offset_s;
+                        let start = self.fixes.st + job.offset_s;
                         self.forget_answers(&f.site, start, start + job.duration_s);
                     }
                     let p = self.lis(&f.site).ok().map(|p| (Some(f.site.clone()), p as Arc<dyn HoldLifecycle>));
                     (p, f.hold)
                 }
                 Fix::Transfer(e) => {
-                    let f = self.transfers[e].take().expect("trail names a fixed transfer");
+                    let f = self.fixes.transfers[e].take().expect("trail names a fixed transfer");
                     for (link, span) in &f.overlay {
                         self.overlay.remove_link(link, *span);
                     }
@@ -534,20 +459,31 @@ impl<'a> Book<'a> {
         }
     }
 
-    /// After the abort of `hold` at `p` answered `answer`.
-    async fn aborted(&mut self, p: &Arc<dyn HoldLifecycle>, hold: HoldId, answer: Result<(), ParticipantError>) {
-        match answer {
-            Ok(()) => {}
-            // A commit whose answer was lost (compensation after a failed commit): give the
-            // reservation back instead.
-            Err(ParticipantError::AlreadyCommitted(_)) => {
-                self.messages += 1;
-                if let Err(e) = p.release(hold).await {
-                    tracing::error!(error = %e, %hold, "release of a hold committed behind our back failed");
-                }
-            }
-            // The lease will release it anyway.
-            Err(e) => tracing::warn!(error = %e, %hold, "abort failed"),
+    /// Asks the NIS `questions` in one message ([`crate::protocol::Participant::query_all`]);
+    /// [`Self::route`] takes the answers until [`Self::forget_prefetched`]. A check books
+    /// nothing, so they are the answers the questions asked one by one would get.
+    async fn prefetch(&mut self, questions: Vec<NetworkQuery>) {
+        self.messages += 1;
+        let answers = self.planner.services.nis.query_all(&questions).await;
+        self.prefetched = questions.into_iter().zip(answers).collect();
+    }
+
+    /// Drops the prefetched answers not taken.
+    fn forget_prefetched(&mut self) {
+        self.prefetched.clear();
+    }
+
+    /// The NIS's answer to `q`: prefetched, or asked now.
+    async fn route(&mut self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
+        match self.prefetched.remove(q) {
+            Some(answer) => answer,
+            None => self.ask_nis(q).await,
         }
+    }
+
+    /// Asks the NIS for a path (one message).
+    async fn ask_nis(&mut self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
+        self.messages += 1;
+        self.planner.services.nis.query(q).await
     }
 }

@@ -48,6 +48,7 @@ use std::collections::HashMap;
 
 use super::Attempt;
 use crate::model::{LinkId, SiteId, Time};
+use crate::planner::fixes::TentativeBook;
 use crate::protocol::{ComputeOffer, NetworkQuery};
 
 /// A set of job (or transfer) indices of one request, as a bitset: the explanation of a
@@ -95,7 +96,7 @@ pub(super) enum Answered {
     Infeasible(IndexSet),
 }
 
-impl Attempt<'_> {
+impl<B: TentativeBook> Attempt<'_, B> {
     /// Whether the participants see the plan's own fixes in their answers: under BIR as holds,
     /// under BBR-overlay through the overlay added to every query; under plain BBR not at all.
     pub(super) fn own_fixes_visible(&self) -> bool {
@@ -109,10 +110,10 @@ impl Attempt<'_> {
         if !self.own_fixes_visible() {
             return set;
         }
-        for (w, fix) in self.book.jobs.iter().enumerate() {
+        for (w, fix) in self.book.fixes().jobs.iter().enumerate() {
             let Some(fix) = fix else { continue };
             let job = &self.req.jobs()[w];
-            let (s, e) = (self.book.st + job.offset_s, self.book.st + job.offset_s + job.duration_s);
+            let (s, e) = (self.book.fixes().st + job.offset_s, self.book.fixes().st + job.offset_s + job.duration_s);
             if &fix.site == site && s < end && start < e {
                 set.insert(w);
             }
@@ -139,13 +140,13 @@ impl Attempt<'_> {
     /// (BIR) or in the overlay (BBR-overlay) over an overlapping interval, on some link.
     pub(super) fn own_transfers_over(&self, start: Time, end: Time) -> IndexSet {
         let mut set = IndexSet::default();
-        for (f, fix) in self.book.transfers.iter().enumerate() {
+        for (f, fix) in self.book.fixes().transfers.iter().enumerate() {
             let Some(fix) = fix else { continue };
             if !fix.seen_by_answers() {
                 continue;
             }
             let t = &self.req.transfers()[f];
-            let (s, e) = (self.book.st + t.offset_s, self.book.st + t.offset_s + t.duration_s);
+            let (s, e) = (self.book.fixes().st + t.offset_s, self.book.fixes().st + t.offset_s + t.duration_s);
             if s < end && start < e {
                 set.insert(f);
             }
@@ -157,8 +158,8 @@ impl Attempt<'_> {
     /// at the current `st`; or why it needs none.
     pub(super) fn nis_question(&self, e: usize) -> Result<NetworkQuery, Answered> {
         let (a, b) = self.req.transfer_ends(e);
-        let site_a = &self.book.jobs[a].as_ref().expect("fixed").site;
-        let site_b = &self.book.jobs[b].as_ref().expect("fixed").site;
+        let site_a = &self.book.fixes().jobs[a].as_ref().expect("fixed").site;
+        let site_b = &self.book.fixes().jobs[b].as_ref().expect("fixed").site;
         if site_a == site_b {
             return Err(Answered::SameSite);
         }
@@ -170,7 +171,7 @@ impl Attempt<'_> {
     /// `infeasible` still stands (only [`Backtrack::ConflictDirected`] records them).
     pub(super) fn question(&self, e: usize, site_a: &SiteId, site_b: &SiteId) -> Result<NetworkQuery, IndexSet> {
         let t = &self.req.transfers()[e];
-        let (start, end) = (self.book.st + t.offset_s, self.book.st + t.offset_s + t.duration_s);
+        let (start, end) = (self.book.fixes().st + t.offset_s, self.book.fixes().st + t.offset_s + t.duration_s);
         // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
         // known before the answer, so this bound covers every link of it).
         let own = if self.style.overlay { self.book.own_peak_on_links(start, end) } else { 0 };
@@ -194,7 +195,10 @@ impl Attempt<'_> {
             return None;
         }
         for &e in &self.incident[v] {
-            let (Some(fu), None) = (&self.book.jobs[self.other_end(e, v)], &self.book.transfers[e]) else { continue };
+            let (Some(fu), None) = (&self.book.fixes().jobs[self.other_end(e, v)], &self.book.fixes().transfers[e])
+            else {
+                continue;
+            };
             let (site_a, site_b) = if self.req.transfer_ends(e).0 == v { (site, &fu.site) } else { (&fu.site, site) };
             if site_a == site_b {
                 continue;
@@ -223,7 +227,7 @@ impl Attempt<'_> {
     pub(super) fn own_peak_on_a_link(&self, held: &IndexSet) -> u64 {
         let mut per_link: HashMap<&LinkId, u64> = HashMap::new();
         for f in held.iter() {
-            let fix = self.book.transfers[f].as_ref().expect("held transfer is fixed");
+            let fix = self.book.fixes().transfers[f].as_ref().expect("held transfer is fixed");
             for l in &fix.route.links {
                 *per_link.entry(l).or_default() += self.req.transfers()[f].bandwidth_mbps;
             }
@@ -235,10 +239,10 @@ impl Attempt<'_> {
     /// the plan's own held transfers over an overlapping interval on a link of `route`.
     pub(super) fn hold_conflict(&self, e: usize, route: &[LinkId]) -> IndexSet {
         let t = &self.req.transfers()[e];
-        let start = self.book.st + t.offset_s;
+        let start = self.book.fixes().st + t.offset_s;
         let mut sharing = IndexSet::default();
         for f in self.own_transfers_over(start, start + t.duration_s).iter() {
-            let fix = self.book.transfers[f].as_ref().expect("held transfer is fixed");
+            let fix = self.book.fixes().transfers[f].as_ref().expect("held transfer is fixed");
             if fix.route.links.iter().any(|l| route.contains(l)) {
                 sharing.insert(f);
             }

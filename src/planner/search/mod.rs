@@ -1,7 +1,9 @@
 //! The search of one planning attempt: the recursive search of Ando & Aida, Fig. 3, and the
 //! `st` loop of Fig. 2. It ends with every job and transfer fixed (under BIR, held) or with a
-//! rejection; the [`Book`] of its tentative holds sends every message it needs, and hands the
-//! finished plan to the [`super::coordinator::Coordinator`].
+//! rejection. It sends no message itself: the [`TentativeBook`] of its tentative holds asks
+//! the participants and makes the fixes, so the search is driven by the answers alone (its
+//! tests give it tables of answers). The planner then hands the finished plan to the
+//! [`super::coordinator::Coordinator`].
 //!
 //! Backtracking ([`super::Backtrack`]) is Fig. 3's chronological one or, by default,
 //! conflict-directed backjumping: the explanations it needs are in [`explain`].
@@ -14,15 +16,17 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::book::{Book, JobFix, Style};
-use super::{Backtrack, PlanOptions, PlanResult, Planner, Settlement};
-use crate::model::{from_time, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time};
+use super::fixes::{Fix, JobFix, Style, TentativeBook};
+use super::{Backtrack, PlannerConfig};
+use crate::model::{from_time, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time};
 use crate::protocol::{ComputeOffer, NetworkQuery, Route};
 use explain::{Answered, IndexSet};
 use policy::stream_seed;
 
 pub(super) mod explain;
 mod policy;
+#[cfg(test)]
+mod tests;
 
 /// Result of `search` (Ando & Aida, Fig. 3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +39,11 @@ pub(crate) enum Step {
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One planning attempt: the search's state (this module) over the [`Book`] of its
-/// tentative holds, which does every participant message.
-pub(crate) struct Attempt<'a> {
-    planner: &'a Planner,
-    req: &'a PlanRequest,
+/// One planning attempt: the search's state (this module) over a [`TentativeBook`] of its
+/// tentative holds, which sends every participant message (the planner's: [`super::book::Book`]).
+pub(crate) struct Attempt<'a, B> {
+    cfg: &'a PlannerConfig,
+    pub(super) req: &'a PlanRequest,
     policy: SelectionPolicy,
     style: Style,
     rng: ChaCha8Rng,
@@ -48,7 +52,7 @@ pub(crate) struct Attempt<'a> {
     /// Transfer indices touching every job.
     incident: Vec<Vec<usize>>,
     /// The fixes made so far, held or not, and the messages they took.
-    pub(super) book: Book<'a>,
+    pub(super) book: B,
     /// Tentative fixes made so far (the search budget's meter).
     fixes: u32,
     /// Why the search was cut short (budget or w_interval), if it was.
@@ -70,17 +74,19 @@ pub(crate) struct Attempt<'a> {
     /// the cause; the answer stands while they are all still held). Cleared on every shift.
     infeasible: HashMap<NetworkQuery, IndexSet>,
     /// A job no site of the catalogue can run: the request can never be planned.
-    unsatisfiable: bool,
+    pub(super) unsatisfiable: bool,
 }
 
-impl<'a> Attempt<'a> {
+impl<'a, B: TentativeBook> Attempt<'a, B> {
+    /// The search of `req` under `cfg`, with `policy` and `method`, ties broken by a stream
+    /// seeded from `seed`, fixing into `book` (empty).
     pub(crate) fn new(
-        planner: &'a Planner,
+        cfg: &'a PlannerConfig,
         req: &'a PlanRequest,
         policy: SelectionPolicy,
         method: ReservationMethod,
         seed: u64,
-        started: tokio::time::Instant,
+        book: B,
     ) -> Self {
         let mut incident = vec![Vec::new(); req.jobs().len()];
         for e in 0..req.transfers().len() {
@@ -88,12 +94,11 @@ impl<'a> Attempt<'a> {
             incident[a].push(e);
             incident[b].push(e);
         }
-        let book = Book::new(planner, req, policy, method, started);
         Attempt {
-            planner,
+            cfg,
             req,
             policy,
-            style: book.style,
+            style: method.into(),
             rng: ChaCha8Rng::seed_from_u64(stream_seed(seed, policy)),
             candidates: Vec::new(),
             incident,
@@ -112,28 +117,28 @@ impl<'a> Attempt<'a> {
     }
 
     /// Searches until a complete plan is fixed (`Ok`) or the request is rejected.
-    pub(super) async fn search_plan(&mut self) -> Result<(), Outcome> {
+    pub(crate) async fn search_plan(&mut self) -> Result<(), Outcome> {
         let r = self.search_plan_inner().await;
         tracing::debug!(
             request = %self.req.id(), planned = r.is_ok(), fixes = self.fixes, shifts = self.shifts,
             backjumps = self.jumps, skipped = self.skipped, nis_answers_reused = self.memo_hits,
-            nis_probes = self.probes, messages = self.book.messages, "search finished"
+            nis_probes = self.probes, messages = self.book.messages(), "search finished"
         );
         r
     }
 
     async fn search_plan_inner(&mut self) -> Result<(), Outcome> {
         let req = self.req;
-        let w = self.planner.cfg.w_interval_s;
-        self.book.st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
-        if self.book.st + req.span_s() > req.deadline() {
+        let w = self.cfg.w_interval_s;
+        self.book.fixes_mut().st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
+        if self.book.fixes().st + req.span_s() > req.deadline() {
             return Err(self.book.reject(format!(
                 "deadline cannot be met: the plan starts no earlier than {}",
-                from_time(self.book.st)
+                from_time(self.book.fixes().st)
             )));
         }
         // One message for every job's candidates.
-        let all = match self.planner.services.gis.candidates_all(req.jobs()).await {
+        let all = match self.book.candidates().await {
             Ok(all) => all,
             Err(e) => return Err(self.book.reject(format!("GIS unavailable: {e}"))),
         };
@@ -154,7 +159,7 @@ impl<'a> Attempt<'a> {
         let roots = self.roots();
         'shift: loop {
             for &root in &roots {
-                if self.book.jobs[root].is_some() {
+                if self.book.fixes().jobs[root].is_some() {
                     continue;
                 }
                 match self.search(root).await {
@@ -168,10 +173,10 @@ impl<'a> Attempt<'a> {
                     Step::Delay(dt) => {
                         self.book.undo_to(0).await;
                         self.shifts += 1;
-                        if self.shifts > self.planner.cfg.max_shifts {
+                        if self.shifts > self.cfg.max_shifts {
                             return Err(self.book.reject(format!("gave up after {} start-time shifts", self.shifts)));
                         }
-                        self.book.st += dt;
+                        self.book.fixes_mut().st += dt;
                         self.infeasible.clear();
                         continue 'shift;
                     }
@@ -190,10 +195,10 @@ impl<'a> Attempt<'a> {
     /// True (and the reason recorded) once the planner's clock has passed arrival +
     /// `w_interval`: the time it allows itself to build a plan.
     fn out_of_time(&mut self) -> bool {
-        let limit = self.req.submitted_at() + self.planner.cfg.w_interval_s;
-        let over = self.planner.services.clock.now() > limit;
+        let limit = self.req.submitted_at() + self.cfg.w_interval_s;
+        let over = self.book.now() > limit;
         if over {
-            self.stopped = Some(format!("planning took longer than w_interval ({} s)", self.planner.cfg.w_interval_s));
+            self.stopped = Some(format!("planning took longer than w_interval ({} s)", self.cfg.w_interval_s));
         }
         over
     }
@@ -243,8 +248,8 @@ impl<'a> Attempt<'a> {
     fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
         Box::pin(async move {
             let job = self.req.jobs()[v].clone();
-            let t_bgn = self.book.st + job.offset_s;
-            let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+            let t_bgn = self.book.fixes().st + job.offset_s;
+            let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
             let offers = self.reservation_candidates(v, t_bgn).await;
             // Why every candidate failed, should they all fail: starting with the plan's own
             // fixes at the sites that did not offer a slot at all.
@@ -266,15 +271,14 @@ impl<'a> Attempt<'a> {
                     }
                 }
                 self.fixes += 1;
-                if self.fixes > self.planner.cfg.max_fixes {
-                    self.stopped =
-                        Some(format!("search budget of {} tentative fixes exhausted", self.planner.cfg.max_fixes));
+                if self.fixes > self.cfg.max_fixes {
+                    self.stopped = Some(format!("search budget of {} tentative fixes exhausted", self.cfg.max_fixes));
                     return Step::NotFound;
                 }
                 if self.out_of_time() {
                     return Step::NotFound;
                 }
-                let mark = self.book.trail.len();
+                let mark = self.book.fixes().trail.len();
                 // `check_before_hold`: the network checks of `v`'s transfers to fixed jobs, asked
                 // with `v` placed at this site but not held yet (they do not depend on its hold).
                 let checked =
@@ -300,7 +304,7 @@ impl<'a> Attempt<'a> {
                     Step::NotFound if !backjump => self.book.undo_to(mark).await,
                     Step::NotFound => {
                         let failure = std::mem::take(&mut self.failure);
-                        let fixed_at = self.book.fix_positions();
+                        let fixed_at = self.fix_positions();
                         // Jobs fixed from `mark` on are `v` and what was fixed under it.
                         let (mut before, mut involves_v) = (IndexSet::default(), false);
                         for w in failure.iter() {
@@ -349,10 +353,12 @@ impl<'a> Attempt<'a> {
         let mut free: Vec<usize> = self.incident[v]
             .iter()
             .copied()
-            .filter(|&e| self.book.transfers[e].is_none() && self.book.jobs[self.other_end(e, v)].is_none())
+            .filter(|&e| {
+                self.book.fixes().transfers[e].is_none() && self.book.fixes().jobs[self.other_end(e, v)].is_none()
+            })
             .collect();
         free.sort_by_key(|&e| (self.candidates[self.other_end(e, v)].len(), e));
-        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
         if backjump && !self.style.overlay {
             let routes = match checked {
                 Some(routes) => routes,
@@ -382,18 +388,30 @@ impl<'a> Attempt<'a> {
             }
         }
         for e in free {
-            if self.book.transfers[e].is_some() {
+            if self.book.fixes().transfers[e].is_some() {
                 continue; // fixed meanwhile by a deeper search
             }
             let u = self.other_end(e, v);
             // The other end may have been fixed meanwhile too (by a deeper search, through
             // another path): then it is a check like the ones above.
-            let step = if self.book.jobs[u].is_some() { self.fix_transfer(e).await } else { self.search(u).await };
+            let step =
+                if self.book.fixes().jobs[u].is_some() { self.fix_transfer(e).await } else { self.search(u).await };
             if step != Step::Success {
                 return step;
             }
         }
         Step::Success
+    }
+
+    /// Trail position of every fixed job (`usize::MAX` for a free one).
+    fn fix_positions(&self) -> Vec<usize> {
+        let mut at = vec![usize::MAX; self.req.jobs().len()];
+        for (i, f) in self.book.fixes().trail.iter().enumerate() {
+            if let Fix::Job(w) = f {
+                at[*w] = i;
+            }
+        }
+        at
     }
 
     /// The other end of transfer `e` of job `v`.
@@ -412,7 +430,9 @@ impl<'a> Attempt<'a> {
         let mut fixed: Vec<usize> = self.incident[v]
             .iter()
             .copied()
-            .filter(|&e| self.book.transfers[e].is_none() && self.book.jobs[self.other_end(e, v)].is_some())
+            .filter(|&e| {
+                self.book.fixes().transfers[e].is_none() && self.book.fixes().jobs[self.other_end(e, v)].is_some()
+            })
             .collect();
         fixed.shuffle(&mut self.rng);
         fixed
@@ -426,7 +446,7 @@ impl<'a> Attempt<'a> {
     /// books nothing, so the answers are the ones the questions asked one by one would get
     /// (the same plan); only those after the first refusal go unused.
     async fn check_transfers(&mut self, transfers: &[usize]) -> Result<Vec<(usize, Route)>, IndexSet> {
-        if self.planner.cfg.batch_queries && transfers.len() > 1 {
+        if self.cfg.batch_queries && transfers.len() > 1 {
             let asked: Vec<NetworkQuery> = transfers.iter().filter_map(|&e| self.nis_question(e).ok()).collect();
             if asked.len() > 1 {
                 self.book.prefetch(asked).await;
@@ -450,8 +470,8 @@ impl<'a> Attempt<'a> {
     /// Whether the search checks a candidate's transfers to fixed jobs before it holds the
     /// candidate ([`super::PlannerConfig::check_before_hold`]; BIR with backjumping only).
     fn check_before_hold(&self) -> bool {
-        self.planner.cfg.check_before_hold
-            && self.planner.cfg.backtrack == Backtrack::ConflictDirected
+        self.cfg.check_before_hold
+            && self.cfg.backtrack == Backtrack::ConflictDirected
             && self.style.hold_each_fix
             && !self.style.overlay
     }
@@ -465,16 +485,16 @@ impl<'a> Attempt<'a> {
         if transfers.is_empty() {
             return Ok(Vec::new());
         }
-        self.book.jobs[v] = Some(JobFix::on(offer));
+        self.book.fixes_mut().jobs[v] = Some(JobFix::on(offer));
         let checked = self.check_transfers(&transfers).await;
-        self.book.jobs[v] = None;
+        self.book.fixes_mut().jobs[v] = None;
         checked
     }
 
     /// Checks and fixes transfer `e` between two fixed jobs (NOTFOUND when the network cannot
     /// carry it); under BIR this holds the bandwidth on the path.
     async fn fix_transfer(&mut self, e: usize) -> Step {
-        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
         match self.transfer_route(e).await {
             Ok(route) => {
                 let links = if backjump { route.links.clone() } else { Vec::new() };
@@ -510,7 +530,7 @@ impl<'a> Attempt<'a> {
             }
         };
         let (bandwidth, start, end) = (self.req.transfers()[e].bandwidth_mbps, q.start, q.end);
-        let backjump = self.planner.cfg.backtrack == Backtrack::ConflictDirected;
+        let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
         let own_over = self.own_transfers_over(start, end);
         let answer = self.book.route(&q).await;
         match answer {
@@ -542,38 +562,6 @@ impl<'a> Attempt<'a> {
                 tracing::warn!(error = %err, "NIS query failed");
                 Err(self.ends_of(e, &own_over))
             }
-        }
-    }
-
-    /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
-    /// The flag is true when the plan was rejected because its batch prepare was refused
-    /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
-    pub(crate) async fn run(mut self, opts: PlanOptions<'_>) -> (PlanResult, bool) {
-        let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
-        match self.search_plan().await {
-            Err(outcome) if self.unsatisfiable => {
-                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, false)
-            }
-            Err(outcome) => (rejected(outcome), false),
-            Ok(()) if opts.dry_run => {
-                let mut outcome = self.book.outcome();
-                outcome.status = OutcomeStatus::Planned;
-                self.book.undo_to(0).await;
-                outcome.messages = self.book.messages;
-                outcome.holds_aborted = self.book.holds_aborted;
-                (rejected(outcome), false)
-            }
-            Ok(()) => match self.book.prepare_all().await {
-                Ok(parts) => {
-                    let coordinator = self.book.into_coordinator(parts);
-                    (coordinator.book_charged(self.req.user(), opts.charge, opts.log).await, false)
-                }
-                Err(cause) => {
-                    // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
-                    self.book.undo_to(0).await;
-                    (self.book.rejected(cause.to_string()), true)
-                }
-            },
         }
     }
 }

@@ -5,6 +5,7 @@ use rand::seq::SliceRandom;
 
 use super::Attempt;
 use crate::model::{SelectionPolicy, Time};
+use crate::planner::fixes::TentativeBook;
 use crate::protocol::{ComputeOffer, ParticipantError};
 
 /// The seed of a search's random stream (tie-breaks, the order transfers are checked in): the
@@ -21,7 +22,7 @@ pub(super) fn stream_seed(seed: u64, policy: SelectionPolicy) -> u64 {
     }
 }
 
-impl Attempt<'_> {
+impl<B: TentativeBook> Attempt<'_, B> {
     /// The usable offers among `answers` for job `v`, ordered by the selection policy (ties
     /// at random, `time`'s from a stream of its own: [`stream_seed`]).
     pub(super) fn rank(

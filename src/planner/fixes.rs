@@ -1,0 +1,173 @@
+//! What the search fixes and what it asks of the book of its tentative holds.
+//!
+//! The search ([`super::search`]) sends no message: every question it has for the
+//! participants (candidate sites, earliest starts, paths) and every fix it makes (a hold under
+//! BIR, an overlay entry under BBR-overlay, nothing under plain BBR) goes through a
+//! [`TentativeBook`]. The planner's is [`super::book::Book`], which talks to the GIS, the LISes
+//! and the NIS; the search's own tests drive it with a book of tabled answers. The fixes
+//! ([`JobFix`], [`TransferFix`]) and the trail ([`Fix`]) are data both sides read.
+
+use std::future::Future;
+
+use crate::calendar::SpanId;
+use crate::model::{LinkId, Outcome, PlanRequest, ReservationMethod, SiteId, Time};
+use crate::protocol::{Candidates, ComputeOffer, HoldId, NetworkQuery, ParticipantError, Route};
+
+/// The fixes of one attempt so far, at the current `st`.
+#[derive(Debug, Clone)]
+pub(in crate::planner) struct Fixes {
+    /// The application's start time (Ando & Aida's `st`): every fix is at `st + offset`.
+    pub(in crate::planner) st: Time,
+    /// By job index (`None`: free).
+    pub(in crate::planner) jobs: Vec<Option<JobFix>>,
+    /// By transfer index (`None`: free).
+    pub(in crate::planner) transfers: Vec<Option<TransferFix>>,
+    /// The fixes in the order they were made (what [`TentativeBook::undo_to`] undoes, last
+    /// first).
+    pub(in crate::planner) trail: Vec<Fix>,
+}
+
+impl Fixes {
+    /// Nothing fixed yet of `req`.
+    pub(in crate::planner) fn new(req: &PlanRequest) -> Self {
+        Fixes {
+            st: 0,
+            jobs: vec![None; req.jobs().len()],
+            transfers: vec![None; req.transfers().len()],
+            trail: Vec::new(),
+        }
+    }
+}
+
+/// A job tentatively fixed on a site (under BIR, held there).
+#[derive(Debug, Clone)]
+pub(in crate::planner) struct JobFix {
+    pub(in crate::planner) site: SiteId,
+    pub(in crate::planner) price_per_cpu_hour: f64,
+    pub(in crate::planner) price_per_gpu_hour: f64,
+    /// The GPU pool the offer found free (jobs with GPUs).
+    pub(in crate::planner) gpu_model: Option<String>,
+    /// BIR: the hold made at the fix (BBR: set when the plan's batch is held).
+    pub(in crate::planner) hold: Option<HoldId>,
+    /// The site's prefix of its scheduler's reservation names (a LIS in front of Slurm).
+    pub(in crate::planner) reservation_prefix: Option<String>,
+    /// BBR-overlay: the fix's spans in the plan's own overlay of that site (CPUs, GPUs).
+    pub(in crate::planner) overlay: Option<(SpanId, Option<SpanId>)>,
+}
+
+impl JobFix {
+    /// The job placed on `offer`'s site, neither held nor overlaid yet.
+    pub(in crate::planner) fn on(offer: &ComputeOffer) -> Self {
+        JobFix {
+            site: offer.site.clone(),
+            price_per_cpu_hour: offer.price_per_cpu_hour,
+            price_per_gpu_hour: offer.price_per_gpu_hour,
+            gpu_model: offer.gpu_model.clone(),
+            hold: None,
+            reservation_prefix: offer.reservation_prefix.clone(),
+            overlay: None,
+        }
+    }
+}
+
+/// A transfer tentatively fixed on a route (under BIR, held on it).
+#[derive(Debug, Clone)]
+pub(in crate::planner) struct TransferFix {
+    pub(in crate::planner) route: Route,
+    /// BIR: the hold made at the fix.
+    pub(in crate::planner) hold: Option<HoldId>,
+    /// BBR-overlay: the fix's spans in the plan's own overlay of its links.
+    pub(in crate::planner) overlay: Vec<(LinkId, SpanId)>,
+}
+
+impl TransferFix {
+    /// Whether the NIS's later answers see this fix: held (BIR), or in the overlay its
+    /// questions add (BBR-overlay).
+    pub(in crate::planner) fn seen_by_answers(&self) -> bool {
+        self.hold.is_some() || !self.overlay.is_empty()
+    }
+}
+
+/// What to undo on backtrack, in reverse order.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::planner) enum Fix {
+    Job(usize),
+    Transfer(usize),
+}
+
+/// What a reservation method does during the search, decided once per attempt (Ando & Aida,
+/// section 3.2): BIR holds every tentative fix; BBR-overlay keeps the plan's own fixes in a
+/// local overlay; plain BBR does neither (the coordinator prepares the whole plan at the end).
+#[derive(Debug, Clone, Copy)]
+pub(in crate::planner) struct Style {
+    pub(in crate::planner) hold_each_fix: bool,
+    pub(in crate::planner) overlay: bool,
+}
+
+impl From<ReservationMethod> for Style {
+    fn from(m: ReservationMethod) -> Self {
+        Style { hold_each_fix: m == ReservationMethod::Bir, overlay: m == ReservationMethod::BbrOverlay }
+    }
+}
+
+/// The book of one attempt's tentative holds, as the search sees it: the fixes so far at the
+/// current `st`, and the questions and fixes that need a participant (Ando & Aida, Fig. 3's
+/// "candidates of rm", "check the NIS", "fix"). Each answer is what the participant said;
+/// the search decides on them alone.
+pub(in crate::planner) trait TentativeBook: Send {
+    /// The fixes so far.
+    fn fixes(&self) -> &Fixes;
+
+    /// The fixes so far, to change: `st` (its first value, or a shift once every fix is
+    /// undone), and a job placed without a hold or a trail entry (the checks of
+    /// `check_before_hold` see it placed) and freed again.
+    fn fixes_mut(&mut self) -> &mut Fixes;
+
+    /// Messages sent so far.
+    fn messages(&self) -> u64;
+
+    /// The planner's clock, now (seconds since the epoch): the `w_interval` limit.
+    fn now(&self) -> Time;
+
+    /// The rejection of the request for `reason`, with the messages and holds counted so far.
+    fn reject(&self, reason: impl Into<String>) -> Outcome;
+
+    /// BBR-overlay: the plan's own peak bandwidth over `[start, end)` on the busiest link it
+    /// uses (Mbit/s).
+    fn own_peak_on_links(&self, start: Time, end: Time) -> u64;
+
+    /// The candidate sites of every job of the request, in job order (one GIS message).
+    fn candidates(&mut self) -> impl Future<Output = Result<Vec<Candidates>, ParticipantError>> + Send;
+
+    /// The answers of every candidate site of job `v` (`candidates[v]`, in order) to "the
+    /// earliest start no earlier than `t_bgn`".
+    fn offers(
+        &mut self,
+        v: usize,
+        candidates: &[Vec<SiteId>],
+        t_bgn: Time,
+    ) -> impl Future<Output = Vec<Result<ComputeOffer, ParticipantError>>> + Send;
+
+    /// Fixes job `v` on `offer`'s site from `start` and trails it; false when its hold was
+    /// refused (nothing fixed).
+    fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> impl Future<Output = bool> + Send;
+
+    /// Fixes transfer `e` on `route` and trails it; false when its hold was refused.
+    fn hold_transfer(&mut self, e: usize, route: Route) -> impl Future<Output = bool> + Send;
+
+    /// Undoes the fixes after `mark`, last first, aborting their holds.
+    fn undo_to(&mut self, mark: usize) -> impl Future<Output = ()> + Send;
+
+    /// Asks the NIS `questions` in one message; [`Self::route`] takes their answers until
+    /// [`Self::forget_prefetched`].
+    fn prefetch(&mut self, questions: Vec<NetworkQuery>) -> impl Future<Output = ()> + Send;
+
+    /// Drops the prefetched answers not taken.
+    fn forget_prefetched(&mut self);
+
+    /// The NIS's answer to `q`: prefetched, or asked now (`Ok(None)`: no path).
+    fn route(&mut self, q: &NetworkQuery) -> impl Future<Output = Result<Option<Route>, ParticipantError>> + Send;
+
+    /// Asks the NIS `q` now, whatever was prefetched (the backjumping probe).
+    fn ask_nis(&mut self, q: &NetworkQuery) -> impl Future<Output = Result<Option<Route>, ParticipantError>> + Send;
+}
