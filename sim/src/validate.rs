@@ -48,7 +48,6 @@ use coreserve::workload::generate;
 use coreserve_loadtest::database::Databases;
 use coreserve_loadtest::deploy::{wait_ready, Mode, Procs};
 
-use crate::algorithm::Algorithm;
 use crate::report::{ci95_half_width, write_runs_csv, RunRow};
 use crate::run::{planner_seed, simulate, RunKey};
 use crate::scenario::Scenario;
@@ -161,9 +160,8 @@ struct ServiceRun<'a> {
     s: &'a Scenario,
     /// The grid and the file it is saved in.
     grid: (&'a Grid, &'a Path),
-    /// The run's seed: its planners' seeds are the simulator's for the same run.
-    seed: u64,
-    algorithm: Algorithm,
+    /// The run: its planners' seeds are the simulator's for the same run's seed.
+    key: &'a RunKey,
     /// `serve --service-times` for every process
     /// ([`crate::scenario::validation::ValidationParams::inject_service_times`]).
     injected: Option<&'a Path>,
@@ -182,7 +180,7 @@ async fn service_run(
     requests: &[PlanRequest],
     lat: &mut Latencies,
 ) -> Result<Vec<Outcome>> {
-    let (svc, s, algorithm) = (run.svc, run.s, run.algorithm);
+    let (svc, s, algorithm) = (run.svc, run.s, run.key.algorithm);
     let db = dbs.create("validate").await?;
     let (admin, service) = (format!("admin-{}", uuid()), format!("service-{}", uuid()));
     let mut common: Vec<String> = [
@@ -192,7 +190,7 @@ async fn service_run(
         ("--policy", algorithm.policy.to_string()),
         ("--planners", s.planners.to_string()),
         ("--routing", s.routing.clone()),
-        ("--planner-seed", planner_seed(run.seed).to_string()),
+        ("--planner-seed", planner_seed(run.key.seed).to_string()),
         ("--planning-slots", (s.planners * s.planner_concurrency).to_string()),
         ("--max-in-flight-per-user", requests.len().max(1).to_string()),
     ]
@@ -346,14 +344,7 @@ pub fn validate(s: &Scenario, svc: &Service, cpus: &[u32], out: &Path) -> Result
         let calibrating = i < calibration.len();
         eprintln!("service ({}): {key:?}", if calibrating { "calibration" } else { "compared" });
         let lat = if calibrating { &mut calibration_lat } else { &mut compared_lat };
-        let run = ServiceRun {
-            svc,
-            s,
-            grid: (grid, path),
-            seed: key.seed,
-            algorithm: key.algorithm,
-            injected: injected.as_deref(),
-        };
+        let run = ServiceRun { svc, s, grid: (grid, path), key, injected: injected.as_deref() };
         let outcomes =
             rt.block_on(service_run(&run, &dbs, requests, lat)).with_context(|| format!("service run {key:?}"))?;
         let violations = check_outcomes(grid, requests, &outcomes, s.w_interval_s);

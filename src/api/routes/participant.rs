@@ -79,7 +79,8 @@ async fn service_time<R: Role>(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let times = req.app_data::<web::Data<AppState>>().and_then(|s| s.config.service_times.clone());
+    let state = req.app_data::<web::Data<AppState>>();
+    let times = state.and_then(|s| s.config.service_times.as_ref());
     if let Some(range) = times.and_then(|t| t.of(R::KIND, message_of(req.path())?)) {
         let wait = ServiceTimes::draw(&mut rand::thread_rng(), range);
         tokio::time::sleep(wait).await;
