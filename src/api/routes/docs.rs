@@ -10,35 +10,19 @@ use std::sync::OnceLock;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::ui::{etags_of, serve_with, Asset};
+use super::ui::{asset, etags_of, serve_with, Asset};
 use crate::api::problem::ApiError;
 
 const ASSETS: &[Asset] = &[
-    Asset {
-        path: "index.html",
-        content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../../../ui/docs/index.html"),
-    },
-    Asset {
-        path: "init.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../../ui/docs/init.js"),
-    },
-    Asset {
-        path: "vendor/redoc.standalone.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../../ui/vendor/redoc.standalone.js"),
-    },
-    Asset {
-        path: "vendor/redoc.LICENSE",
-        content_type: "text/plain; charset=utf-8",
-        body: include_bytes!("../../../ui/vendor/redoc.LICENSE"),
-    },
-    Asset {
-        path: "vendor/redoc.standalone.js.LICENSE.txt",
-        content_type: "text/plain; charset=utf-8",
-        body: include_bytes!("../../../ui/vendor/redoc.standalone.js.LICENSE.txt"),
-    },
+    asset!("index.html", "text/html; charset=utf-8", "docs/index.html"),
+    asset!("init.js", "text/javascript; charset=utf-8", "docs/init.js"),
+    asset!("vendor/redoc.standalone.js", "text/javascript; charset=utf-8", "vendor/redoc.standalone.js"),
+    asset!("vendor/redoc.LICENSE", "text/plain; charset=utf-8", "vendor/redoc.LICENSE"),
+    asset!(
+        "vendor/redoc.standalone.js.LICENSE.txt",
+        "text/plain; charset=utf-8",
+        "vendor/redoc.standalone.js.LICENSE.txt"
+    ),
 ];
 
 /// The path templates the reference answers `GET` and `HEAD` on (for `Allow` in a 405; see

@@ -49,7 +49,6 @@ pub struct EventsQuery {
     responses(
         (status = 200, description = "Server-Sent Events: `id:` the event id, `event:` its type, `data:` a PlanEvent as JSON; `: heartbeat` comments while idle", body = PlanEvent, content_type = "text/event-stream"),
         (status = 400, description = "Last-Event-ID or after is not an event id", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]

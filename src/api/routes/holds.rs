@@ -65,7 +65,6 @@ fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Ar
     responses(
         (status = 200, body = HoldResult),
         (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Expired or aborted", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
     ),
@@ -84,7 +83,6 @@ pub async fn commit(
     responses(
         (status = 200, body = HoldResult),
         (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already committed", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
     ),
@@ -104,7 +102,6 @@ pub async fn abort(
     responses(
         (status = 200, body = HoldView),
         (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Expired, aborted or committed", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "lease_s out of range", body = Problem, content_type = "application/problem+json"),

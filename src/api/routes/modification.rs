@@ -72,9 +72,7 @@ impl PlanLock {
     responses(
         (status = 200, description = "Every change is booked: the plan as modified", body = PlanView),
         (status = 400, description = "Malformed JSON or Idempotency-Key", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Another user's plan", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The plan is not committed or active (pending, cancelled, completed, rejected, broken), another change of it is under way, or a changed part does not fit (type .../modification-refused: which part, and when it could start); nothing changed", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 256 KiB", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),

@@ -108,7 +108,7 @@ pub struct NetworkHoldBody {
 
 /// Nodes and links.
 #[utoipa::path(get, path = "/v1/network", operation_id = "get_network", tag = "network",
-    responses((status = 200, body = NetworkView), (status = 401, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = NetworkView)),
     security(("bearer" = [])))]
 pub async fn topology(state: web::Data<AppState>, _caller: Caller) -> web::Json<NetworkView> {
     web::Json(NetworkView { nodes: state.grid.nodes().to_vec(), links: state.grid.links().to_vec() })
@@ -125,7 +125,7 @@ fn interval(state: &AppState, start: &DateTime<Utc>, end: &DateTime<Utc>) -> Res
 /// The route the NIS would take for this bandwidth over `[start, end)`.
 #[utoipa::path(get, path = "/v1/network/route", operation_id = "get_route", tag = "network", params(RouteQuery),
     responses((status = 200, body = RouteAnswer), (status = 404, description = "Unknown site", body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "Bandwidth out of range, or `start` not before `end`", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn route(
     state: web::Data<AppState>,
@@ -203,7 +203,6 @@ pub async fn reservations(
         (status = 404, description = "Unknown link", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not enough bandwidth", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn hold(

@@ -460,7 +460,6 @@ pub(super) async fn unrecorded(
     responses(
         (status = 200, body = Vec<PlanView>),
         (status = 400, description = "Bad status or time", body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -490,9 +489,7 @@ pub(super) async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result
     get, path = "/v1/plans/{id}", operation_id = "get_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
     responses(
         (status = 200, body = PlanView),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Another user's plan", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))
 )]
@@ -509,9 +506,7 @@ pub async fn get(
     delete, path = "/v1/plans/{id}", operation_id = "cancel_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
     responses(
         (status = 200, description = "Cancelled (also when it already was)", body = PlanView),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "A rejected or completed plan has nothing to cancel; a pending plan is not settled yet (Retry-After)", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = []))

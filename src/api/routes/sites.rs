@@ -172,7 +172,7 @@ pub struct SiteHoldBody {
 
 /// Every site, sorted by id.
 #[utoipa::path(get, path = "/v1/sites", operation_id = "list_sites", tag = "sites",
-    responses((status = 200, body = Vec<Site>), (status = 401, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = Vec<Site>)),
     security(("bearer" = [])))]
 pub async fn list(state: web::Data<AppState>, _caller: Caller) -> web::Json<Vec<Site>> {
     web::Json(state.participants.gis.sites())
@@ -190,7 +190,7 @@ fn find(state: &AppState, id: &str) -> Result<Site, ApiError> {
 
 /// One site.
 #[utoipa::path(get, path = "/v1/sites/{id}", operation_id = "get_site", tag = "sites", params(("id" = String, Path)),
-    responses((status = 200, body = Site), (status = 404, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = Site)),
     security(("bearer" = [])))]
 pub async fn get(
     state: web::Data<AppState>,
@@ -302,8 +302,8 @@ pub(crate) fn not_past(state: &AppState, start: i64) -> Result<(), ApiError> {
 /// never before now + the broker's W interval (no plan starts earlier); more CPUs than the
 /// site has are 422.
 #[utoipa::path(get, path = "/v1/sites/{id}/availability", operation_id = "site_availability", tag = "sites", params(("id" = String, Path), AvailabilityQueryParams),
-    responses((status = 200, body = AvailabilityView), (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = AvailabilityView),
+        (status = 422, description = "More CPUs than the site has, or an invalid window", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn availability(
     state: web::Data<AppState>,
@@ -357,7 +357,7 @@ pub async fn availability(
 /// Holds and reservations of the site overlapping `[from, to)`; hold ids only of the caller's
 /// own holds (an admin sees every id).
 #[utoipa::path(get, path = "/v1/sites/{id}/reservations", operation_id = "site_reservations", tag = "sites", params(("id" = String, Path), WindowQuery),
-    responses((status = 200, body = Vec<ReservationView>), (status = 404, body = Problem, content_type = "application/problem+json"),
+    responses((status = 200, body = Vec<ReservationView>),
         (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
     security(("bearer" = [])))]
 pub async fn reservations(
@@ -417,10 +417,8 @@ pub(crate) fn windowed<R, V: BookingView<R>>(
     responses(
         (status = 201, body = HoldView),
         (status = 403, description = "A user token", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Not enough CPUs", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn hold(

@@ -61,7 +61,6 @@ pub struct TokenView {
     responses(
         (status = 201, body = TokenView),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn create(
@@ -131,7 +130,7 @@ pub struct WhoAmI {
 
 /// The caller's user and roles (any token; e.g. for a client to show what it may see).
 #[utoipa::path(get, path = "/v1/whoami", operation_id = "whoami", tag = "tokens",
-    responses((status = 200, body = WhoAmI), (status = 401, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = WhoAmI)),
     security(("bearer" = [])))]
 pub async fn whoami(caller: Caller) -> web::Json<WhoAmI> {
     web::Json(WhoAmI {

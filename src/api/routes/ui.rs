@@ -25,28 +25,21 @@ pub(super) struct Asset {
     pub(super) body: &'static [u8],
 }
 
+/// The [`Asset`] at `$path` under the page's prefix, of type `$content_type`, whose body is
+/// the repository's `ui/$file`, compiled in.
+macro_rules! asset {
+    ($path:literal, $content_type:literal, $file:literal) => {
+        Asset { path: $path, content_type: $content_type, body: include_bytes!(concat!("../../../ui/", $file)) }
+    };
+}
+pub(super) use asset;
+
 const ASSETS: &[Asset] = &[
-    Asset {
-        path: "index.html",
-        content_type: "text/html; charset=utf-8",
-        body: include_bytes!("../../../ui/index.html"),
-    },
-    Asset {
-        path: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../../ui/app.js"),
-    },
-    Asset { path: "style.css", content_type: "text/css; charset=utf-8", body: include_bytes!("../../../ui/style.css") },
-    Asset {
-        path: "vendor/d3.v7.min.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_bytes!("../../../ui/vendor/d3.v7.min.js"),
-    },
-    Asset {
-        path: "vendor/d3.LICENSE",
-        content_type: "text/plain; charset=utf-8",
-        body: include_bytes!("../../../ui/vendor/d3.LICENSE"),
-    },
+    asset!("index.html", "text/html; charset=utf-8", "index.html"),
+    asset!("app.js", "text/javascript; charset=utf-8", "app.js"),
+    asset!("style.css", "text/css; charset=utf-8", "style.css"),
+    asset!("vendor/d3.v7.min.js", "text/javascript; charset=utf-8", "vendor/d3.v7.min.js"),
+    asset!("vendor/d3.LICENSE", "text/plain; charset=utf-8", "vendor/d3.LICENSE"),
 ];
 
 /// The path templates the timeline answers `GET` and `HEAD` on (for `Allow` in a 405; see

@@ -110,7 +110,6 @@ fn check(b: &WebhookBody) -> Result<(), ApiError> {
 #[utoipa::path(post, path = "/v1/webhooks", operation_id = "create_webhook", tag = "plans", request_body = WebhookBody,
     responses(
         (status = 201, body = WebhookCreated),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn create(
@@ -169,7 +168,6 @@ async fn owned(state: &AppState, caller: &Caller, id: &str) -> Result<WebhookRec
     responses(
         (status = 200, body = WebhookView),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn get(
@@ -186,7 +184,6 @@ pub async fn get(
     responses(
         (status = 200, body = Vec<DeliveryRecord>),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn deliveries(
@@ -204,7 +201,6 @@ pub async fn deliveries(
     responses(
         (status = 204, description = "Deleted"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn delete(
