@@ -232,14 +232,7 @@ mod tests {
     /// One 8-CPU linux site at 1.0 per CPU-hour and one 16-CPU bsd site at 2.0, one link.
     fn grid() -> Grid {
         let node = |id: &str| Node::new(id, "");
-        let site = |id: &str, n: &str, cpus, os: &str, price| Site {
-            id: id.into(),
-            node: n.into(),
-            cpus,
-            os: os.into(),
-            price_per_cpu_hour: price,
-            attributes: Default::default(),
-        };
+        let site = |id: &str, n: &str, cpus, os: &str, price| Site::new(id, n, cpus, os, price);
         Grid::new(
             vec![node("a"), node("b")],
             vec![Link { id: "ab".into(), a: "a".into(), b: "b".into(), capacity_mbps: 1000, price_per_gbps_hour: 0.5 }],

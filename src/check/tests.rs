@@ -26,14 +26,7 @@ fn grid() -> Grid {
         capacity_mbps: cap,
         price_per_gbps_hour: price,
     };
-    let site = |id: &str, n: &str, cpus: u32, os: &str, price: f64| Site {
-        id: id.into(),
-        node: n.into(),
-        cpus,
-        os: os.into(),
-        price_per_cpu_hour: price,
-        attributes: Default::default(),
-    };
+    let site = |id: &str, n: &str, cpus: u32, os: &str, price: f64| Site::new(id, n, cpus, os, price);
     Grid::new(
         vec![node("n1"), node("n2"), node("n3")],
         vec![link("l12", "n1", "n2", 1500, 1.0), link("l23", "n3", "n2", 1000, 2.0)],
@@ -103,19 +96,7 @@ fn requests() -> Vec<PlanRequest> {
 }
 
 fn jp(name: &str, site: &str, start: i64, end: i64, cpus: u32) -> JobPlacement {
-    JobPlacement {
-        name: name.into(),
-        site: site.into(),
-        start: t(start),
-        end: t(end),
-        cpus,
-        gpus: None,
-        reservation_name: None,
-        broken: None,
-        state: None,
-        price_per_cpu_hour: 0.0,
-        price_per_gpu_hour: 0.0,
-    }
+    JobPlacement { name: name.into(), site: site.into(), start: t(start), end: t(end), cpus, ..Default::default() }
 }
 
 fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> TransferPlacement {
@@ -126,10 +107,7 @@ fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> Tra
         bandwidth_mbps: bw,
         start: t(start),
         end: t(end),
-        traffic: None,
-        broken: None,
-        state: None,
-        price_per_gbps_hour: 0.0,
+        ..Default::default()
     }
 }
 
@@ -501,14 +479,7 @@ fn overbooked_sweep_uses_half_open_intervals() {
 #[test]
 fn generated_requests_with_trivial_placements_pass() {
     use crate::workload::{generate, AppKind, WorkloadParams};
-    let big = |id: &str, os: &str| Site {
-        id: id.into(),
-        node: "n".into(),
-        cpus: 1 << 30,
-        os: os.into(),
-        price_per_cpu_hour: 0.25,
-        attributes: Default::default(),
-    };
+    let big = |id: &str, os: &str| Site::new(id, "n", 1 << 30, os, 0.25);
     let g =
         Grid::new(vec![Node::new("n", "")], vec![], vec![big("lx", "Linux"), big("so", "Solaris"), big("bs", "BSD")])
             .unwrap();

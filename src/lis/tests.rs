@@ -6,14 +6,7 @@ use crate::protocol::HoldLifecycle;
 use crate::protocol::TxnId;
 
 fn site(cpus: u32) -> Site {
-    Site {
-        id: "s1".into(),
-        node: "n1".into(),
-        cpus,
-        os: "linux".into(),
-        price_per_cpu_hour: 2.0,
-        attributes: Default::default(),
-    }
+    Site::new("s1", "n1", cpus, "linux", 2.0)
 }
 
 fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {

@@ -22,22 +22,9 @@ use super::text::{check_text, TextError};
 use super::ComputeDemand;
 
 /// Processor architecture of a site (and of a job's requirement).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    strum::Display,
-    strum::EnumString,
-    strum::AsRefStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(strum::Display, strum::EnumString, strum::AsRefStr, strum::VariantArray)]
 pub enum Arch {
     /// 64-bit x86 (Intel, AMD): the default.
     #[default]

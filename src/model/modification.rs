@@ -263,12 +263,8 @@ mod tests {
             start: t(start),
             end: t(end),
             cpus,
-            gpus: None,
-            reservation_name: None,
-            broken: None,
-            state: None,
             price_per_cpu_hour: 1.0,
-            price_per_gpu_hour: 0.0,
+            ..Default::default()
         }
     }
 

@@ -16,7 +16,7 @@ pub enum OutcomeStatus {
 }
 
 /// Where and when one job runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobPlacement {
     pub name: String,
     pub site: SiteId,
@@ -112,7 +112,7 @@ pub struct GpuAllocation {
 
 /// The bandwidth reservation of one transfer. `path` is empty when both jobs share a node
 /// (no network reservation is needed).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TransferPlacement {
     pub from: String,
     pub to: String,

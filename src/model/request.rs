@@ -114,23 +114,9 @@ pub struct NetworkDemand {
 ///
 /// Text (`Display`, `FromStr`, `AsRef<str>`): the JSON spelling, `time`, `cost`, `load` or
 /// `random`; parsing ignores ASCII case.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Default,
-    utoipa::ToSchema,
-    strum::Display,
-    strum::EnumString,
-    strum::AsRefStr,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(strum::Display, strum::EnumString, strum::AsRefStr, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase", ascii_case_insensitive)]
 #[strum(parse_err_ty = UnknownValue, parse_err_fn = unknown_value::<Self>)]
@@ -150,23 +136,9 @@ pub enum SelectionPolicy {
 ///
 /// Text (`Display`, `FromStr`, `AsRef<str>`): the JSON spelling, `bbr`, `bir` or
 /// `bbr-overlay`; parsing ignores ASCII case.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    Default,
-    utoipa::ToSchema,
-    strum::Display,
-    strum::EnumString,
-    strum::AsRefStr,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(strum::Display, strum::EnumString, strum::AsRefStr, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case", ascii_case_insensitive)]
 #[strum(parse_err_ty = UnknownValue, parse_err_fn = unknown_value::<Self>)]

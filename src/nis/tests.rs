@@ -20,14 +20,7 @@ fn grid() -> Grid {
         capacity_mbps: cap,
         price_per_gbps_hour: 1.0,
     };
-    let site = |id: &str, n: &str| Site {
-        id: id.into(),
-        node: n.into(),
-        cpus: 8,
-        os: "linux".into(),
-        price_per_cpu_hour: 1.0,
-        attributes: Default::default(),
-    };
+    let site = |id: &str, n: &str| Site::new(id, n, 8, "linux", 1.0);
     Grid::new(
         vec![node("a"), node("b"), node("c"), node("d")],
         vec![

@@ -19,14 +19,7 @@ const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
 use crate::protocol::lifecycle_passes_through;
 
 fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
-    Site {
-        id: id.into(),
-        node: node.into(),
-        cpus,
-        os: os.into(),
-        price_per_cpu_hour: price,
-        attributes: Default::default(),
-    }
+    Site::new(id, node, cpus, os, price)
 }
 
 /// Nodes n1..n3 in a line n1 - n2 - n3 plus n1 - n3; capacities given per link.

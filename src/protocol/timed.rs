@@ -143,14 +143,7 @@ mod tests {
     /// sent the planner's batches over HTTP one query at a time).
     #[tokio::test]
     async fn a_batch_of_queries_is_one_timed_message() {
-        let site = Site {
-            id: "s1".into(),
-            node: "n1".into(),
-            cpus: 8,
-            os: "linux".into(),
-            price_per_cpu_hour: 1.0,
-            attributes: Default::default(),
-        };
+        let site = Site::new("s1", "n1", 8, "linux", 1.0);
         let inner = Arc::new(Batches(Lis::new(site, Arc::new(ManualClock::new(0)), 120), AtomicUsize::new(0)));
         let calls = Arc::new(Calls::default());
         let t = Timed::new(inner.clone(), ParticipantKind::Compute, calls.clone());

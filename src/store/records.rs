@@ -23,23 +23,9 @@ use super::{Store, StoreError};
 /// One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
 /// `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
 /// TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    sqlx::Type,
-    strum::Display,
-    strum::EnumString,
-    strum::AsRefStr,
-    strum::IntoStaticStr,
-    strum::VariantArray,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Serialize, Deserialize, utoipa::ToSchema, sqlx::Type)]
+#[derive(strum::Display, strum::EnumString, strum::AsRefStr, strum::IntoStaticStr, strum::VariantArray)]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase", parse_err_ty = UnknownValue, parse_err_fn = unknown_status)]

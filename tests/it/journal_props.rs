@@ -49,14 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn site() -> Site {
-    Site {
-        id: "s1".into(),
-        node: "n1".into(),
-        cpus: CPUS,
-        os: "linux".into(),
-        price_per_cpu_hour: 1.0,
-        attributes: Default::default(),
-    }
+    Site::new("s1", "n1", CPUS, "linux", 1.0)
 }
 
 /// Runs `ops` on a journaled LIS over `store` (emptied first), then compares it with a LIS

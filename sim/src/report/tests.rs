@@ -380,14 +380,7 @@ fn network_load_is_requested_bandwidth_over_the_sites_attachments() {
         capacity_mbps: 1000,
         price_per_gbps_hour: 0.1,
     };
-    let site = |id: &str, n: &str| Site {
-        id: id.into(),
-        node: n.into(),
-        cpus: 8,
-        os: "linux".into(),
-        price_per_cpu_hour: 1.0,
-        attributes: Default::default(),
-    };
+    let site = |id: &str, n: &str| Site::new(id, n, 8, "linux", 1.0);
     let grid = Grid::new(
         vec![node("a"), node("b"), node("r")],
         vec![link("la", "a"), link("lb", "b")],

@@ -25,14 +25,7 @@ impl Journal for Recorder {
 }
 
 fn lis() -> Arc<Lis> {
-    let site = Site {
-        id: "s1".into(),
-        node: "n1".into(),
-        cpus: 8,
-        os: "linux".into(),
-        price_per_cpu_hour: 1.0,
-        attributes: Default::default(),
-    };
+    let site = Site::new("s1", "n1", 8, "linux", 1.0);
     Arc::new(Lis::new(site, Arc::new(ManualClock::new(0)), 120))
 }
 
