@@ -156,7 +156,7 @@ impl Lis {
         let (start, end, cpus, overlap) = match &booked.growth {
             Some(g) => (g.request.start, g.request.end, u64::from(g.request.cpus), true),
             None => {
-                let span = st.calendars.get(super::CPUS).span(booked.cpus)?;
+                let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked))?;
                 (span.start, span.end, span.amount, false)
             }
         };
@@ -313,7 +313,7 @@ impl Lis {
                     strays.push(r.name.clone());
                     continue;
                 };
-                let span = st.calendars.get(super::CPUS).span(booked.cpus).expect("a live hold's span");
+                let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked)).expect("a live hold's span");
                 // A node of the reservation that Slurm holds unusable breaks it, while it lasts.
                 let lost_node =
                     super::slurm::expand_hostlist(&r.nodes).into_iter().find_map(|n| down.get(&n).map(|why| (n, why)));
@@ -345,7 +345,9 @@ impl Lis {
             let live: Vec<(HoldId, HoldState, Time)> = st
                 .holds
                 .active()
-                .filter_map(|(h, state, b)| st.calendars.get(super::CPUS).span(b.cpus).map(|s| (h, state, s.end)))
+                .filter_map(|(h, state, b)| {
+                    st.calendars.get(super::CPUS).span(super::cpu_span(b)).map(|s| (h, state, s.end))
+                })
                 .filter(|&(h, _, end)| end > now && !seen.contains(&h))
                 .collect();
             for (hold, state, _) in live {

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use async_trait::async_trait;
 
-use crate::calendar::{MultiCalendar, SpanId};
+use crate::calendar::{CalendarError, MultiCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{
     check_text, price_ok, AttributeError, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, TextError, Time,
@@ -87,36 +87,12 @@ pub(crate) struct State {
     local: binding::LocalState,
 }
 
-/// What one hold booked: its CPUs' span and, with GPUs, the pool's index and span. For a
-/// replacement hold ([`ComputeHoldRequest::replaces`]) before its commit, `cpus` and `gpus`
-/// are the replaced reservation's spans and `growth` what the new shape needs beyond them.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Booked {
-    cpus: SpanId,
-    gpus: Option<(usize, SpanId)>,
-    growth: Option<Box<Growth>>,
-}
-
-/// The pending part of a replacement hold: the reservation it replaces, the new shape, and
-/// the growth spans booked for it ([`CapacityCalendar::add_growth`]).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Growth {
-    replaces: HoldId,
-    request: ComputeHoldRequest,
-    cpus: Vec<SpanId>,
-    /// The GPU pool's index and its growth spans.
-    gpus: Option<(usize, Vec<SpanId>)>,
-}
-
-impl bookkeeping::Growth for Growth {
-    fn replaces(&self) -> HoldId {
-        self.replaces
-    }
-}
+/// What one hold booked: its CPUs' span ([`CPUS`]) and, with GPUs, its pool's span (by the
+/// resources' indices in the site's [`MultiCalendar`]; see [`bookkeeping::Booked`]).
+pub(crate) type Booked = bookkeeping::Booked<ComputeHoldRequest>;
 
 impl Bookkeeping for State {
-    type Booked = Booked;
-    type Growth = Growth;
+    type Request = ComputeHoldRequest;
 
     fn holds(&self) -> &HoldBook<Booked> {
         &self.holds
@@ -126,32 +102,19 @@ impl Bookkeeping for State {
         &mut self.holds
     }
 
-    fn growth(b: &Booked) -> Option<&Growth> {
-        b.growth.as_deref()
+    fn remove_span(&mut self, resource: usize, span: SpanId) -> Result<(), CalendarError> {
+        self.calendars.get_mut(resource).remove(span).map(drop)
     }
+}
 
-    fn unbook(&mut self, b: Booked) {
-        if let Some(g) = b.growth {
-            self.remove_growth(&g);
-            return;
-        }
-        self.calendars.get_mut(CPUS).remove(b.cpus).expect("booked CPU span");
-        if let Some((pool, span)) = b.gpus {
-            self.calendars.get_mut(gpu_pool(pool)).remove(span).expect("booked GPU span");
-        }
-    }
+/// The span of `b`'s CPUs.
+fn cpu_span(b: &Booked) -> SpanId {
+    b.spans[0].1
+}
 
-    /// [`Lis::prune_before`] keeps pending replacements in the book.
-    fn remove_growth(&mut self, g: &Growth) {
-        for id in &g.cpus {
-            let _ = self.calendars.get_mut(CPUS).remove(*id);
-        }
-        if let Some((pool, spans)) = &g.gpus {
-            for id in spans {
-                let _ = self.calendars.get_mut(gpu_pool(*pool)).remove(*id);
-            }
-        }
-    }
+/// The pool index and span of `b`'s GPUs, if it has any.
+fn gpu_span(b: &Booked) -> Option<(usize, SpanId)> {
+    b.spans.get(1).map(|&(resource, span)| (resource - gpu_pool(0), span))
 }
 
 /// The index of the site's CPUs in its [`MultiCalendar`].
@@ -233,7 +196,7 @@ impl Lis {
             let mut holds: Vec<HoldId> = st
                 .holds
                 .active()
-                .filter(|(_, _, b)| st.calendars.get(CPUS).span(b.cpus).is_some_and(|s| s.end > now))
+                .filter(|(_, _, b)| st.calendars.get(CPUS).span(cpu_span(b)).is_some_and(|s| s.end > now))
                 .map(|(id, _, _)| id)
                 .collect();
             if !holds.is_empty() {
@@ -260,7 +223,7 @@ impl Lis {
         let booked = match (req.replaces, state) {
             (Some(old), HoldState::Committed) => {
                 if let Ok(Some(b)) = st.holds.release(old) {
-                    st.unbook(b);
+                    bookkeeping::unbook(&mut *st, b);
                 }
                 self.book_new(&mut st, req)?
             }
@@ -293,28 +256,26 @@ impl Lis {
             Some(_) => return Err(ParticipantError::NotCommitted(old)),
             None => return Err(ParticipantError::UnknownHold(old)),
         };
-        if base.gpus.map(|g| g.0) != pool.map(|p| p.0) {
+        if gpu_span(&base).map(|g| g.0) != pool.map(|p| p.0) {
             return Err(ParticipantError::InvalidHold(format!(
                 "a modification keeps the GPU pool of reservation {old}"
             )));
         }
-        let mut grow = vec![(CPUS, base.cpus, u64::from(req.cpus))];
-        let pool = match (base.gpus, pool) {
+        let mut grow = vec![(CPUS, cpu_span(&base), u64::from(req.cpus))];
+        let pool = match (gpu_span(&base), pool) {
             (Some((i, span)), Some((_, g))) => {
                 grow.push((gpu_pool(i), span, u64::from(g.count)));
                 Some((i, g))
             }
             _ => None,
         };
-        let mut spans = st
-            .calendars
-            .add_growth(req.start, req.end, &grow)
-            .map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?
-            .into_iter();
-        let cpus = spans.next().expect("the CPUs' growth");
-        let gpus = pool.map(|(i, _)| (i, spans.next().expect("the pool's growth")));
-        let growth =
-            Growth { replaces: old, request: ComputeHoldRequest { replaces: None, ..req.clone() }, cpus, gpus };
+        let grown =
+            st.calendars.add_growth(req.start, req.end, &grow).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
+        // One list of growth spans per resource of `grow`, in its order.
+        let spans =
+            grow.iter().zip(grown).flat_map(|(&(resource, ..), spans)| spans.into_iter().map(move |s| (resource, s)));
+        let request = ComputeHoldRequest { replaces: None, ..req.clone() };
+        let growth = bookkeeping::Growth { replaces: old, request, spans: spans.collect() };
         Ok(Booked { growth: Some(Box::new(growth)), ..base })
     }
 
@@ -340,7 +301,7 @@ impl Lis {
         let mut demand = vec![(CPUS, u64::from(req.cpus))];
         demand.extend(pool.map(|(i, g)| (gpu_pool(i), u64::from(g.count))));
         let spans = st.calendars.add(req.start, req.end, &demand).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
-        Ok(Booked { cpus: spans[0], gpus: pool.map(|(i, _)| (i, spans[1])), growth: None })
+        Ok(Booked { spans: demand.iter().map(|&(resource, _)| resource).zip(spans).collect(), growth: None })
     }
 
     /// A [`MultiCalendar`]'s refusal of a demand (the CPUs first, then the pool of `gpus`, if
@@ -395,8 +356,8 @@ impl Lis {
                         )
                     }
                     None => {
-                        let s = st.calendars.get(CPUS).span(b.cpus)?; // pruned reservations are gone
-                        let gpus = b.gpus.and_then(|(pool, span)| {
+                        let s = st.calendars.get(CPUS).span(cpu_span(b))?; // pruned reservations are gone
+                        let gpus = gpu_span(b).and_then(|(pool, span)| {
                             let g = st.calendars.get(gpu_pool(pool)).span(span)?;
                             let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
                             Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
@@ -449,7 +410,7 @@ impl Lis {
         // A GPU span ends with its CPU span: the pools are pruned to the same horizon.
         let pruned: std::collections::HashSet<SpanId> =
             st.calendars.prune_before(horizon).swap_remove(CPUS).into_iter().collect();
-        st.holds.forget(|b| b.growth.is_none() && pruned.contains(&b.cpus));
+        st.holds.forget(|b| b.growth.is_none() && pruned.contains(&cpu_span(b)));
         pruned.len()
     }
 }

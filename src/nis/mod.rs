@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use petgraph::graph::{NodeIndex, UnGraph};
 
-use crate::calendar::{CapacityCalendar, SpanId};
+use crate::calendar::{CalendarError, CapacityCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{Grid, Link, LinkId, SiteId, Time, UnknownValue};
 use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
@@ -101,33 +101,12 @@ pub(crate) struct State {
     holds: HoldBook<Booked>,
 }
 
-/// What one hold booked: a span per link of its path. For a replacement hold
-/// ([`NetworkHoldRequest::replaces`]) before its commit, `spans` are the replaced
-/// reservation's and `growth` what the new shape needs beyond them.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Booked {
-    spans: Vec<(usize, SpanId)>,
-    growth: Option<Box<Growth>>,
-}
-
-/// The pending part of a replacement hold (see [`crate::lis`]'s twin).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Growth {
-    replaces: HoldId,
-    request: NetworkHoldRequest,
-    /// Growth spans per link.
-    spans: Vec<(usize, SpanId)>,
-}
-
-impl bookkeeping::Growth for Growth {
-    fn replaces(&self) -> HoldId {
-        self.replaces
-    }
-}
+/// What one hold booked: a span per link of its path, by the link's index (see
+/// [`bookkeeping::Booked`]).
+type Booked = bookkeeping::Booked<NetworkHoldRequest>;
 
 impl Bookkeeping for State {
-    type Booked = Booked;
-    type Growth = Growth;
+    type Request = NetworkHoldRequest;
 
     fn holds(&self) -> &HoldBook<Booked> {
         &self.holds
@@ -137,25 +116,8 @@ impl Bookkeeping for State {
         &mut self.holds
     }
 
-    fn growth(b: &Booked) -> Option<&Growth> {
-        b.growth.as_deref()
-    }
-
-    fn unbook(&mut self, b: Booked) {
-        match b.growth {
-            Some(g) => self.remove_growth(&g),
-            None => {
-                for (link, span) in b.spans {
-                    self.calendars[link].remove(span).expect("a booked span");
-                }
-            }
-        }
-    }
-
-    fn remove_growth(&mut self, g: &Growth) {
-        for &(link, span) in &g.spans {
-            let _ = self.calendars[link].remove(span);
-        }
+    fn remove_span(&mut self, link: usize, span: SpanId) -> Result<(), CalendarError> {
+        self.calendars[link].remove(span).map(drop)
     }
 }
 
@@ -269,7 +231,7 @@ impl Nis {
         let booked = match (req.replaces, state) {
             (Some(old), HoldState::Committed) => {
                 if let Ok(Some(b)) = st.holds.release(old) {
-                    st.unbook(b);
+                    bookkeeping::unbook(&mut *st, b);
                 }
                 self.book_new(&mut st, req)?
             }
@@ -310,8 +272,11 @@ impl Nis {
                 }
             }
         }
-        let growth =
-            Growth { replaces: old, request: NetworkHoldRequest { replaces: None, ..req.clone() }, spans: grown };
+        let growth = bookkeeping::Growth {
+            replaces: old,
+            request: NetworkHoldRequest { replaces: None, ..req.clone() },
+            spans: grown,
+        };
         Ok(Booked { growth: Some(Box::new(growth)), ..base })
     }
 

@@ -10,38 +10,67 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
+use crate::calendar::{CalendarError, SpanId};
 use crate::clock::Clock;
 use crate::model::Time;
 use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError};
 
-/// The pending part of a replacement hold.
-pub(crate) trait Growth: Clone {
-    /// The committed reservation it replaces.
-    fn replaces(&self) -> HoldId;
+/// What one hold booked: a span in each calendar it took, by the calendar's index in its
+/// participant (the LIS's CPUs and GPU pools, the NIS's links). For a replacement hold
+/// (`replaces` in its request) before its commit, `spans` are the replaced reservation's and
+/// `growth` what the new shape needs beyond them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Booked<R> {
+    pub(crate) spans: Vec<(usize, SpanId)>,
+    pub(crate) growth: Option<Box<Growth<R>>>,
+}
+
+/// The pending part of a replacement hold: the reservation it replaces, the new shape (`R`:
+/// the participant's hold request) and the growth spans booked for it
+/// ([`crate::calendar::CapacityCalendar::add_growth`]), by calendar index.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Growth<R> {
+    pub(crate) replaces: HoldId,
+    pub(crate) request: R,
+    pub(crate) spans: Vec<(usize, SpanId)>,
 }
 
 /// A participant's state of holds: the book and the calendars its bookings took.
 pub(crate) trait Bookkeeping {
-    /// What one hold booked.
-    type Booked: Clone;
-    /// The pending part of a replacement hold's booking.
-    type Growth: Growth;
+    /// The participant's hold request (the shape a replacement hold will have).
+    type Request: Clone;
 
     /// The book of holds.
-    fn holds(&self) -> &HoldBook<Self::Booked>;
+    fn holds(&self) -> &HoldBook<Booked<Self::Request>>;
 
     /// The book of holds, to change.
-    fn holds_mut(&mut self) -> &mut HoldBook<Self::Booked>;
+    fn holds_mut(&mut self) -> &mut HoldBook<Booked<Self::Request>>;
 
-    /// Frees what `b` booked (for a replacement hold, its growth only).
-    fn unbook(&mut self, b: Self::Booked);
+    /// Removes `span` from the calendar at index `calendar`.
+    ///
+    /// # Errors
+    /// The calendar's: the span is not there (pruned as history, or never booked).
+    fn remove_span(&mut self, calendar: usize, span: SpanId) -> Result<(), CalendarError>;
+}
 
-    /// Frees a replacement hold's growth. A growth span may be gone already: pruned as
-    /// history (pending replacements stay in the book).
-    fn remove_growth(&mut self, g: &Self::Growth);
+/// Frees what `b` booked (for a replacement hold, its growth only).
+pub(crate) fn unbook<S: Bookkeeping>(st: &mut S, b: Booked<S::Request>) {
+    match b.growth {
+        Some(g) => remove_growth(st, &g),
+        None => {
+            for (calendar, span) in b.spans {
+                st.remove_span(calendar, span).expect("a booked span");
+            }
+        }
+    }
+}
 
-    /// The growth of `b`, if it is a replacement hold's booking.
-    fn growth(b: &Self::Booked) -> Option<&Self::Growth>;
+/// Frees a replacement hold's growth. A growth span may be gone already: pruned as history
+/// (pending replacements stay in the book).
+fn remove_growth<S: Bookkeeping>(st: &mut S, g: &Growth<S::Request>) {
+    for &(calendar, span) in &g.spans {
+        let _ = st.remove_span(calendar, span);
+    }
 }
 
 /// Locks `state` after releasing every hold whose lease has run out by `now()` (read once
@@ -50,7 +79,7 @@ fn lock_live<'a, S: Bookkeeping>(state: &'a Mutex<S>, what: &str, now: impl FnOn
     let mut st = state.lock().expect(what);
     let now = now();
     for booked in st.holds_mut().expire(now) {
-        st.unbook(booked);
+        unbook(&mut *st, booked);
     }
     st
 }
@@ -58,7 +87,7 @@ fn lock_live<'a, S: Bookkeeping>(state: &'a Mutex<S>, what: &str, now: impl FnOn
 /// The reservation `hold` replaces, if it is a replacement hold not yet committed.
 pub(crate) fn replaced_by<S: Bookkeeping>(st: &S, hold: HoldId) -> Option<HoldId> {
     match st.holds().get(hold) {
-        Some((HoldState::Held { .. }, b)) => S::growth(b).map(Growth::replaces),
+        Some((HoldState::Held { .. }, b)) => b.growth.as_ref().map(|g| g.replaces),
         _ => None,
     }
 }
@@ -76,28 +105,28 @@ pub(crate) fn replaced_by<S: Bookkeeping>(st: &S, hold: HoldId) -> Option<HoldId
 pub(crate) fn commit<S: Bookkeeping>(
     st: &mut S,
     hold: HoldId,
-    book_new: impl FnOnce(&mut S, &S::Growth) -> Result<S::Booked, ParticipantError>,
+    book_new: impl FnOnce(&mut S, &Growth<S::Request>) -> Result<Booked<S::Request>, ParticipantError>,
 ) -> Result<Option<HoldId>, ParticipantError> {
     let growth = match st.holds().get(hold) {
-        Some((HoldState::Held { .. }, b)) => S::growth(b).cloned(),
+        Some((HoldState::Held { .. }, b)) => b.growth.as_deref().cloned(),
         _ => None,
     };
     let Some(g) = growth else { return st.holds_mut().commit(hold).map(|()| None) };
-    st.remove_growth(&g);
+    remove_growth(st, &g);
     // The reservation must still be there: released meanwhile (its plan cancelled, or
     // another change took its place), the replacement has nothing left to replace.
-    if !matches!(st.holds().get(g.replaces()), Some((HoldState::Committed, _))) {
+    if !matches!(st.holds().get(g.replaces), Some((HoldState::Committed, _))) {
         let _ = st.holds_mut().abort(hold);
-        return Err(ParticipantError::NotCommitted(g.replaces()));
+        return Err(ParticipantError::NotCommitted(g.replaces));
     }
-    if let Ok(Some(b)) = st.holds_mut().release(g.replaces()) {
-        st.unbook(b);
+    if let Ok(Some(b)) = st.holds_mut().release(g.replaces) {
+        unbook(st, b);
     }
     match book_new(st, &g) {
         Ok(booked) => {
             st.holds_mut().set_payload(hold, booked);
             st.holds_mut().commit(hold)?;
-            Ok(Some(g.replaces()))
+            Ok(Some(g.replaces))
         }
         Err(e) => {
             // Its growth is gone already: nothing of the payload is booked any more.
@@ -114,7 +143,7 @@ pub(crate) fn commit<S: Bookkeeping>(
 pub(crate) fn end<S: Bookkeeping>(st: &mut S, hold: HoldId, release: bool) -> Result<(), ParticipantError> {
     let booked = if release { st.holds_mut().release(hold)? } else { st.holds_mut().abort(hold)? };
     if let Some(b) = booked {
-        st.unbook(b);
+        unbook(st, b);
     }
     Ok(())
 }

@@ -74,8 +74,6 @@ impl PlanLock {
         (status = 400, description = "Malformed JSON or Idempotency-Key", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Another user's plan", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The plan is not committed or active (pending, cancelled, completed, rejected, broken), another change of it is under way, or a changed part does not fit (type .../modification-refused: which part, and when it could start); nothing changed", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 256 KiB", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The change is invalid: unknown fields, jobs or transfers, out of bounds, into the past, past the deadline, a started part's start or size, a transfer outside its jobs, nothing to change; nothing changed", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store did not record the modification (nothing changed), or its commit is not confirmed yet (plan-in-doubt). Retry with the same Idempotency-Key", body = Problem, content_type = "application/problem+json"),
     ),
