@@ -8,7 +8,7 @@
 //!    other (the baseline);
 //! 2. **flood, no limits**: user `flood` keeps `FLOOD_CLIENTS` 64-job co-allocations (63
 //!    transfers) in flight at all times while `small` does the same as in 1, with the fair
-//!    admission turned off (`--planning-slots` and `--max-in-flight-per-user` at 1024: what
+//!    admission turned off (`--planning-permits` and `--max-in-flight-per-user` at 1024: what
 //!    round 1 did);
 //! 3. **flood, fair limits**: the same with the defaults (16 slots, 8 in flight per user, at
 //!    most one planning per core per user; the flood's extra requests get 429 and retry 100 ms
@@ -98,7 +98,7 @@ async fn start(client: &reqwest::Client, fair: bool) -> Result<App> {
         ..ServeConfig::default()
     };
     if !fair {
-        config.planning_slots = 1024;
+        config.planning_permits = 1024;
         config.max_in_flight_per_user = 1024;
     }
     let app = Application::build(config, grid, Arc::new(MemoryStore::new())).await?;

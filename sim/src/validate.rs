@@ -5,7 +5,7 @@
 //! Both sides run the same planner configuration: the scenario must say `batch_messages =
 //! true`, `check_before_hold = true` and `dispatch = "least-busy"` (what the service's planner
 //! process does), and the service gets the simulator's planner seeds (`--planner-seed`), as
-//! many planning slots as the simulator's planners work on at once, and no per-user limit.
+//! many planning permits as the simulator's planners work on at once, and no per-user limit.
 //!
 //! 1. **Calibration runs** (seeds after the compared ones, `[validation] calibration_seeds`):
 //!    service runs only, whose planner-side latencies (`/metrics`,
@@ -191,7 +191,7 @@ async fn service_run(
         ("--planners", s.planners.to_string()),
         ("--routing", s.routing.clone()),
         ("--planner-seed", planner_seed(run.key.seed).to_string()),
-        ("--planning-slots", (s.planners * s.planner_concurrency).to_string()),
+        ("--planning-permits", (s.planners * s.planner_concurrency).to_string()),
         ("--max-in-flight-per-user", requests.len().max(1).to_string()),
     ]
     .into_iter()

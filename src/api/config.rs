@@ -12,8 +12,8 @@ pub const MAX_TRANSFERS: usize = 256;
 pub const DEFAULT_CLAIM_LEASE_S: i64 = 8;
 /// Default of [`ServeConfig::max_in_flight_per_user`].
 pub const DEFAULT_MAX_IN_FLIGHT_PER_USER: usize = 8;
-/// Default of [`ServeConfig::planning_slots`].
-pub const DEFAULT_PLANNING_SLOTS: usize = 16;
+/// Default of [`ServeConfig::planning_permits`].
+pub const DEFAULT_PLANNING_PERMITS: usize = 16;
 /// Largest accepted request body (bytes); larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 256 * 1024;
 
@@ -76,7 +76,7 @@ pub struct ServeConfig {
     pub claim_lease_s: i64,
     /// At most this many plan requests plan at the same time, shared fairly between users
     /// (see [`crate::api::fair`]).
-    pub planning_slots: usize,
+    pub planning_permits: usize,
     /// At most this many plan requests of one user in flight (waiting or planning) at once;
     /// one more is answered 429 (see [`crate::api::fair`]).
     pub max_in_flight_per_user: usize,
@@ -169,7 +169,7 @@ impl Default for ServeConfig {
             claim_lease_s: DEFAULT_CLAIM_LEASE_S,
             instance: None,
             max_in_flight_per_user: DEFAULT_MAX_IN_FLIGHT_PER_USER,
-            planning_slots: DEFAULT_PLANNING_SLOTS,
+            planning_permits: DEFAULT_PLANNING_PERMITS,
             admission_window_ms: 0,
             webhook_retry_base_ms: 1000,
             webhook_disable_after_s: 3 * 24 * 3600,

@@ -194,7 +194,7 @@ fn log_error(e: StoreError) -> LogError {
 mod tests {
     use super::*;
     use crate::model::{Outcome, OutcomeStatus};
-    use crate::protocol::decision::{Decision, Part};
+    use crate::protocol::decision::{Decision, PartHold};
     use crate::protocol::{ComputeHoldRequest, HoldId, ParticipantRef};
     use crate::store::MemoryStore;
     use crate::store::PlanStore;
@@ -212,7 +212,7 @@ mod tests {
         let mut outcome = Outcome::rejected("r", "", "p0");
         outcome.status = OutcomeStatus::Committed;
         let txn = TxnId::new();
-        let parts = [Part {
+        let parts = [PartHold {
             participant: ParticipantRef::Site("s1".into()),
             hold: HoldId::new(),
             request: ComputeHoldRequest {

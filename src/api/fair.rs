@@ -1,4 +1,4 @@
-//! Fair admission to planning: a limit per user and the planning slots shared between users.
+//! Fair admission to planning: a limit per user and the planning permits shared between users.
 //!
 //! Every `POST /v1/plans` (dry runs too) is admitted here before it plans:
 //! - **in flight**: at most `max_in_flight_per_user` requests of one user are admitted at once
@@ -11,16 +11,16 @@
 //!   keeps its whole in-flight allowance busy thus takes at most that many cores from the
 //!   others, instead of running `max_in_flight_per_user` searches beside their one (issue 28:
 //!   one flooding user raised another's p99 from 11 ms to 2 s);
-//! - **slots**: at most `slots` requests plan at the same time. When they are all busy,
-//!   waiting requests queue per user, and a freed slot goes to the waiting user with the fewest
+//! - **permits**: at most `permits` requests plan at the same time. When they are all busy,
+//!   waiting requests queue per user, and a freed permit goes to the waiting user with the fewest
 //!   requests planning (ties: the one served longest ago), not to the oldest request: one
-//!   user's backlog cannot starve another user's single request. With more slots than the
-//!   per-user limit (the defaults: 16 and 8), a newcomer never waits for a slot at all.
+//!   user's backlog cannot starve another user's single request. With more permits than the
+//!   per-user limit (the defaults: 16 and 8), a newcomer never waits for a permit at all.
 //!
 //! With Planned-Use fair share ([`crate::fairshare`]) the waiting user whose project has the
 //! highest priority `p_i` goes first, then the rule above; with an admission window
 //! (`--admission-window-ms`), a request waits for the end of its window (windows of that length
-//! from the epoch) before it may take a slot, so the arrivals of one window are served by
+//! from the epoch) before it may take a permit, so the arrivals of one window are served by
 //! priority, not by arrival.
 //!
 //! The requests that plan share the CPU: the all-in-one's in-process participants yield
@@ -53,9 +53,9 @@ struct State {
     /// Per user: admitted requests (waiting or running) and running ones.
     in_flight: HashMap<String, usize>,
     running: HashMap<String, usize>,
-    /// Per user: the requests waiting for a slot (and when each may take one), oldest first.
-    waiting: HashMap<String, VecDeque<(Instant, oneshot::Sender<Slot>)>>,
-    /// Per user: when it was last given a slot (a counter).
+    /// Per user: the requests waiting for a permit (and when each may take one), oldest first.
+    waiting: HashMap<String, VecDeque<(Instant, oneshot::Sender<PlanningPermit>)>>,
+    /// Per user: when it was last given a permit (a counter).
     served: HashMap<String, u64>,
     grants: u64,
 }
@@ -86,22 +86,22 @@ pub struct Admission {
     user: String,
 }
 
-/// A planning slot: held while the request plans; freeing it hands it to the next user (and
+/// A planning permit: held while the request plans; freeing it hands it to the next user (and
 /// then ends the request's admission).
-pub struct Slot {
+pub struct PlanningPermit {
     inner: Arc<Inner>,
     user: String,
-    /// False for a slot whose hand-over failed (its accounting was undone already).
+    /// False for a permit whose hand-over failed (its accounting was undone already).
     armed: bool,
-    /// The admission it was granted to (dropped after the slot is freed).
+    /// The admission it was granted to (dropped after the permit is freed).
     _admission: Option<Admission>,
 }
 
 impl FairQueue {
-    /// `slots` requests plan at once (at least 1); a user may have `max_in_flight_per_user`
+    /// `permits` requests plan at once (at least 1); a user may have `max_in_flight_per_user`
     /// requests admitted (at least 1).
-    pub fn new(slots: usize, max_in_flight_per_user: usize) -> Self {
-        let state = State { free: slots.max(1), ..State::default() };
+    pub fn new(permits: usize, max_in_flight_per_user: usize) -> Self {
+        let state = State { free: permits.max(1), ..State::default() };
         FairQueue {
             inner: Arc::new(Inner {
                 max_in_flight_per_user: max_in_flight_per_user.max(1),
@@ -153,14 +153,14 @@ impl FairQueue {
 }
 
 impl Admission {
-    /// Waits for a planning slot, fairly between users; the slot keeps this admission.
-    pub async fn into_slot(self) -> Slot {
-        let mut slot = self.wait().await;
-        slot._admission = Some(self);
-        slot
+    /// Waits for a planning permit, fairly between users; the permit keeps this admission.
+    pub async fn into_permit(self) -> PlanningPermit {
+        let mut permit = self.wait().await;
+        permit._admission = Some(self);
+        permit
     }
 
-    async fn wait(&self) -> Slot {
+    async fn wait(&self) -> PlanningPermit {
         let due = self.inner.window_end();
         let rx = {
             let mut s = self.inner.state.lock().expect("fair queue");
@@ -173,12 +173,12 @@ impl Admission {
             tokio::time::sleep_until(due).await;
             self.inner.dispatch(&mut self.inner.state.lock().expect("fair queue"));
         }
-        rx.await.expect("a waiter is only dropped with its slot handed over")
+        rx.await.expect("a waiter is only dropped with its permit handed over")
     }
 }
 
 impl Inner {
-    /// When a request arriving now may take a slot: the end of its admission window (now
+    /// When a request arriving now may take a permit: the end of its admission window (now
     /// without one).
     fn window_end(&self) -> Instant {
         let now = Instant::now();
@@ -190,7 +190,7 @@ impl Inner {
         now + Duration::from_millis((w - epoch_ms % w) as u64)
     }
 
-    /// Hands free slots to waiting requests whose window has ended: each to the waiting user
+    /// Hands free permits to waiting requests whose window has ended: each to the waiting user
     /// of the highest priority, then with the fewest requests planning, ties to the one
     /// served longest ago.
     fn dispatch(self: &Arc<Self>, s: &mut State) {
@@ -217,10 +217,10 @@ impl Inner {
             s.served.insert(user.clone(), s.grants);
             s.free -= 1;
             *s.running.entry(user.clone()).or_default() += 1;
-            let slot = Slot { inner: self.clone(), user: user.clone(), armed: true, _admission: None };
-            if let Err(mut slot) = tx.send(slot) {
-                // The waiter went away: undo, and drop the slot without re-entering.
-                slot.armed = false;
+            let permit = PlanningPermit { inner: self.clone(), user: user.clone(), armed: true, _admission: None };
+            if let Err(mut permit) = tx.send(permit) {
+                // The waiter went away: undo, and drop the permit without re-entering.
+                permit.armed = false;
                 s.free += 1;
                 Self::less(&mut s.running, &user);
             }
@@ -237,7 +237,7 @@ impl Inner {
     }
 }
 
-impl Drop for Slot {
+impl Drop for PlanningPermit {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -272,25 +272,25 @@ mod tests {
         assert!(q.admit("a").is_ok());
     }
 
-    /// The slot, if it is granted within 50 ms.
-    async fn granted(rx: &mut tokio::task::JoinHandle<Slot>) -> Option<Slot> {
+    /// The permit, if it is granted within 50 ms.
+    async fn granted(rx: &mut tokio::task::JoinHandle<PlanningPermit>) -> Option<PlanningPermit> {
         tokio::time::timeout(Duration::from_millis(50), rx).await.ok().map(Result::unwrap)
     }
 
     #[tokio::test]
-    async fn a_freed_slot_goes_to_the_next_user_not_to_the_oldest_request() {
+    async fn a_freed_permit_goes_to_the_next_user_not_to_the_oldest_request() {
         let q = FairQueue::new(1, 100);
-        let first = q.admit("a").unwrap().into_slot().await;
+        let first = q.admit("a").unwrap().into_permit().await;
         // a queues three more, then b one.
-        let mut a_waiting: Vec<_> = (0..3).map(|_| tokio::spawn(q.admit("a").unwrap().into_slot())).collect();
+        let mut a_waiting: Vec<_> = (0..3).map(|_| tokio::spawn(q.admit("a").unwrap().into_permit())).collect();
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let mut b = tokio::spawn(q.admit("b").unwrap().into_slot());
+        let mut b = tokio::spawn(q.admit("b").unwrap().into_permit());
         tokio::time::sleep(Duration::from_millis(10)).await;
-        assert!(granted(&mut b).await.is_none(), "no slot free yet");
+        assert!(granted(&mut b).await.is_none(), "no permit free yet");
         drop(first);
-        let b_slot = tokio::time::timeout(Duration::from_secs(1), &mut b).await.expect("b is next").unwrap();
+        let b_permit = tokio::time::timeout(Duration::from_secs(1), &mut b).await.expect("b is next").unwrap();
         assert!(granted(&mut a_waiting[0]).await.is_none(), "a waits behind b");
-        drop(b_slot);
+        drop(b_permit);
         assert!(granted(&mut a_waiting[0]).await.is_some(), "then a again");
     }
 
@@ -318,38 +318,40 @@ mod tests {
                 q = q.with_priority(p, Duration::from_millis(400));
             }
             start_of_window(400).await;
-            let mut flood = tokio::spawn(q.admit("flood").unwrap().into_slot());
+            let mut flood = tokio::spawn(q.admit("flood").unwrap().into_permit());
             tokio::time::sleep(Duration::from_millis(5)).await;
-            let mut steady = tokio::spawn(q.admit("steady").unwrap().into_slot());
+            let mut steady = tokio::spawn(q.admit("steady").unwrap().into_permit());
             let (first, second) = if with_priority { (&mut steady, &mut flood) } else { (&mut flood, &mut steady) };
-            let slot = tokio::time::timeout(Duration::from_secs(2), first).await.expect("granted").unwrap();
-            assert!(granted(second).await.is_none(), "one slot: the other waits (priority: {with_priority})");
-            drop(slot);
+            let permit = tokio::time::timeout(Duration::from_secs(2), first).await.expect("granted").unwrap();
+            assert!(granted(second).await.is_none(), "one permit: the other waits (priority: {with_priority})");
+            drop(permit);
             assert!(granted(second).await.is_some());
         }
     }
 
-    /// Issue 28: a user at its planning cap waits although slots are free, while another user
+    /// Issue 28: a user at its planning cap waits although permits are free, while another user
     /// plans at once; when one of its requests ends, its next one plans.
     #[tokio::test]
     async fn a_user_plans_at_most_its_cap_at_once_and_the_rest_waits_without_cpu() {
         let q = FairQueue::new(16, 8).with_planning_per_user(2);
-        let mut a: Vec<Slot> = futures::future::join_all((0..2).map(|_| q.admit("a").unwrap().into_slot())).await;
-        let mut a3 = tokio::spawn(q.admit("a").unwrap().into_slot());
-        assert!(granted(&mut a3).await.is_none(), "a is at its cap: it waits, 14 slots free");
-        let mut b = tokio::spawn(q.admit("b").unwrap().into_slot());
+        let mut a: Vec<PlanningPermit> =
+            futures::future::join_all((0..2).map(|_| q.admit("a").unwrap().into_permit())).await;
+        let mut a3 = tokio::spawn(q.admit("a").unwrap().into_permit());
+        assert!(granted(&mut a3).await.is_none(), "a is at its cap: it waits, 14 permits free");
+        let mut b = tokio::spawn(q.admit("b").unwrap().into_permit());
         let _b = granted(&mut b).await.expect("b plans at once");
         drop(a.remove(0));
         assert!(granted(&mut a3).await.is_some(), "then a's next");
     }
 
     #[tokio::test]
-    async fn a_slot_goes_to_the_user_with_the_fewest_planning() {
+    async fn a_permit_goes_to_the_user_with_the_fewest_planning() {
         let q = FairQueue::new(3, 100);
-        let mut a: Vec<Slot> = futures::future::join_all((0..3).map(|_| q.admit("a").unwrap().into_slot())).await;
-        let mut a4 = tokio::spawn(q.admit("a").unwrap().into_slot());
+        let mut a: Vec<PlanningPermit> =
+            futures::future::join_all((0..3).map(|_| q.admit("a").unwrap().into_permit())).await;
+        let mut a4 = tokio::spawn(q.admit("a").unwrap().into_permit());
         tokio::time::sleep(Duration::from_millis(10)).await;
-        let mut b = tokio::spawn(q.admit("b").unwrap().into_slot());
+        let mut b = tokio::spawn(q.admit("b").unwrap().into_permit());
         tokio::time::sleep(Duration::from_millis(10)).await;
         drop(a.remove(0));
         // a queued first, but a still plans 2 and b none: b gets it.

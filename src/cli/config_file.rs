@@ -167,6 +167,13 @@ mod tests {
     }
 
     #[test]
+    fn planning_permits_are_also_read_under_their_old_name_planning_slots() {
+        let var = ("CORESERVE_PLANNING_PERMITS".to_owned(), "4".to_owned());
+        assert_eq!(resolve("planning_permits = 4", |_| false).unwrap(), vec![var.clone()]);
+        assert_eq!(resolve("planning_slots = 4", |_| false).unwrap(), vec![var]);
+    }
+
+    #[test]
     fn the_file_is_found_only_for_serve() {
         let args = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
         assert_eq!(config_path(&args(&["coreserve", "serve", "--config", "a.toml"])), Some(PathBuf::from("a.toml")));

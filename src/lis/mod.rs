@@ -82,23 +82,23 @@ pub(crate) struct State {
     /// The site's resources: its CPUs ([`CPUS`]) and one GPU pool per entry of its
     /// `attributes.gpus`, in that order ([`gpu_pool`]).
     calendars: MultiCalendar,
-    holds: HoldBook<Booked>,
+    holds: HoldBook<ReservationSpans>,
     /// The site's scheduler's own state, for a LIS bound to one (empty otherwise).
     local: binding::LocalState,
 }
 
 /// What one hold booked: its CPUs' span ([`CPUS`]) and, with GPUs, its pool's span (by the
-/// resources' indices in the site's [`MultiCalendar`]; see [`bookkeeping::Booked`]).
-pub(crate) type Booked = bookkeeping::Booked<ComputeHoldRequest>;
+/// resources' indices in the site's [`MultiCalendar`]; see [`bookkeeping::ReservationSpans`]).
+pub(crate) type ReservationSpans = bookkeeping::ReservationSpans<ComputeHoldRequest>;
 
 impl Bookkeeping for State {
     type Request = ComputeHoldRequest;
 
-    fn holds(&self) -> &HoldBook<Booked> {
+    fn holds(&self) -> &HoldBook<ReservationSpans> {
         &self.holds
     }
 
-    fn holds_mut(&mut self) -> &mut HoldBook<Booked> {
+    fn holds_mut(&mut self) -> &mut HoldBook<ReservationSpans> {
         &mut self.holds
     }
 
@@ -108,12 +108,12 @@ impl Bookkeeping for State {
 }
 
 /// The span of `b`'s CPUs.
-fn cpu_span(b: &Booked) -> SpanId {
+fn cpu_span(b: &ReservationSpans) -> SpanId {
     b.spans[0].1
 }
 
 /// The pool index and span of `b`'s GPUs, if it has any.
-fn gpu_span(b: &Booked) -> Option<(usize, SpanId)> {
+fn gpu_span(b: &ReservationSpans) -> Option<(usize, SpanId)> {
     b.spans.get(1).map(|&(resource, span)| (resource - gpu_pool(0), span))
 }
 
@@ -239,14 +239,19 @@ impl Lis {
     /// Books `req`'s CPUs and GPUs in the calendars, all or none (check and book in one step,
     /// under the state lock). A replacement hold books its growth over the committed
     /// reservation it replaces, which must be this site's and keep its GPU pool.
-    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
+    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<ReservationSpans, ParticipantError> {
         match req.replaces {
             None => self.book_new(st, req),
             Some(old) => self.book_growth(st, old, req),
         }
     }
 
-    fn book_growth(&self, st: &mut State, old: HoldId, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
+    fn book_growth(
+        &self,
+        st: &mut State,
+        old: HoldId,
+        req: &ComputeHoldRequest,
+    ) -> Result<ReservationSpans, ParticipantError> {
         let pool = self.pool_of(req)?;
         let base = match st.holds.get(old) {
             Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
@@ -276,7 +281,7 @@ impl Lis {
             grow.iter().zip(grown).flat_map(|(&(resource, ..), spans)| spans.into_iter().map(move |s| (resource, s)));
         let request = ComputeHoldRequest { replaces: None, ..req.clone() };
         let growth = bookkeeping::Growth { replaces: old, request, spans: spans.collect() };
-        Ok(Booked { growth: Some(Box::new(growth)), ..base })
+        Ok(ReservationSpans { growth: Some(Box::new(growth)), ..base })
     }
 
     /// The GPU pool `req` asks for (its index and the allocation), if any.
@@ -296,12 +301,12 @@ impl Lis {
         }
     }
 
-    fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<Booked, ParticipantError> {
+    fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<ReservationSpans, ParticipantError> {
         let pool = self.pool_of(req)?;
         let mut demand = vec![(CPUS, u64::from(req.cpus))];
         demand.extend(pool.map(|(i, g)| (gpu_pool(i), u64::from(g.count))));
         let spans = st.calendars.add(req.start, req.end, &demand).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
-        Ok(Booked { spans: demand.iter().map(|&(resource, _)| resource).zip(spans).collect(), growth: None })
+        Ok(ReservationSpans { spans: demand.iter().map(|&(resource, _)| resource).zip(spans).collect(), growth: None })
     }
 
     /// A [`MultiCalendar`]'s refusal of a demand (the CPUs first, then the pool of `gpus`, if

@@ -98,21 +98,21 @@ pub struct LinkReservation {
 
 pub(crate) struct State {
     calendars: Vec<CapacityCalendar>,
-    holds: HoldBook<Booked>,
+    holds: HoldBook<ReservationSpans>,
 }
 
 /// What one hold booked: a span per link of its path, by the link's index (see
-/// [`bookkeeping::Booked`]).
-type Booked = bookkeeping::Booked<NetworkHoldRequest>;
+/// [`bookkeeping::ReservationSpans`]).
+type ReservationSpans = bookkeeping::ReservationSpans<NetworkHoldRequest>;
 
 impl Bookkeeping for State {
     type Request = NetworkHoldRequest;
 
-    fn holds(&self) -> &HoldBook<Booked> {
+    fn holds(&self) -> &HoldBook<ReservationSpans> {
         &self.holds
     }
 
-    fn holds_mut(&mut self) -> &mut HoldBook<Booked> {
+    fn holds_mut(&mut self) -> &mut HoldBook<ReservationSpans> {
         &mut self.holds
     }
 
@@ -245,7 +245,7 @@ impl Nis {
 
     /// Books `req`'s bandwidth on every link of its path, all or none; a replacement hold
     /// books its growth over the committed reservation it replaces, on the same links.
-    fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Booked, ParticipantError> {
+    fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<ReservationSpans, ParticipantError> {
         let Some(old) = req.replaces else { return self.book_new(st, req) };
         let base = match st.holds.get(old) {
             Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
@@ -277,10 +277,10 @@ impl Nis {
             request: NetworkHoldRequest { replaces: None, ..req.clone() },
             spans: grown,
         };
-        Ok(Booked { growth: Some(Box::new(growth)), ..base })
+        Ok(ReservationSpans { growth: Some(Box::new(growth)), ..base })
     }
 
-    fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<Booked, ParticipantError> {
+    fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<ReservationSpans, ParticipantError> {
         if req.links.is_empty() {
             return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
         }
@@ -301,7 +301,7 @@ impl Nis {
                 }
             }
         }
-        Ok(Booked { spans: booked, growth: None })
+        Ok(ReservationSpans { spans: booked, growth: None })
     }
 
     /// Live holds (not committed, not expired).

@@ -15,16 +15,31 @@ use super::commit::{self, Phase2, TwoPhaseError, Unsettled};
 use super::{Booking, Charge, ParticipantRef, PlanResult, Settlement};
 use crate::fairshare::Usage;
 use crate::model::{Outcome, OutcomeStatus, Time};
-use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, Part};
+use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, PartHold};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, TxnId};
 
-/// A held part of the plan, as the coordinator sees it.
+/// A part's hold as the coordinator drives it: the participant that keeps it, and the hold
+/// as the decision log records it.
 pub(super) struct HeldPart {
     pub(super) participant: Arc<dyn HoldLifecycle>,
-    pub(super) target: ParticipantRef,
-    pub(super) hold: HoldId,
-    /// The prepare message that made the hold (what the decision log records).
-    pub(super) request: HoldRequest,
+    pub(super) part: PartHold,
+}
+
+impl HeldPart {
+    /// Hold `hold` of `participant` (reached as `target`), made by `request`.
+    pub(super) fn new(
+        participant: Arc<dyn HoldLifecycle>,
+        target: ParticipantRef,
+        hold: HoldId,
+        request: HoldRequest,
+    ) -> Self {
+        HeldPart { participant, part: PartHold { participant: target, hold, request } }
+    }
+}
+
+/// Every part of `parts` as its participant and hold id (what phase 2 sends).
+pub(super) fn targets(parts: &[HeldPart]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
+    parts.iter().map(|p| (p.participant.clone(), p.part.hold)).collect()
 }
 
 /// The coordinator of one transaction over its held parts: decides, commits or gives back,
@@ -84,7 +99,7 @@ impl Coordinator {
     async fn renew_leases(&mut self) -> Result<(), PlanResult> {
         for p in &self.parts {
             self.outcome.messages += 1;
-            if let Err(e) = p.participant.extend(p.hold, MODIFICATION_LEASE_S).await {
+            if let Err(e) = p.participant.extend(p.part.hold, MODIFICATION_LEASE_S).await {
                 let _ = self.compensate(&[]).await;
                 return Err(self.rejected(format!("a replacement hold ran out before the decision: {e}")));
             }
@@ -118,7 +133,8 @@ impl Coordinator {
 
     fn committed(self) -> PlanResult {
         let outcome = self.current();
-        let bookings = self.parts.into_iter().map(|p| Booking { participant: p.target, hold: p.hold }).collect();
+        let bookings =
+            self.parts.into_iter().map(|p| Booking { participant: p.part.participant, hold: p.part.hold }).collect();
         PlanResult { outcome, bookings, settlement: Settlement::Final }
     }
 
@@ -130,7 +146,7 @@ impl Coordinator {
 
     /// Every part as its participant and hold id (what phase 2 sends).
     fn targets(&self) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
-        self.parts.iter().map(|p| (p.participant.clone(), p.hold)).collect()
+        targets(&self.parts)
     }
 
     /// The parts grouped by participant (see [`commit::Groups`]).
@@ -138,10 +154,10 @@ impl Coordinator {
         let mut targets: Vec<&ParticipantRef> = Vec::new();
         let mut groups: commit::Groups = Vec::new();
         for (i, p) in self.parts.iter().enumerate() {
-            match targets.iter().position(|t| **t == p.target) {
+            match targets.iter().position(|t| **t == p.part.participant) {
                 Some(g) => groups[g].1.push(i),
                 None => {
-                    targets.push(&p.target);
+                    targets.push(&p.part.participant);
                     groups.push((p.participant.clone(), vec![i]));
                 }
             }
@@ -150,7 +166,7 @@ impl Coordinator {
     }
 
     fn holds(&self) -> Vec<HoldId> {
-        self.parts.iter().map(|p| p.hold).collect()
+        self.parts.iter().map(|p| p.part.hold).collect()
     }
 
     /// Phase 2 in order, one commit per part (see [`commit::commit_parts`]).
@@ -228,11 +244,7 @@ impl Coordinator {
                 Err(rejected) => rejected,
             };
         };
-        let decided: Vec<Part> = self
-            .parts
-            .iter()
-            .map(|p| Part { participant: p.target.clone(), hold: p.hold, request: p.request.clone() })
-            .collect();
+        let decided: Vec<PartHold> = self.parts.iter().map(|p| p.part.clone()).collect();
         if log.shares_fate() {
             // The outcome as it will be once every commit is sent (one message each).
             let mut outcome = self.current();
@@ -290,7 +302,12 @@ impl Coordinator {
     /// crash after it is restored from the store as modified. The commits cannot be refused
     /// in process once the leases were renewed; if one still is, the decision stands for the
     /// other parts and that part is broken ([`Coordinator::break_failed`]).
-    async fn decide_then_commit(mut self, log: &dyn DecisionLog, decided: &[Part], outcome: &Outcome) -> PlanResult {
+    async fn decide_then_commit(
+        mut self,
+        log: &dyn DecisionLog,
+        decided: &[PartHold],
+        outcome: &Outcome,
+    ) -> PlanResult {
         // A participant in front of a local scheduler makes the new shapes there now, so that
         // its refusal comes before the decision (see `crate::lis::binding`).
         if let Err(cause) = commit::persist_groups(&self.groups(), &self.holds(), &mut self.outcome.messages).await {
@@ -323,12 +340,12 @@ impl Coordinator {
             format!("its modification was decided but could not be committed ({cause}); it holds no reservation");
         for &i in failed {
             let p = &self.parts[i];
-            let replaced = match &p.request {
+            let replaced = match &p.part.request {
                 HoldRequest::Compute(r) => r.replaces,
                 HoldRequest::Network(r) => r.replaces,
             };
             self.outcome.messages += 1;
-            let _ = p.participant.abort(p.hold).await;
+            let _ = p.participant.abort(p.part.hold).await;
             if let Some(old) = replaced {
                 self.outcome.messages += 1;
                 if let Err(e) = p.participant.release(old).await {
@@ -338,7 +355,7 @@ impl Coordinator {
             let at = |start: &chrono::DateTime<chrono::Utc>, end: &chrono::DateTime<chrono::Utc>, s: Time, e: Time| {
                 (crate::model::to_time(start), crate::model::to_time(end)) == (s, e)
             };
-            match &p.request {
+            match &p.part.request {
                 HoldRequest::Compute(r) => {
                     let job = self
                         .outcome

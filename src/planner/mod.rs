@@ -310,7 +310,7 @@ impl Planner {
             let mut book = book::Book::new(self, req, policy, method, started);
             book.user = opts.user.map(str::to_owned);
             let search = search::Attempt::new(&self.cfg, req, policy, method, seed, book);
-            let (mut result, batch_refused) = self.attempt(search, opts).await;
+            let (mut result, batch_refused) = Self::attempt(search, opts).await;
             if batch_refused && attempt < replans {
                 messages += result.outcome.messages;
                 holds_aborted += result.outcome.holds_aborted;
@@ -326,11 +326,7 @@ impl Planner {
     /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
     /// The flag is true when the plan was rejected because its batch prepare was refused
     /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
-    async fn attempt(
-        &self,
-        mut search: search::Attempt<'_, book::Book<'_>>,
-        opts: PlanOptions<'_>,
-    ) -> (PlanResult, bool) {
+    async fn attempt(mut search: search::Attempt<'_, book::Book<'_>>, opts: PlanOptions<'_>) -> (PlanResult, bool) {
         let req = search.req;
         let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
         match search.search_plan().await {

@@ -10,11 +10,10 @@
 //! as they were, and the answer names the part and when it could start instead.
 
 use super::commit::{self, PartName};
-use super::coordinator::{Coordinator, HeldPart};
+use super::coordinator::{self, Coordinator, HeldPart};
 use super::{Booking, PlanResult, Planner, Settlement};
 use crate::model::{to_time, Outcome, OutcomeStatus, SiteId};
-use crate::protocol::decision::replaced_bookings;
-use crate::protocol::decision::DecisionLog;
+use crate::protocol::decision::{replaced_bookings, DecisionLog, PartHold};
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, NetworkHoldRequest, ParticipantError, ParticipantRef, TxnId};
 
 /// Per-call options of [`Planner::modify`].
@@ -27,7 +26,7 @@ pub struct ModifyOptions<'a> {
 }
 
 /// One part of a plan and its committed reservation.
-enum Booked<'a> {
+enum PartBooking<'a> {
     Job(usize, &'a Booking),
     Transfer(usize, &'a Booking),
 }
@@ -46,7 +45,7 @@ enum BookingMismatch {
 
 /// The plan's parts matched with its bookings: one per job, in order, then one per transfer
 /// that crosses the network, in order (what the coordinator booked, see `into_coordinator`).
-fn booked_parts<'a>(plan: &Outcome, bookings: &'a [Booking]) -> Result<Vec<Booked<'a>>, BookingMismatch> {
+fn booked_parts<'a>(plan: &Outcome, bookings: &'a [Booking]) -> Result<Vec<PartBooking<'a>>, BookingMismatch> {
     let networked: Vec<usize> = (0..plan.transfers.len()).filter(|&e| !plan.transfers[e].path.is_empty()).collect();
     if bookings.len() != plan.jobs.len() + networked.len() {
         return Err(BookingMismatch::Count { parts: plan.jobs.len() + networked.len(), bookings: bookings.len() });
@@ -60,13 +59,13 @@ fn booked_parts<'a>(plan: &Outcome, bookings: &'a [Booking]) -> Result<Vec<Booke
                 site: j.site.clone(),
             });
         }
-        parts.push(Booked::Job(i, b));
+        parts.push(PartBooking::Job(i, b));
     }
     for (&e, b) in networked.iter().zip(&bookings[plan.jobs.len()..]) {
         if b.participant != ParticipantRef::Network {
             return Err(BookingMismatch::TransferElsewhere { transfer: e, at: b.participant.clone() });
         }
-        parts.push(Booked::Transfer(e, b));
+        parts.push(PartBooking::Transfer(e, b));
     }
     Ok(parts)
 }
@@ -109,7 +108,7 @@ impl Planner {
         let mut messages = 0u64;
         for part in parts {
             let (name, target, prepared) = match part {
-                Booked::Job(i, b) => {
+                PartBooking::Job(i, b) => {
                     let (o, n) = (&old.jobs[i], &new.jobs[i]);
                     if (o.start, o.end, o.cpus) == (n.start, n.end, n.cpus) {
                         continue;
@@ -136,7 +135,7 @@ impl Planner {
                     let name = PartName::Job { job: n.name.clone(), site: n.site.clone() };
                     (name, (lis as std::sync::Arc<dyn crate::protocol::HoldLifecycle>, b, req.into()), r)
                 }
-                Booked::Transfer(e, b) => {
+                PartBooking::Transfer(e, b) => {
                     let (o, n) = (&old.transfers[e], &new.transfers[e]);
                     if (o.start, o.end, o.bandwidth_mbps) == (n.start, n.end, n.bandwidth_mbps) {
                         continue;
@@ -164,7 +163,7 @@ impl Planner {
             match prepared {
                 Ok(h) => {
                     renamed.push((booking.hold, h.id));
-                    held.push(HeldPart { participant, target: booking.participant.clone(), hold: h.id, request });
+                    held.push(HeldPart::new(participant, booking.participant.clone(), h.id, request));
                 }
                 Err(e) => {
                     let when = self.when_it_could(&name, new, &e, &mut messages).await;
@@ -173,14 +172,7 @@ impl Planner {
                 }
             }
         }
-        let decided: Vec<crate::protocol::decision::Part> = held
-            .iter()
-            .map(|p| crate::protocol::decision::Part {
-                participant: p.target.clone(),
-                hold: p.hold,
-                request: p.request.clone(),
-            })
-            .collect();
+        let decided: Vec<PartHold> = held.iter().map(|p| p.part.clone()).collect();
         let mut outcome = new.clone();
         outcome.status = OutcomeStatus::Committed;
         outcome.reason = None;
@@ -242,7 +234,7 @@ impl Planner {
 /// compensation does ([`commit::compensate`]: retried, a lost answer logged; the lease ends a
 /// hold it could not reach); counts the messages, and answers how many holds it aborted.
 async fn give_back(held: &[HeldPart], messages: &mut u64) -> u64 {
-    let parts: Vec<_> = held.iter().map(|p| (p.participant.clone(), p.hold)).collect();
+    let parts = coordinator::targets(held);
     let mut tally = commit::Tally::default();
     if let Err(e) = commit::compensate(&parts, &[], false, &mut tally).await {
         tracing::warn!(error = %e, "abort of a replacement hold got no answer; its lease ends it");

@@ -69,14 +69,7 @@ impl Planner {
         let parts = t
             .parts
             .iter()
-            .map(|p| {
-                Ok(HeldPart {
-                    participant: self.participant(&p.participant)?,
-                    target: p.participant.clone(),
-                    hold: p.hold,
-                    request: p.request.clone(),
-                })
-            })
+            .map(|p| Ok(HeldPart { participant: self.participant(&p.participant)?, part: p.clone() }))
             .collect::<Result<Vec<_>, ParticipantError>>()
             .map_err(TwoPhaseError::UnknownParticipant)?;
         // A modification's parts replace committed reservations (see `modify`).

@@ -667,7 +667,7 @@ struct FakeLog {
     /// Refuse to record compensation and ends (a store outage during phase 2).
     fail_after_decision: bool,
     compensating: std::sync::Mutex<Vec<crate::protocol::TxnId>>,
-    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<decision::Part>)>>,
+    decided: std::sync::Mutex<Vec<(crate::protocol::TxnId, Vec<decision::PartHold>)>>,
     /// Each end recorded: the transaction, and true unless compensated.
     finished: std::sync::Mutex<Vec<(crate::protocol::TxnId, bool)>>,
     /// The outcome of each end recorded broken ([`decision::Ending::Broken`]).
@@ -785,7 +785,7 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
                 user: None,
             };
             let hold = l.lis[site].prepare(&request).await.unwrap().id;
-            parts.push(decision::Part {
+            parts.push(decision::PartHold {
                 participant: ParticipantRef::Site(site.into()),
                 hold,
                 request: request.into(),

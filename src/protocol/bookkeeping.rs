@@ -20,7 +20,7 @@ use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, Particip
 /// (`replaces` in its request) before its commit, `spans` are the replaced reservation's and
 /// `growth` what the new shape needs beyond them.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Booked<R> {
+pub(crate) struct ReservationSpans<R> {
     pub(crate) spans: Vec<(usize, SpanId)>,
     pub(crate) growth: Option<Box<Growth<R>>>,
 }
@@ -41,10 +41,10 @@ pub(crate) trait Bookkeeping {
     type Request: Clone;
 
     /// The book of holds.
-    fn holds(&self) -> &HoldBook<Booked<Self::Request>>;
+    fn holds(&self) -> &HoldBook<ReservationSpans<Self::Request>>;
 
     /// The book of holds, to change.
-    fn holds_mut(&mut self) -> &mut HoldBook<Booked<Self::Request>>;
+    fn holds_mut(&mut self) -> &mut HoldBook<ReservationSpans<Self::Request>>;
 
     /// Removes `span` from the calendar at index `calendar`.
     ///
@@ -54,7 +54,7 @@ pub(crate) trait Bookkeeping {
 }
 
 /// Frees what `b` booked (for a replacement hold, its growth only).
-pub(crate) fn unbook<S: Bookkeeping>(st: &mut S, b: Booked<S::Request>) {
+pub(crate) fn unbook<S: Bookkeeping>(st: &mut S, b: ReservationSpans<S::Request>) {
     match b.growth {
         Some(g) => remove_growth(st, &g),
         None => {
@@ -105,7 +105,7 @@ pub(crate) fn replaced_by<S: Bookkeeping>(st: &S, hold: HoldId) -> Option<HoldId
 pub(crate) fn commit<S: Bookkeeping>(
     st: &mut S,
     hold: HoldId,
-    book_new: impl FnOnce(&mut S, &Growth<S::Request>) -> Result<Booked<S::Request>, ParticipantError>,
+    book_new: impl FnOnce(&mut S, &Growth<S::Request>) -> Result<ReservationSpans<S::Request>, ParticipantError>,
 ) -> Result<Option<HoldId>, ParticipantError> {
     let growth = match st.holds().get(hold) {
         Some((HoldState::Held { .. }, b)) => b.growth.as_deref().cloned(),

@@ -42,7 +42,7 @@ pub struct Booking {
 
 /// `bookings` with every reservation that a part of `parts` replaces swapped for that part's
 /// hold: the plan's bookings once a modification is committed.
-pub fn replaced_bookings(bookings: &[Booking], parts: &[Part]) -> Vec<Booking> {
+pub fn replaced_bookings(bookings: &[Booking], parts: &[PartHold]) -> Vec<Booking> {
     bookings
         .iter()
         .map(|b| match parts.iter().find(|p| p.request.replaces() == Some(b.hold)) {
@@ -58,7 +58,7 @@ pub struct InDoubt {
     /// The transaction.
     pub txn: TxnId,
     /// Its parts, as logged with the decision.
-    pub parts: Vec<Part>,
+    pub parts: Vec<PartHold>,
     /// The committed outcome logged with the decision.
     pub outcome: Outcome,
     /// Its coordinator logged that it gives the transaction up ([`DecisionLog::compensating`]):
@@ -68,7 +68,7 @@ pub struct InDoubt {
 
 /// One part of a decided transaction: who holds it, its id there, and what it books.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Part {
+pub struct PartHold {
     /// The LIS or the NIS that keeps the hold.
     pub participant: ParticipantRef,
     /// The hold's id there.
@@ -83,7 +83,7 @@ pub struct Decision<'a> {
     /// The transaction (one plan attempt).
     pub txn: TxnId,
     /// Every hold of the plan.
-    pub parts: &'a [Part],
+    pub parts: &'a [PartHold],
     /// The committed outcome (status `committed`).
     pub outcome: &'a Outcome,
 }

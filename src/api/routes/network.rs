@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::holds::HoldView;
-use super::sites::{visible_hold, windowed, BookingView, ReservationState, WindowQuery};
+use super::sites::{visible_hold, windowed, ListingView, ReservationState, WindowQuery};
 use crate::api::auth::Caller;
 use crate::api::extract::{Body, Guarded, Query, Service};
 use crate::api::problem::{ApiError, Problem};
@@ -73,7 +73,7 @@ pub struct LinkReservationView {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-impl BookingView<LinkReservation> for LinkReservationView {
+impl ListingView<LinkReservation> for LinkReservationView {
     /// The view of `r` for `caller`: the hold id only for an admin or the hold's owner.
     fn view(r: LinkReservation, caller: &Caller) -> Self {
         let (state, expires_at) = ReservationState::of(r.state);

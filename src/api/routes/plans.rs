@@ -232,7 +232,7 @@ pub async fn create(
     raw: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let key = idempotency_key(&req)?;
-    // Fair admission: a limit per user, then a planning slot in turn (see api::fair).
+    // Fair admission: a limit per user, then a planning permit in turn (see api::fair).
     let admission = match state.fair.admit(&caller.user) {
         Ok(a) => a,
         Err(e) => {
@@ -256,7 +256,7 @@ pub async fn create(
     let body: PlanBody = crate::api::body::parse(&req, &raw)?;
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
-        let _slot = admission.into_slot().await;
+        let _permit = admission.into_permit().await;
         let result = state
             .planners
             .lend()
@@ -306,7 +306,7 @@ pub async fn create(
     let st = state.clone();
     let (user, owner) = (caller.user.clone(), caller.principal);
     let task = actix_web::rt::spawn(async move {
-        let _slot = admission.into_slot().await;
+        let _permit = admission.into_permit().await;
         let claim = &guard.claim;
         let meta = PlanMeta {
             id: Uuid::new_v4(),

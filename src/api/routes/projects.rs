@@ -5,7 +5,7 @@
 //! like the user (which has no allocation unless an admin gives it one). A project's plans are
 //! charged to its allocation when they commit (a plan past it is rejected, `allocation
 //! exceeded`, unless the allocation allows `overdraft`), and its priority orders the requests
-//! waiting for a planning slot.
+//! waiting for a planning permit.
 
 use actix_web::web;
 use serde::{Deserialize, Serialize};

@@ -372,12 +372,12 @@ pub async fn reservations(
 
 /// A booking of a participant as the view a listing shows `caller` (its hold id only if
 /// [`visible_hold`]).
-pub(crate) trait BookingView<R> {
+pub(crate) trait ListingView<R> {
     /// The view of `r` for `caller`.
     fn view(r: R, caller: &Caller) -> Self;
 }
 
-impl BookingView<Reservation> for ReservationView {
+impl ListingView<Reservation> for ReservationView {
     fn view(r: Reservation, caller: &Caller) -> Self {
         let (state, expires_at) = ReservationState::of(r.state);
         let hold = visible_hold(caller, r.hold, r.owner.as_deref());
@@ -401,7 +401,7 @@ impl BookingView<Reservation> for ReservationView {
 ///
 /// # Errors
 /// The window's 422, or `list`'s error.
-pub(crate) fn windowed<R, V: BookingView<R>>(
+pub(crate) fn windowed<R, V: ListingView<R>>(
     state: &AppState,
     caller: &Caller,
     q: &WindowQuery,

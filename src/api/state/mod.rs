@@ -188,7 +188,7 @@ impl AppState {
             let (ledger, clock) = (ledger.clone(), clock.clone());
             Arc::new(move |user: &str| ledger.priority_of(user, clock.now())) as Priority
         };
-        let mut fair = FairQueue::new(config.planning_slots, config.max_in_flight_per_user)
+        let mut fair = FairQueue::new(config.planning_permits, config.max_in_flight_per_user)
             .with_priority(priority, std::time::Duration::from_millis(config.admission_window_ms));
         if config.role == Role::All {
             // In process, planning is CPU-bound: one user's searches take at most every core,

@@ -117,9 +117,10 @@ pub struct ServeArgs {
     /// At most this many plan requests of one user in flight at once (429 beyond).
     #[arg(long, default_value_t = crate::api::config::DEFAULT_MAX_IN_FLIGHT_PER_USER, env = "CORESERVE_MAX_IN_FLIGHT_PER_USER")]
     pub max_in_flight_per_user: usize,
-    /// At most this many plan requests plan at once, shared fairly between users.
-    #[arg(long, default_value_t = crate::api::config::DEFAULT_PLANNING_SLOTS, env = "CORESERVE_PLANNING_SLOTS")]
-    pub planning_slots: usize,
+    /// At most this many plan requests plan at once, shared fairly between users (planning
+    /// permits; `--planning-slots`, the name before round 3, still works).
+    #[arg(long, alias = "planning-slots", default_value_t = crate::api::config::DEFAULT_PLANNING_PERMITS, env = "CORESERVE_PLANNING_PERMITS")]
+    pub planning_permits: usize,
     /// Fair share's admission window, ms: requests arriving within one window plan in the
     /// order of their projects' priorities (0: no wait).
     #[arg(long, default_value_t = 0, env = "CORESERVE_ADMISSION_WINDOW_MS")]
@@ -224,13 +225,13 @@ impl ServeArgs {
             || self.horizon_days <= 0
             || self.claim_lease_s <= 0
             || self.max_in_flight_per_user == 0
-            || self.planning_slots == 0
+            || self.planning_permits == 0
             || self.webhook_retry_base_ms == 0
             || self.webhook_disable_after_s <= 0
             || self.retention_every_s == 0
         {
             bail!(
-                "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-slots, --horizon-days, \
+                "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-permits, --horizon-days, \
                  --webhook-retry-base-ms, --webhook-disable-after-s and --retention-every-s must be > 0 and \
                  --w-interval-s >= 0"
             );
@@ -268,7 +269,7 @@ impl ServeArgs {
             claim_lease_s: self.claim_lease_s,
             instance: self.instance,
             max_in_flight_per_user: self.max_in_flight_per_user,
-            planning_slots: self.planning_slots,
+            planning_permits: self.planning_permits,
             admission_window_ms: self.admission_window_ms,
             webhook_retry_base_ms: self.webhook_retry_base_ms,
             webhook_disable_after_s: self.webhook_disable_after_s,

@@ -9,7 +9,7 @@ use crate::model::{
     MAX_AMOUNT,
 };
 use crate::planner::commit::{self, PartName, TwoPhaseError};
-use crate::planner::coordinator::{Coordinator, HeldPart};
+use crate::planner::coordinator::{self, Coordinator, HeldPart};
 use crate::planner::fixes::TentativeBook;
 use crate::planner::{ParticipantRef, PlanResult, Settlement};
 use crate::protocol::ParticipantError;
@@ -148,12 +148,7 @@ impl Book<'_> {
                 }
             };
             own_jobs.push((f.site.clone(), req.start, req.end, u64::from(req.cpus)));
-            parts.push(HeldPart {
-                participant: p,
-                target: ParticipantRef::Site(f.site.clone()),
-                hold,
-                request: req.into(),
-            });
+            parts.push(HeldPart::new(p, ParticipantRef::Site(f.site.clone()), hold, req.into()));
         }
         for e in 0..self.fixes.transfers.len() {
             let f = self.fixes.transfers[e].clone().expect("complete plan");
@@ -187,7 +182,7 @@ impl Book<'_> {
                 }
             };
             own_transfers.push((req.links.clone(), req.start, req.end, req.bandwidth_mbps));
-            parts.push(HeldPart { participant: nis, target: ParticipantRef::Network, hold, request: req.into() });
+            parts.push(HeldPart::new(nis, ParticipantRef::Network, hold, req.into()));
         }
         Ok(parts)
     }
@@ -199,7 +194,7 @@ impl Book<'_> {
 
     /// Aborts the holds of a refused batch (best effort: what is not aborted ends at its lease).
     async fn give_back(&mut self, parts: &[HeldPart]) {
-        let targets: Vec<_> = parts.iter().map(|p| (p.participant.clone(), p.hold)).collect();
+        let targets = coordinator::targets(parts);
         let mut tally = commit::Tally::default();
         let _ = commit::compensate(&targets, &[], true, &mut tally).await;
         self.messages += tally.messages;
@@ -210,9 +205,9 @@ impl Book<'_> {
     /// go into the outcome, which names their local reservations. Parts list the jobs first,
     /// in order. From here the parts own the holds (the search's trail is dropped).
     pub(in crate::planner) fn into_coordinator(mut self, parts: Vec<HeldPart>) -> Coordinator {
-        for (fix, part) in self.fixes.jobs.iter_mut().zip(&parts) {
+        for (fix, held) in self.fixes.jobs.iter_mut().zip(&parts) {
             if let Some(f) = fix {
-                f.hold = Some(part.hold);
+                f.hold = Some(held.part.hold);
             }
         }
         Coordinator::planning(self.txn, parts, self.outcome(), self.started)

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::fairshare::{Project, Usage};
 use crate::model::{from_time, Outcome};
-use crate::protocol::decision::{Booking, Ending, InDoubt, Part};
+use crate::protocol::decision::{Booking, Ending, InDoubt, PartHold};
 use crate::protocol::TxnId;
 use crate::store::{Claim, DecisionRecord, DecisionStore, ModificationRecord, RejectionRecord, StoreError};
 
@@ -23,7 +23,7 @@ impl DecisionStore for PgStore {
         // The casts of parameters that appear only in a SELECT list give PostgreSQL their types
         // (it would take them for text).
         let (plan, d) = (r.plan, &r.decision);
-        let rows: &[Part] = if r.reservations { d.parts } else { &[] };
+        let rows: &[PartHold] = if r.reservations { d.parts } else { &[] };
         let holds: Vec<Uuid> = rows.iter().map(|p| p.hold.as_uuid()).collect();
         let who: Vec<String> = rows.iter().map(|p| p.participant.to_string()).collect();
         let requests: Vec<String> =
@@ -313,7 +313,7 @@ impl DecisionStore for PgStore {
                WHERE txn IN (
                    SELECT txn FROM transactions WHERE finished_at IS NULL AND lease_until < now()
                    ORDER BY decided_at LIMIT $4 FOR UPDATE SKIP LOCKED)
-               RETURNING txn, parts AS "parts: Json<Vec<Part>>", outcome AS "outcome: Json<Outcome>",
+               RETURNING txn, parts AS "parts: Json<Vec<PartHold>>", outcome AS "outcome: Json<Outcome>",
                          compensating, decided_at"#,
             claim.id,
             claim.owner,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 use coreserve::model::{JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement};
-use coreserve::protocol::decision::{replaced_bookings, Booking, Decision, Ending, Part};
+use coreserve::protocol::decision::{replaced_bookings, Booking, Decision, Ending, PartHold};
 use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
     Claim, DecisionRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
@@ -120,11 +120,11 @@ async fn lapse() {
     tokio::time::sleep(Duration::from_millis(1300)).await;
 }
 
-fn decided_plan(user: &str) -> (PlanRecord, Vec<Part>, TxnId) {
+fn decided_plan(user: &str) -> (PlanRecord, Vec<PartHold>, TxnId) {
     let mut plan = record(user, "wf", Some(at(10)));
     plan.status = PlanStatus::Pending;
     let txn = TxnId::new();
-    let parts = vec![Part {
+    let parts = vec![PartHold {
         participant: ParticipantRef::Site("s1".into()),
         hold: plan.bookings[0].hold,
         request: HoldRequest::from(ComputeHoldRequest {
@@ -144,7 +144,7 @@ fn decided_plan(user: &str) -> (PlanRecord, Vec<Part>, TxnId) {
 async fn decide(
     s: &dyn Store,
     plan: &PlanRecord,
-    parts: &[Part],
+    parts: &[PartHold],
     txn: TxnId,
     key: Option<(&str, &str)>,
     claim: &Claim,
@@ -253,7 +253,7 @@ pub async fn a_modification_that_ends_broken_leaves_its_plan_broken_in_one_write
     let claim = Claim::new("a", 60);
     let txn = TxnId::new();
     let hold = HoldId::new();
-    let parts = vec![Part {
+    let parts = vec![PartHold {
         participant: ParticipantRef::Site("s1".into()),
         hold,
         request: HoldRequest::from(ComputeHoldRequest {
