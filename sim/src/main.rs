@@ -4,7 +4,8 @@
 //! experiment writes runs.csv, summary.csv and the figures ([`paper`]); a scenario with
 //! `experiment = "heterogeneity"` runs seed 003's measurement instead ([`heterogeneous`]), one
 //! with `experiment = "fairshare"` seed 002's ([`fairshare`]). Also `--validate` against the
-//! service ([`validate`]), `--replot`, `--compare` ([`sensitivity`]) and `--rank` ([`rankings`]).
+//! service ([`validate`]), `--replot`, `--steady` ([`steady`]), `--compare` ([`sensitivity`])
+//! and `--rank` ([`rankings`]).
 
 mod algorithm;
 mod experiment;
@@ -17,6 +18,7 @@ mod report;
 mod run;
 mod scenario;
 mod sensitivity;
+mod steady;
 mod transport;
 mod validate;
 
@@ -33,11 +35,15 @@ use scenario::Scenario;
 #[command(version, about)]
 struct Args {
     /// Scenario file (sim/scenarios/*.toml).
-    #[arg(required_unless_present_any = ["replot", "compare", "rank"])]
+    #[arg(required_unless_present_any = ["replot", "steady", "compare", "rank"])]
     scenario: Option<PathBuf>,
     /// Run nothing: draw the figures of OUT again from its summary.csv.
     #[arg(long, conflicts_with_all = ["scenario", "seeds", "seed_offset", "keep_outcomes"])]
     replot: bool,
+    /// Run nothing: write OUT/steady-state.md (each point's drift, last quarter against first)
+    /// from OUT/runs.csv.
+    #[arg(long, conflicts_with_all = ["scenario", "replot", "seeds", "seed_offset", "keep_outcomes"])]
+    steady: bool,
     /// Run nothing: compare finished runs (folders with a summary.csv), the first the baseline,
     /// and write OUT/sensitivity.md. Repeat the flag: --compare BASE --compare VARIANT ...
     #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "replot", "seeds", "seed_offset", "keep_outcomes"])]
@@ -101,6 +107,10 @@ fn main() -> Result<()> {
         report::write_figures(&summary, &args.out, args.x_axis)?;
         println!("figures of {} drawn again", args.out.display());
         return Ok(());
+    }
+    if args.steady {
+        let rows = steady::read_runs_csv(&args.out.join("runs.csv"))?;
+        return write_report(&args.out, "steady-state.md", steady::report(&rows));
     }
     if !args.compare.is_empty() {
         return write_report(&args.out, "sensitivity.md", sensitivity::compare(&args.compare)?);

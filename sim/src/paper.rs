@@ -14,6 +14,7 @@ use crate::findings;
 use crate::report::{self, RunRow, XAxis};
 use crate::run::{simulate, RunKey};
 use crate::scenario::Scenario;
+use crate::steady;
 
 /// The paper's experiment on scenario `s` with the trace's CPU counts `cpus`.
 pub struct Paper<'a> {
@@ -64,12 +65,16 @@ pub fn run(s: &Scenario, cpus: &[u32], out: &Path, keep_outcomes: bool, x_axis: 
     Ok(rows.len())
 }
 
-/// Writes the runs' `runs.csv`, `summary.csv`, figures and `findings.md` to `out`.
+/// Writes the runs' `runs.csv`, `summary.csv`, figures, `findings.md` and `steady-state.md` to
+/// `out`.
 fn write_outputs(rows: &[RunRow], out: &Path, x_axis: XAxis) -> Result<()> {
     report::write_runs_csv(rows, &out.join("runs.csv"))?;
     let summary = report::summarise(rows);
     report::write_summary_csv(&summary, &out.join("summary.csv"))?;
     report::write_figures(&summary, out, x_axis)?;
     std::fs::write(out.join("findings.md"), findings::findings(&summary, rows))?;
+    // From runs.csv, as `--steady` reads a finished folder: the same file either way.
+    let quarters = steady::read_runs_csv(&out.join("runs.csv"))?;
+    std::fs::write(out.join("steady-state.md"), steady::report(&quarters))?;
     Ok(())
 }

@@ -15,7 +15,8 @@
 //! planners = 3
 //! planner_concurrency = 1                  # requests a planner works on at once
 //! w_interval_s = 1800
-//! warmup_requests = 0                      # requests simulated but not counted, per run
+//! warmup_requests = 25                     # requests simulated but not counted, per run
+//!                                          # (default: a quarter of `requests`; 0: transient)
 //! query_fanout = "parallel"                # or "sequential": a step's free-slot queries
 //! bbr_replans = 0                          # re-plans of a refused BBR batch
 //! backtrack = "conflict-directed"          # or "chronological": Fig. 3 as written
@@ -120,8 +121,9 @@ pub struct Scenario {
     pub topology_seed: Option<u64>,
     #[serde(default)]
     pub service_times: ServiceTimes,
-    /// Requests at the start of every run that are simulated but not counted (a warm-up;
-    /// default 0: every request counts, from an empty grid).
+    /// Requests at the start of every run that are simulated but not counted (a warm-up).
+    /// A file that does not set it gets a quarter of its `requests` ([`Scenario::load`]); 0
+    /// counts every request from an empty grid (a transient).
     #[serde(default)]
     pub warmup_requests: usize,
     /// How a search step's free-slot queries go out: `parallel` (default) or `sequential`.
@@ -244,8 +246,13 @@ impl Scenario {
             (Some(v), _) if !v.is_table() => bail!("scenario {}: `reduced` must be a table", path.display()),
             _ => {}
         }
+        let warmup_given = table.contains_key("warmup_requests");
         let mut s: Scenario =
             toml::Value::Table(table).try_into().with_context(|| format!("parsing scenario {}", path.display()))?;
+        if !warmup_given {
+            // Steady state by default: the first quarter of a run's requests is a warm-up.
+            s.warmup_requests = s.requests / 4;
+        }
         s.dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         s.validate().with_context(|| format!("scenario {}", path.display()))?;
         Ok(s)
@@ -415,5 +422,24 @@ mod tests {
         std::fs::write(&path, "name = 't'\ntrace = 'u'\nloads = [1.0]\n").unwrap();
         let e = Scenario::load_reduced(&path).unwrap_err();
         assert!(e.to_string().contains("no [reduced]"), "{e}");
+    }
+
+    #[test]
+    fn a_quarter_of_the_requests_is_a_warm_up_unless_the_file_says_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        let load = |text: &str, reduced: bool| {
+            std::fs::write(&path, format!("name = 't'\ntrace = 'u'\nloads = [1.0]\n{text}")).unwrap();
+            let s = if reduced { Scenario::load_reduced(&path) } else { Scenario::load(&path) };
+            s.unwrap().warmup_requests
+        };
+        assert_eq!(load("requests = 1200\n", false), 300, "steady state by default");
+        assert_eq!(load("requests = 1200\nwarmup_requests = 0\n", false), 0, "a transient when asked");
+        assert_eq!(load("requests = 1200\n[reduced]\nrequests = 30\n", true), 7, "a quarter of the reduced run");
+        assert_eq!(
+            load("requests = 1200\nwarmup_requests = 0\n[reduced]\nrequests = 30\n", true),
+            0,
+            "the file's own setting holds in its reduced run"
+        );
     }
 }
