@@ -144,11 +144,6 @@ impl Coordinator {
         }
     }
 
-    /// Every part as its participant and hold id (what phase 2 sends).
-    fn targets(&self) -> Vec<(Arc<dyn HoldLifecycle>, HoldId)> {
-        targets(&self.parts)
-    }
-
     /// The parts grouped by participant (see [`commit::Groups`]).
     fn groups(&self) -> commit::Groups {
         let mut targets: Vec<&ParticipantRef> = Vec::new();
@@ -171,7 +166,7 @@ impl Coordinator {
 
     /// Phase 2 in order, one commit per part (see [`commit::commit_parts`]).
     async fn phase2(&mut self) -> Phase2 {
-        commit::commit_parts(&self.targets(), &mut self.outcome.messages).await
+        commit::commit_parts(&targets(&self.parts), &mut self.outcome.messages).await
     }
 
     /// Gives every part back: releases those known committed (`committed[i]`), aborts the
@@ -181,7 +176,7 @@ impl Coordinator {
     /// A participant did not answer: that part may still be booked.
     async fn compensate(&mut self, committed: &[bool]) -> Result<(), TwoPhaseError> {
         let mut tally = commit::Tally::default();
-        let r = commit::compensate(&self.targets(), committed, !self.modification, &mut tally).await;
+        let r = commit::compensate(&targets(&self.parts), committed, !self.modification, &mut tally).await;
         self.outcome.messages += tally.messages;
         self.outcome.holds_aborted += tally.holds_aborted;
         r
@@ -321,7 +316,7 @@ impl Coordinator {
         }
         self.crash_point("after-decision");
         // Every part is sent its commit, whatever the others answer: the decision stands.
-        let answers = commit::commit_each_part(&self.targets(), &mut self.outcome.messages).await;
+        let answers = commit::commit_each_part(&targets(&self.parts), &mut self.outcome.messages).await;
         let failed: Vec<usize> = answers.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| i).collect();
         if let Some(Err(e)) = answers.into_iter().find(Result::is_err) {
             self.break_failed(&failed, &TwoPhaseError::CommitRefused(e)).await;
