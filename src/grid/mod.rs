@@ -17,9 +17,7 @@ mod graphml;
 mod heterogeneity;
 mod sites;
 
-use std::path::Path;
-
-use anyhow::Context;
+use std::path::{Path, PathBuf};
 
 use crate::model::Grid;
 
@@ -31,26 +29,40 @@ pub use graphml::{import_graphml, node_id_for, GraphmlError, ImportOptions};
 pub use heterogeneity::{heterogenize, Heterogeneity};
 pub use sites::{attach_sites, site_id_for, SiteParams, SiteParamsError};
 
+/// A grid file that could not be read or written; each names the path, the cause is its
+/// source.
+#[derive(Debug, thiserror::Error)]
+pub enum GridFileError {
+    /// The file cannot be read.
+    #[error("reading grid file {}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    /// Not JSON of the `grid.json` shape, or the grid fails validation ([`Grid::new`]).
+    #[error("parsing grid file {}", .path.display())]
+    Parse { path: PathBuf, source: serde_json::Error },
+    /// The file cannot be written.
+    #[error("writing grid file {}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
 /// Reads a grid from a JSON file (the `grid.json` format documented on [`Grid`]).
 ///
 /// The grid is validated while parsing ([`Grid::new`]).
 ///
 /// # Errors
-/// The file cannot be read, is not valid JSON of that shape, or fails validation; the message
-/// names the path.
-pub fn load_grid(path: &Path) -> anyhow::Result<Grid> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading grid file {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing grid file {}", path.display()))
+/// [`GridFileError::Read`] or [`GridFileError::Parse`].
+pub fn load_grid(path: &Path) -> Result<Grid, GridFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| GridFileError::Read { path: path.into(), source })?;
+    serde_json::from_str(&text).map_err(|source| GridFileError::Parse { path: path.into(), source })
 }
 
 /// Writes a grid as pretty-printed JSON (with a final newline), replacing the file if present.
 ///
 /// # Errors
-/// Serialisation or writing fails; the message names the path.
-pub fn save_grid(grid: &Grid, path: &Path) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(grid).context("serialising grid")?;
+/// [`GridFileError::Write`].
+pub fn save_grid(grid: &Grid, path: &Path) -> Result<(), GridFileError> {
+    let mut text = serde_json::to_string_pretty(grid).expect("a Grid serialises to JSON (string keys, finite numbers)");
     text.push('\n');
-    std::fs::write(path, text).with_context(|| format!("writing grid file {}", path.display()))
+    std::fs::write(path, text).map_err(|source| GridFileError::Write { path: path.into(), source })
 }
 
 #[cfg(test)]
@@ -77,11 +89,16 @@ mod tests {
     fn load_reports_path_and_validation_errors() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope.json");
-        let e = format!("{:#}", load_grid(&missing).unwrap_err());
-        assert!(e.contains("nope.json"), "{e}");
+        let e = load_grid(&missing).unwrap_err();
+        assert!(matches!(e, GridFileError::Read { .. }) && e.to_string().contains("nope.json"), "{e}");
         let bad = dir.path().join("bad.json");
         std::fs::write(&bad, r#"{"nodes":[{"id":"a"}],"links":[],"sites":[{"id":"s","node":"zz","cpus":1,"os":"linux","price_per_cpu_hour":1}]}"#).unwrap();
-        let e = format!("{:#}", load_grid(&bad).unwrap_err());
-        assert!(e.contains("bad.json") && e.contains("unknown node"), "{e}");
+        let e = load_grid(&bad).unwrap_err();
+        assert!(matches!(e, GridFileError::Parse { .. }) && e.to_string().contains("bad.json"), "{e}");
+        // The cause is the error's source (anyhow's `{:#}` prints both).
+        let cause = std::error::Error::source(&e).expect("a source").to_string();
+        assert!(cause.contains("unknown node"), "{cause}");
+        let chain = format!("{:#}", anyhow::Error::from(e));
+        assert!(chain.contains("bad.json") && chain.contains("unknown node"), "{chain}");
     }
 }

@@ -8,9 +8,28 @@ use uuid::Uuid;
 
 use super::AppState;
 use crate::lis::Lis;
+use crate::model::SiteId;
 use crate::planner::{ParticipantRef, Recovery};
-use crate::protocol::{HoldRequest, Journal, Network, Participant};
+use crate::protocol::{HoldId, HoldRequest, Journal, Network, Participant, ParticipantError};
 use crate::store::StoreError;
+
+/// Why start-up recovery ([`AppState::recover`]) refuses to let the process serve: the store
+/// failed, or the journal does not fit this process's grid.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    /// The store did not answer or failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A journaled hold names a site this process's grid does not have.
+    #[error("the journal has hold {hold} at site `{site}`, which is not in the grid")]
+    UnknownSite { hold: HoldId, site: SiteId },
+    /// A journaled hold's request is of the other participant's kind.
+    #[error("the journal has hold {hold} of {participant} with a request of the other kind")]
+    WrongKind { hold: HoldId, participant: ParticipantRef },
+    /// The participant refuses the journaled hold (it no longer fits its calendar, say).
+    #[error("journaled hold {hold} of {participant} cannot be restored")]
+    Unrestorable { hold: HoldId, participant: ParticipantRef, source: ParticipantError },
+}
 
 impl AppState {
     /// Start-up recovery, before the first request:
@@ -24,7 +43,7 @@ impl AppState {
     /// # Errors
     /// The store fails, or the journal does not fit the grid (a reservation over capacity, an
     /// unknown link): the process must not serve on a calendar it cannot trust.
-    pub async fn recover(&self) -> anyhow::Result<(usize, Recovery)> {
+    pub async fn recover(&self) -> Result<(usize, Recovery), RecoveryError> {
         let now = self.now();
         self.store.expire_holds(now).await?;
         let mut restored = 0;
@@ -35,14 +54,18 @@ impl AppState {
             let r = match (&h.participant, &h.request) {
                 (ParticipantRef::Site(s), HoldRequest::Compute(req)) => match self.participants.lis.get(s) {
                     Some(lis) => lis.restore(h.hold, req, h.state),
-                    None => anyhow::bail!("the journal has a hold {} at site `{s}`, which is not in the grid", h.hold),
+                    None => return Err(RecoveryError::UnknownSite { hold: h.hold, site: s.clone() }),
                 },
                 (ParticipantRef::Network, HoldRequest::Network(req)) => {
                     self.participants.nis.restore(h.hold, req, h.state)
                 }
-                (who, _) => anyhow::bail!("the journal has hold {} of {who} with a request of the other kind", h.hold),
+                (who, _) => return Err(RecoveryError::WrongKind { hold: h.hold, participant: who.clone() }),
             };
-            r.map_err(|e| anyhow::anyhow!("journaled hold {} of {} cannot be restored: {e}", h.hold, h.participant))?;
+            r.map_err(|source| RecoveryError::Unrestorable {
+                hold: h.hold,
+                participant: h.participant.clone(),
+                source,
+            })?;
             if h.via_api {
                 self.holds.lock().expect("hold registry").insert(h.hold, h.participant.clone());
             }

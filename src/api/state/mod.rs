@@ -27,6 +27,7 @@ mod maintenance;
 mod participants;
 mod pool;
 
+pub use maintenance::RecoveryError;
 pub use pool::{Lent, PlannerPool};
 
 /// Everything a handler may need (behind `web::Data`, i.e. an `Arc`).
