@@ -23,6 +23,7 @@ use crate::store::StoreError;
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// An RFC 9457 problem details body.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Problem {
     /// URI of the problem kind: `urn:coreserve:problem:<slug>`.
@@ -37,7 +38,6 @@ pub struct Problem {
     /// Errors of the participant protocol: the exact error as an object tagged by `kind`, its
     /// data in `about` (e.g. `{"kind": "hold_expired", "about": "<id>"}`), read by remote
     /// planners; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub participant_error: Option<ParticipantError>,
 }

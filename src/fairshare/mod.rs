@@ -57,13 +57,13 @@ pub enum FairShareError {
 }
 
 /// A project's allocation for one period (admin-set).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Allocation {
     /// CPU-hours the project may use per period, >= 0 and finite.
     pub cpu_hours: f64,
     /// GPU-hours per period; absent: GPUs are not limited.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_hours: Option<f64>,
     /// Length of a period, seconds (> 0; default 30 days).
     #[serde(default = "default_period_s")]

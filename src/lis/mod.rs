@@ -466,12 +466,8 @@ impl Participant<Compute> for Lis {
 impl KeepsHolds for Lis {
     type State = State;
 
-    fn state_lock(&self) -> &Mutex<State> {
-        &self.state
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        &*self.clock
+    fn kept(&self) -> (&Mutex<State>, &dyn Clock) {
+        (&self.state, &*self.clock)
     }
 
     async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError> {

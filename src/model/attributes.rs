@@ -16,6 +16,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use serde_with::{DeserializeFromStr, SerializeDisplay};
 
 use super::limits::{price_ok, MAX_AMOUNT};
 use super::text::{check_text, TextError};
@@ -65,6 +66,7 @@ pub struct GpuPool {
 }
 
 /// A software package installed at a site.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Package {
@@ -82,19 +84,18 @@ pub struct Package {
     pub needs_extensions: Vec<String>,
     /// Least GPU compute capability the package needs; the site must have a GPU pool with at
     /// least this much.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub needs_gpu_compute_capability: Option<f64>,
 }
 
 /// The attributes of a heterogeneous site, beside its CPUs, OS and price (every field has a
 /// default; JSON: flattened into the site).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SiteAttributes {
     /// Processor architecture; default `x86_64`.
     #[serde(default, skip_serializing_if = "Arch::is_default")]
     pub arch: Arch,
     /// Processor generation within its architecture (a larger number is newer), when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_generation: Option<u32>,
     /// Instruction-set extensions of the site's CPUs, e.g. `sse4_2`, `avx2`, `avx512f`, `sve`
     /// (compared case-insensitively).
@@ -179,6 +180,7 @@ fn is_zero(x: &f64) -> bool {
 }
 
 /// GPUs a job needs: `count` GPUs of one pool that meets every bound.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GpuDemand {
@@ -186,13 +188,10 @@ pub struct GpuDemand {
     #[schema(minimum = 1, maximum = 1073741824)]
     pub count: u32,
     /// Least compute capability, e.g. `3.5`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_compute_capability: Option<f64>,
     /// Least memory per GPU in GiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_memory_gib: Option<u32>,
     /// This model only (case-insensitive).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
 
@@ -210,20 +209,18 @@ impl GpuDemand {
 ///
 /// Example (Saito & Hirotsu's): `{"software": ["tensorflow >=1.5"], "extensions": ["avx"],
 /// "gpus": {"count": 1, "min_compute_capability": 3.5}}`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Requirements {
     /// Processor architecture.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<Arch>,
     /// Least processor generation (a site without a known generation fails it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_cpu_generation: Option<u32>,
     /// Instruction-set extensions the site's CPUs must all have.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
     /// GPUs to reserve with the CPUs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuDemand>,
     /// Software, each `NAME [VERSION-REQUIREMENT]` with a semantic-versioning requirement, e.g.
     /// `tensorflow >=2.12, <3`; it counts only with its dependencies installed.
@@ -268,8 +265,7 @@ impl Requirements {
 }
 
 /// A semantic version, read leniently: `2`, `2.12` and `2.12.0` are the same version.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, SerializeDisplay, DeserializeFromStr)]
 pub struct Version(semver::Version);
 
 impl FromStr for Version {
@@ -285,19 +281,6 @@ impl FromStr for Version {
     }
 }
 
-impl TryFrom<String> for Version {
-    type Error = AttributeError;
-    fn try_from(s: String) -> Result<Self, AttributeError> {
-        s.parse()
-    }
-}
-
-impl From<Version> for String {
-    fn from(v: Version) -> String {
-        v.0.to_string()
-    }
-}
-
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
@@ -307,8 +290,7 @@ impl fmt::Display for Version {
 /// A package name and the versions that satisfy it: `NAME [REQUIREMENT]`, the requirement in
 /// semantic-versioning syntax (comparators joined by commas, e.g. `>=2.12, <3`; none: any
 /// version).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Debug, Clone, PartialEq, SerializeDisplay, DeserializeFromStr)]
 pub struct SoftwareRequirement {
     /// The package name (lowercased).
     pub name: String,
@@ -335,19 +317,6 @@ impl FromStr for SoftwareRequirement {
             })?
         };
         Ok(SoftwareRequirement { name: name.to_ascii_lowercase(), versions })
-    }
-}
-
-impl TryFrom<String> for SoftwareRequirement {
-    type Error = AttributeError;
-    fn try_from(s: String) -> Result<Self, AttributeError> {
-        s.parse()
-    }
-}
-
-impl From<SoftwareRequirement> for String {
-    fn from(r: SoftwareRequirement) -> String {
-        r.to_string()
     }
 }
 

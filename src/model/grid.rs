@@ -7,6 +7,7 @@ use super::limits::{price_ok, MAX_AMOUNT};
 use super::{LinkId, NodeId, SiteId};
 
 /// A topology node, e.g. a PoP of a research network.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Node {
     /// Unique node id.
@@ -16,12 +17,10 @@ pub struct Node {
     pub label: String,
     /// Latitude in degrees, `-90 ..= 90` (north positive), when known (Topology Zoo's
     /// `Latitude`). Only used to draw the topology.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = -90, maximum = 90)]
     pub latitude: Option<f64>,
     /// Longitude in degrees, `-180 ..= 180` (east positive), when known (Topology Zoo's
     /// `Longitude`). Only used to draw the topology.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = -180, maximum = 180)]
     pub longitude: Option<f64>,
 }

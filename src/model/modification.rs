@@ -13,12 +13,12 @@ use super::{Outcome, MAX_AMOUNT, MAX_DURATION_S, MAX_OFFSET_S};
 
 /// What to change in a committed plan; what is absent stays as it is. Offsets count from the
 /// application's start (the plan's `start`, or the new `start`), as in a plan request.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanModification {
     /// The application's new start (RFC 3339 with a time zone): every job and transfer moves
     /// with it, keeping its offset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<DateTime<Utc>>,
     /// Changes to jobs, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -29,26 +29,25 @@ pub struct PlanModification {
 }
 
 /// A job's new offset, length or CPUs.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobChange {
     /// The job's name.
     pub name: String,
     /// New start offset in seconds from the application's start, in `0 ..= MAX_OFFSET_S`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub offset_s: Option<i64>,
     /// New length in seconds (extends or shortens the job's end), in `1 ..= MAX_DURATION_S`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: Option<i64>,
     /// New CPU count, > 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub cpus: Option<u32>,
 }
 
 /// A transfer's new offset, length or bandwidth.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TransferChange {
@@ -57,15 +56,12 @@ pub struct TransferChange {
     /// The receiving job's name.
     pub to: String,
     /// New start offset in seconds from the application's start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub offset_s: Option<i64>,
     /// New length in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 3153600000_i64)]
     pub duration_s: Option<i64>,
     /// New bandwidth in Mbit/s, in `1 ..= MAX_AMOUNT`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 1073741824)]
     pub bandwidth_mbps: Option<u64>,
 }

@@ -16,6 +16,7 @@ pub enum OutcomeStatus {
 }
 
 /// Where and when one job runs.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobPlacement {
     pub name: String,
@@ -24,19 +25,15 @@ pub struct JobPlacement {
     pub end: DateTime<Utc>,
     pub cpus: u32,
     /// GPUs reserved with the CPUs (absent: none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuAllocation>,
     /// At a site whose LIS fronts Slurm: the job's Slurm advance reservation, for
     /// `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation_name: Option<String>,
     /// Why the site can no longer honour this job's reservation, once it cannot (the plan is
     /// then `broken`); absent while it is honoured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<String>,
     /// Where the job stands at the service's clock (in the REST API's plans and events; absent
     /// elsewhere, and while the plan is not booked).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PartState>,
     /// The site's price of one CPU-hour when the job was booked (what its cost and a
     /// modification's are computed from; 0 and absent on a free site).
@@ -112,6 +109,7 @@ pub struct GpuAllocation {
 
 /// The bandwidth reservation of one transfer. `path` is empty when both jobs share a node
 /// (no network reservation is needed).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TransferPlacement {
     pub from: String,
@@ -122,14 +120,11 @@ pub struct TransferPlacement {
     pub end: DateTime<Utc>,
     /// When the NIS programs a data plane: how it recognises this transfer's traffic (send it
     /// so, and it gets `bandwidth_mbps` from `start` to `end`); absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<TransferTraffic>,
     /// Why the network can no longer honour this transfer's guaranteed rate, once it cannot
     /// (the plan is then `broken`); absent while it is honoured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<String>,
     /// Where the transfer stands at the service's clock (as [`JobPlacement::state`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PartState>,
     /// The path's price of one Gbit/s-hour when the transfer was booked (0 and absent on a
     /// free path or none).
@@ -168,20 +163,18 @@ pub struct TransferTraffic {
 ///
 /// `status` is the planner's (committed, rejected or planned); a plan shown by the REST API
 /// carries its stored plan's status instead (also pending or cancelled).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Outcome<S = OutcomeStatus> {
     /// The request's `id` (the client's reference).
     pub request_id: String,
     pub status: S,
     /// Why the request was rejected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Application start `st` of a committed plan.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<DateTime<Utc>>,
     /// The request's deadline, for a committed or planned plan: no modification may end a
     /// part after it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline: Option<DateTime<Utc>>,
     #[serde(default)]
     pub jobs: Vec<JobPlacement>,

@@ -442,12 +442,8 @@ impl Participant<Network> for Nis {
 impl KeepsHolds for Nis {
     type State = State;
 
-    fn state_lock(&self) -> &Mutex<State> {
-        &self.state
-    }
-
-    fn clock(&self) -> &dyn Clock {
-        &*self.clock
+    fn kept(&self) -> (&Mutex<State>, &dyn Clock) {
+        (&self.state, &*self.clock)
     }
 
     /// With a data plane, the transfer is admitted there first (see [`dataplane`]).

@@ -441,10 +441,13 @@ enum CommitFault {
     AnswerLost,
     /// Committed, but the first answer is lost; the retry is answered.
     FirstAnswerLost,
+    /// The participant crashed and came back without its tentative holds (they were never
+    /// journaled): its `persist` finds nothing to write, and its commit is refused.
+    Forgetful,
 }
 
-/// A LIS whose commits fail, to drive the retry, in-doubt and compensation paths. The counter
-/// counts commits received.
+/// A LIS whose commits fail (or whose tentative holds are lost), to drive the retry, in-doubt
+/// and compensation paths. The counter counts commits received.
 struct FaultyCommit(Arc<crate::lis::Lis>, CommitFault, std::sync::atomic::AtomicU32);
 
 impl FaultyCommit {
@@ -477,7 +480,7 @@ impl HoldLifecycle for FaultyCommit {
                 self.0.commit(hold).await?;
                 Err(ParticipantError::Transport("connection reset before the answer".into()))
             }
-            CommitFault::FirstAnswerLost => self.0.commit(hold).await,
+            CommitFault::FirstAnswerLost | CommitFault::Forgetful => self.0.commit(hold).await,
         }
     }
     async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
@@ -489,8 +492,16 @@ impl HoldLifecycle for FaultyCommit {
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         self.0.extend(hold, lease_s).await
     }
+    /// [`CommitFault::Forgetful`]'s crash: the restarted LIS rebuilt its calendar from a
+    /// journal without these holds.
     async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
-        self.0.persist(holds).await
+        if !matches!(self.1, CommitFault::Forgetful) {
+            return self.0.persist(holds).await;
+        }
+        for &h in holds {
+            self.0.abort(h).await?;
+        }
+        Ok(())
     }
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
         crate::protocol::commit_each(self, holds).await
@@ -1057,46 +1068,6 @@ async fn a_separated_plan_writes_each_participant_journal_at_most_twice() {
     assert_eq!(journals["s1"].writes.load(std::sync::atomic::Ordering::SeqCst), 2, "persist, then commit");
 }
 
-/// A participant that crashed and came back without its tentative holds (they were never
-/// journaled): its `persist` finds nothing to write, and its commit is refused.
-struct Forgetful(Arc<crate::lis::Lis>);
-
-#[async_trait]
-impl Participant<Compute> for Forgetful {
-    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
-        self.0.query(q).await
-    }
-    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
-        self.0.prepare(req).await
-    }
-}
-
-#[async_trait]
-impl HoldLifecycle for Forgetful {
-    async fn commit(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.commit(hold).await
-    }
-    async fn abort(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.abort(hold).await
-    }
-    async fn release(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.0.release(hold).await
-    }
-    async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
-        self.0.extend(hold, lease_s).await
-    }
-    /// The crash: the restarted LIS rebuilt its calendar from a journal without these holds.
-    async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
-        for &h in holds {
-            self.0.abort(h).await?;
-        }
-        Ok(())
-    }
-    async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-        crate::protocol::commit_each(self, holds).await
-    }
-}
-
 /// Issue 13: the crash a tentative hold allows. A participant loses a plan's hold before the
 /// coordinator's decision; the commit is refused, the coordinator compensates every other
 /// participant and rejects the plan: nothing is booked anywhere.
@@ -1106,7 +1077,7 @@ async fn a_participant_that_forgot_a_tentative_hold_makes_the_plan_fail_whole() 
     let g = grid(sites, [1000; 3]);
     let l = local(&g);
     let (mut services, _journals) = separated(&l);
-    services.lis.insert("s2".into(), Arc::new(Forgetful(l.lis["s2"].clone())));
+    services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Forgetful)));
     let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
     let log = FakeLog::default();
     let res =

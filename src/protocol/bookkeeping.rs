@@ -155,20 +155,18 @@ pub(crate) trait KeepsHolds: Send + Sync {
     /// The state of holds.
     type State: Bookkeeping + Send;
 
-    /// The state of holds, behind its lock.
-    fn state_lock(&self) -> &Mutex<Self::State>;
-
-    /// The participant's clock.
-    fn clock(&self) -> &dyn Clock;
+    /// The state of holds behind its lock, and the participant's clock (leases run out by it).
+    fn kept(&self) -> (&Mutex<Self::State>, &dyn Clock);
 
     /// The state, locked after releasing every hold whose lease has run out ([`lock_live`]).
     fn state(&self) -> MutexGuard<'_, Self::State> {
-        lock_live(self.state_lock(), "participant state lock", || self.clock().now())
+        let (state, clock) = self.kept();
+        lock_live(state, "participant state lock", || clock.now())
     }
 
     /// The participant's clock, now.
     fn now(&self) -> Time {
-        self.clock().now()
+        self.kept().1.now()
     }
 
     /// Phase 2 (commit) of `hold`, with what it drives ([`HoldLifecycle::commit`]).

@@ -86,6 +86,7 @@ impl std::str::FromStr for ParticipantRef {
 /// (and, with `gpus`, that many GPUs of one pool meeting its bounds) are free for `duration_s`
 /// seconds, ending by `deadline` (Ando & Aida, Fig. 3, "candidates of rm"). Answered by a
 /// [`ComputeOffer`]. Times are [`Time`] seconds.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputeQuery {
     pub site: SiteId,
@@ -94,7 +95,6 @@ pub struct ComputeQuery {
     pub window_start: Time,
     pub deadline: Time,
     /// GPUs to find with the CPUs (absent: none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuDemand>,
 }
 
@@ -151,6 +151,7 @@ pub fn local_reservation_name(prefix: &str, hold: HoldId) -> String {
 }
 
 /// A network path the NIS can reserve.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Route {
     /// Link ids from the first site's node to the second's; empty when both share a node.
@@ -161,7 +162,6 @@ pub struct Route {
     pub free_mbps: u64,
     /// How the NIS's data plane will recognise the transfer's traffic (a NIS with a data
     /// plane, both sites with endpoint addresses); absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub marking: Option<TrafficMarking>,
 }
 
@@ -195,6 +195,7 @@ pub fn port_of(hold: HoldId, base: u16, span: u16) -> u16 {
 
 /// A prepare message to a LIS: set `cpus` CPUs of `site` (and `gpus`, if any) aside over
 /// `[start, end)` for transaction `txn`, all or none.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputeHoldRequest {
     pub txn: TxnId,
@@ -203,23 +204,21 @@ pub struct ComputeHoldRequest {
     pub start: Time,
     pub end: Time,
     /// GPUs of one pool held with the CPUs (absent: none; journals written before GPUs read so).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuAllocation>,
     /// The user the job is booked for (the plan's owner): a LIS in front of a batch scheduler
     /// books the reservation for that user's local account. Absent: the site's default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// A **replacement hold** (plan modification): the committed reservation this hold takes
     /// the place of at commit. The capacity check counts that reservation as free; until the
     /// decision both are kept (the calendar holds their maximum at every instant, see
     /// [`crate::calendar::CapacityCalendar::add_growth`]); commit swaps them at once; abort or
     /// lease expiry leaves the reservation as it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<HoldId>,
 }
 
 /// A prepare message to the NIS: hold `bandwidth_mbps` on every link of `links` over
 /// `[start, end)`, all or none, for transaction `txn`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NetworkHoldRequest {
     pub txn: TxnId,
@@ -231,17 +230,14 @@ pub struct NetworkHoldRequest {
     /// recognises the transfer's traffic by their endpoint addresses). Absent in REST holds and
     /// journal entries written before they were sent: such holds are booked in the calendars
     /// only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sites: Option<(SiteId, SiteId)>,
     /// A replacement hold (plan modification), as [`ComputeHoldRequest::replaces`]; it must
     /// keep the reservation's links.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<HoldId>,
     /// The destination port of the transfer's traffic on a data plane, when it keeps one given
     /// before: a replacement keeps its reservation's, so that the application sends to the
     /// same port after a modification. `None`: derived from the hold id
     /// ([`TrafficMarking::port`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
 }
 
@@ -495,13 +491,13 @@ pub struct Drift {
 }
 
 /// The GIS's answer to "which sites can ever run this job?".
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Candidates {
     /// The sites that meet every requirement of the job, sorted by id.
     pub sites: Vec<SiteId>,
     /// When `sites` is empty: the site that came nearest, and the first requirement it fails
     /// (the one a rejection names). `None` when the catalogue has no site at all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nearest_miss: Option<(SiteId, Unmet)>,
 }
 

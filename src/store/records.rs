@@ -81,6 +81,7 @@ impl PlanStatus {
 /// migrations/0020_plan_events.sql; memory: under the store's lock). Ids grow in commit order,
 /// so a reader that resumes after id N (`Last-Event-ID: N`) misses nothing and sees nothing
 /// twice.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PlanEvent {
     /// Monotonic, > 0, in commit order; the SSE `id:`.
@@ -95,7 +96,6 @@ pub struct PlanEvent {
     pub kind: String,
     /// The job (its name) or transfer (`from->to`, its jobs' names) a `job.*` or `transfer.*`
     /// event is about; absent on a plan's event.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<String>,
     /// The plan (`/v1/plans/{plan_id}`).
     pub plan_id: Uuid,
@@ -181,6 +181,7 @@ pub struct WebhookRecord {
 }
 
 /// One delivery attempt of an event to a webhook (its delivery log).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DeliveryRecord {
     pub webhook_id: Uuid,
@@ -189,10 +190,8 @@ pub struct DeliveryRecord {
     /// The attempt's number for this event (1 = first).
     pub attempt: i32,
     /// The receiver's HTTP status (absent: no answer).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_code: Option<i32>,
     /// Why it failed (absent when delivered).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: f64,
 }

@@ -8,11 +8,11 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 
 /// A probe's answer.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Health {
     pub status: String,
     /// The store kind (`memory`), on `/readyz`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<String>,
 }
 

@@ -37,13 +37,13 @@ pub struct RouteQuery {
 }
 
 /// A path the NIS could reserve now.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RouteView {
     /// Link ids from the first site's node to the second's; empty when both share a node.
     pub links: Vec<LinkId>,
     pub price_per_gbps_hour: f64,
     /// Bottleneck free bandwidth over the interval (Mbit/s); absent for an empty path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free_mbps: Option<u64>,
 }
 
@@ -55,13 +55,13 @@ pub struct RouteAnswer {
 
 /// One link's share of a hold or reservation of bandwidth (a hold on a path of N links is
 /// listed once per link, with the same `hold`).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct LinkReservationView {
     /// The link.
     pub link: LinkId,
     /// The hold's id: shown only to the principal that prepared it and to admins (another
     /// principal's booking is listed without it, so that its id cannot be used against it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<HoldId>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
@@ -69,7 +69,6 @@ pub struct LinkReservationView {
     pub bandwidth_mbps: u64,
     pub state: ReservationState,
     /// Lease end of a hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 

@@ -74,13 +74,13 @@ pub struct PlanBody {
 
 /// A plan: the API's record (`id`, owner, times) and, flattened beside it, the planner's
 /// outcome with the plan's status (pending, committed, rejected, cancelled or planned).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct PlanView {
     /// The plan's own id.
     pub id: Uuid,
     pub user: String,
     pub created_at: DateTime<Utc>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_at: Option<DateTime<Utc>>,
     #[serde(flatten)]
     pub outcome: Outcome<PlanStatus>,

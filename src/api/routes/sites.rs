@@ -79,18 +79,17 @@ pub struct AvailabilityQueryParams {
 }
 
 /// What the LIS offers.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AvailabilityView {
     pub site: String,
     /// Earliest start at which `cpus` CPUs are free for `duration_s` inside the window; absent
     /// when there is none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub earliest_start: Option<DateTime<Utc>>,
     /// Mean booked fraction of the site's CPUs over the window.
     pub utilisation: f64,
     pub price_per_cpu_hour: f64,
     /// With `gpus`: the pool whose GPUs are free from `earliest_start`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_model: Option<String>,
     pub price_per_gpu_hour: f64,
 }
@@ -128,27 +127,23 @@ pub(crate) fn visible_hold(caller: &Caller, hold: HoldId, owner: Option<&str>) -
 }
 
 /// One hold or reservation of a site.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReservationView {
     /// The hold's id: shown only to the principal that prepared it and to admins (another
     /// principal's booking is listed without it, so that its id cannot be used against it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<HoldId>,
     pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
     pub cpus: u64,
     /// GPUs booked with the CPUs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<GpuAllocation>,
     pub state: ReservationState,
     /// Lease end of a hold.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
     /// At a Slurm site: the Slurm advance reservation's name (shown with the hold id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reservation_name: Option<String>,
     /// Why the site's scheduler no longer honours this reservation (absent: it does).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken: Option<String>,
 }
 

@@ -15,6 +15,7 @@ use crate::api::problem::{ApiError, Problem};
 use crate::api::state::AppState;
 
 /// Who the new token is for.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TokenBody {
@@ -38,11 +39,11 @@ pub struct TokenBody {
     #[serde(default)]
     pub planner: bool,
     /// Refused from this instant on (absent: never expires). Must be in the future.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A new token (shown only in this answer).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TokenView {
     /// The token's id: what `DELETE /v1/tokens/{id}` names.
@@ -52,7 +53,6 @@ pub struct TokenView {
     pub admin: bool,
     pub service: bool,
     pub planner: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
 }
 
@@ -113,6 +113,7 @@ pub async fn revoke(
 }
 
 /// Whom a token acts as, and its roles.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct WhoAmI {
     pub user: String,
@@ -124,7 +125,6 @@ pub struct WhoAmI {
     #[serde(default)]
     pub planner: bool,
     /// The id of the token used (what `DELETE /v1/tokens/{id}` names).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_id: Option<Uuid>,
 }
 

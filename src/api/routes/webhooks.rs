@@ -16,6 +16,7 @@ use crate::api::webhooks::new_secret;
 use crate::store::{DeliveryRecord, WebhookRecord};
 
 /// A new webhook.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(example = json!({"url": "https://ci.example.org/hooks/coreserve"}))]
@@ -27,12 +28,12 @@ pub struct WebhookBody {
     pub url: String,
     /// The key of the deliveries' signatures (16-256 printable characters); absent: one is
     /// generated, and shown once in the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 16, max_length = 256)]
     pub secret: Option<String>,
 }
 
 /// A webhook as its owner sees it (without its secret, shown only when it is made).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookView {
     pub id: Uuid,
@@ -48,11 +49,8 @@ pub struct WebhookView {
     /// Failed attempts in a row at the next event (0 when all is well).
     pub failures: i32,
     /// The next attempt, while failing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing_since: Option<DateTime<Utc>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
 }
 

@@ -8,7 +8,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::create::{create, CreateArgs};
-use super::render::{plan_rows, print_json, print_one, rfc3339, table, text, PLAN_HEADER};
+use super::render::{plan_row, print_json, print_list, print_one, rfc3339, text, PLAN_HEADER};
 use super::submit::submit;
 use super::watch::watch;
 use super::{problem_exit, Client, Connection, Exit, Output, EXIT_USAGE};
@@ -116,12 +116,7 @@ pub async fn plans(cmd: PlansCommand) -> Result<()> {
                 q.push(("to", rfc3339(t)));
             }
             let v = Client::new(&conn)?.call(Method::GET, &["v1", "plans"], &q).await?;
-            let plans = v.as_array().cloned().unwrap_or_default();
-            match conn.out() {
-                Output::Json => print_json(&v),
-                Output::Ids => plans.iter().for_each(|p| outln!("{}", text(&p["id"]))),
-                Output::Table => table(&PLAN_HEADER, &plan_rows(&plans)),
-            }
+            print_list(&conn, &v, |p| text(&p["id"]), &PLAN_HEADER, plan_row);
             Ok(())
         }
         PlansCommand::Show { id, conn } => {

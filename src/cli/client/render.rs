@@ -124,28 +124,40 @@ pub(super) fn print_plan(p: &Value) {
     }
 }
 
-/// The columns of a list of plans ([`plan_rows`]).
+/// The columns of a list of plans ([`plan_row`]).
 pub(super) const PLAN_HEADER: [&str; 8] = ["plan", "request", "user", "status", "start (UTC)", "jobs", "sites", "cost"];
 
-/// One row of [`PLAN_HEADER`] per plan.
-pub(super) fn plan_rows(plans: &[Value]) -> Vec<Vec<String>> {
-    plans
-        .iter()
-        .map(|p| {
-            let sites: std::collections::BTreeSet<String> =
-                p["jobs"].as_array().into_iter().flatten().map(|j| text(&j["site"])).collect();
-            vec![
-                text(&p["id"]),
-                text(&p["request_id"]),
-                text(&p["user"]),
-                text(&p["status"]),
-                time(&p["start"]),
-                p["jobs"].as_array().map_or(0, Vec::len).to_string(),
-                sites.into_iter().collect::<Vec<_>>().join(","),
-                amount(&p["cost"]),
-            ]
-        })
-        .collect()
+/// The row of [`PLAN_HEADER`] of one plan.
+pub(super) fn plan_row(p: &Value) -> Vec<String> {
+    let sites: std::collections::BTreeSet<String> =
+        p["jobs"].as_array().into_iter().flatten().map(|j| text(&j["site"])).collect();
+    vec![
+        text(&p["id"]),
+        text(&p["request_id"]),
+        text(&p["user"]),
+        text(&p["status"]),
+        time(&p["start"]),
+        p["jobs"].as_array().map_or(0, Vec::len).to_string(),
+        sites.into_iter().collect::<Vec<_>>().join(","),
+        amount(&p["cost"]),
+    ]
+}
+
+/// A list the service answered (a JSON array) as `-o` says: the JSON as it came, one
+/// `id(item)` a line, or a table of `header` with one `row(item)` per item.
+pub(super) fn print_list(
+    conn: &Connection,
+    list: &Value,
+    id: impl Fn(&Value) -> String,
+    header: &[&str],
+    row: impl Fn(&Value) -> Vec<String>,
+) {
+    let items = list.as_array().map(Vec::as_slice).unwrap_or_default();
+    match conn.out() {
+        Output::Json => print_json(list),
+        Output::Ids => items.iter().for_each(|i| outln!("{}", id(i))),
+        Output::Table => table(header, &items.iter().map(row).collect::<Vec<_>>()),
+    }
 }
 
 /// One plan as `-o` says.

@@ -6,7 +6,7 @@ use clap::Args;
 use reqwest::Method;
 use serde_json::Value;
 
-use super::render::{amount, print_json, rfc3339, table, text, time};
+use super::render::{amount, print_json, print_list, rfc3339, text, time};
 use super::{Client, Connection, Exit, Output, EXIT_REJECTED};
 use crate::cli::when::{parse_duration, parse_time};
 
@@ -56,26 +56,10 @@ pub struct RouteArgs {
 /// `coreserve sites`: every site with its CPUs, OS, price and network node.
 pub async fn sites(conn: Connection) -> Result<()> {
     let v = Client::new(&conn)?.call(Method::GET, &["v1", "sites"], &[]).await?;
-    let sites: Vec<&Value> = v.as_array().into_iter().flatten().collect();
-    match conn.out() {
-        Output::Json => print_json(&v),
-        Output::Ids => sites.iter().for_each(|s| outln!("{}", text(&s["id"]))),
-        Output::Table => {
-            let rows: Vec<Vec<String>> = sites
-                .iter()
-                .map(|s| {
-                    vec![
-                        text(&s["id"]),
-                        text(&s["node"]),
-                        text(&s["cpus"]),
-                        text(&s["os"]),
-                        amount(&s["price_per_cpu_hour"]),
-                    ]
-                })
-                .collect();
-            table(&["site", "node", "cpus", "os", "price_per_cpu_hour"], &rows);
-        }
-    }
+    let row = |s: &Value| {
+        vec![text(&s["id"]), text(&s["node"]), text(&s["cpus"]), text(&s["os"]), amount(&s["price_per_cpu_hour"])]
+    };
+    print_list(&conn, &v, |s| text(&s["id"]), &["site", "node", "cpus", "os", "price_per_cpu_hour"], row);
     Ok(())
 }
 

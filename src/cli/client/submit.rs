@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::render::{plan_rows, print_json, print_plan, table, text, PLAN_HEADER};
+use super::render::{plan_row, print_json, print_plan, table, text, PLAN_HEADER};
 use super::{submit_one, Client, Connection, Exit, Output};
 
 /// The longest request (one JSON document, or one line of JSON lines) `plans submit` reads:
@@ -222,7 +222,7 @@ pub(super) async fn submit(file: &str, dry_run: bool, key: Option<&str>, conn: &
             Output::Json => print_json(&answer),
             Output::Ids if ok => outln!("{}", text(&answer["id"])),
             Output::Ids => {}
-            Output::Table if ok && many => rows.extend(plan_rows(std::slice::from_ref(&answer))),
+            Output::Table if ok && many => rows.push(plan_row(&answer)),
             Output::Table if ok => print_plan(&answer),
             Output::Table => {}
         }

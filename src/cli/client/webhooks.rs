@@ -5,7 +5,7 @@ use clap::Subcommand;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::render::{print_json, table, text};
+use super::render::{print_json, print_list, text};
 use super::{problem_exit, Client, Connection, Output};
 
 /// `coreserve webhooks ...`
@@ -75,52 +75,26 @@ pub async fn webhooks(cmd: WebhooksCommand) -> Result<()> {
         }
         WebhooksCommand::List { conn } => {
             let v = Client::new(&conn)?.call(Method::GET, &["v1", "webhooks"], &[]).await?;
-            let hooks = v.as_array().cloned().unwrap_or_default();
-            match conn.out() {
-                Output::Json => print_json(&v),
-                Output::Ids => hooks.iter().for_each(|w| outln!("{}", text(&w["id"]))),
-                Output::Table => {
-                    let rows: Vec<Vec<String>> = hooks
-                        .iter()
-                        .map(|w| {
-                            vec![
-                                text(&w["id"]),
-                                text(&w["user"]),
-                                text(&w["url"]),
-                                if w["enabled"] == true { "yes".into() } else { "DISABLED".into() },
-                                opt(&w["delivered_through"]),
-                                opt(&w["failures"]),
-                                opt(&w["last_error"]),
-                            ]
-                        })
-                        .collect();
-                    table(&["webhook", "user", "url", "enabled", "delivered through", "failures", "last error"], &rows);
-                }
-            }
+            let header = ["webhook", "user", "url", "enabled", "delivered through", "failures", "last error"];
+            let row = |w: &Value| {
+                vec![
+                    text(&w["id"]),
+                    text(&w["user"]),
+                    text(&w["url"]),
+                    if w["enabled"] == true { "yes".into() } else { "DISABLED".into() },
+                    opt(&w["delivered_through"]),
+                    opt(&w["failures"]),
+                    opt(&w["last_error"]),
+                ]
+            };
+            print_list(&conn, &v, |w| text(&w["id"]), &header, row);
             Ok(())
         }
         WebhooksCommand::Deliveries { id, conn } => {
             let v = Client::new(&conn)?.call(Method::GET, &["v1", "webhooks", &id, "deliveries"], &[]).await?;
-            let log = v.as_array().cloned().unwrap_or_default();
-            match conn.out() {
-                Output::Json => print_json(&v),
-                Output::Ids => log.iter().for_each(|d| outln!("{}", opt(&d["event_id"]))),
-                Output::Table => {
-                    let rows: Vec<Vec<String>> = log
-                        .iter()
-                        .map(|d| {
-                            vec![
-                                text(&d["at"]),
-                                opt(&d["event_id"]),
-                                opt(&d["attempt"]),
-                                opt(&d["status_code"]),
-                                opt(&d["error"]),
-                            ]
-                        })
-                        .collect();
-                    table(&["at (UTC)", "event", "attempt", "status", "error"], &rows);
-                }
-            }
+            let header = ["at (UTC)", "event", "attempt", "status", "error"];
+            let row = |d: &Value| ["at", "event_id", "attempt", "status_code", "error"].map(|k| opt(&d[k])).to_vec();
+            print_list(&conn, &v, |d| opt(&d["event_id"]), &header, row);
             Ok(())
         }
         WebhooksCommand::Rm { id, conn } => {

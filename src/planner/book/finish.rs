@@ -12,7 +12,7 @@ use crate::planner::commit::{self, PartName, TwoPhaseError};
 use crate::planner::coordinator::{self, Coordinator, HeldPart};
 use crate::planner::fixes::TentativeBook;
 use crate::planner::{ParticipantRef, PlanResult, Settlement};
-use crate::protocol::ParticipantError;
+use crate::protocol::{HoldId, Participant, ParticipantError, Role};
 
 /// Whether a refused batch prepare is a **self-conflict** (Ando & Aida, section 3.2: BBR's
 /// searches cannot see the plan's own choices, so two parts of one plan may need the same
@@ -130,21 +130,12 @@ impl Book<'_> {
             let f = self.fixes.jobs[v].clone().expect("complete plan");
             let p = self.lis(&f.site).map_err(TwoPhaseError::UnknownParticipant)?;
             let req = self.job_hold(v, &f);
-            let hold = match f.hold {
-                Some(h) => h,
-                None => {
-                    let job = &self.req.jobs()[v];
-                    self.messages += 1;
-                    match p.prepare(&req).await {
-                        Ok(h) => h.id,
-                        Err(e) => {
-                            let own = own_jobs.iter().filter(|(s, ..)| *s == f.site).map(|(_, a, b, n)| (*a, *b, *n));
-                            let self_conflict = self_conflict(&e, own);
-                            self.give_back(&parts).await;
-                            let part = PartName::Job { job: job.name.clone(), site: f.site.clone() };
-                            return Err(TwoPhaseError::PrepareRefused { part, source: e, self_conflict });
-                        }
-                    }
+            let hold = match self.held_or_prepare(f.hold, &*p, &req).await {
+                Ok(h) => h,
+                Err(e) => {
+                    let own = own_jobs.iter().filter(|(s, ..)| *s == f.site).map(|(_, a, b, n)| (*a, *b, *n));
+                    let part = PartName::Job { job: self.req.jobs()[v].name.clone(), site: f.site.clone() };
+                    return Err(self.refused(&parts, part, e, own).await);
                 }
             };
             own_jobs.push((f.site.clone(), req.start, req.end, u64::from(req.cpus)));
@@ -157,34 +148,56 @@ impl Book<'_> {
             }
             let nis = self.planner.services.nis.clone();
             let req = self.transfer_hold(e, &f.route.links);
-            let hold = match f.hold {
-                Some(h) => h,
-                None => {
+            let hold = match self.held_or_prepare(f.hold, &*nis, &req).await {
+                Ok(h) => h,
+                Err(err) => {
+                    let link = match &err {
+                        ParticipantError::LinkCapacity { link, .. } => Some(link.clone()),
+                        _ => None,
+                    };
+                    let own = own_transfers
+                        .iter()
+                        .filter(|(links, ..)| link.as_ref().is_some_and(|l| links.contains(l)))
+                        .map(|(_, a, b, n)| (*a, *b, *n));
                     let t = &self.req.transfers()[e];
-                    self.messages += 1;
-                    match nis.prepare(&req).await {
-                        Ok(h) => h.id,
-                        Err(err) => {
-                            let link = match &err {
-                                ParticipantError::LinkCapacity { link, .. } => Some(link),
-                                _ => None,
-                            };
-                            let own = own_transfers
-                                .iter()
-                                .filter(|(links, ..)| link.is_some_and(|l| links.contains(l)))
-                                .map(|(_, a, b, n)| (*a, *b, *n));
-                            let self_conflict = self_conflict(&err, own);
-                            self.give_back(&parts).await;
-                            let part = PartName::Transfer { from: t.from.clone(), to: t.to.clone() };
-                            return Err(TwoPhaseError::PrepareRefused { part, source: err, self_conflict });
-                        }
-                    }
+                    let part = PartName::Transfer { from: t.from.clone(), to: t.to.clone() };
+                    return Err(self.refused(&parts, part, err, own).await);
                 }
             };
             own_transfers.push((req.links.clone(), req.start, req.end, req.bandwidth_mbps));
             parts.push(HeldPart::new(nis, ParticipantRef::Network, hold, req.into()));
         }
         Ok(parts)
+    }
+
+    /// The hold a fix already has (BIR holds as it searches), or one prepared now with `req` at
+    /// `p` (BBR's batch; one message).
+    async fn held_or_prepare<R: Role>(
+        &mut self,
+        held: Option<HoldId>,
+        p: &dyn Participant<R>,
+        req: &R::Prepare,
+    ) -> Result<HoldId, ParticipantError> {
+        if let Some(h) = held {
+            return Ok(h);
+        }
+        self.messages += 1;
+        p.prepare(req).await.map(|h| h.id)
+    }
+
+    /// A batch prepare refused with `e` at `part`: the holds prepared so far (`parts`) given
+    /// back, and the refusal, with its self-conflict explained from `own` (see
+    /// [`self_conflict`]).
+    async fn refused(
+        &mut self,
+        parts: &[HeldPart],
+        part: PartName,
+        e: ParticipantError,
+        own: impl Iterator<Item = (Time, Time, u64)>,
+    ) -> TwoPhaseError {
+        let self_conflict = self_conflict(&e, own);
+        self.give_back(parts).await;
+        TwoPhaseError::PrepareRefused { part, source: e, self_conflict }
     }
 
     /// A final rejection (nothing booked).

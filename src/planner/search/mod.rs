@@ -350,13 +350,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             Some(routes) => routes.iter().map(|(e, _)| *e).collect(),
             None => self.fixed_transfers(v),
         };
-        let mut free: Vec<usize> = self.incident[v]
-            .iter()
-            .copied()
-            .filter(|&e| {
-                self.book.fixes().transfers[e].is_none() && self.book.fixes().jobs[self.other_end(e, v)].is_none()
-            })
-            .collect();
+        let mut free = self.unfixed_transfers(v, false);
         free.sort_by_key(|&e| (self.candidates[self.other_end(e, v)].len(), e));
         let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
         if backjump && !self.style.overlay {
@@ -427,15 +421,18 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// The transfers of `v` still to fix whose other end is fixed, in random order (the order
     /// they are checked and held in).
     fn fixed_transfers(&mut self, v: usize) -> Vec<usize> {
-        let mut fixed: Vec<usize> = self.incident[v]
-            .iter()
-            .copied()
-            .filter(|&e| {
-                self.book.fixes().transfers[e].is_none() && self.book.fixes().jobs[self.other_end(e, v)].is_some()
-            })
-            .collect();
+        let mut fixed = self.unfixed_transfers(v, true);
         fixed.shuffle(&mut self.rng);
         fixed
+    }
+
+    /// The transfers of job `v` not fixed yet whose other end is fixed (`other_end_fixed`) or
+    /// free, in the order of `v`'s incident transfers.
+    fn unfixed_transfers(&self, v: usize, other_end_fixed: bool) -> Vec<usize> {
+        let fixes = self.book.fixes();
+        let unfixed =
+            |&e: &usize| fixes.transfers[e].is_none() && fixes.jobs[self.other_end(e, v)].is_some() == other_end_fixed;
+        self.incident[v].iter().copied().filter(unfixed).collect()
     }
 
     /// Asks the NIS about each of `transfers` (both ends fixed) in order; the first refusal's
