@@ -6,31 +6,35 @@
 //! order; a run in steady state books about as large a share of its last quarter as of its
 //! first. Per point (topology, kind, algorithm, offered load) the drift is the paired
 //! difference over seeds, last quarter's success rate minus the first's, with its two-sided
-//! 95 % Student-t interval ([`report::ci95_half_width`], as `summary.csv`'s). The tolerance is stated before any run: a point is
-//! **settled** when the whole interval lies within ±[`TOLERANCE`]; it **drifts** when the
-//! interval excludes 0 (and is not settled); otherwise it is **undecided** (too few seeds or
-//! too noisy to tell).
+//! 95 % Student-t interval ([`report::ci95_half_width`], as `summary.csv`'s). The tolerance is
+//! stated before any run: a point is **settled** when the whole interval lies within
+//! ±[`TOLERANCE`]; it **drifts** when the interval excludes 0 (and is not settled); otherwise
+//! it is **undecided** (too few seeds or too noisy to tell).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use serde::Deserialize;
 
 use crate::report;
 
 /// The largest drift (success rate, last quarter minus first) a settled point may have.
 pub const TOLERANCE: f64 = 0.05;
 
-/// What the drift needs of one run (a row of `runs.csv`).
-#[derive(Debug, Clone, PartialEq)]
+/// What the drift needs of one run: the columns of a `runs.csv` row it reads (the others are
+/// ignored).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Quarters {
     pub topology: String,
     pub kind: String,
     pub algorithm: String,
     pub load: f64,
     /// Success rate of the first and of the last quarter of the counted requests.
+    #[serde(rename = "success_first_quarter")]
     pub first: f64,
+    #[serde(rename = "success_last_quarter")]
     pub last: f64,
 }
 
@@ -160,35 +164,15 @@ pub fn report(rows: &[Quarters]) -> String {
     md
 }
 
-/// The runs of a finished folder's `runs.csv` (the columns [`Quarters`] needs).
+/// The runs of a finished folder's `runs.csv` (the columns [`Quarters`] needs), as
+/// [`report::read_summary_csv`] reads `summary.csv`.
 ///
 /// # Errors
-/// A file that cannot be read, or lacks one of the columns.
+/// A file that cannot be read, or a row that lacks one of the columns or has a non-number in
+/// one.
 pub fn read_runs_csv(path: &Path) -> Result<Vec<Quarters>> {
-    let mut r = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
-    let headers = r.headers()?.clone();
-    let column = |name: &str| {
-        headers.iter().position(|h| h == name).with_context(|| format!("{}: no column `{name}`", path.display()))
-    };
-    let [topology, kind, algorithm, load, first, last] =
-        ["topology", "kind", "algorithm", "load", "success_first_quarter", "success_last_quarter"].map(column);
-    let (topology, kind, algorithm, load, first, last) = (topology?, kind?, algorithm?, load?, first?, last?);
-    let mut out = Vec::new();
-    for record in r.records() {
-        let record = record.with_context(|| format!("reading {}", path.display()))?;
-        let number = |i: usize| -> Result<f64> {
-            record[i].parse().with_context(|| format!("{}: `{}` is not a number", path.display(), &record[i]))
-        };
-        out.push(Quarters {
-            topology: record[topology].to_owned(),
-            kind: record[kind].to_owned(),
-            algorithm: record[algorithm].to_owned(),
-            load: number(load)?,
-            first: number(first)?,
-            last: number(last)?,
-        });
-    }
-    Ok(out)
+    let mut reader = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    reader.deserialize().collect::<Result<_, _>>().with_context(|| format!("parsing {}", path.display()))
 }
 
 #[cfg(test)]
@@ -253,7 +237,7 @@ mod tests {
             }]
         );
         std::fs::write(&path, "topology,kind\ngridg-w,workflow\n").unwrap();
-        let e = read_runs_csv(&path).unwrap_err().to_string();
-        assert!(e.contains("no column `algorithm`"), "{e}");
+        let e = format!("{:#}", read_runs_csv(&path).unwrap_err());
+        assert!(e.contains("runs.csv") && e.contains("missing field `algorithm`"), "{e}");
     }
 }
