@@ -31,9 +31,10 @@ use super::routes::{
         tokens::create, tokens::revoke, tokens::whoami,
         health::healthz, health::readyz, health::metrics, openapi_json,
     ),
-    // Referenced by `GET /v1/plans?status=` but inlined in the plans it shows (a generic
-    // outcome's status), so it is listed here to be a component.
-    components(schemas(crate::store::PlanStatus)),
+    // `PlanStatus` is referenced by `GET /v1/plans?status=` but inlined in the plans it shows
+    // (a generic outcome's status); `Problem` is the body `CommonAnswers` gives every error
+    // answer. Both are listed here to be components.
+    components(schemas(crate::store::PlanStatus, super::problem::Problem)),
     servers((url = "/", description = "This server (the document is served at /openapi.json)")),
     modifiers(&BearerAuth, &CommonAnswers, &HoldLinks),
     tags(
@@ -58,8 +59,10 @@ impl Modify for BearerAuth {
     }
 }
 
-/// Declares on every operation the answers the HTTP layer gives before or around its handler,
-/// each as a problem body, unless the operation already describes them:
+/// Gives every error answer (`4xx`, `5xx`) that a route declares with a description only the
+/// problem body (`application/problem+json`, schema `Problem`): what [`ApiError`] answers.
+/// Then declares on every operation the answers the HTTP layer gives before or around its
+/// handler, each as a problem body, unless the operation already describes them:
 /// - with a security requirement: `401` (no, malformed or unknown token) and `503` (the token
 ///   is looked up in the store);
 /// - with a request body: `400` (malformed JSON), `413` (over 256 KiB), `415` (not
@@ -76,16 +79,9 @@ impl Modify for CommonAnswers {
         use utoipa::openapi::path::{Operation, ParameterIn};
         use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 
+        let body = || ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build();
         let problem = |what: &str| {
-            RefOr::T(
-                ResponseBuilder::new()
-                    .description(what)
-                    .content(
-                        super::problem::PROBLEM_JSON,
-                        ContentBuilder::new().schema(Some(Ref::from_schema_name("Problem"))).build(),
-                    )
-                    .build(),
-            )
+            RefOr::T(ResponseBuilder::new().description(what).content(super::problem::PROBLEM_JSON, body()).build())
         };
         let add = |op: &mut Operation, status: &str, what: &str| {
             op.responses.responses.entry(status.to_owned()).or_insert_with(|| problem(what));
@@ -93,6 +89,13 @@ impl Modify for CommonAnswers {
         for item in api.paths.paths.values_mut() {
             let ops = [&mut item.get, &mut item.post, &mut item.put, &mut item.delete, &mut item.patch];
             for op in ops.into_iter().flatten() {
+                for (status, answer) in op.responses.responses.iter_mut() {
+                    if let RefOr::T(declared) = answer {
+                        if status.starts_with(['4', '5']) && declared.content.is_empty() {
+                            declared.content.insert(super::problem::PROBLEM_JSON.to_owned(), body());
+                        }
+                    }
+                }
                 if op.security.as_ref().is_some_and(|s| !s.is_empty()) {
                     add(op, "401", "No, malformed or unknown bearer token");
                     add(op, "503", "The store is unavailable; retry");

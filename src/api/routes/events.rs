@@ -19,7 +19,7 @@ use utoipa::IntoParams;
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::store::PlanEvent;
 
@@ -48,7 +48,7 @@ pub struct EventsQuery {
         ("Last-Event-ID" = Option<i64>, Header, description = "Resume after this event id (what the stream's last `id:` said)")),
     responses(
         (status = 200, description = "Server-Sent Events: `id:` the event id, `event:` its type, `data:` a PlanEvent as JSON; `: heartbeat` comments while idle", body = PlanEvent, content_type = "text/event-stream"),
-        (status = 400, description = "Last-Event-ID or after is not an event id", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Last-Event-ID or after is not an event id"),
     ),
     security(("bearer" = []))
 )]

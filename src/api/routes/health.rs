@@ -4,7 +4,7 @@ use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 
 /// A probe's answer.
@@ -28,7 +28,7 @@ pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1)
 
 /// Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
 #[utoipa::path(get, path = "/readyz", tag = "ops",
-    responses((status = 200, body = Health), (status = 503, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, body = Health), (status = 503)))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<web::Json<Health>, ApiError> {
     match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
         Ok(answer) => answer?,

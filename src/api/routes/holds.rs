@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use crate::api::auth::Caller;
 use crate::api::body::parse;
 use crate::api::extract::{Guarded, Service};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::from_time;
 use crate::protocol::{Hold, HoldId, HoldLifecycle};
@@ -64,9 +64,9 @@ fn owner(state: &AppState, caller: &Caller, id: HoldId, verb: &str) -> Result<Ar
 #[utoipa::path(post, path = "/v1/holds/{id}/commit", operation_id = "commit_hold", tag = "holds", params(("id" = HoldId, Path)),
     responses(
         (status = 200, body = HoldResult),
-        (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Expired or aborted", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a service or admin token, or the hold of another principal"),
+        (status = 409, description = "Expired or aborted"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry"),
     ),
     security(("bearer" = [])))]
 pub async fn commit(
@@ -82,9 +82,9 @@ pub async fn commit(
 #[utoipa::path(post, path = "/v1/holds/{id}/abort", operation_id = "abort_hold", tag = "holds", params(("id" = HoldId, Path)),
     responses(
         (status = 200, body = HoldResult),
-        (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already committed", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a service or admin token, or the hold of another principal"),
+        (status = 409, description = "Already committed"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry"),
     ),
     security(("bearer" = [])))]
 pub async fn abort(
@@ -101,10 +101,10 @@ pub async fn abort(
 #[utoipa::path(post, path = "/v1/holds/{id}/extend", operation_id = "extend_hold", tag = "holds", params(("id" = HoldId, Path)), request_body = ExtendBody,
     responses(
         (status = 200, body = HoldView),
-        (status = 403, description = "Not a service or admin token, or the hold of another principal", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Expired, aborted or committed", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "lease_s out of range", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not a service or admin token, or the hold of another principal"),
+        (status = 409, description = "Expired, aborted or committed"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry"),
+        (status = 422, description = "lease_s out of range"),
     ),
     security(("bearer" = [])))]
 pub async fn extend(

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::plans::{fingerprint, idempotency_key, in_progress, owned, task_failed, unrecorded, PlanView};
 use crate::api::auth::Caller;
 use crate::api::decision_log::{ModificationMeta, StoreDecisionLog};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
 use crate::model::{OutcomeStatus, PlanModification};
@@ -71,11 +71,11 @@ impl PlanLock {
     request_body = PlanModification,
     responses(
         (status = 200, description = "Every change is booked: the plan as modified", body = PlanView),
-        (status = 400, description = "Malformed JSON or Idempotency-Key", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Another user's plan", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The plan is not committed or active (pending, cancelled, completed, rejected, broken), another change of it is under way, or a changed part does not fit (type .../modification-refused: which part, and when it could start); nothing changed", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The change is invalid: unknown fields, jobs or transfers, out of bounds, into the past, past the deadline, a started part's start or size, a transfer outside its jobs, nothing to change; nothing changed", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store did not record the modification (nothing changed), or its commit is not confirmed yet (plan-in-doubt). Retry with the same Idempotency-Key", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON or Idempotency-Key"),
+        (status = 403, description = "Another user's plan"),
+        (status = 409, description = "The plan is not committed or active (pending, cancelled, completed, rejected, broken), another change of it is under way, or a changed part does not fit (type .../modification-refused: which part, and when it could start); nothing changed"),
+        (status = 422, description = "The change is invalid: unknown fields, jobs or transfers, out of bounds, into the past, past the deadline, a started part's start or size, a transfer outside its jobs, nothing to change; nothing changed"),
+        (status = 503, description = "The store did not record the modification (nothing changed), or its commit is not confirmed yet (plan-in-doubt). Retry with the same Idempotency-Key"),
     ),
     security(("bearer" = []))
 )]

@@ -9,7 +9,7 @@ use super::holds::HoldView;
 use super::sites::{visible_hold, windowed, ListingView, ReservationState, WindowQuery};
 use crate::api::auth::Caller;
 use crate::api::extract::{Body, Guarded, Query, Service};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::{from_time, Link, LinkId, Node};
 use crate::nis::LinkReservation;
@@ -123,8 +123,8 @@ fn interval(state: &AppState, start: &DateTime<Utc>, end: &DateTime<Utc>) -> Res
 
 /// The route the NIS would take for this bandwidth over `[start, end)`.
 #[utoipa::path(get, path = "/v1/network/route", operation_id = "get_route", tag = "network", params(RouteQuery),
-    responses((status = 200, body = RouteAnswer), (status = 404, description = "Unknown site", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Bandwidth out of range, or `start` not before `end`", body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = RouteAnswer), (status = 404, description = "Unknown site"),
+        (status = 422, description = "Bandwidth out of range, or `start` not before `end`")),
     security(("bearer" = [])))]
 pub async fn route(
     state: web::Data<AppState>,
@@ -167,8 +167,8 @@ fn bookings(
 #[utoipa::path(get, path = "/v1/network/links/{id}/reservations", operation_id = "link_reservations", tag = "network",
     params(("id" = String, Path, description = "link id"), WindowQuery),
     responses((status = 200, body = Vec<LinkReservationView>),
-        (status = 404, description = "Unknown link", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
+        (status = 404, description = "Unknown link"),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`")),
     security(("bearer" = [])))]
 pub async fn link_reservations(
     state: web::Data<AppState>,
@@ -184,7 +184,7 @@ pub async fn link_reservations(
 /// the caller's own holds (an admin sees every id).
 #[utoipa::path(get, path = "/v1/network/reservations", operation_id = "network_reservations", tag = "network", params(WindowQuery),
     responses((status = 200, body = Vec<LinkReservationView>),
-        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`")),
     security(("bearer" = [])))]
 pub async fn reservations(
     state: web::Data<AppState>,
@@ -198,10 +198,10 @@ pub async fn reservations(
 #[utoipa::path(post, path = "/v1/network/holds", operation_id = "prepare_network_hold", tag = "holds", request_body = NetworkHoldBody,
     responses(
         (status = 201, body = HoldView),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown link", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not enough bandwidth", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
+        (status = 403),
+        (status = 404, description = "Unknown link"),
+        (status = 409, description = "Not enough bandwidth"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry"),
     ),
     security(("bearer" = [])))]
 pub async fn hold(

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::api::auth::Caller;
 use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
 use crate::api::decision_log::{PlanMeta, StoreDecisionLog};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
 use crate::model::{
@@ -216,11 +216,11 @@ fn created(view: &PlanView) -> HttpResponse {
         (status = 201, description = "Planned and committed, or rejected (see status)", body = PlanView,
             headers(("Location" = String, description = "/v1/plans/{id}"))),
         (status = 200, description = "Dry run: the plan it would make; nothing booked or stored", body = PlanView),
-        (status = 401, description = "No or unknown token", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A request with this Idempotency-Key is in progress, or its plan is pending (Retry-After)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body), or a job no site of the grid can ever run (type .../unsatisfiable, naming the nearest site's unmet requirement; nothing is stored)", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "The caller already has --max-in-flight-per-user plan requests in flight (Retry-After)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The plan could not be recorded (nothing booked), or its commit is not confirmed yet (plan-in-doubt: pending, settled within seconds). Retry with the same Idempotency-Key (Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "No or unknown token"),
+        (status = 409, description = "A request with this Idempotency-Key is in progress, or its plan is pending (Retry-After)"),
+        (status = 422, description = "Invalid request (unknown fields, model validation, limits, horizon, key reused with another body), or a job no site of the grid can ever run (type .../unsatisfiable, naming the nearest site's unmet requirement; nothing is stored)"),
+        (status = 429, description = "The caller already has --max-in-flight-per-user plan requests in flight (Retry-After)"),
+        (status = 503, description = "The plan could not be recorded (nothing booked), or its commit is not confirmed yet (plan-in-doubt: pending, settled within seconds). Retry with the same Idempotency-Key (Retry-After)"),
     ),
     security(("bearer" = []))
 )]
@@ -457,7 +457,7 @@ pub(super) async fn unrecorded(
     get, path = "/v1/plans", operation_id = "list_plans", tag = "plans", params(ListQuery),
     responses(
         (status = 200, body = Vec<PlanView>),
-        (status = 400, description = "Bad status or time", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad status or time"),
     ),
     security(("bearer" = []))
 )]
@@ -487,7 +487,7 @@ pub(super) async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result
     get, path = "/v1/plans/{id}", operation_id = "get_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
     responses(
         (status = 200, body = PlanView),
-        (status = 403, description = "Another user's plan", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Another user's plan"),
     ),
     security(("bearer" = []))
 )]
@@ -504,8 +504,8 @@ pub async fn get(
     delete, path = "/v1/plans/{id}", operation_id = "cancel_plan", tag = "plans", params(("id" = Uuid, Path, description = "plan id")),
     responses(
         (status = 200, description = "Cancelled (also when it already was)", body = PlanView),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "A rejected or completed plan has nothing to cancel; a pending plan is not settled yet (Retry-After)", body = Problem, content_type = "application/problem+json"),
+        (status = 403),
+        (status = 409, description = "A rejected or completed plan has nothing to cancel; a pending plan is not settled yet (Retry-After)"),
     ),
     security(("bearer" = []))
 )]

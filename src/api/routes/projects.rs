@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use crate::api::auth::Caller;
 use crate::api::extract::{Admin, Body, Guarded};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::{Allocation, Project, UsageReport};
 use crate::model::to_time;
@@ -35,8 +35,8 @@ pub struct ProjectBody {
     request_body = ProjectBody,
     responses(
         (status = 200, body = Project),
-        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An allocation out of range (negative or non-finite hours, period_s <= 0), a bad id or member", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin"),
+        (status = 422, description = "An allocation out of range (negative or non-finite hours, period_s <= 0), a bad id or member"),
     ),
     security(("bearer" = [])))]
 pub async fn put(
@@ -70,7 +70,7 @@ pub async fn put(
 #[utoipa::path(get, path = "/v1/projects", operation_id = "list_projects", tag = "projects",
     responses(
         (status = 200, body = Vec<Project>),
-        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin"),
     ),
     security(("bearer" = [])))]
 pub async fn list(state: web::Data<AppState>, _: Guarded<Admin>) -> Result<web::Json<Vec<Project>>, ApiError> {
@@ -105,8 +105,8 @@ fn may_read(projects: &[Project], caller: &Caller, id: &str) -> Result<(), ApiEr
     params(("id" = String, Path)),
     responses(
         (status = 200, body = Project),
-        (status = 403, description = "Neither an admin nor a member", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No allocation for this project", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither an admin nor a member"),
+        (status = 404, description = "No allocation for this project"),
     ),
     security(("bearer" = [])))]
 pub async fn get(
@@ -130,7 +130,7 @@ pub async fn get(
     params(("id" = String, Path)),
     responses(
         (status = 200, body = UsageReport),
-        (status = 403, description = "Neither an admin nor a member", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Neither an admin nor a member"),
     ),
     security(("bearer" = [])))]
 pub async fn usage(

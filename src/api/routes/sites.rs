@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::holds::HoldView;
 use crate::api::auth::Caller;
 use crate::api::extract::{Admin, Body, Guarded, Query, Service};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::lis::{Reservation, SiteUpdateError};
 use crate::model::{from_time, GpuAllocation, GpuDemand, NodeId, Site, SiteAttributes, SiteId};
@@ -199,9 +199,9 @@ pub async fn get(
 #[utoipa::path(put, path = "/v1/sites/{id}", operation_id = "update_site", tag = "sites", params(("id" = String, Path)), request_body = SiteBody,
     responses(
         (status = 200, body = Site),
-        (status = 403, description = "Not an admin", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "A new site, or a change of cpus or node: not supported at run time", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "An os change while holds or reservations of the site end in the future (the detail names the plans)", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Not an admin"),
+        (status = 422, description = "A new site, or a change of cpus or node: not supported at run time"),
+        (status = 409, description = "An os change while holds or reservations of the site end in the future (the detail names the plans)"),
     ),
     security(("bearer" = [])))]
 pub async fn put(
@@ -298,7 +298,7 @@ pub(crate) fn not_past(state: &AppState, start: i64) -> Result<(), ApiError> {
 /// site has are 422.
 #[utoipa::path(get, path = "/v1/sites/{id}/availability", operation_id = "site_availability", tag = "sites", params(("id" = String, Path), AvailabilityQueryParams),
     responses((status = 200, body = AvailabilityView),
-        (status = 422, description = "More CPUs than the site has, or an invalid window", body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "More CPUs than the site has, or an invalid window")),
     security(("bearer" = [])))]
 pub async fn availability(
     state: web::Data<AppState>,
@@ -353,7 +353,7 @@ pub async fn availability(
 /// own holds (an admin sees every id).
 #[utoipa::path(get, path = "/v1/sites/{id}/reservations", operation_id = "site_reservations", tag = "sites", params(("id" = String, Path), WindowQuery),
     responses((status = 200, body = Vec<ReservationView>),
-        (status = 422, description = "A window outside the horizon, or `from` not before `to`", body = Problem, content_type = "application/problem+json")),
+        (status = 422, description = "A window outside the horizon, or `from` not before `to`")),
     security(("bearer" = [])))]
 pub async fn reservations(
     state: web::Data<AppState>,
@@ -411,9 +411,9 @@ pub(crate) fn windowed<R, V: ListingView<R>>(
 #[utoipa::path(post, path = "/v1/sites/{id}/holds", operation_id = "prepare_site_hold", tag = "holds", params(("id" = String, Path)), request_body = SiteHoldBody,
     responses(
         (status = 201, body = HoldView),
-        (status = 403, description = "A user token", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Not enough CPUs", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "A user token"),
+        (status = 409, description = "Not enough CPUs"),
+        (status = 503, description = "The store could not make the change durable (a refused prepare promised nothing); retry"),
     ),
     security(("bearer" = [])))]
 pub async fn hold(

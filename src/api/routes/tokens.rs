@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::api::auth::{check_principal_name, generate_token, register_token_with, Caller, Roles};
 use crate::api::extract::{Admin, Body, Guarded};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 
 /// Who the new token is for.
@@ -60,7 +60,7 @@ pub struct TokenView {
 #[utoipa::path(post, path = "/v1/tokens", operation_id = "create_token", tag = "tokens", request_body = TokenBody,
     responses(
         (status = 201, body = TokenView),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403),
     ),
     security(("bearer" = [])))]
 pub async fn create(
@@ -94,8 +94,8 @@ pub async fn create(
     params(("id" = Uuid, Path, description = "The token's id (from its creation, or GET /v1/whoami)")),
     responses(
         (status = 204, description = "Revoked"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such token, or already revoked", body = Problem, content_type = "application/problem+json"),
+        (status = 403),
+        (status = 404, description = "No such token, or already revoked"),
     ),
     security(("bearer" = [])))]
 pub async fn revoke(

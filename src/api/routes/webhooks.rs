@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::api::auth::Caller;
 use crate::api::extract::{Anyone, Body, Guarded};
-use crate::api::problem::{ApiError, Problem};
+use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::api::webhooks::new_secret;
 use crate::store::{DeliveryRecord, WebhookRecord};
@@ -165,7 +165,7 @@ async fn owned(state: &AppState, caller: &Caller, id: &str) -> Result<WebhookRec
     params(("id" = Uuid, Path, description = "webhook id")),
     responses(
         (status = 200, body = WebhookView),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403),
     ),
     security(("bearer" = [])))]
 pub async fn get(
@@ -181,7 +181,7 @@ pub async fn get(
     params(("id" = Uuid, Path, description = "webhook id")),
     responses(
         (status = 200, body = Vec<DeliveryRecord>),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403),
     ),
     security(("bearer" = [])))]
 pub async fn deliveries(
@@ -198,7 +198,7 @@ pub async fn deliveries(
     params(("id" = Uuid, Path, description = "webhook id")),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 403),
     ),
     security(("bearer" = [])))]
 pub async fn delete(
