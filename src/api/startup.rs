@@ -16,13 +16,6 @@ use futures::FutureExt;
 
 use super::auth::{generate_token, register_token, register_token_with, Roles, ADMIN_PRINCIPAL, SERVICE_PRINCIPAL};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
-
-/// How often a planning process moves plans along the clock (committed -> active ->
-/// completed; [`crate::store::PlanStore::advance_plans`]): a state change is seen within this.
-pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-/// How often a planning process asks its sites for reservations they can no longer honour
-/// ([`AppState::watch_drift`]).
-pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 use super::gateway::Gateway;
 use super::problem::ApiError;
 use super::routes;
@@ -30,6 +23,34 @@ use super::state::{participant_client, AppState};
 use super::telemetry::notice;
 use crate::model::Grid;
 use crate::store::{MemoryStore, PgStore, Store};
+
+/// How often a planning process moves plans along the clock (committed -> active ->
+/// completed; [`crate::store::PlanStore::advance_plans`]): a state change is seen within this.
+pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a planning process asks its sites for reservations they can no longer honour
+/// ([`AppState::watch_drift`]).
+pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+/// How often a planning process reads every planner's fair-share charges
+/// ([`AppState::refresh_charges`]).
+const CHARGES_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Runs `task` every `period` (the first time after one period) for the life of the process,
+/// logging a failure as `what`.
+fn spawn_every<F, Fut, T, E>(period: std::time::Duration, what: &'static str, mut task: F)
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, E>> + Send,
+    E: std::fmt::Display,
+{
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(period).await;
+            if let Err(e) = task().await {
+                tracing::warn!(error = %e, "{what}");
+            }
+        }
+    });
+}
 
 /// Everything a broker process starts from: the service's settings, its grid and its store.
 #[derive(Debug, Clone)]
@@ -223,10 +244,12 @@ impl Application {
             tracing::info!(site = %site, ?report, "Slurm site synchronised");
             let (syncer, every) =
                 (state.clone(), std::time::Duration::from_secs(lis.slurm().expect("bound").config().sync_s));
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
+            // sync_slurm logs and counts its own failures.
+            spawn_every(every, "Slurm synchronisation failed", move || {
+                let (syncer, lis) = (syncer.clone(), lis.clone());
+                async move {
                     let _ = syncer.sync_slurm(&lis).await;
+                    Ok::<(), std::convert::Infallible>(())
                 }
             });
         }
@@ -265,20 +288,15 @@ impl Application {
                 recovery.committed, recovery.compensated
             ));
         }
-        let sweeper = state.clone();
-        tokio::spawn(async move {
-            let mut pruned_at = std::time::Instant::now();
-            loop {
-                tokio::time::sleep(sweep_every).await;
-                if let Err(e) = sweeper.sweep().await {
-                    tracing::warn!(error = %e, "lease sweep failed");
-                }
-                if pruned_at.elapsed() >= std::time::Duration::from_secs(3600) {
-                    pruned_at = std::time::Instant::now();
-                    let n = sweeper.prune_history();
-                    tracing::info!(spans = n, "pruned history beyond the horizon");
-                }
+        let (sweeper, mut pruned_at) = (state.clone(), std::time::Instant::now());
+        spawn_every(sweep_every, "lease sweep failed", move || {
+            if pruned_at.elapsed() >= std::time::Duration::from_secs(3600) {
+                pruned_at = std::time::Instant::now();
+                let n = sweeper.prune_history();
+                tracing::info!(spans = n, "pruned history beyond the horizon");
             }
+            let sweeper = sweeper.clone();
+            async move { sweeper.sweep().await }
         });
         // Retention (off unless --retention-days): finished plans, past journal rows and
         // decisions, delivered events; every process that shares the database may run it.
@@ -297,13 +315,9 @@ impl Application {
         // and settles the in-doubt transactions whose claim lapsed (a separate task, so that a
         // slow recovery never delays a renewal).
         let renewer = state.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(claim_every).await;
-                if let Err(e) = renewer.renew_claims().await {
-                    tracing::warn!(error = %e, "claim renewal failed");
-                }
-            }
+        spawn_every(claim_every, "claim renewal failed", move || {
+            let renewer = renewer.clone();
+            async move { renewer.renew_claims().await }
         });
         // Plans whose reservations a site no longer honours are marked broken (a planner
         // process asks its LIS; an all-in-one process only if it has Slurm sites).
@@ -311,25 +325,17 @@ impl Application {
             || (state.plans() && (!state.slurm_sites().is_empty() || state.participants.nis.dataplane().is_some()))
         {
             let watcher = state.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(DRIFT_WATCH_EVERY).await;
-                    if let Err(e) = watcher.watch_drift().await {
-                        tracing::warn!(error = %e, "drift watch failed");
-                    }
-                }
+            spawn_every(DRIFT_WATCH_EVERY, "drift watch failed", move || {
+                let watcher = watcher.clone();
+                async move { watcher.watch_drift().await }
             });
         }
         if state.plans() {
             // Plans along the clock: committed -> active -> completed, each change an event.
             let clock = state.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(PLAN_CLOCK_EVERY).await;
-                    if let Err(e) = clock.store.advance_plans(clock.now_utc()).await {
-                        tracing::warn!(error = %e, "plan states not advanced");
-                    }
-                }
+            spawn_every(PLAN_CLOCK_EVERY, "plan states not advanced", move || {
+                let clock = clock.clone();
+                async move { clock.store.advance_plans(clock.now_utc()).await }
             });
             // Webhooks: a round whenever an event is written (any process), and every second
             // (or retry base, if shorter) for retries that came due.
@@ -356,24 +362,21 @@ impl Application {
                 }
             });
             let recoverer = state.clone();
-            tokio::spawn(async move {
-                let mut charges_read = std::time::Instant::now();
-                loop {
-                    tokio::time::sleep(claim_every).await;
-                    if let Err(e) = recoverer.recover_in_doubt().await {
-                        tracing::warn!(error = %e, "recovery round failed");
-                    }
+            spawn_every(claim_every, "recovery round failed", move || {
+                let recoverer = recoverer.clone();
+                async move {
+                    let recovered = recoverer.recover_in_doubt().await;
                     // Projects set through another planner process reach this one's ledger
                     // (a cache for the priorities; the limit is the store's).
                     let _ = super::routes::projects::fresh_projects(&recoverer).await;
-                    // And every planner's charges, every 15 s.
-                    if charges_read.elapsed() >= std::time::Duration::from_secs(15) {
-                        charges_read = std::time::Instant::now();
-                        if let Err(e) = recoverer.refresh_charges().await {
-                            tracing::warn!(error = %e, "fair-share charges not refreshed");
-                        }
-                    }
+                    recovered
                 }
+            });
+            // And every planner's fair-share charges.
+            let reader = state.clone();
+            spawn_every(CHARGES_READ_EVERY, "fair-share charges not refreshed", move || {
+                let reader = reader.clone();
+                async move { reader.refresh_charges().await }
             });
         }
         let data = state.clone();
