@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+
 use super::{Resources, Violation};
 use crate::model::{from_time, to_time, Outcome, OutcomeStatus, Time};
 
@@ -50,44 +52,43 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
     let mut out = Vec::new();
     for (site, spans) in site_use {
         let capacity = u64::from(res.sites[site].cpus);
-        for (from, to, peak) in overbooked(spans, capacity) {
-            out.push(Violation::SiteOverbooked {
-                site: site.into(),
-                from: from_time(from),
-                to: from_time(to),
-                peak,
-                capacity,
-            });
-        }
+        out.extend(episodes(spans, capacity).map(|(from, to, peak)| Violation::SiteOverbooked {
+            site: site.into(),
+            from,
+            to,
+            peak,
+            capacity,
+        }));
     }
     for ((site, model), spans) in gpu_use {
         // GPUs of a pool the site lacks are reported by the per-plan checks.
         let Some((_, pool)) = res.sites[site].attributes.gpu_pool(&model) else { continue };
         let capacity = u64::from(pool.count);
-        for (from, to, peak) in overbooked(spans, capacity) {
-            out.push(Violation::GpuOverbooked {
-                site: site.into(),
-                model: pool.model.clone(),
-                from: from_time(from),
-                to: from_time(to),
-                peak,
-                capacity,
-            });
-        }
+        out.extend(episodes(spans, capacity).map(|(from, to, peak)| Violation::GpuOverbooked {
+            site: site.into(),
+            model: pool.model.clone(),
+            from,
+            to,
+            peak,
+            capacity,
+        }));
     }
     for (link, spans) in link_use {
         let capacity = res.links[link].capacity_mbps;
-        for (from, to, peak) in overbooked(spans, capacity) {
-            out.push(Violation::LinkOverbooked {
-                link: link.into(),
-                from: from_time(from),
-                to: from_time(to),
-                peak,
-                capacity,
-            });
-        }
+        out.extend(episodes(spans, capacity).map(|(from, to, peak)| Violation::LinkOverbooked {
+            link: link.into(),
+            from,
+            to,
+            peak,
+            capacity,
+        }));
     }
     out
+}
+
+/// [`overbooked`]'s episodes as `(from, to, peak)` with the interval as timestamps.
+fn episodes(spans: Usage, capacity: u64) -> impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>, u64)> {
+    overbooked(spans, capacity).into_iter().map(|(from, to, peak)| (from_time(from), from_time(to), peak))
 }
 
 /// Maximal intervals `[from, to)` where the summed amount of `spans` (half-open `[start, end)`)
