@@ -2,6 +2,8 @@
 //! simulator's lesson; docs/simulator.md). Paths inside a scenario are relative to the scenario file.
 //!
 //! ```toml
+//! base = "paper.toml"                      # optional: a file of the same folder whose settings
+//!                                          # this file's own replace (tables key by key)
 //! name = "smoke"
 //! trace = "../../data/swf/SDSC-BLUE-2000-4.2-cln.swf.gz"
 //! topologies = ["gridg-n", "gridg-w"]    # also "fat-tree", or a .graphml / grid.json path
@@ -36,6 +38,11 @@
 //! [reduced]                                # the CI's short run (`--reduced`): any of the
 //! seeds = 1                                # settings above, in place of the file's own
 //! ```
+//!
+//! A variant of another scenario names it as its `base` and writes only what it changes
+//! (`sensitivity/*.toml` over `sensitivity/base.toml`, `paper-sequential.toml` over
+//! `paper.toml`): the base's settings, `[reduced]` included, are read first and the file's own
+//! merged over them as `[reduced]` is ([`read_table`]).
 //!
 //! A committed scenario has a `[reduced]` table: `coreserve-sim FILE --reduced` runs the
 //! scenario with those settings merged over the file's (tables key by key), and
@@ -237,9 +244,7 @@ impl Scenario {
     }
 
     fn load_as(path: &Path, reduced: bool) -> Result<Scenario> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading scenario {}", path.display()))?;
-        let mut table: toml::Table =
-            toml::from_str(&text).with_context(|| format!("parsing scenario {}", path.display()))?;
+        let mut table = read_table(path, 0)?;
         match (table.remove("reduced"), reduced) {
             (Some(toml::Value::Table(over)), true) => merge(&mut table, over),
             (None, true) => bail!("scenario {} has no [reduced] table", path.display()),
@@ -370,6 +375,34 @@ impl Scenario {
     }
 }
 
+/// How deep `base` files may name bases of their own (a deeper chain is taken for a cycle).
+const MAX_BASE_DEPTH: usize = 4;
+
+/// A scenario file's settings as a table, over those of the file its `base` key names (a file
+/// of the same folder, itself read so), merged by [`merge`]: `[reduced]` and the other tables
+/// key by key.
+///
+/// # Errors
+/// The file or a base cannot be read or parsed; `base` is not the name of a file of the same
+/// folder; bases nest deeper than [`MAX_BASE_DEPTH`].
+fn read_table(path: &Path, depth: usize) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading scenario {}", path.display()))?;
+    let mut table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("parsing scenario {}", path.display()))?;
+    let Some(base) = table.remove("base") else { return Ok(table) };
+    // Paths inside a scenario are read relative to the file that is run: a base of another
+    // folder would read its own paths wrongly.
+    let Some(name) = base.as_str().filter(|n| !n.is_empty() && Path::new(n).file_name() == Some(n.as_ref())) else {
+        bail!("scenario {}: `base` must name a file of the same folder", path.display());
+    };
+    if depth >= MAX_BASE_DEPTH {
+        bail!("scenario {}: bases nest more than {MAX_BASE_DEPTH} deep (a cycle?)", path.display());
+    }
+    let mut merged = read_table(&path.with_file_name(name), depth + 1)?;
+    merge(&mut merged, table);
+    Ok(merged)
+}
+
 /// Puts `over`'s settings into `base`: a table into a table key by key, anything else in place.
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {
@@ -422,6 +455,39 @@ mod tests {
         std::fs::write(&path, "name = 't'\ntrace = 'u'\nloads = [1.0]\n").unwrap();
         let e = Scenario::load_reduced(&path).unwrap_err();
         assert!(e.to_string().contains("no [reduced]"), "{e}");
+    }
+
+    #[test]
+    fn a_base_files_settings_lie_under_the_files_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+        write(
+            "base.toml",
+            "name = 'b'\ntrace = 'u'\nloads = [0.2, 1.0]\nseeds = 5\nrequests = 1200\nwarmup_requests = 300\n\
+             [service_times]\nhold = [3.0, 4.0]\n[reduced]\nseeds = 1\nrequests = 30\nwarmup_requests = 10\n",
+        );
+        write(
+            "v.toml",
+            "base = 'base.toml'\nname = 'v'\nseeds = 3\n[service_times]\ncommit = [0.1, 0.2]\n\
+             [reduced]\nwarmup_requests = 0\n",
+        );
+        let v = Scenario::load(&dir.path().join("v.toml")).unwrap();
+        assert_eq!((v.name.as_str(), v.seeds, v.loads.len(), v.warmup_requests), ("v", 3, 2, 300));
+        let base = Scenario::load(&dir.path().join("base.toml")).unwrap();
+        assert_eq!(v.service_times.hold, base.service_times.hold, "tables merge key by key");
+        assert_ne!(v.service_times.commit, base.service_times.commit);
+        let short = Scenario::load_reduced(&dir.path().join("v.toml")).unwrap();
+        assert_eq!((short.seeds, short.requests, short.warmup_requests), (1, 30, 0), "[reduced] merges too");
+
+        write("w.toml", "base = 'v.toml'\nname = 'w'\nseeds = 2\n");
+        let w = Scenario::load(&dir.path().join("w.toml")).unwrap();
+        assert_eq!((w.name.as_str(), w.seeds, w.requests), ("w", 2, 1200), "a base may have a base");
+        write("loop.toml", "base = 'loop.toml'\nname = 'l'\n");
+        let e = Scenario::load(&dir.path().join("loop.toml")).unwrap_err();
+        assert!(format!("{e:#}").contains("nest more than"), "{e:#}");
+        write("far.toml", "base = '../base.toml'\nname = 'f'\n");
+        let e = Scenario::load(&dir.path().join("far.toml")).unwrap_err();
+        assert!(format!("{e:#}").contains("same folder"), "{e:#}");
     }
 
     #[test]
