@@ -35,7 +35,7 @@ const CREATES_IN_FLIGHT: usize = 4;
 
 /// The binding's state, under the LIS's lock.
 #[derive(Debug, Default)]
-pub(super) struct LocalState {
+pub(crate) struct LocalState {
     /// The Slurm user of each hold (mapped at prepare).
     pub(super) users: HashMap<HoldId, String>,
     /// Holds whose reservation Slurm has: made by this process, or seen at a sync.

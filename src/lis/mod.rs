@@ -22,15 +22,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use async_trait::async_trait;
 
-use crate::calendar::{CalendarError, MultiCalendar, SpanId};
+use crate::calendar::{MultiCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{
     check_text, price_ok, AttributeError, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, TextError, Time,
     MAX_PRICE,
 };
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldBook, HoldId, HoldState, Participant,
-    ParticipantError,
+    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldState, Participant, ParticipantError,
 };
 
 /// Why [`Lis::update_site`] refused a change.
@@ -77,35 +76,14 @@ pub struct Reservation {
     pub broken: Option<String>,
 }
 
-#[derive(Debug)]
-pub(crate) struct State {
-    /// The site's resources: its CPUs ([`CPUS`]) and one GPU pool per entry of its
-    /// `attributes.gpus`, in that order ([`gpu_pool`]).
-    calendars: MultiCalendar,
-    holds: HoldBook<ReservationSpans>,
-    /// The site's scheduler's own state, for a LIS bound to one (empty otherwise).
-    local: binding::LocalState,
-}
+/// The site's state of holds: its resources' calendars (its CPUs ([`CPUS`]) and one GPU pool
+/// per entry of its `attributes.gpus`, in that order ([`gpu_pool`])), its book of holds, and
+/// the site's scheduler's own state for a LIS bound to one (empty otherwise).
+pub(crate) type State = Bookkeeping<ComputeHoldRequest, binding::LocalState>;
 
 /// What one hold booked: its CPUs' span ([`CPUS`]) and, with GPUs, its pool's span (by the
 /// resources' indices in the site's [`MultiCalendar`]; see [`bookkeeping::ReservationSpans`]).
 pub(crate) type ReservationSpans = bookkeeping::ReservationSpans<ComputeHoldRequest>;
-
-impl Bookkeeping for State {
-    type Request = ComputeHoldRequest;
-
-    fn holds(&self) -> &HoldBook<ReservationSpans> {
-        &self.holds
-    }
-
-    fn holds_mut(&mut self) -> &mut HoldBook<ReservationSpans> {
-        &mut self.holds
-    }
-
-    fn remove_span(&mut self, resource: usize, span: SpanId) -> Result<(), CalendarError> {
-        self.calendars.get_mut(resource).remove(span).map(drop)
-    }
-}
 
 /// The span of `b`'s CPUs.
 fn cpu_span(b: &ReservationSpans) -> SpanId {
@@ -153,7 +131,7 @@ impl Lis {
             site: RwLock::new(site),
             clock,
             lease_s,
-            state: Mutex::new(State { calendars, holds: HoldBook::default(), local: binding::LocalState::default() }),
+            state: Mutex::new(State::new(calendars, binding::LocalState::default())),
             slurm: None,
         }
     }
@@ -220,16 +198,7 @@ impl Lis {
     /// replaces; committed, in that reservation's place (which is released, if still there).
     pub fn restore(&self, id: HoldId, req: &ComputeHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
-        let booked = match (req.replaces, state) {
-            (Some(old), HoldState::Committed) => {
-                if let Ok(Some(b)) = st.holds.release(old) {
-                    bookkeeping::unbook(&mut *st, b);
-                }
-                self.book_new(&mut st, req)?
-            }
-            _ => self.book(&mut st, req)?,
-        };
-        st.holds.restore(id, req.txn, booked, state);
+        bookkeeping::restore(&mut st, id, req.txn, req.replaces, state, |st, over| self.book(st, req, over))?;
         if let Some(user) = self.local_user(req).ok().flatten() {
             st.local.users.insert(id, user);
         }
@@ -238,9 +207,15 @@ impl Lis {
 
     /// Books `req`'s CPUs and GPUs in the calendars, all or none (check and book in one step,
     /// under the state lock). A replacement hold books its growth over the committed
-    /// reservation it replaces, which must be this site's and keep its GPU pool.
-    fn book(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<ReservationSpans, ParticipantError> {
-        match req.replaces {
+    /// reservation it replaces (`grows_over`), which must be this site's and keep its GPU
+    /// pool; `None` books `req`'s shape outright.
+    fn book(
+        &self,
+        st: &mut State,
+        req: &ComputeHoldRequest,
+        grows_over: Option<HoldId>,
+    ) -> Result<ReservationSpans, ParticipantError> {
+        match grows_over {
             None => self.book_new(st, req),
             Some(old) => self.book_growth(st, old, req),
         }
@@ -253,14 +228,7 @@ impl Lis {
         req: &ComputeHoldRequest,
     ) -> Result<ReservationSpans, ParticipantError> {
         let pool = self.pool_of(req)?;
-        let base = match st.holds.get(old) {
-            Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
-            Some((HoldState::Committed, _)) => {
-                return Err(ParticipantError::InvalidHold(format!("reservation {old} is itself a replacement")))
-            }
-            Some(_) => return Err(ParticipantError::NotCommitted(old)),
-            None => return Err(ParticipantError::UnknownHold(old)),
-        };
+        let base = bookkeeping::replaced(st, old)?;
         if gpu_span(&base).map(|g| g.0) != pool.map(|p| p.0) {
             return Err(ParticipantError::InvalidHold(format!(
                 "a modification keeps the GPU pool of reservation {old}"
@@ -333,7 +301,7 @@ impl Lis {
     fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let user = self.local_user(req)?;
         let mut st = self.state();
-        let booked = self.book(&mut st, req)?;
+        let booked = self.book(&mut st, req, req.replaces)?;
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
@@ -464,7 +432,8 @@ impl Participant<Compute> for Lis {
 /// released (see module `binding`).
 #[async_trait]
 impl KeepsHolds for Lis {
-    type State = State;
+    type Request = ComputeHoldRequest;
+    type Local = binding::LocalState;
 
     fn kept(&self) -> (&Mutex<State>, &dyn Clock) {
         (&self.state, &*self.clock)

@@ -25,12 +25,12 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use petgraph::graph::{NodeIndex, UnGraph};
 
-use crate::calendar::{CalendarError, CapacityCalendar, SpanId};
+use crate::calendar::{MultiCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::{Grid, Link, LinkId, SiteId, Time, UnknownValue};
 use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use crate::protocol::{
-    Hold, HoldBook, HoldId, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant, ParticipantError, Route,
+    Hold, HoldId, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant, ParticipantError, Route,
 };
 
 /// How the NIS picks a path between two sites.
@@ -96,30 +96,12 @@ pub struct LinkReservation {
     pub owner: Option<String>,
 }
 
-pub(crate) struct State {
-    calendars: Vec<CapacityCalendar>,
-    holds: HoldBook<ReservationSpans>,
-}
+/// The network's state of holds: a calendar per link, by the link's index.
+pub(crate) type State = Bookkeeping<NetworkHoldRequest>;
 
 /// What one hold booked: a span per link of its path, by the link's index (see
 /// [`bookkeeping::ReservationSpans`]).
 type ReservationSpans = bookkeeping::ReservationSpans<NetworkHoldRequest>;
-
-impl Bookkeeping for State {
-    type Request = NetworkHoldRequest;
-
-    fn holds(&self) -> &HoldBook<ReservationSpans> {
-        &self.holds
-    }
-
-    fn holds_mut(&mut self) -> &mut HoldBook<ReservationSpans> {
-        &mut self.holds
-    }
-
-    fn remove_span(&mut self, link: usize, span: SpanId) -> Result<(), CalendarError> {
-        self.calendars[link].remove(span).map(drop)
-    }
-}
 
 /// The network bandwidth manager.
 pub struct Nis {
@@ -148,7 +130,7 @@ impl Nis {
             graph.add_edge(nodes[l.a.as_str()], nodes[l.b.as_str()], i);
         }
         let site_node = grid.sites().iter().map(|s| (s.id.clone(), nodes[s.node.as_str()])).collect();
-        let calendars = grid.links().iter().map(|l| CapacityCalendar::new(l.capacity_mbps)).collect();
+        let calendars = MultiCalendar::new(grid.links().iter().map(|l| l.capacity_mbps));
         Nis {
             clock,
             lease_s,
@@ -158,7 +140,7 @@ impl Nis {
             graph,
             site_node,
             pairs: Mutex::new(HashMap::new()),
-            state: Mutex::new(State { calendars, holds: HoldBook::default() }),
+            state: Mutex::new(State::new(calendars, ())),
             plane: None,
         }
     }
@@ -170,7 +152,7 @@ impl Nis {
     /// Booked Mbit/s on a link at instant `t` (holds included); `None` for an unknown link.
     pub fn usage_at(&self, link: &str, t: Time) -> Option<u64> {
         let i = *self.link_index.get(link)?;
-        Some(self.state().calendars[i].usage_at(t))
+        Some(self.state().calendars.get(i).usage_at(t))
     }
 
     /// Holds and reservations overlapping `[from, to)`, one entry per booked link, on every link
@@ -195,7 +177,7 @@ impl Nis {
                 if only.is_some_and(|o| o != l) {
                     continue;
                 }
-                let Some(mut s) = st.calendars[l].span(span) else { continue }; // pruned
+                let Some(mut s) = st.calendars.get(l).span(span) else { continue }; // pruned
                 if let Some(g) = &booked.growth {
                     // A replacement hold: the new shape it holds.
                     (s.start, s.end, s.amount) = (g.request.start, g.request.end, g.request.bandwidth_mbps);
@@ -227,51 +209,34 @@ impl Nis {
     /// `UnknownLink`, `Invalid` (no links), or `LinkCapacity` if it does not fit (the journal
     /// contradicts the topology: the caller must stop).
     pub fn restore(&self, id: HoldId, req: &NetworkHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
-        let mut st = self.state();
-        let booked = match (req.replaces, state) {
-            (Some(old), HoldState::Committed) => {
-                if let Ok(Some(b)) = st.holds.release(old) {
-                    bookkeeping::unbook(&mut *st, b);
-                }
-                self.book_new(&mut st, req)?
-            }
-            _ => self.book(&mut st, req)?,
-        };
-        st.holds.restore(id, req.txn, booked, state);
-        drop(st);
+        bookkeeping::restore(&mut self.state(), id, req.txn, req.replaces, state, |st, over| self.book(st, req, over))?;
         self.note_endpoints(id, req);
         Ok(())
     }
 
     /// Books `req`'s bandwidth on every link of its path, all or none; a replacement hold
-    /// books its growth over the committed reservation it replaces, on the same links.
-    fn book(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<ReservationSpans, ParticipantError> {
-        let Some(old) = req.replaces else { return self.book_new(st, req) };
-        let base = match st.holds.get(old) {
-            Some((HoldState::Committed, b)) if b.growth.is_none() => b.clone(),
-            Some((HoldState::Committed, _)) => {
-                return Err(ParticipantError::InvalidHold(format!("reservation {old} is itself a replacement")))
-            }
-            Some(_) => return Err(ParticipantError::NotCommitted(old)),
-            None => return Err(ParticipantError::UnknownHold(old)),
-        };
+    /// books its growth over the committed reservation it replaces (`grows_over`), on the same
+    /// links; `None` books `req`'s shape outright.
+    fn book(
+        &self,
+        st: &mut State,
+        req: &NetworkHoldRequest,
+        grows_over: Option<HoldId>,
+    ) -> Result<ReservationSpans, ParticipantError> {
+        let Some(old) = grows_over else { return self.book_new(st, req) };
+        let base = bookkeeping::replaced(st, old)?;
         let links: Vec<&LinkId> = base.spans.iter().map(|(l, _)| &self.links[*l].id).collect();
         if links.len() != req.links.len() || links.iter().zip(&req.links).any(|(a, b)| *a != b) {
             return Err(ParticipantError::InvalidHold(format!("a modification keeps the path of reservation {old}")));
         }
-        let new = crate::calendar::Span { start: req.start, end: req.end, amount: req.bandwidth_mbps };
-        let mut grown: Vec<(usize, SpanId)> = Vec::new();
-        for &(l, span) in &base.spans {
-            match st.calendars[l].add_growth(span, new) {
-                Ok(ids) => grown.extend(ids.into_iter().map(|id| (l, id))),
-                Err(e) => {
-                    for (l, id) in grown {
-                        st.calendars[l].remove(id).expect("just booked");
-                    }
-                    return Err(ParticipantError::from_calendar(e, Some(&self.links[l].id)));
-                }
-            }
-        }
+        let grow: Vec<(usize, SpanId, u64)> =
+            base.spans.iter().map(|&(l, span)| (l, span, req.bandwidth_mbps)).collect();
+        let grown = st
+            .calendars
+            .add_growth(req.start, req.end, &grow)
+            .map_err(|(i, e)| ParticipantError::from_calendar(e, Some(&self.links[grow[i].0].id)))?;
+        let grown =
+            base.spans.iter().zip(grown).flat_map(|(&(l, _), ids)| ids.into_iter().map(move |id| (l, id))).collect();
         let growth = bookkeeping::Growth {
             replaces: old,
             request: NetworkHoldRequest { replaces: None, ..req.clone() },
@@ -289,19 +254,12 @@ impl Nis {
             .iter()
             .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.clone())))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut booked = Vec::with_capacity(idx.len());
-        for &l in &idx {
-            match st.calendars[l].add(req.start, req.end, req.bandwidth_mbps) {
-                Ok(span) => booked.push((l, span)),
-                Err(e) => {
-                    for (l, span) in booked {
-                        st.calendars[l].remove(span).expect("just booked");
-                    }
-                    return Err(ParticipantError::from_calendar(e, Some(&self.links[l].id)));
-                }
-            }
-        }
-        Ok(ReservationSpans { spans: booked, growth: None })
+        let demand: Vec<(usize, u64)> = idx.iter().map(|&l| (l, req.bandwidth_mbps)).collect();
+        let spans = st
+            .calendars
+            .add(req.start, req.end, &demand)
+            .map_err(|(i, e)| ParticipantError::from_calendar(e, Some(&self.links[idx[i]].id)))?;
+        Ok(ReservationSpans { spans: idx.into_iter().zip(spans).collect(), growth: None })
     }
 
     /// Live holds (not committed, not expired).
@@ -322,7 +280,7 @@ impl Nis {
 
     fn prepare_owned(&self, req: &NetworkHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let mut st = self.state();
-        let booked = self.book(&mut st, req)?;
+        let booked = self.book(&mut st, req, req.replaces)?;
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
         st.holds.set_owner(hold.id, owner.map(str::to_owned));
@@ -337,9 +295,10 @@ impl Nis {
         let mut st = self.state();
         let pruned: std::collections::HashSet<(usize, SpanId)> = st
             .calendars
-            .iter_mut()
+            .prune_before(horizon)
+            .into_iter()
             .enumerate()
-            .flat_map(|(l, c)| c.prune_before(horizon).into_iter().map(move |s| (l, s)))
+            .flat_map(|(l, spans)| spans.into_iter().map(move |s| (l, s)))
             .collect();
         // Every span of a hold covers the same interval, so they are pruned together.
         st.holds.forget(|b| b.growth.is_none() && b.spans.iter().any(|s| pruned.contains(s)));
@@ -356,7 +315,7 @@ impl Nis {
             return None;
         }
         let st = self.state();
-        let free = |l: usize| st.calendars[l].free_over(start, end);
+        let free = |l: usize| st.calendars.get(l).free_over(start, end);
         let bottleneck = |p: &[usize]| p.iter().map(|&l| free(l)).min().unwrap_or(u64::MAX);
         let path = match self.routing {
             Routing::Shortest => {
@@ -440,7 +399,8 @@ impl Participant<Network> for Nis {
 
 #[async_trait]
 impl KeepsHolds for Nis {
-    type State = State;
+    type Request = NetworkHoldRequest;
+    type Local = ();
 
     fn kept(&self) -> (&Mutex<State>, &dyn Clock) {
         (&self.state, &*self.clock)

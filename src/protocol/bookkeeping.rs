@@ -1,6 +1,6 @@
 //! What the LIS and the NIS share in keeping their holds: a participant's state is a
-//! [`HoldBook`] of what each hold booked, beside the calendars the bookings took
-//! ([`Bookkeeping`]). A hold that replaces a committed reservation (a plan modification) books
+//! [`HoldBook`] of what each hold booked, beside the calendars the bookings took, one per
+//! resource in a [`MultiCalendar`] ([`Bookkeeping`]). A hold that replaces a committed reservation (a plan modification) books
 //! only its growth until its commit swaps the reservation for the new shape ([`commit`]).
 //! A participant that keeps its holds so ([`KeepsHolds`]) gets phase 2 ([`HoldLifecycle`])
 //! from here; it says only how a commit and a vote's durability reach what it drives (Slurm,
@@ -10,10 +10,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use crate::calendar::{CalendarError, SpanId};
+use crate::calendar::{MultiCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::Time;
-use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError};
+use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError, TxnId};
 
 /// What one hold booked: a span in each calendar it took, by the calendar's index in its
 /// participant (the LIS's CPUs and GPU pools, the NIS's links). For a replacement hold
@@ -35,31 +35,32 @@ pub(crate) struct Growth<R> {
     pub(crate) spans: Vec<(usize, SpanId)>,
 }
 
-/// A participant's state of holds: the book and the calendars its bookings took.
-pub(crate) trait Bookkeeping {
-    /// The participant's hold request (the shape a replacement hold will have).
-    type Request: Clone;
+/// A participant's state of holds: its calendars, one per resource (the LIS's CPUs and GPU
+/// pools, the NIS's links), the book of what each hold booked in them (`R`: the participant's
+/// hold request, the shape a replacement hold will have), and `local`, what else the
+/// participant keeps under the same lock (the LIS's view of its site's scheduler; nothing for
+/// the NIS).
+#[derive(Debug)]
+pub(crate) struct Bookkeeping<R, X = ()> {
+    pub(crate) calendars: MultiCalendar,
+    pub(crate) holds: HoldBook<ReservationSpans<R>>,
+    pub(crate) local: X,
+}
 
-    /// The book of holds.
-    fn holds(&self) -> &HoldBook<ReservationSpans<Self::Request>>;
-
-    /// The book of holds, to change.
-    fn holds_mut(&mut self) -> &mut HoldBook<ReservationSpans<Self::Request>>;
-
-    /// Removes `span` from the calendar at index `calendar`.
-    ///
-    /// # Errors
-    /// The calendar's: the span is not there (pruned as history, or never booked).
-    fn remove_span(&mut self, calendar: usize, span: SpanId) -> Result<(), CalendarError>;
+impl<R, X> Bookkeeping<R, X> {
+    /// No holds yet, over `calendars`.
+    pub(crate) fn new(calendars: MultiCalendar, local: X) -> Self {
+        Bookkeeping { calendars, holds: HoldBook::default(), local }
+    }
 }
 
 /// Frees what `b` booked (for a replacement hold, its growth only).
-pub(crate) fn unbook<S: Bookkeeping>(st: &mut S, b: ReservationSpans<S::Request>) {
+pub(crate) fn unbook<R: Clone, X>(st: &mut Bookkeeping<R, X>, b: ReservationSpans<R>) {
     match b.growth {
         Some(g) => remove_growth(st, &g),
         None => {
             for (calendar, span) in b.spans {
-                st.remove_span(calendar, span).expect("a booked span");
+                st.calendars.get_mut(calendar).remove(span).expect("a booked span");
             }
         }
     }
@@ -67,29 +68,81 @@ pub(crate) fn unbook<S: Bookkeeping>(st: &mut S, b: ReservationSpans<S::Request>
 
 /// Frees a replacement hold's growth. A growth span may be gone already: pruned as history
 /// (pending replacements stay in the book).
-fn remove_growth<S: Bookkeeping>(st: &mut S, g: &Growth<S::Request>) {
+fn remove_growth<R: Clone, X>(st: &mut Bookkeeping<R, X>, g: &Growth<R>) {
     for &(calendar, span) in &g.spans {
-        let _ = st.remove_span(calendar, span);
+        let _ = st.calendars.get_mut(calendar).remove(span);
     }
 }
 
 /// Locks `state` after releasing every hold whose lease has run out by `now()` (read once
 /// the lock is held); `what` names the lock in the panic of a poisoned one.
-fn lock_live<'a, S: Bookkeeping>(state: &'a Mutex<S>, what: &str, now: impl FnOnce() -> Time) -> MutexGuard<'a, S> {
+fn lock_live<'a, R: Clone, X>(
+    state: &'a Mutex<Bookkeeping<R, X>>,
+    what: &str,
+    now: impl FnOnce() -> Time,
+) -> MutexGuard<'a, Bookkeeping<R, X>> {
     let mut st = state.lock().expect(what);
     let now = now();
-    for booked in st.holds_mut().expire(now) {
+    for booked in st.holds.expire(now) {
         unbook(&mut *st, booked);
     }
     st
 }
 
 /// The reservation `hold` replaces, if it is a replacement hold not yet committed.
-pub(crate) fn replaced_by<S: Bookkeeping>(st: &S, hold: HoldId) -> Option<HoldId> {
-    match st.holds().get(hold) {
+pub(crate) fn replaced_by<R: Clone, X>(st: &Bookkeeping<R, X>, hold: HoldId) -> Option<HoldId> {
+    match st.holds.get(hold) {
         Some((HoldState::Held { .. }, b)) => b.growth.as_ref().map(|g| g.replaces),
         _ => None,
     }
+}
+
+/// What the committed reservation `old` booked, which a replacement hold of it grows over.
+///
+/// # Errors
+/// `UnknownHold`, `NotCommitted` (held, aborted or released), or `InvalidHold` if `old` is
+/// itself a replacement not yet committed.
+pub(crate) fn replaced<R: Clone, X>(
+    st: &Bookkeeping<R, X>,
+    old: HoldId,
+) -> Result<ReservationSpans<R>, ParticipantError> {
+    match st.holds.get(old) {
+        Some((HoldState::Committed, b)) if b.growth.is_none() => Ok(b.clone()),
+        Some((HoldState::Committed, _)) => {
+            Err(ParticipantError::InvalidHold(format!("reservation {old} is itself a replacement")))
+        }
+        Some(_) => Err(ParticipantError::NotCommitted(old)),
+        None => Err(ParticipantError::UnknownHold(old)),
+    }
+}
+
+/// Puts back hold `id` of transaction `txn`, read from a journal in `state`. A committed
+/// replacement hold (one that `replaces` a reservation) stands in that reservation's place:
+/// the reservation is released, if still there, and the new shape booked outright
+/// (`book(st, None)`). Any other hold is booked as its prepare booked it (`book(st,
+/// replaces)`: a held replacement with its growth over the reservation).
+///
+/// # Errors
+/// `book`'s: the journal contradicts the capacity (the caller must stop).
+pub(crate) fn restore<R: Clone, X>(
+    st: &mut Bookkeeping<R, X>,
+    id: HoldId,
+    txn: TxnId,
+    replaces: Option<HoldId>,
+    state: HoldState,
+    book: impl FnOnce(&mut Bookkeeping<R, X>, Option<HoldId>) -> Result<ReservationSpans<R>, ParticipantError>,
+) -> Result<(), ParticipantError> {
+    let booked = match (replaces, state) {
+        (Some(old), HoldState::Committed) => {
+            if let Ok(Some(b)) = st.holds.release(old) {
+                unbook(st, b);
+            }
+            book(st, None)?
+        }
+        _ => book(st, replaces)?,
+    };
+    st.holds.restore(id, txn, booked, state);
+    Ok(())
 }
 
 /// Commits `hold` (under the state lock): a plain hold in the book; a replacement hold by a
@@ -102,35 +155,35 @@ pub(crate) fn replaced_by<S: Bookkeeping>(st: &S, hold: HoldId) -> Option<HoldId
 /// # Errors
 /// The book's refusal of the commit; `NotCommitted` as above; `book_new`'s error (the hold is
 /// then aborted).
-pub(crate) fn commit<S: Bookkeeping>(
-    st: &mut S,
+pub(crate) fn commit<R: Clone, X>(
+    st: &mut Bookkeeping<R, X>,
     hold: HoldId,
-    book_new: impl FnOnce(&mut S, &Growth<S::Request>) -> Result<ReservationSpans<S::Request>, ParticipantError>,
+    book_new: impl FnOnce(&mut Bookkeeping<R, X>, &Growth<R>) -> Result<ReservationSpans<R>, ParticipantError>,
 ) -> Result<Option<HoldId>, ParticipantError> {
-    let growth = match st.holds().get(hold) {
+    let growth = match st.holds.get(hold) {
         Some((HoldState::Held { .. }, b)) => b.growth.as_deref().cloned(),
         _ => None,
     };
-    let Some(g) = growth else { return st.holds_mut().commit(hold).map(|()| None) };
+    let Some(g) = growth else { return st.holds.commit(hold).map(|()| None) };
     remove_growth(st, &g);
     // The reservation must still be there: released meanwhile (its plan cancelled, or
     // another change took its place), the replacement has nothing left to replace.
-    if !matches!(st.holds().get(g.replaces), Some((HoldState::Committed, _))) {
-        let _ = st.holds_mut().abort(hold);
+    if !matches!(st.holds.get(g.replaces), Some((HoldState::Committed, _))) {
+        let _ = st.holds.abort(hold);
         return Err(ParticipantError::NotCommitted(g.replaces));
     }
-    if let Ok(Some(b)) = st.holds_mut().release(g.replaces) {
+    if let Ok(Some(b)) = st.holds.release(g.replaces) {
         unbook(st, b);
     }
     match book_new(st, &g) {
         Ok(booked) => {
-            st.holds_mut().set_payload(hold, booked);
-            st.holds_mut().commit(hold)?;
+            st.holds.set_payload(hold, booked);
+            st.holds.commit(hold)?;
             Ok(Some(g.replaces))
         }
         Err(e) => {
             // Its growth is gone already: nothing of the payload is booked any more.
-            let _ = st.holds_mut().abort(hold);
+            let _ = st.holds.abort(hold);
             Err(e)
         }
     }
@@ -140,26 +193,35 @@ pub(crate) fn commit<S: Bookkeeping>(
 ///
 /// # Errors
 /// The book's refusal (e.g. an abort of a committed hold).
-pub(crate) fn end<S: Bookkeeping>(st: &mut S, hold: HoldId, release: bool) -> Result<(), ParticipantError> {
-    let booked = if release { st.holds_mut().release(hold)? } else { st.holds_mut().abort(hold)? };
+pub(crate) fn end<R: Clone, X>(
+    st: &mut Bookkeeping<R, X>,
+    hold: HoldId,
+    release: bool,
+) -> Result<(), ParticipantError> {
+    let booked = if release { st.holds.release(hold)? } else { st.holds.abort(hold)? };
     if let Some(b) = booked {
         unbook(st, b);
     }
     Ok(())
 }
 
+/// The state of holds of participant `P`.
+pub(crate) type StateOf<P> = Bookkeeping<<P as KeepsHolds>::Request, <P as KeepsHolds>::Local>;
+
 /// A participant whose holds are kept in a [`Bookkeeping`] state (the LIS, the NIS). What
 /// differs between them is what a hold drives outside the calendars.
 #[async_trait]
 pub(crate) trait KeepsHolds: Send + Sync {
-    /// The state of holds.
-    type State: Bookkeeping + Send;
+    /// The participant's hold request ([`Bookkeeping`]'s `R`).
+    type Request: Clone + Send;
+    /// What else it keeps under the lock of its holds ([`Bookkeeping`]'s `X`).
+    type Local: Send;
 
     /// The state of holds behind its lock, and the participant's clock (leases run out by it).
-    fn kept(&self) -> (&Mutex<Self::State>, &dyn Clock);
+    fn kept(&self) -> (&Mutex<StateOf<Self>>, &dyn Clock);
 
     /// The state, locked after releasing every hold whose lease has run out ([`lock_live`]).
-    fn state(&self) -> MutexGuard<'_, Self::State> {
+    fn state(&self) -> MutexGuard<'_, StateOf<Self>> {
         let (state, clock) = self.kept();
         lock_live(state, "participant state lock", || clock.now())
     }
@@ -203,7 +265,7 @@ impl<P: KeepsHolds> HoldLifecycle for P {
 
     async fn extend(&self, hold: HoldId, lease_s: i64) -> Result<Hold, ParticipantError> {
         let now = self.now();
-        self.state().holds_mut().extend_lease(hold, now, lease_s)
+        self.state().holds.extend_lease(hold, now, lease_s)
     }
 
     async fn persist(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {

@@ -58,7 +58,7 @@ impl Nis {
         let mut out = Vec::new();
         let mut window = (0, 0);
         for &(l, span) in spans {
-            let s = st.calendars[l].span(span)?;
+            let s = st.calendars.get(l).span(span)?;
             window = (s.start, s.end);
             let id = &self.links[l].id;
             let Some(link) = plane.map.links.get(id.as_str()) else {
@@ -257,7 +257,7 @@ impl Nis {
             .filter_map(|h| {
                 let (_, booked) = st.holds.get(h)?;
                 let first = booked.spans.first()?;
-                let s = st.calendars[first.0].span(first.1)?;
+                let s = st.calendars.get(first.0).span(first.1)?;
                 [s.start, s.end].into_iter().filter(|&t| t > now).min()
             })
             .min()
