@@ -1,7 +1,8 @@
 //! What the LIS and the NIS share in keeping their holds: a participant's state is a
 //! [`HoldBook`] of what each hold booked, beside the calendars the bookings took, one per
-//! resource in a [`MultiCalendar`] ([`Bookkeeping`]). A hold that replaces a committed reservation (a plan modification) books
-//! only its growth until its commit swaps the reservation for the new shape ([`commit`]).
+//! resource in a [`MultiCalendar`] ([`Bookkeeping`]). A hold that replaces a committed
+//! reservation (a plan modification) books only its growth until its commit swaps the
+//! reservation for the new shape ([`commit`]).
 //! A participant that keeps its holds so ([`KeepsHolds`]) gets phase 2 ([`HoldLifecycle`])
 //! from here; it says only how a commit and a vote's durability reach what it drives (Slurm,
 //! a data plane) and how an ended hold leaves it.
@@ -101,7 +102,7 @@ pub(crate) fn replaced_by<R: Clone, X>(st: &Bookkeeping<R, X>, hold: HoldId) -> 
 ///
 /// # Errors
 /// `UnknownHold`, `NotCommitted` (held, aborted or released), or `InvalidHold` if `old` is
-/// itself a replacement not yet committed.
+/// itself a replacement.
 pub(crate) fn replaced<R: Clone, X>(
     st: &Bookkeeping<R, X>,
     old: HoldId,
