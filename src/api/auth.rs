@@ -47,7 +47,7 @@ pub enum PrincipalNameError {
     /// Leading or trailing whitespace (refused, never trimmed).
     #[error("user `{0}` has leading or trailing whitespace")]
     Padded(String),
-    /// A character that shows as nothing ([`invisible`]), by code point.
+    /// A character that shows as nothing (`invisible`), by code point.
     #[error("user {user:?} contains the invisible character U+{code_point:04X} (a name must look like what it is)")]
     Invisible { user: String, code_point: u32 },
     /// A reserved name, or one starting with `@`.

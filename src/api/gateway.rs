@@ -2,7 +2,7 @@
 //!
 //! A user of a separated deployment talks to the planner only. Besides plans, tokens, events
 //! and webhooks (its own), the planner answers the read-only routes that other roles keep, by
-//! forwarding them ([`configure`]):
+//! forwarding them (the routes of `api/routes/gateway.rs`):
 //!
 //! | route (`GET`)                                   | forwarded to          |
 //! |-------------------------------------------------|-----------------------|

@@ -22,7 +22,7 @@ pub fn write(args: std::fmt::Arguments<'_>, newline: bool) {
 }
 
 /// `println!` that ends the process quietly (exit code 0) when standard output is a closed
-/// pipe ([`write`]).
+/// pipe ([`write()`]).
 #[macro_export]
 macro_rules! outln {
     () => { $crate::cli::output::write(format_args!(""), true) };

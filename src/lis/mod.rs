@@ -287,7 +287,7 @@ impl Lis {
         }
     }
 
-    /// The owner of hold `id` (see [`HoldBook::owner`]): `None` for an unknown hold,
+    /// The owner of hold `id` (see [`crate::protocol::HoldBook::owner`]): `None` for an unknown hold,
     /// `Some(None)` for one without a recorded owner.
     pub fn owner(&self, id: HoldId) -> Option<Option<String>> {
         self.state().holds.owner(id).map(|o| o.map(str::to_owned))

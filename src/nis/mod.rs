@@ -1,10 +1,10 @@
 //! NIS — Network Information Service, the bandwidth manager (docs/model.md, docs/algorithm.md).
 //!
-//! Holds the topology as a petgraph graph and one [`CapacityCalendar`] of Mbit/s per link
-//! (links are undirected; both directions share the capacity). The bandwidth that can be
-//! reserved on a path over an interval is the minimum over its links of the link's free
-//! bandwidth (capacity minus the *peak* booked in the interval). Prepare books every link of a
-//! path atomically, or none.
+//! Holds the topology as a petgraph graph and a capacity calendar of Mbit/s per link, all in
+//! one [`MultiCalendar`] (links are undirected; both directions share the capacity). The
+//! bandwidth that can be reserved on a path over an interval is the minimum over its links of
+//! the link's free bandwidth (capacity minus the *peak* booked in the interval). Prepare books
+//! every link of a path atomically, or none.
 //!
 //! Routing ([`Routing`]):
 //! - `shortest` (default): fewest hops among the links that can carry the demand over the

@@ -31,7 +31,7 @@
 //! Commit is all-or-nothing: if a participant refuses a commit (its lease ran out), every other
 //! hold is aborted and every committed part released before the request is rejected. With a
 //! decision log, a plan whose phase 2 cannot be finished now is left in doubt, never reported
-//! committed ([`Settlement::InDoubt`]; see [`log`]).
+//! committed ([`Settlement::InDoubt`]; see [`crate::protocol::decision`]).
 //!
 //! The planner only sees participants through [`crate::protocol`], so the same code runs
 //! in-process, over HTTP and in the simulator.
@@ -196,7 +196,7 @@ pub struct PlanResult {
     pub settlement: Settlement,
 }
 
-/// How a plan attempt ended for its caller, beyond its outcome (see [`log`]).
+/// How a plan attempt ended for its caller, beyond its outcome (see [`crate::protocol::decision`]).
 #[derive(Debug, Clone)]
 pub enum Settlement {
     /// The outcome is final and, with a log, recorded: committed (every part durable at its
@@ -227,7 +227,7 @@ pub struct PlanOptions<'a> {
     /// Build the plan, then release every hold and book nothing: the outcome's status is
     /// `planned`.
     pub dry_run: bool,
-    /// Where the coordinator logs its decision (durable two-phase commit; see [`log`]).
+    /// Where the coordinator logs its decision (durable two-phase commit; see [`crate::protocol::decision`]).
     /// `None`: nothing is logged (replay, the CLI, the simulator).
     pub log: Option<&'a dyn decision::DecisionLog>,
     /// Fair share's allocation limit: the plan is charged to its user's project before the

@@ -95,7 +95,7 @@ impl ParticipantError {
 
 /// How a [`ParticipantError`] is answered over HTTP: status, RFC 9457 problem type slug
 /// (`urn:coreserve:problem:<slug>`) and title. The one table for both ends: the API encodes
-/// with it, and [`http`] decodes a problem body that carries no `participant_error` by it.
+/// with it, and [`super::http`] decodes a problem body that carries no `participant_error` by it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProblemKind {
     pub status: u16,

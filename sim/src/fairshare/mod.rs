@@ -32,8 +32,8 @@
 //! and the arms with an allocation limit the allocation checker (`check::check_allocations`).
 //!
 //! The files: `crate::scenario::fairshare` (the `[fairshare]` settings and the arms),
-//! [`projects`] (the two projects and their ledger), [`workload`] (their requests and the
-//! phases), [`measure`] (one run's rows and days), [`summary`] (over seeds), [`markdown`]
+//! [`projects`] (the two projects and their ledger), [`mod@workload`] (their requests and the
+//! phases), [`mod@measure`] (one run's rows and days), [`summary`] (over seeds), [`mod@markdown`]
 //! (`fairshare.md`); this one plugs the experiment into the runner (`crate::experiment`).
 
 pub mod markdown;

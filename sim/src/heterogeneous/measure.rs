@@ -63,9 +63,9 @@ pub struct HetRow {
     pub seed: u64,
     /// Counted requests (after the warm-up).
     pub requests: u64,
-    /// Of those, the requests every job of which some site can run ([`runnable`]).
+    /// Of those, the requests every job of which some site can run ([`super::arms::runnable`]).
     pub runnable: u64,
-    /// Per-type arm: requests pinned job by job ([`Pinned::split`]); 0 in the other arms.
+    /// Per-type arm: requests pinned job by job ([`super::arms::Pinned::split`]); 0 in the other arms.
     pub split: u64,
     pub committed: u64,
     /// Committed requests with every job on a site that can run it.

@@ -3,7 +3,7 @@
 //! sites (seed 003)") with the production planner.
 //!
 //! Every (topology, seed) grid gets site attributes (the scenario's `heterogeneity`) and every
-//! site a label `type:KEY` naming its type ([`site_type`]: architecture and whether it has
+//! site a label `type:KEY` naming its type ([`arms::site_type`]: architecture and whether it has
 //! GPUs). Every (kind, load, seed) workload is drawn once, with requirements (`[workload]
 //! requirements`), and planned three times on the same grid with the same planner, dispatch and
 //! latency streams; only the requests differ ([`Arm`]):
@@ -25,7 +25,7 @@
 //! CI over seeds) and `heterogeneous.md`.
 //!
 //! The files: [`arms`] (the arms and their inputs), [`measure`] (one run and its row),
-//! [`summary`] (over seeds, and paired by seed), [`markdown`] (`heterogeneous.md`); this one
+//! [`summary`] (over seeds, and paired by seed), [`mod@markdown`] (`heterogeneous.md`); this one
 //! plugs the experiment into the runner (`crate::experiment`).
 
 pub mod arms;

@@ -192,7 +192,7 @@ impl AppState {
     }
 
     /// Renews every claim this process works on (the background loop calls it every quarter
-    /// of [`ServeConfig::claim_lease_s`]).
+    /// of [`crate::api::config::ServeConfig::claim_lease_s`]).
     pub async fn renew_claims(&self) -> Result<(), StoreError> {
         let claims: Vec<Uuid> = self.claims.lock().expect("claim registry").iter().copied().collect();
         if claims.is_empty() {
@@ -203,7 +203,7 @@ impl AppState {
 
     /// One recovery round: takes over the decided, unfinished transactions whose claim lapsed
     /// (their coordinator crashed, stalled, or gave up answering 503) and settles them
-    /// ([`Planner::recover`]); what cannot be settled now lapses again for a later round.
+    /// ([`crate::planner::Planner::recover`]); what cannot be settled now lapses again for a later round.
     pub async fn recover_in_doubt(&self) -> Result<Recovery, StoreError> {
         let guard = self.claim();
         let in_doubt = self.store.take_in_doubt(&guard.claim, 64).await?;

@@ -252,7 +252,7 @@ impl AppState {
     /// changes are watched ([`AppState::watch_tokens`]): a revocation or role change in any
     /// process drops every process's cache at once ([`AppState::invalidate_tokens`]), and
     /// while the watch is down every lookup asks the store. Unknown hashes are always looked
-    /// up. An expired token is returned as is: [`Caller`] refuses it.
+    /// up. An expired token is returned as is: [`crate::api::auth::Caller`] refuses it.
     pub async fn token(&self, hash: &str) -> Result<Option<TokenRecord>, StoreError> {
         let cacheable = match self.tokens_watched.get() {
             Some(w) => w.load(Ordering::SeqCst),

@@ -49,7 +49,7 @@ impl AppState {
         }
     }
 
-    /// The LIS of `site`, journaled (see [`AppState::journal`]); 404 if this process does not
+    /// The LIS of `site`, journaled (see `AppState::journal`); 404 if this process does not
     /// keep it.
     pub fn journaled_site(
         &self,
@@ -83,7 +83,7 @@ impl AppState {
         Ok(Arc::new(self.journal(nis, ParticipantRef::Network, false, Some(caller)).tentative_prepares()))
     }
 
-    /// The NIS, journaled (see [`AppState::journal`]); 404 if this process does not keep it.
+    /// The NIS, journaled (see `AppState::journal`); 404 if this process does not keep it.
     pub fn journaled_network(
         &self,
         via_api: bool,

@@ -19,6 +19,8 @@ pub struct CreateArgs {
     /// from the flags, so that the same command books once; give another id to book again.
     #[arg(long)]
     pub id: Option<String>,
+    // The help's brackets are the argument's syntax, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// A job, NAME:CPUS[:DURATION[:OFFSET]] (durations as `--duration`; OFFSET from the
     /// application's start, default 0). Repeat for several jobs.
     #[arg(short = 'j', long = "job", value_name = "NAME:CPUS[:DURATION[:OFFSET]]")]
@@ -44,6 +46,8 @@ pub struct CreateArgs {
     /// Required operating system of every job.
     #[arg(long, default_value = "linux")]
     pub os: String,
+    // The help's brackets are the argument's syntax, not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// A transfer between two jobs, FROM:TO:MBPS[:DURATION[:OFFSET]] (default: the sending
     /// job's duration, offset 0). Repeat for several.
     #[arg(short = 'T', long = "transfer", value_name = "FROM:TO:MBPS[:DURATION[:OFFSET]]")]

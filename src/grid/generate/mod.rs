@@ -7,13 +7,13 @@
 //! links are added until the node degrees follow the Internet's outdegree power law
 //! (Faloutsos, Faloutsos & Faloutsos, SIGCOMM 1999: the number of nodes of degree `d` is
 //! proportional to `d^-alpha`), then annotation of hosts with attributes. GridG itself is not
-//! available to us (docs/simulator.md), so [`gridg`] is our reconstruction from that description;
-//! the exact rules are documented on [`gridg`].
+//! available to us (docs/simulator.md), so [`gridg()`] is our reconstruction from that description;
+//! the exact rules are documented on [`gridg()`].
 //!
 //! **Fat-tree**: M. Al-Fares, A. Loukissas, A. Vahdat, "A Scalable, Commodity Data Center
 //! Network Architecture", SIGCOMM 2008 (Watashiba's thesis uses it; docs/README.md).
 //!
-//! Files: `gridg.rs` ([`gridg`] and its parameters), `fat_tree.rs` ([`fat_tree`]), `tests.rs`.
+//! Files: `gridg.rs` ([`gridg()`] and its parameters), `fat_tree.rs` ([`fat_tree()`]), `tests.rs`.
 
 mod fat_tree;
 mod gridg;

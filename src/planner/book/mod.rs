@@ -10,7 +10,7 @@
 //! each fix and keeps the trail that undoes them (one abort message per participant with
 //! [`super::PlannerConfig::batch_aborts`]). Once the plan is complete, [`Book::prepare_all`]
 //! makes the holds BBR has not made yet and [`Book::into_coordinator`] hands every held part
-//! to the [`Coordinator`], which decides and commits.
+//! to the [`Coordinator`](super::coordinator::Coordinator), which decides and commits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -51,7 +51,7 @@ pub(super) struct Book<'a> {
     /// Batched query answers (see [`super::queries`]).
     queries: QueryCache,
     /// [`super::PlannerConfig::batch_queries`]: the NIS's answers to the checks of one
-    /// batch ([`Book::prefetch`]), taken by [`Book::route_answer`] in the order the search
+    /// batch ([`Book::prefetch`]), taken by [`Book::route`] in the order the search
     /// asks them; emptied when that check ends.
     prefetched: HashMap<NetworkQuery, Result<Option<Route>, ParticipantError>>,
     /// The user the plan is booked for (prepare messages carry it: [`ComputeHoldRequest::user`]).

@@ -8,7 +8,7 @@
 //! migration changes.
 //!
 //! Columns are decoded into their types by the macros' overrides (`col as "col: Type"`): JSON
-//! records as `Json<T>`, `plans.status` as [`PlanStatus`], `reservations.state` as
+//! records as `Json<T>`, `plans.status` as [`crate::store::PlanStatus`], `reservations.state` as
 //! `RowState` (in `journal`), `participant` as [`ParticipantRef`] (its `Decode` is below: the
 //! store, not `protocol`, knows sqlx). A value that does not decode is [`StoreError::Corrupt`].
 //!
