@@ -67,7 +67,7 @@ pub struct Site {
     /// Price of one CPU for one hour, in `0 ..= MAX_PRICE` (10^6).
     pub price_per_cpu_hour: f64,
     /// Architecture, extensions, GPUs, software and labels (all optional; JSON: flattened into
-    /// the site). See [`SiteAttributes`].
+    /// the site). See `SiteAttributes`.
     #[serde(flatten)]
     pub attributes: SiteAttributes,
 }

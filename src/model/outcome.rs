@@ -124,7 +124,7 @@ pub struct TransferPlacement {
     /// Why the network can no longer honour this transfer's guaranteed rate, once it cannot
     /// (the plan is then `broken`); absent while it is honoured.
     pub broken: Option<String>,
-    /// Where the transfer stands at the service's clock (as [`JobPlacement::state`]).
+    /// Where the transfer stands at the service's clock (as a job's `state`).
     pub state: Option<PartState>,
     /// The path's price of one Gbit/s-hour when the transfer was booked (0 and absent on a
     /// free path or none).

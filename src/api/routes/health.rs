@@ -26,7 +26,7 @@ pub async fn healthz() -> web::Json<Health> {
 /// PostgreSQL that is down otherwise holds the answer for the pool's 10 s).
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
+/// Readiness: the store answers (within 1 s, else 503).
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses((status = 200, body = Health), (status = 503)))]
 pub async fn readyz(state: web::Data<AppState>) -> Result<web::Json<Health>, ApiError> {

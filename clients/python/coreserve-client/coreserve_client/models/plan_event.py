@@ -43,7 +43,7 @@ class PlanEvent:
             type_ (str): What changed, also the SSE `event:`: `plan.` and the plan's new status
                 (`plan.committed`, `plan.active`, `plan.broken`, ...), `plan.modified`, or a part's new
                 state at its start or end (`job.running`, `job.ended`, `transfer.running`,
-                `transfer.ended`; see [`part_boundaries`]).
+                `transfer.ended`, written as the service's clock passes the part's booked start and end).
             user (str): The plan owner's name.
             part (None | str | Unset): The job (its name) or transfer (`from->to`, its jobs' names) a `job.*` or
                 `transfer.*`

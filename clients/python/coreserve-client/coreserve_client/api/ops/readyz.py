@@ -50,7 +50,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[Health | Problem]:
-    """Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
+    """Readiness: the store answers (within 1 s, else 503).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -73,7 +73,7 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
 ) -> Health | Problem | None:
-    """Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
+    """Readiness: the store answers (within 1 s, else 503).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -92,7 +92,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[Health | Problem]:
-    """Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
+    """Readiness: the store answers (within 1 s, else 503).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -113,7 +113,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
 ) -> Health | Problem | None:
-    """Readiness: the store answers (within [`READY_TIMEOUT`], else 503).
+    """Readiness: the store answers (within 1 s, else 503).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
