@@ -242,14 +242,8 @@ impl Lis {
             }
             _ => None,
         };
-        let grown =
-            st.calendars.add_growth(req.start, req.end, &grow).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
-        // One list of growth spans per resource of `grow`, in its order.
-        let spans =
-            grow.iter().zip(grown).flat_map(|(&(resource, ..), spans)| spans.into_iter().map(move |s| (resource, s)));
         let request = ComputeHoldRequest { replaces: None, ..req.clone() };
-        let growth = bookkeeping::Growth { replaces: old, request, spans: spans.collect() };
-        Ok(ReservationSpans { growth: Some(Box::new(growth)), ..base })
+        st.add_growth(old, base, &grow, (req.start, req.end), request).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))
     }
 
     /// The GPU pool `req` asks for (its index and the allocation), if any.
@@ -287,8 +281,8 @@ impl Lis {
         }
     }
 
-    /// The owner of hold `id` (see [`crate::protocol::HoldBook::owner`]): `None` for an unknown hold,
-    /// `Some(None)` for one without a recorded owner.
+    /// The owner of hold `id` (see [`crate::protocol::HoldBook::owner`]): `None` for an unknown
+    /// hold, `Some(None)` for one without a recorded owner.
     pub fn owner(&self, id: HoldId) -> Option<Option<String>> {
         self.state().holds.owner(id).map(|o| o.map(str::to_owned))
     }

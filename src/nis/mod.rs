@@ -231,18 +231,9 @@ impl Nis {
         }
         let grow: Vec<(usize, SpanId, u64)> =
             base.spans.iter().map(|&(l, span)| (l, span, req.bandwidth_mbps)).collect();
-        let grown = st
-            .calendars
-            .add_growth(req.start, req.end, &grow)
-            .map_err(|(i, e)| ParticipantError::from_calendar(e, Some(&self.links[grow[i].0].id)))?;
-        let grown =
-            base.spans.iter().zip(grown).flat_map(|(&(l, _), ids)| ids.into_iter().map(move |id| (l, id))).collect();
-        let growth = bookkeeping::Growth {
-            replaces: old,
-            request: NetworkHoldRequest { replaces: None, ..req.clone() },
-            spans: grown,
-        };
-        Ok(ReservationSpans { growth: Some(Box::new(growth)), ..base })
+        let request = NetworkHoldRequest { replaces: None, ..req.clone() };
+        st.add_growth(old, base, &grow, (req.start, req.end), request)
+            .map_err(|(i, e)| ParticipantError::from_calendar(e, Some(&self.links[grow[i].0].id)))
     }
 
     fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<ReservationSpans, ParticipantError> {

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use crate::calendar::{MultiCalendar, SpanId};
+use crate::calendar::{CalendarError, MultiCalendar, SpanId};
 use crate::clock::Clock;
 use crate::model::Time;
 use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError, TxnId};
@@ -52,6 +52,30 @@ impl<R, X> Bookkeeping<R, X> {
     /// No holds yet, over `calendars`.
     pub(crate) fn new(calendars: MultiCalendar, local: X) -> Self {
         Bookkeeping { calendars, holds: HoldBook::default(), local }
+    }
+
+    /// Books the growth of a replacement hold of reservation `old` (whose spans are `base`,
+    /// see [`replaced`]): each `(resource, span of base, new amount)` of `grow` grown to
+    /// `[start, end)` ([`MultiCalendar::add_growth`]). `base` with that growth pending, whose
+    /// new shape is `request`.
+    ///
+    /// # Errors
+    /// As [`MultiCalendar::add_growth`]: the index in `grow` of the resource that refused,
+    /// and its error; nothing is booked then.
+    pub(crate) fn add_growth(
+        &mut self,
+        old: HoldId,
+        base: ReservationSpans<R>,
+        grow: &[(usize, SpanId, u64)],
+        (start, end): (Time, Time),
+        request: R,
+    ) -> Result<ReservationSpans<R>, (usize, CalendarError)> {
+        let grown = self.calendars.add_growth(start, end, grow)?;
+        // One list of growth spans per resource of `grow`, in its order.
+        let spans =
+            grow.iter().zip(grown).flat_map(|(&(resource, ..), ids)| ids.into_iter().map(move |s| (resource, s)));
+        let growth = Growth { replaces: old, request, spans: spans.collect() };
+        Ok(ReservationSpans { growth: Some(Box::new(growth)), ..base })
     }
 }
 
