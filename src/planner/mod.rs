@@ -227,7 +227,8 @@ pub struct PlanOptions<'a> {
     /// Build the plan, then release every hold and book nothing: the outcome's status is
     /// `planned`.
     pub dry_run: bool,
-    /// Where the coordinator logs its decision (durable two-phase commit; see [`crate::protocol::decision`]).
+    /// Where the coordinator logs its decision (durable two-phase commit; see
+    /// [`crate::protocol::decision`]).
     /// `None`: nothing is logged (replay, the CLI, the simulator).
     pub log: Option<&'a dyn decision::DecisionLog>,
     /// Fair share's allocation limit: the plan is charged to its user's project before the

@@ -16,7 +16,7 @@ use crate::protocol::{HoldId, HoldRequest, HoldState, ParticipantRef};
 use super::stamp_part_states;
 // The names of the docs' links.
 #[cfg(doc)]
-use super::{Store, StoreError};
+use super::{DecisionStore, HoldStore, KeyStore, PlanStore, Store, StoreError, TokenStore};
 
 /// The life of a stored plan.
 ///
@@ -223,9 +223,9 @@ pub struct PlanRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyClaim {
     /// The key is new (or its previous claim's lease ran out) and is now reserved for the
-    /// caller's [`Claim`], which must keep renewing it ([`KeyStore::renew_claims`](crate::store::KeyStore::renew_claims)) until the
-    /// plan is stored with it ([`DecisionStore::record_decision`](crate::store::DecisionStore::record_decision), [`DecisionStore::record_rejection`](crate::store::DecisionStore::record_rejection)) or it
-    /// is released ([`KeyStore::release_key`](crate::store::KeyStore::release_key)).
+    /// caller's [`Claim`], which must keep renewing it ([`KeyStore::renew_claims`]) until the
+    /// plan is stored with it ([`DecisionStore::record_decision`], [`DecisionStore::record_rejection`]) or it
+    /// is released ([`KeyStore::release_key`]).
     Claimed,
     /// Another request with this key is being planned right now (its claim's lease runs).
     InProgress,
@@ -248,7 +248,7 @@ pub struct TokenRecord {
     /// The name of the principal it acts for (as shown).
     pub user: String,
     /// The principal it acts for: set by the store from `user` (every token of one name acts
-    /// for the same principal; [`TokenStore::insert_token`](crate::store::TokenStore::insert_token)).
+    /// for the same principal; [`TokenStore::insert_token`]).
     pub principal: Uuid,
     /// May do everything: grid changes, every user's plans, tokens.
     pub admin: bool,
@@ -282,7 +282,7 @@ impl TokenRecord {
     }
 }
 
-/// What [`TokenStore::token_changes`](crate::store::TokenStore::token_changes) gives: a signal per change, and whether the changes are
+/// What [`TokenStore::token_changes`] gives: a signal per change, and whether the changes are
 /// watched right now.
 pub struct TokenWatch {
     /// One `()` per change (coalesced).
@@ -291,7 +291,7 @@ pub struct TokenWatch {
     pub watching: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Filter of [`PlanStore::list_plans`](crate::store::PlanStore::list_plans).
+/// Filter of [`PlanStore::list_plans`].
 #[derive(Debug, Clone, Default)]
 pub struct PlanFilter {
     /// Only this principal's plans (`None`: everyone's, for admins).
@@ -307,7 +307,7 @@ pub struct PlanFilter {
 /// Who works on an idempotency key or a decided transaction, for how long without renewal.
 ///
 /// Every planning request takes a fresh claim id; its process renews the claim every few
-/// seconds while it works ([`KeyStore::renew_claims`](crate::store::KeyStore::renew_claims)). A claim whose lease ran out (the process
+/// seconds while it works ([`KeyStore::renew_claims`]). A claim whose lease ran out (the process
 /// died or stalled) is taken over by the next claimant, and every later write under the old
 /// claim fails with [`StoreError::Superseded`], so one key never yields two plans and one
 /// transaction is settled by one process at a time.
@@ -328,7 +328,7 @@ impl Claim {
     }
 }
 
-/// A live hold or reservation read back from the journal ([`HoldStore::live_holds`](crate::store::HoldStore::live_holds)).
+/// A live hold or reservation read back from the journal ([`HoldStore::live_holds`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredHold {
     /// The LIS or the NIS that keeps it.
@@ -343,13 +343,13 @@ pub struct StoredHold {
     pub via_api: bool,
 }
 
-/// What [`DecisionStore::record_decision`](crate::store::DecisionStore::record_decision) writes, all in one database transaction.
+/// What [`DecisionStore::record_decision`] writes, all in one database transaction.
 #[derive(Clone, Copy)]
 pub struct DecisionRecord<'a> {
     /// The coordinator's decision.
     pub decision: Decision<'a>,
     /// The plan: status `committed` when `reservations` (the decision is the end), else
-    /// `pending` until [`DecisionStore::finish_txn`](crate::store::DecisionStore::finish_txn).
+    /// `pending` until [`DecisionStore::finish_txn`].
     pub plan: &'a PlanRecord,
     /// Also write every part as a committed reservation (participants that share the
     /// coordinator's fate journal nothing themselves; see [`crate::protocol::decision`]); the
@@ -362,7 +362,7 @@ pub struct DecisionRecord<'a> {
     pub claim: &'a Claim,
 }
 
-/// What [`DecisionStore::record_modification`](crate::store::DecisionStore::record_modification) writes, all in one database transaction.
+/// What [`DecisionStore::record_modification`] writes, all in one database transaction.
 #[derive(Clone, Copy)]
 pub struct ModificationRecord<'a> {
     /// The coordinator's decision: the replacement holds and the plan's new outcome.
@@ -375,7 +375,7 @@ pub struct ModificationRecord<'a> {
     pub bookings: &'a [Booking],
     /// Participants share the coordinator's fate (all-in-one): the decision is the end, so
     /// the plan is rewritten, the replacement holds written committed and the reservations
-    /// they replace released, at once. Else the plan is rewritten by [`DecisionStore::finish_txn`](crate::store::DecisionStore::finish_txn).
+    /// they replace released, at once. Else the plan is rewritten by [`DecisionStore::finish_txn`].
     pub reservations: bool,
     /// The idempotency key `(key, fingerprint)` the modification completes (of `owner`).
     pub key: Option<(&'a str, &'a str)>,
@@ -386,7 +386,7 @@ pub struct ModificationRecord<'a> {
     pub claim: &'a Claim,
 }
 
-/// What [`DecisionStore::record_rejection`](crate::store::DecisionStore::record_rejection) writes, in one database transaction.
+/// What [`DecisionStore::record_rejection`] writes, in one database transaction.
 #[derive(Clone, Copy)]
 pub struct RejectionRecord<'a> {
     /// The rejected plan (nothing booked).

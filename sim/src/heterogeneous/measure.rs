@@ -65,7 +65,8 @@ pub struct HetRow {
     pub requests: u64,
     /// Of those, the requests every job of which some site can run ([`super::arms::runnable`]).
     pub runnable: u64,
-    /// Per-type arm: requests pinned job by job ([`super::arms::Pinned::split`]); 0 in the other arms.
+    /// Per-type arm: requests pinned job by job ([`super::arms::Pinned::split`]); 0 in the
+    /// other arms.
     pub split: u64,
     pub committed: u64,
     /// Committed requests with every job on a site that can run it.

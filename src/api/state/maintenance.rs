@@ -203,7 +203,8 @@ impl AppState {
 
     /// One recovery round: takes over the decided, unfinished transactions whose claim lapsed
     /// (their coordinator crashed, stalled, or gave up answering 503) and settles them
-    /// ([`crate::planner::Planner::recover`]); what cannot be settled now lapses again for a later round.
+    /// ([`crate::planner::Planner::recover`]); what cannot be settled now lapses again for a
+    /// later round.
     pub async fn recover_in_doubt(&self) -> Result<Recovery, StoreError> {
         let guard = self.claim();
         let in_doubt = self.store.take_in_doubt(&guard.claim, 64).await?;

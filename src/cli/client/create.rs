@@ -13,14 +13,14 @@ use super::{submit_one, Client, Connection, Exit, Output};
 use crate::cli::when::{parse_duration, parse_time_at};
 
 /// `coreserve plans create`: a request from flags.
+// The help's brackets (`NAME:CPUS[:DURATION[:OFFSET]]`) are argument syntax, not doc links.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// The request id (echoed as `request_id`; `plans show ID` finds it). Default: derived
     /// from the flags, so that the same command books once; give another id to book again.
     #[arg(long)]
     pub id: Option<String>,
-    // The help's brackets are the argument's syntax, not links.
-    #[allow(rustdoc::broken_intra_doc_links)]
     /// A job, NAME:CPUS[:DURATION[:OFFSET]] (durations as `--duration`; OFFSET from the
     /// application's start, default 0). Repeat for several jobs.
     #[arg(short = 'j', long = "job", value_name = "NAME:CPUS[:DURATION[:OFFSET]]")]
@@ -46,8 +46,6 @@ pub struct CreateArgs {
     /// Required operating system of every job.
     #[arg(long, default_value = "linux")]
     pub os: String,
-    // The help's brackets are the argument's syntax, not links.
-    #[allow(rustdoc::broken_intra_doc_links)]
     /// A transfer between two jobs, FROM:TO:MBPS[:DURATION[:OFFSET]] (default: the sending
     /// job's duration, offset 0). Repeat for several.
     #[arg(short = 'T', long = "transfer", value_name = "FROM:TO:MBPS[:DURATION[:OFFSET]]")]

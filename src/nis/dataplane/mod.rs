@@ -22,9 +22,9 @@
 //! - **Before a hold is durable** (`persist`) or committed, whichever comes first, the NIS
 //!   checks that every interface of the path is shaped (has its `1:1`), and installs the rules
 //!   if the window is open already: a data plane that refuses is the participant's refusal
-//!   ([`crate::protocol::ParticipantError::DataPlane`]), so no plan is answered committed on a network that cannot
-//!   carry it.
-//! - **The timer** ([`crate::nis::Nis::reconcile_dataplane`], run at every window boundary and every
+//!   ([`crate::protocol::ParticipantError::DataPlane`]), so no plan is answered committed on a
+//!   network that cannot carry it.
+//! - **The timer** ([`super::Nis::reconcile_dataplane`], run at every window boundary and every
 //!   `sync_ms`): installs the rules of committed transfers whose window opened, removes those
 //!   whose window closed, removes rules no live hold owns (strays: a crash, a failed delete),
 //!   and re-installs a rule that vanished behind the NIS's back; such a transfer is *drift*
@@ -203,7 +203,7 @@ pub struct PlaneStats {
     pub refused: AtomicU64,
 }
 
-/// What one [`crate::nis::Nis::reconcile_dataplane`] did.
+/// What one [`super::Nis::reconcile_dataplane`] did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ReconcileReport {
     /// Transfers whose window is open now and whose rules are installed.

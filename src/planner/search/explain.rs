@@ -168,7 +168,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
 
     /// The NIS question about transfer `e` from `site_a` to `site_b` (two different sites) at
     /// the current `st`; `Err`, with its explanation, when a "no path" recorded for it in
-    /// `infeasible` still stands (only [`crate::planner::Backtrack::ConflictDirected`] records them).
+    /// `infeasible` still stands (only [`crate::planner::Backtrack::ConflictDirected`] records
+    /// them).
     pub(super) fn question(&self, e: usize, site_a: &SiteId, site_b: &SiteId) -> Result<NetworkQuery, IndexSet> {
         let t = &self.req.transfers()[e];
         let (start, end) = (self.book.fixes().st + t.offset_s, self.book.fixes().st + t.offset_s + t.duration_s);
