@@ -12,6 +12,12 @@ pub const MAX_TRANSFERS: usize = 256;
 pub const DEFAULT_CLAIM_LEASE_S: i64 = 8;
 /// Default of [`ServeConfig::max_in_flight_per_user`].
 pub const DEFAULT_MAX_IN_FLIGHT_PER_USER: usize = 8;
+/// Default of [`ServeConfig::webhook_max_per_user`].
+pub const DEFAULT_WEBHOOK_MAX_PER_USER: usize = 10;
+/// Default of [`ServeConfig::webhook_max_attempts_per_event`]: more than a webhook makes in the
+/// 3 days before it is disabled (backoff doubling to an hour), so by default an event is given
+/// up only with its webhook.
+pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS_PER_EVENT: i32 = 100;
 /// Default of [`ServeConfig::planning_permits`].
 pub const DEFAULT_PLANNING_PERMITS: usize = 16;
 /// Largest accepted request body (bytes); larger bodies get 413.
@@ -120,6 +126,16 @@ pub struct ServeConfig {
     pub webhook_retry_base_ms: u64,
     /// Webhooks: one failing for longer than this (seconds) is disabled.
     pub webhook_disable_after_s: i64,
+    /// Webhooks: the networks and hosts that deliveries may reach although they are not public
+    /// (in-house receivers; see [`crate::api::destinations`]). Empty (the default): public
+    /// addresses only.
+    pub webhook_allow: Vec<crate::api::destinations::Allowed>,
+    /// Webhooks: at most this many per user (admins: no limit); one more is refused (422
+    /// `webhook-limit`).
+    pub webhook_max_per_user: usize,
+    /// Webhooks: an event not acknowledged after this many attempts is given up, and the
+    /// webhook goes on with the next (at least 1).
+    pub webhook_max_attempts_per_event: i32,
     /// Retention: what finished this many days ago or earlier is deleted from the store
     /// ([`crate::store::Store::prune_finished`]: cancelled, rejected and completed plans,
     /// past journal rows and decisions, delivered events); 0 (the default): nothing is ever
@@ -173,6 +189,9 @@ impl Default for ServeConfig {
             admission_window_ms: 0,
             webhook_retry_base_ms: 1000,
             webhook_disable_after_s: 3 * 24 * 3600,
+            webhook_allow: Vec::new(),
+            webhook_max_per_user: DEFAULT_WEBHOOK_MAX_PER_USER,
+            webhook_max_attempts_per_event: DEFAULT_WEBHOOK_MAX_ATTEMPTS_PER_EVENT,
             service_token: None,
             participant_token: None,
             tls: None,

@@ -12,6 +12,7 @@
 //! | [`startup`] | [`Application`] from [`Settings`]: opens the store, builds the state, binds the listener, runs the server |
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
 //! | [`decision_log`] | the planners' decision log over the store (durable two-phase commit) |
+//! | [`destinations`] | where webhooks may deliver: public addresses and what an admin allowed (SSRF) |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`extract`] | [`extract::JsonBody`]: JSON object bodies, control characters refused |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
@@ -30,6 +31,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod decision_log;
+pub mod destinations;
 pub mod extract;
 pub mod fair;
 pub mod gateway;

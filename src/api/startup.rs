@@ -341,8 +341,12 @@ impl Application {
             // (or retry base, if shorter) for retries that came due.
             let deliverer = super::webhooks::Deliverer::new(
                 state.store.clone(),
-                std::time::Duration::from_millis(state.config.webhook_retry_base_ms),
-                chrono::Duration::seconds(state.config.webhook_disable_after_s),
+                super::webhooks::DeliveryLimits {
+                    retry_base: std::time::Duration::from_millis(state.config.webhook_retry_base_ms),
+                    disable_after: chrono::Duration::seconds(state.config.webhook_disable_after_s),
+                    max_attempts_per_event: state.config.webhook_max_attempts_per_event,
+                    policy: state.webhook_policy.clone(),
+                },
             );
             let mut events = state.store.event_signal();
             let tick = deliverer.retry_base.min(std::time::Duration::from_secs(1));

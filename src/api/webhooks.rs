@@ -14,8 +14,16 @@
 //!
 //! A 2xx answer acknowledges the event; anything else (or no answer in 10 s) is retried with
 //! exponential backoff and jitter ([`backoff`]), and later events wait for it (order is kept).
-//! A webhook failing for longer than [`Deliverer::disable_after`] is disabled. Each attempt is
-//! in the webhook's delivery log. One process delivers a webhook at a time (a lease in the
+//! A webhook failing for longer than [`Deliverer::disable_after`] is disabled; an event not
+//! acknowledged after [`Deliverer::max_attempts_per_event`] attempts is given up (logged as
+//! such) and the webhook goes on with the next. Each attempt is in the webhook's delivery log,
+//! with the receiver's HTTP status; a connection that failed below HTTP (refused, timed out,
+//! reset, a destination not allowed) is logged as [`NO_ANSWER`] alone, without why or how
+//! long it took, so that the log is no probe of the service's network.
+//!
+//! **Destinations** ([`crate::api::destinations`]): every delivery resolves the URL's host
+//! itself and connects only to an address the [`DestinationPolicy`] allows (public, or allowed
+//! by an admin), whatever the name resolved to at registration; no proxy, no redirect. One process delivers a webhook at a time (a lease in the
 //! store); the cursor moves only after a 2xx, so a crash at any point re-sends at most the
 //! event in flight.
 //!
@@ -36,7 +44,12 @@ use hmac::{Hmac, KeyInit, Mac};
 use rand::Rng;
 use sha2::Sha256;
 
+use crate::api::destinations::{DestinationPolicy, PolicyResolver};
 use crate::store::{DeliveryRecord, PlanEvent, Store, StoreError, WebhookLease, WebhookRecord};
+
+/// The delivery log's error for an attempt that got no HTTP answer (or, for a `nats://`
+/// webhook, no answer of the NATS server), whatever the cause.
+pub const NO_ANSWER: &str = "no answer from the destination";
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "Coreserve-Signature";
@@ -106,6 +119,23 @@ pub struct Deliverer {
     pub retry_base: Duration,
     /// A webhook failing for longer than this is disabled.
     pub disable_after: chrono::Duration,
+    /// An event not acknowledged after this many attempts is given up (at least 1).
+    pub max_attempts_per_event: i32,
+    /// Where deliveries may go.
+    policy: Arc<DestinationPolicy>,
+}
+
+/// The settings of a [`Deliverer`].
+#[derive(Debug, Clone)]
+pub struct DeliveryLimits {
+    /// The first retry's wait (doubling from there).
+    pub retry_base: Duration,
+    /// A webhook failing for longer than this is disabled.
+    pub disable_after: chrono::Duration,
+    /// An event not acknowledged after this many attempts is given up.
+    pub max_attempts_per_event: i32,
+    /// Where deliveries may go.
+    pub policy: Arc<DestinationPolicy>,
 }
 
 /// Events sent per webhook per round.
@@ -116,13 +146,17 @@ const WEBHOOKS_PER_ROUND: i64 = 32;
 const LEASE_S: i64 = 30;
 
 impl Deliverer {
-    /// A deliverer over `store`, retrying after `retry_base` (doubling) and disabling a
-    /// webhook that fails for longer than `disable_after`.
-    pub fn new(store: Arc<dyn Store>, retry_base: Duration, disable_after: chrono::Duration) -> Deliverer {
+    /// A deliverer over `store`, retrying after `limits.retry_base` (doubling), giving an event
+    /// up after `limits.max_attempts_per_event` attempts, disabling a webhook that fails for
+    /// longer than `limits.disable_after`, and connecting only where `limits.policy` allows.
+    pub fn new(store: Arc<dyn Store>, limits: DeliveryLimits) -> Deliverer {
         crate::protocol::http::install_crypto_provider();
         let http = reqwest::Client::builder()
             .timeout(DELIVERY_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
+            // A proxy would resolve and connect on its own, past the policy.
+            .no_proxy()
+            .dns_resolver(PolicyResolver(limits.policy.clone()))
             .build()
             .expect("an HTTP client");
         Deliverer {
@@ -130,8 +164,10 @@ impl Deliverer {
             http,
             buses: Default::default(),
             owner: format!("webhooks-{}", uuid::Uuid::new_v4()),
-            retry_base,
-            disable_after,
+            retry_base: limits.retry_base,
+            disable_after: limits.disable_after,
+            max_attempts_per_event: limits.max_attempts_per_event.max(1),
+            policy: limits.policy,
         }
     }
 
@@ -173,6 +209,16 @@ impl Deliverer {
                     w.last_error = None;
                     w.next_attempt_at = now;
                 }
+                Some(e) if attempt >= self.max_attempts_per_event => {
+                    // Given up: the next event is due at once (the webhook still counts as
+                    // failing since the first failure, for disabling).
+                    w.failing_since.get_or_insert(now);
+                    w.cursor = event.id;
+                    w.attempts = 0;
+                    w.last_error = Some(format!("{e}; event {} given up after {attempt} attempts", event.id));
+                    w.next_attempt_at = now;
+                    tracing::info!(webhook = %id, event = event.id, attempts = attempt, "webhook event given up");
+                }
                 Some(e) => {
                     w.attempts = attempt;
                     let since = *w.failing_since.get_or_insert(now);
@@ -185,16 +231,17 @@ impl Deliverer {
                     }
                 }
             }
+            let given_up = failed && w.attempts == 0;
             deliveries.push(DeliveryRecord {
                 webhook_id: id,
                 event_id: event.id,
                 at: now,
                 attempt,
                 status_code,
-                error,
-                duration_ms: took.as_secs_f64() * 1e3,
+                error: w.last_error.clone().filter(|_| failed),
+                duration_ms: took.map_or(0.0, |t| t.as_secs_f64() * 1e3),
             });
-            if failed {
+            if failed && !given_up {
                 break;
             }
         }
@@ -214,8 +261,8 @@ impl Deliverer {
     }
 
     /// One POST (or publish, for a `nats://` webhook): the receiver's status, the failure (if
-    /// not 2xx) and the time it took.
-    async fn post(&self, w: &WebhookRecord, event: &PlanEvent) -> (Option<i32>, Option<String>, Duration) {
+    /// not 2xx) and the time it took (`None` when there was no answer: [`NO_ANSWER`]).
+    async fn post(&self, w: &WebhookRecord, event: &PlanEvent) -> (Option<i32>, Option<String>, Option<Duration>) {
         let body = serde_json::to_vec(event).expect("an event serialises");
         let signature = sign(&w.secret, Utc::now().timestamp(), &body);
         let started = Instant::now();
@@ -226,9 +273,22 @@ impl Deliverer {
                     .unwrap_or(Err(BusError::Timeout));
             let took = started.elapsed();
             return match published {
-                Ok(()) => (None, None, took),
-                Err(e) => (None, Some(e.to_string()), took),
+                Ok(()) => (None, None, Some(took)),
+                Err(e @ (BusError::Publish(_) | BusError::NoStream(_))) => (None, Some(e.to_string()), Some(took)),
+                Err(e) => {
+                    tracing::debug!(webhook = %w.id, error = %e, "webhook: no answer from NATS");
+                    (None, Some(NO_ANSWER.into()), None)
+                }
             };
+        }
+        // A literal address is connected to as is (no resolver): checked here; a name is
+        // checked address by address by the client's resolver (PolicyResolver).
+        let literal = reqwest::Url::parse(&w.url).ok().and_then(|u| {
+            u.host_str().and_then(|h| h.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().ok())
+        });
+        if let Some(Err(e)) = literal.map(|ip| self.policy.check_ip(None, ip)) {
+            tracing::debug!(webhook = %w.id, error = %e, "webhook destination refused");
+            return (None, Some(NO_ANSWER.into()), None);
         }
         let answer = self
             .http
@@ -241,11 +301,14 @@ impl Deliverer {
             .body(body)
             .send()
             .await;
-        let took = started.elapsed();
+        let took = Some(started.elapsed());
         match answer {
             Ok(r) if r.status().is_success() => (Some(i32::from(r.status().as_u16())), None, took),
             Ok(r) => (Some(i32::from(r.status().as_u16())), Some(format!("answered {}", r.status())), took),
-            Err(e) => (None, Some(transport_error(&e)), took),
+            Err(e) => {
+                tracing::debug!(webhook = %w.id, error = %transport_error(&e), "webhook: no HTTP answer");
+                (None, Some(NO_ANSWER.into()), None)
+            }
         }
     }
 }
@@ -268,7 +331,19 @@ impl Deliverer {
         let cell = self.buses.lock().expect("bus map").entry(server.to_owned()).or_default().clone();
         let js = cell
             .get_or_try_init(|| async {
-                let client = async_nats::connect(server)
+                // Connected to a checked address (and only to it: the servers a NATS server
+                // advertises are ignored); its reconnections go to that address too.
+                let (host, port) = match server.rsplit_once(':') {
+                    Some((h, p)) => (h, p.parse::<u16>().map_err(|_| BusError::Destination)?),
+                    None => (server, 4222),
+                };
+                let addrs = self.policy.resolve(host, port).await.map_err(|e| {
+                    tracing::debug!(webhook = %w.id, error = %e, "webhook destination refused");
+                    BusError::Destination
+                })?;
+                let client = async_nats::ConnectOptions::new()
+                    .ignore_discovered_servers()
+                    .connect(addrs[0].to_string())
                     .await
                     .map_err(|source| BusError::Connect { server: server.to_owned(), source })?;
                 Ok::<_, BusError>(async_nats::jetstream::new(client))
@@ -303,6 +378,8 @@ enum BusError {
     NoStream(#[source] async_nats::jetstream::context::PublishError),
     #[error("no acknowledgement from the stream within 10 s")]
     Timeout,
+    #[error("the destination is not allowed or does not resolve")]
+    Destination,
 }
 
 /// `(server address, subject)` of a `nats://host:port/<subject>` webhook URL; `None` for any

@@ -191,8 +191,11 @@ pub struct DeliveryRecord {
     pub attempt: i32,
     /// The receiver's HTTP status (absent: no answer).
     pub status_code: Option<i32>,
-    /// Why it failed (absent when delivered).
+    /// Why it failed (absent when delivered): the receiver's status, or, when there was no
+    /// answer (connection refused, reset or timed out, destination not allowed), only that
+    /// there was none (`no answer from the destination`).
     pub error: Option<String>,
+    /// How long the receiver took to answer, milliseconds (0 when it did not answer).
     pub duration_ms: f64,
 }
 

@@ -124,7 +124,8 @@ async fn every_event_reaches_the_webhook_signed_across_outages_and_a_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.json");
     std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
-    let args = ["--w-interval-s", "1", "--webhook-retry-base-ms", "200"];
+    // The receiver is on 127.0.0.1: allowed explicitly, as an admin allows an in-house one.
+    let args = ["--w-interval-s", "1", "--webhook-retry-base-ms", "200", "--webhook-allow", "127.0.0.1"];
     let server = Server::start(&db.url, Some(&grid), &args, None);
     let api = server.api();
     let (alice, bob) = (token(&api, ADMIN, "alice").await, token(&api, ADMIN, "bob").await);
@@ -204,6 +205,7 @@ async fn a_failing_webhook_is_disabled_and_bad_input_is_refused() {
         c.w_interval_s = 1;
         c.webhook_retry_base_ms = 100;
         c.webhook_disable_after_s = 1;
+        c.webhook_allow = vec!["127.0.0.1".parse().unwrap()];
     })
     .await;
     let admin = crate::support::ADMIN;
@@ -285,7 +287,10 @@ async fn a_nats_webhook_publishes_every_event_to_jetstream_signed_and_in_order()
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.json");
     std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
-    let server = Server::start(&db.url, Some(&grid), &["--webhook-retry-base-ms", "200"], None);
+    // The NATS server is an in-house one: allowed explicitly.
+    let nats_host = address.rsplit_once(':').map_or(address.as_str(), |(h, _)| h).to_owned();
+    let args = ["--webhook-retry-base-ms", "200", "--webhook-allow", nats_host.as_str()];
+    let server = Server::start(&db.url, Some(&grid), &args, None);
     let api = server.api();
     let alice = token(&api, ADMIN, "alice").await;
     let bob = token(&api, ADMIN, "bob").await;
@@ -345,4 +350,199 @@ async fn a_nats_webhook_publishes_every_event_to_jetstream_signed_and_in_order()
     }
     assert_eq!(kinds, ["plan.committed", "plan.committed", "plan.cancelled"]);
     js.delete_stream(&name).await.unwrap();
+}
+
+/// Issue 49 (SSRF): with no `--webhook-allow`, a webhook whose destination is, or resolves to,
+/// an address inside (loopback, private, link-local, unique-local, multicast, unspecified; in
+/// every spelling: decimal and hex IPv4, IPv4-mapped IPv6, `localhost`; `nats://` too) is
+/// refused at registration with a 422 naming the reason, and nothing is made.
+#[tokio::test]
+async fn destinations_inside_the_network_are_refused_at_registration() {
+    let app = TestApp::memory(crate::support::grid(), |_| {}).await;
+    let alice = app.token("alice", false).await;
+    for (url, kind) in [
+        ("http://127.0.0.1:5432/", "loopback"),
+        ("http://2130706433/", "loopback"),
+        ("http://0x7f.0.0.1/", "loopback"),
+        ("http://127.1/", "loopback"),
+        ("http://0.0.0.0/", "unspecified"),
+        ("http://[::1]/", "loopback"),
+        ("http://[::]/", "unspecified"),
+        ("http://[::ffff:127.0.0.1]/", "loopback"),
+        ("http://[::ffff:a9fe:a9fe]/", "link-local"),
+        ("http://169.254.169.254/latest/meta-data/", "link-local"),
+        ("https://10.0.0.1/hook", "private"),
+        ("http://172.16.5.4/", "private"),
+        ("http://192.168.0.10/", "private"),
+        ("http://[fd12:3456::1]/", "unique-local"),
+        ("http://[fe80::1]/", "link-local"),
+        ("http://224.0.0.1/", "multicast"),
+        ("http://[ff02::1]/", "multicast"),
+        ("http://localhost:8080/hook", "loopback"),
+        ("nats://127.0.0.1:4222/events", "loopback"),
+        ("nats://2130706433:4222/events", "loopback"),
+        ("nats://[::1]:4222/events", "loopback"),
+        ("nats://localhost:4222/events", "loopback"),
+        ("nats://10.0.0.1:4222/events", "private"),
+    ] {
+        let r = app.post("/v1/webhooks", &alice, &json!({ "url": url })).await;
+        let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+        assert!(p["type"].as_str().unwrap().ends_with(":destination-not-allowed"), "{url}: {p}");
+        assert!(p["detail"].as_str().unwrap().contains(&format!(" {kind} address")), "{url}: {p}");
+    }
+    assert!(app.json("/v1/webhooks", &alice).await.as_array().unwrap().is_empty(), "nothing made");
+}
+
+/// Issue 49 (SSRF, DNS rebinding): a webhook registered while its name resolved elsewhere and
+/// that now resolves to 127.0.0.1 (`localhost` here) is checked again at every connection: the
+/// receiver on 127.0.0.1 never gets a delivery, and the log says only that there was no
+/// answer (no "connection refused" or timing to probe ports with). A literal inside address
+/// that reached the store is refused as well.
+#[tokio::test]
+async fn a_name_resolving_inside_at_delivery_is_not_connected_to() {
+    let app = TestApp::memory(crate::support::grid(), |c| {
+        c.w_interval_s = 1;
+        c.webhook_retry_base_ms = 100;
+    })
+    .await;
+    let alice = app.token("alice", false).await;
+    let (url, seen) = receiver().await;
+    let port = url.rsplit(':').next().unwrap().split('/').next().unwrap().to_owned();
+    let owner = app.state.store.token(&coreserve::api::auth::hash_token(&alice)).await.unwrap().unwrap().principal;
+    let cursor = app.state.store.last_event_id().await.unwrap();
+    let mut ids = Vec::new();
+    for url in [format!("http://localhost:{port}/hook"), format!("http://127.0.0.1:{port}/hook")] {
+        let w = coreserve::store::WebhookRecord {
+            id: uuid::Uuid::new_v4(),
+            owner,
+            user: "alice".into(),
+            admin: false,
+            url,
+            secret: "a-secret-of-my-own".into(),
+            created_at: Utc::now(),
+            enabled: true,
+            cursor,
+            attempts: 0,
+            next_attempt_at: Utc::now(),
+            failing_since: None,
+            last_error: None,
+        };
+        ids.push(w.id);
+        app.state.store.insert_webhook(w).await.unwrap();
+    }
+    app.post("/v1/plans", &alice, &plan("x", 3600)).await;
+    for id in &ids {
+        let mut log = Vec::new();
+        for _ in 0..100 {
+            log = app.json(&format!("/v1/webhooks/{id}/deliveries"), &alice).await.as_array().unwrap().clone();
+            if log.len() >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(log.len() >= 2, "attempted and retried: {log:?}");
+        for d in &log {
+            assert_eq!(d["error"], coreserve::api::webhooks::NO_ANSWER, "{d}");
+            assert!(d.get("status_code").is_none(), "{d}");
+            assert_eq!(d["duration_ms"], 0.0, "no timing: {d}");
+        }
+        let w = app.json(&format!("/v1/webhooks/{id}"), &alice).await;
+        assert_eq!(w["last_error"], coreserve::api::webhooks::NO_ANSWER, "{w}");
+    }
+    assert!(seen.lock().unwrap().deliveries.is_empty(), "nothing reached 127.0.0.1");
+}
+
+/// Issue 49: an admin's `--webhook-allow` lets an in-house receiver in: a network (CIDR) for
+/// a name that resolves into it (`localhost` in 127.0.0.0/8), a host name for itself; other
+/// inside addresses stay refused.
+#[tokio::test]
+async fn an_allowed_network_or_host_is_delivered_to() {
+    let app = TestApp::memory(crate::support::grid(), |c| {
+        c.w_interval_s = 1;
+        c.webhook_allow = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    let alice = app.token("alice", false).await;
+    let (url, seen) = receiver().await;
+    let port = url.rsplit(':').next().unwrap().split('/').next().unwrap().to_owned();
+    let r = app.post("/v1/webhooks", &alice, &json!({"url": format!("http://localhost:{port}/hook")})).await;
+    assert_eq!(r.status(), StatusCode::CREATED, "{}", r.text().await.unwrap());
+    let hook: Value = r.json().await.unwrap();
+    seen.lock().unwrap().secret = hook["secret"].as_str().unwrap().to_owned();
+    let r = app.post("/v1/webhooks", &alice, &json!({"url": "http://10.0.0.1/"})).await;
+    problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    app.post("/v1/plans", &alice, &plan("x", 3600)).await;
+    until_delivered(&seen, &events_of(&app.api, &alice, 1).await.into_iter().collect()).await;
+    let log = app.json(&format!("/v1/webhooks/{}/deliveries", hook["id"].as_str().unwrap()), &alice).await;
+    assert_eq!(log[0]["status_code"], 204, "{log}");
+
+    let app = TestApp::memory(crate::support::grid(), |c| {
+        c.w_interval_s = 1;
+        c.webhook_allow = vec!["LocalHost".parse().unwrap()];
+    })
+    .await;
+    let alice = app.token("alice", false).await;
+    let r = app.post("/v1/webhooks", &alice, &json!({"url": format!("http://localhost:{port}/hook")})).await;
+    assert_eq!(r.status(), StatusCode::CREATED, "an allowed host");
+    let r = app.post("/v1/webhooks", &alice, &json!({"url": format!("http://127.0.0.1:{port}/hook")})).await;
+    problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+}
+
+/// Issue 49: at most `--webhook-max-per-user` webhooks per user (one more: 422 naming the
+/// limit; an admin is not limited; deleting one makes room), and an event is attempted at
+/// most `--webhook-max-attempts-per-event` times per webhook before it is given up and the
+/// next event is delivered.
+#[tokio::test]
+async fn webhooks_per_user_and_attempts_per_event_are_limited() {
+    let app = TestApp::memory(crate::support::grid(), |c| {
+        c.w_interval_s = 1;
+        c.webhook_retry_base_ms = 50;
+        c.webhook_max_per_user = 2;
+        c.webhook_max_attempts_per_event = 3;
+        c.webhook_allow = vec!["127.0.0.1".parse().unwrap()];
+    })
+    .await;
+    let admin = crate::support::ADMIN;
+    let alice = app.token("alice", false).await;
+    let (url, seen) = receiver().await;
+    let mut made = Vec::new();
+    for _ in 0..2 {
+        let r = app.post("/v1/webhooks", &alice, &json!({ "url": url })).await;
+        assert_eq!(r.status(), StatusCode::CREATED);
+        made.push(r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned());
+    }
+    let r = app.post("/v1/webhooks", &alice, &json!({ "url": url })).await;
+    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+    assert!(p["type"].as_str().unwrap().ends_with(":webhook-limit"), "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("--webhook-max-per-user 2"), "{p}");
+    assert_eq!(app.json("/v1/webhooks", &alice).await.as_array().unwrap().len(), 2);
+    let r = app.post("/v1/webhooks", admin, &json!({ "url": url })).await;
+    assert_eq!(r.status(), StatusCode::CREATED, "an admin is not limited");
+    let admins = r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.delete(&format!("/v1/webhooks/{admins}"), admin).await.status(), StatusCode::NO_CONTENT);
+    assert_eq!(app.delete(&format!("/v1/webhooks/{}", made[1]), &alice).await.status(), StatusCode::NO_CONTENT);
+
+    // One webhook left; the receiver fails: each event is tried 3 times, then the next.
+    seen.lock().unwrap().failing = true;
+    app.post("/v1/plans", &alice, &plan("a", 3600)).await;
+    app.post("/v1/plans", &alice, &plan("b", 7200)).await;
+    let events = events_of(&app.api, &alice, 2).await;
+    let mut log = Vec::new();
+    for _ in 0..100 {
+        log = app.json(&format!("/v1/webhooks/{}/deliveries", made[0]), &alice).await.as_array().unwrap().clone();
+        if log.len() >= 6 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for e in &events {
+        let attempts: Vec<i64> =
+            log.iter().filter(|d| d["event_id"] == *e).map(|d| d["attempt"].as_i64().unwrap()).collect();
+        assert_eq!(attempts.len(), 3, "event {e}: {log:?}");
+        assert!(attempts.iter().all(|a| *a <= 3), "event {e}: {attempts:?}");
+    }
+    assert!(log[0]["error"].as_str().unwrap().contains("given up after 3 attempts"), "{:?}", log[0]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let received = seen.lock().unwrap().deliveries.len();
+    assert_eq!(received, 6, "3 attempts per event, no more");
 }

@@ -23,7 +23,9 @@ use crate::store::{DeliveryRecord, WebhookRecord};
 pub struct WebhookBody {
     /// Where to POST the events: an absolute `http` or `https` URL, at most 2048 characters;
     /// or `nats://host:port/<subject>` to publish them to NATS JetStream on
-    /// `<subject>.<type>` (a stream must capture those subjects).
+    /// `<subject>.<type>` (a stream must capture those subjects). Its host must be, and resolve
+    /// to, public addresses only (no loopback, private, link-local, unique-local, multicast or
+    /// unspecified address), unless the service's admin allowed it (`--webhook-allow`).
     #[schema(max_length = 2048)]
     pub url: String,
     /// The key of the deliveries' signatures (16-256 printable characters); absent: one is
@@ -81,6 +83,28 @@ pub struct WebhookCreated {
     pub secret: String,
 }
 
+/// 422 `destination-not-allowed`: the URL's host is, or resolves to, an address webhooks may
+/// not reach.
+fn not_allowed(e: crate::api::destinations::DestinationError) -> ApiError {
+    ApiError::new(
+        actix_web::http::StatusCode::UNPROCESSABLE_ENTITY,
+        "destination-not-allowed",
+        "Webhooks may not reach this destination",
+        e.to_string(),
+    )
+}
+
+/// The URL's host and port (`nats://host:port/...`: its server's; default ports 80, 443 and
+/// 4222).
+fn host_port(url: &reqwest::Url) -> Option<(&str, u16)> {
+    let port = url.port().unwrap_or(match url.scheme() {
+        "https" => 443,
+        "nats" => 4222,
+        _ => 80,
+    });
+    url.host_str().filter(|h| !h.is_empty()).map(|h| (h, port))
+}
+
 fn check(b: &WebhookBody) -> Result<(), ApiError> {
     if b.url.len() > 2048 {
         return Err(ApiError::invalid("url: at most 2048 characters"));
@@ -108,6 +132,7 @@ fn check(b: &WebhookBody) -> Result<(), ApiError> {
 #[utoipa::path(post, path = "/v1/webhooks", operation_id = "create_webhook", tag = "plans", request_body = WebhookBody,
     responses(
         (status = 201, body = WebhookCreated),
+        (status = 422, description = "Not a JSON object, control characters, unknown or missing fields, or invalid values (URL, secret); the destination is, or resolves to, an address webhooks may not reach (type .../destination-not-allowed: loopback, private, link-local, unique-local, multicast, unspecified, ...; an admin may allow networks and hosts with --webhook-allow); or the caller has --webhook-max-per-user webhooks already (type .../webhook-limit)"),
     ),
     security(("bearer" = [])))]
 pub async fn create(
@@ -116,6 +141,26 @@ pub async fn create(
 ) -> Result<HttpResponse, ApiError> {
     let Guarded { caller, body: Body(b), .. } = g;
     check(&b)?;
+    let url = reqwest::Url::parse(&b.url).map_err(ApiError::invalid)?;
+    let (host, port) = host_port(&url).ok_or_else(|| ApiError::invalid("url: no host"))?;
+    state.webhook_policy.check_registration(host, port).await.map_err(not_allowed)?;
+    // One registration at a time in this process: the count and the insert agree.
+    let _registering = state.webhook_registration.lock().await;
+    let limit = state.config.webhook_max_per_user;
+    if !caller.admin {
+        let n = state.store.webhooks(Some(caller.principal)).await?.len();
+        if n >= limit {
+            return Err(ApiError::new(
+                actix_web::http::StatusCode::UNPROCESSABLE_ENTITY,
+                "webhook-limit",
+                "Too many webhooks",
+                format!(
+                    "{} has {n} webhooks, the most a user may have (--webhook-max-per-user {limit}); delete one first",
+                    caller.user
+                ),
+            ));
+        }
+    }
     let now = Utc::now();
     let secret = b.secret.unwrap_or_else(new_secret);
     let w = WebhookRecord {

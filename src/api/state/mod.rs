@@ -73,6 +73,11 @@ pub struct AppState {
     pub instance: String,
     /// The claims this process works on right now, renewed by [`AppState::renew_claims`].
     claims: Arc<Mutex<HashSet<Uuid>>>,
+    /// Where webhooks may deliver ([`ServeConfig::webhook_allow`]).
+    pub webhook_policy: Arc<super::destinations::DestinationPolicy>,
+    /// Held while a webhook is registered: a user's count and the new webhook are checked and
+    /// written one at a time in this process ([`ServeConfig::webhook_max_per_user`]).
+    pub webhook_registration: tokio::sync::Mutex<()>,
 }
 
 /// A claim this process works on: renewed while this lives ([`AppState::renew_claims`]).
@@ -199,6 +204,8 @@ impl AppState {
             fair = fair.with_planning_per_user(cores);
         }
         Ok(AppState {
+            webhook_policy: Arc::new(super::destinations::DestinationPolicy::new(config.webhook_allow.clone())),
+            webhook_registration: tokio::sync::Mutex::new(()),
             backlog: Backlog::default(),
             tentative: Tentative::default(),
             fair,

@@ -133,6 +133,18 @@ pub struct ServeArgs {
     /// (default 3 days).
     #[arg(long, default_value_t = 3 * 24 * 3600, env = "CORESERVE_WEBHOOK_DISABLE_AFTER_S")]
     pub webhook_disable_after_s: i64,
+    /// Webhooks: a network (CIDR, or one address) or a host name that deliveries may reach
+    /// although it is not public (loopback, private, link-local, ...: refused by default, see
+    /// docs/deploy.md); once per entry, or comma-separated. For in-house receivers.
+    #[arg(long = "webhook-allow", value_name = "CIDR|HOST", env = "CORESERVE_WEBHOOK_ALLOW", value_delimiter = ',')]
+    pub webhook_allow: Vec<crate::api::destinations::Allowed>,
+    /// Webhooks: at most this many per user (admins: no limit).
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_WEBHOOK_MAX_PER_USER, env = "CORESERVE_WEBHOOK_MAX_PER_USER")]
+    pub webhook_max_per_user: usize,
+    /// Webhooks: an event not acknowledged after this many delivery attempts is given up (the
+    /// webhook goes on with the next event).
+    #[arg(long, default_value_t = crate::api::config::DEFAULT_WEBHOOK_MAX_ATTEMPTS_PER_EVENT, env = "CORESERVE_WEBHOOK_MAX_ATTEMPTS_PER_EVENT")]
+    pub webhook_max_attempts_per_event: i32,
     /// Retention: delete what finished this many days ago or earlier (cancelled, rejected and
     /// completed plans with their keys, past journal rows and decisions, delivered events,
     /// old webhook delivery log entries); 0 (default): keep everything. See docs/deploy.md.
@@ -228,11 +240,13 @@ impl ServeArgs {
             || self.planning_permits == 0
             || self.webhook_retry_base_ms == 0
             || self.webhook_disable_after_s <= 0
+            || self.webhook_max_attempts_per_event <= 0
             || self.retention_every_s == 0
         {
             bail!(
                 "--planners, --lease-s, --claim-lease-s, --max-in-flight-per-user, --planning-permits, --horizon-days, \
-                 --webhook-retry-base-ms, --webhook-disable-after-s and --retention-every-s must be > 0 and \
+                 --webhook-retry-base-ms, --webhook-disable-after-s, --webhook-max-attempts-per-event and \
+                 --retention-every-s must be > 0 and \
                  --w-interval-s >= 0"
             );
         }
@@ -273,6 +287,9 @@ impl ServeArgs {
             admission_window_ms: self.admission_window_ms,
             webhook_retry_base_ms: self.webhook_retry_base_ms,
             webhook_disable_after_s: self.webhook_disable_after_s,
+            webhook_allow: self.webhook_allow,
+            webhook_max_per_user: self.webhook_max_per_user,
+            webhook_max_attempts_per_event: self.webhook_max_attempts_per_event,
             service_token: self.service_token,
             participant_token: self.participant_token,
             tls: tls_files(self.tls_cert.zip(self.tls_key)),
