@@ -34,6 +34,8 @@ pub use records::{
     PoolState, Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookLease, WebhookRecord,
 };
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -216,6 +218,10 @@ pub trait DecisionStore: Send + Sync {
     /// Takes over, for `claim`, up to `limit` decided transactions not finished whose lease
     /// ran out (oldest first), and returns them.
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError>;
+    /// Which of `plans` (`None`: of all plans) have a modification decided and not finished (in doubt: its
+    /// participants may hold the new shape while the plan record still shows the old one,
+    /// until the modification's end is recorded).
+    async fn modifications_in_doubt(&self, plans: Option<&[Uuid]>) -> Result<HashSet<Uuid>, StoreError>;
 }
 
 /// The store of the participants' holds as the journal keeps them (part of [`Store`]). Every

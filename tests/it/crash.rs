@@ -463,3 +463,99 @@ async fn settled_by_another_planner(point: &str) {
         assert!(reservations(&server.api(), site).await.is_empty(), "{site}: released");
     }
 }
+
+/// Issue 49, point 3: planner A dies after deciding a `PATCH` (its decision logged, at
+/// `after-decision` before any commit, at `after-commit` with every part committed and the end
+/// not recorded). The client's retry with the same `Idempotency-Key` through planner B never
+/// answers 200 with the plan's old shape: `503 plan-in-doubt` with `Retry-After` while the
+/// modification is unsettled (and `GET` shows the old shape only with `modification_pending`), then,
+/// once B's recovery has finished it, 200 with the new shape, which is what the sites hold.
+#[tokio::test]
+async fn a_retried_modification_in_doubt_is_answered_in_doubt_never_with_the_old_shape() {
+    let _machine = machine::reserve("crash").await;
+    for point in ["after-decision", "after-commit"] {
+        modification_in_doubt_through_another_planner(point).await;
+    }
+}
+
+async fn modification_in_doubt_through_another_planner(point: &str) {
+    use coreserve::api::auth::Roles;
+    let test_db = TestDb::new().await;
+    let db = test_db.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let grid = write_grid(dir.path());
+    let lis = |site: &'static str| ["--role", "lis", "--site", site, "--lease-s", "30"];
+    let gis = Server::start(db, Some(&grid), &["--role", "gis"], None);
+    let nis = Server::start(db, Some(&grid), &["--role", "nis", "--lease-s", "30"], None);
+    let s1 = Server::start(db, Some(&grid), &lis("s1"), None);
+    let s2 = Server::start(db, Some(&grid), &lis("s2"), None);
+    let planner = Roles { planner: true, service: true, admin: false };
+    let (token_a, _) = coreserve::cli::token_create(db, "planner-a", planner, None).await.unwrap();
+    let (token_b, _) = coreserve::cli::token_create(db, "planner-b", planner, None).await.unwrap();
+    let args = |token: &str| {
+        let mut a: Vec<String> = ["--role", "planner", "--gis", &gis.url, "--nis", &nis.url, "--claim-lease-s", "3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--lis".into(), format!("s1={}", s1.url), "--lis".into(), format!("s2={}", s2.url)]);
+        a.extend(["--participant-token".into(), token.to_owned()]);
+        a
+    };
+    let (args_a, args_b) = (args(&token_a), args(&token_b));
+    let args_a: Vec<&str> = args_a.iter().map(String::as_str).collect();
+    let args_b: Vec<&str> = args_b.iter().map(String::as_str).collect();
+    let b = Server::start(db, None, &args_b, None);
+    let r = post_plan(&b.api(), &pair("p1", 12), "key-1").await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let plan: Value = r.json().await.unwrap();
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let at = |v: &Value| v.as_str().unwrap().parse::<DateTime<Utc>>().unwrap();
+    let (old_end, new_end) = (at(&plan["jobs"][1]["end"]), at(&plan["jobs"][1]["start"]) + chrono::Duration::hours(2));
+    let change = json!({"jobs": [{"name": "B", "duration_s": 7200}]});
+    let patch = |base: &str| {
+        let url = format!("{base}/v1/plans/{id}");
+        b.api().client.patch(url).bearer_auth(ADMIN).header("Idempotency-Key", "mod-1").json(&change).send()
+    };
+
+    let a = Server::start(db, None, &args_a, Some(point));
+    assert!(patch(&a.url).await.is_err(), "{point}: the request ends with planner A");
+    a.wait_for_crash();
+    let crashed = std::time::Instant::now();
+
+    let mut in_doubt = 0;
+    let modified = loop {
+        let r = patch(&b.url).await.unwrap();
+        let status = r.status();
+        let retry_after = r.headers().get("retry-after").is_some();
+        let body: Value = r.json().await.unwrap();
+        if status == StatusCode::OK {
+            break body;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{point}: {body}");
+        assert!(body["type"].as_str().unwrap().ends_with(":plan-in-doubt"), "{point}: {body}");
+        assert!(retry_after, "{point}: Retry-After");
+        in_doubt += 1;
+        let now: Value = b.api().json(&format!("/v1/plans/{id}"), ADMIN).await;
+        if at(&now["jobs"][1]["end"]) == old_end {
+            assert_eq!(now["modification_pending"], true, "{point}: the old shape shown as pending: {now}");
+        }
+        assert!(crashed.elapsed() < Duration::from_secs(20), "{point}: still in doubt 20 s after the crash");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(in_doubt > 0, "{point}: the retry right after the crash found the modification in doubt");
+    assert_eq!(at(&modified["jobs"][1]["end"]), new_end, "{point}: 200 only with the new shape: {modified}");
+    assert!(modified.get("modification_pending").is_none(), "{point}: settled: {modified}");
+    let now: Value = b.api().json(&format!("/v1/plans/{id}"), ADMIN).await;
+    assert_eq!(at(&now["jobs"][1]["end"]), new_end, "{point}: {now}");
+    let site = now["jobs"][1]["site"].as_str().unwrap().to_owned();
+    let server = if site == "s1" { &s1 } else { &s2 };
+    let ends: Vec<DateTime<Utc>> = reservations(&server.api(), &site)
+        .await
+        .iter()
+        .filter(|r| r["state"] == "committed")
+        .map(|r| at(&r["end"]))
+        .collect();
+    assert!(ends.contains(&new_end) && !ends.contains(&old_end), "{point}: {site} holds the new shape: {ends:?}");
+    drop((gis, nis));
+}

@@ -11,12 +11,20 @@
 //! claim on the key `coreserve:plan:{id}` of the store's idempotency keys (taken over if its
 //! process dies), so two changes never replace the same reservation at once. With an
 //! `Idempotency-Key`, a retry of a committed modification answers the plan as it is now.
+//!
+//! **In doubt.** A modification decided (its decision durable) but not finished, because its
+//! planner stopped mid-way, is settled by another planner's recovery within seconds. Until then
+//! the participants may hold the new shape while the plan record shows the old one, so: a
+//! retry of that `PATCH` (same key) answers `503 plan-in-doubt` with `Retry-After`, never the
+//! old shape as if modified; `GET` shows the plan with `modification_pending: true`; and
+//! another change or a cancellation of the plan is `409 plan-pending` (Retry-After).
 
-use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use uuid::Uuid;
 
-use super::plans::{fingerprint, idempotency_key, in_progress, owned, task_failed, unrecorded, PlanView};
+use super::plans::{
+    fingerprint, idempotency_key, in_progress, owned, plan_in_doubt, plan_pending, task_failed, unrecorded, PlanView,
+};
 use crate::api::auth::Caller;
 use crate::api::decision_log::{ModificationMeta, StoreDecisionLog};
 use crate::api::problem::ApiError;
@@ -73,9 +81,9 @@ impl PlanLock {
         (status = 200, description = "Every change is booked: the plan as modified", body = PlanView),
         (status = 400, description = "Malformed JSON or Idempotency-Key"),
         (status = 403, description = "Another user's plan"),
-        (status = 409, description = "The plan is not committed or active (pending, cancelled, completed, rejected, broken), another change of it is under way, or a changed part does not fit (type .../modification-refused: which part, and when it could start); nothing changed"),
         (status = 422, description = "The change is invalid: unknown fields, jobs or transfers, out of bounds, into the past, past the deadline, a started part's start or size, a transfer outside its jobs, nothing to change; nothing changed"),
-        (status = 503, description = "The store did not record the modification (nothing changed), or its commit is not confirmed yet (plan-in-doubt). Retry with the same Idempotency-Key"),
+        (status = 409, description = "The plan is not committed or active (pending, cancelled, completed, rejected, broken), another change of it is under way or not confirmed yet (plan-pending, Retry-After), or a changed part does not fit (type .../modification-refused: which part, and when it could start); nothing changed"),
+        (status = 503, description = "The store did not record the modification (nothing changed), or its commit is not confirmed yet (plan-in-doubt, Retry-After; also the answer to a retry with the same Idempotency-Key while it is so: GET shows modification_pending). Retry with the same Idempotency-Key"),
     ),
     security(("bearer" = []))
 )]
@@ -99,6 +107,14 @@ pub async fn modify(
                 if plan != rec.id || fingerprint != print {
                     return Err(ApiError::invalid(format!("Idempotency-Key `{key}` was used for a different request")));
                 }
+                // The key is done once the modification is decided: its end may not be recorded
+                // yet (its planner stopped). Then the plan read above may be the shape before
+                // it, which the participants may no longer hold: in doubt, not 200.
+                if !state.store.modifications_in_doubt(Some(&[rec.id])).await?.is_empty() {
+                    return Err(modification_in_doubt(&state, rec.id, "its planner stopped before recording its end"));
+                }
+                // Read after the check: once the modification is finished, the plan as it made it.
+                let rec = owned(&state, &caller, rec.id).await?;
                 return Ok(HttpResponse::Ok().json(PlanView::from(&rec)));
             }
         }
@@ -162,13 +178,15 @@ async fn free_key(state: &AppState, principal: Uuid, key: Option<&str>, claim: &
 async fn modifiable(state: &AppState, id: Uuid) -> Result<PlanRecord, ApiError> {
     let rec = state.store.plan(id).await?.ok_or_else(|| ApiError::not_found(format!("unknown plan {id}")))?;
     match rec.status {
-        PlanStatus::Committed | PlanStatus::Active => Ok(rec),
-        PlanStatus::Pending => Err(ApiError::conflict(
-            "plan-pending",
-            "The plan's commit is not confirmed yet",
-            format!("plan {id} is pending; it becomes committed or rejected within seconds: retry then"),
-        )
-        .retry_after(state.config.claim_lease_s as u64)),
+        PlanStatus::Committed | PlanStatus::Active => {
+            // Another modification decided and not finished: its replacements may be committed
+            // at the participants, the record not rewritten yet.
+            if !state.store.modifications_in_doubt(Some(&[id])).await?.is_empty() {
+                return Err(plan_pending(state, id, "being modified (another modification is not confirmed yet)"));
+            }
+            Ok(rec)
+        }
+        PlanStatus::Pending => Err(plan_pending(state, id, "pending (committed or rejected soon)")),
         status => Err(ApiError::conflict(
             "plan-not-modifiable",
             "Only a committed or active plan can be modified",
@@ -222,16 +240,19 @@ async fn answer(
             Err(ApiError::conflict("decision-refused", "The decision was refused; nothing changed", reason))
         }
         Settlement::Undecided(LogError::Unavailable(e)) => Err(unrecorded(st, rec.owner, None, claim, e).await),
-        Settlement::InDoubt(reason) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "plan-in-doubt",
-            "The modification's commit is not confirmed yet",
-            format!(
-                "the modification of plan {} is decided but not confirmed: {reason}. It is settled within seconds of \
-                 the participants and the store answering; read GET /v1/plans/{}.",
-                rec.id, rec.id
-            ),
-        )
-        .retry_after(st.config.claim_lease_s as u64)),
+        Settlement::InDoubt(reason) => Err(modification_in_doubt(st, rec.id, &reason.to_string())),
     }
+}
+
+/// 503 `plan-in-doubt`: the modification of plan `id` is decided but not confirmed (`why`).
+fn modification_in_doubt(st: &AppState, id: Uuid, why: &str) -> ApiError {
+    plan_in_doubt(
+        st,
+        "The modification's commit is not confirmed yet",
+        format!(
+            "the modification of plan {id} is decided but not confirmed: {why}. It is settled within seconds of the \
+             participants and the store answering; retry with the same Idempotency-Key, or read GET /v1/plans/{id} \
+             (modification_pending while it is so)."
+        ),
+    )
 }

@@ -82,14 +82,28 @@ pub struct PlanView {
     pub user: String,
     pub created_at: DateTime<Utc>,
     pub cancelled_at: Option<DateTime<Utc>>,
+    /// Present (`true`) while a modification of the plan is decided but its end not yet
+    /// recorded (its planner stopped mid-way; another planner finishes it within seconds): the
+    /// participants may already hold the modified shape while the plan still shows the one
+    /// before. The plan cannot be modified or cancelled meanwhile (409, Retry-After), and a
+    /// retry of that `PATCH` answers `503 plan-in-doubt`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub modification_pending: bool,
     #[serde(flatten)]
     pub outcome: Outcome<PlanStatus>,
 }
 
 impl PlanView {
     fn new(id: Uuid, user: &str, status: PlanStatus, o: &Outcome, created_at: DateTime<Utc>) -> Self {
-        PlanView { id, user: user.to_owned(), created_at, cancelled_at: None, outcome: o.clone().with_status(status) }
-            .with_part_states(Utc::now())
+        PlanView {
+            id,
+            user: user.to_owned(),
+            created_at,
+            cancelled_at: None,
+            modification_pending: false,
+            outcome: o.clone().with_status(status),
+        }
+        .with_part_states(Utc::now())
     }
 
     /// Each job's and transfer's `state` at `now` (booked plans only).
@@ -114,10 +128,37 @@ impl From<PlanRecord> for PlanView {
             user: r.user,
             created_at: r.created_at,
             cancelled_at: r.cancelled_at,
+            modification_pending: false,
             outcome: r.outcome.with_status(r.status),
         }
         .with_part_states(Utc::now())
     }
+}
+
+impl PlanView {
+    /// The view marked [`PlanView::modification_pending`] when `pending` has its id.
+    pub fn pending_in(mut self, pending: &std::collections::HashSet<Uuid>) -> Self {
+        self.modification_pending = pending.contains(&self.id);
+        self
+    }
+}
+
+/// 503 `plan-in-doubt` (Retry-After: the claim lease): a commit (of a plan or of a
+/// modification) is decided and not confirmed; `detail` says which and where to look.
+pub(super) fn plan_in_doubt(state: &AppState, title: &'static str, detail: String) -> ApiError {
+    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "plan-in-doubt", title, detail)
+        .retry_after(state.config.claim_lease_s.max(1) as u64)
+}
+
+/// 409 `plan-pending` (Retry-After): plan `id` cannot change now, its commit or the commit of a
+/// modification of it being not confirmed yet.
+pub(super) fn plan_pending(state: &AppState, id: Uuid, what: &str) -> ApiError {
+    ApiError::conflict(
+        "plan-pending",
+        "The plan's commit is not confirmed yet",
+        format!("plan {id} is {what}; it is settled within seconds: retry then"),
+    )
+    .retry_after(state.config.claim_lease_s.max(1) as u64)
 }
 
 /// `POST /v1/plans` query.
@@ -377,17 +418,15 @@ pub async fn create(
                 st.ledger.record(&id.to_string(), &user, Usage::of_outcome(&o));
                 st.metrics.plan_done(PlanStatus::Pending, seconds, o.holds_aborted);
                 tracing::warn!(request = %o.request_id, plan = %id, %reason, "plan in doubt: answered 503");
-                return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "plan-in-doubt",
+                return Err(plan_in_doubt(
+                    &st,
                     "The plan's commit is not confirmed yet",
                     format!(
                         "plan {id} is pending: {reason}. It is neither booked for sure nor rejected; it is settled \
                          within seconds of the participants and the store answering. Retry with the same \
                          Idempotency-Key, or read GET /v1/plans/{id}."
                     ),
-                )
-                .retry_after(st.config.claim_lease_s as u64));
+                ));
             }
         };
         if rec.status == PlanStatus::Committed {
@@ -469,9 +508,12 @@ pub async fn list(
     let status = query.status.as_deref().map(str::parse::<PlanStatus>).transpose().map_err(ApiError::bad_request)?;
     let filter =
         PlanFilter { owner: (!caller.admin).then_some(caller.principal), status, from: query.from, to: query.to };
+    // Read before the plans: a modification finished in between shows as pending with its
+    // new shape, never the old shape as if settled.
+    let pending = state.store.modifications_in_doubt(None).await?;
     let plans = state.store.list_plans(&filter).await?;
     let wanted = |p: &&PlanRecord| query.request_id.as_ref().is_none_or(|r| &p.outcome.request_id == r);
-    Ok(web::Json(plans.iter().filter(wanted).map(PlanView::from).collect()))
+    Ok(web::Json(plans.iter().filter(wanted).map(|p| PlanView::from(p).pending_in(&pending)).collect()))
 }
 
 pub(super) async fn owned(state: &AppState, caller: &Caller, id: Uuid) -> Result<PlanRecord, ApiError> {
@@ -496,7 +538,10 @@ pub async fn get(
     caller: Caller,
     id: web::Path<Uuid>,
 ) -> Result<web::Json<PlanView>, ApiError> {
-    Ok(web::Json(PlanView::from(&owned(&state, &caller, *id).await?)))
+    // Read before the plan (see `list`).
+    let pending = state.store.modifications_in_doubt(Some(&[*id])).await?;
+    let rec = owned(&state, &caller, *id).await?;
+    Ok(web::Json(PlanView::from(&rec).pending_in(&pending)))
 }
 
 /// Cancel a committed, active or broken plan: release every reservation (idempotent).
@@ -505,7 +550,7 @@ pub async fn get(
     responses(
         (status = 200, description = "Cancelled (also when it already was)", body = PlanView),
         (status = 403),
-        (status = 409, description = "A rejected or completed plan has nothing to cancel; a pending plan is not settled yet (Retry-After)"),
+        (status = 409, description = "A rejected or completed plan has nothing to cancel; a pending plan, or a plan whose modification is not confirmed yet (modification_pending), is not settled yet (Retry-After)"),
     ),
     security(("bearer" = []))
 )]
@@ -524,14 +569,7 @@ pub async fn cancel(
                 format!("plan {} was rejected; nothing is booked", rec.id),
             ))
         }
-        PlanStatus::Pending => {
-            return Err(ApiError::conflict(
-                "plan-pending",
-                "The plan's commit is not confirmed yet",
-                format!("plan {} is pending; it becomes committed or rejected within seconds: retry then", rec.id),
-            )
-            .retry_after(state.config.claim_lease_s as u64))
-        }
+        PlanStatus::Pending => return Err(plan_pending(&state, rec.id, "pending (committed or rejected soon)")),
         PlanStatus::Completed => {
             return Err(ApiError::conflict(
                 "plan-completed",
@@ -548,8 +586,14 @@ pub async fn cancel(
     let st = state.clone();
     let task = actix_web::rt::spawn(async move {
         let cancelled = async {
-            // Read again under the lock: a modification may have replaced its bookings.
+            // Read again under the lock: a modification may have replaced its bookings, or be
+            // decided and not finished (its planner stopped): then its replacements may be
+            // committed at the participants, and releasing the bookings of the record would
+            // leave them booked.
             let rec = st.store.plan(rec.id).await?.ok_or_else(|| ApiError::internal("plan vanished"))?;
+            if !st.store.modifications_in_doubt(Some(&[rec.id])).await?.is_empty() {
+                return Err(plan_pending(&st, rec.id, "being modified (the modification is not confirmed yet)"));
+            }
             if rec.status.holds_reservations() {
                 st.planners.lend().cancel(&rec.bookings).await?;
             }

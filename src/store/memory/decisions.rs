@@ -2,7 +2,10 @@
 //! plan, the ends of transactions, and the recovery of those in doubt.
 
 use async_trait::async_trait;
+use std::collections::HashSet;
 use std::time::Instant;
+
+use uuid::Uuid;
 
 use crate::fairshare::Usage;
 use crate::protocol::decision::{Ending, InDoubt};
@@ -115,6 +118,15 @@ impl DecisionStore for MemoryStore {
             g.event(plan);
         }
         Ok(())
+    }
+
+    async fn modifications_in_doubt(&self, plans: Option<&[Uuid]>) -> Result<HashSet<Uuid>, StoreError> {
+        let g = self.lock();
+        Ok(g.txns
+            .values()
+            .filter(|t| t.doubt.is_some() && t.modification.is_some() && plans.is_none_or(|p| p.contains(&t.plan)))
+            .map(|t| t.plan)
+            .collect())
     }
 
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {

@@ -2,6 +2,8 @@
 //! written with their plan, the ends of transactions, and the recovery of those in doubt; and the
 //! allocation check of the charges they write (`allocation_charges`).
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -305,6 +307,17 @@ impl DecisionStore for PgStore {
             return Err(StoreError::Superseded);
         }
         Ok(())
+    }
+
+    async fn modifications_in_doubt(&self, plans: Option<&[Uuid]>) -> Result<HashSet<Uuid>, StoreError> {
+        let rows = sqlx::query_scalar!(
+            "SELECT DISTINCT plan_id FROM transactions
+             WHERE finished_at IS NULL AND kind = 'modification' AND ($1::uuid[] IS NULL OR plan_id = ANY($1))",
+            plans as _,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().collect())
     }
 
     async fn take_in_doubt(&self, claim: &Claim, limit: usize) -> Result<Vec<InDoubt>, StoreError> {
