@@ -20,10 +20,12 @@ class DeliveryRecord:
     Attributes:
         at (datetime.datetime):
         attempt (int): The attempt's number for this event (1 = first).
-        duration_ms (float):
+        duration_ms (float): How long the receiver took to answer, milliseconds (0 when it did not answer).
         event_id (int):
         webhook_id (UUID):
-        error (None | str | Unset): Why it failed (absent when delivered).
+        error (None | str | Unset): Why it failed (absent when delivered): the receiver's status, or, when there was no
+            answer (connection refused, reset or timed out, destination not allowed), only that
+            there was none (`no answer from the destination`).
         status_code (int | None | Unset): The receiver's HTTP status (absent: no answer).
     """
 

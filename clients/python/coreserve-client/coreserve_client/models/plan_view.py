@@ -47,6 +47,12 @@ class PlanView:
             start (datetime.datetime | None | Unset): Application start `st` of a committed plan.
             transfers (list[TransferPlacement] | Unset):
             cancelled_at (datetime.datetime | None | Unset):
+            modification_pending (bool | Unset): Present (`true`) while a modification of the plan is decided but its end
+                not yet
+                recorded (its planner stopped mid-way; another planner finishes it within seconds): the
+                participants may already hold the modified shape while the plan still shows the one
+                before. The plan cannot be modified or cancelled meanwhile (409, Retry-After), and a
+                retry of that `PATCH` answers `503 plan-in-doubt`.
     """
 
     cost: float
@@ -65,6 +71,7 @@ class PlanView:
     start: datetime.datetime | None | Unset = UNSET
     transfers: list[TransferPlacement] | Unset = UNSET
     cancelled_at: datetime.datetime | None | Unset = UNSET
+    modification_pending: bool | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,6 +139,8 @@ class PlanView:
         else:
             cancelled_at = self.cancelled_at
 
+        modification_pending = self.modification_pending
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -162,6 +171,8 @@ class PlanView:
             field_dict["transfers"] = transfers
         if cancelled_at is not UNSET:
             field_dict["cancelled_at"] = cancelled_at
+        if modification_pending is not UNSET:
+            field_dict["modification_pending"] = modification_pending
 
         return field_dict
 
@@ -269,6 +280,8 @@ class PlanView:
 
         cancelled_at = _parse_cancelled_at(d.pop("cancelled_at", UNSET))
 
+        modification_pending = d.pop("modification_pending", UNSET)
+
         plan_view = cls(
             cost=cost,
             planner=planner,
@@ -286,6 +299,7 @@ class PlanView:
             start=start,
             transfers=transfers,
             cancelled_at=cancelled_at,
+            modification_pending=modification_pending,
         )
 
         plan_view.additional_properties = d

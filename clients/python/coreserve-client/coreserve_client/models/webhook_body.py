@@ -20,7 +20,9 @@ class WebhookBody:
     Attributes:
         url (str): Where to POST the events: an absolute `http` or `https` URL, at most 2048 characters;
             or `nats://host:port/<subject>` to publish them to NATS JetStream on
-            `<subject>.<type>` (a stream must capture those subjects).
+            `<subject>.<type>` (a stream must capture those subjects). Its host must be, and resolve
+            to, public addresses only (no loopback, private, link-local, unique-local, multicast or
+            unspecified address), unless the service's admin allowed it (`--webhook-allow`).
         secret (None | str | Unset): The key of the deliveries' signatures (16-256 printable characters); absent: one is
             generated, and shown once in the answer.
     """
