@@ -1,28 +1,29 @@
 //! Fairness benchmark: how long one user's small plan request takes while another user floods
-//! the same all-in-one broker with heavy requests (issue 8, "fair limits").
+//! the same all-in-one broker with heavy requests (issue 8, "fair limits"; issue 28; issue 49).
 //!
 //! One process, an all-in-one `coreserve serve` (in-process, memory store, 2 HTTP workers,
-//! 3 planners) on Geant2012 (40 sites, imported as `coreserve demo` does), three phases on a
+//! 3 planners, the default limits: 16 planning permits, 8 requests in flight per user, at most
+//! one planning per core per user, a user's requests beside another of theirs in the
+//! background lane) on Geant2012 (40 sites, imported as `coreserve demo` does), phases on a
 //! fresh application each:
 //! 1. **alone**: user `small` sends `SMALL_REQUESTS` 4-job diamond workflows one after the
 //!    other (the baseline);
-//! 2. **flood, no limits**: user `flood` keeps `FLOOD_CLIENTS` 64-job co-allocations (63
-//!    transfers) in flight at all times while `small` does the same as in 1, with the fair
-//!    admission turned off (`--planning-permits` and `--max-in-flight-per-user` at 1024: what
-//!    round 1 did);
-//! 3. **flood, fair limits**: the same with the defaults (16 slots, 8 in flight per user, at
-//!    most one planning per core per user; the flood's extra requests get 429 and retry 100 ms
-//!    later);
-//! 4. **flood ignoring 429**: issue 28's flood: twice as many flood clients, each sending its
-//!    next request as soon as the last one is answered, 429 or not (the defaults).
+//! 2. **8 connections**: user `flood` keeps 8 64-job co-allocations (63 transfers) in flight at
+//!    all times (its in-flight limit: no 429) while `small` does the same as in 1;
+//! 3. **48 connections, pause after 429**: the flood keeps 48 connections busy, pausing 0.2 s
+//!    after each 429 before sending again;
+//! 4. **48 connections, re-send at once**: the same, ignoring the 429s (the next request as
+//!    soon as the last one is answered).
 //!
 //! Every request is a dry run (`?dry_run=true`: planned with tentative holds, nothing booked), so
-//! the calendars are the same in every phase and the phases differ only by the admission. The
-//! small request's latency is the client's (send to answer). Writes its section of BENCHMARKS.md.
+//! the calendars are the same in every phase and the phases differ only by the flood. The
+//! small request's latency is the client's (send to answer); the clients run in the same
+//! process, on the same 2 cores. Writes its section of BENCHMARKS.md, with each phase's p99
+//! as a ratio to the alone phase's (issue 49's goal: at most 3x).
 //!
 //! Environment: `CORESERVE_FAIRNESS_SMALL` (requests of the small user per phase, 200),
-//! `CORESERVE_FAIRNESS_FLOOD` (flood clients, 24), `CORESERVE_FAIRNESS_HEAVY_CPUS` (CPUs per
-//! job of a flood request, 4).
+//! `CORESERVE_FAIRNESS_FLOOD` (connections of the flood in phases 3 and 4, 48),
+//! `CORESERVE_FAIRNESS_HEAVY_CPUS` (CPUs per job of a flood request, 4).
 
 #[path = "report.rs"]
 mod report;
@@ -41,7 +42,9 @@ use serde_json::{json, Value};
 const COMMAND: &str = "cargo bench --bench fairness";
 const ADMIN: &str = "fairness-admin-token";
 /// How long a flood client waits after a 429 (but in the phase that ignores them).
-const BACKOFF: Duration = Duration::from_millis(100);
+const BACKOFF: Duration = Duration::from_millis(200);
+/// The flood's connections in phase 2: its in-flight limit (the default).
+const AT_THE_LIMIT: usize = coreserve::api::config::DEFAULT_MAX_IN_FLIGHT_PER_USER;
 /// A phase's flood runs this long before the small user starts.
 const FLOOD_WARMUP: Duration = Duration::from_secs(3);
 
@@ -87,20 +90,16 @@ struct App {
 }
 
 /// Starts an all-in-one application on 127.0.0.1:0 and makes the two users' tokens.
-async fn start(client: &reqwest::Client, fair: bool) -> Result<App> {
+async fn start(client: &reqwest::Client) -> Result<App> {
     let xml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/topology-zoo/Geant2012.graphml"))
         .context("data/topology-zoo/Geant2012.graphml")?;
     let grid = import_graphml(&xml, &ImportOptions { seed: 1, ..Default::default() })?;
-    let mut config = ServeConfig {
+    let config = ServeConfig {
         listen: "127.0.0.1:0".into(),
         admin_token: Some(ADMIN.into()),
         workers: Some(2),
         ..ServeConfig::default()
     };
-    if !fair {
-        config.planning_permits = 1024;
-        config.max_in_flight_per_user = 1024;
-    }
     let app = Application::build(config, grid, Arc::new(MemoryStore::new())).await?;
     let base = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
@@ -133,11 +132,10 @@ async fn phase(
     client: &reqwest::Client,
     name: &'static str,
     flood_clients: usize,
-    fair: bool,
     small_n: usize,
     backoff: Duration,
 ) -> Result<Phase> {
-    let app = Arc::new(start(client, fair).await?);
+    let app = Arc::new(start(client).await?);
     let stop = Arc::new(AtomicBool::new(false));
     let (done, refused) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let flood_ms = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -223,9 +221,10 @@ fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
     let heavy_cpus = env_or("CORESERVE_FAIRNESS_HEAVY_CPUS", 4);
     let base_p99 = report::percentile(&phases[0].small_ms, 0.99);
     let mut body = format!(
-        "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {flood_clients} 64-job co-allocations ({heavy_cpus} CPUs a job, 63 transfers) in flight, retrying 100 ms after a 429 (last row: twice as many, retrying at once). All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process. Baseline: the small user alone.\n\n\
+        "{}\nOne all-in-one broker in process (memory store, 2 HTTP workers, 3 planners, BIR, policy `time`, the default limits) on Geant2012. User `small` sends {small_n} 4-job diamond workflows one after the other; user `flood` keeps {AT_THE_LIMIT} (its in-flight limit) or {flood_clients} connections busy with 64-job co-allocations ({heavy_cpus} CPUs a job, 63 transfers), pausing {} ms after each 429 or re-sending at once. All requests are dry runs (planned with tentative holds, nothing booked), so every phase sees the same calendars; each phase runs on a fresh application in the same process, clients included. Baseline: the small user alone, in the same run; goal (issue 49): p99 at most 3x the baseline's.\n\n\
 | phase | small request p50 | p90 | p99 | max | p99 ÷ alone | flood answered / refused (429) while measured | flood request p50 |\n|---|---|---|---|---|---|---|---|\n",
-        report::heading("Fairness: a small request while another user floods", COMMAND)
+        report::heading("Fairness: a small request while another user floods", COMMAND),
+        BACKOFF.as_millis()
     );
     for p in phases {
         let s = &p.small_ms;
@@ -249,24 +248,16 @@ fn write(phases: &[Phase], flood_clients: usize, small_n: usize) {
 fn main() -> Result<()> {
     // `cargo bench` passes `--bench`; nothing to parse.
     let small_n = env_or("CORESERVE_FAIRNESS_SMALL", 200).max(1);
-    let flood_clients = env_or("CORESERVE_FAIRNESS_FLOOD", 24);
+    let flood_clients = env_or("CORESERVE_FAIRNESS_FLOOD", 48);
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
         let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build()?;
         let phases = vec![
-            phase(&client, "alone", 0, true, small_n, BACKOFF).await?,
-            phase(&client, "flood, no limits (round 1)", flood_clients, false, small_n, BACKOFF).await?,
-            phase(&client, "flood, fair limits (defaults)", flood_clients, true, small_n, BACKOFF).await?,
-            phase(
-                &client,
-                "flood ignoring 429, 2x clients (defaults)",
-                2 * flood_clients,
-                true,
-                small_n,
-                Duration::ZERO,
-            )
-            .await?,
+            phase(&client, "alone", 0, small_n, BACKOFF).await?,
+            phase(&client, "flood: 8 connections (its limit, no 429)", AT_THE_LIMIT, small_n, BACKOFF).await?,
+            phase(&client, "flood: 48 connections, pause 0.2 s after a 429", flood_clients, small_n, BACKOFF).await?,
+            phase(&client, "flood: 48 connections, re-send at once", flood_clients, small_n, Duration::ZERO).await?,
         ];
         write(&phases, flood_clients, small_n);
         Ok(())

@@ -17,6 +17,10 @@
 //!   user's backlog cannot starve another user's single request. With more permits than the
 //!   per-user limit (the defaults: 16 and 8), a newcomer never waits for a permit at all.
 //!
+//! - **lanes**: a request admitted while its user has another in flight plans in the
+//!   background lane (lowest CPU priority, [`crate::api::lanes`]) where the process has one
+//!   (all-in-one), so that one user's many requests take the CPU the others leave.
+//!
 //! With Planned-Use fair share ([`crate::fairshare`]) the waiting user whose project has the
 //! highest priority `p_i` goes first, then the rule above; with an admission window
 //! (`--admission-window-ms`), a request waits for the end of its window (windows of that length
@@ -84,6 +88,7 @@ pub struct FairQueue {
 pub struct Admission {
     inner: Arc<Inner>,
     user: String,
+    background: bool,
 }
 
 /// A planning permit: held while the request plans; freeing it hands it to the next user (and
@@ -142,8 +147,9 @@ impl FairQueue {
                 limit: self.inner.max_in_flight_per_user,
             });
         }
+        let background = *n > 0;
         *n += 1;
-        Ok(Admission { inner: self.inner.clone(), user: user.to_owned() })
+        Ok(Admission { inner: self.inner.clone(), user: user.to_owned(), background })
     }
 
     /// Requests of `user` admitted right now.
@@ -153,6 +159,13 @@ impl FairQueue {
 }
 
 impl Admission {
+    /// Was the user's another request in flight when this one was admitted? Such a request
+    /// plans in the background lane where there is one ([`crate::api::lanes`]): a user's lone
+    /// request keeps the foreground.
+    pub fn background(&self) -> bool {
+        self.background
+    }
+
     /// Waits for a planning permit, fairly between users; the permit keeps this admission.
     pub async fn into_permit(self) -> PlanningPermit {
         let mut permit = self.wait().await;
@@ -270,6 +283,18 @@ mod tests {
         assert!(q.admit("b").is_ok(), "the limit is per user");
         drop(a1);
         assert!(q.admit("a").is_ok());
+    }
+
+    #[test]
+    fn a_users_lone_request_is_foreground_and_the_others_beside_it_background() {
+        let q = FairQueue::new(2, 8);
+        let a1 = q.admit("a").unwrap();
+        assert!(!a1.background(), "alone");
+        let a2 = q.admit("a").unwrap();
+        assert!(a2.background(), "beside a1");
+        assert!(!q.admit("b").unwrap().background(), "per user");
+        drop((a1, a2));
+        assert!(!q.admit("a").unwrap().background(), "alone again");
     }
 
     /// The permit, if it is granted within 50 ms.

@@ -19,6 +19,8 @@
 //! | [`auth`] | bearer tokens (only SHA-256 hashes are stored) and the [`Caller`] extractor |
 //! | [`body`] | JSON bodies parsed after the caller's role is checked |
 //! | [`gateway`] | a planner process as the deployment's entry point: reads of sites and the network forwarded, participants checked at start |
+//! | [`fair`] | fair admission to planning: per-user limits, permits shared between users, the lanes |
+//! | [`lanes`] | the all-in-one's background lane: a user's requests beside another of theirs plan at the lowest CPU priority |
 //! | [`metrics`] | Prometheus text exposition |
 //! | [`webhooks`] | delivery of the plans' events to users' webhooks: signed, in order, at least once |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
@@ -35,6 +37,7 @@ pub mod destinations;
 pub mod extract;
 pub mod fair;
 pub mod gateway;
+pub mod lanes;
 pub mod metrics;
 pub mod openapi;
 pub mod peer;

@@ -7,7 +7,8 @@
 //!
 //! Planning and storing run in a task of their own, so a client that disconnects mid-request
 //! can never leave a plan half-booked or booked but unrecorded; its retry with the same
-//! `Idempotency-Key` finds the plan.
+//! `Idempotency-Key` finds the plan. All-in-one, the task of a user who has another request in
+//! flight runs in the background lane, at the lowest CPU priority ([`crate::api::lanes`]).
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -295,14 +296,20 @@ pub async fn create(
     // ignores the 429s) costs a token lookup per request, not a JSON parse and validation of a
     // plan (issue 28, point 3). The rules are those of api::extract::JsonBody.
     let body: PlanBody = crate::api::body::parse(&req, &raw)?;
+    // A user with another request in flight plans in the background lane (see api::lanes).
+    let background = state.background.as_ref().filter(|_| admission.background());
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
-        let _permit = admission.into_permit().await;
-        let result = state
-            .planners
-            .lend()
-            .plan_with(&plan, PlanOptions { dry_run: true, user: Some(&caller.user), ..Default::default() })
-            .await;
+        let (st, user) = (state.clone(), caller.user.clone());
+        let run = async move {
+            let _permit = admission.into_permit().await;
+            let opts = PlanOptions { dry_run: true, user: Some(&user), ..Default::default() };
+            st.planners.lend().plan_with(&plan, opts).await
+        };
+        let result = match background {
+            Some(lane) => lane.spawn(run).await.map_err(|e| task_failed(&state, e))?,
+            None => run.await,
+        };
         let o = &result.outcome;
         if matches!(result.settlement, Settlement::Unsatisfiable) {
             return Err(unsatisfiable(o));
@@ -346,7 +353,7 @@ pub async fn create(
     // Plan, book and record in a task of its own: it finishes even if the client goes away.
     let st = state.clone();
     let (user, owner) = (caller.user.clone(), caller.principal);
-    let task = actix_web::rt::spawn(async move {
+    let work = async move {
         let _permit = admission.into_permit().await;
         let claim = &guard.claim;
         let meta = PlanMeta {
@@ -435,7 +442,11 @@ pub async fn create(
         st.metrics.plan_done(rec.status, seconds, rec.outcome.holds_aborted);
         tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
         Ok::<_, ApiError>(rec)
-    });
+    };
+    let task = match background {
+        Some(lane) => lane.spawn(work),
+        None => actix_web::rt::spawn(work),
+    };
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(created(&PlanView::from(rec)))
 }
