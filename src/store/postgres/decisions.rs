@@ -103,6 +103,7 @@ impl DecisionStore for PgStore {
             return Err(StoreError::Superseded); // rolled back
         }
         tx.commit().await?;
+        self.events_written();
         Ok(())
     }
 
@@ -203,6 +204,7 @@ impl DecisionStore for PgStore {
             .await?;
         }
         tx.commit().await?;
+        self.events_written();
         Ok(())
     }
 
@@ -304,6 +306,7 @@ impl DecisionStore for PgStore {
         if finished == 0 {
             return Err(StoreError::Superseded);
         }
+        self.events_written();
         Ok(())
     }
 
