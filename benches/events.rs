@@ -9,15 +9,18 @@
 //! `CLIENTS` closed-loop clients POST one-job plans for `SECONDS` s per arm:
 //! 1. **no event log** (the trigger disabled: `ALTER TABLE plans DISABLE TRIGGER plans_event`):
 //!    the baseline plan rate;
-//! 2. **event log**: the same with the trigger (every plan writes its event, ids in commit
-//!    order through the counter row);
-//! 3. **event log + consumers**: one SSE client (admin, every event) and one webhook (admin) to
+//! 2. **event log, counter row**: the same with the trigger and the id scheme before issue 52
+//!    (ids from a counter row whose lock each writer holds to its commit, `pg_notify` in the
+//!    trigger), installed for this arm only;
+//! 3. **event log**: the same with the trigger as migrated (ids from the writing transaction's
+//!    id, readers below the watermark);
+//! 4. **event log + consumers**: one SSE client (admin, every event) and one webhook (admin) to
 //!    a receiver in the bench process, at the full plan rate;
-//! 4. **paced**: 20 plans/s with both consumers: the latency from the event's write (`at`, the
+//! 5. **paced**: 20 plans/s with both consumers: the latency from the event's write (`at`, the
 //!    database's clock) to its arrival at the SSE client and at the receiver;
-//! 5. **modification** (after arm 2, with the event log): `CLIENTS` closed-loop clients
+//! 6. **modification** (after arm 3, with the event log): `CLIENTS` closed-loop clients
 //!    `PATCH` 200 committed plans in turn (one job's duration): modifications per second
-//!    against arm 2's plan rate, and their latency.
+//!    against arm 3's plan rate, and their latency.
 //!
 //! Writes the `events` section of BENCHMARKS.md. Environment: `CORESERVE_EVENTS_SECONDS` (10).
 
@@ -211,8 +214,45 @@ fn latency(a: &Mutex<Arrivals>, from: i64) -> (f64, f64, usize) {
     (report::percentile(&lat, 0.5), report::percentile(&lat, 0.99), lat.len())
 }
 
+/// The newest readable event's id.
 async fn last_event(pool: &sqlx::PgPool) -> Result<i64> {
-    Ok(sqlx::query_scalar::<_, i64>("SELECT last_id FROM plan_event_counter").fetch_one(pool).await?)
+    Ok(sqlx::query_scalar::<_, i64>("SELECT COALESCE(max(id), 0) FROM plan_events WHERE id < plan_event_watermark()")
+        .fetch_one(pool)
+        .await?)
+}
+
+/// How many events were written after event `from`.
+async fn events_since(pool: &sqlx::PgPool, from: i64) -> Result<i64> {
+    Ok(sqlx::query_scalar::<_, i64>("SELECT count(*) FROM plan_events WHERE id > $1")
+        .bind(from)
+        .fetch_one(pool)
+        .await?)
+}
+
+/// The scheme before migrations/0024_event_ids_without_lock.sql, for the comparison arm: ids
+/// from a counter row whose lock each writer holds to its commit, and a `pg_notify` from the
+/// trigger (whose queue lock PostgreSQL also holds across the commit). It continues after the
+/// newest id, and [`NEW_SCHEME`] puts the current function back.
+const OLD_SCHEME: &str = "
+    CREATE TABLE bench_event_counter (one boolean PRIMARY KEY DEFAULT true, last_id bigint NOT NULL);
+    INSERT INTO bench_event_counter SELECT true, COALESCE(max(id), 0) FROM plan_events;
+    CREATE OR REPLACE FUNCTION plan_event(p plans, what text, part text) RETURNS void LANGUAGE plpgsql AS $$
+    DECLARE next bigint;
+    BEGIN
+        UPDATE bench_event_counter SET last_id = last_id + 1 RETURNING last_id INTO next;
+        INSERT INTO plan_events (id, plan_id, owner, \"user\", request_id, status, outcome, kind, part)
+            VALUES (next, p.id, p.owner, p.\"user\", p.request_id, p.status, p.outcome, what, part);
+        PERFORM pg_notify('coreserve_events', next::text);
+    END $$;";
+
+/// migrations/0024_event_ids_without_lock.sql's `plan_event`, back after the comparison arm.
+const NEW_SCHEME: &str = include_str!("../migrations/0024_event_ids_without_lock.sql");
+
+/// The `CREATE OR REPLACE FUNCTION plan_event` statement of a migration's text.
+fn plan_event_function(migration: &str) -> Result<&str> {
+    let start = migration.find("CREATE OR REPLACE FUNCTION plan_event(").context("plan_event in the migration")?;
+    let end = migration[start..].find("END $$;").context("the function's end")? + start + "END $$;".len();
+    Ok(&migration[start..end])
 }
 
 fn main() -> Result<()> {
@@ -262,6 +302,10 @@ async fn run(url: &str, secs: u64) -> Result<String> {
     pool.execute("ALTER TABLE plans DISABLE TRIGGER plans_event").await?;
     let without = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
     pool.execute("ALTER TABLE plans ENABLE TRIGGER plans_event").await?;
+    sqlx::raw_sql(OLD_SCHEME).execute(&pool).await?;
+    let with_counter = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
+    pool.execute(plan_event_function(NEW_SCHEME)?).await?;
+    pool.execute("DROP TABLE bench_event_counter").await?;
     let with = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
     // Modification (two-phase commit of a replacement hold, the plan rewritten, its event).
     let plans = book(&base, CLIENTS as u64 * 25).await?;
@@ -284,7 +328,7 @@ async fn run(url: &str, secs: u64) -> Result<String> {
     let from = last_event(&pool).await?;
     let t0 = Instant::now();
     let consumed = load(&base, secs, CLIENTS, None).await? as f64 / secs as f64;
-    let written = last_event(&pool).await? - from;
+    let written = events_since(&pool, from).await?;
     // Until both consumers have everything (or 120 s): when each had it all.
     let (mut sse_done, mut hook_done) = (None, None);
     while t0.elapsed() < Duration::from_secs(secs + 120) && (sse_done.is_none() || hook_done.is_none()) {
@@ -309,13 +353,22 @@ async fn run(url: &str, secs: u64) -> Result<String> {
     body.push_str(&format!(
         "\nOne all-in-one service in process on PostgreSQL (this machine), one site of 100,000 CPUs, \
          one-job plans from {CLIENTS} closed-loop clients, {secs} s per arm (see benches/events.rs). \
-         The trigger's counter row orders event ids by commit, so plan writes pass it one at a time: \
-         the first two rows measure that price in the same run. Latency: from the event's write \
+         The first three rows measure the event log's price in the same run: without it, with the \
+         counter row that ordered ids until issue 52 (plan writes passed it one at a time), and with \
+         ids from the writing transaction's id, read below the oldest running transaction (no lock \
+         held to commit; migrations/0024_event_ids_without_lock.sql). Latency: from the event's write \
          (`at`, the database's clock, at the start of the writing transaction) to its arrival.\n\n\
          | arm | plans/s | ratio to no event log | events | SSE p50 / p99 | webhook p50 / p99 |\n|---|---|---|---|---|---|\n"
     ));
     body.push_str(&format!("| no event log (trigger disabled; baseline) | {without:.0} | 1.00 | - | - | - |\n"));
-    body.push_str(&format!("| event log | {with:.0} | {:.2} | - | - | - |\n", with / without));
+    body.push_str(&format!(
+        "| event log, ids from a counter row locked to commit (before issue 52) | {with_counter:.0} | {:.2} | - | - | - |\n",
+        with_counter / without
+    ));
+    body.push_str(&format!(
+        "| event log, ids from the transaction's id below the watermark (now) | {with:.0} | {:.2} | - | - | - |\n",
+        with / without
+    ));
     body.push_str(&format!(
         "| event log + 1 SSE client + 1 webhook, full rate | {consumed:.0} | {:.2} | {written} written in {secs} s; all at the SSE client after {} s, at the webhook after {} s | {:.1} / {:.1} ms | {:.1} / {:.1} ms |\n",
         consumed / without,
@@ -350,9 +403,9 @@ async fn run(url: &str, secs: u64) -> Result<String> {
          keeps up with the plan rate; one webhook {}: its POSTs are sequential, to keep order, and \
          each round of up to 64 events ends with one delivery-log write (attempts and cursor), so a \
          webhook is bound by one POST's round trip per event. On this 2-core machine the service, \
-         PostgreSQL, the clients and both consumers share the cores; a larger machine moves the plan \
-         rate's ceiling to the counter row's commit rate (one commit's WAL flush at a time, about \
-         1/fsync).\n",
+         PostgreSQL, the clients and both consumers share the cores; with the counter row a larger \
+         machine would have kept the plan rate's ceiling at one commit's WAL flush at a time (about \
+         1/fsync); without it, concurrent plan writes share their flushes (group commit).\n",
         to_hook / to_sse,
         keeps_up(to_hook),
     ));

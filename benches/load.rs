@@ -10,6 +10,7 @@ fn main() -> anyhow::Result<()> {
     let paths = coreserve_loadtest::Paths {
         coreserve: env!("CARGO_BIN_EXE_coreserve").into(),
         data: Path::new(env!("CARGO_MANIFEST_DIR")).join("data"),
+        previous: report::read_section("load"),
     };
     let section = coreserve_loadtest::main(&paths)?;
     let heading = report::heading("Service load: POST /v1/plans over HTTP on PostgreSQL", "cargo bench --bench load");

@@ -109,6 +109,15 @@ pub fn write_section(name: &str, title: &str, command: &str, notes: &str, rows: 
     write_markdown(name, &body);
 }
 
+/// Section `name` of BENCHMARKS.md as it stands (between its markers), if there is one: the
+/// previous run's figures, for a bench that compares itself with them.
+pub fn read_section(name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md")).ok()?;
+    let start = text.find(&format!("<!-- bench:{name} -->"))?;
+    let end = text[start..].find(&format!("<!-- /bench:{name} -->"))? + start;
+    Some(text[start..end].to_owned())
+}
+
 /// Replaces (or appends) section `name` of BENCHMARKS.md with `body` (markdown ending in a
 /// newline; the `<!-- bench:NAME -->` markers are added here).
 pub fn write_markdown(name: &str, body: &str) {

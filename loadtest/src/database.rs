@@ -80,6 +80,26 @@ pub(crate) async fn xacts(dbs: &Databases, name: &str) -> Result<i64> {
     Ok(row.try_get(0)?)
 }
 
+/// The server's durable work so far, cluster-wide: transaction ids handed out (PostgreSQL gives
+/// one to each transaction that writes, and to none that only reads) and WAL flushes to disk
+/// (`pg_stat_wal.wal_sync`: one flush commits every transaction waiting for it, so fewer
+/// flushes than writing transactions is group commit). Only the measured deployment runs
+/// during a window, so the differences are its own.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Durable {
+    pub(crate) xids: i64,
+    pub(crate) wal_syncs: i64,
+}
+
+pub(crate) async fn durable(dbs: &Databases) -> Result<Durable> {
+    let row = sqlx::query(
+        "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, (SELECT wal_sync FROM pg_stat_wal)::bigint",
+    )
+    .fetch_one(&mut dbs.admin().await?)
+    .await?;
+    Ok(Durable { xids: row.try_get(0)?, wal_syncs: row.try_get(1)? })
+}
+
 pub(crate) struct Pgbench {
     pub(crate) tps: f64,
     pub(crate) latency_ms: f64,

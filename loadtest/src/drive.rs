@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use crate::cpu::{clk_tck, snapshot, CpuSplit};
-use crate::database::{xacts, Databases};
+use crate::database::{durable, xacts, Databases};
 use crate::deploy::{wait_ready, Mode, Procs};
 use crate::roles::{by_role, RoleUsage};
 use crate::settings::{Settings, BASE_MARGIN_S, HORIZON_DAYS, W_INTERVAL_S};
@@ -21,8 +21,8 @@ use crate::traffic::{sample_traffic, scrape};
 use crate::workload::{Scenario, Workload};
 
 #[derive(Deserialize)]
-struct PlanAnswer {
-    status: String,
+pub(crate) struct PlanAnswer {
+    pub(crate) status: String,
     #[serde(default)]
     reason: Option<String>,
     /// The planner's own time (search and two-phase commit), inside the server.
@@ -53,7 +53,7 @@ struct TransferOn {
 impl PlanAnswer {
     /// The participants the plan touches: the distinct sites of its jobs (a LIS each), and the
     /// NIS if a transfer crosses a link.
-    fn participants(&self) -> usize {
+    pub(crate) fn participants(&self) -> usize {
         let mut sites: Vec<&str> = self.jobs.iter().map(|j| j.site.as_str()).collect();
         sites.sort_unstable();
         sites.dedup();
@@ -91,6 +91,10 @@ pub(crate) struct RoundResult {
     /// Transactions (commits and rollbacks, read-only ones too) in the round's database during
     /// the window, per plan (pg_stat_database; its counters lag by up to about a second).
     pub(crate) pg_xacts_per_plan: f64,
+    /// Transactions that wrote (transaction ids handed out), and WAL flushes, per plan, over the
+    /// window (cluster-wide: only this deployment runs then).
+    pub(crate) write_xacts_per_plan: f64,
+    pub(crate) wal_syncs_per_plan: f64,
     /// Participants (LIS and NIS) a committed plan touches, mean.
     pub(crate) participants_per_plan: f64,
     pub(crate) cpu: CpuSplit,
@@ -135,11 +139,11 @@ impl RoundResult {
         self.errors.values().sum()
     }
 
-    /// PostgreSQL transactions per plan per participant a committed plan touches (NaN when
-    /// no plan committed).
+    /// Durable (writing) PostgreSQL transactions per plan per participant a committed plan
+    /// touches (NaN when no plan committed).
     pub(crate) fn xacts_per_participant(&self) -> f64 {
         if self.participants_per_plan > 0.0 {
-            self.pg_xacts_per_plan / self.participants_per_plan
+            self.write_xacts_per_plan / self.participants_per_plan
         } else {
             f64::NAN
         }
@@ -153,7 +157,12 @@ fn reason_kind(r: &str) -> String {
 }
 
 /// One user token per workload user (POST /v1/tokens with the admin token).
-async fn user_tokens(client: &reqwest::Client, url: &str, admin: &str, users: &[String]) -> Result<Vec<String>> {
+pub(crate) async fn user_tokens(
+    client: &reqwest::Client,
+    url: &str,
+    admin: &str,
+    users: &[String],
+) -> Result<Vec<String>> {
     #[derive(Deserialize)]
     struct TokenView {
         token: String,
@@ -270,10 +279,10 @@ async fn drive(
     };
     tokio::time::sleep_until(from.into()).await;
     let a = snapshot(&pids);
-    let (xa, ca) = (xacts(dbs, db).await?, scrape(&scraper, url).await?);
+    let (xa, da, ca) = (xacts(dbs, db).await?, durable(dbs).await?, scrape(&scraper, url).await?);
     tokio::time::sleep_until(to.into()).await;
     let b = snapshot(&pids);
-    let (xb, cb) = (xacts(dbs, db).await?, scrape(&scraper, url).await?);
+    let (xb, db_, cb) = (xacts(dbs, db).await?, durable(dbs).await?, scrape(&scraper, url).await?);
     let cpu = CpuSplit::of(&a, &b, s.measure.as_secs_f64(), clk_tck());
     let roles = by_role(&a, &b, sockets.await?.as_deref(), &ca.until(&cb), clk_tck());
 
@@ -307,6 +316,8 @@ async fn drive(
         messages_per_plan: all.messages as f64 / p.len().max(1) as f64,
         holds_aborted_per_plan: all.holds_aborted as f64 / p.len().max(1) as f64,
         pg_xacts_per_plan: (xb - xa) as f64 / (all.committed + all.rejected).max(1) as f64,
+        write_xacts_per_plan: (db_.xids - da.xids) as f64 / (all.committed + all.rejected).max(1) as f64,
+        wal_syncs_per_plan: (db_.wal_syncs - da.wal_syncs) as f64 / (all.committed + all.rejected).max(1) as f64,
         participants_per_plan: all.participants as f64 / all.committed.max(1) as f64,
         cpu,
         roles,

@@ -30,12 +30,13 @@
 //! `cargo bench --bench load` runs it: `benches/load.rs` of the coreserve package (so that
 //! cargo builds the `coreserve` binary first) calls [`main`] and writes the section.
 //!
-//! Modules: `settings` (environment, constants), `database` (fresh databases, pgbench),
+//! Modules: `budget` (the durable transactions per plan, counted: the guard a test runs), `settings` (environment, constants), `database` (fresh databases, pgbench),
 //! `workload` (grids, requests), `deploy` (the serve processes), `drive` (the clients, one
 //! round), `cpu` (/proc accounting), `traffic` (socket bytes from `ss`, the planner's
 //! `/metrics` counters), `roles` (CPU, bytes and requests by role), `report` (summary lines
 //! and Markdown).
 
+pub mod budget;
 mod cpu;
 pub mod database;
 pub mod deploy;
@@ -64,6 +65,9 @@ pub struct Paths {
     pub coreserve: PathBuf,
     /// The repository's `data/` (the SDSC-BLUE trace and Geant2012).
     pub data: PathBuf,
+    /// The previous run's section of BENCHMARKS.md, if any: this run's figures are set beside
+    /// its own (a regression shows as a ratio below 1 in the same report).
+    pub previous: Option<String>,
 }
 
 async fn run(s: &Settings, paths: &Paths, dbs: &Databases) -> Result<String> {
@@ -123,7 +127,7 @@ async fn run(s: &Settings, paths: &Paths, dbs: &Databases) -> Result<String> {
     for m in &measured {
         println!("- {}", summary_line(m, &pg));
     }
-    Ok(markdown(s, &pg_info, &pg, &measured))
+    Ok(markdown(s, &pg_info, &pg, &measured, paths.previous.as_deref()))
 }
 
 /// Runs the load test (settings from the environment, see above) and returns its section of

@@ -31,7 +31,7 @@ impl Measured {
         (it.clone().fold(f64::INFINITY, f64::min), it.fold(0.0, f64::max))
     }
 
-    /// Issue 13's target for this deployment and whether the median round meets it (without
+    /// Issues 13's and 52's targets for this deployment and whether the median round meets it (without
     /// errors); `-` where it sets none (all-in-one on another grid than Geant2012).
     fn target(&self, pg: &Pgbench) -> String {
         let m = self.median();
@@ -101,8 +101,9 @@ pub(crate) fn summary_line(m: &Measured, pg: &Pgbench) -> String {
     format!(
         "{} on {} ({}): {:.0} plans/s (rounds {:.0}-{:.0}), ratio to pgbench {:.3}; latency p50 {:.2} ms, p90 {:.2} ms, \
          p99 {:.2} ms, max {:.2} ms (in the planner: p50 {:.2} ms, p99 {:.2} ms); {} committed, {} rejected (commit rate {:.3}{}{}), errors {}; per plan {:.0} messages, {:.1} holds aborted, \
-         {:.1} PostgreSQL transactions, {:.2} participants touched (committed plans), {:.2} transactions per plan per \
-         participant; by role per plan: {}; CPU in cores: {}; server log warnings {}{}",
+         {:.1} PostgreSQL transactions ({:.2} writing, {:.2} WAL flushes), {:.2} participants touched (committed \
+         plans), {:.2} writing transactions per plan per participant; by role per plan: {}; CPU in cores: {}; server \
+         log warnings {}{}",
         m.mode.name(),
         m.scenario,
         m.processes,
@@ -125,6 +126,8 @@ pub(crate) fn summary_line(m: &Measured, pg: &Pgbench) -> String {
         r.messages_per_plan,
         r.holds_aborted_per_plan,
         r.pg_xacts_per_plan,
+        r.write_xacts_per_plan,
+        r.wal_syncs_per_plan,
         r.participants_per_plan,
         r.xacts_per_participant(),
         roles_line(r),
@@ -138,7 +141,13 @@ pub(crate) fn summary_line(m: &Measured, pg: &Pgbench) -> String {
 }
 
 /// The section of BENCHMARKS.md below its heading (machine, command, date).
-pub(crate) fn markdown(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Measured]) -> String {
+pub(crate) fn markdown(
+    s: &Settings,
+    pg_info: &str,
+    pg: &Pgbench,
+    measured: &[Measured],
+    previous: Option<&str>,
+) -> String {
     let idem = if s.idempotency { " and an `Idempotency-Key`" } else { "" };
     let mut body = String::new();
     body.push_str(&format!(
@@ -190,6 +199,9 @@ pub(crate) fn markdown(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Me
             m.target(pg)
         ));
     }
+    if let Some(previous) = previous {
+        body.push_str(&against_previous(previous, pg, measured));
+    }
     body.push_str(
         "\nCPU during the measured window, in cores (of 2):\n\n| deployment | grid | coreserve | PostgreSQL | \
          load generator | other | idle |\n|---|---|---|---|---|---|---|\n",
@@ -210,22 +222,26 @@ pub(crate) fn markdown(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Me
         ));
     }
     body.push_str(
-        "\nPer plan: the planner's own time, its participant messages and aborted holds (means), PostgreSQL \
-         transactions in the deployment's database (commits and rollbacks, read-only ones included), the \
+        "\nPer plan: the planner's own time, its participant messages and aborted holds (means); PostgreSQL \
+         transactions: all of them in the deployment's database (commits and rollbacks, read-only ones \
+         included: pg_stat_database), those that wrote (durable: the transaction ids PostgreSQL handed out, \
+         cluster-wide, while only this deployment ran), and the WAL flushes to disk that made them durable \
+         (pg_stat_wal.wal_sync: fewer flushes than writing transactions is group commit); the \
          participants a committed plan touches (mean of the `201` answers' distinct `jobs[].site`, + 1 for the NIS \
-         if a `transfers[].path` is not empty), the transactions per plan divided by that mean (durable \
+         if a `transfers[].path` is not empty), the writing transactions per plan divided by that mean (durable \
          transactions per plan per participant touched; every plan counts in the first, committed plans only in the \
          mean), \
          CPU time.\n\n\
          | deployment | grid | planner time p50 / p99 | messages | holds aborted | PostgreSQL transactions | \
-         participants touched | transactions per participant | CPU coreserve / PostgreSQL |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         writing transactions | WAL flushes | participants touched | writing transactions per participant | \
+         CPU coreserve / PostgreSQL |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for m in measured {
         let r = m.median();
         let per_plan = |cores: f64| cores / r.plans_per_s.max(f64::MIN_POSITIVE) * 1e3;
         body.push_str(&format!(
-            "| {} | {} | {:.2} / {:.2} ms | {:.0} | {:.1} | {:.1} | {:.2} | {:.2}{} | {:.2} / {:.2} ms |\n",
+            "| {} | {} | {:.2} / {:.2} ms | {:.0} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2}{} | {:.2} / {:.2} ms |\n",
             m.mode.name(),
             m.scenario,
             r.planning_ms[0],
@@ -233,6 +249,8 @@ pub(crate) fn markdown(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Me
             r.messages_per_plan,
             r.holds_aborted_per_plan,
             r.pg_xacts_per_plan,
+            r.write_xacts_per_plan,
+            r.wal_syncs_per_plan,
             r.participants_per_plan,
             r.xacts_per_participant(),
             if m.mode == Mode::Roles {
@@ -275,4 +293,106 @@ pub(crate) fn markdown(s: &Settings, pg_info: &str, pg: &Pgbench, measured: &[Me
         }
     }
     body
+}
+
+/// The rows of every Markdown table in `text`, each as (column header, cell) pairs.
+fn table_rows(text: &str) -> Vec<Vec<(String, String)>> {
+    let cells =
+        |line: &str| -> Vec<String> { line.trim().trim_matches('|').split('|').map(|c| c.trim().to_owned()).collect() };
+    let mut rows = Vec::new();
+    let mut header: Option<Vec<String>> = None;
+    for line in text.lines() {
+        if !line.trim_start().starts_with('|') {
+            header = None;
+        } else if line.contains("|---") {
+            continue;
+        } else if let Some(h) = &header {
+            rows.push(h.iter().cloned().zip(cells(line)).collect());
+        } else {
+            header = Some(cells(line));
+        }
+    }
+    rows
+}
+
+/// The first number in `cell` (`909 (903-946)` -> 909, `21.04 ms` -> 21.04).
+fn number(cell: &str) -> Option<f64> {
+    let start = cell.find(|c: char| c.is_ascii_digit())?;
+    let rest = &cell[start..];
+    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+/// The figure under `column` in the previous run's row of `deployment` on `grid` (the grid cell
+/// starts with the scenario's label), from any of its tables.
+fn previous_figure(rows: &[Vec<(String, String)>], deployment: &str, grid: &str, column: &str) -> Option<f64> {
+    rows.iter().find_map(|row| {
+        let get = |name: &str| row.iter().find(|(h, _)| h == name).map(|(_, c)| c.as_str());
+        if get("deployment")? == deployment && get("grid")?.starts_with(grid) {
+            number(get(column)?)
+        } else {
+            None
+        }
+    })
+}
+
+/// This run beside the previous one (the section BENCHMARKS.md held before this run): plans/s,
+/// the ratio to pgbench (each run's own pgbench), p99 and transactions per plan.
+fn against_previous(previous: &str, pg: &Pgbench, measured: &[Measured]) -> String {
+    let rows = table_rows(previous);
+    let date = previous.lines().find_map(|l| l.strip_prefix("- date: ")).unwrap_or("unknown date");
+    let mut out = format!(
+        "\nAgainst the previous run of this bench (its section of BENCHMARKS.md, {date}; `-` where it had no such \
+         figure). Each run's ratio to pgbench uses its own pgbench; `now ÷ previous` below 1 for plans/s, or \
+         above 1 for p99 and transactions, is a regression.\n\n\
+         | deployment | grid | plans/s now / previous | now ÷ previous | ÷ pgbench now / previous | p99 now / previous | \
+         PostgreSQL transactions per plan now / previous | writing transactions per plan now / previous |\n\
+         |---|---|---|---|---|---|---|---|\n"
+    );
+    let fmt = |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
+    for m in measured {
+        let r = m.median();
+        let (d, g) = (m.mode.name(), m.scenario);
+        let prev = |column: &str| previous_figure(&rows, d, g, column);
+        let plans = prev("plans/s (range)");
+        out.push_str(&format!(
+            "| {d} | {g} | {:.0} / {} | {} | {:.3} / {} | {:.2} / {} ms | {:.1} / {} | {:.2} / {} |\n",
+            r.plans_per_s,
+            fmt(plans, 0),
+            fmt(plans.map(|p| r.plans_per_s / p), 2),
+            r.plans_per_s / pg.tps,
+            fmt(prev("plans/s ÷ pgbench TPS"), 3),
+            r.latency_ms[2],
+            fmt(prev("p99"), 2),
+            r.pg_xacts_per_plan,
+            fmt(prev("PostgreSQL transactions"), 1),
+            r.write_xacts_per_plan,
+            fmt(prev("writing transactions"), 2),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The previous run's figures are found by column name, whatever the tables' layout.
+    #[test]
+    fn previous_figures_are_read_by_column() {
+        let section = "- date: 2026-11-25 12:39 UTC\n\n\
+            | deployment | grid | processes | plans/s (range) | p50 | p99 |\n|---|---|---|---|---|---|\n\
+            | pgbench tpcb-like | - | - | 1216 TPS | x | - |\n\
+            | all-in-one | geant2012 (40 sites) | 1 | 909 (903-946) | 8.15 ms | 21.04 ms |\n\
+            | role-separated | gridg-w-8 (8 sites) | 11 | 107 (107-107) | 61.50 ms | 248.45 ms |\n\n\
+            text\n\n\
+            | deployment | grid | planner time p50 / p99 | PostgreSQL transactions |\n|---|---|---|---|\n\
+            | all-in-one | geant2012 | 0.49 / 10.35 ms | 1.0 |\n";
+        let rows = table_rows(section);
+        assert_eq!(previous_figure(&rows, "all-in-one", "geant2012", "plans/s (range)"), Some(909.0));
+        assert_eq!(previous_figure(&rows, "role-separated", "gridg-w-8", "p99"), Some(248.45));
+        assert_eq!(previous_figure(&rows, "all-in-one", "geant2012", "PostgreSQL transactions"), Some(1.0));
+        assert_eq!(previous_figure(&rows, "all-in-one", "gridg-w-8", "p99"), None);
+        assert_eq!(previous_figure(&rows, "all-in-one", "geant2012", "writing transactions"), None);
+    }
 }

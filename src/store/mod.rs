@@ -269,11 +269,23 @@ pub trait ProjectStore: Send + Sync {
 /// Every method is atomic on its own.
 #[async_trait]
 pub trait EventStore: Send + Sync {
-    /// The events with an id above `after`, oldest first, at most `limit`; only the plans of
-    /// principal `owner` when `Some`.
+    /// The readable events with an id above `after`, oldest first, at most `limit`; only the
+    /// plans of principal `owner` when `Some`. Readable: no event with a smaller id can be
+    /// written any more, so a reader that moves past the last id read loses nothing (in
+    /// PostgreSQL an event becomes readable once every older writing transaction has ended:
+    /// docs/protocol.md, "Plan states and events"; the memory store's are readable at once).
     async fn events_after(&self, after: i64, owner: Option<Uuid>, limit: i64) -> Result<Vec<PlanEvent>, StoreError>;
-    /// The id of the newest event written (0 when none).
+    /// The id of the newest readable event (0 when none): where a reader that wants only what
+    /// comes next starts.
     async fn last_event_id(&self) -> Result<i64, StoreError>;
+    /// Waits until every event committed before the call is readable (read-your-writes for a
+    /// caller that wrote events and now reads them). The memory store's are at once.
+    ///
+    /// # Errors
+    /// The store failed to answer.
+    async fn settle_events(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The store of webhooks, their leases and delivery logs (part of [`Store`]). Every method is

@@ -5,6 +5,7 @@
 
 mod allocations;
 mod api;
+mod budget;
 mod crash;
 mod dataplane;
 mod events;

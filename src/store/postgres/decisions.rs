@@ -105,6 +105,7 @@ impl DecisionStore for PgStore {
             return Err(StoreError::Superseded); // rolled back
         }
         tx.commit().await?;
+        self.events_written();
         Ok(())
     }
 
@@ -205,6 +206,7 @@ impl DecisionStore for PgStore {
             .await?;
         }
         tx.commit().await?;
+        self.events_written();
         Ok(())
     }
 
@@ -306,6 +308,7 @@ impl DecisionStore for PgStore {
         if finished == 0 {
             return Err(StoreError::Superseded);
         }
+        self.events_written();
         Ok(())
     }
 

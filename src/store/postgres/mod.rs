@@ -53,8 +53,9 @@ const IDLE_CHECK_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
-    /// The listener of `coreserve_events`, started by the first [`Store::event_signal`].
-    signal: std::sync::OnceLock<tokio::sync::watch::Sender<u64>>,
+    /// What wakes this process's readers of events (`events`), started by the first
+    /// [`Store::event_signal`].
+    pump: std::sync::OnceLock<std::sync::Arc<events::Pump>>,
 }
 
 /// The `participant` column: `site:ID` or `network`, as `ParticipantRef`'s `Display` writes it
@@ -103,7 +104,7 @@ impl PgStore {
             .connect(url)
             .await?;
         sqlx::migrate!().run(&pool).await.map_err(StoreError::Migration)?;
-        Ok(PgStore { pool, signal: std::sync::OnceLock::new() })
+        Ok(PgStore { pool, pump: std::sync::OnceLock::new() })
     }
 
     /// The connection pool (tests close it before dropping their database).

@@ -96,6 +96,7 @@ impl PlanStore for PgStore {
         )
         .fetch_optional(&self.pool)
         .await?;
+        self.events_written();
         Ok(row.map(PlanRecord::from))
     }
 
@@ -127,6 +128,7 @@ impl PlanStore for PgStore {
         )
         .fetch_optional(&self.pool)
         .await?;
+        self.events_written();
         Ok(row.map(PlanRecord::from))
     }
 
@@ -142,6 +144,9 @@ impl PlanStore for PgStore {
         )
         .execute(&self.pool)
         .await?;
+        if r.rows_affected() > 0 {
+            self.events_written();
+        }
         Ok(r.rows_affected())
     }
 }
@@ -183,6 +188,9 @@ impl PgStore {
         )
         .fetch_optional(&self.pool)
         .await?;
+        if written.is_some() {
+            self.events_written();
+        }
         Ok(written.is_some())
     }
 }

@@ -66,7 +66,8 @@ impl WebhookStore for PgStore {
 
     async fn lease_due_webhooks(&self, lease: WebhookLease<'_>) -> Result<Vec<WebhookRecord>, StoreError> {
         let WebhookLease { owner, now, lease_s, limit } = lease;
-        // Only webhooks with an event to deliver. SKIP LOCKED: processes leasing at the same
+        // Only webhooks with a readable event to deliver (below the watermark, as
+        // `events_after` reads them). SKIP LOCKED: processes leasing at the same
         // moment take different webhooks.
         Ok(sqlx::query_as!(
             WebhookRecord,
@@ -74,7 +75,8 @@ impl WebhookStore for PgStore {
                WHERE id IN (SELECT id FROM webhooks
                             WHERE enabled AND next_attempt_at <= $2 AND (lease_until IS NULL OR lease_until < $2)
                               AND EXISTS (SELECT 1 FROM plan_events e
-                                          WHERE e.id > webhooks.cursor AND (webhooks.admin OR e.owner = webhooks.owner))
+                                          WHERE e.id > webhooks.cursor AND e.id < plan_event_watermark()
+                                            AND (webhooks.admin OR e.owner = webhooks.owner))
                             ORDER BY next_attempt_at LIMIT $4 FOR UPDATE SKIP LOCKED)
                RETURNING id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts, next_attempt_at,
                          failing_since, last_error"#,
