@@ -43,6 +43,7 @@ async fn fill(g: &Grid, local: &InProcessGrid) {
             let s = &g.sites()[rng.gen_range(0..g.sites().len())];
             let req = ComputeHoldRequest {
                 replaces: None,
+                reservation_name: None,
                 txn: TxnId::nil(),
                 site: s.id.clone(),
                 cpus: rng.gen_range(8..=64),

@@ -81,6 +81,7 @@ fn hold(i: usize, base: i64) -> ComputeHoldRequest {
     let start = base + i as i64 * 600;
     ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 8,

@@ -217,6 +217,7 @@ mod tests {
             hold: HoldId::new(),
             request: ComputeHoldRequest {
                 replaces: None,
+                reservation_name: None,
                 txn,
                 site: "s1".into(),
                 cpus: 1,

@@ -137,6 +137,8 @@ struct LocalTally {
     ok: u64,
     failed: u64,
     strays_deleted: u64,
+    /// Strays Slurm kept at the last sync (jobs in them).
+    strays_in_use: u64,
     recreated: u64,
     foreign: u64,
     broken: u64,
@@ -186,6 +188,7 @@ impl Metrics {
             Some(r) => {
                 t.ok += 1;
                 t.strays_deleted += r.strays_deleted as u64;
+                t.strays_in_use = r.strays_in_use as u64;
                 t.recreated += r.recreated as u64;
                 t.foreign = r.foreign as u64;
             }
@@ -346,6 +349,11 @@ impl Metrics {
                     "coreserve_slurm_reconciled_total{{site=\"{site}\",action=\"recreated\"}} {}",
                     t.recreated
                 );
+            }
+            s.push_str("# HELP coreserve_slurm_strays_in_use coreserve reservations no live hold owns that Slurm would not delete at the last sync (jobs were submitted into them); deleted once they are free.\n");
+            s.push_str("# TYPE coreserve_slurm_strays_in_use gauge\n");
+            for (site, t) in &local {
+                let _ = writeln!(s, "coreserve_slurm_strays_in_use{{site=\"{site}\"}} {}", t.strays_in_use);
             }
             s.push_str("# HELP coreserve_slurm_foreign_reservations Slurm reservations not made by coreserve, blocked in the site's calendar.\n");
             s.push_str("# TYPE coreserve_slurm_foreign_reservations gauge\n");

@@ -10,7 +10,10 @@
 //! Keys are the flags' long names with `_` for `-` (`w_interval_s = 1800`), plus
 //! `database_url`. Values are strings, integers, floats, booleans (switches) or arrays of
 //! strings (flags given once per value, such as `lis = ["s1=https://...", "s2=..."]`). An
-//! unknown key, or a value of another type, is an error that names it.
+//! unknown key, or a value of another type, is an error that names it. One table is read:
+//! `[sites.ID.slurm]`, a Slurm site's own settings (`partition`, `slurm_conf`, `users`,
+//! `default_user`, `prefix`, `sync_s`, `scontrol`), so that one process can front several
+//! Slurm clusters; the `sites` tables reach `serve` as `CORESERVE_SLURM_SITES` (JSON).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -68,6 +71,14 @@ pub fn resolve(text: &str, is_set: impl Fn(&str) -> bool) -> Result<Vec<(String,
     // The key that set each variable, so that a setting is not given twice under two names.
     let mut keys = std::collections::HashMap::new();
     for (key, value) in table {
+        // `[sites.ID.slurm]` tables: per-site Slurm settings, handed on as JSON.
+        let (key, value) = match (key.as_str(), value) {
+            ("sites", toml::Value::Table(t)) => {
+                let json = serde_json::to_string(&t).context("`sites`: not representable as JSON")?;
+                ("slurm_sites".to_owned(), toml::Value::String(json))
+            }
+            (_, value) => (key, value),
+        };
         let Some((_, var)) = settings.iter().find(|(k, _)| *k == key) else {
             let known: Vec<&str> = settings.iter().map(|(k, _)| k.as_str()).collect();
             bail!("unknown setting `{key}` (the settings: {})", known.join(", "));
@@ -156,6 +167,17 @@ mod tests {
         let e = resolve("lis = [1]", |_| false).unwrap_err().to_string();
         assert!(e.contains("`lis`"), "{e}");
         assert!(resolve("not toml [", |_| false).is_err());
+    }
+
+    #[test]
+    fn sites_tables_become_per_site_slurm_settings() {
+        let text = "[sites.s1.slurm]\npartition = \"batch\"\nslurm_conf = \"/a/slurm.conf\"\n[sites.s2.slurm]\npartition = \"gpu\"\nusers = { alice = \"asmith\" }\n";
+        let got = resolve(text, |_| false).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, "CORESERVE_SLURM_SITES");
+        let json: serde_json::Value = serde_json::from_str(&got[0].1).unwrap();
+        assert_eq!(json["s1"]["slurm"]["slurm_conf"], "/a/slurm.conf");
+        assert_eq!(json["s2"]["slurm"]["users"]["alice"], "asmith");
     }
 
     #[test]

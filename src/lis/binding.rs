@@ -6,11 +6,13 @@
 //!   the last sync) is the participant's refusal, so the coordinator never decides a plan whose
 //!   reservation Slurm does not have.
 //! - **Abort and release delete it** ([`Lis::drop_local`]); a lapsed lease and a delete that
-//!   failed leave a *stray* that the next [`Lis::sync`] deletes.
-//! - **A modification** (a replacement hold) makes the new shape's reservation beside the old
-//!   one (`Flags=OVERLAP`: the calendar holds `max(old, new)`, Slurm both), and its commit
-//!   deletes the old one: `sbatch --reservation` then names the new reservation, which the
-//!   modified plan's job carries.
+//!   failed (Slurm keeps a reservation jobs were submitted into) leave a *stray* that the next
+//!   [`Lis::sync`] deletes, once Slurm lets it.
+//! - **A modification** (a replacement hold) changes the job's reservation **in place, under
+//!   its name** (the replacement is bound to the name of the reservation it replaces), so that
+//!   a job running or pending in it stays there: persist grows it to the union of the old and
+//!   the new shape (both stay possible until the decision), commit shrinks it to the new shape,
+//!   abort back to the old one ([`Lis::reshape`]). Never `Flags=OVERLAP`.
 //! - **[`Lis::sync`]**, at start and every `sync_s`: Slurm's reservations not made by coreserve
 //!   are blocked in the CPU calendar (capacity already sold); coreserve's own are reconciled
 //!   with the hold book both ways; a committed reservation that Slurm lost or changed while
@@ -21,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
-use super::slurm::{NewReservation, Slurm, SlurmError, SlurmReservation};
+use super::slurm::{NewReservation, Shape, Slurm, SlurmError, SlurmReservation};
 use super::{Lis, State};
 use crate::calendar::SpanId;
 use crate::model::Time;
@@ -33,23 +35,56 @@ use crate::protocol::{ComputeHoldRequest, Drift, HoldId, HoldState, ParticipantE
 /// them one at a time; a few in flight hide the process start of each).
 const CREATES_IN_FLIGHT: usize = 4;
 
+/// How long [`Lis::reshape`] waits for slurmctld to list the cores of the reservations
+/// beside one whose window it changed in place.
+const CORES_LISTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The binding's state, under the LIS's lock.
 #[derive(Debug, Default)]
 pub(crate) struct LocalState {
     /// The Slurm user of each hold (mapped at prepare).
     pub(super) users: HashMap<HoldId, String>,
-    /// Holds whose reservation Slurm has: made by this process, or seen at a sync.
+    /// The name of the Slurm reservation of each hold that has one (a replacement hold: the
+    /// name of the reservation it replaces, which it takes over at commit).
+    pub(super) names: HashMap<HoldId, String>,
+    /// Replacement holds not yet ended or committed, and the reservation each replaces.
+    pub(super) replacing: HashMap<HoldId, HoldId>,
+    /// Holds whose reservation Slurm has (for a replacement: grown to both shapes): made by
+    /// this process, or seen at a sync.
     pub(super) created: HashSet<HoldId>,
     /// Reservations not made by coreserve, blocked in the CPU calendar, by name.
     foreign: HashMap<String, Foreign>,
     /// Committed holds that Slurm no longer honours, with why.
     pub(super) broken: HashMap<HoldId, String>,
+    /// Holds whose create Slurm refused for its cores although the calendar had the CPUs
+    /// ("Requested nodes are busy"), with their window: blocked in the calendar when they end.
+    refused: HashMap<HoldId, (Time, Time, u64)>,
+    /// Windows Slurm refused, blocked in the CPU calendar until the next sync (so that the
+    /// planner's next search does not offer them again).
+    learned: Vec<SpanId>,
+}
+
+/// One step [`Lis::ensure_local`] takes in Slurm.
+#[derive(Debug, Clone)]
+enum Todo {
+    /// Make hold `.0`'s reservation.
+    Create(HoldId, NewReservation),
+    /// Grow replacement hold `hold`'s reservation `name` (the replaced one's) to `target`.
+    Reshape { hold: HoldId, name: String, target: Shape, user: String },
 }
 
 #[derive(Debug)]
 struct Foreign {
     window: (Time, Time, u64),
     spans: Vec<SpanId>,
+}
+
+/// Whether Slurm's refusal of a create means its cores are placed so that the reservation
+/// does not fit, though the CPUs are there in number ("Requested nodes are busy"; 22.05 also
+/// says "Requested node configuration is not available" when no node has the cores free).
+fn is_placement_refusal(msg: &str) -> bool {
+    let m = msg.to_ascii_lowercase();
+    m.contains("nodes are busy") || m.contains("node configuration is not available")
 }
 
 /// What one [`Lis::sync`] found and did.
@@ -61,6 +96,9 @@ pub struct SyncReport {
     pub foreign_changed: usize,
     /// coreserve reservations with no live hold, deleted from Slurm.
     pub strays_deleted: usize,
+    /// coreserve reservations with no live hold that Slurm would not delete yet (jobs were
+    /// submitted into them: "Requested reservation is in use"); retried at every sync.
+    pub strays_in_use: usize,
     /// Live holds whose reservation was missing and was made again (after a restart).
     pub recreated: usize,
     /// Committed reservations found lost or changed in Slurm this sync.
@@ -81,9 +119,53 @@ impl Lis {
     }
 
     /// The name of hold `hold`'s reservation in the site's scheduler (`None` for a LIS that
-    /// fronts none).
+    /// fronts none): its own name, or for a replacement hold the name of the reservation it
+    /// replaces (a modified job keeps its reservation's name).
     pub fn local_reservation(&self, hold: HoldId) -> Option<String> {
-        self.slurm.as_ref().map(|s| s.reservation_name(hold))
+        let slurm = self.slurm.as_ref()?;
+        Some(Self::name_in(&self.state.lock().expect("LIS state lock"), slurm, hold))
+    }
+
+    /// Hold `hold`'s reservation name in `st`.
+    pub(super) fn name_in(st: &State, slurm: &Slurm, hold: HoldId) -> String {
+        st.local.names.get(&hold).cloned().unwrap_or_else(|| slurm.reservation_name(hold))
+    }
+
+    /// The local reservation name `req` will have, checked before anything is booked: a
+    /// replacement hold's is the name of the reservation it replaces (which `req` may repeat,
+    /// as the planner sends the plan's); any other hold's is derived from its id, so `req`
+    /// may not name one. `None` for a LIS without Slurm.
+    ///
+    /// # Errors
+    /// [`ParticipantError::InvalidHold`] for a name that differs from the replaced
+    /// reservation's, or a name given for a hold that replaces nothing.
+    pub(super) fn local_name(&self, st: &State, req: &ComputeHoldRequest) -> Result<Option<String>, ParticipantError> {
+        let Some(slurm) = &self.slurm else { return Ok(None) };
+        match (req.replaces, &req.reservation_name) {
+            (None, None) => Ok(None),
+            (None, Some(n)) => Err(ParticipantError::InvalidHold(format!(
+                "reservation_name `{n}`: only a replacement hold names its reservation (it keeps the replaced one's)"
+            ))),
+            (Some(old), given) => {
+                let name = Self::name_in(st, slurm, old);
+                match given {
+                    Some(n) if *n != name => Err(ParticipantError::InvalidHold(format!(
+                        "reservation_name `{n}` is not the name of reservation {old} (`{name}`)"
+                    ))),
+                    _ => Ok(Some(name)),
+                }
+            }
+        }
+    }
+
+    /// Records hold `id`'s reservation name (from [`Lis::local_name`]) and what it replaces.
+    pub(super) fn bind_name(st: &mut State, id: HoldId, name: Option<String>, replaces: Option<HoldId>) {
+        if let Some(name) = name {
+            st.local.names.insert(id, name);
+        }
+        if let Some(old) = replaces {
+            st.local.replacing.insert(id, old);
+        }
     }
 
     /// Committed reservations the site's scheduler no longer honours.
@@ -95,7 +177,7 @@ impl Lis {
             .iter()
             .map(|(&hold, reason)| Drift {
                 hold,
-                reservation: self.local_reservation(hold).unwrap_or_default(),
+                reservation: self.slurm.as_ref().map(|s| Self::name_in(&st, s, hold)).unwrap_or_default(),
                 reason: reason.clone(),
             })
             .collect();
@@ -146,33 +228,38 @@ impl Lis {
         Ok(())
     }
 
-    /// The reservation to make for hold `hold`, if it is live and not made yet.
-    fn wanted(&self, st: &State, slurm: &Slurm, hold: HoldId) -> Option<Result<NewReservation, ParticipantError>> {
+    /// What to do in Slurm for hold `hold`, if it is live and not made yet: make its
+    /// reservation, or for a replacement hold grow the reservation it replaces to both shapes.
+    fn wanted(&self, st: &State, slurm: &Slurm, hold: HoldId) -> Option<Result<Todo, ParticipantError>> {
         if st.local.created.contains(&hold) {
             return None;
         }
         let (_, booked) = st.holds.get(hold)?;
-        // A replacement hold's reservation is its new shape, made beside the one it replaces.
-        let (start, end, cpus, overlap) = match &booked.growth {
-            Some(g) => (g.request.start, g.request.end, u64::from(g.request.cpus), true),
-            None => {
-                let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked))?;
-                (span.start, span.end, span.amount, false)
-            }
-        };
-        Some(match st.local.users.get(&hold) {
-            Some(user) => {
-                Ok(NewReservation { name: slurm.reservation_name(hold), start, end, cpus, user: user.clone(), overlap })
-            }
-            None => Err(ParticipantError::NoLocalAccount {
+        let Some(user) = st.local.users.get(&hold) else {
+            return Some(Err(ParticipantError::NoLocalAccount {
                 site: self.site().id,
                 user: format!("(the user of hold {hold})"),
-            }),
-        })
+            }));
+        };
+        let name = Self::name_in(st, slurm, hold);
+        let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked))?;
+        let shape = Shape { start: span.start, end: span.end, cpus: span.amount };
+        Some(Ok(match &booked.growth {
+            // `booked.spans` are the replaced reservation's until the commit.
+            Some(g) => {
+                let new = Shape { start: g.request.start, end: g.request.end, cpus: u64::from(g.request.cpus) };
+                Todo::Reshape { hold, name, target: shape.union(new), user: user.clone() }
+            }
+            None => Todo::Create(
+                hold,
+                NewReservation { name, start: shape.start, end: shape.end, cpus: shape.cpus, user: user.clone() },
+            ),
+        }))
     }
 
     /// Makes the Slurm reservations of those of `holds` that are live here and not made yet
-    /// (idempotent: a reservation that exists under the hold's name is found, not doubled).
+    /// (idempotent: a reservation that exists under the hold's name is found, not doubled);
+    /// grows the reservation a replacement hold replaces to hold both shapes.
     /// Holds unknown here are left to the caller's next message, which answers for them.
     ///
     /// # Errors
@@ -181,31 +268,56 @@ impl Lis {
     /// their holds (the coordinator aborts them, which deletes them).
     pub(super) async fn ensure_local(&self, holds: &[HoldId]) -> Result<(), ParticipantError> {
         let Some(slurm) = &self.slurm else { return Ok(()) };
-        let todo: Vec<NewReservation> = {
+        let todo: Vec<Todo> = {
             let st = self.state();
             holds.iter().filter_map(|&h| self.wanted(&st, slurm, h)).collect::<Result<_, _>>()?
         };
-        if !todo.is_empty() {
+        let (creates, reshapes): (Vec<Todo>, Vec<Todo>) = todo.into_iter().partition(|t| matches!(t, Todo::Create(..)));
+        let creates: Vec<(HoldId, NewReservation)> = creates
+            .into_iter()
+            .filter_map(|t| match t {
+                Todo::Create(h, r) => Some((h, r)),
+                Todo::Reshape { .. } => None,
+            })
+            .collect();
+        let mut first = None;
+        for t in reshapes {
+            let Todo::Reshape { hold, name, target, user } = t else { continue };
+            match self.reshape(slurm, &name, target, &user).await {
+                Ok(()) => {
+                    let mut st = self.state();
+                    if st.holds.get(hold).is_some() {
+                        st.local.created.insert(hold);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "Slurm did not grow a reservation for its modification");
+                    first.get_or_insert_with(|| self.scheduler_error(e));
+                }
+            }
+        }
+        if !creates.is_empty() {
             crash_point("before-slurm-create");
         }
-        let answers: Vec<Result<(), SlurmError>> = stream::iter(todo.clone())
-            .map(|r| async move { slurm.create(&r).await })
-            .buffered(CREATES_IN_FLIGHT)
-            .collect()
-            .await;
+        let answers: Vec<Result<(), SlurmError>> = {
+            let _creating = self.slurm_lock.read().await;
+            stream::iter(creates.clone())
+                .map(|(_, r)| async move { slurm.create(&r).await })
+                .buffered(CREATES_IN_FLIGHT)
+                .collect()
+                .await
+        };
         if answers.iter().any(Result::is_ok) {
             crash_point("after-slurm-create");
         }
-        let mut first = None;
-        for (r, answer) in todo.iter().zip(answers) {
-            let hold = slurm.hold_of(&r.name).expect("a name of ours");
+        for ((hold, r), answer) in creates.iter().zip(answers) {
             match answer {
                 Ok(()) => {
                     let live = {
                         let mut st = self.state();
-                        let live = st.holds.get(hold).is_some();
+                        let live = st.holds.get(*hold).is_some();
                         if live {
-                            st.local.created.insert(hold);
+                            st.local.created.insert(*hold);
                         }
                         live
                     };
@@ -216,6 +328,9 @@ impl Lis {
                 }
                 Err(e) => {
                     tracing::warn!(site = %self.site().id, reservation = %r.name, error = %e, "Slurm did not make a reservation");
+                    if matches!(&e, SlurmError::Refused(m) if is_placement_refusal(m)) {
+                        self.state().local.refused.insert(*hold, (r.start, r.end, r.cpus));
+                    }
                     first.get_or_insert_with(|| self.scheduler_error(e));
                 }
             }
@@ -223,18 +338,167 @@ impl Lis {
         first.map_or(Ok(()), Err)
     }
 
-    /// Deletes hold `hold`'s Slurm reservation, if this process made or saw it (abort,
-    /// release). A failed delete leaves a stray for the next sync.
+    /// Gives reservation `name` the shape `target` in Slurm, keeping its name (idempotent:
+    /// Slurm's reservation is read first, and one already so is left alone):
+    ///
+    /// - missing: made ([`Slurm::create`]);
+    /// - same CPUs: its window changed in place (`scontrol update`, only `EndTime` once it has
+    ///   started), keeping its cores and every job in it. Slurm does not check the cores of
+    ///   a longer window against other reservations, so the LIS does
+    ///   ([`Slurm::core_conflicts`]): on a clash the window goes back and the change is
+    ///   made as below;
+    /// - other CPUs (Slurm 22.05 cannot change a core reservation's cores: "Core-based
+    ///   reservation can not be updated"), or a clash: deleted and made again with the new
+    ///   shape, Slurm choosing free cores. Slurm refuses to delete a reservation that jobs were
+    ///   submitted into ([`SlurmError::InUse`]): the change is then refused and the
+    ///   reservation stays as it was. A create that fails puts the old shape back.
+    ///
+    /// # Errors
+    /// [`SlurmError::Refused`] (nothing changed, as far as Slurm lets it), [`SlurmError::InUse`],
+    /// [`SlurmError::Unavailable`].
+    pub(super) async fn reshape(&self, slurm: &Slurm, name: &str, target: Shape, user: &str) -> Result<(), SlurmError> {
+        let _alone = self.slurm_lock.write().await;
+        let Some(cur) = slurm.reservation(name).await? else {
+            let r = NewReservation {
+                name: name.into(),
+                start: target.start,
+                end: target.end,
+                cpus: target.cpus,
+                user: user.into(),
+            };
+            return slurm.create(&r).await;
+        };
+        let was = cur.shape();
+        if was == target {
+            return Ok(());
+        }
+        let started = cur.start <= self.clock.now();
+        if was.cpus == target.cpus && (!started || was.start == target.start) {
+            slurm.update_window(name, (was.start != target.start).then_some(target.start), target.end).await?;
+            let longer = target.start < was.start || target.end > was.end;
+            let clashes = if longer { slurm.core_conflicts(name, CORES_LISTED_WITHIN).await? } else { vec![] };
+            if clashes.is_empty() {
+                return Ok(());
+            }
+            tracing::info!(site = %self.site().id, reservation = name, ?clashes, "the longer window's cores are another reservation's: made again elsewhere");
+            slurm.update_window(name, (was.start != target.start).then_some(was.start), was.end).await?;
+            if started {
+                return Err(SlurmError::Refused(format!(
+                    "reservation {name} has started and its cores are reserved by {} in the longer window; Slurm cannot move a started reservation to other cores",
+                    clashes.join(", ")
+                )));
+            }
+        }
+        if started {
+            return Err(SlurmError::Refused(format!(
+                "reservation {name} has started: Slurm 22.05 changes only the end of a started core reservation, not its start or cores"
+            )));
+        }
+        match slurm.delete(name).await {
+            Ok(()) => {}
+            Err(SlurmError::InUse(m)) => {
+                return Err(SlurmError::InUse(format!(
+                    "reservation {name} must be made again for its new cores, but jobs were submitted into it ({m})"
+                )))
+            }
+            Err(e) => return Err(e),
+        }
+        let made = |s: Shape| NewReservation {
+            name: name.into(),
+            start: s.start,
+            end: s.end,
+            cpus: s.cpus,
+            user: user.into(),
+        };
+        match slurm.create(&made(target)).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Err(back) = slurm.create(&made(was)).await {
+                    tracing::error!(site = %self.site().id, reservation = name, error = %back, "a reservation deleted for its new shape could not be made again in its old one");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes hold `hold`'s reservation out of Slurm when it ends (abort, release): deleted, if
+    /// this process made or saw it and no other live hold has it; a replacement hold's is
+    /// given back the shape of the reservation it replaced. A failed delete leaves a stray for
+    /// the next sync.
     pub(super) async fn drop_local(&self, hold: HoldId) {
         let Some(slurm) = &self.slurm else { return };
-        let made = {
+        enum Then {
+            Nothing,
+            Delete(String),
+            Restore(String, Shape, String),
+        }
+        let then = {
             let mut st = self.state.lock().expect("LIS state lock");
-            st.local.users.remove(&hold);
+            if let Some((start, end, cpus)) = st.local.refused.remove(&hold) {
+                // What Slurm refused stays refused here until the next sync reads Slurm again.
+                let spans = st.calendars.get_mut(super::CPUS).add_up_to(start, end, cpus);
+                st.local.learned.extend(spans);
+            }
+            let name = Self::name_in(&st, slurm, hold);
+            let user = st.local.users.remove(&hold);
             st.local.broken.remove(&hold);
-            st.local.created.remove(&hold)
+            st.local.names.remove(&hold);
+            let made = st.local.created.remove(&hold);
+            match st.local.replacing.remove(&hold) {
+                // A replacement hold: its reservation is still the replaced one's.
+                Some(old) => match st.holds.get(old) {
+                    Some((HoldState::Committed, b)) if b.growth.is_none() => {
+                        match (st.calendars.get(super::CPUS).span(super::cpu_span(b)), user) {
+                            (Some(span), Some(user)) => {
+                                Then::Restore(name, Shape { start: span.start, end: span.end, cpus: span.amount }, user)
+                            }
+                            _ => Then::Nothing,
+                        }
+                    }
+                    _ => Then::Nothing,
+                },
+                None if made && !st.local.names.values().any(|n| *n == name) => Then::Delete(name),
+                None => Then::Nothing,
+            }
         };
-        if made {
-            self.delete_local(slurm, &slurm.reservation_name(hold)).await;
+        match then {
+            Then::Nothing => {}
+            Then::Delete(name) => self.delete_local(slurm, &name).await,
+            Then::Restore(name, shape, user) => {
+                if let Err(e) = self.reshape(slurm, &name, shape, &user).await {
+                    tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "a reservation could not be given back its shape after its modification ended");
+                }
+            }
+        }
+    }
+
+    /// Commit of a replacement hold `hold` of reservation `old` (after the book's swap):
+    /// `hold` takes over the reservation's name, and Slurm's reservation is shrunk from both
+    /// shapes to the new one. If Slurm cannot, the reservation is broken (it still holds the
+    /// union, which covers the new shape: no job in it is cut short).
+    pub(super) async fn take_over(&self, hold: HoldId, old: HoldId) {
+        let Some(slurm) = &self.slurm else { return };
+        let todo = {
+            let mut st = self.state.lock().expect("LIS state lock");
+            st.local.replacing.remove(&hold);
+            st.local.names.remove(&old);
+            st.local.users.remove(&old);
+            st.local.broken.remove(&old);
+            st.local.created.remove(&old);
+            let name = Self::name_in(&st, slurm, hold);
+            let user = st.local.users.get(&hold).cloned();
+            let span = st.holds.get(hold).and_then(|(_, b)| st.calendars.get(super::CPUS).span(super::cpu_span(b)));
+            span.zip(user).map(|(s, u)| (name, Shape { start: s.start, end: s.end, cpus: s.amount }, u))
+        };
+        let Some((name, shape, user)) = todo else { return };
+        if let Err(e) = self.reshape(slurm, &name, shape, &user).await {
+            tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "a modified reservation could not be shrunk to its new shape");
+            let mut st = self.state();
+            if st.holds.get(hold).is_some() {
+                st.local
+                    .broken
+                    .insert(hold, format!("its modification was committed but Slurm kept another shape: {e}"));
+            }
         }
     }
 
@@ -264,7 +528,11 @@ impl Lis {
         let Some(slurm) = &self.slurm else { return Ok(SyncReport::default()) };
         // Only what was made before the listing must be in it.
         let made_before = self.state().local.created.clone();
-        let all = slurm.reservations().await?;
+        // Not in the middle of a reshape (a reservation deleted to be made again).
+        let all = {
+            let _listing = self.slurm_lock.read().await;
+            slurm.reservations().await?
+        };
         let down: HashMap<String, String> = slurm.unusable_nodes().await?.into_iter().collect();
         let now = self.clock.now();
         let partition = &slurm.config().partition;
@@ -275,6 +543,10 @@ impl Lis {
         let mut missing = Vec::new();
         {
             let mut st = self.state();
+            // Windows Slurm refused are offered again: the listing above is the new truth.
+            for span in std::mem::take(&mut st.local.learned) {
+                let _ = st.calendars.get_mut(super::CPUS).remove(span);
+            }
             // Capacity sold in Slurm by others: blocked, as far as it is free here.
             let wanted: HashMap<&str, (Time, Time, u64)> = foreign
                 .iter()
@@ -304,15 +576,23 @@ impl Lis {
             }
             report.foreign = st.local.foreign.len();
 
-            // coreserve's own reservations against the hold book.
+            // coreserve's own reservations against the hold book, by name: the owner of a
+            // name is the live hold it was made for (a pending replacement shares the name of
+            // the reservation it replaces, which stays the owner until the commit).
+            let mut owner: HashMap<String, HoldId> = HashMap::new();
+            for (h, _, _) in st.holds.active() {
+                if !st.local.replacing.contains_key(&h) {
+                    owner.insert(Self::name_in(&st, slurm, h), h);
+                }
+            }
             let mut seen = HashSet::new();
             for r in &ours {
-                let hold = slurm.hold_of(&r.name).expect("ours");
-                seen.insert(hold);
-                let Some((state, booked)) = st.holds.get(hold) else {
+                let Some(&hold) = owner.get(&r.name) else {
                     strays.push(r.name.clone());
                     continue;
                 };
+                let Some((state, booked)) = st.holds.get(hold) else { continue };
+                seen.insert(hold);
                 let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked)).expect("a live hold's span");
                 // A node of the reservation that Slurm holds unusable breaks it, while it lasts.
                 let lost_node =
@@ -325,7 +605,19 @@ impl Lis {
                         report.newly_broken += 1;
                     }
                 }
-                let changed = (r.start, r.end, r.cpus) != (span.start, span.end, span.amount);
+                // Its shape, or while a modification of it is pending, the new shape or both.
+                let own = Shape { start: span.start, end: span.end, cpus: span.amount };
+                let mut shapes = vec![own];
+                for (&b, &old) in &st.local.replacing {
+                    if old != hold {
+                        continue;
+                    }
+                    if let Some(g) = st.holds.get(b).and_then(|(_, bb)| bb.growth.as_ref()) {
+                        let new = Shape { start: g.request.start, end: g.request.end, cpus: u64::from(g.request.cpus) };
+                        shapes.extend([new, own.union(new)]);
+                    }
+                }
+                let changed = !shapes.contains(&r.shape());
                 if changed && state == HoldState::Committed && !st.local.broken.contains_key(&hold) {
                     let reason = format!(
                         "changed in Slurm: {} CPUs over {} .. {} instead of {} CPUs over {} .. {}",
@@ -348,7 +640,7 @@ impl Lis {
                 .filter_map(|(h, state, b)| {
                     st.calendars.get(super::CPUS).span(super::cpu_span(b)).map(|s| (h, state, s.end))
                 })
-                .filter(|&(h, _, end)| end > now && !seen.contains(&h))
+                .filter(|&(h, _, end)| end > now && !seen.contains(&h) && !st.local.replacing.contains_key(&h))
                 .collect();
             for (hold, state, _) in live {
                 if made_before.contains(&hold) {
@@ -366,8 +658,15 @@ impl Lis {
             }
         }
         for name in &strays {
-            self.delete_local(slurm, name).await;
-            report.strays_deleted += 1;
+            // Slurm keeps a reservation jobs were submitted into: not deleted, so not counted
+            // as deleted; the next sync tries again (a job is never taken out of it).
+            match slurm.delete(name).await {
+                Ok(()) => report.strays_deleted += 1,
+                Err(SlurmError::InUse(_)) => report.strays_in_use += 1,
+                Err(e) => {
+                    tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "stray Slurm reservation not deleted; the next sync tries again");
+                }
+            }
         }
         for hold in missing {
             match self.ensure_local(&[hold]).await {
@@ -380,6 +679,9 @@ impl Lis {
                     }
                 }
             }
+        }
+        if report.strays_in_use > 0 {
+            tracing::debug!(site = %self.site().id, strays = report.strays_in_use, "stray Slurm reservations kept by Slurm while jobs are in them");
         }
         if (report.foreign_changed, report.strays_deleted, report.recreated, report.newly_broken) != (0, 0, 0, 0) {
             tracing::info!(site = %self.site().id, ?report, "synchronised with Slurm");

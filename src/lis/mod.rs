@@ -119,6 +119,9 @@ pub struct Lis {
     state: Mutex<State>,
     /// The site's own reservation scheduler, if this LIS fronts one.
     slurm: Option<slurm::Slurm>,
+    /// Slurm changes that must not interleave: a reservation deleted to be made again in
+    /// another shape ([`Lis::reshape`], write) against creates and the sync's listing (read).
+    slurm_lock: tokio::sync::RwLock<()>,
 }
 
 impl Lis {
@@ -133,6 +136,7 @@ impl Lis {
             lease_s,
             state: Mutex::new(State::new(calendars, binding::LocalState::default())),
             slurm: None,
+            slurm_lock: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -196,11 +200,31 @@ impl Lis {
     ///
     /// A replacement hold is put back as it was: held, with its growth over the reservation it
     /// replaces; committed, in that reservation's place (which is released, if still there).
+    ///
+    /// At a Slurm site, a replacement hold is bound to the name of the reservation it replaces
+    /// (`req.reservation_name`, else that reservation's, if it is still here).
     pub fn restore(&self, id: HoldId, req: &ComputeHoldRequest, state: HoldState) -> Result<(), ParticipantError> {
         let mut st = self.state();
+        let name = match (&self.slurm, req.replaces) {
+            (Some(slurm), Some(old)) => req
+                .reservation_name
+                .clone()
+                .or_else(|| st.holds.get(old).is_some().then(|| Self::name_in(&st, slurm, old))),
+            _ => None,
+        };
         bookkeeping::restore(&mut st, id, req.txn, req.replaces, state, |st, over| self.book(st, req, over))?;
         if let Some(user) = self.local_user(req).ok().flatten() {
             st.local.users.insert(id, user);
+        }
+        match (state, req.replaces) {
+            (HoldState::Committed, Some(old)) => {
+                // In its reservation's place, under its name.
+                st.local.names.remove(&old);
+                st.local.users.remove(&old);
+                st.local.created.remove(&old);
+                Self::bind_name(&mut st, id, name, None);
+            }
+            _ => Self::bind_name(&mut st, id, name, req.replaces),
         }
         Ok(())
     }
@@ -295,6 +319,7 @@ impl Lis {
     fn prepare_owned(&self, req: &ComputeHoldRequest, owner: Option<&str>) -> Result<Hold, ParticipantError> {
         let user = self.local_user(req)?;
         let mut st = self.state();
+        let name = self.local_name(&st, req)?;
         let booked = self.book(&mut st, req, req.replaces)?;
         let hold = Hold { id: HoldId::new(), expires_at: self.clock.now() + self.lease_s };
         st.holds.hold(hold.id, req.txn, booked, hold.expires_at);
@@ -302,6 +327,7 @@ impl Lis {
         if let Some(user) = user {
             st.local.users.insert(hold.id, user);
         }
+        Self::bind_name(&mut st, hold.id, name, req.replaces);
         Ok(hold)
     }
 
@@ -340,7 +366,7 @@ impl Lis {
                     gpus,
                     state,
                     owner: st.holds.owner(hold).flatten().map(str::to_owned),
-                    local_reservation: self.slurm.as_ref().map(|s| s.reservation_name(hold)),
+                    local_reservation: self.slurm.as_ref().map(|s| Self::name_in(&st, s, hold)),
                     broken: st.local.broken.get(&hold).cloned(),
                 })
             })
@@ -436,9 +462,9 @@ impl KeepsHolds for Lis {
     async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError> {
         self.ensure_local(&[hold]).await?;
         let replaced = bookkeeping::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?;
-        // The replaced reservation's local one (Slurm) goes with it.
+        // The replaced reservation's local one (Slurm) is the replacement's now, in its new shape.
         if let Some(old) = replaced {
-            self.drop_local(old).await;
+            self.take_over(hold, old).await;
         }
         Ok(())
     }

@@ -131,6 +131,10 @@ pub enum SlurmError {
     /// Slurm answered and refused (e.g. "Requested nodes are busy").
     #[error("Slurm refused: {0}")]
     Refused(String),
+    /// Slurm refused to delete a reservation that jobs were submitted into, running or
+    /// pending ("Requested reservation is in use"): it stays, and so does every job in it.
+    #[error("Slurm refused: {0}")]
+    InUse(String),
     /// `scontrol` printed something this parser cannot read.
     #[error("cannot parse scontrol output: {reason}: `{line}`")]
     Parse { line: String, reason: String },
@@ -156,6 +160,32 @@ pub struct SlurmReservation {
     pub users: Option<String>,
     /// `Flags=`, split at commas.
     pub flags: Vec<String>,
+    /// The cores it sets aside on each node, as Slurm lists them (`NodeName=N CoreIDs=0-3`):
+    /// `(node, core ids)`. Empty when Slurm does not list them (yet: slurmctld fills them in
+    /// a moment after a create).
+    pub cores: Vec<(String, Vec<u32>)>,
+}
+
+impl SlurmReservation {
+    /// Its window and CPUs.
+    pub fn shape(&self) -> Shape {
+        Shape { start: self.start, end: self.end, cpus: self.cpus }
+    }
+}
+
+/// The window and size of a reservation: `[start, end)` in [`Time`] seconds, `cpus` CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub start: Time,
+    pub end: Time,
+    pub cpus: u64,
+}
+
+impl Shape {
+    /// The smallest shape that holds both: the hull of the windows, the larger CPU count.
+    pub fn union(self, other: Shape) -> Shape {
+        Shape { start: self.start.min(other.start), end: self.end.max(other.end), cpus: self.cpus.max(other.cpus) }
+    }
 }
 
 /// A partition, as `scontrol show partition NAME --oneliner` gives it.
@@ -179,10 +209,6 @@ pub struct NewReservation {
     pub cpus: u64,
     /// The Slurm user (`Users=`).
     pub user: String,
-    /// May share cores with other reservations (`Flags=OVERLAP`): the new shape of a
-    /// modified job, made beside its reservation until the commit deletes that one (the LIS's
-    /// calendar, not Slurm, is what keeps the partition from being sold twice).
-    pub overlap: bool,
 }
 
 /// A Slurm cluster, reached through `scontrol`.
@@ -290,7 +316,6 @@ impl Slurm {
             format!("CoreCnt={}", r.cpus),
             format!("Users={}", r.user),
         ];
-        let args = if r.overlap { [args, vec!["Flags=OVERLAP".into()]].concat() } else { args };
         match self.scontrol(&args).await {
             Ok(_) => Ok(()),
             Err(SlurmError::Refused(m)) if m.contains("already exists") || m.contains("Duplicate") => {
@@ -308,11 +333,89 @@ impl Slurm {
     }
 
     /// Deletes reservation `name`. Idempotent: a reservation that is not there is success.
+    ///
+    /// # Errors
+    /// [`SlurmError::InUse`] while jobs (running or pending) were submitted into it: Slurm
+    /// keeps it; [`SlurmError::Unavailable`].
     pub async fn delete(&self, name: &str) -> Result<(), SlurmError> {
         match self.scontrol(&["delete".into(), format!("ReservationName={name}")]).await {
             Ok(_) => Ok(()),
             Err(SlurmError::Refused(m)) if m.contains("invalid") || m.contains("not found") => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Reservation `name`, if Slurm has it.
+    pub async fn reservation(&self, name: &str) -> Result<Option<SlurmReservation>, SlurmError> {
+        let out = self.scontrol(&["show".into(), "reservation".into(), name.into(), "--oneliner".into()]).await;
+        match out {
+            Err(SlurmError::Refused(m)) if m.contains("not found") || m.contains("No reservations") => Ok(None),
+            r => Ok(parse_reservations(&r?)?.into_iter().find(|x| x.name == name)),
+        }
+    }
+
+    /// Moves reservation `name`'s end to `end` and, with `start`, its start (Slurm 22.05
+    /// changes a reservation's window in place, `scontrol update ReservationName=...
+    /// [StartTime=...] EndTime=...`, keeping its cores and the jobs in it; it refuses a new
+    /// start once the reservation has started, and does **not** check the cores of the new
+    /// window against other reservations: see [`Slurm::core_conflicts`]).
+    ///
+    /// # Errors
+    /// [`SlurmError::Refused`] ("Reservation already started", a window in the past),
+    /// [`SlurmError::Unavailable`].
+    pub async fn update_window(&self, name: &str, start: Option<Time>, end: Time) -> Result<(), SlurmError> {
+        let mut args = vec!["update".into(), format!("ReservationName={name}")];
+        if let Some(s) = start {
+            args.push(format!("StartTime={}", slurm_time(s)));
+        }
+        args.push(format!("EndTime={}", slurm_time(end)));
+        self.scontrol(&args).await.map(drop)
+    }
+
+    /// The reservations whose cores overlap reservation `name`'s on a node during a common
+    /// instant: nothing for a reservation Slurm placed itself (a create picks free cores),
+    /// but a window changed in place keeps its cores unchecked. Waits up to `wait` for
+    /// slurmctld to list the cores of every reservation of the partition's nodes (it fills
+    /// them in a moment after a create); a reservation still without them then counts as
+    /// holding every core of its nodes.
+    ///
+    /// # Errors
+    /// As [`Slurm::reservations`]; [`SlurmError::Mismatch`] if `name` is not there.
+    pub async fn core_conflicts(&self, name: &str, wait: Duration) -> Result<Vec<String>, SlurmError> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            let all = self.reservations().await?;
+            let Some(me) = all.iter().find(|r| r.name == name) else {
+                return Err(SlurmError::Mismatch(format!("reservation {name} is not in Slurm")));
+            };
+            let mine = expand_hostlist(&me.nodes);
+            let others: Vec<&SlurmReservation> = all
+                .iter()
+                .filter(|r| r.name != name && r.start < me.end && me.start < r.end)
+                .filter(|r| expand_hostlist(&r.nodes).iter().any(|n| mine.contains(n)))
+                .collect();
+            let unlisted = me.cores.is_empty() || others.iter().any(|r| r.cores.is_empty());
+            if unlisted && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            // Cores of `r` on `node`; `None`: not listed, so all of them.
+            let on = |r: &SlurmReservation, node: &str| -> Option<Vec<u32>> {
+                if r.cores.is_empty() {
+                    None
+                } else {
+                    Some(r.cores.iter().filter(|(n, _)| n == node).flat_map(|(_, c)| c.clone()).collect())
+                }
+            };
+            let clash = |r: &SlurmReservation| {
+                mine.iter().any(|node| match (on(me, node), on(r, node)) {
+                    (Some(a), Some(b)) => a.iter().any(|c| b.contains(c)),
+                    (Some(a), None) => !a.is_empty() && expand_hostlist(&r.nodes).contains(node),
+                    (None, Some(b)) => !b.is_empty(),
+                    (None, None) => expand_hostlist(&r.nodes).contains(node),
+                })
+            };
+            return Ok(others.into_iter().filter(|r| clash(r)).map(|r| r.name.clone()).collect());
         }
     }
 }
@@ -332,6 +435,8 @@ fn classify(msg: &str) -> SlurmError {
     ];
     if unreachable.iter().any(|u| lower.contains(u)) {
         SlurmError::Unavailable(msg.to_owned())
+    } else if lower.contains("reservation is in use") {
+        SlurmError::InUse(msg.to_owned())
     } else {
         SlurmError::Refused(msg.to_owned())
     }
@@ -359,6 +464,30 @@ fn null(v: &str) -> Option<String> {
 /// The CPUs of a `TRES=` value (`cpu=8,node=1`): its `cpu=` term.
 fn tres_cpus(tres: &str) -> Option<u64> {
     tres.split(',').find_map(|t| t.strip_prefix("cpu=")).and_then(|n| n.parse().ok())
+}
+
+/// The `NodeName=N CoreIDs=LIST` pairs of a reservation's line, in order.
+fn core_lists(line: &str) -> Vec<(String, Vec<u32>)> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter_map(|w| {
+            let node = w[0].strip_prefix("NodeName=")?;
+            let ids = w[1].strip_prefix("CoreIDs=")?;
+            Some((node.to_owned(), expand_ids(ids)))
+        })
+        .collect()
+}
+
+/// The numbers of a Slurm id list: `0-3,8,10-11`.
+fn expand_ids(list: &str) -> Vec<u32> {
+    list.split(',')
+        .filter_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            Some(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?.min(a.parse::<u32>().ok()? + 100_000))
+        })
+        .flatten()
+        .collect()
 }
 
 /// Parses `scontrol show reservation --oneliner`: one reservation a line.
@@ -394,6 +523,7 @@ pub fn parse_reservations(text: &str) -> Result<Vec<SlurmReservation>, SlurmErro
                 .get("Flags")
                 .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                 .unwrap_or_default(),
+            cores: core_lists(line),
         });
     }
     Ok(out)
@@ -499,6 +629,9 @@ ReservationName=maint1 StartTime=2026-11-26T01:00:00 EndTime=2026-11-26T02:00:00
         assert_eq!(rs[0].partition.as_deref(), Some("batch"));
         assert_eq!(rs[0].users.as_deref(), Some("root"));
         assert!(rs[0].flags.is_empty(), "an empty Flags= is no flag");
+        assert_eq!(rs[0].cores, vec![("cs-node1".to_owned(), vec![0, 1, 2, 3, 4, 5, 6, 7])]);
+        assert!(rs[1].cores.is_empty(), "a reservation whose cores Slurm does not list");
+        assert_eq!(expand_ids("0-2,8,10-11"), [0, 1, 2, 8, 10, 11]);
         assert_eq!(rs[1].cpus, 64);
         assert_eq!(rs[1].partition, None);
         assert_eq!(rs[1].flags, ["MAINT", "IGNORE_JOBS", "SPEC_NODES", "ALL_NODES"]);
@@ -563,6 +696,11 @@ NodeName=cs-node3 State=IDLE* Partitions=batch
             SlurmError::Unavailable(_)
         ));
         assert!(matches!(classify("Error creating the reservation: Requested nodes are busy"), SlurmError::Refused(_)));
+        // Captured (slurm-wlm 22.05.8) deleting a reservation a job was submitted into.
+        assert!(matches!(
+            classify("delete_reservation ReservationName=p: Requested reservation is in use"),
+            SlurmError::InUse(_)
+        ));
         // Captured with slurmctld stopped (slurm-wlm 22.05.8).
         assert!(matches!(
             classify("Error creating the reservation: Unexpected message received"),

@@ -12,6 +12,7 @@ fn site(cpus: u32) -> Site {
 fn hold_req(cpus: u32, start: Time, end: Time) -> ComputeHoldRequest {
     ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus,
@@ -72,6 +73,7 @@ async fn wrong_messages_are_refused() {
     // A network message cannot be sent to a LIS: the types forbid it (Participant<Compute>).
     let other = ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: "s2".into(),
         cpus: 1,

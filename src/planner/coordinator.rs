@@ -16,7 +16,7 @@ use super::{Booking, Charge, ParticipantRef, PlanResult, Settlement};
 use crate::fairshare::Usage;
 use crate::model::{Outcome, OutcomeStatus, Time};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, PartHold};
-use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, TxnId};
+use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError, TxnId};
 
 /// A part's hold as the coordinator drives it: the participant that keeps it, and the hold
 /// as the decision log records it.
@@ -61,6 +61,10 @@ pub(super) struct Coordinator {
     /// taken its reservation's place, so giving it back would cancel that job or transfer;
     /// compensation aborts the others only, and phase 2 renews every lease first.
     modification: bool,
+    /// Why phase 1's end (persist, or the all-in-one's commit before its decision) failed,
+    /// when it did: the participant's error, for the planner to plan again without what
+    /// failed ([`Coordinator::site_failure`]).
+    failure: Arc<std::sync::Mutex<Option<ParticipantError>>>,
 }
 
 /// The lease a modification's holds get before phase 2 (seconds).
@@ -78,19 +82,53 @@ impl Coordinator {
     /// The coordinator of a freshly planned transaction `txn`: its held `parts` (jobs first,
     /// in order) and the plan as it will be committed; `started` when planning began.
     pub(super) fn planning(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, started: tokio::time::Instant) -> Self {
-        Coordinator { txn, parts, outcome, started: Some(started), recovering: false, modification: false }
+        Coordinator {
+            txn,
+            parts,
+            outcome,
+            started: Some(started),
+            recovering: false,
+            modification: false,
+            failure: Default::default(),
+        }
     }
 
     /// A coordinator that settles the decided transaction `txn` (recovery): its `parts`, and
     /// the committed `outcome` logged with the decision.
     pub(super) fn recovering(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, modification: bool) -> Self {
-        Coordinator { txn, parts, outcome, started: None, recovering: true, modification }
+        Coordinator { txn, parts, outcome, started: None, recovering: true, modification, failure: Default::default() }
     }
 
     /// A coordinator for a plan modification's replacement holds (`parts`, every one held),
     /// whose committed result is `outcome`; `started` when the modification began.
     pub(super) fn modifying(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, started: tokio::time::Instant) -> Self {
-        Coordinator { txn, parts, outcome, started: Some(started), recovering: false, modification: true }
+        Coordinator {
+            txn,
+            parts,
+            outcome,
+            started: Some(started),
+            recovering: false,
+            modification: true,
+            failure: Default::default(),
+        }
+    }
+
+    /// Where the planner reads, once this coordinator is done, the participant error that
+    /// rejected the plan before any decision (a persist, or an all-in-one commit, refused or
+    /// unanswered); empty otherwise.
+    pub(super) fn failure_cell(&self) -> Arc<std::sync::Mutex<Option<ParticipantError>>> {
+        self.failure.clone()
+    }
+
+    /// Records `cause` as the failure of phase 1's end, if it carries a participant's error.
+    fn note_failure(&self, cause: &TwoPhaseError) {
+        let e = match cause {
+            TwoPhaseError::NotDurable(e)
+            | TwoPhaseError::CommitRefused(e)
+            | TwoPhaseError::CommitUnanswered { source: e, .. } => e.clone(),
+            _ => return,
+        };
+        *self.failure.lock().expect("failure cell") = Some(e);
     }
 
     /// A modification's holds with their leases renewed, so that none runs out between the
@@ -188,10 +226,12 @@ impl Coordinator {
         match self.phase2().await {
             Phase2::Committed => Ok(()),
             Phase2::Refused { committed, cause } => {
+                self.note_failure(&cause);
                 let _ = self.compensate(&committed).await;
                 Err(self.rejected(cause.to_string()))
             }
             Phase2::Unreachable { cause } => {
+                self.note_failure(&cause);
                 let _ = self.compensate(&[]).await;
                 Err(self.rejected(cause.to_string()))
             }
@@ -265,6 +305,7 @@ impl Coordinator {
         // then the decision, then one commit per participant, all participants at once.
         let groups = self.groups();
         if let Err(cause) = commit::persist_groups(&groups, &self.holds(), &mut self.outcome.messages).await {
+            self.note_failure(&cause);
             let _ = self.compensate(&[]).await;
             return self.rejected(cause.to_string());
         }

@@ -136,6 +136,12 @@ pub(in crate::planner) trait TentativeBook: Send {
     /// uses (Mbit/s).
     fn own_peak_on_links(&self, start: Time, end: Time) -> u64;
 
+    /// Sites this attempt leaves out of every job's candidates (their local scheduler did not
+    /// answer an earlier attempt of the same request).
+    fn excluded(&self) -> &[SiteId] {
+        &[]
+    }
+
     /// The candidate sites of every job of the request, in job order (one GIS message).
     fn candidates(&mut self) -> impl Future<Output = Result<Vec<Candidates>, ParticipantError>> + Send;
 

@@ -218,6 +218,26 @@ pub enum Settlement {
     InDoubt(Box<Unsettled>),
 }
 
+/// How many times [`Planner::plan_with`] plans a request again after phase 1 failed at its
+/// end at one site (its local scheduler refused or did not answer). Each time, the failing
+/// site is left out (unavailable) or its LIS has blocked the refused window until its next
+/// sync, so each new search has one candidate fewer; this bounds the extra messages to this
+/// many searches per request.
+pub const SITE_REPLANS: u32 = 3;
+
+/// Whether a planning attempt may be tried again (see [`Planner::plan_with`]).
+enum Again {
+    No,
+    /// BBR's batch prepare was refused.
+    Batch,
+    /// Phase 1's end failed at `site`: its scheduler did not answer (`down`) or refused.
+    Site {
+        site: SiteId,
+        reason: String,
+        down: bool,
+    },
+}
+
 /// Per-call options of [`Planner::plan_with`].
 #[derive(Clone, Copy, Default)]
 pub struct PlanOptions<'a> {
@@ -300,58 +320,103 @@ impl Planner {
 
     /// [`Planner::plan`] with options, also returning the bookings of a committed plan (what
     /// [`Planner::cancel`] needs).
+    ///
+    /// A plan whose phase 1 failed at its end at one site is planned again, up to
+    /// [`SITE_REPLANS`] times, with a fresh search (docs/protocol.md, "A LIS in front of
+    /// Slurm"): a site whose local scheduler did not answer
+    /// ([`ParticipantError::SchedulerUnavailable`]) is left out of this plan's candidates, and a
+    /// site whose local scheduler refused what its calendar allowed
+    /// ([`ParticipantError::LocalScheduler`]: Slurm places cores, the calendar counts CPUs) is
+    /// asked again, its LIS having blocked that window. A rejection names the sites left out.
     pub async fn plan_with(&self, req: &PlanRequest, opts: PlanOptions<'_>) -> PlanResult {
         let policy = req.policy().unwrap_or(self.cfg.policy);
         let method = req.method().unwrap_or(self.cfg.method);
         let started = tokio::time::Instant::now();
         let replans = if method == ReservationMethod::Bir { 0 } else { self.cfg.bbr_replans };
         let (mut messages, mut holds_aborted) = (0, 0);
-        for attempt in 0..=replans {
+        let (mut attempt, mut site_replans) = (0, 0);
+        let mut unavailable: Vec<(SiteId, String)> = Vec::new();
+        loop {
             let seed = self.rng.lock().expect("planner rng").gen::<u64>();
             let mut book = book::Book::new(self, req, policy, method, started);
             book.user = opts.user.map(str::to_owned);
+            book.excluded = unavailable.iter().map(|(s, _)| s.clone()).collect();
             let search = search::Attempt::new(&self.cfg, req, policy, method, seed, book);
-            let (mut result, batch_refused) = Self::attempt(search, opts).await;
-            if batch_refused && attempt < replans {
+            let (mut result, again) = Self::attempt(search, opts).await;
+            let batch = matches!(again, Again::Batch);
+            let retry = match again {
+                Again::No => false,
+                Again::Batch => attempt < replans,
+                Again::Site { site, reason, down } => {
+                    if down && !unavailable.iter().any(|(s, _)| *s == site) {
+                        unavailable.push((site, reason));
+                    }
+                    site_replans < SITE_REPLANS
+                }
+            };
+            if retry {
+                if batch {
+                    attempt += 1;
+                } else {
+                    site_replans += 1;
+                }
                 messages += result.outcome.messages;
                 holds_aborted += result.outcome.holds_aborted;
                 continue;
             }
             result.outcome.messages += messages;
             result.outcome.holds_aborted += holds_aborted;
+            if result.outcome.status == OutcomeStatus::Rejected && !unavailable.is_empty() {
+                let down: Vec<String> = unavailable.iter().map(|(s, why)| format!("site `{s}` ({why})")).collect();
+                let reason = result.outcome.reason.take().unwrap_or_default();
+                result.outcome.reason = Some(format!("{reason}; unavailable, left out: {}", down.join(", ")));
+            }
             return result;
         }
-        unreachable!("the last attempt returns")
     }
 
     /// The `st` loop (Ando & Aida, Fig. 2), then booking (or, for a dry run, releasing).
-    /// The flag is true when the plan was rejected because its batch prepare was refused
-    /// (BBR; the planner may plan such a request again, see `PlannerConfig::bbr_replans`).
-    async fn attempt(mut search: search::Attempt<'_, book::Book<'_>>, opts: PlanOptions<'_>) -> (PlanResult, bool) {
+    /// Says whether the plan may be planned again: its batch prepare was refused (BBR, see
+    /// `PlannerConfig::bbr_replans`), or phase 1's end failed at a site ([`Again::Site`]).
+    async fn attempt(mut search: search::Attempt<'_, book::Book<'_>>, opts: PlanOptions<'_>) -> (PlanResult, Again) {
         let req = search.req;
         let rejected = |outcome: Outcome| PlanResult { outcome, bookings: vec![], settlement: Settlement::Final };
         match search.search_plan().await {
             Err(outcome) if search.unsatisfiable => {
-                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, false)
+                (PlanResult { outcome, bookings: vec![], settlement: Settlement::Unsatisfiable }, Again::No)
             }
-            Err(outcome) => (rejected(outcome), false),
+            Err(outcome) => (rejected(outcome), Again::No),
             Ok(()) if opts.dry_run => {
                 let mut outcome = search.book.outcome();
                 outcome.status = OutcomeStatus::Planned;
                 search.book.undo_to(0).await;
                 outcome.messages = search.book.messages();
                 outcome.holds_aborted = search.book.holds_aborted;
-                (rejected(outcome), false)
+                (rejected(outcome), Again::No)
             }
             Ok(()) => match search.book.prepare_all().await {
                 Ok(parts) => {
                     let coordinator = search.book.into_coordinator(parts);
-                    (coordinator.book_charged(req.user(), opts.charge, opts.log).await, false)
+                    let failure = coordinator.failure_cell();
+                    let result = coordinator.book_charged(req.user(), opts.charge, opts.log).await;
+                    let final_rejection = matches!(result.settlement, Settlement::Final)
+                        && result.outcome.status == OutcomeStatus::Rejected;
+                    let cause = failure.lock().expect("failure cell").take();
+                    let again = match cause {
+                        Some(ParticipantError::SchedulerUnavailable { site, reason }) if final_rejection => {
+                            Again::Site { site, reason, down: true }
+                        }
+                        Some(ParticipantError::LocalScheduler { site, reason }) if final_rejection => {
+                            Again::Site { site, reason, down: false }
+                        }
+                        _ => Again::No,
+                    };
+                    (result, again)
                 }
                 Err(cause) => {
                     // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
                     search.book.undo_to(0).await;
-                    (search.book.rejected(cause.to_string()), true)
+                    (search.book.rejected(cause.to_string()), Again::Batch)
                 }
             },
         }

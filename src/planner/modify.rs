@@ -103,8 +103,6 @@ impl Planner {
         let txn = TxnId::new();
         let user = opts.user.map(str::to_owned);
         let mut held: Vec<HeldPart> = Vec::new();
-        // (replaced reservation, its replacement) of every changed part.
-        let mut renamed = Vec::new();
         let mut messages = 0u64;
         for part in parts {
             let (name, target, prepared) = match part {
@@ -122,6 +120,8 @@ impl Planner {
                         gpus: n.gpus.clone(),
                         user: user.clone(),
                         replaces: Some(b.hold),
+                        // The job keeps its local reservation, under its name (docs/protocol.md).
+                        reservation_name: o.reservation_name.clone(),
                     };
                     let lis = match self.services.lis.get(&n.site) {
                         Some(l) => l.clone(),
@@ -162,7 +162,6 @@ impl Planner {
             let (participant, booking, request) = target;
             match prepared {
                 Ok(h) => {
-                    renamed.push((booking.hold, h.id));
                     held.push(HeldPart::new(participant, booking.participant.clone(), h.id, request));
                 }
                 Err(e) => {
@@ -179,14 +178,8 @@ impl Planner {
         outcome.planner = self.cfg.name.clone();
         outcome.messages = messages;
         outcome.holds_aborted = 0;
-        // A job's local reservation (Slurm) is named after its hold: the replacement's now.
-        for j in &mut outcome.jobs {
-            if let Some(name) = &mut j.reservation_name {
-                for (old, new) in &renamed {
-                    *name = name.replace(&old.as_uuid().simple().to_string(), &new.as_uuid().simple().to_string());
-                }
-            }
-        }
+        // A job keeps its local reservation's name (the LIS changes it in place): the plan's
+        // `reservation_name`s stay as they were.
         let mut result = Coordinator::modifying(txn, held, outcome, started).book(opts.log).await;
         if matches!(result.settlement, Settlement::Final) && result.outcome.status == OutcomeStatus::Committed {
             result.bookings = replaced_bookings(bookings, &decided);

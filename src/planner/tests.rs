@@ -84,6 +84,7 @@ async fn book_outside(l: &InProcessGrid, site: &str, cpus: u32, start: Time, end
 async fn book_at(lis: &crate::lis::Lis, txn: TxnId, cpus: u32, start: Time, end: Time) -> HoldId {
     let req = ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn,
         site: lis.site().id.clone(),
         cpus,
@@ -411,6 +412,7 @@ async fn cost_policy_takes_the_cheap_late_site_and_time_the_early_one() {
     let h = l.lis["cheap"]
         .prepare(&ComputeHoldRequest {
             replaces: None,
+            reservation_name: None,
             txn: TxnId::new(),
             site: "cheap".into(),
             cpus: 8,
@@ -787,6 +789,7 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
         for (site, cpus) in [(site_a, 8), ("s2", 8)] {
             let request = ComputeHoldRequest {
                 replaces: None,
+                reservation_name: None,
                 txn,
                 site: site.into(),
                 cpus,

@@ -30,6 +30,9 @@ use super::{Hold, HoldId, HoldLifecycle, HoldRequest, Participant, ParticipantEr
 use crate::model::Time;
 
 /// One change to a participant's holds and reservations, as journaled.
+// `Held` carries the whole prepare message; entries are made one per message and written
+// out at once, so boxing it would buy nothing but an indirection at every use.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum JournalEntry {
     /// Prepare-OK: `request` is held as `hold` until `expires_at`.

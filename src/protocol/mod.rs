@@ -214,6 +214,12 @@ pub struct ComputeHoldRequest {
     /// [`crate::calendar::CapacityCalendar::add_growth`]); commit swaps them at once; abort or
     /// lease expiry leaves the reservation as it was.
     pub replaces: Option<HoldId>,
+    /// A replacement hold at a site in front of a batch scheduler: the name of the local
+    /// (Slurm) reservation it changes, which it keeps (the planner sends the plan's
+    /// `reservation_name`, so that a LIS restarted from its journal still knows it). Absent:
+    /// the replaced reservation's, as the LIS knows it; a hold that replaces nothing may not
+    /// name one (its name is derived from its id).
+    pub reservation_name: Option<String>,
 }
 
 /// A prepare message to the NIS: hold `bandwidth_mbps` on every link of `links` over

@@ -506,8 +506,17 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let (start, end) = (t0, t0 + 3600);
     let txn = TxnId::new();
 
-    let too_big =
-        ComputeHoldRequest { replaces: None, txn, site: "s1".into(), cpus: 17, start, end, gpus: None, user: None };
+    let too_big = ComputeHoldRequest {
+        replaces: None,
+        reservation_name: None,
+        txn,
+        site: "s1".into(),
+        cpus: 17,
+        start,
+        end,
+        gpus: None,
+        user: None,
+    };
     assert!(matches!(s1.prepare(&too_big).await, Err(P::Capacity { requested: 17, .. })));
     let wide = NetworkHoldRequest {
         replaces: None,
@@ -523,6 +532,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let h = s1
         .prepare(&ComputeHoldRequest {
             replaces: None,
+            reservation_name: None,
             txn,
             site: "s1".into(),
             cpus: 4,
@@ -539,6 +549,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let h = s1
         .prepare(&ComputeHoldRequest {
             replaces: None,
+            reservation_name: None,
             txn,
             site: "s1".into(),
             cpus: 4,
@@ -553,8 +564,17 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert_eq!(s1.abort(h.id).await, Err(P::AlreadyCommitted(h.id)));
     s1.release(h.id).await.unwrap();
     // Aborts of several holds in one message (`POST {base}/holds/abort`): an answer per hold.
-    let hold =
-        |cpus| ComputeHoldRequest { replaces: None, txn, site: "s1".into(), cpus, start, end, gpus: None, user: None };
+    let hold = |cpus| ComputeHoldRequest {
+        replaces: None,
+        reservation_name: None,
+        txn,
+        site: "s1".into(),
+        cpus,
+        start,
+        end,
+        gpus: None,
+        user: None,
+    };
     let (a, b, c) =
         (s1.prepare(&hold(4)).await.unwrap(), s1.prepare(&hold(8)).await.unwrap(), s1.prepare(&hold(2)).await.unwrap());
     s1.commit(c.id).await.unwrap();

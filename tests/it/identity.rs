@@ -94,6 +94,7 @@ async fn another_principals_hold_is_a_typed_refusal_over_http() {
     let start = chrono::Utc::now().timestamp() + 3600;
     let req = ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 4,

@@ -69,6 +69,7 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
                 let txn = TxnId::new();
                 let req = ComputeHoldRequest {
                     replaces: None,
+                    reservation_name: None,
                     txn,
                     site: "s1".into(),
                     cpus,

@@ -174,10 +174,15 @@ async fn slurm_s_own_reservations_are_not_sold_again() {
         "Users=root",
     ]);
     let plan = submit(&app, &one_job("race-1", 16, 600)).await;
-    assert_ne!(plan["status"], "committed", "Slurm did not make the reservation: {plan}");
-    assert!(plan["reason"].as_str().unwrap().contains("local scheduler refused"), "{plan}");
+    // Slurm refused s1's reservation: the plan is planned again without that window (issue
+    // 45), so it ends at s2 (no Slurm there) or rejected, never committed at s1.
+    let at_s1 = plan["status"] == "committed" && plan["jobs"][0]["site"] == SITE;
+    assert!(!at_s1, "Slurm did not make the reservation: {plan}");
+    if plan["status"] != "committed" {
+        assert!(plan["reason"].as_str().unwrap().contains("local scheduler refused"), "{plan}");
+    }
     assert!(cluster.ours().is_empty(), "{:?}", cluster.ours());
-    assert_eq!(app.state.participants.lis[SITE].booked_spans(), 0, "the refused hold is given back");
+    assert!(app.reservations(SITE).await.is_empty(), "the refused hold is given back");
 }
 
 /// A service on `cluster` whose first (and, for an hour, only) sync has run.
@@ -204,6 +209,7 @@ async fn cancel_abort_and_lease_expiry_leave_nothing_in_slurm() {
     let t0 = Utc::now().timestamp() + 600;
     let req = ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: SITE.into(),
         cpus: 4,
@@ -324,6 +330,7 @@ async fn slurmctld_down_means_503_and_nothing_committed() {
     let t0 = Utc::now().timestamp() + 600;
     let req = ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: SITE.into(),
         cpus: 4,
@@ -343,8 +350,9 @@ async fn slurmctld_down_means_503_and_nothing_committed() {
         .await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(r.headers().get("retry-after").is_some());
+    // The plan is not committed at s1: it goes to s2 (issue 45: s1 is left out), or is rejected.
     let plan = submit(&app, &one_job("down-1", 16, 600)).await;
-    assert_ne!(plan["status"], "committed", "{plan}");
+    assert!(!(plan["status"] == "committed" && plan["jobs"][0]["site"] == SITE), "{plan}");
     cluster.start_controller();
     let plan = submit(&app, &one_job("up-1", 8, 600)).await;
     assert_eq!(plan["status"], "committed", "{plan}");
@@ -609,17 +617,17 @@ async fn a_planner_books_a_slurm_site_on_another_database_by_certificate() {
     assert_eq!(cluster.ours().len(), 1);
 }
 
-/// Issue 25: a job modified at the Slurm site is booked in Slurm as modified. On a full
-/// partition (16 of 16 cores) its longer shape is made beside the old reservation until the
-/// commit deletes that one, and the plan names the new reservation; a change the site cannot
-/// take leaves Slurm as it was.
+/// Issues 25 and 45: a job modified at the Slurm site is booked in Slurm as modified, in its
+/// reservation, under its name (changed in place, never made beside it with `Flags=OVERLAP`):
+/// on a full partition (16 of 16 cores) it is made longer; a change the site cannot take
+/// leaves Slurm as it was.
 #[tokio::test]
-async fn a_modified_job_is_booked_again_in_slurm() {
+async fn a_modified_job_keeps_its_reservation_in_slurm() {
     let cluster = SlurmCluster::start(CPUS);
     let app = app(&cluster, 3600, |_| {}).await;
     let plan = submit(&app, &one_job("m1", CPUS, 3600)).await;
     assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)));
-    let old_name = plan["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    let name = plan["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
     let id = plan["id"].as_str().unwrap();
     let path = format!("/v1/plans/{id}");
 
@@ -628,13 +636,13 @@ async fn a_modified_job_is_booked_again_in_slurm() {
     assert_eq!(r.status(), StatusCode::OK);
     let modified: Value = r.json().await.unwrap();
     let job = &modified["jobs"][0];
-    let name = job["reservation_name"].as_str().unwrap();
-    assert_ne!(name, old_name, "the job's reservation is the replacement's");
+    assert_eq!(job["reservation_name"], name.as_str(), "the job keeps its reservation: {modified}");
     let ours = cluster.ours();
-    assert_eq!(ours.len(), 1, "the old reservation is gone: {ours:?}");
+    assert_eq!(ours.len(), 1, "one reservation, changed in place: {ours:?}");
     assert_eq!(ours[0].name, name);
     assert_eq!((ours[0].start, ours[0].end, ours[0].cpus), (time(&job["start"]), time(&job["end"]), 16));
     assert_eq!(time(&job["end"]) - time(&job["start"]), 7200);
+    assert!(ours[0].flags.iter().all(|f| f != "OVERLAP"), "{ours:?}");
 
     // More cores than the partition has: refused, and Slurm keeps exactly the modified one.
     let wider = json!({"jobs": [{"name": "A", "cpus": 20}]});
@@ -642,5 +650,228 @@ async fn a_modified_job_is_booked_again_in_slurm() {
     assert_eq!(r.status(), StatusCode::CONFLICT);
     let after = cluster.ours();
     assert_eq!(after.len(), 1, "{after:?}");
-    assert_eq!((after[0].name.as_str(), after[0].end), (name, time(&job["end"])));
+    assert_eq!((after[0].name.as_str(), after[0].end, after[0].cpus), (name.as_str(), time(&job["end"]), 16));
+    let listed = app.reservations(SITE).await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["reservation_name"], name.as_str());
+}
+
+/// `squeue`'s state of job `id` (`RUNNING`, `PENDING`, ...) and its reason; empty once gone.
+fn job_state(cluster: &SlurmCluster, id: &str) -> (String, String) {
+    let out = cluster.run("squeue", &["-h", "-j", id, "-o", "%T %r"]);
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let (state, reason) = text.split_once(' ').unwrap_or((&text, ""));
+    (state.to_owned(), reason.to_owned())
+}
+
+/// `scontrol show job ID`'s `JobState` (it keeps finished jobs for `MinJobAge`, 300 s).
+fn job_state_of(cluster: &SlurmCluster, id: &str) -> String {
+    let out = cluster.run("scontrol", &["show", "job", id, "--oneliner"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_whitespace().find_map(|w| w.strip_prefix("JobState=")).unwrap_or_default().to_owned()
+}
+
+/// `sbatch --reservation=NAME -n CPUS ARGS...`: the job id.
+fn sbatch(cluster: &SlurmCluster, reservation: &str, cpus: u32, args: &[&str]) -> String {
+    let (res, n) = (format!("--reservation={reservation}"), cpus.to_string());
+    let mut all = vec!["--parsable", res.as_str(), "-n", n.as_str()];
+    all.extend_from_slice(args);
+    let out = cluster.run("sbatch", &all);
+    assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap().to_owned()
+}
+
+/// Issue 45, test 1: a job running in its reservation, the plan extended by `PATCH`: the job
+/// runs past the reservation's old end and completes inside the new one, under the same
+/// reservation name (before: a new reservation beside it, the job killed at the old end).
+#[tokio::test]
+async fn an_extended_plan_keeps_its_running_job_alive() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |_| {}).await;
+    let plan = submit(&app, &one_job("extend-1", 2, 40)).await;
+    assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)));
+    let job = &plan["jobs"][0];
+    let name = job["reservation_name"].as_str().unwrap().to_owned();
+    let (start, old_end) = (time(&job["start"]), time(&job["end"]));
+    let out = cluster.dir().join("extended.out");
+    // 70 s of work in a 40 s reservation: it needs the extension.
+    let id = sbatch(
+        &cluster,
+        &name,
+        2,
+        &["--time=3", "-o", out.to_str().unwrap(), "--wrap", "date -u +%s; sleep 70; date -u +%s; echo done"],
+    );
+    let wait = Duration::from_secs((start - Utc::now().timestamp()).max(0) as u64 + 30);
+    let running = eventually(wait, async || job_state(&cluster, &id).0 == "RUNNING").await;
+    assert!(running, "the job did not start in its reservation: {:?}", job_state(&cluster, &id));
+
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    let longer = json!({"jobs": [{"name": "A", "duration_s": 150}]});
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&longer)).await;
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text().await);
+    let modified: Value = r.json().await.unwrap();
+    assert_eq!(modified["jobs"][0]["reservation_name"], name.as_str(), "{modified}");
+    let new_end = time(&modified["jobs"][0]["end"]);
+    assert_eq!(new_end, start + 150);
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!((ours[0].name.as_str(), ours[0].start, ours[0].end), (name.as_str(), start, new_end));
+
+    // Past the old end (and Slurm's KillWait after it), the job is still running, then ends
+    // by itself inside the new window.
+    let left = (old_end + 15 - Utc::now().timestamp()).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(left)).await;
+    assert_eq!(job_state(&cluster, &id).0, "RUNNING", "killed at the old end? {}", job_state_of(&cluster, &id));
+    let done =
+        eventually(Duration::from_secs(90), async || std::fs::read_to_string(&out).is_ok_and(|t| t.contains("done")))
+            .await;
+    assert!(done, "the job did not complete: {}", job_state_of(&cluster, &id));
+    let finished = eventually(Duration::from_secs(10), async || job_state_of(&cluster, &id) == "COMPLETED").await;
+    assert!(finished, "{}", job_state_of(&cluster, &id));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let ended: i64 = text.lines().nth(1).unwrap().trim().parse().unwrap();
+    assert!(ended > old_end && ended < new_end, "ended at {ended}, old end {old_end}, new end {new_end}");
+    assert!(app.metrics().await.contains("coreserve_slurm_reconciled_total{site=\"s1\",action=\"stray_deleted\"} 0"));
+}
+
+/// Every pair of coreserve reservations that share a core of a node at a common instant
+/// (`scontrol show reservation`'s core lists, waited for: slurmctld lists a reservation's
+/// cores a moment after its create).
+fn core_overlaps(cluster: &SlurmCluster) -> Vec<(String, String)> {
+    let mut ours = cluster.ours();
+    let end = Instant::now() + Duration::from_secs(30);
+    while ours.iter().any(|r| r.cores.is_empty()) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(300));
+        ours = cluster.ours();
+    }
+    assert!(ours.iter().all(|r| !r.cores.is_empty()), "Slurm lists no cores: {ours:?}");
+    let mut out = Vec::new();
+    for (i, a) in ours.iter().enumerate() {
+        for b in &ours[i + 1..] {
+            let together = a.start < b.end && b.start < a.end;
+            let shared =
+                a.cores.iter().any(|(n, c)| b.cores.iter().any(|(m, d)| n == m && c.iter().any(|x| d.contains(x))));
+            if together && shared {
+                out.push((a.name.clone(), b.name.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 45, test 2: P books 8 CPUs and Q 4 in the same window, Q is modified to 6: a job
+/// sized to each reservation starts at once in both (none waits `PENDING (Resources)`), and
+/// no coreserve reservation shares a core with another (before: Q's new shape was made with
+/// `Flags=OVERLAP` on P's cores).
+#[tokio::test]
+async fn a_modified_reservation_never_sits_on_another_s_cores() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |c| c.w_interval_s = 30).await;
+    let p = submit(&app, &one_job("cores-p", 8, 300)).await;
+    let q = submit(&app, &one_job("cores-q", 4, 300)).await;
+    for plan in [&p, &q] {
+        assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)));
+    }
+    let q_name = q["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    let path = format!("/v1/plans/{}", q["id"].as_str().unwrap());
+    let r =
+        app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&json!({"jobs": [{"name": "A", "cpus": 6}]}))).await;
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text().await);
+    let modified: Value = r.json().await.unwrap();
+    assert_eq!(modified["jobs"][0]["reservation_name"], q_name.as_str());
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 2, "{ours:?}");
+    let q_now = ours.iter().find(|r| r.name == q_name).expect("Q's reservation under its name");
+    assert_eq!(q_now.cpus, 6);
+    assert!(ours.iter().all(|r| r.flags.iter().all(|f| f != "OVERLAP")), "{ours:?}");
+    assert_eq!(core_overlaps(&cluster), vec![], "{ours:?}");
+
+    let p_name = p["jobs"][0]["reservation_name"].as_str().unwrap();
+    let jobs = [
+        sbatch(&cluster, p_name, 8, &["--time=1", "--wrap", "sleep 30"]),
+        sbatch(&cluster, &q_name, 6, &["--time=1", "--wrap", "sleep 30"]),
+    ];
+    let start = time(&p["jobs"][0]["start"]).max(time(&modified["jobs"][0]["start"]));
+    let wait = Duration::from_secs((start - Utc::now().timestamp()).max(0) as u64 + 20);
+    let both = eventually(wait, async || jobs.iter().all(|j| job_state(&cluster, j).0 == "RUNNING")).await;
+    assert!(
+        both,
+        "a job waits although its reservation has the cores: {:?}; {:?}",
+        jobs.iter().map(|j| job_state(&cluster, j)).collect::<Vec<_>>(),
+        cluster.ours()
+    );
+}
+
+/// A plan body of one job of `cpus` CPUs for `duration_s` at no earlier than `not_before`
+/// (policy `cost`: `s1` when it has room then).
+fn job_at(id: &str, cpus: u32, duration_s: i64, not_before: i64) -> Value {
+    let mut body = one_job(id, cpus, duration_s);
+    body["not_before"] = json!(crate::support::ts(DateTime::from_timestamp(not_before, 0).unwrap()));
+    body["deadline"] = json!(crate::support::ts(DateTime::from_timestamp(not_before + 7200, 0).unwrap()));
+    body
+}
+
+/// Issue 45, test 3: the calendar counts CPUs, Slurm pins cores. X takes 8 CPUs at [T, T+10m)
+/// (cores 0-7), Y and W 8 each at [T+10m, T+20m) (Y first: cores 0-7, W 8-15); Y is
+/// cancelled. Z asks 8 CPUs for 20 min from T: the calendar has 8 free throughout from T, but
+/// no core is free throughout in Slurm, which refuses ("Requested nodes are busy"). Before,
+/// the whole plan was rejected; now the refusal is that candidate's: the LIS blocks the
+/// window and the plan is booked again later, where Slurm has the cores.
+#[tokio::test]
+async fn a_plan_slurm_s_cores_refuse_is_booked_where_they_fit() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let t = Utc::now().timestamp() / 60 * 60 + 600;
+    let x = submit(&app, &job_at("frag-x", 8, 600, t)).await;
+    let y = submit(&app, &job_at("frag-y", 8, 600, t + 600)).await;
+    let w = submit(&app, &job_at("frag-w", 8, 600, t + 600)).await;
+    for (plan, start) in [(&x, t), (&y, t + 600), (&w, t + 600)] {
+        assert_eq!(plan["status"], "committed", "{plan}");
+        assert_eq!((plan["jobs"][0]["site"].as_str(), time(&plan["jobs"][0]["start"])), (Some(SITE), start), "{plan}");
+    }
+    let r =
+        app.call(reqwest::Method::DELETE, &format!("/v1/plans/{}", y["id"].as_str().unwrap()), Some(ADMIN), None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let z = submit(&app, &job_at("frag-z", 8, 1200, t)).await;
+    assert_eq!(z["status"], "committed", "the plan is lost to core placement: {z}");
+    let job = &z["jobs"][0];
+    if job["site"] == SITE {
+        let name = job["reservation_name"].as_str().unwrap();
+        let ours = cluster.ours();
+        let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{ours:?}"));
+        assert_eq!((r.start, r.end, r.cpus), (time(&job["start"]), time(&job["end"]), 8));
+        assert!(r.start >= t + 1200 || core_overlaps(&cluster).is_empty(), "{ours:?}");
+    }
+    assert_eq!(core_overlaps(&cluster), vec![], "{:?}", cluster.ours());
+}
+
+/// Issue 45, test 4: two Slurm sites (s1 and s2, a cluster each), s1's slurmctld stopped: a
+/// plan s1 would take (the cheapest) goes to s2, nothing is answered committed at s1, and a
+/// plan neither can take names s1 as unavailable; once s1's slurmctld is back, s1 is used again.
+#[tokio::test]
+async fn a_site_whose_slurm_is_down_is_left_out_not_a_rejection() {
+    let (one, two) = (SlurmCluster::start(CPUS), SlurmCluster::start(CPUS));
+    let (c1, c2) = (one.config(1), two.config(1));
+    let app = TestApp::spawn_with(|c| {
+        c.slurm = vec![(SITE.into(), c1), ("s2".into(), c2)];
+        // Room for a second search after the first commit at s1 waited for slurmctld (about
+        // 17 s of scontrol timeouts and retries).
+        c.w_interval_s = 120;
+    })
+    .await;
+    one.stop_controller();
+    let plan = submit(&app, &one_job("down-a", 8, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert_eq!(plan["jobs"][0]["site"], "s2", "{plan}");
+    assert_eq!(two.ours().len(), 1, "{:?}", two.ours());
+    assert!(app.reservations(SITE).await.is_empty(), "nothing held at s1");
+    // Two jobs of 12 CPUs at once: s1 and s2 needed, s1 down.
+    let both = submit(&app, &crate::support::workflow()).await;
+    assert_ne!(both["status"], "committed", "{both}");
+    let reason = both["reason"].as_str().unwrap();
+    assert!(reason.contains("`s1`") && reason.contains("unavailable"), "{reason}");
+    one.start_controller();
+    let plan = submit(&app, &one_job("down-b", 8, 600)).await;
+    assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)), "{plan}");
+    assert_eq!(one.ours().len(), 1, "{:?}", one.ours());
 }

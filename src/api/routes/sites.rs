@@ -426,6 +426,7 @@ pub async fn hold(
     not_past(&state, start)?;
     let hold_req = ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: body.txn.unwrap_or_else(TxnId::new),
         site: id.as_str().into(),
         cpus: body.cpus,

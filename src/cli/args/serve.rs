@@ -164,11 +164,20 @@ pub struct ServeArgs {
     /// range first, as the grid middleware of Ando & Aida's Table 2 did.
     #[arg(long, env = "CORESERVE_SERVICE_TIMES", value_name = "FILE")]
     pub service_times: Option<PathBuf>,
-    /// SITE=PARTITION: the LIS of SITE fronts this Slurm partition (every role that keeps the
-    /// site: `all`, or `lis` with --site SITE; once per Slurm site; other sites stay calendars).
-    /// Committed jobs become Slurm advance reservations; Slurm's own reservations are sold out.
-    #[arg(long = "slurm", value_name = "SITE=PARTITION", env = "CORESERVE_SLURM", value_delimiter = ',')]
+    /// SITE=PARTITION[@SLURM_CONF]: the LIS of SITE fronts this Slurm partition (every role
+    /// that keeps the site: `all`, or `lis` with --site SITE; once per Slurm site; other sites
+    /// stay calendars), of the cluster of SLURM_CONF if given (else --slurm-conf's), so one
+    /// process can front several clusters. Committed jobs become Slurm advance reservations;
+    /// Slurm's own reservations are sold out.
+    #[arg(long = "slurm", value_name = "SITE=PARTITION[@SLURM_CONF]", env = "CORESERVE_SLURM", value_delimiter = ',')]
     pub slurm: Vec<String>,
+    /// Per-site Slurm settings as JSON, `{"SITE": {"slurm": {"partition": ..., "slurm_conf":
+    /// ..., "users": {...}, "default_user": ..., "prefix": ..., "sync_s": ..., "scontrol":
+    /// ...}}}`: what a config file's `[sites.SITE.slurm]` tables set (its `sites` key). Each
+    /// table is a whole site's settings (unset keys take SlurmConfig's defaults, not the
+    /// --slurm-* flags); a site may not also be given by --slurm.
+    #[arg(long = "slurm-sites", value_name = "JSON", env = "CORESERVE_SLURM_SITES", hide = true)]
+    pub slurm_site_tables: Option<String>,
     /// SLURM_CONF for the Slurm sites' scontrol (default: the environment's SLURM_CONF, else
     /// Slurm's default).
     #[arg(long, env = "CORESERVE_SLURM_CONF")]
@@ -326,10 +335,39 @@ impl ServeArgs {
             users.insert(user, slurm_user);
         }
         let mut sites: Vec<(String, crate::lis::slurm::SlurmConfig)> = Vec::new();
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct SiteTable {
+            slurm: crate::lis::slurm::SlurmConfig,
+        }
+        let tables: std::collections::BTreeMap<String, SiteTable> = match &self.slurm_site_tables {
+            Some(json) => serde_json::from_str(json)
+                .map_err(|e| anyhow::anyhow!("[sites.SITE.slurm] settings: {e} (keys: partition, slurm_conf, scontrol, users, default_user, prefix, sync_s)"))?,
+            None => Default::default(),
+        };
+        let mut given: Vec<(String, crate::lis::slurm::SlurmConfig)> = Vec::new();
         for s in &self.slurm {
-            let (site, partition) = pair("--slurm", s)?;
+            let (site, rest) = pair("--slurm", s)?;
+            let (partition, conf) = match rest.split_once('@') {
+                Some((p, c)) if !p.is_empty() && !c.is_empty() => (p.to_owned(), Some(PathBuf::from(c))),
+                Some(_) => bail!("--slurm wants SITE=PARTITION[@SLURM_CONF], got `{s}`"),
+                None => (rest, None),
+            };
+            let config = crate::lis::slurm::SlurmConfig {
+                partition,
+                scontrol: self.slurm_scontrol.clone(),
+                slurm_conf: conf.or_else(|| self.slurm_conf.clone()),
+                users: users.clone(),
+                default_user: self.slurm_default_user.clone(),
+                prefix: self.slurm_prefix.clone(),
+                sync_s: self.slurm_sync_s,
+            };
+            given.push((site, config));
+        }
+        given.extend(tables.into_iter().map(|(site, t)| (site, t.slurm)));
+        for (site, config) in given {
             if sites.iter().any(|(x, _)| *x == site) {
-                bail!("--slurm names site `{site}` twice");
+                bail!("--slurm (or [sites.SITE.slurm]) names site `{site}` twice");
             }
             match role {
                 Role::Lis { site: mine } if *mine != site => {
@@ -340,15 +378,6 @@ impl ServeArgs {
                 }
                 _ => {}
             }
-            let config = crate::lis::slurm::SlurmConfig {
-                partition,
-                scontrol: self.slurm_scontrol.clone(),
-                slurm_conf: self.slurm_conf.clone(),
-                users: users.clone(),
-                default_user: self.slurm_default_user.clone(),
-                prefix: self.slurm_prefix.clone(),
-                sync_s: self.slurm_sync_s,
-            };
             config.validate().map_err(|e| anyhow::anyhow!("site `{site}`: {e}"))?;
             sites.push((site, config));
         }
@@ -434,5 +463,47 @@ mod tests {
         assert_eq!(s.database_url.as_deref(), Some("postgres://x"));
         let Command::Serve(a) = parse(&["serve", "--planners", "0"]).command else { unreachable!() };
         assert!(a.into_settings(None).unwrap_err().to_string().contains("must be > 0"));
+    }
+
+    /// Issue 45: several Slurm clusters in one process: a conf per `--slurm` site, and
+    /// `[sites.ID.slurm]` tables of a config file (as `CORESERVE_SLURM_SITES`).
+    #[test]
+    fn each_slurm_site_names_its_own_cluster() {
+        let role = Role::All;
+        let Command::Serve(a) = parse(&[
+            "serve",
+            "--slurm",
+            "s1=batch@/a/slurm.conf,s2=gpu",
+            "--slurm-conf",
+            "/b/slurm.conf",
+            "--slurm-sites",
+            r#"{"s3": {"slurm": {"partition": "p3", "slurm_conf": "/c/slurm.conf", "users": {"alice": "asmith"}, "prefix": "cs3_"}}}"#,
+        ])
+        .command
+        else {
+            unreachable!()
+        };
+        let sites = a.slurm_sites(&role).unwrap();
+        let conf = |site: &str| sites.iter().find(|(s, _)| s == site).unwrap().1.clone();
+        assert_eq!(conf("s1").slurm_conf, Some(PathBuf::from("/a/slurm.conf")));
+        assert_eq!(conf("s1").partition, "batch");
+        assert_eq!(conf("s2").slurm_conf, Some(PathBuf::from("/b/slurm.conf")), "the shared --slurm-conf");
+        let s3 = conf("s3");
+        assert_eq!((s3.partition.as_str(), s3.prefix.as_str()), ("p3", "cs3_"));
+        assert_eq!(s3.slurm_conf, Some(PathBuf::from("/c/slurm.conf")));
+        assert_eq!(s3.users.get("alice").map(String::as_str), Some("asmith"));
+        let Command::Serve(a) =
+            parse(&["serve", "--slurm", "s1=batch", "--slurm-sites", r#"{"s1": {"slurm": {"partition": "x"}}}"#])
+                .command
+        else {
+            unreachable!()
+        };
+        assert!(a.slurm_sites(&role).unwrap_err().to_string().contains("`s1` twice"));
+        let Command::Serve(a) =
+            parse(&["serve", "--slurm-sites", r#"{"s1": {"slurm": {"partition": "x", "partiton": "y"}}}"#]).command
+        else {
+            unreachable!()
+        };
+        assert!(a.slurm_sites(&role).unwrap_err().to_string().contains("partiton"));
     }
 }

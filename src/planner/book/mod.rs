@@ -59,6 +59,9 @@ pub(super) struct Book<'a> {
     /// When planning of the request began (the outcome's `planning_ms`; before the first
     /// attempt when a refused BBR batch is planned again).
     pub(super) started: tokio::time::Instant,
+    /// Sites left out of this attempt's candidates (their local scheduler did not answer an
+    /// earlier attempt, see [`super::Planner::plan_with`]).
+    pub(super) excluded: Vec<SiteId>,
 }
 
 impl<'a> Book<'a> {
@@ -83,6 +86,7 @@ impl<'a> Book<'a> {
             prefetched: HashMap::new(),
             user: None,
             started,
+            excluded: Vec::new(),
         }
     }
 
@@ -181,6 +185,7 @@ impl<'a> Book<'a> {
         let start = self.fixes.st + job.offset_s;
         ComputeHoldRequest {
             replaces: None,
+            reservation_name: None,
             txn: self.txn,
             site: fix.site.clone(),
             cpus: job.cpus,
@@ -270,6 +275,10 @@ impl TentativeBook for Book<'_> {
 
     fn now(&self) -> Time {
         self.planner.services.clock.now()
+    }
+
+    fn excluded(&self) -> &[SiteId] {
+        &self.excluded
     }
 
     async fn candidates(&mut self) -> Result<Vec<Candidates>, ParticipantError> {

@@ -142,10 +142,17 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             Ok(all) => all,
             Err(e) => return Err(self.book.reject(format!("GIS unavailable: {e}"))),
         };
-        for (job, c) in req.jobs().iter().zip(all) {
+        for (job, mut c) in req.jobs().iter().zip(all) {
+            // Sites whose scheduler did not answer an earlier attempt are left out: a job
+            // with none left is rejected for now, not unsatisfiable.
+            let some = !c.sites.is_empty();
+            c.sites.retain(|s| !self.book.excluded().contains(s));
             if !c.sites.is_empty() {
                 self.candidates.push(c.sites);
                 continue;
+            }
+            if some {
+                return Err(self.book.reject(format!("no site that can run job `{}` is available", job.name)));
             }
             let why = match &c.nearest_miss {
                 Some((site, unmet)) => format!("; nearest: site `{site}` lacks {unmet}"),

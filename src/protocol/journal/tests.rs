@@ -32,6 +32,7 @@ fn lis() -> Arc<Lis> {
 fn req(cpus: u32) -> ComputeHoldRequest {
     ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::nil(),
         site: "s1".into(),
         cpus,

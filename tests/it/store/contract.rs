@@ -129,6 +129,7 @@ fn decided_plan(user: &str) -> (PlanRecord, Vec<PartHold>, TxnId) {
         hold: plan.bookings[0].hold,
         request: HoldRequest::from(ComputeHoldRequest {
             replaces: None,
+            reservation_name: None,
             txn,
             site: "s1".into(),
             cpus: 4,
@@ -258,6 +259,7 @@ pub async fn a_modification_that_ends_broken_leaves_its_plan_broken_in_one_write
         hold,
         request: HoldRequest::from(ComputeHoldRequest {
             replaces: Some(plan.bookings[0].hold),
+            reservation_name: None,
             txn,
             site: "s1".into(),
             cpus: 8,

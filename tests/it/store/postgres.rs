@@ -73,6 +73,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     let who = ParticipantRef::Site("s1".into());
     let request = HoldRequest::from(ComputeHoldRequest {
         replaces: None,
+        reservation_name: None,
         txn: TxnId::new(),
         site: "s1".into(),
         cpus: 2,
