@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use coreserve_loadtest::budget::count_transactions;
+use coreserve_loadtest::budget::{count_transactions, Counted};
 use coreserve_loadtest::deploy::Mode;
 use coreserve_loadtest::Paths;
 
@@ -28,33 +28,29 @@ fn paths() -> Paths {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn one_durable_transaction_per_plan_all_in_one() {
+/// The deployment `mode` counted over [`PLANS`] plans on a cluster of this test's own, with
+/// autovacuum off; most plans must commit (the grid starts empty).
+async fn counted(mode: Mode) -> Counted {
     let _machine = machine::reserve("budget").await;
     let mut cluster = PgCluster::new();
     cluster.restart_with("-c autovacuum=off");
     let url = cluster.url("postgres");
-    let c = tokio::task::spawn_blocking(move || count_transactions(&paths(), &url, Mode::AllInOne, PLANS))
-        .await
-        .unwrap()
-        .unwrap();
-    eprintln!("all-in-one: {c:?}");
+    let c =
+        tokio::task::spawn_blocking(move || count_transactions(&paths(), &url, mode, PLANS)).await.unwrap().unwrap();
+    eprintln!("{}: {c:?}", mode.name());
     assert!(c.committed > PLANS / 2, "most plans commit on an empty grid: {c:?}");
+    c
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_durable_transaction_per_plan_all_in_one() {
+    let c = counted(Mode::AllInOne).await;
     assert!(c.write_xacts_per_plan <= 1.05, "one durable transaction per plan, counted {c:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn at_most_three_durable_transactions_per_participant_role_separated() {
-    let _machine = machine::reserve("budget").await;
-    let mut cluster = PgCluster::new();
-    cluster.restart_with("-c autovacuum=off");
-    let url = cluster.url("postgres");
-    let c = tokio::task::spawn_blocking(move || count_transactions(&paths(), &url, Mode::Roles, PLANS))
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(c.committed > PLANS / 2, "most plans commit on an empty grid: {c:?}");
+    let c = counted(Mode::Roles).await;
     let per_participant = c.write_xacts_per_plan / c.participants_per_plan;
-    eprintln!("role-separated: {c:?}, {per_participant:.2} per participant touched");
     assert!(per_participant <= 3.0, "at most 3 durable transactions per participant touched, counted {c:?}");
 }
