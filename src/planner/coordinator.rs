@@ -63,7 +63,7 @@ pub(super) struct Coordinator {
     modification: bool,
     /// Why phase 1's end (persist, or the all-in-one's commit before its decision) failed,
     /// when it did: the participant's error, for the planner to plan again without what
-    /// failed ([`Coordinator::site_failure`]).
+    /// failed ([`Coordinator::failure_cell`]).
     failure: Arc<std::sync::Mutex<Option<ParticipantError>>>,
 }
 

@@ -164,6 +164,8 @@ pub struct ServeArgs {
     /// range first, as the grid middleware of Ando & Aida's Table 2 did.
     #[arg(long, env = "CORESERVE_SERVICE_TIMES", value_name = "FILE")]
     pub service_times: Option<PathBuf>,
+    // `[@SLURM_CONF]` in the help text is optional syntax, not an intra-doc link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// SITE=PARTITION[@SLURM_CONF]: the LIS of SITE fronts this Slurm partition (every role
     /// that keeps the site: `all`, or `lis` with --site SITE; once per Slurm site; other sites
     /// stay calendars), of the cluster of SLURM_CONF if given (else --slurm-conf's), so one
