@@ -102,15 +102,7 @@ impl Coordinator {
     /// A coordinator for a plan modification's replacement holds (`parts`, every one held),
     /// whose committed result is `outcome`; `started` when the modification began.
     pub(super) fn modifying(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, started: tokio::time::Instant) -> Self {
-        Coordinator {
-            txn,
-            parts,
-            outcome,
-            started: Some(started),
-            recovering: false,
-            modification: true,
-            failure: Default::default(),
-        }
+        Coordinator { modification: true, ..Self::planning(txn, parts, outcome, started) }
     }
 
     /// Where the planner reads, once this coordinator is done, the participant error that
