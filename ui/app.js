@@ -924,6 +924,23 @@
           .attr("d", `M${x(at)},${rowY(jobRow.get(name)) + rowH - 6}V${yt}`);
       }
     });
+    // Dependencies: an arrow from the end of each job a job is `after` to that job's start.
+    const defs = svg.append("defs");
+    defs.append("marker").attr("id", "dep-arrow").attr("viewBox", "0 0 8 8").attr("refX", 7).attr("refY", 4)
+      .attr("markerWidth", 7).attr("markerHeight", 7).attr("orient", "auto")
+      .append("path").attr("d", "M0,0L8,4L0,8z").attr("class", "gantt-dep-head");
+    const jobAt = new Map(jobs.map((j) => [j.name, j]));
+    jobs.forEach((j, i) => {
+      for (const before of j.after || []) {
+        const b = jobAt.get(before);
+        if (!b) continue;
+        const [x0, y0, x1, y1] = [x(b.e), rowY(jobRow.get(before)) + rowH / 2, x(j.s), rowY(i) + rowH / 2];
+        const bend = Math.max(x0, x1 - 8);
+        svg.append("path").attr("class", "gantt-dep").attr("data-from", before).attr("data-to", j.name)
+          .attr("marker-end", "url(#dep-arrow)").attr("d", `M${x0},${y0}H${bend}V${y1}H${x1}`)
+          .append("title").text(`${j.name} starts after ${before} ends`);
+      }
+    });
     const label = (i, main, sub) => {
       svg.append("text").attr("class", "row-label").attr("x", 4).attr("y", rowY(i) + 13).text(clip(main, 28));
       svg.append("text").attr("class", "row-sub").attr("x", 4).attr("y", rowY(i) + 26).text(clip(sub, 30))
@@ -949,8 +966,10 @@
     transfers.forEach((t, k) => {
       const i = jobs.length + k;
       const via = t.path.length ? t.path.join(", ") : "same node, no link";
-      label(i, `${t.from} → ${t.to}`, `${t.bandwidth_mbps} Mb/s · ${via}`);
-      svg.append("rect").attr("class", "gantt-transfer").attr("data-plan", p.id).attr("data-from", t.from)
+      const staged = t.mode === "staged" ? "staged · " : "";
+      label(i, `${t.from} → ${t.to}`, `${staged}${t.bandwidth_mbps} Mb/s · ${via}`);
+      svg.append("rect").attr("class", staged ? "gantt-transfer gantt-staged" : "gantt-transfer")
+        .attr("data-mode", t.mode || "concurrent").attr("data-plan", p.id).attr("data-from", t.from)
         .attr("data-to", t.to).attr("data-links", t.path.join(" ")).attr("x", x(t.s))
         .attr("width", Math.max(2, x(t.e) - x(t.s))).attr("y", rowY(i) + 9).attr("height", rowH - 18).attr("rx", 2)
         .append("title").text(`transfer ${t.from} → ${t.to}: ${t.bandwidth_mbps} Mb/s over ${via}\n` +

@@ -146,8 +146,11 @@ pub fn network_load(grid: &Grid, requests: &[PlanRequest]) -> f64 {
     if period_s.is_nan() || period_s <= 0.0 || attachment_mbps == 0 {
         return 0.0;
     }
-    let demand: f64 =
-        requests.iter().flat_map(|r| r.transfers()).map(|t| 2.0 * t.bandwidth_mbps as f64 * t.duration_s as f64).sum();
+    let demand: f64 = requests
+        .iter()
+        .flat_map(|r| r.transfers().iter().enumerate().map(move |(e, t)| (t.bandwidth_mbps, r.transfer_span(e))))
+        .map(|(mbps, span)| 2.0 * mbps as f64 * span.duration_s as f64)
+        .sum();
     demand / period_s / attachment_mbps as f64
 }
 

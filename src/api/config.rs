@@ -3,10 +3,6 @@
 use crate::model::{ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 
-/// At most this many jobs in one plan request.
-pub const MAX_JOBS: usize = 64;
-/// At most this many transfers in one plan request.
-pub const MAX_TRANSFERS: usize = 256;
 /// Default of [`ServeConfig::claim_lease_s`]: a stalled or dead process's claims are taken
 /// over within this many seconds (plus one renewal period).
 pub const DEFAULT_CLAIM_LEASE_S: i64 = 8;
@@ -20,8 +16,9 @@ pub const DEFAULT_WEBHOOK_MAX_PER_USER: usize = 10;
 pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS_PER_EVENT: i32 = 100;
 /// Default of [`ServeConfig::planning_permits`].
 pub const DEFAULT_PLANNING_PERMITS: usize = 16;
-/// Largest accepted request body (bytes); larger bodies get 413.
-pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// Largest accepted request body (bytes): 4 MiB, room for a 1,000-job, 4,000-transfer
+/// workflow; larger bodies get 413.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// What one `coreserve serve` process does (role-separated deployment; see the README).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -65,7 +65,7 @@ impl Modify for BearerAuth {
 /// handler, each as a problem body, unless the operation already describes them:
 /// - with a security requirement: `401` (no, malformed or unknown token) and `503` (the token
 ///   is looked up in the store);
-/// - with a request body: `400` (malformed JSON), `413` (over 256 KiB), `415` (not
+/// - with a request body: `400` (malformed JSON), `413` (over 4 MiB), `415` (not
 ///   `application/json`), `422` (not an object, control characters, wrong shape, validation);
 /// - with query or header parameters: `400` (unparsable value);
 /// - with path parameters: `404` (unparsable or unknown id).
@@ -102,7 +102,7 @@ impl Modify for CommonAnswers {
                 }
                 if op.request_body.is_some() {
                     add(op, "400", "Malformed JSON");
-                    add(op, "413", "Body over 256 KiB");
+                    add(op, "413", "Body over 4 MiB");
                     add(op, "415", "Content-Type is not application/json");
                     add(
                         op,

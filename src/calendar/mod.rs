@@ -16,7 +16,7 @@
 mod multi;
 mod tree;
 
-use crate::model::{Time, MAX_AMOUNT};
+use crate::model::{rfc3339, Time, MAX_AMOUNT};
 use tree::ChangeTree;
 
 pub use multi::{Demand, MultiCalendar};
@@ -43,11 +43,11 @@ pub struct Span {
 /// Why a calendar refused an operation. Nothing changed when one of these is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CalendarError {
-    #[error("empty interval [{start}, {end})")]
+    #[error("empty interval [{}, {})", rfc3339(.start), rfc3339(.end))]
     EmptyInterval { start: Time, end: Time },
     #[error("amount must be > 0")]
     ZeroAmount,
-    #[error("over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
+    #[error("over capacity: {requested} requested over [{}, {}) but only {free} free", rfc3339(.start), rfc3339(.end))]
     OverCapacity { start: Time, end: Time, requested: u64, free: u64 },
     #[error("unknown span {0}")]
     UnknownSpan(SpanId),

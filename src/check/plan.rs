@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::{PlanViolation, Resources};
 use crate::model::{
-    from_time, to_time, ComputeDemand, Grid, JobPlacement, Link, LinkId, NetworkDemand, Outcome, PlanRequest, Site,
+    from_time, to_time, ComputeDemand, Grid, JobPlacement, Link, LinkId, Outcome, PlanRequest, Site, TransferMode,
     TransferPlacement, Unmet,
 };
 
@@ -110,7 +110,7 @@ pub(super) fn check_committed(
     }
     // the unique placement of each job, for the path checks
     let mut unique: HashMap<&str, &JobPlacement> = HashMap::new();
-    for j in req.jobs() {
+    for (i, j) in req.jobs().iter().enumerate() {
         let ps = placed.get(j.name.as_str()).map_or(&[][..], Vec::as_slice);
         match ps {
             [] => out.push(PlanViolation::JobNotPlaced { job: j.name.clone() }),
@@ -146,7 +146,8 @@ pub(super) fn check_committed(
                 out.push(PlanViolation::WrongCpus { job: j.name.clone(), placed: p.cpus, requested: j.cpus });
             }
             if let Some(st) = start {
-                let (es, ee) = (st + j.offset_s, st + j.offset_s + j.duration_s);
+                let span = req.job_span(i);
+                let (es, ee) = (st + span.offset_s, st + span.end_s());
                 if to_time(&p.start) != es || to_time(&p.end) != ee {
                     out.push(PlanViolation::JobTiming {
                         job: j.name.clone(),
@@ -161,9 +162,9 @@ pub(super) fn check_committed(
     }
 
     // transfers: matched by (from, to), in order
-    let mut wanted: BTreeMap<(&str, &str), Vec<&NetworkDemand>> = BTreeMap::new();
-    for t in req.transfers() {
-        wanted.entry((t.from.as_str(), t.to.as_str())).or_default().push(t);
+    let mut wanted: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (e, t) in req.transfers().iter().enumerate() {
+        wanted.entry((t.from.as_str(), t.to.as_str())).or_default().push(e);
     }
     let mut got: BTreeMap<(&str, &str), Vec<&TransferPlacement>> = BTreeMap::new();
     for p in &o.transfers {
@@ -190,7 +191,8 @@ pub(super) fn check_committed(
                 requested: ds.len(),
             });
         }
-        for (d, p) in ds.iter().zip(ps) {
+        for (&e, p) in ds.iter().zip(ps) {
+            let d = &req.transfers()[e];
             if p.bandwidth_mbps != d.bandwidth_mbps {
                 out.push(PlanViolation::WrongBandwidth {
                     from: from.to_owned(),
@@ -200,7 +202,8 @@ pub(super) fn check_committed(
                 });
             }
             if let Some(st) = start {
-                let (es, ee) = (st + d.offset_s, st + d.offset_s + d.duration_s);
+                let span = req.transfer_span(e);
+                let (es, ee) = (st + span.offset_s, st + span.end_s());
                 if to_time(&p.start) != es || to_time(&p.end) != ee {
                     out.push(PlanViolation::TransferTiming {
                         from: from.to_owned(),
@@ -222,6 +225,8 @@ pub(super) fn check_committed(
         }
     }
 
+    check_workflow(req, &unique, o, out);
+
     // deadline: the latest end of anything placed
     let ends = o
         .jobs
@@ -239,6 +244,70 @@ pub(super) fn check_committed(
         let tol = COST_REL_TOLERANCE * expected.abs().max(o.cost.abs()) + 1e-9;
         if diff.is_nan() || diff > tol {
             out.push(PlanViolation::WrongCost { reported: o.cost, expected });
+        }
+    }
+}
+
+/// The workflow's rules, read from the request as given (not from its layout): every job's
+/// reservation lasts its `duration_s` plus its slack; a job starts at least
+/// `dependency_gap_s` after each job it is `after` (or receives a staged transfer from) ends;
+/// a staged transfer lies between its producer's end and its consumer's start, a concurrent
+/// one inside both jobs; a transfer with `size_mb` lasts long enough to move it.
+fn check_workflow(req: &PlanRequest, unique: &HashMap<&str, &JobPlacement>, o: &Outcome, out: &mut Vec<PlanViolation>) {
+    let raw = req.raw();
+    let secs = |a: &DateTime<Utc>, b: &DateTime<Utc>| to_time(b) - to_time(a);
+    for j in &raw.jobs {
+        let Some(p) = unique.get(j.name.as_str()) else { continue };
+        let expected_s = j.duration_s + j.slack_s.unwrap_or(raw.slack_s);
+        if secs(&p.start, &p.end) != expected_s {
+            out.push(PlanViolation::WrongLength { job: j.name.clone(), length_s: secs(&p.start, &p.end), expected_s });
+        }
+        let staged = raw.transfers.iter().filter(|t| t.to == j.name && t.mode == TransferMode::Staged);
+        for before in j.after.iter().chain(staged.map(|t| &t.from)) {
+            let Some(b) = unique.get(before.as_str()) else { continue };
+            if secs(&b.end, &p.start) < raw.dependency_gap_s {
+                out.push(PlanViolation::DependencyBroken {
+                    job: j.name.clone(),
+                    after: before.clone(),
+                    after_end: b.end,
+                    start: p.start,
+                    gap_s: raw.dependency_gap_s,
+                });
+            }
+        }
+    }
+    // Transfers by their ends, in order, as placed.
+    let mut placed: HashMap<(&str, &str), Vec<&TransferPlacement>> = HashMap::new();
+    for p in &o.transfers {
+        placed.entry((p.from.as_str(), p.to.as_str())).or_default().push(p);
+    }
+    let mut next: HashMap<(&str, &str), usize> = HashMap::new();
+    for t in &raw.transfers {
+        let key = (t.from.as_str(), t.to.as_str());
+        let k = next.entry(key).or_default();
+        let Some(p) = placed.get(&key).and_then(|ps| ps.get(*k)) else { continue };
+        *k += 1;
+        let (Some(a), Some(b)) = (unique.get(key.0), unique.get(key.1)) else { continue };
+        let broken = match t.mode {
+            TransferMode::Staged => (p.start < a.end || p.end > b.start)
+                .then(|| format!("not between `{}`'s end and `{}`'s start", t.from, t.to)),
+            TransferMode::Concurrent => [a, b]
+                .into_iter()
+                .find(|j| p.start < j.start || p.end > j.end)
+                .map(|j| format!("not inside job `{}`", j.name)),
+        };
+        if let Some(detail) = broken {
+            out.push(PlanViolation::TransferOutOfPlace { from: t.from.clone(), to: t.to.clone(), detail });
+        }
+        if let Some(size) = t.size_mb {
+            let needed_s = (size * 8.0 / t.bandwidth_mbps as f64).ceil() as i64;
+            if secs(&p.start, &p.end) < needed_s {
+                out.push(PlanViolation::TransferOutOfPlace {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                    detail: format!("too short: {} s for {size} MB (needs {needed_s} s)", secs(&p.start, &p.end)),
+                });
+            }
         }
     }
 }

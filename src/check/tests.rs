@@ -41,11 +41,11 @@ fn grid() -> Grid {
 }
 
 fn job(name: &str, os: &str, cpus: u32, offset_s: i64, duration_s: i64) -> ComputeDemand {
-    ComputeDemand { name: name.into(), os: os.into(), cpus, offset_s, duration_s, requires: Default::default() }
+    ComputeDemand::new(name, os, cpus, offset_s, duration_s)
 }
 
 fn demand(from: &str, to: &str, bw: u64, offset_s: i64, duration_s: i64) -> NetworkDemand {
-    NetworkDemand { from: from.into(), to: to.into(), bandwidth_mbps: bw, offset_s, duration_s }
+    NetworkDemand::new(from, to, bw, offset_s, duration_s)
 }
 
 fn request(
@@ -65,6 +65,8 @@ fn request(
         transfers,
         policy: None,
         method: None,
+        dependency_gap_s: 0,
+        slack_s: 0,
     }
 }
 
@@ -125,6 +127,7 @@ fn committed(id: &str, start: i64, jobs: Vec<JobPlacement>, transfers: Vec<Trans
         planner: "p1".into(),
         messages: 0,
         holds_aborted: 0,
+        footprint: None,
     }
 }
 
@@ -257,18 +260,28 @@ fn wrong_job_offset_is_reported() {
         b.start = t(4860);
         b.end = t(6060);
     });
+    // The layout's timing, and the rule the layout keeps (read from the request itself):
+    // the concurrent transfer no longer lies inside B.
+    let outside = |job: &str| PlanViolation::TransferOutOfPlace {
+        from: "A".into(),
+        to: "B".into(),
+        detail: format!("not inside job `{job}`"),
+    };
     assert_eq!(
         v,
-        vec![Violation::plan(
-            "r1",
-            PlanViolation::JobTiming {
-                job: "B".into(),
-                start: t(4860),
-                end: t(6060),
-                expected_start: t(4800),
-                expected_end: t(6000)
-            }
-        )]
+        vec![
+            Violation::plan(
+                "r1",
+                PlanViolation::JobTiming {
+                    job: "B".into(),
+                    start: t(4860),
+                    end: t(6060),
+                    expected_start: t(4800),
+                    expected_end: t(6000)
+                }
+            ),
+            Violation::plan("r1", outside("B")),
+        ]
     );
 }
 
@@ -276,7 +289,11 @@ fn wrong_job_offset_is_reported() {
 fn wrong_job_duration_is_reported() {
     let v = violations_after(true, |_, _, o| outcome(o, "r2").jobs[1].end = t(6000));
     assert!(
-        matches!(&v[..], [Violation::Plan { kind: PlanViolation::JobTiming { job, .. }, .. }] if job == "Y"),
+        matches!(&v[..], [
+            Violation::Plan { kind: PlanViolation::JobTiming { job, .. }, .. },
+            Violation::Plan { kind: PlanViolation::WrongLength { job: short, length_s: 1200, expected_s: 1800 }, .. },
+            Violation::Plan { kind: PlanViolation::TransferOutOfPlace { .. }, .. },
+        ] if job == "Y" && short == "Y"),
         "{v:?}"
     );
 }
@@ -382,7 +399,10 @@ fn wrong_transfer_timing_is_reported() {
         x.end = t(5460);
     });
     assert!(
-        matches!(&v[..], [Violation::Plan { kind: PlanViolation::TransferTiming { expected_start, .. }, .. }] if *expected_start == t(4800)),
+        matches!(&v[..], [
+            Violation::Plan { kind: PlanViolation::TransferTiming { expected_start, .. }, .. },
+            Violation::Plan { kind: PlanViolation::TransferOutOfPlace { detail, .. }, .. },
+        ] if *expected_start == t(4800) && detail == "not inside job `A`"),
         "{v:?}"
     );
 }
@@ -495,11 +515,12 @@ fn generated_requests_with_trivial_placements_pass() {
                 let jobs: Vec<JobPlacement> = r
                     .jobs()
                     .iter()
-                    .map(|j| JobPlacement {
+                    .enumerate()
+                    .map(|(i, j)| JobPlacement {
                         name: j.name.clone(),
                         site: site(&j.os),
-                        start: from_time(st + j.offset_s),
-                        end: from_time(st + j.offset_s + j.duration_s),
+                        start: from_time(st + r.job_span(i).offset_s),
+                        end: from_time(st + r.job_span(i).end_s()),
                         cpus: j.cpus,
                         gpus: None,
                         reservation_name: None,
@@ -507,22 +528,25 @@ fn generated_requests_with_trivial_placements_pass() {
                         state: None,
                         price_per_cpu_hour: 0.0,
                         price_per_gpu_hour: 0.0,
+                        ..Default::default()
                     })
                     .collect();
                 let transfers = r
                     .transfers()
                     .iter()
-                    .map(|x| TransferPlacement {
+                    .enumerate()
+                    .map(|(e, x)| TransferPlacement {
                         from: x.from.clone(),
                         to: x.to.clone(),
                         path: vec![],
                         bandwidth_mbps: x.bandwidth_mbps,
-                        start: from_time(st + x.offset_s),
-                        end: from_time(st + x.offset_s + x.duration_s),
+                        start: from_time(st + r.transfer_span(e).offset_s),
+                        end: from_time(st + r.transfer_span(e).end_s()),
                         traffic: None,
                         broken: None,
                         state: None,
                         price_per_gbps_hour: 0.0,
+                        ..Default::default()
                     })
                     .collect();
                 let cost = r.cpu_seconds() / 3600.0 * 0.25;
@@ -638,6 +662,7 @@ fn over_allocation_is_a_violation_unless_overdraft() {
             state: None,
             price_per_cpu_hour: 0.0,
             price_per_gpu_hour: 0.0,
+            ..Default::default()
         }];
         o
     };

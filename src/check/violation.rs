@@ -223,6 +223,38 @@ pub enum PlanViolation {
         /// Expected start + the transfer's duration.
         expected_end: DateTime<Utc>,
     },
+    /// The job's reservation does not last its `duration_s` plus its slack.
+    WrongLength {
+        /// The job.
+        job: String,
+        /// The placement's length, seconds.
+        length_s: i64,
+        /// `duration_s + slack_s`.
+        expected_s: i64,
+    },
+    /// The job starts less than `dependency_gap_s` after a job it is after ends.
+    DependencyBroken {
+        /// The job.
+        job: String,
+        /// The job it is after (by `after` or a staged transfer).
+        after: String,
+        /// That job's end.
+        after_end: DateTime<Utc>,
+        /// The job's start.
+        start: DateTime<Utc>,
+        /// The request's `dependency_gap_s`.
+        gap_s: i64,
+    },
+    /// A staged transfer not between its jobs, a concurrent one not inside both, or a
+    /// transfer too short for its `size_mb`.
+    TransferOutOfPlace {
+        /// Sending job.
+        from: String,
+        /// Receiving job.
+        to: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// The path is not a chain of existing links from the sender's site node to the receiver's
     /// (or is not empty although both sites share a node).
     BrokenPath {
@@ -332,6 +364,14 @@ impl fmt::Display for Violation {
                 f,
                 "request `{id}`: transfer {from}->{to} runs [{start}, {end}), expected [{expected_start}, {expected_end})"
             ),
+            WrongLength { job, length_s, expected_s } => {
+                write!(f, "request `{id}`: job `{job}`'s reservation lasts {length_s} s, expected {expected_s} s")
+            }
+            DependencyBroken { job, after, after_end, start, gap_s } => write!(
+                f,
+                "request `{id}`: job `{job}` starts at {start}, less than {gap_s} s after job `{after}` ends at {after_end}"
+            ),
+            TransferOutOfPlace { from, to, detail } => write!(f, "request `{id}`: transfer {from}->{to} is {detail}"),
             BrokenPath { from, to, reason } => {
                 write!(f, "request `{id}`: transfer {from}->{to} has a broken path: {reason}")
             }

@@ -14,3 +14,8 @@ pub const MAX_PRICE: f64 = 1e6;
 pub fn price_ok(p: f64) -> bool {
     p.is_finite() && (0.0..=MAX_PRICE).contains(&p)
 }
+
+/// At most this many jobs in one plan request (a 1,000-task workflow).
+pub const MAX_JOBS: usize = 1000;
+/// At most this many transfers in one plan request.
+pub const MAX_TRANSFERS: usize = 4000;

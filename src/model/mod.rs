@@ -11,6 +11,7 @@
 mod attributes;
 mod grid;
 mod ids;
+mod layout;
 mod limits;
 mod modification;
 mod outcome;
@@ -25,12 +26,15 @@ pub use attributes::{
 pub use grid::{Grid, GridError, Link, Node, Site};
 pub(crate) use ids::uuid_id;
 pub use ids::{LinkId, NodeId, SiteId};
-pub use limits::{price_ok, MAX_AMOUNT, MAX_PRICE};
+pub use layout::{Layout, Span};
+pub use limits::{price_ok, MAX_AMOUNT, MAX_JOBS, MAX_PRICE, MAX_TRANSFERS};
 pub use modification::{JobChange, ModificationError, PlanModification, TransferChange};
-pub use outcome::{GpuAllocation, JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement, TransferTraffic};
+pub use outcome::{
+    Footprint, GpuAllocation, JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement, TransferTraffic,
+};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
-    MAX_DURATION_S, MAX_OFFSET_S,
+    TransferMode, MAX_DURATION_S, MAX_OFFSET_S, MAX_SIZE_MB,
 };
 pub use text::{check_text, TextError, UnknownValue, MAX_TEXT_CHARS};
-pub use time::{from_time, to_time, Time};
+pub use time::{from_time, rfc3339, to_time, Time};

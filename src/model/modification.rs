@@ -9,7 +9,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Outcome, MAX_AMOUNT, MAX_DURATION_S, MAX_OFFSET_S};
+use super::{Footprint, Outcome, TransferMode, MAX_AMOUNT, MAX_DURATION_S, MAX_OFFSET_S};
 
 /// What to change in a committed plan; what is absent stays as it is. Offsets count from the
 /// application's start (the plan's `start`, or the new `start`), as in a plan request.
@@ -97,9 +97,15 @@ pub enum ModificationError {
     /// A part would end after the request's deadline.
     #[error("{what} would end at {end}, after the plan's deadline {deadline}")]
     PastDeadline { what: String, end: DateTime<Utc>, deadline: DateTime<Utc> },
-    /// A transfer would not lie inside both of its jobs.
+    /// A concurrent transfer would not lie inside both of its jobs.
     #[error("transfer {from}->{to} would not lie inside job `{job}`")]
     TransferOutsideJob { from: String, to: String, job: String },
+    /// A staged transfer would not lie between its producer's end and its consumer's start.
+    #[error("staged transfer {from}->{to} would not lie between job `{from}`'s end and job `{to}`'s start")]
+    StagedOutOfOrder { from: String, to: String },
+    /// A job would start before a job it is after ends.
+    #[error("job `{job}` would start before job `{after}` ends")]
+    BeforeDependency { job: String, after: String },
     /// The plan has no start (it was never booked).
     #[error("the plan is not booked")]
     NotBooked,
@@ -209,19 +215,33 @@ impl PlanModification {
                 return Err(ModificationError::PastDeadline { what, end: new.1, deadline });
             }
         }
+        let job = |name: &str| out.jobs.iter().find(|j| j.name == name);
         for t in &out.transfers {
-            for name in [&t.from, &t.to] {
-                if let Some(j) = out.jobs.iter().find(|j| &j.name == name) {
-                    if t.start < j.start || t.end > j.end {
-                        return Err(ModificationError::TransferOutsideJob {
-                            from: t.from.clone(),
-                            to: t.to.clone(),
-                            job: name.clone(),
-                        });
+            let (Some(a), Some(b)) = (job(&t.from), job(&t.to)) else { continue };
+            let (from, to) = (t.from.clone(), t.to.clone());
+            match t.mode {
+                TransferMode::Concurrent => {
+                    if let Some(j) = [a, b].into_iter().find(|j| t.start < j.start || t.end > j.end) {
+                        return Err(ModificationError::TransferOutsideJob { from, to, job: j.name.clone() });
                     }
+                }
+                TransferMode::Staged if t.start < a.end || t.end > b.start => {
+                    return Err(ModificationError::StagedOutOfOrder { from, to })
+                }
+                TransferMode::Staged => {}
+            }
+        }
+        for j in &out.jobs {
+            for before in j.after.iter().filter_map(|name| job(name)) {
+                if j.start < before.end {
+                    return Err(ModificationError::BeforeDependency {
+                        job: j.name.clone(),
+                        after: before.name.clone(),
+                    });
                 }
             }
         }
+        out.footprint = Footprint::of(&out.jobs);
         out.cost = out.jobs.iter().map(|j| j.cost()).sum::<f64>() + out.transfers.iter().map(|t| t.cost()).sum::<f64>();
         Ok(out)
     }
@@ -284,9 +304,45 @@ mod tests {
             broken: None,
             state: None,
             price_per_gbps_hour: 2.0,
+            ..Default::default()
         }];
         o.cost = 8.0;
         o
+    }
+
+    /// `plan()` as a workflow: B is after A, A->B staged between them: A [1000, 4000), the
+    /// transfer [4000, 4600), B [4600, 7600).
+    fn workflow() -> Outcome {
+        let mut o = plan();
+        o.jobs[0].end = t(4000);
+        o.jobs[1].start = t(4600);
+        o.jobs[1].after = vec!["A".into()];
+        o.transfers[0].mode = TransferMode::Staged;
+        o
+    }
+
+    #[test]
+    fn a_workflow_keeps_its_order_and_its_footprint_follows() {
+        let later = |name: &str, offset_s, duration_s| JobChange { offset_s, duration_s, ..change(name) };
+        let m = |jobs| PlanModification { jobs, ..Default::default() };
+        // A runs longer: it would overlap its staged transfer.
+        let err = m(vec![later("A", None, Some(3100))]).apply(&workflow(), t(0)).unwrap_err();
+        assert_eq!(err, ModificationError::StagedOutOfOrder { from: "A".into(), to: "B".into() });
+        // B moved before A's end, or the transfer before it.
+        let mut no_transfer = workflow();
+        no_transfer.transfers.clear();
+        let err = m(vec![later("B", Some(1000), None)]).apply(&no_transfer, t(0)).unwrap_err();
+        assert_eq!(err, ModificationError::BeforeDependency { job: "B".into(), after: "A".into() });
+        let early = TransferChange { from: "A".into(), to: "B".into(), offset_s: Some(600), ..Default::default() };
+        let err = PlanModification { transfers: vec![early], ..Default::default() }.apply(&workflow(), t(0));
+        assert!(err.unwrap_err().to_string().contains("staged transfer A->B would not lie between"));
+        // B starts later: fine, and the footprint is recomputed (A and B: 4 CPUs * 3000 s).
+        let o = m(vec![later("B", Some(4000), None)]).apply(&workflow(), t(0)).unwrap();
+        let f = o.footprint.unwrap();
+        assert_eq!((f.booked_cpu_s, f.makespan_s, f.critical_path_s), (4 * 3000 + 4 * 3000, 7000, 6000));
+        // A concurrent transfer still lies inside both jobs.
+        let err = m(vec![later("A", None, Some(3000))]).apply(&plan(), t(0)).unwrap_err().to_string();
+        assert!(err.contains("not lie inside job `A`"), "{err}");
     }
 
     fn change(name: &str) -> JobChange {

@@ -1,7 +1,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{LinkId, SiteId};
+use super::{LinkId, SiteId, TransferMode};
 
 /// Final state of a plan request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -42,10 +42,22 @@ pub struct JobPlacement {
     /// The site's price of one GPU-hour of the job's pool (0 and absent without GPUs).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub price_per_gpu_hour: f64,
+    /// The jobs this one starts after: its `after` and the producers of its staged transfers
+    /// (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+    /// Seconds of the reservation after the job's run time, for an engine that starts it
+    /// late (absent: 0).
+    #[serde(default, skip_serializing_if = "is_zero_s")]
+    pub slack_s: i64,
 }
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_zero_s(x: &i64) -> bool {
+    *x == 0
 }
 
 impl JobPlacement {
@@ -130,6 +142,10 @@ pub struct TransferPlacement {
     /// free path or none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub price_per_gbps_hour: f64,
+    /// `staged` for a transfer between its producer's end and its consumer's start (absent:
+    /// `concurrent`, inside both jobs).
+    #[serde(default, skip_serializing_if = "TransferMode::is_concurrent")]
+    pub mode: TransferMode,
 }
 
 impl TransferPlacement {
@@ -189,6 +205,51 @@ pub struct Outcome<S = OutcomeStatus> {
     /// Holds released before commit (backtracks, `st` shifts, failed batches).
     #[serde(default)]
     pub holds_aborted: u64,
+    /// What the plan's reservations hold and how much of it the workflow's run times need
+    /// (a committed or planned plan; absent on a rejection).
+    pub footprint: Option<Footprint>,
+}
+
+/// What a plan's reservations hold, against what its jobs need: how much slack and the gaps
+/// between dependent jobs cost (docs/model.md, "Workflows").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Footprint {
+    /// CPU-seconds the jobs' reservations hold: the sum of `cpus * (end - start)`.
+    pub booked_cpu_s: i64,
+    /// Of `booked_cpu_s`, those of the jobs' slack: the sum of `cpus * slack_s`.
+    pub slack_cpu_s: i64,
+    /// Seconds from the first job's start to the last job's end.
+    pub makespan_s: i64,
+    /// The longest chain of run times (reservation less slack) through the jobs' `after`, in
+    /// seconds: the makespan without slack, gaps nor staged transfers. `makespan_s -
+    /// critical_path_s` is what they (and waiting for resources) cost the workflow.
+    pub critical_path_s: i64,
+}
+
+impl Footprint {
+    /// The footprint of `jobs` (placements of one plan, with their `after` and `slack_s`).
+    pub fn of(jobs: &[JobPlacement]) -> Option<Footprint> {
+        let first = jobs.iter().map(|j| j.start).min()?;
+        let last = jobs.iter().map(|j| j.end).max()?;
+        let run_s = |j: &JobPlacement| (j.end - j.start).num_seconds() - j.slack_s;
+        let mut booked_cpu_s = 0;
+        let mut slack_cpu_s = 0;
+        for j in jobs {
+            booked_cpu_s += i64::from(j.cpus) * (j.end - j.start).num_seconds();
+            slack_cpu_s += i64::from(j.cpus) * j.slack_s;
+        }
+        // Longest chain, jobs in start order (a job starts after every job it is after ends).
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by_key(|&i| jobs[i].start);
+        let mut chain: std::collections::HashMap<&str, i64> = std::collections::HashMap::new();
+        for i in order {
+            let j = &jobs[i];
+            let before = j.after.iter().filter_map(|p| chain.get(p.as_str())).copied().max().unwrap_or(0);
+            chain.insert(&j.name, before + run_s(j));
+        }
+        let critical_path_s = chain.into_values().max().unwrap_or(0);
+        Some(Footprint { booked_cpu_s, slack_cpu_s, makespan_s: (last - first).num_seconds(), critical_path_s })
+    }
 }
 
 impl<S> Outcome<S> {
@@ -207,6 +268,7 @@ impl<S> Outcome<S> {
             planner,
             messages,
             holds_aborted,
+            footprint,
         } = self;
         Outcome {
             request_id,
@@ -221,6 +283,7 @@ impl<S> Outcome<S> {
             planner,
             messages,
             holds_aborted,
+            footprint,
         }
     }
 }
@@ -241,6 +304,7 @@ impl Outcome {
             planner: planner.to_owned(),
             messages: 0,
             holds_aborted: 0,
+            footprint: None,
         }
     }
 

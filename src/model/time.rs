@@ -14,3 +14,11 @@ pub fn to_time(t: &DateTime<Utc>) -> Time {
 pub fn from_time(t: Time) -> DateTime<Utc> {
     Utc.timestamp_opt(t, 0).single().expect("time within chrono's range")
 }
+
+/// `t` as RFC 3339 UTC text, whole seconds, `Z` (how messages for people show an instant;
+/// never epoch seconds). An instant outside chrono's range is shown as its epoch seconds.
+pub fn rfc3339(t: &Time) -> String {
+    Utc.timestamp_opt(*t, 0)
+        .single()
+        .map_or_else(|| format!("{t} s since the epoch"), |d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}

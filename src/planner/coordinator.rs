@@ -75,7 +75,7 @@ pub(super) enum Ended {
     /// Every part is committed and the end recorded.
     Committed,
     /// A part refused its commit: every part was given back and the rejection recorded.
-    Compensated(Outcome),
+    Compensated(Box<Outcome>),
 }
 
 impl Coordinator {
@@ -313,7 +313,7 @@ impl Coordinator {
         match self.finish_decided(log, false).await {
             Ok(Ended::Committed) => self.committed(),
             Ok(Ended::Compensated(rejected)) => {
-                PlanResult { outcome: rejected, bookings: vec![], settlement: Settlement::Final }
+                PlanResult { outcome: *rejected, bookings: vec![], settlement: Settlement::Final }
             }
             Err(cause) => {
                 tracing::warn!(txn = %self.txn, reason = %cause, "a decided transaction stays in doubt");
@@ -467,6 +467,6 @@ impl Coordinator {
             self.reject(cause.to_string())
         };
         log.finish(self.txn, Ending::Compensated(&rejected)).await.map_err(Unsettled::RejectionNotRecorded)?;
-        Ok(Ended::Compensated(rejected))
+        Ok(Ended::Compensated(Box::new(rejected)))
     }
 }

@@ -121,7 +121,17 @@ pub struct PlannerConfig {
     /// "Backjumping"). Default [`Backtrack::ConflictDirected`]; [`Backtrack::Chronological`] is
     /// Fig. 3 to the letter (coreserve before issue 13), kept as the benchmarks' baseline.
     pub backtrack: Backtrack,
+    /// When a request finds no plan before its deadline, search once more (BBR-overlay, dry
+    /// run: nothing is held) with the deadline moved to `submitted_at + this` and say in the
+    /// rejection when the whole plan would fit, or that it fits nowhere before then, within a
+    /// budget of [`EARLIEST_FIT_SHIFTS`] start times. `None` (the default, as in Ando & Aida):
+    /// no second search. The service sets its horizon (`--horizon-days`).
+    pub earliest_fit_horizon_s: Option<i64>,
 }
+
+/// The most start-time shifts the earliest-fit search of a rejection tries (see
+/// [`PlannerConfig::earliest_fit_horizon_s`]): past it the rejection says nothing of when.
+pub const EARLIEST_FIT_SHIFTS: u32 = 500;
 
 /// How the search backtracks after a failure (see [`PlannerConfig::backtrack`]). Spelled
 /// `chronological` / `conflict-directed` in the simulator's TOML and on the command line
@@ -170,6 +180,7 @@ impl Default for PlannerConfig {
             batch_aborts: false,
             check_before_hold: false,
             backtrack: Backtrack::ConflictDirected,
+            earliest_fit_horizon_s: None,
         }
     }
 }
@@ -366,6 +377,17 @@ impl Planner {
             }
             result.outcome.messages += messages;
             result.outcome.holds_aborted += holds_aborted;
+            let not_now = ["no feasible plan before the deadline", "deadline cannot be met"];
+            let reason = result.outcome.reason.as_deref().unwrap_or_default();
+            if let (Some(horizon_s), true) =
+                (self.cfg.earliest_fit_horizon_s, not_now.iter().any(|p| reason.starts_with(p)))
+            {
+                let (when, asked) = self.earliest_fit(req, horizon_s).await;
+                result.outcome.messages += asked;
+                if let Some(when) = when {
+                    result.outcome.reason = Some(format!("{reason}; {when}"));
+                }
+            }
             if result.outcome.status == OutcomeStatus::Rejected && !unavailable.is_empty() {
                 let down: Vec<String> = unavailable.iter().map(|(s, why)| format!("site `{s}` ({why})")).collect();
                 let reason = result.outcome.reason.take().unwrap_or_default();
@@ -420,6 +442,43 @@ impl Planner {
                 }
             },
         }
+    }
+
+    /// When `req`, rejected for now, would fit: a second search (BBR-overlay, dry run: it holds
+    /// nothing) with the deadline moved to `submitted_at + horizon_s`. "the whole plan would
+    /// fit from T" (the earliest application start it found), "it fits nowhere before T (the
+    /// horizon)", or `None` when that search was cut short (more than
+    /// [`EARLIEST_FIT_SHIFTS`] start times, or the fixes' budget) or the horizon is no later
+    /// than the deadline. Also returns the messages it took.
+    async fn earliest_fit(&self, req: &PlanRequest, horizon_s: i64) -> (Option<String>, u64) {
+        let until = req.submitted_at().saturating_add(horizon_s);
+        let mut raw = req.raw().clone();
+        let Some(deadline) = chrono::TimeZone::timestamp_opt(&chrono::Utc, until, 0).single() else {
+            return (None, 0);
+        };
+        if until <= req.deadline() {
+            return (None, 0);
+        }
+        raw.deadline = deadline;
+        let Ok(wider) = PlanRequest::new(raw) else { return (None, 0) };
+        let (policy, method) = (SelectionPolicy::Time, ReservationMethod::BbrOverlay);
+        let cfg = PlannerConfig { max_shifts: EARLIEST_FIT_SHIFTS, ..self.cfg.clone() };
+        let book = book::Book::new(self, &wider, policy, method, tokio::time::Instant::now());
+        let mut search = search::Attempt::new(&cfg, &wider, policy, method, self.cfg.seed, book);
+        let found = search.search_plan().await;
+        let asked = search.book.messages();
+        let when = match found {
+            Ok(()) => {
+                let st = search.book.fixes().st;
+                search.book.undo_to(0).await;
+                Some(format!("the whole plan would fit from {}", crate::model::rfc3339(&st)))
+            }
+            Err(o) if o.reason.as_deref().is_some_and(|r| r.starts_with("no feasible plan")) => {
+                Some(format!("it fits nowhere before {} (the horizon)", crate::model::rfc3339(&until)))
+            }
+            Err(_) => None,
+        };
+        (when, asked)
     }
 
     /// Releases every booking of a committed plan (plan cancellation). Tries them all, even

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::HoldId;
 use crate::calendar::CalendarError;
-use crate::model::{LinkId, SiteId, Time};
+use crate::model::{rfc3339, LinkId, SiteId, Time};
 
 /// Why a participant refused a message. Nothing changed when one is returned.
 ///
@@ -18,14 +18,16 @@ use crate::model::{LinkId, SiteId, Time};
 pub enum ParticipantError {
     /// A site has fewer free CPUs than `requested` at some instant of `[start, end)`; `free` is
     /// the least free there.
-    #[error("not enough capacity: over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
+    #[error("not enough capacity: over capacity: {requested} requested over [{}, {}) but only {free} free", rfc3339(.start), rfc3339(.end))]
     Capacity { start: Time, end: Time, requested: u64, free: u64 },
     /// Like `Capacity`, for the GPUs of pool `model` at a site.
-    #[error("not enough GPUs of model `{model}`: over capacity: {requested} requested over [{start}, {end}) but only {free} free")]
+    #[error("not enough GPUs of model `{model}`: over capacity: {requested} requested over [{}, {}) but only {free} free", rfc3339(.start), rfc3339(.end))]
     GpuCapacity { model: String, start: Time, end: Time, requested: u64, free: u64 },
     /// Like `Capacity`, for link `link` of a network hold (in Mbit/s).
     #[error(
-        "link `{link}` cannot carry the hold: over capacity: {requested} requested over [{start}, {end}) but only {free} free"
+        "link `{link}` cannot carry the hold: over capacity: {requested} requested over [{}, {}) but only {free} free",
+        rfc3339(.start),
+        rfc3339(.end)
     )]
     LinkCapacity { link: LinkId, start: Time, end: Time, requested: u64, free: u64 },
     /// A hold that can never be set aside: an empty interval or a zero amount.

@@ -294,13 +294,13 @@ async fn bad_input_is_refused_with_a_problem_and_changes_nothing() {
     let p = problem(app.post("/v1/plans", ADMIN, &too_late).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     assert!(p["detail"].as_str().unwrap().contains("horizon"));
     let mut many = workflow();
-    many["jobs"] = json!((0..65)
+    many["jobs"] = json!((0..1001)
         .map(|i| json!({"name": format!("j{i}"), "os": "linux", "cpus": 1, "offset_s": 0, "duration_s": 60}))
         .collect::<Vec<_>>());
     many["transfers"] = json!([]);
     problem(app.post("/v1/plans", ADMIN, &many).await, StatusCode::UNPROCESSABLE_ENTITY).await;
     let mut huge = workflow();
-    huge["id"] = json!("x".repeat(300 * 1024));
+    huge["id"] = json!("x".repeat(5 * 1024 * 1024));
     problem(app.post("/v1/plans", ADMIN, &huge).await, StatusCode::PAYLOAD_TOO_LARGE).await;
     let p =
         problem(app.call(Method::PATCH, "/v1/plans", Some(ADMIN), None).await, StatusCode::METHOD_NOT_ALLOWED).await;

@@ -25,3 +25,4 @@ mod store;
 mod support;
 mod ui;
 mod webhooks;
+mod workflows;

@@ -1504,3 +1504,40 @@ async fn gpu_pools_have_lanes_and_gpu_jobs_show_their_gpus_in_chromium() {
     assert_eq!(badge, json!(["fit: 3 GPUs"]));
     assert!(dom.contains("8 CPUs + 3 GPUs a100-40gb"), "the job's row says its GPUs");
 }
+
+/// A workflow's plan in the Gantt chart: an arrow from each job a job is `after` to that job,
+/// and its staged transfer drawn (and labelled) between its producer's end and its consumer's
+/// start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gantt_chart_draws_dependencies_and_staged_transfers() {
+    let _machine = machine::reserve("ui").await;
+    let app = TestApp::memory(europe(), |_| {}).await;
+    let alice = app.token("alice", false).await;
+    let body = json!({
+        "id": "wf-dag", "deadline": in_hours(30), "dependency_gap_s": 120, "slack_s": 300,
+        "jobs": [
+            {"name": "split", "os": "linux", "cpus": 8, "duration_s": 1800},
+            {"name": "map", "os": "linux", "cpus": 40, "duration_s": 3600, "after": ["split"]},
+            {"name": "merge", "os": "linux", "cpus": 8, "duration_s": 900, "after": ["map", "split"]}
+        ],
+        "transfers": [{"from": "split", "to": "map", "bandwidth_mbps": 1000, "mode": "staged", "size_mb": 20000}]
+    });
+    let p = plan(&app, &alice, body).await;
+    let dom = page_dom(&app.base, &format!("token={alice}&plan={}", p["id"].as_str().unwrap()));
+    let deps = with_class(&dom, "path", "gantt-dep");
+    let pairs: BTreeSet<(String, String)> =
+        deps.iter().map(|d| (d["data-from"].clone(), d["data-to"].clone())).collect();
+    let want = [("split", "map"), ("map", "merge"), ("split", "merge")];
+    assert_eq!(pairs, want.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(), "{dom}");
+    assert!(deps.iter().all(|d| d["marker-end"] == "url(#dep-arrow)"));
+    let staged = with_class(&dom, "rect", "gantt-transfer gantt-staged");
+    assert_eq!(staged.len(), 1, "{dom}");
+    assert_eq!((staged[0]["data-from"].as_str(), staged[0]["data-mode"].as_str()), ("split", "staged"));
+    // The staged transfer lies between split's end and map's start in the chart too.
+    let bar = |job: &str| with_class(&dom, "rect", "gantt-job").into_iter().find(|j| j["data-job"] == job).unwrap();
+    let x = |a: &HashMap<String, String>, k: &str| a[k].parse::<f64>().unwrap();
+    let (split, map) = (bar("split"), bar("map"));
+    assert!(x(&staged[0], "x") >= x(&split, "x") + x(&split, "width") - 0.5);
+    assert!(x(&staged[0], "x") + x(&staged[0], "width") <= x(&map, "x") + 0.5);
+    assert!(dom.contains("staged · 1000 Mb/s"), "the transfer's label says it is staged");
+}

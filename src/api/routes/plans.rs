@@ -19,7 +19,6 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
-use crate::api::config::{MAX_JOBS, MAX_TRANSFERS};
 use crate::api::decision_log::{PlanMeta, StoreDecisionLog};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
@@ -58,13 +57,23 @@ pub struct PlanBody {
     /// Earliest application start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<DateTime<Utc>>,
-    /// 1 to 64 jobs.
-    #[schema(min_items = 1, max_items = 64)]
+    /// 1 to 1,000 jobs (`MAX_JOBS`).
+    #[schema(min_items = 1, max_items = 1000)]
     pub jobs: Vec<ComputeDemand>,
-    /// At most 256 transfers.
+    /// At most 4,000 transfers (`MAX_TRANSFERS`).
     #[serde(default)]
-    #[schema(max_items = 256)]
+    #[schema(max_items = 4000)]
     pub transfers: Vec<NetworkDemand>,
+    /// Seconds kept at least between a job's end and the start of a job `after` it (what a
+    /// workflow engine needs to notice the end and submit the next job), in `0 ..=
+    /// 3153600000`. Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
+    pub dependency_gap_s: i64,
+    /// Every job's `slack_s` unless it gives its own, in `0 ..= 3153600000`. Default 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schema(minimum = 0, maximum = 3153600000_i64)]
+    pub slack_s: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<SelectionPolicy>,
     /// The reservation method (default: the server's); `mode`, its round-1 name, is accepted
@@ -187,20 +196,15 @@ pub struct ListQuery {
     pub request_id: Option<String>,
 }
 
+fn is_zero(x: &i64) -> bool {
+    *x == 0
+}
+
 /// The name of the idempotency header.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 
 /// Validates the body into a plan request (nothing changes on error).
 fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<PlanRequest, ApiError> {
-    if body.jobs.len() > MAX_JOBS {
-        return Err(ApiError::invalid(format!("{} jobs; at most {MAX_JOBS} per request", body.jobs.len())));
-    }
-    if body.transfers.len() > MAX_TRANSFERS {
-        return Err(ApiError::invalid(format!(
-            "{} transfers; at most {MAX_TRANSFERS} per request",
-            body.transfers.len()
-        )));
-    }
     state.check_horizon("deadline", &body.deadline)?;
     if let Some(nb) = &body.not_before {
         state.check_horizon("not_before", nb)?;
@@ -215,6 +219,8 @@ fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<Plan
         transfers: body.transfers.clone(),
         policy: body.policy,
         method: body.method,
+        dependency_gap_s: body.dependency_gap_s,
+        slack_s: body.slack_s,
     };
     Ok(PlanRequest::new(raw)?)
 }

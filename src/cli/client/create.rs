@@ -50,6 +50,23 @@ pub struct CreateArgs {
     /// job's duration, offset 0). Repeat for several.
     #[arg(short = 'T', long = "transfer", value_name = "FROM:TO:MBPS[:DURATION[:OFFSET]]")]
     pub transfers: Vec<String>,
+    /// A workflow dependency, JOB:BEFORE[,BEFORE...]: JOB starts after each BEFORE job ends
+    /// (a job without an OFFSET is then laid out by the broker, as early as its dependencies
+    /// allow). Repeat for several jobs.
+    #[arg(long = "after", value_name = "JOB:BEFORE[,BEFORE...]")]
+    pub after: Vec<String>,
+    /// A staged transfer, FROM:TO:MBPS:SIZE_MB: SIZE_MB megabytes moved at MBPS after FROM
+    /// ends and before TO starts (TO is then after FROM). Repeat for several.
+    #[arg(long = "staged", value_name = "FROM:TO:MBPS:SIZE_MB")]
+    pub staged: Vec<String>,
+    /// Time kept at least between a job's end and the start of a job after it (the workflow
+    /// engine's reaction time): seconds or `30s`, `2m`. Default 0.
+    #[arg(long, value_parser = parse_duration)]
+    pub gap: Option<i64>,
+    /// Time reserved after every job's run, so that a job started late still ends inside its
+    /// reservation: seconds or `45s`, `5m`. Default 0.
+    #[arg(long, value_parser = parse_duration)]
+    pub slack: Option<i64>,
     /// Selection policy: time, cost, load or random (default: the server's).
     #[arg(long)]
     pub policy: Option<String>,
@@ -104,6 +121,41 @@ fn transfer_of(spec: &str, jobs: &[Value]) -> Result<Value> {
     Ok(json!({"from": parts[0], "to": parts[1], "bandwidth_mbps": mbps, "offset_s": offset, "duration_s": duration}))
 }
 
+/// `FROM:TO:MBPS:SIZE_MB` of `--staged`.
+fn staged_of(spec: &str, jobs: &[Value]) -> Result<Value> {
+    let parts: Vec<&str> = spec.split(':').collect();
+    let bad = || {
+        anyhow::anyhow!("--staged `{spec}`: write FROM:TO:MBPS:SIZE_MB with two --job names, e.g. `sim:post:1000:500`")
+    };
+    if parts.len() != 4 || !parts[..2].iter().all(|n| jobs.iter().any(|j| j["name"] == *n)) {
+        return Err(bad());
+    }
+    let mbps: u64 = parts[2].trim().parse().map_err(|_| bad())?;
+    let size_mb: f64 = parts[3].trim().parse().map_err(|_| bad())?;
+    Ok(json!({"from": parts[0], "to": parts[1], "bandwidth_mbps": mbps, "mode": "staged", "size_mb": size_mb}))
+}
+
+/// Applies `--after JOB:BEFORE[,BEFORE...]` to `jobs` (`specs`: their `--job` flags, to tell
+/// a job whose OFFSET was given, which keeps it, from one the broker lays out).
+fn apply_after(after: &[String], jobs: &mut [Value], specs: &[String]) -> Result<()> {
+    for spec in after {
+        let bad =
+            || anyhow::anyhow!("--after `{spec}`: write JOB:BEFORE[,BEFORE...] with --job names, e.g. `post:sim`");
+        let (job, before) = spec.split_once(':').ok_or_else(bad)?;
+        let i = jobs.iter().position(|j| j["name"] == job.trim()).ok_or_else(bad)?;
+        let names: Vec<&str> = before.split(',').map(str::trim).collect();
+        if names.iter().any(|n| n.is_empty()) {
+            return Err(bad());
+        }
+        let list = jobs[i]["after"].as_array_mut().map(std::mem::take).unwrap_or_default();
+        jobs[i]["after"] = json!(list.into_iter().chain(names.iter().map(|n| json!(n))).collect::<Vec<_>>());
+        if specs.get(i).is_none_or(|s| s.split(':').count() < 4) {
+            jobs[i].as_object_mut().expect("a job is an object").remove("offset_s");
+        }
+    }
+    Ok(())
+}
+
 /// The request of `plans create`'s flags, its times relative to `now`.
 fn request_of(a: &CreateArgs, now: DateTime<Utc>) -> Result<Value> {
     let jobs: Vec<Value> = if a.jobs.is_empty() {
@@ -124,20 +176,40 @@ fn request_of(a: &CreateArgs, now: DateTime<Utc>) -> Result<Value> {
         }
         a.jobs.iter().map(|j| job_of(j, a.duration, &a.os)).collect::<Result<_>>()?
     };
-    let transfers: Vec<Value> = a.transfers.iter().map(|t| transfer_of(t, &jobs)).collect::<Result<_>>()?;
+    let mut jobs = jobs;
+    apply_after(&a.after, &mut jobs, &a.jobs)?;
+    let mut transfers: Vec<Value> = a.transfers.iter().map(|t| transfer_of(t, &jobs)).collect::<Result<_>>()?;
+    for s in &a.staged {
+        transfers.push(staged_of(s, &jobs)?);
+    }
     let at = |flag: &str, s: &str| parse_time_at(s, now).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));
     let start = a.start.as_deref().map(|s| at("start", s)).transpose()?;
-    let span = jobs.iter().map(|j| j["offset_s"].as_i64().unwrap_or(0) + j["duration_s"].as_i64().unwrap_or(0)).max();
+    let length = |j: &Value| j["duration_s"].as_i64().unwrap_or(0);
+    let span = if a.after.is_empty() && a.staged.is_empty() {
+        jobs.iter().map(|j| j["offset_s"].as_i64().unwrap_or(0) + length(j)).max()
+    } else {
+        // A workflow laid out by the broker: at most every job, slack and gap one after the
+        // other, and every staged transfer.
+        let per_job = a.slack.unwrap_or(0) + a.gap.unwrap_or(0);
+        let staged: f64 =
+            transfers.iter().filter_map(|t| Some(t["size_mb"].as_f64()? * 8.0 / t["bandwidth_mbps"].as_f64()?)).sum();
+        Some(jobs.iter().map(|j| length(j) + per_job).sum::<i64>() + staged.ceil() as i64)
+    };
     let deadline = match &a.deadline {
         Some(d) => at("deadline", d)?,
         None => start.unwrap_or(now) + chrono::Duration::seconds(span.unwrap_or(0)) + chrono::Duration::days(1),
     };
     let id = a.id.clone().unwrap_or_else(|| {
         // The flags as typed (relative times unresolved): the same command, the same id.
-        let typed = format!(
+        let mut typed = format!(
             "{:?}",
             (&a.jobs, a.count, a.cpus, a.duration, &a.start, &a.deadline, &a.os, &a.transfers, &a.policy, &a.method)
         );
+        // The workflow's flags only when given: the ids of other commands stay as they were.
+        let workflow = (&a.after, &a.staged, a.gap, a.slack);
+        if workflow != (&vec![], &vec![], None, None) {
+            typed.push_str(&format!("{workflow:?}"));
+        }
         format!("create-{}", &hex::encode(Sha256::digest(typed.as_bytes()))[..12])
     });
     let mut r = json!({"id": id, "deadline": rfc3339(deadline), "jobs": jobs, "transfers": transfers});
@@ -149,6 +221,12 @@ fn request_of(a: &CreateArgs, now: DateTime<Utc>) -> Result<Value> {
     }
     if let Some(m) = &a.method {
         r["method"] = json!(m);
+    }
+    if let Some(g) = a.gap {
+        r["dependency_gap_s"] = json!(g);
+    }
+    if let Some(s) = a.slack {
+        r["slack_s"] = json!(s);
     }
     Ok(r)
 }
@@ -232,5 +310,68 @@ mod tests {
         assert!(e.contains("naive timestamp"), "{e}");
         let e = request_of(&args(&["-j", "a"]), now).unwrap_err().to_string();
         assert!(e.contains("NAME:CPUS"), "{e}");
+    }
+
+    #[test]
+    fn create_builds_a_workflow_from_after_and_staged() {
+        use clap::Parser;
+        let now = DateTime::parse_from_rfc3339("2030-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
+        let cli = crate::cli::Cli::try_parse_from([
+            "coreserve",
+            "plans",
+            "create",
+            "-j",
+            "sim:8:1h",
+            "-j",
+            "post:4:30m",
+            "-j",
+            "fixed:2:10m:3h",
+            "--after",
+            "post:sim",
+            "--after",
+            "fixed:sim,post",
+            "--staged",
+            "sim:post:1000:4500",
+            "--gap",
+            "30s",
+            "--slack",
+            "1m",
+        ])
+        .unwrap();
+        let crate::cli::Command::Plans(PlansCommand::Create(a)) = cli.command else { panic!() };
+        let r = request_of(&a, now).unwrap();
+        assert_eq!(
+            r["jobs"][1],
+            json!({"name": "post", "os": "linux", "cpus": 4, "duration_s": 1800, "after": ["sim"]})
+        );
+        assert_eq!(r["jobs"][2]["after"], json!(["sim", "post"]));
+        assert_eq!(r["jobs"][2]["offset_s"], 10800, "a given OFFSET is kept");
+        assert_eq!(r["jobs"][0]["offset_s"], 0);
+        assert_eq!(
+            r["transfers"][0],
+            json!({"from": "sim", "to": "post", "bandwidth_mbps": 1000, "mode": "staged", "size_mb": 4500.0})
+        );
+        assert_eq!((r["dependency_gap_s"].as_i64(), r["slack_s"].as_i64()), (Some(30), Some(60)));
+        // The default deadline covers the jobs one after the other: 3600 + 1800 + 600 + 3 * 90
+        // + 36 s of staging, plus a day.
+        assert_eq!(r["deadline"], "2030-01-02T01:45:06Z");
+        // The broker accepts it as a plan request.
+        let raw: crate::model::RawPlanRequest = serde_json::from_value(json!({
+            "id": r["id"], "submitted_at": "2030-01-01T00:00:00Z", "deadline": r["deadline"],
+            "jobs": r["jobs"], "transfers": r["transfers"],
+            "dependency_gap_s": r["dependency_gap_s"], "slack_s": r["slack_s"]
+        }))
+        .unwrap();
+        let req = crate::model::PlanRequest::new(raw).unwrap();
+        // post: after sim (3660) + 30 s gap, or the staging (3660 + 36 s): 3696.
+        assert_eq!(req.job_span(1).offset_s, 3696);
+        for bad in [&["--after", "post"][..], &["--after", "nope:sim"], &["--staged", "sim:post:10"]] {
+            let cli = crate::cli::Cli::try_parse_from(
+                [&["coreserve", "plans", "create", "-j", "sim:8", "-j", "post:4"][..], bad].concat(),
+            )
+            .unwrap();
+            let crate::cli::Command::Plans(PlansCommand::Create(a)) = cli.command else { panic!() };
+            assert!(request_of(&a, now).is_err(), "{bad:?}");
+        }
     }
 }

@@ -5,8 +5,8 @@
 use super::Book;
 use crate::calendar::CapacityCalendar;
 use crate::model::{
-    from_time, JobPlacement, LinkId, Outcome, OutcomeStatus, SiteId, Time, TransferPlacement, TransferTraffic,
-    MAX_AMOUNT,
+    from_time, Footprint, JobPlacement, LinkId, Outcome, OutcomeStatus, SiteId, Time, TransferPlacement,
+    TransferTraffic, MAX_AMOUNT,
 };
 use crate::planner::commit::{self, PartName, TwoPhaseError};
 use crate::planner::coordinator::{self, Coordinator, HeldPart};
@@ -50,17 +50,19 @@ impl Book<'_> {
             .jobs()
             .iter()
             .zip(&self.fixes.jobs)
-            .map(|(job, fix)| {
+            .enumerate()
+            .map(|(v, (job, fix))| {
                 let fix = fix.as_ref().expect("complete plan");
-                let start = self.fixes.st + job.offset_s;
+                let span = req.job_span(v);
+                let start = self.fixes.st + span.offset_s;
                 let per_hour =
                     f64::from(job.cpus) * fix.price_per_cpu_hour + f64::from(job.gpus()) * fix.price_per_gpu_hour;
-                cost += job.duration_s as f64 / 3600.0 * per_hour;
+                cost += span.duration_s as f64 / 3600.0 * per_hour;
                 JobPlacement {
                     name: job.name.clone(),
                     site: fix.site.clone(),
                     start: from_time(start),
-                    end: from_time(start + job.duration_s),
+                    end: from_time(start + span.duration_s),
                     cpus: job.cpus,
                     gpus: Self::gpus_of(job, fix),
                     reservation_name: fix
@@ -72,24 +74,29 @@ impl Book<'_> {
                     state: None,
                     price_per_cpu_hour: fix.price_per_cpu_hour,
                     price_per_gpu_hour: if job.gpus() > 0 { fix.price_per_gpu_hour } else { 0.0 },
+                    after: req.after(v).iter().map(|&p| req.jobs()[p].name.clone()).collect(),
+                    slack_s: req.slack_s(v),
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
         let transfers = req
             .transfers()
             .iter()
             .zip(&self.fixes.transfers)
-            .map(|(t, fix)| {
+            .enumerate()
+            .map(|(e, (t, fix))| {
                 let fix = fix.as_ref().expect("complete plan");
-                let start = self.fixes.st + t.offset_s;
-                cost += t.bandwidth_mbps as f64 / 1000.0 * t.duration_s as f64 / 3600.0 * fix.route.price_per_gbps_hour;
+                let span = req.transfer_span(e);
+                let start = self.fixes.st + span.offset_s;
+                cost +=
+                    t.bandwidth_mbps as f64 / 1000.0 * span.duration_s as f64 / 3600.0 * fix.route.price_per_gbps_hour;
                 TransferPlacement {
                     from: t.from.clone(),
                     to: t.to.clone(),
                     path: fix.route.links.clone(),
                     bandwidth_mbps: t.bandwidth_mbps,
                     start: from_time(start),
-                    end: from_time(start + t.duration_s),
+                    end: from_time(start + span.duration_s),
                     traffic: fix.route.marking.as_ref().zip(fix.hold).map(|(m, h)| TransferTraffic {
                         protocol: "tcp".into(),
                         from_addr: m.from_addr.clone(),
@@ -99,10 +106,12 @@ impl Book<'_> {
                     broken: None,
                     state: None,
                     price_per_gbps_hour: fix.route.price_per_gbps_hour,
+                    mode: t.mode,
                 }
             })
             .collect();
         Outcome {
+            footprint: Footprint::of(&jobs),
             request_id: req.id().to_owned(),
             status: OutcomeStatus::Committed,
             reason: None,

@@ -109,12 +109,12 @@ impl<'a> Book<'a> {
         self.queries.at(self.fixes.st, self.policy != SelectionPolicy::Load);
         let deadline = self.req.deadline();
         let query = |u: usize, site: &SiteId| {
-            let job = &self.req.jobs()[u];
+            let (job, span) = (&self.req.jobs()[u], self.req.job_span(u));
             ComputeQuery {
                 site: site.clone(),
                 cpus: job.cpus,
-                duration_s: job.duration_s,
-                window_start: self.fixes.st + job.offset_s,
+                duration_s: span.duration_s,
+                window_start: self.fixes.st + span.offset_s,
                 deadline,
                 gpus: job.requires.gpus.clone(),
             }
@@ -159,9 +159,9 @@ impl<'a> Book<'a> {
             for (u, a) in jobs.into_iter().zip(answers) {
                 match a {
                     Ok(offer) => {
-                        let job = &self.req.jobs()[u];
-                        let from = self.fixes.st + job.offset_s;
-                        self.queries.put(u, site.clone(), offer, from, job.duration_s, deadline);
+                        let span = self.req.job_span(u);
+                        let from = self.fixes.st + span.offset_s;
+                        self.queries.put(u, site.clone(), offer, from, span.duration_s, deadline);
                     }
                     Err(e) if u == v => {
                         failed.insert(site.clone(), e);
@@ -181,8 +181,8 @@ impl<'a> Book<'a> {
 
     /// The prepare message for job `v` fixed as `fix` at the current `st`.
     pub(super) fn job_hold(&self, v: usize, fix: &JobFix) -> ComputeHoldRequest {
-        let job = &self.req.jobs()[v];
-        let start = self.fixes.st + job.offset_s;
+        let (job, span) = (&self.req.jobs()[v], self.req.job_span(v));
+        let start = self.fixes.st + span.offset_s;
         ComputeHoldRequest {
             replaces: None,
             reservation_name: None,
@@ -190,7 +190,7 @@ impl<'a> Book<'a> {
             site: fix.site.clone(),
             cpus: job.cpus,
             start,
-            end: start + job.duration_s,
+            end: start + span.duration_s,
             gpus: Self::gpus_of(job, fix),
             user: self.user.clone(),
         }
@@ -203,8 +203,8 @@ impl<'a> Book<'a> {
 
     /// The prepare message for transfer `e` on `links` at the current `st`.
     pub(super) fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
-        let t = &self.req.transfers()[e];
-        let start = self.fixes.st + t.offset_s;
+        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
+        let start = self.fixes.st + span.offset_s;
         let (a, b) = self.req.transfer_ends(e);
         let site = |j: usize| self.fixes.jobs[j].as_ref().map(|f| f.site.clone());
         NetworkHoldRequest {
@@ -214,7 +214,7 @@ impl<'a> Book<'a> {
             links: links.to_vec(),
             bandwidth_mbps: t.bandwidth_mbps,
             start,
-            end: start + t.duration_s,
+            end: start + span.duration_s,
             sites: site(a).zip(site(b)),
         }
     }
@@ -312,14 +312,14 @@ impl TentativeBook for Book<'_> {
         if self.planner.cfg.batch_queries && !self.style.overlay {
             return self.batched_offers(v, candidates).await;
         }
-        let job = &self.req.jobs()[v];
+        let (job, span) = (&self.req.jobs()[v], self.req.job_span(v));
         let deadline = self.req.deadline();
         let overlay = self.style.overlay;
         let queries = candidates[v].iter().map(|site| {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
             let own = |resource: usize| {
                 let peak =
-                    if overlay { self.overlay.site_peak(site, resource, t_bgn, t_bgn + job.duration_s) } else { 0 };
+                    if overlay { self.overlay.site_peak(site, resource, t_bgn, t_bgn + span.duration_s) } else { 0 };
                 u32::try_from(peak).unwrap_or(u32::MAX)
             };
             let gpus = job.requires.gpus.clone().map(|mut g| {
@@ -329,7 +329,7 @@ impl TentativeBook for Book<'_> {
             let q = ComputeQuery {
                 site: site.clone(),
                 cpus: job.cpus.saturating_add(own(Overlay::CPUS)),
-                duration_s: job.duration_s,
+                duration_s: span.duration_s,
                 window_start: t_bgn,
                 deadline,
                 gpus,
@@ -356,10 +356,9 @@ impl TentativeBook for Book<'_> {
     /// planner took the slot since the query).
     async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         let job = &self.req.jobs()[v];
-        let overlay = self
-            .style
-            .overlay
-            .then(|| self.overlay.add_job(&offer.site, start, start + job.duration_s, job.cpus, job.gpus()));
+        let overlay = self.style.overlay.then(|| {
+            self.overlay.add_job(&offer.site, start, start + self.req.job_span(v).duration_s, job.cpus, job.gpus())
+        });
         let fix = JobFix { overlay, ..JobFix::on(offer) };
         let hold = if self.style.hold_each_fix {
             let req = self.job_hold(v, &fix);
@@ -385,8 +384,8 @@ impl TentativeBook for Book<'_> {
     /// Fixes transfer `e` on `route`; under BIR this holds the bandwidth on it (false when the
     /// hold was refused), under BBR-overlay it enters the overlay.
     async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
-        let t = &self.req.transfers()[e];
-        let (start, end) = (self.fixes.st + t.offset_s, self.fixes.st + t.offset_s + t.duration_s);
+        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
+        let (start, end) = (self.fixes.st + span.offset_s, self.fixes.st + span.end_s());
         let hold = if self.style.hold_each_fix && !route.links.is_empty() {
             let req = self.transfer_hold(e, &route.links);
             match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
@@ -422,9 +421,9 @@ impl TentativeBook for Book<'_> {
                         self.overlay.remove_job(&f.site, spans);
                     }
                     if f.hold.is_some() {
-                        let job = &self.req.jobs()[v];
-                        let start = self.fixes.st + job.offset_s;
-                        self.forget_answers(&f.site, start, start + job.duration_s);
+                        let span = self.req.job_span(v);
+                        let start = self.fixes.st + span.offset_s;
+                        self.forget_answers(&f.site, start, start + span.duration_s);
                     }
                     let p = self.lis(&f.site).ok().map(|p| (Some(f.site.clone()), p as Arc<dyn HoldLifecycle>));
                     (p, f.hold)

@@ -47,7 +47,7 @@
 use std::collections::HashMap;
 
 use super::Attempt;
-use crate::model::{LinkId, SiteId, Time};
+use crate::model::{rfc3339, LinkId, SiteId, Time};
 use crate::planner::fixes::TentativeBook;
 use crate::protocol::{ComputeOffer, NetworkQuery};
 
@@ -97,6 +97,40 @@ pub(super) enum Answered {
 }
 
 impl<B: TentativeBook> Attempt<'_, B> {
+    /// Why job `v` could not be placed: no candidate site has its CPUs (and GPUs) free for its
+    /// reservation between `t_bgn` and the deadline. Names the job, its demand, the sites
+    /// asked and the window, in RFC 3339.
+    pub(super) fn no_site_for(&self, v: usize, t_bgn: Time) -> String {
+        let job = &self.req.jobs()[v];
+        let gpus = if job.gpus() > 0 { format!(" and {} GPUs", job.gpus()) } else { String::new() };
+        let sites: Vec<String> = self.candidates[v].iter().map(|s| format!("`{s}`")).collect();
+        format!(
+            "job `{}`: no site that can run it ({}) has {} CPUs{gpus} free for {} s from {} until {}",
+            job.name,
+            sites.join(", "),
+            job.cpus,
+            self.req.job_span(v).duration_s,
+            rfc3339(&t_bgn),
+            rfc3339(&self.req.deadline())
+        )
+    }
+
+    /// Why transfer `e` could not be placed: no path between its sites has the bandwidth free
+    /// over its interval (`q`, the question the NIS answered "no").
+    pub(super) fn no_path_for(&self, e: usize, q: &NetworkQuery) -> String {
+        let t = &self.req.transfers()[e];
+        format!(
+            "transfer {}->{}: no path from site `{}` to site `{}` has {} Mbit/s free over [{}, {})",
+            t.from,
+            t.to,
+            q.from_site,
+            q.to_site,
+            t.bandwidth_mbps,
+            rfc3339(&q.start),
+            rfc3339(&q.end)
+        )
+    }
+
     /// Whether the participants see the plan's own fixes in their answers: under BIR as holds,
     /// under BBR-overlay through the overlay added to every query; under plain BBR not at all.
     pub(super) fn own_fixes_visible(&self) -> bool {
@@ -112,8 +146,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
         }
         for (w, fix) in self.book.fixes().jobs.iter().enumerate() {
             let Some(fix) = fix else { continue };
-            let job = &self.req.jobs()[w];
-            let (s, e) = (self.book.fixes().st + job.offset_s, self.book.fixes().st + job.offset_s + job.duration_s);
+            let span = self.req.job_span(w);
+            let (s, e) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
             if &fix.site == site && s < end && start < e {
                 set.insert(w);
             }
@@ -145,8 +179,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
             if !fix.seen_by_answers() {
                 continue;
             }
-            let t = &self.req.transfers()[f];
-            let (s, e) = (self.book.fixes().st + t.offset_s, self.book.fixes().st + t.offset_s + t.duration_s);
+            let span = self.req.transfer_span(f);
+            let (s, e) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
             if s < end && start < e {
                 set.insert(f);
             }
@@ -171,8 +205,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
     /// `infeasible` still stands (only [`crate::planner::Backtrack::ConflictDirected`] records
     /// them).
     pub(super) fn question(&self, e: usize, site_a: &SiteId, site_b: &SiteId) -> Result<NetworkQuery, IndexSet> {
-        let t = &self.req.transfers()[e];
-        let (start, end) = (self.book.fixes().st + t.offset_s, self.book.fixes().st + t.offset_s + t.duration_s);
+        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
+        let (start, end) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
         // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
         // known before the answer, so this bound covers every link of it).
         let own = if self.style.overlay { self.book.own_peak_on_links(start, end) } else { 0 };
@@ -239,10 +273,10 @@ impl<B: TentativeBook> Attempt<'_, B> {
     /// The explanation of a refused hold of transfer `e` on `route`: its ends, and the ends of
     /// the plan's own held transfers over an overlapping interval on a link of `route`.
     pub(super) fn hold_conflict(&self, e: usize, route: &[LinkId]) -> IndexSet {
-        let t = &self.req.transfers()[e];
-        let start = self.book.fixes().st + t.offset_s;
+        let span = self.req.transfer_span(e);
+        let start = self.book.fixes().st + span.offset_s;
         let mut sharing = IndexSet::default();
-        for f in self.own_transfers_over(start, start + t.duration_s).iter() {
+        for f in self.own_transfers_over(start, start + span.duration_s).iter() {
             let fix = self.book.fixes().transfers[f].as_ref().expect("held transfer is fixed");
             if fix.route.links.iter().any(|l| route.contains(l)) {
                 sharing.insert(f);

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::fixes::{Fix, JobFix, Style, TentativeBook};
 use super::{Backtrack, PlannerConfig};
-use crate::model::{from_time, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time};
+use crate::model::{rfc3339, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time};
 use crate::protocol::{ComputeOffer, NetworkQuery, Route};
 use explain::{Answered, IndexSet};
 use policy::stream_seed;
@@ -75,6 +75,9 @@ pub(crate) struct Attempt<'a, B> {
     infeasible: HashMap<NetworkQuery, IndexSet>,
     /// A job no site of the catalogue can run: the request can never be planned.
     pub(super) unsatisfiable: bool,
+    /// The last part the search could not place, and the resource that stopped it (what a
+    /// rejection's reason names; see [`explain`]).
+    blame: Option<String>,
 }
 
 impl<'a, B: TentativeBook> Attempt<'a, B> {
@@ -113,6 +116,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             probes: 0,
             infeasible: HashMap::new(),
             unsatisfiable: false,
+            blame: None,
         }
     }
 
@@ -133,8 +137,10 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         self.book.fixes_mut().st = req.not_before().map_or(req.submitted_at() + w, |nb| nb.max(req.submitted_at() + w));
         if self.book.fixes().st + req.span_s() > req.deadline() {
             return Err(self.book.reject(format!(
-                "deadline cannot be met: the plan starts no earlier than {}",
-                from_time(self.book.fixes().st)
+                "deadline cannot be met: the plan starts no earlier than {} and lasts {} s, past the deadline {}",
+                rfc3339(&self.book.fixes().st),
+                req.span_s(),
+                rfc3339(&req.deadline())
             )));
         }
         // One message for every job's candidates.
@@ -173,8 +179,14 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     Step::Success => {}
                     Step::NotFound => {
                         self.book.undo_to(0).await;
-                        let reason =
-                            self.stopped.take().unwrap_or_else(|| "no feasible plan before the deadline".into());
+                        let reason = self.stopped.take().unwrap_or_else(|| {
+                            let last = self.blame.take().map(|b| format!("; the last part that did not fit: {b}"));
+                            format!(
+                                "no feasible plan before the deadline {}{}",
+                                rfc3339(&req.deadline()),
+                                last.unwrap_or_default()
+                            )
+                        });
                         return Err(self.book.reject(reason));
                     }
                     Step::Delay(dt) => {
@@ -254,10 +266,13 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// explained without `v` ends the loop (see [`Backtrack`] and docs/algorithm.md).
     fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
         Box::pin(async move {
-            let job = self.req.jobs()[v].clone();
-            let t_bgn = self.book.fixes().st + job.offset_s;
+            let span = self.req.job_span(v);
+            let t_bgn = self.book.fixes().st + span.offset_s;
             let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
             let offers = self.reservation_candidates(v, t_bgn).await;
+            if offers.is_empty() {
+                self.blame = Some(self.no_site_for(v, t_bgn));
+            }
             // Why every candidate failed, should they all fail: starting with the plan's own
             // fixes at the sites that did not offer a slot at all.
             let mut why = if backjump { self.absent_sites_conflict(v, t_bgn, &offers) } else { IndexSet::default() };
@@ -297,8 +312,13 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     }
                     checked => {
                         if !self.book.fix_job(v, offer, t_bgn).await {
+                            self.blame = Some(format!(
+                                "job `{}`: site `{}` refused its hold (taken meanwhile)",
+                                self.req.jobs()[v].name,
+                                offer.site
+                            ));
                             if backjump {
-                                why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + job.duration_s));
+                                why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + span.duration_s));
                             }
                             continue;
                         }
@@ -540,6 +560,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         match answer {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
+                self.blame = Some(self.no_path_for(e, &q));
                 if !backjump {
                     return Err(IndexSet::default());
                 }

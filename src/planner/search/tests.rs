@@ -92,7 +92,6 @@ impl TentativeBook for TableBook<'_> {
         candidates: &[Vec<SiteId>],
         t_bgn: Time,
     ) -> Vec<Result<ComputeOffer, ParticipantError>> {
-        let job = &self.req.jobs()[v];
         self.messages += candidates[v].len() as u64;
         candidates[v]
             .iter()
@@ -101,7 +100,7 @@ impl TentativeBook for TableBook<'_> {
                 let start = t_bgn.max(free_from);
                 Ok(ComputeOffer {
                     site: site.clone(),
-                    earliest_start: (start + job.duration_s <= self.req.deadline()).then_some(start),
+                    earliest_start: (start + self.req.job_span(v).duration_s <= self.req.deadline()).then_some(start),
                     utilisation: 0.0,
                     price_per_cpu_hour: price,
                     gpu_model: None,
@@ -209,7 +208,7 @@ async fn backjumping_skips_the_candidates_a_failure_does_not_depend_on() {
 
     let (backjumping, book) = search(&table, &req, SelectionPolicy::Cost, Backtrack::ConflictDirected).await;
     let reason = backjumping.expect_err("no plan exists").reason.unwrap_or_default();
-    assert_eq!(reason, "no feasible plan before the deadline");
+    assert!(reason.starts_with("no feasible plan before the deadline"), "{reason}");
     assert_eq!(book.fixes_of("m"), ["s2"], "m's other site cannot help: skipped");
     assert_eq!(book.fixes_of("d"), ["s4", "s5", "s6"]);
     assert!(

@@ -152,8 +152,10 @@ pub fn generate(
                 name: names[i].clone(),
                 os: oses[i].clone(),
                 cpus: cpus[i],
-                offset_s: offsets[i],
+                offset_s: Some(offsets[i]),
                 duration_s: durs[i],
+                after: Vec::new(),
+                slack_s: None,
                 requires: params.requirements.draw(&mut r_requires),
             })
             .collect();
@@ -161,12 +163,8 @@ pub fn generate(
             .iter()
             .zip(&transfer_times)
             .zip(&bws)
-            .map(|((&(u, v), &(offset_s, duration_s)), &bandwidth_mbps)| NetworkDemand {
-                from: names[u].clone(),
-                to: names[v].clone(),
-                bandwidth_mbps,
-                offset_s,
-                duration_s,
+            .map(|((&(u, v), &(offset_s, duration_s)), &bandwidth_mbps)| {
+                NetworkDemand::new(&names[u], &names[v], bandwidth_mbps, offset_s, duration_s)
             })
             .collect();
         let f = factor.sample(&mut r_factor).max(params.deadline_factor_min);
@@ -185,7 +183,7 @@ pub fn generate(
             t += gap.sample(&mut r_arrivals);
         }
         let submitted = params.start + t.round() as i64;
-        let span = d.jobs.iter().map(ComputeDemand::end_offset_s).max().unwrap_or(0);
+        let span = d.jobs.iter().map(|j| j.offset_s.unwrap_or(0) + j.duration_s).max().unwrap_or(0);
         let deadline = submitted + params.w_interval_s + (span as f64 * d.factor).round() as i64;
         let id = format!("req-{:06}", i + 1);
         let raw = RawPlanRequest {
@@ -198,6 +196,8 @@ pub fn generate(
             transfers: d.transfers,
             policy: None,
             method: None,
+            dependency_gap_s: 0,
+            slack_s: 0,
         };
         out.push(PlanRequest::new(raw).map_err(|source| WorkloadError::Invalid { id, source })?);
     }

@@ -315,6 +315,7 @@ fn booked(user: &str, request_id: &str, from: u32, to: u32) -> PlanRecord {
         state: None,
         price_per_cpu_hour: 0.0,
         price_per_gpu_hour: 0.0,
+        ..Default::default()
     }];
     p
 }
@@ -432,6 +433,7 @@ pub async fn each_job_and_transfer_start_and_end_is_one_event(s: &dyn Store) {
         broken: None,
         state: None,
         price_per_gbps_hour: 0.0,
+        ..Default::default()
     }];
     s.insert_plan(p.clone()).await.unwrap();
     let from = last_event(s).await;
