@@ -6,6 +6,7 @@ from .availability_view import AvailabilityView
 from .compute_demand import ComputeDemand
 from .delivery_record import DeliveryRecord
 from .extend_body import ExtendBody
+from .footprint import Footprint
 from .gpu_allocation import GpuAllocation
 from .gpu_demand import GpuDemand
 from .gpu_pool import GpuPool
@@ -47,6 +48,7 @@ from .site_hold_body import SiteHoldBody
 from .token_body import TokenBody
 from .token_view import TokenView
 from .transfer_change import TransferChange
+from .transfer_mode import TransferMode
 from .transfer_placement import TransferPlacement
 from .transfer_traffic import TransferTraffic
 from .usage_report import UsageReport
@@ -62,6 +64,7 @@ __all__ = (
     "ComputeDemand",
     "DeliveryRecord",
     "ExtendBody",
+    "Footprint",
     "GpuAllocation",
     "GpuDemand",
     "GpuPool",
@@ -103,6 +106,7 @@ __all__ = (
     "TokenBody",
     "TokenView",
     "TransferChange",
+    "TransferMode",
     "TransferPlacement",
     "TransferTraffic",
     "UsageReport",

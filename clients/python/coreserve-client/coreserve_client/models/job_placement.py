@@ -27,6 +27,8 @@ class JobPlacement:
         name (str):
         site (str): Identifier of a compute resource (site).
         start (datetime.datetime):
+        after (list[str] | Unset): The jobs this one starts after: its `after` and the producers of its staged transfers
+            (absent: none).
         broken (None | str | Unset): Why the site can no longer honour this job's reservation, once it cannot (the plan
             is
             then `broken`); absent while it is honoured.
@@ -39,6 +41,8 @@ class JobPlacement:
         reservation_name (None | str | Unset): At a site whose LIS fronts Slurm: the job's Slurm advance reservation,
             for
             `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
+        slack_s (int | Unset): Seconds of the reservation after the job's run time, for an engine that starts it
+            late (absent: 0).
         state (None | PartState | Unset):
     """
 
@@ -47,11 +51,13 @@ class JobPlacement:
     name: str
     site: str
     start: datetime.datetime
+    after: list[str] | Unset = UNSET
     broken: None | str | Unset = UNSET
     gpus: GpuAllocation | None | Unset = UNSET
     price_per_cpu_hour: float | Unset = UNSET
     price_per_gpu_hour: float | Unset = UNSET
     reservation_name: None | str | Unset = UNSET
+    slack_s: int | Unset = UNSET
     state: None | PartState | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -67,6 +73,10 @@ class JobPlacement:
         site = self.site
 
         start = self.start.isoformat()
+
+        after: list[str] | Unset = UNSET
+        if not isinstance(self.after, Unset):
+            after = self.after
 
         broken: None | str | Unset
         if isinstance(self.broken, Unset):
@@ -92,6 +102,8 @@ class JobPlacement:
         else:
             reservation_name = self.reservation_name
 
+        slack_s = self.slack_s
+
         state: None | str | Unset
         if isinstance(self.state, Unset):
             state = UNSET
@@ -111,6 +123,8 @@ class JobPlacement:
                 "start": start,
             }
         )
+        if after is not UNSET:
+            field_dict["after"] = after
         if broken is not UNSET:
             field_dict["broken"] = broken
         if gpus is not UNSET:
@@ -121,6 +135,8 @@ class JobPlacement:
             field_dict["price_per_gpu_hour"] = price_per_gpu_hour
         if reservation_name is not UNSET:
             field_dict["reservation_name"] = reservation_name
+        if slack_s is not UNSET:
+            field_dict["slack_s"] = slack_s
         if state is not UNSET:
             field_dict["state"] = state
 
@@ -140,6 +156,8 @@ class JobPlacement:
         site = d.pop("site")
 
         start = datetime.datetime.fromisoformat(d.pop("start"))
+
+        after = cast(list[str], d.pop("after", UNSET))
 
         def _parse_broken(data: object) -> None | str | Unset:
             if data is None:
@@ -180,6 +198,8 @@ class JobPlacement:
 
         reservation_name = _parse_reservation_name(d.pop("reservation_name", UNSET))
 
+        slack_s = d.pop("slack_s", UNSET)
+
         def _parse_state(data: object) -> None | PartState | Unset:
             if data is None:
                 return data
@@ -203,11 +223,13 @@ class JobPlacement:
             name=name,
             site=site,
             start=start,
+            after=after,
             broken=broken,
             gpus=gpus,
             price_per_cpu_hour=price_per_cpu_hour,
             price_per_gpu_hour=price_per_gpu_hour,
             reservation_name=reservation_name,
+            slack_s=slack_s,
             state=state,
         )
 

@@ -11,6 +11,7 @@ from ..models.outcome_plan_status_status import OutcomePlanStatusStatus
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.footprint import Footprint
     from ..models.job_placement import JobPlacement
     from ..models.transfer_placement import TransferPlacement
 
@@ -43,6 +44,7 @@ class OutcomePlanStatus:
             deadline (datetime.datetime | None | Unset): The request's deadline, for a committed or planned plan: no
                 modification may end a
                 part after it.
+            footprint (Footprint | None | Unset):
             holds_aborted (int | Unset): Holds released before commit (backtracks, `st` shifts, failed batches).
             jobs (list[JobPlacement] | Unset):
             messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
@@ -57,6 +59,7 @@ class OutcomePlanStatus:
     request_id: str
     status: OutcomePlanStatusStatus
     deadline: datetime.datetime | None | Unset = UNSET
+    footprint: Footprint | None | Unset = UNSET
     holds_aborted: int | Unset = UNSET
     jobs: list[JobPlacement] | Unset = UNSET
     messages: int | Unset = UNSET
@@ -66,6 +69,8 @@ class OutcomePlanStatus:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.footprint import Footprint  # noqa: PLC0415
+
         cost = self.cost
 
         planner = self.planner
@@ -83,6 +88,14 @@ class OutcomePlanStatus:
             deadline = self.deadline.isoformat()
         else:
             deadline = self.deadline
+
+        footprint: dict[str, Any] | None | Unset
+        if isinstance(self.footprint, Unset):
+            footprint = UNSET
+        elif isinstance(self.footprint, Footprint):
+            footprint = self.footprint.to_dict()
+        else:
+            footprint = self.footprint
 
         holds_aborted = self.holds_aborted
 
@@ -129,6 +142,8 @@ class OutcomePlanStatus:
         )
         if deadline is not UNSET:
             field_dict["deadline"] = deadline
+        if footprint is not UNSET:
+            field_dict["footprint"] = footprint
         if holds_aborted is not UNSET:
             field_dict["holds_aborted"] = holds_aborted
         if jobs is not UNSET:
@@ -146,6 +161,7 @@ class OutcomePlanStatus:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.footprint import Footprint  # noqa: PLC0415
         from ..models.job_placement import JobPlacement  # noqa: PLC0415
         from ..models.transfer_placement import TransferPlacement  # noqa: PLC0415
 
@@ -176,6 +192,23 @@ class OutcomePlanStatus:
             return cast(datetime.datetime | None | Unset, data)
 
         deadline = _parse_deadline(d.pop("deadline", UNSET))
+
+        def _parse_footprint(data: object) -> Footprint | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                footprint_type_1 = Footprint.from_dict(data)
+
+                return footprint_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Footprint | None | Unset, data)
+
+        footprint = _parse_footprint(d.pop("footprint", UNSET))
 
         holds_aborted = d.pop("holds_aborted", UNSET)
 
@@ -232,6 +265,7 @@ class OutcomePlanStatus:
             request_id=request_id,
             status=status,
             deadline=deadline,
+            footprint=footprint,
             holds_aborted=holds_aborted,
             jobs=jobs,
             messages=messages,

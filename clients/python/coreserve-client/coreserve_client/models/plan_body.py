@@ -31,21 +31,28 @@ class PlanBody:
 
         Attributes:
             deadline (datetime.datetime): Every reservation must end by then.
-            jobs (list[ComputeDemand]): 1 to 64 jobs.
+            jobs (list[ComputeDemand]): 1 to 1,000 jobs (`MAX_JOBS`).
+            dependency_gap_s (int | Unset): Seconds kept at least between a job's end and the start of a job `after` it
+                (what a
+                workflow engine needs to notice the end and submit the next job), in `0 ..=
+                3153600000`. Default 0.
             id (None | str | Unset): The client's reference, echoed as `request_id` (default: a fresh UUID); 1-128
                 characters, not blank, no control characters.
             method (None | ReservationMethod | Unset):
             not_before (datetime.datetime | None | Unset): Earliest application start.
             policy (None | SelectionPolicy | Unset):
-            transfers (list[NetworkDemand] | Unset): At most 256 transfers.
+            slack_s (int | Unset): Every job's `slack_s` unless it gives its own, in `0 ..= 3153600000`. Default 0.
+            transfers (list[NetworkDemand] | Unset): At most 4,000 transfers (`MAX_TRANSFERS`).
     """
 
     deadline: datetime.datetime
     jobs: list[ComputeDemand]
+    dependency_gap_s: int | Unset = UNSET
     id: None | str | Unset = UNSET
     method: None | ReservationMethod | Unset = UNSET
     not_before: datetime.datetime | None | Unset = UNSET
     policy: None | SelectionPolicy | Unset = UNSET
+    slack_s: int | Unset = UNSET
     transfers: list[NetworkDemand] | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,6 +62,8 @@ class PlanBody:
         for jobs_item_data in self.jobs:
             jobs_item = jobs_item_data.to_dict()
             jobs.append(jobs_item)
+
+        dependency_gap_s = self.dependency_gap_s
 
         id: None | str | Unset
         if isinstance(self.id, Unset):
@@ -86,6 +95,8 @@ class PlanBody:
         else:
             policy = self.policy
 
+        slack_s = self.slack_s
+
         transfers: list[dict[str, Any]] | Unset = UNSET
         if not isinstance(self.transfers, Unset):
             transfers = []
@@ -101,6 +112,8 @@ class PlanBody:
                 "jobs": jobs,
             }
         )
+        if dependency_gap_s is not UNSET:
+            field_dict["dependency_gap_s"] = dependency_gap_s
         if id is not UNSET:
             field_dict["id"] = id
         if method is not UNSET:
@@ -109,6 +122,8 @@ class PlanBody:
             field_dict["not_before"] = not_before
         if policy is not UNSET:
             field_dict["policy"] = policy
+        if slack_s is not UNSET:
+            field_dict["slack_s"] = slack_s
         if transfers is not UNSET:
             field_dict["transfers"] = transfers
 
@@ -128,6 +143,8 @@ class PlanBody:
             jobs_item = ComputeDemand.from_dict(jobs_item_data)
 
             jobs.append(jobs_item)
+
+        dependency_gap_s = d.pop("dependency_gap_s", UNSET)
 
         def _parse_id(data: object) -> None | str | Unset:
             if data is None:
@@ -189,6 +206,8 @@ class PlanBody:
 
         policy = _parse_policy(d.pop("policy", UNSET))
 
+        slack_s = d.pop("slack_s", UNSET)
+
         _transfers = d.pop("transfers", UNSET)
         transfers: list[NetworkDemand] | Unset = UNSET
         if _transfers is not UNSET:
@@ -201,10 +220,12 @@ class PlanBody:
         plan_body = cls(
             deadline=deadline,
             jobs=jobs,
+            dependency_gap_s=dependency_gap_s,
             id=id,
             method=method,
             not_before=not_before,
             policy=policy,
+            slack_s=slack_s,
             transfers=transfers,
         )
 

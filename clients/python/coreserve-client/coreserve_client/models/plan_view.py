@@ -12,6 +12,7 @@ from ..models.outcome_plan_status_status import OutcomePlanStatusStatus
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.footprint import Footprint
     from ..models.job_placement import JobPlacement
     from ..models.transfer_placement import TransferPlacement
 
@@ -40,6 +41,7 @@ class PlanView:
             deadline (datetime.datetime | None | Unset): The request's deadline, for a committed or planned plan: no
                 modification may end a
                 part after it.
+            footprint (Footprint | None | Unset):
             holds_aborted (int | Unset): Holds released before commit (backtracks, `st` shifts, failed batches).
             jobs (list[JobPlacement] | Unset):
             messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
@@ -64,6 +66,7 @@ class PlanView:
     id: UUID
     user: str
     deadline: datetime.datetime | None | Unset = UNSET
+    footprint: Footprint | None | Unset = UNSET
     holds_aborted: int | Unset = UNSET
     jobs: list[JobPlacement] | Unset = UNSET
     messages: int | Unset = UNSET
@@ -75,6 +78,8 @@ class PlanView:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.footprint import Footprint  # noqa: PLC0415
+
         cost = self.cost
 
         planner = self.planner
@@ -98,6 +103,14 @@ class PlanView:
             deadline = self.deadline.isoformat()
         else:
             deadline = self.deadline
+
+        footprint: dict[str, Any] | None | Unset
+        if isinstance(self.footprint, Unset):
+            footprint = UNSET
+        elif isinstance(self.footprint, Footprint):
+            footprint = self.footprint.to_dict()
+        else:
+            footprint = self.footprint
 
         holds_aborted = self.holds_aborted
 
@@ -157,6 +170,8 @@ class PlanView:
         )
         if deadline is not UNSET:
             field_dict["deadline"] = deadline
+        if footprint is not UNSET:
+            field_dict["footprint"] = footprint
         if holds_aborted is not UNSET:
             field_dict["holds_aborted"] = holds_aborted
         if jobs is not UNSET:
@@ -178,6 +193,7 @@ class PlanView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.footprint import Footprint  # noqa: PLC0415
         from ..models.job_placement import JobPlacement  # noqa: PLC0415
         from ..models.transfer_placement import TransferPlacement  # noqa: PLC0415
 
@@ -214,6 +230,23 @@ class PlanView:
             return cast(datetime.datetime | None | Unset, data)
 
         deadline = _parse_deadline(d.pop("deadline", UNSET))
+
+        def _parse_footprint(data: object) -> Footprint | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                footprint_type_1 = Footprint.from_dict(data)
+
+                return footprint_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(Footprint | None | Unset, data)
+
+        footprint = _parse_footprint(d.pop("footprint", UNSET))
 
         holds_aborted = d.pop("holds_aborted", UNSET)
 
@@ -292,6 +325,7 @@ class PlanView:
             id=id,
             user=user,
             deadline=deadline,
+            footprint=footprint,
             holds_aborted=holds_aborted,
             jobs=jobs,
             messages=messages,

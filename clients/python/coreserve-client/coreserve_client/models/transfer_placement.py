@@ -8,6 +8,7 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from ..models.part_state import PartState
+from ..models.transfer_mode import TransferMode
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ class TransferPlacement:
             broken (None | str | Unset): Why the network can no longer honour this transfer's guaranteed rate, once it
                 cannot
                 (the plan is then `broken`); absent while it is honoured.
+            mode (TransferMode | Unset): When a transfer runs relative to its two jobs (docs/model.md, "Workflows").
+
+                Text (`Display`, `FromStr`): `concurrent` or `staged`; parsing ignores ASCII case.
             price_per_gbps_hour (float | Unset): The path's price of one Gbit/s-hour when the transfer was booked (0 and
                 absent on a
                 free path or none).
@@ -46,6 +50,7 @@ class TransferPlacement:
     start: datetime.datetime
     to: str
     broken: None | str | Unset = UNSET
+    mode: TransferMode | Unset = UNSET
     price_per_gbps_hour: float | Unset = UNSET
     state: None | PartState | Unset = UNSET
     traffic: None | TransferTraffic | Unset = UNSET
@@ -71,6 +76,10 @@ class TransferPlacement:
             broken = UNSET
         else:
             broken = self.broken
+
+        mode: str | Unset = UNSET
+        if not isinstance(self.mode, Unset):
+            mode = self.mode.value
 
         price_per_gbps_hour = self.price_per_gbps_hour
 
@@ -104,6 +113,8 @@ class TransferPlacement:
         )
         if broken is not UNSET:
             field_dict["broken"] = broken
+        if mode is not UNSET:
+            field_dict["mode"] = mode
         if price_per_gbps_hour is not UNSET:
             field_dict["price_per_gbps_hour"] = price_per_gbps_hour
         if state is not UNSET:
@@ -138,6 +149,13 @@ class TransferPlacement:
             return cast(None | str | Unset, data)
 
         broken = _parse_broken(d.pop("broken", UNSET))
+
+        _mode = d.pop("mode", UNSET)
+        mode: TransferMode | Unset
+        if isinstance(_mode, Unset):
+            mode = UNSET
+        else:
+            mode = TransferMode(_mode)
 
         price_per_gbps_hour = d.pop("price_per_gbps_hour", UNSET)
 
@@ -183,6 +201,7 @@ class TransferPlacement:
             start=start,
             to=to,
             broken=broken,
+            mode=mode,
             price_per_gbps_hour=price_per_gbps_hour,
             state=state,
             traffic=traffic,
