@@ -140,6 +140,67 @@ fn staggered_request(i: usize) -> impl Strategy<Value = PlanRequest> {
     )
 }
 
+/// A workflow of 2-6 jobs: job `j` is `after` a random set of earlier jobs, each dependency
+/// carrying a staged transfer (by size or by duration) or none; a job with no dependency may
+/// have an explicit offset, and two such jobs whose runs overlap may be joined by a concurrent
+/// transfer; a dependency gap, a request-wide slack and some jobs' own slack. Due 600 s plus
+/// 1-5 times its laid-out span after it arrives.
+fn workflow_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
+    let job = (1u32..20, 1i64..5, prop::option::of(0i64..4), prop::option::of(0i64..300), 0u32..64, 0u32..64);
+    (
+        2usize..7,
+        prop::collection::vec(job, 6),
+        0i64..120,
+        0i64..300,
+        50u64..900,
+        0i64..4000,
+        1i64..6,
+        prop::bool::ANY,
+    )
+        .prop_map(move |(n, jobs, gap, slack, bw, arrival, factor, coupled)| {
+            let mut json_jobs = Vec::new();
+            let mut transfers = Vec::new();
+            for (j, &(cpus, dur, offset, own_slack, after_mask, staged_mask)) in jobs[..n].iter().enumerate() {
+                let mut job = serde_json::json!({"name": format!("j{j}"), "os": "linux", "cpus": cpus, "duration_s": dur * 300});
+                let after: Vec<usize> = (0..j).filter(|&p| after_mask & (1 << p) != 0).collect();
+                for &p in &after {
+                    match (staged_mask >> p) & 3 {
+                        0 => {}
+                        1 => transfers.push(serde_json::json!({"from": format!("j{p}"), "to": format!("j{j}"), "bandwidth_mbps": bw, "mode": "staged", "size_mb": bw * 10})),
+                        _ => transfers.push(serde_json::json!({"from": format!("j{p}"), "to": format!("j{j}"), "bandwidth_mbps": bw, "mode": "staged", "duration_s": 120})),
+                    }
+                }
+                if after.is_empty() {
+                    if let Some(o) = offset {
+                        job["offset_s"] = serde_json::json!(o * 300);
+                    }
+                } else {
+                    job["after"] = serde_json::json!(after.iter().map(|p| format!("j{p}")).collect::<Vec<_>>());
+                }
+                if let Some(s) = own_slack {
+                    job["slack_s"] = serde_json::json!(s);
+                }
+                json_jobs.push(job);
+            }
+            // Two independent jobs at explicit offsets, both running over [1200, 1500): coupled.
+            if coupled {
+                for name in ["c0", "c1"] {
+                    json_jobs.push(serde_json::json!({"name": name, "os": "linux", "cpus": 2, "offset_s": 900, "duration_s": 900}));
+                }
+                transfers.push(serde_json::json!({"from": "c0", "to": "c1", "bandwidth_mbps": bw, "offset_s": 1200, "duration_s": 300}));
+            }
+            let raw = |deadline: i64| -> RawPlanRequest {
+                serde_json::from_value(serde_json::json!({
+                    "id": format!("r{i}"), "submitted_at": from_time(T0 + arrival), "deadline": from_time(deadline),
+                    "dependency_gap_s": gap, "slack_s": slack, "jobs": json_jobs, "transfers": transfers,
+                }))
+                .unwrap()
+            };
+            let span = PlanRequest::new(raw(T0 + 100 * 86_400)).unwrap().span_s();
+            PlanRequest::new(raw(T0 + arrival + 600 + span * factor)).unwrap()
+        })
+}
+
 fn batch() -> impl Strategy<Value = Vec<PlanRequest>> {
     (4usize..14).prop_flat_map(|n| (0..n).map(request_strategy).collect::<Vec<_>>())
 }
@@ -180,6 +241,44 @@ proptest! {
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
         for o in &outcomes {
             prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
+        }
+    }
+
+    /// Issue 46: random workflows (dependencies, staged and concurrent transfers, gaps and
+    /// slack) planned by three racing planners: every committed plan keeps every rule the
+    /// checker knows (the workflow's included, read from the request as given), nothing is
+    /// overbooked and no hold is left.
+    #[test]
+    fn racing_planners_book_workflows_by_their_rules(
+        grid in grid_strategy(),
+        reqs in (4usize..12).prop_flat_map(|n| (0..n).map(workflow_strategy).collect::<Vec<_>>()),
+        method in 0usize..3,
+        policy in 0usize..4,
+    ) {
+        let (method, policy) = (ReservationMethod::ALL[method], SelectionPolicy::ALL[policy]);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+        let (outcomes, outstanding) = rt.block_on(async {
+            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let planners: Vec<Arc<Planner>> = (0..3)
+                .map(|p| Arc::new(Planner::new(
+                    PlannerConfig { name: format!("p{p}"), w_interval_s: 600, policy, method, seed: p, ..Default::default() },
+                    local.services(),
+                )))
+                .collect();
+            let tasks: Vec<_> = reqs.iter().cloned().enumerate().map(|(i, r)| {
+                let p = planners[i % 3].clone();
+                tokio::spawn(async move { p.plan(&r).await })
+            }).collect();
+            let mut outcomes = Vec::new();
+            for t in tasks { outcomes.push(t.await.unwrap()); }
+            (outcomes, local.holds_outstanding())
+        });
+        let violations = check_outcomes(&grid, &reqs, &outcomes, 600);
+        prop_assert!(violations.is_empty(), "{:?}", violations);
+        prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
+        for o in outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed) {
+            let f = o.footprint.expect("a committed plan has a footprint");
+            prop_assert!(f.slack_cpu_s <= f.booked_cpu_s && f.critical_path_s <= f.makespan_s, "{:?}", f);
         }
     }
 
