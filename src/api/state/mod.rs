@@ -78,9 +78,6 @@ pub struct AppState {
     pub background: Option<super::lanes::BackgroundLane>,
     /// Where webhooks may deliver ([`ServeConfig::webhook_allow`]).
     pub webhook_policy: Arc<super::destinations::DestinationPolicy>,
-    /// Held while a webhook is registered: a user's count and the new webhook are checked and
-    /// written one at a time in this process ([`ServeConfig::webhook_max_per_user`]).
-    pub webhook_registration: tokio::sync::Mutex<()>,
 }
 
 /// A claim this process works on: renewed while this lives ([`AppState::renew_claims`]).
@@ -217,7 +214,6 @@ impl AppState {
         Ok(AppState {
             background,
             webhook_policy: Arc::new(super::destinations::DestinationPolicy::new(config.webhook_allow.clone())),
-            webhook_registration: tokio::sync::Mutex::new(()),
             backlog: Backlog::default(),
             tentative: Tentative::default(),
             fair,
