@@ -83,12 +83,14 @@ pub struct PlanView {
     pub user: String,
     pub created_at: DateTime<Utc>,
     pub cancelled_at: Option<DateTime<Utc>>,
-    /// Present (`true`) while a modification of the plan is decided but its end not yet
-    /// recorded (its planner stopped mid-way; another planner finishes it within seconds): the
-    /// participants may already hold the modified shape while the plan still shows the one
-    /// before. The plan cannot be modified or cancelled meanwhile (409, Retry-After), and a
-    /// retry of that `PATCH` answers `503 plan-in-doubt`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// `true` while a modification of the plan is decided but its end not yet recorded (its
+    /// planner stopped mid-way; another planner finishes it within seconds): the participants
+    /// may already hold the modified shape while the plan still shows the one before. The plan
+    /// cannot be modified or cancelled meanwhile (409, Retry-After), and a retry of that
+    /// `PATCH` answers `503 plan-in-doubt`. Always present (`false` when nothing is pending),
+    /// so that a client reads a bool, never an absent field (issue 49).
+    #[serde(default)]
+    #[schema(required = true)]
     pub modification_pending: bool,
     #[serde(flatten)]
     pub outcome: Outcome<PlanStatus>,
