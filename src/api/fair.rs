@@ -18,8 +18,9 @@
 //!   per-user limit (the defaults: 16 and 8), a newcomer never waits for a permit at all.
 //!
 //! - **lanes**: a request admitted while its user has another in flight plans in the
-//!   background lane (lowest CPU priority, [`crate::api::lanes`]) where the process has one
-//!   (all-in-one), so that one user's many requests take the CPU the others leave.
+//!   background lane (all cores but one, as many in progress at once, [`crate::api::lanes`])
+//!   where the process has one (all-in-one), so that one user's many requests take the cores
+//!   the others leave.
 //!
 //! With Planned-Use fair share ([`crate::fairshare`]) the waiting user whose project has the
 //! highest priority `p_i` goes first, then the rule above; with an admission window

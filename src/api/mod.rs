@@ -20,7 +20,7 @@
 //! | [`body`] | JSON bodies parsed after the caller's role is checked |
 //! | [`gateway`] | a planner process as the deployment's entry point: reads of sites and the network forwarded, participants checked at start |
 //! | [`fair`] | fair admission to planning: per-user limits, permits shared between users, the lanes |
-//! | [`lanes`] | the all-in-one's background lane: a user's requests beside another of theirs plan at the lowest CPU priority |
+//! | [`lanes`] | the all-in-one's background lane: a user's requests beside another of theirs plan on all cores but one, as many at once |
 //! | [`metrics`] | Prometheus text exposition |
 //! | [`webhooks`] | delivery of the plans' events to users' webhooks: signed, in order, at least once |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |

@@ -31,7 +31,8 @@ pub use memory::MemoryStore;
 pub use postgres::PgStore;
 pub use records::{
     Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
-    PoolState, Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookLease, WebhookRecord,
+    PoolState, Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookInsert, WebhookLease,
+    WebhookRecord,
 };
 
 use std::collections::HashSet;
@@ -292,8 +293,12 @@ pub trait EventStore: Send + Sync {
 /// atomic on its own.
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    /// Stores a new webhook.
-    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError>;
+    /// Stores a new webhook, unless its owner has `max_per_owner` webhooks already (`None`: no
+    /// limit). The count and the insert are one step for every process on the store: two
+    /// registrations of one owner at the same moment, through different processes, cannot
+    /// both pass the limit (PostgreSQL: a transaction-scoped advisory lock on the owner).
+    async fn insert_webhook(&self, w: WebhookRecord, max_per_owner: Option<usize>)
+        -> Result<WebhookInsert, StoreError>;
     /// The webhooks of principal `owner` (`None`: everyone's), oldest first.
     async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError>;
     /// One webhook.

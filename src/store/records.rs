@@ -150,6 +150,18 @@ pub struct WebhookLease<'a> {
     pub limit: i64,
 }
 
+/// What [`crate::store::WebhookStore::insert_webhook`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookInsert {
+    /// Stored.
+    Inserted,
+    /// Not stored: the owner has `webhooks` webhooks already, the most allowed.
+    AtLimit {
+        /// The owner's webhooks when it was refused.
+        webhooks: usize,
+    },
+}
+
 /// A user's webhook: where the events of their plans (an admin's: everyone's) are POSTed, and
 /// how far its deliveries got (see `crate::api::webhooks`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -390,3 +390,36 @@ async fn a_modification_over_its_allocation_changes_nothing_anywhere() {
         assert_eq!(booked_at(&app, site).await, planned_at(&plans, site), "{site}");
     }
 }
+
+/// Issue 49: `modification_pending` is always in a plan's answers, `false` when nothing is
+/// pending (created, read, listed, modified, cancelled, dry run), so that a client reads a
+/// bool, never an absent field (the Python client read it as None); the OpenAPI document
+/// names it required.
+#[tokio::test]
+async fn modification_pending_is_always_answered_false_when_nothing_is_pending() {
+    let app = TestApp::spawn().await;
+    let user = app.token("ana", false).await;
+    let dry: Value = app.post("/v1/plans?dry_run=true", &user, &workflow()).await.json().await.unwrap();
+    assert_eq!(dry["modification_pending"], false, "dry run: {dry}");
+    let plan: Value = app.post("/v1/plans", &user, &workflow()).await.json().await.unwrap();
+    assert_eq!(plan["modification_pending"], false, "created: {plan}");
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let got = app.json(&format!("/v1/plans/{id}"), &user).await;
+    assert_eq!(got["modification_pending"], false, "read: {got}");
+    let listed = app.plans(&user, "").await;
+    assert!(listed.iter().all(|p| p["modification_pending"] == false), "listed: {listed:?}");
+    let r = patch(&app, &id, &user, &json!({"jobs": [{"name": "A", "duration_s": 7200}]})).await;
+    let modified: Value = r.json().await.unwrap();
+    assert_eq!(modified["modification_pending"], false, "modified: {modified}");
+    let cancelled: Value = app.delete(&format!("/v1/plans/{id}"), &user).await.json().await.unwrap();
+    assert_eq!(cancelled["modification_pending"], false, "cancelled: {cancelled}");
+    let doc: Value = serde_json::from_str(&coreserve::api::openapi::json()).unwrap();
+    let required = doc["components"]["schemas"]["PlanView"]["allOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(std::iter::once(&doc["components"]["schemas"]["PlanView"]))
+        .flat_map(|s| s["required"].as_array().cloned().unwrap_or_default())
+        .collect::<Vec<_>>();
+    assert!(required.contains(&json!("modification_pending")), "required in the schema: {required:?}");
+}

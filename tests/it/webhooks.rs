@@ -428,7 +428,7 @@ async fn a_name_resolving_inside_at_delivery_is_not_connected_to() {
             last_error: None,
         };
         ids.push(w.id);
-        app.state.store.insert_webhook(w).await.unwrap();
+        app.state.store.insert_webhook(w, None).await.unwrap();
     }
     app.post("/v1/plans", &alice, &plan("x", 3600)).await;
     for id in &ids {
@@ -545,4 +545,42 @@ async fn webhooks_per_user_and_attempts_per_event_are_limited() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let received = seen.lock().unwrap().deliveries.len();
     assert_eq!(received, 6, "3 attempts per event, no more");
+}
+
+/// Issue 49: `--webhook-max-per-user` holds across processes: two `coreserve serve` processes
+/// on one database, each sent half of many registrations of one user at once, store exactly
+/// the limit together (the count and the insert are one step in PostgreSQL, not per process).
+/// Three users, each its own chance for a race to show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_one_database_keep_the_webhook_limit_together() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let args = ["--webhook-max-per-user", "3", "--webhook-allow", "127.0.0.1"];
+    let first = Server::start(&db.url, Some(&grid), &args, None);
+    let second = Server::start(&db.url, None, &args, None);
+    let apis = [first.api(), second.api()];
+    for user in ["alice", "bob", "carol"] {
+        let t = token(&apis[0], ADMIN, user).await;
+        let sent = (0..24).map(|i| {
+            let (api, t) = (&apis[i % 2], t.clone());
+            async move { api.post("/v1/webhooks", &t, &json!({"url": format!("http://127.0.0.1:9/hook{i}")})).await }
+        });
+        let answers = futures::future::join_all(sent).await;
+        let mut created = 0;
+        for r in answers {
+            match r.status() {
+                StatusCode::CREATED => created += 1,
+                _ => {
+                    let p = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+                    assert!(p["type"].as_str().unwrap().ends_with(":webhook-limit"), "{p}");
+                }
+            }
+        }
+        assert_eq!(created, 3, "{user}: the limit, across both processes");
+        for api in &apis {
+            assert_eq!(api.json("/v1/webhooks", &t).await.as_array().unwrap().len(), 3, "{user}");
+        }
+    }
 }

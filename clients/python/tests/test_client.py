@@ -121,6 +121,8 @@ def test_workflow_commit_retry_read_list_cancel(alice: AuthenticatedClient) -> N
     assert (plan.request_id, plan.user) == (body.id, "alice")
     # Absent from the JSON, not null: the client reads UNSET (not None).
     assert isinstance(plan.reason, Unset) and isinstance(plan.cancelled_at, Unset)
+    # Always sent (issue 49): a bool in the generated client too, never UNSET.
+    assert plan.modification_pending is False
     assert isinstance(plan.start, datetime)
     assert plan.cost > 0 and plan.messages > 0
 

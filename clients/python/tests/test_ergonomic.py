@@ -139,6 +139,19 @@ def test_absent_reason_start_cancelled_at_read_none(cs: coreserve.Client) -> Non
     assert cancelled.reason is None
 
 
+def test_modification_pending_is_a_bool_false_when_nothing_is_pending(cs: coreserve.Client) -> None:
+    # Issue 49: the service sends `modification_pending` always; it reads False, never None.
+    plan = cs.create_plan(diamond())
+    try:
+        for view in [plan, cs.get_plan(plan.id), *[p for p in cs.list_plans() if p.id == plan.id]]:
+            assert view.modification_pending is False, view
+        modified = cs.modify_plan(plan.id, PlanModification(jobs=[JobChange(name="D", duration_s=7200)]))
+        assert modified.modification_pending is False
+        assert cs.dry_run(one_job()).modification_pending is False
+    finally:
+        assert cs.cancel_plan(plan.id).modification_pending is False
+
+
 def test_rejected_plan_has_a_reason_and_no_start(cs: coreserve.Client) -> None:
     # A deadline the model accepts but w_interval makes unreachable: rejected, stored.
     tight = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=9600 + 30)

@@ -8,7 +8,8 @@
 //! Planning and storing run in a task of their own, so a client that disconnects mid-request
 //! can never leave a plan half-booked or booked but unrecorded; its retry with the same
 //! `Idempotency-Key` finds the plan. All-in-one, the task of a user who has another request in
-//! flight runs in the background lane, at the lowest CPU priority ([`crate::api::lanes`]).
+//! flight runs in the background lane, on its threads and within its slots
+//! ([`crate::api::lanes`]).
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -92,12 +93,14 @@ pub struct PlanView {
     pub user: String,
     pub created_at: DateTime<Utc>,
     pub cancelled_at: Option<DateTime<Utc>>,
-    /// Present (`true`) while a modification of the plan is decided but its end not yet
-    /// recorded (its planner stopped mid-way; another planner finishes it within seconds): the
-    /// participants may already hold the modified shape while the plan still shows the one
-    /// before. The plan cannot be modified or cancelled meanwhile (409, Retry-After), and a
-    /// retry of that `PATCH` answers `503 plan-in-doubt`.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// `true` while a modification of the plan is decided but its end not yet recorded (its
+    /// planner stopped mid-way; another planner finishes it within seconds): the participants
+    /// may already hold the modified shape while the plan still shows the one before. The plan
+    /// cannot be modified or cancelled meanwhile (409, Retry-After), and a retry of that
+    /// `PATCH` answers `503 plan-in-doubt`. Always present (`false` when nothing is pending),
+    /// so that a client reads a bool, never an absent field (issue 49).
+    #[serde(default)]
+    #[schema(required = true)]
     pub modification_pending: bool,
     #[serde(flatten)]
     pub outcome: Outcome<PlanStatus>,
@@ -304,11 +307,13 @@ pub async fn create(
     let body: PlanBody = crate::api::body::parse(&req, &raw)?;
     // A user with another request in flight plans in the background lane (see api::lanes).
     let background = state.background.as_ref().filter(|_| admission.background());
+    let in_lane = background.is_some();
     if query.dry_run {
         let plan = to_request(&state, &caller, &body)?;
         let (st, user) = (state.clone(), caller.user.clone());
         let run = async move {
             let _permit = admission.into_permit().await;
+            let _slot = lane_slot(&st, in_lane).await;
             let opts = PlanOptions { dry_run: true, user: Some(&user), ..Default::default() };
             st.planners.lend().plan_with(&plan, opts).await
         };
@@ -361,6 +366,8 @@ pub async fn create(
     let (user, owner) = (caller.user.clone(), caller.principal);
     let work = async move {
         let _permit = admission.into_permit().await;
+        // In the lane: one of its slots from the search to the last write.
+        let _slot = lane_slot(&st, in_lane).await;
         let claim = &guard.claim;
         let meta = PlanMeta {
             id: Uuid::new_v4(),
@@ -455,6 +462,15 @@ pub async fn create(
     };
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(created(&PlanView::from(rec)))
+}
+
+/// One of the background lane's slots for a request that plans there (`in_lane`), after its
+/// planning permit (see [`crate::api::lanes`]); `None` in the foreground.
+async fn lane_slot(state: &AppState, in_lane: bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match state.background.as_ref().filter(|_| in_lane) {
+        Some(lane) => Some(lane.slot().await),
+        None => None,
+    }
 }
 
 /// A request with a job that no site can ever run (422): the outcome's reason names the job

@@ -13,7 +13,7 @@ use crate::api::extract::{Anyone, Body, Guarded};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::api::webhooks::new_secret;
-use crate::store::{DeliveryRecord, WebhookRecord};
+use crate::store::{DeliveryRecord, WebhookInsert, WebhookRecord};
 
 /// A new webhook.
 #[serde_with::skip_serializing_none]
@@ -144,23 +144,6 @@ pub async fn create(
     let url = reqwest::Url::parse(&b.url).map_err(ApiError::invalid)?;
     let (host, port) = host_port(&url).ok_or_else(|| ApiError::invalid("url: no host"))?;
     state.webhook_policy.check_registration(host, port).await.map_err(not_allowed)?;
-    // One registration at a time in this process: the count and the insert agree.
-    let _registering = state.webhook_registration.lock().await;
-    let limit = state.config.webhook_max_per_user;
-    if !caller.admin {
-        let n = state.store.webhooks(Some(caller.principal)).await?.len();
-        if n >= limit {
-            return Err(ApiError::new(
-                actix_web::http::StatusCode::UNPROCESSABLE_ENTITY,
-                "webhook-limit",
-                "Too many webhooks",
-                format!(
-                    "{} has {n} webhooks, the most a user may have (--webhook-max-per-user {limit}); delete one first",
-                    caller.user
-                ),
-            ));
-        }
-    }
     let now = Utc::now();
     let secret = b.secret.unwrap_or_else(new_secret);
     let w = WebhookRecord {
@@ -179,7 +162,21 @@ pub async fn create(
         failing_since: None,
         last_error: None,
     };
-    state.store.insert_webhook(w.clone()).await?;
+    // The user's count and the insert are one step in the store, across processes.
+    let limit = state.config.webhook_max_per_user;
+    if let WebhookInsert::AtLimit { webhooks } =
+        state.store.insert_webhook(w.clone(), (!caller.admin).then_some(limit)).await?
+    {
+        return Err(ApiError::new(
+            actix_web::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "webhook-limit",
+            "Too many webhooks",
+            format!(
+                "{} has {webhooks} webhooks, the most a user may have (--webhook-max-per-user {limit}); delete one first",
+                caller.user
+            ),
+        ));
+    }
     tracing::info!(target: "audit", user = %w.user, id = %w.id, url = %w.url, "webhook registered");
     Ok(HttpResponse::Created()
         .insert_header((actix_web::http::header::LOCATION, format!("/v1/webhooks/{}", w.id)))

@@ -73,14 +73,11 @@ pub struct AppState {
     pub instance: String,
     /// The claims this process works on right now, renewed by [`AppState::renew_claims`].
     claims: Arc<Mutex<HashSet<Uuid>>>,
-    /// All-in-one: the lowest-priority threads the requests of a user with others in flight
-    /// plan on ([`super::lanes`]); `None` in other roles.
+    /// All-in-one: the threads and slots the requests of a user with others in flight plan in
+    /// ([`super::lanes`]); `None` in other roles.
     pub background: Option<super::lanes::BackgroundLane>,
     /// Where webhooks may deliver ([`ServeConfig::webhook_allow`]).
     pub webhook_policy: Arc<super::destinations::DestinationPolicy>,
-    /// Held while a webhook is registered: a user's count and the new webhook are checked and
-    /// written one at a time in this process ([`ServeConfig::webhook_max_per_user`]).
-    pub webhook_registration: tokio::sync::Mutex<()>,
 }
 
 /// A claim this process works on: renewed while this lives ([`AppState::renew_claims`]).
@@ -206,18 +203,17 @@ impl AppState {
             let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
             fair = fair.with_planning_per_user(cores);
         }
-        // All-in-one: one user's many requests plan on the lowest-priority threads, as many as
-        // the cores (see api::lanes).
+        // All-in-one: one user's many requests plan on a lane of all cores but one (see
+        // api::lanes).
         let background = if config.role == Role::All {
             let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-            Some(super::lanes::BackgroundLane::new(cores)?)
+            Some(super::lanes::BackgroundLane::new(super::lanes::BackgroundLane::threads_for(cores))?)
         } else {
             None
         };
         Ok(AppState {
             background,
             webhook_policy: Arc::new(super::destinations::DestinationPolicy::new(config.webhook_allow.clone())),
-            webhook_registration: tokio::sync::Mutex::new(()),
             backlog: Backlog::default(),
             tentative: Tentative::default(),
             fair,

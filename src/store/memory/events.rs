@@ -4,7 +4,9 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::store::{DeliveryRecord, EventStore, PlanEvent, StoreError, WebhookLease, WebhookRecord, WebhookStore};
+use crate::store::{
+    DeliveryRecord, EventStore, PlanEvent, StoreError, WebhookInsert, WebhookLease, WebhookRecord, WebhookStore,
+};
 
 use super::inner::Inner;
 use super::MemoryStore;
@@ -30,9 +32,18 @@ impl EventStore for MemoryStore {
 
 #[async_trait]
 impl WebhookStore for MemoryStore {
-    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
-        self.lock().webhooks.push((w, None, Default::default()));
-        Ok(())
+    async fn insert_webhook(
+        &self,
+        w: WebhookRecord,
+        max_per_owner: Option<usize>,
+    ) -> Result<WebhookInsert, StoreError> {
+        let mut g = self.lock();
+        let n = g.webhooks.iter().filter(|x| x.0.owner == w.owner).count();
+        if max_per_owner.is_some_and(|limit| n >= limit) {
+            return Ok(WebhookInsert::AtLimit { webhooks: n });
+        }
+        g.webhooks.push((w, None, Default::default()));
+        Ok(WebhookInsert::Inserted)
     }
 
     async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {

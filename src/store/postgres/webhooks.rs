@@ -5,13 +5,34 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::store::{DeliveryRecord, StoreError, WebhookLease, WebhookRecord, WebhookStore};
+use crate::store::{DeliveryRecord, StoreError, WebhookInsert, WebhookLease, WebhookRecord, WebhookStore};
 
 use super::PgStore;
 
 #[async_trait]
 impl WebhookStore for PgStore {
-    async fn insert_webhook(&self, w: WebhookRecord) -> Result<(), StoreError> {
+    async fn insert_webhook(
+        &self,
+        w: WebhookRecord,
+        max_per_owner: Option<usize>,
+    ) -> Result<WebhookInsert, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if let Some(limit) = max_per_owner {
+            // One registration of an owner at a time across every process on this database,
+            // until this transaction ends: the count below and the insert agree. (A row lock
+            // would do, but a certificate's principal has no row of its own.)
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('coreserve webhooks of ' || $1::text, 0))")
+                .bind(w.owner)
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM webhooks WHERE owner = $1"#, w.owner)
+                .fetch_one(&mut *tx)
+                .await?;
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            if n >= limit {
+                return Ok(WebhookInsert::AtLimit { webhooks: n });
+            }
+        }
         sqlx::query!(
             r#"INSERT INTO webhooks (id, owner, "user", admin, url, secret, created_at, enabled, cursor, attempts,
                                      next_attempt_at, failing_since, last_error)
@@ -30,9 +51,10 @@ impl WebhookStore for PgStore {
             w.last_error,
             w.owner,
         )
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(())
+        tx.commit().await?;
+        Ok(WebhookInsert::Inserted)
     }
 
     async fn webhooks(&self, owner: Option<Uuid>) -> Result<Vec<WebhookRecord>, StoreError> {

@@ -37,6 +37,13 @@ class PlanView:
                 TEXT column read with `status as "status: PlanStatus"`; written as `&'static str`).
             created_at (datetime.datetime):
             id (UUID): The plan's own id.
+            modification_pending (bool): `true` while a modification of the plan is decided but its end not yet recorded
+                (its
+                planner stopped mid-way; another planner finishes it within seconds): the participants
+                may already hold the modified shape while the plan still shows the one before. The plan
+                cannot be modified or cancelled meanwhile (409, Retry-After), and a retry of that
+                `PATCH` answers `503 plan-in-doubt`. Always present (`false` when nothing is pending),
+                so that a client reads a bool, never an absent field (issue 49).
             user (str):
             deadline (datetime.datetime | None | Unset): The request's deadline, for a committed or planned plan: no
                 modification may end a
@@ -49,12 +56,6 @@ class PlanView:
             start (datetime.datetime | None | Unset): Application start `st` of a committed plan.
             transfers (list[TransferPlacement] | Unset):
             cancelled_at (datetime.datetime | None | Unset):
-            modification_pending (bool | Unset): Present (`true`) while a modification of the plan is decided but its end
-                not yet
-                recorded (its planner stopped mid-way; another planner finishes it within seconds): the
-                participants may already hold the modified shape while the plan still shows the one
-                before. The plan cannot be modified or cancelled meanwhile (409, Retry-After), and a
-                retry of that `PATCH` answers `503 plan-in-doubt`.
     """
 
     cost: float
@@ -64,6 +65,7 @@ class PlanView:
     status: OutcomePlanStatusStatus
     created_at: datetime.datetime
     id: UUID
+    modification_pending: bool
     user: str
     deadline: datetime.datetime | None | Unset = UNSET
     footprint: Footprint | None | Unset = UNSET
@@ -74,7 +76,6 @@ class PlanView:
     start: datetime.datetime | None | Unset = UNSET
     transfers: list[TransferPlacement] | Unset = UNSET
     cancelled_at: datetime.datetime | None | Unset = UNSET
-    modification_pending: bool | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,6 +94,8 @@ class PlanView:
         created_at = self.created_at.isoformat()
 
         id = str(self.id)
+
+        modification_pending = self.modification_pending
 
         user = self.user
 
@@ -152,8 +155,6 @@ class PlanView:
         else:
             cancelled_at = self.cancelled_at
 
-        modification_pending = self.modification_pending
-
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -165,6 +166,7 @@ class PlanView:
                 "status": status,
                 "created_at": created_at,
                 "id": id,
+                "modification_pending": modification_pending,
                 "user": user,
             }
         )
@@ -186,8 +188,6 @@ class PlanView:
             field_dict["transfers"] = transfers
         if cancelled_at is not UNSET:
             field_dict["cancelled_at"] = cancelled_at
-        if modification_pending is not UNSET:
-            field_dict["modification_pending"] = modification_pending
 
         return field_dict
 
@@ -211,6 +211,8 @@ class PlanView:
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 
         id = UUID(d.pop("id"))
+
+        modification_pending = d.pop("modification_pending")
 
         user = d.pop("user")
 
@@ -313,8 +315,6 @@ class PlanView:
 
         cancelled_at = _parse_cancelled_at(d.pop("cancelled_at", UNSET))
 
-        modification_pending = d.pop("modification_pending", UNSET)
-
         plan_view = cls(
             cost=cost,
             planner=planner,
@@ -323,6 +323,7 @@ class PlanView:
             status=status,
             created_at=created_at,
             id=id,
+            modification_pending=modification_pending,
             user=user,
             deadline=deadline,
             footprint=footprint,
@@ -333,7 +334,6 @@ class PlanView:
             start=start,
             transfers=transfers,
             cancelled_at=cancelled_at,
-            modification_pending=modification_pending,
         )
 
         plan_view.additional_properties = d
