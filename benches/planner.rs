@@ -295,8 +295,8 @@ fn main() {
          grid. Success rate {:.3} with 10^5 reservations ({:.0} messages/plan), {:.3} on the empty grid \
          ({:.0} messages/plan); chronological: {:.3} ({:.0} messages/plan) and {:.3} ({:.0}). Empty grid, \
          per plan: median {:.0} µs, p99 {:.2} ms (chronological {:.0} µs, {:.2} ms). The 64-job row: a \
-         co-allocation of 64 4-CPU jobs chained by 100 Mbit/s transfers (the largest request the API admits, \
-         benches/fairness.rs) on Geant2012, dry run, median of 8; {:.0} messages/plan, {}/8 planned \
+         co-allocation of 64 4-CPU jobs chained by 100 Mbit/s transfers (the largest request the API admitted \
+         before issue 46, benches/fairness.rs) on Geant2012, dry run, median of 8; {:.0} messages/plan, {}/8 planned \
          (chronological: {:.0} messages, {}/8). The 1,000-task row: a workflow of WfCommons' shape (nine \
          fan-out/fan-in blocks of 110 parallel tasks, 1,980 staged 50 MB transfers, 1-4 CPUs and 60-600 s a \
          task, 30 s gap, 60 s slack; `after` and `mode: staged`, laid out by the broker) on Geant2012 whose \

@@ -1599,6 +1599,16 @@ async fn a_workflow_is_booked_in_dependency_order_by_every_method() {
         assert_eq!((f.booked_cpu_s, f.slack_cpu_s), (640 + 5280 + 2880 + 220, 60 * 22));
         assert_eq!((f.makespan_s, f.critical_path_s), (990, 750));
         assert_eq!(l.holds_outstanding(), 0);
+        // The checker reads the rules from the request: `join` 20 s early breaks the gap after `a`.
+        let mut early = o.clone();
+        let join = early.jobs.iter_mut().find(|j| j.name == "join").unwrap();
+        (join.start, join.end) = (join.start - chrono::Duration::seconds(20), join.end - chrono::Duration::seconds(20));
+        let v = check_outcomes(&g, std::slice::from_ref(&r), std::slice::from_ref(&early), 0);
+        let broken = |v: &crate::check::Violation| {
+            matches!(v.plan_violation(), Some(crate::check::PlanViolation::DependencyBroken { job, after, gap_s: 30, .. })
+                if job == "join" && after == "a")
+        };
+        assert!(v.iter().any(broken), "{v:?}");
     }
 }
 
