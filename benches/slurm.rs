@@ -12,10 +12,16 @@
 //! 4. **Slurm LIS, 4 in flight**: the same from 4 concurrent clients (how the LIS overlaps
 //!    scontrol's process start and slurmctld's work);
 //! 5. **plans, model LIS / Slurm LIS**: whole plans (the planner's search, prepare, commit) of a
-//!    one-job request, sequentially.
+//!    one-job request, sequentially;
+//! 6. **the service, Slurm LIS, memory store / PostgreSQL store**: the same plans posted to the
+//!    all-in-one service over HTTP (`POST /v1/plans`, one client, one after the other), on the
+//!    memory store and on a PostgreSQL database of its own (one durable transaction per plan
+//!    beside the reservation's `scontrol create`).
 //!
 //! Writes the `slurm` section of BENCHMARKS.md. Environment: `CORESERVE_SLURM_BENCH_N` (bookings
-//! per arm, 200). Needs root and Debian's slurm-wlm and munge (`.ci/test` installs them).
+//! per arm, 200); `CORESERVE_BENCH_PG`, a PostgreSQL server whose user may create databases
+//! (default `postgres://postgres@127.0.0.1:5432/postgres`; the bench fails without one). Needs
+//! root and Debian's slurm-wlm and munge (`.ci/test` installs them).
 
 #[path = "report.rs"]
 mod report;
@@ -37,6 +43,7 @@ use serde_json::json;
 
 const COMMAND: &str = "cargo bench --bench slurm";
 const CPUS: u32 = 4096;
+const ADMIN: &str = "slurm-bench-admin-token";
 
 struct Cluster(PathBuf);
 
@@ -92,12 +99,62 @@ fn hold(i: usize, base: i64) -> ComputeHoldRequest {
     }
 }
 
+/// The one-job request of booking `i` (8 CPUs for 10 minutes, in a window of its own from
+/// `now` + 1 h).
+fn plan_request(i: usize, now: chrono::DateTime<chrono::Utc>, tag: &str) -> serde_json::Value {
+    json!({
+        "id": format!("bench-{tag}-{i}"),
+        "submitted_at": now,
+        "not_before": now + chrono::Duration::seconds(3600 + 600 * i as i64),
+        "deadline": now + chrono::Duration::days(30),
+        "jobs": [{"name": "A", "os": "linux", "cpus": 8, "offset_s": 0, "duration_s": 600}],
+        "transfers": []
+    })
+}
+
+/// `n` plans posted one after the other to an all-in-one service on `store` whose site `s1`
+/// fronts Slurm (`config`): the latencies (seconds) and the wall time.
+async fn through_the_service(
+    store: Arc<dyn coreserve::store::Store>,
+    config: &SlurmConfig,
+    n: usize,
+    tag: &str,
+) -> (Vec<f64>, f64) {
+    let serve = coreserve::api::ServeConfig {
+        listen: "127.0.0.1:0".into(),
+        admin_token: Some(ADMIN.into()),
+        w_interval_s: 60,
+        slurm: vec![("s1".into(), SlurmConfig { sync_s: 3600, ..config.clone() })],
+        ..coreserve::api::ServeConfig::default()
+    };
+    let app = coreserve::api::Application::build(serve, grid(), store).await.expect("the service starts");
+    let url = format!("http://127.0.0.1:{}/v1/plans", app.port());
+    tokio::spawn(app.run_until_stopped());
+    let http = reqwest::Client::new();
+    let now = chrono::Utc::now();
+    let mut lat = Vec::with_capacity(n);
+    let t0 = Instant::now();
+    for i in 0..n {
+        let t = Instant::now();
+        let mut body = plan_request(i, now, tag);
+        // The service stamps the receipt itself.
+        body.as_object_mut().expect("an object").remove("submitted_at");
+        let r = http.post(&url).bearer_auth(ADMIN).json(&body).send().await.expect("POST");
+        assert_eq!(r.status(), reqwest::StatusCode::CREATED, "{:?}", r.text().await);
+        let o: serde_json::Value = r.json().await.expect("a plan");
+        assert_eq!(o["status"], "committed", "{o}");
+        lat.push(t.elapsed().as_secs_f64());
+    }
+    (lat, t0.elapsed().as_secs_f64())
+}
+
 async fn book(lis: &dyn Participant<Compute>, req: &ComputeHoldRequest) {
     let h = lis.prepare(req).await.expect("prepare");
     lis.commit(h.id).await.expect("commit");
 }
 
 fn main() {
+    coreserve::protocol::http::install_crypto_provider();
     let n: usize = std::env::var("CORESERVE_SLURM_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let dir = tempfile::Builder::new().prefix("coreserve-slurm-bench.").tempdir().unwrap().keep();
     let out = Command::new(script()).arg("start").arg(&dir).arg(CPUS.to_string()).arg("batch").output().unwrap();
@@ -216,15 +273,7 @@ fn main() {
         let t0 = Instant::now();
         rt.block_on(async {
             for i in 0..n {
-                let req: PlanRequest = serde_json::from_value(json!({
-                    "id": format!("bench-{i}"),
-                    "submitted_at": now,
-                    "not_before": now + chrono::Duration::seconds(3600 + 600 * i as i64),
-                    "deadline": now + chrono::Duration::days(30),
-                    "jobs": [{"name": "A", "os": "linux", "cpus": 8, "offset_s": 0, "duration_s": 600}],
-                    "transfers": []
-                }))
-                .expect("bench request");
+                let req: PlanRequest = serde_json::from_value(plan_request(i, now, "p")).expect("bench request");
                 let t = Instant::now();
                 let o = planner.plan(&req).await;
                 assert_eq!(o.status, coreserve::model::OutcomeStatus::Committed, "{:?}", o.reason);
@@ -234,7 +283,30 @@ fn main() {
         arms.push(arm(name, lat, t0.elapsed().as_secs_f64()));
         clear("coreserve_");
     }
+
+    // 6. The service, memory store, then PostgreSQL.
+    let (lat, wall) = rt.block_on(through_the_service(Arc::new(coreserve::store::MemoryStore::new()), &config, n, "m"));
+    arms.push(arm("service (POST /v1/plans), Slurm LIS, memory store", lat, wall));
+    clear("coreserve_");
+    let server =
+        std::env::var("CORESERVE_BENCH_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = format!("coreserve_bench_slurm_{}", std::process::id());
+    let (lat, wall) = rt.block_on(async {
+        use sqlx::Executor;
+        let admin = sqlx::PgPool::connect(&server).await.expect("CORESERVE_BENCH_PG: a PostgreSQL server");
+        admin.execute(format!("DROP DATABASE IF EXISTS {db}").as_str()).await.unwrap();
+        admin.execute(format!("CREATE DATABASE {db}").as_str()).await.unwrap();
+        let url = format!("{}/{db}", server.rsplit_once('/').expect("CORESERVE_BENCH_PG: a URL").0);
+        let store = Arc::new(coreserve::store::PgStore::connect(&url).await.expect("the bench database"));
+        let result = through_the_service(store, &config, n, "pg").await;
+        admin.execute(format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)").as_str()).await.unwrap();
+        result
+    });
+    arms.push(arm("service (POST /v1/plans), Slurm LIS, PostgreSQL store", lat, wall));
+    clear("coreserve_");
     drop(cluster);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: String = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
 
     let alone = arms[0].per_s;
     let mut body = format!(
@@ -255,14 +327,16 @@ fn main() {
             a.per_s / alone
         ));
     }
-    body.push_str(
+    body.push_str(&format!(
         "\nA booking at a Slurm site costs one `scontrol create reservation` (a process start and one \
          slurmctld RPC) on top of the calendar's microseconds; the LIS holds no lock while it waits, \
          and a persist of several holds runs up to 4 creates at once (`CREATES_IN_FLIGHT`). On this \
          2-core machine scontrol's process start shares the cores with slurmctld; a larger machine \
          gives the concurrent arm more room, while slurmctld handles RPCs one at a time, so the \
-         sequential baseline stays the bound.\n",
-    );
+         sequential baseline stays the bound. The service arms add HTTP and, on PostgreSQL, one \
+         durable transaction per plan; every ratio is against slurmctld alone in the same run \
+         (load average at the end of the run: {load}).\n"
+    ));
     report::write_markdown("slurm", &body);
     println!("{body}");
     println!("section `slurm` of BENCHMARKS.md written");

@@ -140,6 +140,7 @@ struct LocalTally {
     /// Strays Slurm kept at the last sync (jobs in them).
     strays_in_use: u64,
     recreated: u64,
+    reshaped: u64,
     foreign: u64,
     broken: u64,
 }
@@ -190,6 +191,7 @@ impl Metrics {
                 t.strays_deleted += r.strays_deleted as u64;
                 t.strays_in_use = r.strays_in_use as u64;
                 t.recreated += r.recreated as u64;
+                t.reshaped += r.reshaped as u64;
                 t.foreign = r.foreign as u64;
             }
             None => t.failed += 1,
@@ -336,7 +338,7 @@ impl Metrics {
                 let _ = writeln!(s, "coreserve_slurm_syncs_total{{site=\"{site}\",result=\"ok\"}} {}", t.ok);
                 let _ = writeln!(s, "coreserve_slurm_syncs_total{{site=\"{site}\",result=\"failed\"}} {}", t.failed);
             }
-            s.push_str("# HELP coreserve_slurm_reconciled_total What reconciliation did: strays deleted from Slurm, missing reservations made again.\n");
+            s.push_str("# HELP coreserve_slurm_reconciled_total What reconciliation did: strays deleted from Slurm, missing reservations made again, reservations a crash left in another shape given back theirs.\n");
             s.push_str("# TYPE coreserve_slurm_reconciled_total counter\n");
             for (site, t) in &local {
                 let _ = writeln!(
@@ -348,6 +350,11 @@ impl Metrics {
                     s,
                     "coreserve_slurm_reconciled_total{{site=\"{site}\",action=\"recreated\"}} {}",
                     t.recreated
+                );
+                let _ = writeln!(
+                    s,
+                    "coreserve_slurm_reconciled_total{{site=\"{site}\",action=\"reshaped\"}} {}",
+                    t.reshaped
                 );
             }
             s.push_str("# HELP coreserve_slurm_strays_in_use coreserve reservations no live hold owns that Slurm would not delete at the last sync (jobs were submitted into them); deleted once they are free.\n");

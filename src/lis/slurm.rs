@@ -56,6 +56,14 @@ pub struct SlurmConfig {
     /// drift).
     #[serde(default = "default_sync_s")]
     pub sync_s: u64,
+    /// GPU model of the site (`attributes.gpus[].model`) -> the Slurm license that counts its
+    /// GPUs (`Licenses=NAME:COUNT` in slurm.conf, COUNT the pool's GPUs). A model not listed
+    /// is counted by a license of its own name. Slurm 22.05 cannot put GRES in a reservation
+    /// ("TRES type 'gres/gpu' not supported with reservations"), so a job's GPUs are reserved
+    /// as that many of the license, which its Slurm job requests (`-L NAME:G` with
+    /// `--gres=gpu:G`); see docs/protocol.md, "GPUs through Slurm".
+    #[serde(default)]
+    pub gpu_licenses: BTreeMap<String, String>,
 }
 
 fn default_scontrol() -> PathBuf {
@@ -79,7 +87,14 @@ impl SlurmConfig {
             default_user: None,
             prefix: default_prefix(),
             sync_s: default_sync_s(),
+            gpu_licenses: BTreeMap::new(),
         }
+    }
+
+    /// The Slurm license that counts the GPUs of model `model` at this site
+    /// ([`SlurmConfig::gpu_licenses`], else the model's name).
+    pub fn gpu_license(&self, model: &str) -> String {
+        self.gpu_licenses.get(model).cloned().unwrap_or_else(|| model.to_owned())
     }
 
     /// Checks the settings that do not need Slurm.
@@ -102,6 +117,15 @@ impl SlurmConfig {
         }
         if let Some(u) = &self.default_user {
             word("default_user", u)?;
+        }
+        for (model, license) in &self.gpu_licenses {
+            word(&format!("GPU license of `{model}`"), license)?;
+            if license.contains(':') {
+                return Err(SlurmConfigError::NotAWord {
+                    setting: format!("GPU license of `{model}`"),
+                    value: license.clone(),
+                });
+            }
         }
         if self.sync_s == 0 {
             return Err(SlurmConfigError::ZeroSync);
@@ -164,27 +188,40 @@ pub struct SlurmReservation {
     /// `(node, core ids)`. Empty when Slurm does not list them (yet: slurmctld fills them in
     /// a moment after a create).
     pub cores: Vec<(String, Vec<u32>)>,
+    /// The licenses it sets aside (`Licenses=gpu:2,other:1`): `(license, count)`; empty for
+    /// `(null)`. coreserve's reservations hold at most one: a GPU pool's
+    /// ([`SlurmConfig::gpu_licenses`]).
+    pub licenses: Vec<(String, u64)>,
 }
 
 impl SlurmReservation {
-    /// Its window and CPUs.
+    /// Its window, CPUs and GPUs (the count of its licenses: a coreserve reservation has at
+    /// most one, its GPU pool's).
     pub fn shape(&self) -> Shape {
-        Shape { start: self.start, end: self.end, cpus: self.cpus }
+        Shape { start: self.start, end: self.end, cpus: self.cpus, gpus: self.licenses.iter().map(|(_, n)| n).sum() }
     }
 }
 
-/// The window and size of a reservation: `[start, end)` in [`Time`] seconds, `cpus` CPUs.
+/// The window and size of a reservation: `[start, end)` in [`Time`] seconds, `cpus` CPUs and
+/// `gpus` GPUs (of its GPU pool's license; 0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Shape {
     pub start: Time,
     pub end: Time,
     pub cpus: u64,
+    pub gpus: u64,
 }
 
 impl Shape {
-    /// The smallest shape that holds both: the hull of the windows, the larger CPU count.
+    /// The smallest shape that holds both: the hull of the windows, the larger CPU and GPU
+    /// counts.
     pub fn union(self, other: Shape) -> Shape {
-        Shape { start: self.start.min(other.start), end: self.end.max(other.end), cpus: self.cpus.max(other.cpus) }
+        Shape {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+            cpus: self.cpus.max(other.cpus),
+            gpus: self.gpus.max(other.gpus),
+        }
     }
 }
 
@@ -209,6 +246,15 @@ pub struct NewReservation {
     pub cpus: u64,
     /// The Slurm user (`Users=`).
     pub user: String,
+    /// GPUs, as `(license, count)` (`Licenses=license:count`); `None`: no GPU.
+    pub gpus: Option<(String, u64)>,
+}
+
+impl NewReservation {
+    /// Its window, CPUs and GPUs.
+    pub fn shape(&self) -> Shape {
+        Shape { start: self.start, end: self.end, cpus: self.cpus, gpus: self.gpus.as_ref().map_or(0, |g| g.1) }
+    }
 }
 
 /// A Slurm cluster, reached through `scontrol`.
@@ -298,15 +344,16 @@ impl Slurm {
         }
     }
 
-    /// Creates `r` in this site's partition (`CoreCnt` CPUs, `Users=` the mapped user).
-    /// Idempotent: a reservation of that name that is already there with the same window and
-    /// CPUs is success (a retry after a lost answer).
+    /// Creates `r` in this site's partition (`CoreCnt` CPUs, `Licenses=` its GPUs' license,
+    /// `Users=` the mapped user). Idempotent: a reservation of that name that is already there
+    /// with the same window, CPUs and GPUs is success (a retry after a lost answer).
     ///
     /// # Errors
-    /// [`SlurmError::Refused`] (the cores are taken, the user is unknown to Slurm, or a
-    /// reservation of that name differs), [`SlurmError::Unavailable`].
+    /// [`SlurmError::Refused`] (the cores or the licenses are taken: "Requested nodes are
+    /// busy", "Invalid license specification"; the user is unknown to Slurm; or a reservation
+    /// of that name differs), [`SlurmError::Unavailable`].
     pub async fn create(&self, r: &NewReservation) -> Result<(), SlurmError> {
-        let args = vec![
+        let mut args = vec![
             "create".into(),
             "reservation".into(),
             format!("ReservationName={}", r.name),
@@ -316,14 +363,21 @@ impl Slurm {
             format!("CoreCnt={}", r.cpus),
             format!("Users={}", r.user),
         ];
+        if let Some((license, n)) = r.gpus.as_ref().filter(|g| g.1 > 0) {
+            args.push(format!("Licenses={license}:{n}"));
+        }
         match self.scontrol(&args).await {
             Ok(_) => Ok(()),
             Err(SlurmError::Refused(m)) if m.contains("already exists") || m.contains("Duplicate") => {
                 match self.reservations().await?.into_iter().find(|x| x.name == r.name) {
-                    Some(x) if x.start == r.start && x.end == r.end && x.cpus == r.cpus => Ok(()),
+                    Some(x) if x.shape() == r.shape() => Ok(()),
                     Some(x) => Err(SlurmError::Refused(format!(
-                        "reservation {} exists with another window or size ({} CPUs over [{}, {}))",
-                        r.name, x.cpus, x.start, x.end
+                        "reservation {} exists with another window or size ({} CPUs, {} GPUs over [{}, {}))",
+                        r.name,
+                        x.cpus,
+                        x.shape().gpus,
+                        x.start,
+                        x.end
                     ))),
                     None => Err(SlurmError::Refused(m)),
                 }
@@ -354,22 +408,83 @@ impl Slurm {
         }
     }
 
-    /// Moves reservation `name`'s end to `end` and, with `start`, its start (Slurm 22.05
-    /// changes a reservation's window in place, `scontrol update ReservationName=...
-    /// [StartTime=...] EndTime=...`, keeping its cores and the jobs in it; it refuses a new
-    /// start once the reservation has started, and does **not** check the cores of the new
-    /// window against other reservations: see [`Slurm::core_conflicts`]).
+    /// Moves reservation `name`'s end to `end` and, with `start`, its start, and with
+    /// `licenses` sets its licenses to `(license, count)` (Slurm 22.05 changes a
+    /// reservation's window and licenses in place, `scontrol update ReservationName=...
+    /// [StartTime=...] EndTime=... [Licenses=...]`, keeping its cores and the jobs in it; it
+    /// refuses a new start once the reservation has started, and does **not** check the cores
+    /// of the new window nor the licenses against other reservations: see
+    /// [`Slurm::core_conflicts`] and [`Slurm::license_conflicts`]).
     ///
     /// # Errors
     /// [`SlurmError::Refused`] ("Reservation already started", a window in the past),
     /// [`SlurmError::Unavailable`].
-    pub async fn update_window(&self, name: &str, start: Option<Time>, end: Time) -> Result<(), SlurmError> {
+    pub async fn update(
+        &self,
+        name: &str,
+        start: Option<Time>,
+        end: Time,
+        licenses: Option<(&str, u64)>,
+    ) -> Result<(), SlurmError> {
         let mut args = vec!["update".into(), format!("ReservationName={name}")];
         if let Some(s) = start {
             args.push(format!("StartTime={}", slurm_time(s)));
         }
         args.push(format!("EndTime={}", slurm_time(end)));
+        if let Some((license, n)) = licenses {
+            // `Licenses=` empty takes them all away.
+            args.push(if n == 0 { "Licenses=".to_owned() } else { format!("Licenses={license}:{n}") });
+        }
         self.scontrol(&args).await.map(drop)
+    }
+
+    /// The total of license `name` (`scontrol show licenses NAME`: `Total=`), `None` if Slurm
+    /// has no such license.
+    ///
+    /// # Errors
+    /// [`SlurmError::Parse`] with a line that has no numeric `Total`; those of `scontrol`.
+    pub async fn license_total(&self, name: &str) -> Result<Option<u64>, SlurmError> {
+        let out = self.scontrol(&["show".into(), "licenses".into(), name.into(), "--oneliner".into()]).await;
+        let text = match out {
+            // 22.05 prints nothing for an unknown license; some versions say so.
+            Err(SlurmError::Refused(m)) if m.contains("not found") || m.contains("No licenses") => return Ok(None),
+            r => r?,
+        };
+        parse_license_total(&text, name)
+    }
+
+    /// The reservations that, with reservation `name`, set aside more of one of its licenses
+    /// at some instant than the license has: nothing after a create (Slurm checks the
+    /// licenses of a new reservation against the others), but Slurm 22.05 does not check
+    /// them when a reservation is changed in place ([`Slurm::update`]).
+    ///
+    /// # Errors
+    /// As [`Slurm::reservations`]; [`SlurmError::Mismatch`] if `name` is not there.
+    pub async fn license_conflicts(&self, name: &str) -> Result<Vec<String>, SlurmError> {
+        let all = self.reservations().await?;
+        let Some(me) = all.iter().find(|r| r.name == name) else {
+            return Err(SlurmError::Mismatch(format!("reservation {name} is not in Slurm")));
+        };
+        let mut out = Vec::new();
+        for (license, _) in &me.licenses {
+            let Some(total) = self.license_total(license).await? else { continue };
+            let holding: Vec<(&SlurmReservation, u64)> = all
+                .iter()
+                .filter(|r| r.start < me.end && me.start < r.end)
+                .filter_map(|r| r.licenses.iter().find(|(l, _)| l == license).map(|(_, n)| (r, *n)))
+                .collect();
+            // The sum is largest at some reservation's start within `me`'s window.
+            for at in holding.iter().map(|(r, _)| r.start.max(me.start)) {
+                let now: Vec<&(&SlurmReservation, u64)> =
+                    holding.iter().filter(|(r, _)| r.start <= at && at < r.end).collect();
+                if now.iter().map(|(_, n)| n).sum::<u64>() > total {
+                    out.extend(now.iter().filter(|(r, _)| r.name != name).map(|(r, _)| r.name.clone()));
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
     }
 
     /// The reservations whose cores overlap reservation `name`'s on a node during a common
@@ -479,6 +594,41 @@ fn core_lists(line: &str) -> Vec<(String, Vec<u32>)> {
         .collect()
 }
 
+/// The `(license, count)` pairs of a `Licenses=` value (`gpu:2,matlab:1`; a license without
+/// a count is one); empty for `(null)`.
+fn license_list(v: &str) -> Vec<(String, u64)> {
+    if null(v).is_none() {
+        return vec![];
+    }
+    v.split(',')
+        .filter(|t| !t.is_empty())
+        .map(|t| match t.split_once(':') {
+            Some((name, n)) => (name.to_owned(), n.parse().unwrap_or(1)),
+            None => (t.to_owned(), 1),
+        })
+        .collect()
+}
+
+/// The `Total=` of license `name` in `scontrol show licenses NAME --oneliner`; `None` when
+/// no line names it.
+///
+/// # Errors
+/// [`SlurmError::Parse`] with the license's line if its `Total` is not a number.
+pub fn parse_license_total(text: &str, name: &str) -> Result<Option<u64>, SlurmError> {
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let f = fields(line);
+        if f.get("LicenseName") != Some(&name) {
+            continue;
+        }
+        return f
+            .get("Total")
+            .and_then(|v| v.parse().ok())
+            .map(Some)
+            .ok_or_else(|| SlurmError::Parse { line: line.to_owned(), reason: "no numeric Total".into() });
+    }
+    Ok(None)
+}
+
 /// The numbers of a Slurm id list: `0-3,8,10-11`.
 fn expand_ids(list: &str) -> Vec<u32> {
     list.split(',')
@@ -524,6 +674,7 @@ pub fn parse_reservations(text: &str) -> Result<Vec<SlurmReservation>, SlurmErro
                 .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                 .unwrap_or_default(),
             cores: core_lists(line),
+            licenses: f.get("Licenses").map(|v| license_list(v)).unwrap_or_default(),
         });
     }
     Ok(out)
@@ -636,6 +787,28 @@ ReservationName=maint1 StartTime=2026-11-26T01:00:00 EndTime=2026-11-26T02:00:00
         assert_eq!(rs[1].partition, None);
         assert_eq!(rs[1].flags, ["MAINT", "IGNORE_JOBS", "SPEC_NODES", "ALL_NODES"]);
         assert_eq!(parse_reservations("No reservations in the system\n").unwrap(), vec![]);
+        assert!(rs[0].licenses.is_empty() && rs[1].licenses.is_empty(), "Licenses=(null) is none");
+    }
+
+    #[test]
+    fn licenses_parse_from_captured_output() {
+        // Captured from slurm-wlm 22.05.8 (scripts/slurm-local with GPUs): a reservation of 4
+        // cores and 2 of the 4 `gpu` licenses, and the license's line.
+        let line = "ReservationName=g1 StartTime=2026-11-28T22:47:34 EndTime=2026-11-28T22:59:04 Duration=00:11:30 Nodes=cs-node1 NodeCnt=1 CoreCnt=4 Features=(null) PartitionName=gpu Flags= TRES=cpu=4 Users=root Groups=(null) Accounts=(null) Licenses=gpu:2 State=INACTIVE BurstBuffer=(null) Watts=n/a MaxStartDelay=(null)";
+        let r = &parse_reservations(line).unwrap()[0];
+        assert_eq!(r.licenses, vec![("gpu".to_owned(), 2)]);
+        assert_eq!((r.shape().cpus, r.shape().gpus), (4, 2));
+        assert_eq!(license_list("a:1,b,c:3"), [("a".to_owned(), 1), ("b".to_owned(), 1), ("c".to_owned(), 3)]);
+        let show = "LicenseName=gpu Total=4 Used=2 Free=2 Reserved=2 Remote=no\n";
+        assert_eq!(parse_license_total(show, "gpu").unwrap(), Some(4));
+        assert_eq!(parse_license_total("", "gpu").unwrap(), None, "22.05 prints nothing for an unknown license");
+        assert!(matches!(parse_license_total("LicenseName=gpu Total=x", "gpu"), Err(SlurmError::Parse { .. })));
+        let mut c = SlurmConfig::new("gpu");
+        assert_eq!(c.gpu_license("t4"), "t4");
+        c.gpu_licenses.insert("t4".into(), "gpu".into());
+        assert_eq!(c.gpu_license("t4"), "gpu");
+        c.gpu_licenses.insert("a100".into(), "gpu:2".into());
+        assert!(c.validate().unwrap_err().to_string().contains("a100"));
     }
 
     #[test]

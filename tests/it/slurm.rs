@@ -875,3 +875,300 @@ async fn a_site_whose_slurm_is_down_is_left_out_not_a_rejection() {
     assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)), "{plan}");
     assert_eq!(one.ours().len(), 1, "{:?}", one.ours());
 }
+
+/// Issue 45, test 5: two Slurm clusters in one all-in-one `coreserve serve` configured by a
+/// TOML file (`[sites.ID.slurm]`), one of them a GPU site: `s1` fronts a 16-core cluster,
+/// `s2` (4 `t4` GPUs in the grid) a 16-core cluster whose node declares 4 GPUs, counted by
+/// license `gpu`. A GPU job's reservation holds its GPUs (`Licenses=gpu:2`), a GPU job
+/// submitted into it gets them (`--gres=gpu:2 -L gpu:2`: two devices), a second booking
+/// cannot take the same GPUs (coreserve refuses it, and so does Slurm: a reservation asking
+/// 3 of them beside it is refused, a job outside the reservations waits for a license). A GPU
+/// site whose license Slurm does not have is refused at start, naming it.
+#[tokio::test]
+async fn two_clusters_and_a_gpu_site_in_one_service_from_a_toml_file() {
+    use crate::support::serve::{Launch, Server, ADMIN as PROC_ADMIN};
+    use crate::support::slurm::GPU_LICENSE;
+    let (cpu, gpu) = (SlurmCluster::start(CPUS), SlurmCluster::start_with(CPUS, "gpu", 4));
+    let dir = tempfile::tempdir().unwrap();
+    // The test grid, with 4 t4 GPUs at s2.
+    let grid = json!({
+        "nodes": [{"id": "n1", "label": "one"}, {"id": "n2", "label": "two"}],
+        "links": [{"id": "l1", "a": "n1", "b": "n2", "capacity_mbps": 1000, "price_per_gbps_hour": 0.1}],
+        "sites": [
+            {"id": "s1", "node": "n1", "cpus": 16, "os": "linux", "price_per_cpu_hour": 1.0},
+            {"id": "s2", "node": "n2", "cpus": 16, "os": "linux", "price_per_cpu_hour": 2.0,
+             "gpus": [{"model": "t4", "count": 4, "compute_capability": 7.5, "memory_gib": 16}]},
+            {"id": "s3", "node": "n2", "cpus": 8, "os": "bsd", "price_per_cpu_hour": 1.5}
+        ]
+    });
+    let grid_path = dir.path().join("grid.json");
+    std::fs::write(&grid_path, grid.to_string()).unwrap();
+    let toml = |licenses: &str| {
+        format!(
+            "[sites.s1.slurm]\npartition = \"batch\"\nslurm_conf = \"{}\"\ndefault_user = \"root\"\nsync_s = 1\n\
+             [sites.s2.slurm]\npartition = \"gpu\"\nslurm_conf = \"{}\"\ndefault_user = \"root\"\nsync_s = 1\n{licenses}",
+            cpu.conf.display(),
+            gpu.conf.display()
+        )
+    };
+    let db = crate::support::TestDb::new().await;
+    let launch = |file: &str, log: Option<std::path::PathBuf>| Launch {
+        db: db.url.clone(),
+        grid: Some(grid_path.clone()),
+        args: vec![
+            "--config".into(),
+            dir.path().join(file).to_str().unwrap().into(),
+            "--w-interval-s".into(),
+            "10".into(),
+        ],
+        crash_at: None,
+        log,
+    };
+
+    // The pool's model is not a license of the cluster: refused at start, naming it.
+    std::fs::write(dir.path().join("unmapped.toml"), toml("")).unwrap();
+    let log = dir.path().join("unmapped.log");
+    let refused = Server::try_launch(&launch("unmapped.toml", Some(log.clone())));
+    assert!(refused.is_err(), "a GPU site without its license in Slurm started");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("license `t4`") && said.contains("s2"), "{said}");
+
+    std::fs::write(dir.path().join("coreserve.toml"), toml("gpu_licenses = { t4 = \"gpu\" }\n")).unwrap();
+    let server = Server::launch(&launch("coreserve.toml", None));
+    let api = server.api();
+    let post = async |body: &Value| -> Value {
+        let r = api.post("/v1/plans", PROC_ADMIN, body).await;
+        assert_eq!(r.status(), StatusCode::CREATED, "{:?}", r.text().await);
+        r.json().await.unwrap()
+    };
+
+    // A CPU job goes to s1 (the cheapest), booked in the first cluster only.
+    let a = post(&one_job("toml-cpu", 8, 600)).await;
+    assert_eq!((a["status"].as_str(), a["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)), "{a}");
+    let a_name = a["jobs"][0]["reservation_name"].as_str().unwrap();
+    assert_eq!(cpu.ours().iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), [a_name]);
+    assert!(gpu.ours().is_empty(), "{:?}", gpu.ours());
+
+    // A GPU job goes to s2, the only GPU site: its reservation holds 2 of the 4 GPUs. It
+    // starts in 45 s, so that the bookings beside it below are made before it starts.
+    let mut g = job_at("toml-gpu", 4, 90, Utc::now().timestamp() + 45);
+    g["jobs"][0]["requires"] = json!({"gpus": {"count": 2, "model": "t4"}});
+    let g = post(&g).await;
+    let job = &g["jobs"][0];
+    assert_eq!((g["status"].as_str(), job["site"].as_str()), (Some("committed"), Some("s2")), "{g}");
+    assert_eq!(job["gpus"], json!({"model": "t4", "count": 2}), "{g}");
+    let (start, end) = (time(&job["start"]), time(&job["end"]));
+    let g_name = job["reservation_name"].as_str().unwrap().to_owned();
+    let ours = gpu.ours();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!((ours[0].name.as_str(), ours[0].start, ours[0].end, ours[0].cpus), (g_name.as_str(), start, end, 4));
+    assert_eq!(ours[0].licenses, vec![(GPU_LICENSE.to_owned(), 2)], "{ours:?}");
+    assert_eq!(cpu.ours().len(), 1, "nothing more in the CPU cluster");
+
+    // A second booking of 3 GPUs in that window: coreserve has only 2 left there.
+    let mut more = job_at("toml-gpu-more", 2, end - start, start);
+    more["deadline"] = json!(crate::support::ts(DateTime::from_timestamp(end, 0).unwrap()));
+    more["jobs"][0]["requires"] = json!({"gpus": {"count": 3, "model": "t4"}});
+    let more = post(&more).await;
+    assert_ne!(more["status"], "committed", "3 of 4 GPUs sold beside 2: {more}");
+    assert!(!more["reason"].as_str().unwrap().contains("no earlier than"), "refused for its GPUs: {more}");
+    // The other 2 can be sold: Slurm then holds all 4 in reservations.
+    let mut rest = job_at("toml-gpu-rest", 2, end - start, start);
+    rest["deadline"] = json!(crate::support::ts(DateTime::from_timestamp(end, 0).unwrap()));
+    rest["jobs"][0]["requires"] = json!({"gpus": {"count": 2, "model": "t4"}});
+    let rest = post(&rest).await;
+    assert_eq!((rest["status"].as_str(), rest["jobs"][0]["site"].as_str()), (Some("committed"), Some("s2")), "{rest}");
+    let held: u64 = gpu.ours().iter().flat_map(|r| r.licenses.clone()).map(|(_, n)| n).sum();
+    assert_eq!(held, 4, "{:?}", gpu.ours());
+    // Slurm itself will not give a third reservation any of them.
+    let (s, e) = (
+        DateTime::from_timestamp(start, 0).unwrap().format("%Y-%m-%dT%H:%M:%S").to_string(),
+        DateTime::from_timestamp(end, 0).unwrap().format("%Y-%m-%dT%H:%M:%S").to_string(),
+    );
+    let third = gpu.run(
+        "scontrol",
+        &[
+            "create",
+            "reservation",
+            "ReservationName=admin-gpus",
+            &format!("StartTime={s}"),
+            &format!("EndTime={e}"),
+            "PartitionName=gpu",
+            "CoreCnt=1",
+            "Licenses=gpu:1",
+            "Users=root",
+        ],
+    );
+    assert!(!third.status.success(), "Slurm reserved a GPU twice");
+    assert!(String::from_utf8_lossy(&third.stderr).contains("license"), "{}", String::from_utf8_lossy(&third.stderr));
+
+    // A GPU job in the reservation gets its two GPUs; one outside every reservation waits.
+    let out = gpu.dir().join("gpu-job.out");
+    let id = sbatch(
+        &gpu,
+        &g_name,
+        2,
+        &[
+            "--gres=gpu:2",
+            "-L",
+            "gpu:2",
+            "--time=1",
+            "-o",
+            out.to_str().unwrap(),
+            "--wrap",
+            "echo CUDA=$CUDA_VISIBLE_DEVICES; sleep 5",
+        ],
+    );
+    let wait = Duration::from_secs((start - Utc::now().timestamp()).max(0) as u64 + 30);
+    let ran = eventually(wait, async || std::fs::read_to_string(&out).is_ok_and(|t| t.contains("CUDA="))).await;
+    assert!(ran, "the GPU job did not start in its reservation: {:?}", job_state(&gpu, &id));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text.lines().next().unwrap().trim(), "CUDA=0,1", "{text}");
+    let outside =
+        gpu.run("sbatch", &["--parsable", "-n", "1", "-L", "gpu:1", "--time=1", "-o", "/dev/null", "--wrap", "true"]);
+    assert!(outside.status.success(), "{}", String::from_utf8_lossy(&outside.stderr));
+    let outside = String::from_utf8_lossy(&outside.stdout).trim().to_owned();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    if Utc::now().timestamp() < end - 2 {
+        assert_eq!(job_state(&gpu, &outside), ("PENDING".to_owned(), "Licenses".to_owned()));
+    }
+    gpu.run("scancel", &[&outside]);
+    let finished = eventually(Duration::from_secs(30), async || job_state_of(&gpu, &id) == "COMPLETED").await;
+    assert!(finished, "{}", job_state_of(&gpu, &id));
+    drop(server);
+}
+
+/// Issue 45, test 6: `kill -9` (a fault-injection abort) of the all-in-one service at each
+/// step of a modification of a job at the Slurm site (before Slurm is touched, after Slurm's
+/// reservation was grown to hold both shapes, after the durable decision, after the commit),
+/// then a restart: the plan is committed in its old shape (before the decision) or its new
+/// one (after it), and Slurm holds exactly that shape under the plan's reservation name, the
+/// same name throughout. Each change shrinks the CPUs and lengthens the window, so that the
+/// grown reservation (both shapes) is neither: before, the restart found it so and broke the
+/// plan.
+#[tokio::test]
+async fn a_crash_at_each_step_of_a_modification_at_a_slurm_site_leaves_one_shape_in_slurm() {
+    use crate::support::serve::{Launch, Server, ADMIN as PROC_ADMIN};
+    let _machine = crate::support::machine::reserve("crash").await;
+    let cluster = SlurmCluster::start(CPUS);
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let db = crate::support::TestDb::new().await;
+    let launch = |crash_at: Option<&str>, sync_s: &str| {
+        let args = [
+            "--slurm",
+            "s1=batch",
+            "--slurm-conf",
+            cluster.conf.to_str().unwrap(),
+            "--slurm-default-user",
+            "root",
+            "--slurm-sync-s",
+            sync_s,
+        ];
+        Server::launch(&Launch {
+            db: db.url.clone(),
+            grid: Some(grid.clone()),
+            args: args.map(str::to_owned).to_vec(),
+            crash_at: crash_at.map(str::to_owned),
+            log: None,
+        })
+    };
+    let first = launch(None, "3600");
+    // An hour ahead: the reservation has not started, so Slurm can change its cores too.
+    let body = job_at("crash-modify", 12, 600, Utc::now().timestamp() / 60 * 60 + 3600);
+    let r = first.api().post("/v1/plans", PROC_ADMIN, &body).await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let mut current: Value = r.json().await.unwrap();
+    assert_eq!((current["status"].as_str(), current["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)));
+    let name = current["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    let id = current["id"].as_str().unwrap().to_owned();
+    first.kill();
+    let shape = |plan: &Value| {
+        let j = &plan["jobs"][0];
+        (time(&j["start"]), time(&j["end"]), j["cpus"].as_u64().unwrap())
+    };
+    let points =
+        [("after-prepare", false), ("after-slurm-reshape", false), ("after-decision", true), ("after-commit", true)];
+    for (step, (point, survives)) in points.into_iter().enumerate() {
+        let crashing = launch(Some(point), "3600");
+        let (cpus, duration_s) = (if step % 2 == 0 { 10 } else { 12 }, 600 + 60 * (step as i64 + 1));
+        let change = json!({"jobs": [{"name": "A", "cpus": cpus, "duration_s": duration_s}]});
+        let send = crashing
+            .api()
+            .client
+            .patch(format!("{}/v1/plans/{id}", crashing.url))
+            .bearer_auth(PROC_ADMIN)
+            .json(&change)
+            .send();
+        let r = tokio::time::timeout(Duration::from_secs(30), send).await;
+        assert!(matches!(r, Ok(Err(_))), "{point}: the request ends with the process: {r:?}");
+        crashing.wait_for_crash();
+
+        let server = launch(None, "1");
+        let api = server.api();
+        let now: Value = api.json(&format!("/v1/plans/{id}"), PROC_ADMIN).await;
+        assert_eq!(now["status"], "committed", "{point}: {now}");
+        assert_eq!(now["jobs"][0]["reservation_name"], name.as_str(), "{point}: {now}");
+        let (start, end, booked_cpus) = shape(&now);
+        if survives {
+            assert_eq!((end - start, booked_cpus), (duration_s, cpus as u64), "{point}: the plan as modified: {now}");
+        } else {
+            assert_eq!(shape(&now), shape(&current), "{point}: the plan as it was: {now}");
+        }
+        // Within a sync or two (1 s), Slurm holds exactly that shape under that name.
+        let exact = eventually(Duration::from_secs(15), async || {
+            let ours = cluster.ours();
+            ours.len() == 1 && ours[0].name == name && (ours[0].start, ours[0].end, ours[0].cpus) == shape(&now)
+        })
+        .await;
+        assert!(exact, "{point}: Slurm has {:?}, the plan {:?}", cluster.ours(), shape(&now));
+        let later: Value = api.json(&format!("/v1/plans/{id}"), PROC_ADMIN).await;
+        assert_eq!(later["status"], "committed", "{point}: not broken by what the crash left in Slurm: {later}");
+        // What the restart gave back: the grown reservation, left by a crash between Slurm's
+        // growth and its shrink.
+        let reshaped = usize::from(matches!(point, "after-slurm-reshape" | "after-decision"));
+        let metrics = api.metrics().await;
+        let line = format!("coreserve_slurm_reconciled_total{{site=\"s1\",action=\"reshaped\"}} {reshaped}");
+        assert!(metrics.contains(&line), "{point}: {line} in {metrics}");
+        assert!(metrics.contains("coreserve_slurm_broken_reservations{site=\"s1\"} 0"), "{point}: {metrics}");
+        current = later;
+        server.kill();
+    }
+}
+
+/// Issue 45, metrics: a reservation Slurm will not delete (a job was submitted into it) is
+/// not counted as deleted: the cancelled plan's reservation stays in Slurm with its job,
+/// counted in `coreserve_slurm_strays_in_use` at every sync, and is deleted (and counted
+/// `stray_deleted`) only once the job is gone. Before, each refused delete counted as deleted.
+#[tokio::test]
+async fn a_delete_slurm_refuses_is_retried_and_not_counted_as_deleted() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |_| {}).await;
+    let plan = submit(&app, &one_job("in-use", 2, 600)).await;
+    assert_eq!((plan["status"].as_str(), plan["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)));
+    let name = plan["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    let job = sbatch(&cluster, &name, 2, &["--time=5", "--wrap", "sleep 300"]);
+    let r = app
+        .call(reqwest::Method::DELETE, &format!("/v1/plans/{}", plan["id"].as_str().unwrap()), Some(ADMIN), None)
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let stray = |n: u64| format!("coreserve_slurm_strays_in_use{{site=\"s1\"}} {n}");
+    let deleted = |n: u64| format!("coreserve_slurm_reconciled_total{{site=\"s1\",action=\"stray_deleted\"}} {n}");
+    let kept = eventually(Duration::from_secs(10), async || app.metrics().await.contains(&stray(1))).await;
+    assert!(kept, "{}", app.metrics().await);
+    // Several syncs later: still there, with its job, and never counted as deleted.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let metrics = app.metrics().await;
+    assert!(metrics.contains(&stray(1)) && metrics.contains(&deleted(0)), "{metrics}");
+    assert!(cluster.ours().iter().any(|r| r.name == name), "{:?}", cluster.ours());
+    assert!(["PENDING", "RUNNING"].contains(&job_state(&cluster, &job).0.as_str()), "{:?}", job_state(&cluster, &job));
+    // The job gone, the next sync deletes it, once.
+    cluster.run("scancel", &[&job]);
+    let gone = eventually(Duration::from_secs(20), async || {
+        let m = app.metrics().await;
+        cluster.ours().is_empty() && m.contains(&deleted(1)) && m.contains(&stray(0))
+    })
+    .await;
+    assert!(gone, "{:?} {}", cluster.ours(), app.metrics().await);
+}

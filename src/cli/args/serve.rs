@@ -344,7 +344,7 @@ impl ServeArgs {
         }
         let tables: std::collections::BTreeMap<String, SiteTable> = match &self.slurm_site_tables {
             Some(json) => serde_json::from_str(json)
-                .map_err(|e| anyhow::anyhow!("[sites.SITE.slurm] settings: {e} (keys: partition, slurm_conf, scontrol, users, default_user, prefix, sync_s)"))?,
+                .map_err(|e| anyhow::anyhow!("[sites.SITE.slurm] settings: {e} (keys: partition, slurm_conf, scontrol, users, default_user, prefix, sync_s, gpu_licenses)"))?,
             None => Default::default(),
         };
         let mut given: Vec<(String, crate::lis::slurm::SlurmConfig)> = Vec::new();
@@ -363,6 +363,7 @@ impl ServeArgs {
                 default_user: self.slurm_default_user.clone(),
                 prefix: self.slurm_prefix.clone(),
                 sync_s: self.slurm_sync_s,
+                gpu_licenses: Default::default(),
             };
             given.push((site, config));
         }

@@ -11,11 +11,16 @@ use coreserve::lis::slurm::{parse_reservations, SlurmConfig, SlurmReservation, D
 /// The partition `scripts/slurm-local` makes.
 pub const PARTITION: &str = "batch";
 
-/// One local Slurm cluster (one node of `cpus` cores, partition [`PARTITION`]).
+/// The license a cluster started with GPUs counts them by (`scripts/slurm-local`).
+pub const GPU_LICENSE: &str = "gpu";
+
+/// One local Slurm cluster (one node of `cpus` cores, and maybe GPUs).
 pub struct SlurmCluster {
     dir: PathBuf,
     /// Its slurm.conf (`SLURM_CONF`).
     pub conf: PathBuf,
+    /// Its partition.
+    pub partition: String,
 }
 
 fn script() -> PathBuf {
@@ -26,9 +31,22 @@ impl SlurmCluster {
     /// Starts a cluster whose node has `cpus` cores. Panics, with the script's words, when
     /// Slurm cannot start (e.g. `slurm-wlm` or `munge` not installed: `.ci/test` installs them).
     pub fn start(cpus: u32) -> SlurmCluster {
+        SlurmCluster::start_with(cpus, PARTITION, 0)
+    }
+
+    /// Starts a cluster whose node has `cpus` cores and declares `gpus` GPUs (`Gres=gpu:N`, no
+    /// real device; counted by license [`GPU_LICENSE`]), partition `partition`. Panics as
+    /// [`SlurmCluster::start`].
+    pub fn start_with(cpus: u32, partition: &str, gpus: u32) -> SlurmCluster {
         let dir = tempfile::Builder::new().prefix("coreserve-slurm.").tempdir().unwrap().keep();
-        let out =
-            Command::new(script()).args(["start"]).arg(&dir).arg(cpus.to_string()).arg(PARTITION).output().unwrap();
+        let out = Command::new(script())
+            .args(["start"])
+            .arg(&dir)
+            .arg(cpus.to_string())
+            .arg(partition)
+            .arg(gpus.to_string())
+            .output()
+            .unwrap();
         assert!(
             out.status.success(),
             "scripts/slurm-local start failed (the Slurm tests need Debian's slurm-wlm and munge, and root):\n{}{}",
@@ -36,7 +54,7 @@ impl SlurmCluster {
             String::from_utf8_lossy(&out.stderr)
         );
         let conf = dir.join("slurm.conf");
-        SlurmCluster { dir, conf }
+        SlurmCluster { dir, conf, partition: partition.to_owned() }
     }
 
     /// A Slurm site's configuration for this cluster: every coreserve user books as `root`,
@@ -46,7 +64,7 @@ impl SlurmCluster {
             slurm_conf: Some(self.conf.clone()),
             default_user: Some("root".into()),
             sync_s,
-            ..SlurmConfig::new(PARTITION)
+            ..SlurmConfig::new(self.partition.clone())
         }
     }
 
