@@ -12,7 +12,7 @@ use crate::support::{problem, TestApp, ADMIN};
 #[tokio::test]
 async fn an_oversized_body_is_a_413_problem_everywhere() {
     let app = TestApp::spawn().await;
-    let huge = format!("{{\"x\": \"{}\"}}", "x".repeat(300 * 1024));
+    let huge = format!("{{\"x\": \"{}\"}}", "x".repeat(5 * 1024 * 1024));
     for (method, path) in [
         (reqwest::Method::POST, "/v1/tokens"),
         (reqwest::Method::PUT, "/v1/sites/s1"),
