@@ -9,8 +9,8 @@ use coreserve::check::check_outcomes;
 use coreserve::clock::ManualClock;
 use coreserve::in_process::InProcessGrid;
 use coreserve::model::{
-    from_time, GpuPool, Grid, Link, Node, NodeId, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod,
-    SelectionPolicy, Site, SiteAttributes,
+    from_time, GpuPool, Grid, Link, Node, NodeId, Outcome, OutcomeStatus, PlanRequest, RawPlanRequest,
+    ReservationMethod, SelectionPolicy, Site, SiteAttributes,
 };
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
@@ -201,6 +201,43 @@ fn workflow_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
         })
 }
 
+/// Three planners (`method` and `policy`: indices into every variant) race on all of `reqs` at
+/// once over one in-process grid: the outcomes, in request order, and the holds left after.
+fn race(grid: &Grid, reqs: &[PlanRequest], method: usize, policy: usize) -> (Vec<Outcome>, usize) {
+    let (method, policy) = (ReservationMethod::ALL[method], SelectionPolicy::ALL[policy]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    rt.block_on(async {
+        let local = InProcessGrid::new(grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+        let planners: Vec<Arc<Planner>> = (0..3)
+            .map(|p| {
+                let cfg = PlannerConfig {
+                    name: format!("p{p}"),
+                    w_interval_s: 600,
+                    policy,
+                    method,
+                    seed: p,
+                    ..Default::default()
+                };
+                Arc::new(Planner::new(cfg, local.services()))
+            })
+            .collect();
+        let tasks: Vec<_> = reqs
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, r)| {
+                let p = planners[i % 3].clone();
+                tokio::spawn(async move { p.plan(&r).await })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for t in tasks {
+            outcomes.push(t.await.unwrap());
+        }
+        (outcomes, local.holds_outstanding())
+    })
+}
+
 fn batch() -> impl Strategy<Value = Vec<PlanRequest>> {
     (4usize..14).prop_flat_map(|n| (0..n).map(request_strategy).collect::<Vec<_>>())
 }
@@ -216,26 +253,7 @@ proptest! {
 
     #[test]
     fn competing_planners_never_overbook(grid in grid_strategy(), reqs in batch(), method in 0usize..3, policy in 0usize..4) {
-        let method = ReservationMethod::ALL[method];
-        let policy = SelectionPolicy::ALL[policy];
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
-        let (outcomes, outstanding) = rt.block_on(async {
-            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
-            let planners: Vec<Arc<Planner>> = (0..3)
-                .map(|p| Arc::new(Planner::new(
-                    PlannerConfig { name: format!("p{p}"), w_interval_s: 600, policy, method, seed: p, ..Default::default() },
-                    local.services(),
-                )))
-                .collect();
-            // All requests at once: three planners race on every one of them.
-            let tasks: Vec<_> = reqs.iter().cloned().enumerate().map(|(i, r)| {
-                let p = planners[i % 3].clone();
-                tokio::spawn(async move { p.plan(&r).await })
-            }).collect();
-            let mut outcomes = Vec::new();
-            for t in tasks { outcomes.push(t.await.unwrap()); }
-            (outcomes, local.holds_outstanding())
-        });
+        let (outcomes, outstanding) = race(&grid, &reqs, method, policy);
         let violations = check_outcomes(&grid, &reqs, &outcomes, 600);
         prop_assert!(violations.is_empty(), "{:?}", violations);
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
@@ -255,24 +273,7 @@ proptest! {
         method in 0usize..3,
         policy in 0usize..4,
     ) {
-        let (method, policy) = (ReservationMethod::ALL[method], SelectionPolicy::ALL[policy]);
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
-        let (outcomes, outstanding) = rt.block_on(async {
-            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
-            let planners: Vec<Arc<Planner>> = (0..3)
-                .map(|p| Arc::new(Planner::new(
-                    PlannerConfig { name: format!("p{p}"), w_interval_s: 600, policy, method, seed: p, ..Default::default() },
-                    local.services(),
-                )))
-                .collect();
-            let tasks: Vec<_> = reqs.iter().cloned().enumerate().map(|(i, r)| {
-                let p = planners[i % 3].clone();
-                tokio::spawn(async move { p.plan(&r).await })
-            }).collect();
-            let mut outcomes = Vec::new();
-            for t in tasks { outcomes.push(t.await.unwrap()); }
-            (outcomes, local.holds_outstanding())
-        });
+        let (outcomes, outstanding) = race(&grid, &reqs, method, policy);
         let violations = check_outcomes(&grid, &reqs, &outcomes, 600);
         prop_assert!(violations.is_empty(), "{:?}", violations);
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
