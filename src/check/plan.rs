@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 
 use super::{PlanViolation, Resources};
 use crate::model::{
-    from_time, to_time, ComputeDemand, Grid, JobPlacement, Link, LinkId, Outcome, PlanRequest, Site, TransferMode,
-    TransferPlacement, Unmet,
+    from_time, to_time, ComputeDemand, Grid, JobPlacement, Link, LinkId, NetworkDemand, Outcome, PlanRequest, Site,
+    TransferMode, TransferPlacement, Unmet,
 };
 
 /// Relative tolerance of the cost comparison.
@@ -158,6 +158,12 @@ pub(super) fn check_committed(
                     });
                 }
             }
+            // The length the request asks for, read from it as given (not from its layout).
+            let length_s = to_time(&p.end) - to_time(&p.start);
+            let expected_s = j.duration_s + j.slack_s.unwrap_or(req.raw().slack_s);
+            if ps.len() == 1 && length_s != expected_s {
+                out.push(PlanViolation::WrongLength { job: j.name.clone(), length_s, expected_s });
+            }
         }
     }
 
@@ -215,6 +221,7 @@ pub(super) fn check_committed(
                     });
                 }
             }
+            transfer_in_place(d, p, &unique, out);
             let node =
                 |job: &str| unique.get(job).and_then(|jp| res.sites.get(jp.site.as_str())).map(|s| s.node.as_str());
             if let (Some(a), Some(b)) = (node(from), node(to)) {
@@ -225,7 +232,7 @@ pub(super) fn check_committed(
         }
     }
 
-    check_workflow(req, &unique, o, out);
+    check_dependencies(req, &unique, out);
 
     // deadline: the latest end of anything placed
     let ends = o
@@ -248,24 +255,17 @@ pub(super) fn check_committed(
     }
 }
 
-/// The workflow's rules, read from the request as given (not from its layout): every job's
-/// reservation lasts its `duration_s` plus its slack; a job starts at least
-/// `dependency_gap_s` after each job it is `after` (or receives a staged transfer from) ends;
-/// a staged transfer lies between its producer's end and its consumer's start, a concurrent
-/// one inside both jobs; a transfer with `size_mb` lasts long enough to move it.
-fn check_workflow(req: &PlanRequest, unique: &HashMap<&str, &JobPlacement>, o: &Outcome, out: &mut Vec<PlanViolation>) {
+/// The workflow's dependencies, read from the request as given (not from its layout): a job
+/// starts at least `dependency_gap_s` after each job it is `after` (or receives a staged
+/// transfer from) ends.
+fn check_dependencies(req: &PlanRequest, unique: &HashMap<&str, &JobPlacement>, out: &mut Vec<PlanViolation>) {
     let raw = req.raw();
-    let secs = |a: &DateTime<Utc>, b: &DateTime<Utc>| to_time(b) - to_time(a);
     for j in &raw.jobs {
         let Some(p) = unique.get(j.name.as_str()) else { continue };
-        let expected_s = j.duration_s + j.slack_s.unwrap_or(raw.slack_s);
-        if secs(&p.start, &p.end) != expected_s {
-            out.push(PlanViolation::WrongLength { job: j.name.clone(), length_s: secs(&p.start, &p.end), expected_s });
-        }
         let staged = raw.transfers.iter().filter(|t| t.to == j.name && t.mode == TransferMode::Staged);
         for before in j.after.iter().chain(staged.map(|t| &t.from)) {
             let Some(b) = unique.get(before.as_str()) else { continue };
-            if secs(&b.end, &p.start) < raw.dependency_gap_s {
+            if to_time(&p.start) - to_time(&b.end) < raw.dependency_gap_s {
                 out.push(PlanViolation::DependencyBroken {
                     job: j.name.clone(),
                     after: before.clone(),
@@ -276,38 +276,38 @@ fn check_workflow(req: &PlanRequest, unique: &HashMap<&str, &JobPlacement>, o: &
             }
         }
     }
-    // Transfers by their ends, in order, as placed.
-    let mut placed: HashMap<(&str, &str), Vec<&TransferPlacement>> = HashMap::new();
-    for p in &o.transfers {
-        placed.entry((p.from.as_str(), p.to.as_str())).or_default().push(p);
+}
+
+/// Transfer `t` placed as `p`, by the request as given: a staged transfer lies between its
+/// producer's end and its consumer's start, a concurrent one inside both jobs; with `size_mb`,
+/// it lasts long enough to move it.
+fn transfer_in_place(
+    t: &NetworkDemand,
+    p: &TransferPlacement,
+    unique: &HashMap<&str, &JobPlacement>,
+    out: &mut Vec<PlanViolation>,
+) {
+    let (Some(a), Some(b)) = (unique.get(t.from.as_str()), unique.get(t.to.as_str())) else { return };
+    let broken = match t.mode {
+        TransferMode::Staged => (p.start < a.end || p.end > b.start)
+            .then(|| format!("not between `{}`'s end and `{}`'s start", t.from, t.to)),
+        TransferMode::Concurrent => [a, b]
+            .into_iter()
+            .find(|j| p.start < j.start || p.end > j.end)
+            .map(|j| format!("not inside job `{}`", j.name)),
+    };
+    if let Some(detail) = broken {
+        out.push(PlanViolation::TransferOutOfPlace { from: t.from.clone(), to: t.to.clone(), detail });
     }
-    let mut next: HashMap<(&str, &str), usize> = HashMap::new();
-    for t in &raw.transfers {
-        let key = (t.from.as_str(), t.to.as_str());
-        let k = next.entry(key).or_default();
-        let Some(p) = placed.get(&key).and_then(|ps| ps.get(*k)) else { continue };
-        *k += 1;
-        let (Some(a), Some(b)) = (unique.get(key.0), unique.get(key.1)) else { continue };
-        let broken = match t.mode {
-            TransferMode::Staged => (p.start < a.end || p.end > b.start)
-                .then(|| format!("not between `{}`'s end and `{}`'s start", t.from, t.to)),
-            TransferMode::Concurrent => [a, b]
-                .into_iter()
-                .find(|j| p.start < j.start || p.end > j.end)
-                .map(|j| format!("not inside job `{}`", j.name)),
-        };
-        if let Some(detail) = broken {
-            out.push(PlanViolation::TransferOutOfPlace { from: t.from.clone(), to: t.to.clone(), detail });
-        }
-        if let Some(size) = t.size_mb {
-            let needed_s = (size * 8.0 / t.bandwidth_mbps as f64).ceil() as i64;
-            if secs(&p.start, &p.end) < needed_s {
-                out.push(PlanViolation::TransferOutOfPlace {
-                    from: t.from.clone(),
-                    to: t.to.clone(),
-                    detail: format!("too short: {} s for {size} MB (needs {needed_s} s)", secs(&p.start, &p.end)),
-                });
-            }
+    if let Some(size) = t.size_mb {
+        let (length_s, needed_s) =
+            (to_time(&p.end) - to_time(&p.start), (size * 8.0 / t.bandwidth_mbps as f64).ceil() as i64);
+        if length_s < needed_s {
+            out.push(PlanViolation::TransferOutOfPlace {
+                from: t.from.clone(),
+                to: t.to.clone(),
+                detail: format!("too short: {length_s} s for {size} MB (needs {needed_s} s)"),
+            });
         }
     }
 }
