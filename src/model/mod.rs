@@ -37,4 +37,5 @@ pub use request::{
     TransferMode, MAX_DURATION_S, MAX_OFFSET_S, MAX_SIZE_MB,
 };
 pub use text::{check_text, TextError, UnknownValue, MAX_TEXT_CHARS};
+pub(crate) use time::is_zero_s;
 pub use time::{from_time, rfc3339, to_time, Time};

@@ -48,16 +48,12 @@ pub struct JobPlacement {
     pub after: Vec<String>,
     /// Seconds of the reservation after the job's run time, for an engine that starts it
     /// late (absent: 0).
-    #[serde(default, skip_serializing_if = "is_zero_s")]
+    #[serde(default, skip_serializing_if = "super::is_zero_s")]
     pub slack_s: i64,
 }
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
-}
-
-fn is_zero_s(x: &i64) -> bool {
-    *x == 0
 }
 
 impl JobPlacement {

@@ -324,15 +324,11 @@ pub struct RawPlanRequest {
     pub method: Option<ReservationMethod>,
     /// Seconds kept at least between a job's end and the start of a job `after` it (the
     /// time a workflow engine needs to notice the end and submit the next job). Default 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero_s")]
     pub dependency_gap_s: i64,
     /// Every job's `slack_s` unless it gives its own. Default 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero_s")]
     pub slack_s: i64,
-}
-
-fn is_zero(x: &i64) -> bool {
-    *x == 0
 }
 
 /// A validated reservation-plan request (docs/model.md): an undirected graph whose vertices are

@@ -15,6 +15,12 @@ pub fn from_time(t: Time) -> DateTime<Utc> {
     Utc.timestamp_opt(t, 0).single().expect("time within chrono's range")
 }
 
+/// Is a number of seconds 0? (serde's `skip_serializing_if` for the optional `_s` fields
+/// whose default is 0.)
+pub(crate) fn is_zero_s(x: &i64) -> bool {
+    *x == 0
+}
+
 /// `t` as RFC 3339 UTC text, whole seconds, `Z` (how messages for people show an instant;
 /// never epoch seconds). An instant outside chrono's range is shown as its epoch seconds.
 pub fn rfc3339(t: &Time) -> String {

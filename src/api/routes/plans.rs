@@ -68,11 +68,11 @@ pub struct PlanBody {
     /// Seconds kept at least between a job's end and the start of a job `after` it (what a
     /// workflow engine needs to notice the end and submit the next job), in `0 ..=
     /// 3153600000`. Default 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero_s")]
     #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub dependency_gap_s: i64,
     /// Every job's `slack_s` unless it gives its own, in `0 ..= 3153600000`. Default 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero_s")]
     #[schema(minimum = 0, maximum = 3153600000_i64)]
     pub slack_s: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -197,10 +197,6 @@ pub struct ListQuery {
     pub to: Option<DateTime<Utc>>,
     /// Only the plans of this request id (the body's `id`, echoed as `request_id`).
     pub request_id: Option<String>,
-}
-
-fn is_zero(x: &i64) -> bool {
-    *x == 0
 }
 
 /// The name of the idempotency header.
