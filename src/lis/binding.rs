@@ -62,6 +62,11 @@ pub(crate) struct LocalState {
     /// Windows Slurm refused, blocked in the CPU calendar until the next sync (so that the
     /// planner's next search does not offer them again).
     learned: Vec<SpanId>,
+    /// Committed holds whose reservation this process grew to both shapes for a replacement:
+    /// while no replacement of it is pending, a reservation still so grown is given back its
+    /// own shape (at once when the replacement ended while Slurm grew it, else at the next
+    /// sync: a lapsed replacement), never taken for drift.
+    pub(super) grown: HashSet<HoldId>,
 }
 
 /// One step [`Lis::ensure_local`] takes in Slurm.
@@ -69,9 +74,9 @@ pub(crate) struct LocalState {
 enum Todo {
     /// Make hold `.0`'s reservation.
     Create(HoldId, NewReservation),
-    /// Grow replacement hold `hold`'s reservation `name` (the replaced one's) to `target`
-    /// (its GPUs of `license`).
-    Reshape { hold: HoldId, name: String, target: Shape, user: String, license: Option<String> },
+    /// Grow replacement hold `hold`'s reservation `name` (that of `old`, the one it replaces)
+    /// to `target` (its GPUs of `license`).
+    Reshape { hold: HoldId, old: HoldId, name: String, target: Shape, user: String, license: Option<String> },
 }
 
 /// A reservation not made by coreserve, as blocked in the calendars.
@@ -309,7 +314,7 @@ impl Lis {
             // `booked.spans` are the replaced reservation's until the commit.
             Some(g) => {
                 let new = Self::requested_shape(&g.request);
-                Todo::Reshape { hold, name, target: shape.union(new), user: user.clone(), license }
+                Todo::Reshape { hold, old: g.replaces, name, target: shape.union(new), user: user.clone(), license }
             }
             None => Todo::Create(
                 hold,
@@ -350,13 +355,23 @@ impl Lis {
             .collect();
         let mut first = None;
         for t in reshapes {
-            let Todo::Reshape { hold, name, target, user, license } = t else { continue };
+            let Todo::Reshape { hold, old, name, target, user, license } = t else { continue };
             match self.reshape(slurm, &name, target, &user, license.as_deref()).await {
                 Ok(()) => {
                     crash_point("after-slurm-reshape");
-                    let mut st = self.state();
-                    if st.holds.get(hold).is_some() {
-                        st.local.created.insert(hold);
+                    let give_back = {
+                        let mut st = self.state();
+                        st.local.grown.insert(old);
+                        if st.holds.get(hold).is_some() {
+                            st.local.created.insert(hold);
+                            None
+                        } else {
+                            // Aborted or lapsed while Slurm grew it: nobody will decide it.
+                            self.own_shape(&st, slurm, old)
+                        }
+                    };
+                    if let Some((name, shape, user, license)) = give_back {
+                        self.give_back(slurm, old, &name, shape, &user, license.as_deref()).await;
                     }
                 }
                 Err(e) => {
@@ -509,7 +524,7 @@ impl Lis {
         enum Then {
             Nothing,
             Delete(String),
-            Restore(String, Shape, String, Option<String>),
+            Restore(HoldId, String, Shape, String, Option<String>),
         }
         let then = {
             let mut st = self.state.lock().expect("LIS state lock");
@@ -521,15 +536,16 @@ impl Lis {
             let name = Self::name_in(&st, slurm, hold);
             let user = st.local.users.remove(&hold);
             st.local.broken.remove(&hold);
+            st.local.grown.remove(&hold);
             st.local.names.remove(&hold);
             let made = st.local.created.remove(&hold);
             match st.local.replacing.remove(&hold) {
                 // A replacement hold: its reservation is still the replaced one's.
-                Some(old) => match st.holds.get(old) {
-                    Some((HoldState::Committed, b)) if b.growth.is_none() => {
-                        match (self.booked_shape(&st, slurm, b), user) {
-                            (Some((shape, license)), Some(user)) => Then::Restore(name, shape, user, license),
-                            _ => Then::Nothing,
+                Some(old) => match (st.holds.get(old), user) {
+                    (Some((HoldState::Committed, b)), Some(user)) if b.growth.is_none() => {
+                        match self.booked_shape(&st, slurm, b) {
+                            Some((shape, license)) => Then::Restore(old, name, shape, user, license),
+                            None => Then::Nothing,
                         }
                     }
                     _ => Then::Nothing,
@@ -541,10 +557,33 @@ impl Lis {
         match then {
             Then::Nothing => {}
             Then::Delete(name) => self.delete_local(slurm, &name).await,
-            Then::Restore(name, shape, user, license) => {
-                if let Err(e) = self.reshape(slurm, &name, shape, &user, license.as_deref()).await {
-                    tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "a reservation could not be given back its shape after its modification ended");
-                }
+            Then::Restore(old, name, shape, user, license) => {
+                self.give_back(slurm, old, &name, shape, &user, license.as_deref()).await;
+            }
+        }
+    }
+
+    /// Committed hold `old`'s reservation name, own shape, Slurm user and license, if it is a
+    /// live committed reservation (not itself a replacement).
+    fn own_shape(&self, st: &State, slurm: &Slurm, old: HoldId) -> Option<(String, Shape, String, Option<String>)> {
+        match st.holds.get(old) {
+            Some((HoldState::Committed, b)) if b.growth.is_none() => {
+                let (shape, license) = self.booked_shape(st, slurm, b)?;
+                Some((Self::name_in(st, slurm, old), shape, st.local.users.get(&old)?.clone(), license))
+            }
+            _ => None,
+        }
+    }
+
+    /// Gives reservation `name` of committed hold `old` back its own `shape` after a
+    /// modification of it ended undecided (aborted, lapsed); a failure is left to the next sync.
+    async fn give_back(&self, slurm: &Slurm, old: HoldId, name: &str, shape: Shape, user: &str, license: Option<&str>) {
+        match self.reshape(slurm, name, shape, user, license).await {
+            Ok(()) => {
+                self.state().local.grown.remove(&old);
+            }
+            Err(e) => {
+                tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "a reservation could not be given back its shape after its modification ended; the next sync tries again");
             }
         }
     }
@@ -558,6 +597,7 @@ impl Lis {
         let todo = {
             let mut st = self.state.lock().expect("LIS state lock");
             st.local.replacing.remove(&hold);
+            st.local.grown.remove(&old);
             st.local.names.remove(&old);
             st.local.users.remove(&old);
             st.local.broken.remove(&old);
@@ -685,6 +725,18 @@ impl Lis {
             }
             report.foreign = st.local.foreign.len();
 
+            // Replacements whose lease lapsed (never aborted): their growth is given back below.
+            let lapsed: Vec<HoldId> =
+                st.local.replacing.keys().copied().filter(|b| st.holds.get(*b).is_none()).collect();
+            for b in lapsed {
+                let old = st.local.replacing.remove(&b).expect("listed");
+                st.local.names.remove(&b);
+                st.local.users.remove(&b);
+                if st.local.created.remove(&b) {
+                    st.local.grown.insert(old);
+                }
+            }
+
             // coreserve's own reservations against the hold book, by name: the owner of a
             // name is the live hold it was made for (a pending replacement shares the name of
             // the reservation it replaces, which stays the owner until the commit).
@@ -727,13 +779,16 @@ impl Lis {
                     }
                 }
                 let changed = !shapes.contains(&r.shape());
-                // Not seen by this process yet, and holding more than the hold: left so by a
-                // modification that a crash interrupted after Slurm's growth (to both shapes)
-                // and before its shrink (to the decided one), in a previous life. Given back
-                // the booked shape, as a missing one is made again; anything else is drift.
+                // Holding more than the hold, with no modification of it pending: left so by a
+                // modification that ended undecided while Slurm grew it (aborted meanwhile,
+                // lapsed), or that a crash interrupted after Slurm's growth (to both shapes)
+                // and before its shrink (to the decided one), in a previous life (not seen by
+                // this process yet). Given back the booked shape, as a missing one is made
+                // again; anything else is drift.
                 let pending = st.local.replacing.values().any(|&old| old == hold);
                 let covers = r.shape().union(own) == r.shape();
-                if changed && covers && !pending && !made_before.contains(&hold) {
+                let grown_here = st.local.grown.contains(&hold);
+                if changed && covers && !pending && (grown_here || !made_before.contains(&hold)) {
                     if let Some(user) = st.local.users.get(&hold).cloned() {
                         leftovers.push((hold, r.name.clone(), own, user, own_license));
                         st.local.created.insert(hold);
@@ -794,7 +849,10 @@ impl Lis {
         }
         for (hold, name, shape, user, license) in leftovers {
             match self.reshape(slurm, &name, shape, &user, license.as_deref()).await {
-                Ok(()) => report.reshaped += 1,
+                Ok(()) => {
+                    self.state().local.grown.remove(&hold);
+                    report.reshaped += 1;
+                }
                 Err(e) => {
                     let mut st = self.state();
                     if st.holds.get(hold).is_some() && !st.local.broken.contains_key(&hold) {

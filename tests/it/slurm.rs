@@ -656,6 +656,68 @@ async fn a_modified_job_keeps_its_reservation_in_slurm() {
     assert_eq!(listed[0]["reservation_name"], name.as_str());
 }
 
+/// A modification that ends undecided after Slurm grew the reservation to both shapes (its
+/// replacement hold aborted while Slurm grew it, or its lease lapsed) gives the reservation back
+/// its own shape, and the plan stays committed. Found by running a workflow through the
+/// Snakemake plugin: an extension refused at another site left a job's reservation grown, the
+/// next sync took that for drift and the whole plan read `broken`.
+#[tokio::test]
+async fn an_undecided_modification_gives_the_reservation_back_its_shape() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |c| c.lease_s = 3).await;
+    let plan = submit(&app, &one_job("undecided-1", 4, 600)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let job = &plan["jobs"][0];
+    let (name, start, end) =
+        (job["reservation_name"].as_str().unwrap().to_owned(), time(&job["start"]), time(&job["end"]));
+    let listed = app.reservations(SITE).await;
+    let old: coreserve::protocol::HoldId = serde_json::from_value(listed[0]["hold"].clone()).unwrap();
+    let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
+    let longer = |txn| ComputeHoldRequest {
+        replaces: Some(old),
+        reservation_name: None,
+        txn,
+        site: SITE.into(),
+        cpus: 4,
+        start,
+        end: end + 120,
+        gpus: None,
+        user: None,
+    };
+    let shape = || cluster.ours().iter().map(|r| (r.name.clone(), r.start, r.end, r.cpus)).collect::<Vec<_>>();
+    let own = vec![(name.clone(), start, end, 4)];
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    // Committed (or active, once its window began), never broken.
+    let committed = async || {
+        let p = app.json(&path, ADMIN).await;
+        ["committed", "active"].iter().any(|s| p["status"] == *s) && p["jobs"][0].get("broken").is_none()
+    };
+
+    // Grown at persist, then nobody decides: the lease (3 s) lapses.
+    let h = s1.prepare(&longer(TxnId::new())).await.unwrap();
+    s1.persist(&[h.id]).await.unwrap();
+    assert_eq!(shape(), vec![(name.clone(), start, end + 120, 4)], "persist grows the reservation to both shapes");
+    let back = eventually(Duration::from_secs(20), async || shape() == own).await;
+    assert!(back, "a lapsed modification left the reservation grown: {:?}", shape());
+    tokio::time::sleep(Duration::from_secs(3)).await; // two more syncs
+    assert!(committed().await, "{}", app.json(&path, ADMIN).await);
+
+    // Aborted while Slurm grows it (the coordinator's abort racing the persist).
+    for _ in 0..3 {
+        let h = s1.prepare(&longer(TxnId::new())).await.unwrap();
+        let ids = [h.id];
+        let (_, aborted) = tokio::join!(s1.persist(&ids), async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            s1.abort(h.id).await
+        });
+        aborted.unwrap();
+        let back = eventually(Duration::from_secs(10), async || shape() == own).await;
+        assert!(back, "an aborted modification left the reservation grown: {:?}", shape());
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(committed().await, "{}", app.json(&path, ADMIN).await);
+    }
+}
+
 /// `squeue`'s state of job `id` (`RUNNING`, `PENDING`, ...) and its reason; empty once gone.
 fn job_state(cluster: &SlurmCluster, id: &str) -> (String, String) {
     let out = cluster.run("squeue", &["-h", "-j", id, "-o", "%T %r"]);
