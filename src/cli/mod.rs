@@ -10,6 +10,7 @@
 //! | [`demo`] | `demo`: real data, every variant, one table |
 //! | [`client`] | `plans`, `sites`, `availability`, `route`: the client of a running broker |
 //! | [`config_file`] | `serve --config FILE`: TOML settings as environment variables |
+//! | [`workflow`] | `workflow import`: a WfCommons instance as a plan request and a Snakefile |
 //!
 //! This module dispatches, and holds the small commands (`grid`, `workload`, `token`,
 //! `openapi`).
@@ -22,6 +23,7 @@ pub mod compare;
 pub mod config_file;
 pub mod demo;
 pub mod when;
+pub mod workflow;
 
 use std::path::Path;
 
@@ -121,6 +123,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Command::Plans(cmd) => client::plans(cmd).await,
         Command::Webhooks(cmd) => client::webhooks(cmd).await,
+        Command::Workflow(cmd) => workflow::workflow(cmd).await,
         Command::Sites { conn } => client::sites(conn).await,
         Command::Availability(a) => client::availability(a).await,
         Command::Route(a) => client::route(a).await,

@@ -33,13 +33,13 @@ fn data_files_match_their_checksums() {
         assert_eq!(hex::encode(Sha256::digest(&bytes)), hash, "{rel} differs from its published file");
         listed.push(rel.to_string());
     }
-    for dir in ["swf", "topology-zoo"] {
+    for dir in ["swf", "topology-zoo", "wfcommons"] {
         for entry in std::fs::read_dir(data(dir)).unwrap() {
             let name = format!("{dir}/{}", entry.unwrap().file_name().to_string_lossy());
             assert!(name.ends_with("LICENSE") || listed.contains(&name), "{name} has no checksum in data/SHA256SUMS");
         }
     }
-    assert_eq!(listed.len(), 6, "the SDSC-BLUE and KTH-SP2 traces and four Topology Zoo graphs");
+    assert_eq!(listed.len(), 7, "the SDSC-BLUE and KTH-SP2 traces, four Topology Zoo graphs and a WfCommons instance");
 }
 
 fn geant() -> Grid {

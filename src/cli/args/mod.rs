@@ -68,6 +68,10 @@ pub enum Command {
     /// (5xx, 408, 429; retry with the same command), 6 no connection (nothing sent).
     #[command(subcommand, after_help = after_help())]
     Plans(client::PlansCommand),
+    /// WfCommons workflows: `workflow import FILE` makes a plan request of an instance (prints
+    /// it, books it with --submit, writes its Snakefile with --snakefile).
+    #[command(subcommand)]
+    Workflow(super::workflow::WorkflowCommand),
     /// Client: webhooks, where the events of your plans are POSTed (signed; see
     /// docs/protocol.md, "Webhooks").
     #[command(subcommand)]

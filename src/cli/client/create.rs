@@ -231,17 +231,26 @@ fn request_of(a: &CreateArgs, now: DateTime<Utc>) -> Result<Value> {
     Ok(r)
 }
 
-/// `coreserve plans create`: a request from flags; a request id already booked (committed or
-/// pending) is shown instead of booked again.
+/// `coreserve plans create`: a request from flags, booked by [`book`].
 pub(super) async fn create(a: &CreateArgs) -> Result<()> {
     let body = request_of(a, Utc::now())?;
     if a.print_request {
         outln!("{body}");
         return Ok(());
     }
-    let c = Client::new(&a.conn)?;
+    book(&a.conn, &body, a.dry_run, a.idempotency_key.as_deref()).await
+}
+
+/// Books one request body (`plans create`, `workflow import --submit`) and prints the plan; a
+/// request id already booked (committed or pending) is shown instead of booked again.
+///
+/// # Errors
+/// [`Exit`] with the client's exit codes: rejected (3), refused (4), unavailable (5), no
+/// connection (6).
+pub async fn book(conn: &Connection, body: &Value, dry_run: bool, idempotency_key: Option<&str>) -> Result<()> {
+    let c = Client::new(conn)?;
     let rid = text(&body["id"]);
-    if !a.dry_run && a.idempotency_key.is_none() {
+    if !dry_run && idempotency_key.is_none() {
         let booked = c.plans_of_request(&rid).await?;
         if let Some(p) =
             booked.iter().rev().find(|p| ["committed", "active", "pending"].iter().any(|s| p["status"] == *s))
@@ -250,19 +259,19 @@ pub(super) async fn create(a: &CreateArgs) -> Result<()> {
                 "note: request id `{rid}` is already booked as plan {}; nothing new was booked (give another --id to book again)",
                 text(&p["id"])
             );
-            return print_one(&a.conn, p);
+            return print_one(conn, p);
         }
     }
-    let key = a.idempotency_key.clone().unwrap_or_else(|| derived_key(&body));
-    let s = submit_one(&c, &body, &key, a.dry_run).await?;
+    let key = idempotency_key.map_or_else(|| derived_key(body), str::to_owned);
+    let s = submit_one(&c, body, &key, dry_run).await?;
     let Some(answer) = s.answer.filter(|_| s.error.is_none()) else {
         return Err(Exit { code: s.code.max(1), message: format!("error: {}", s.error.unwrap_or_default()) }.into());
     };
-    print_one(&a.conn, &answer.body)?;
-    if a.conn.out() == Output::Table && answer.body["status"] == "committed" {
+    print_one(conn, &answer.body)?;
+    if conn.out() == Output::Table && answer.body["status"] == "committed" {
         eprintln!(
             "timeline: {}/ui#plan={} (paste your token there)",
-            a.conn.server.trim_end_matches('/'),
+            conn.server.trim_end_matches('/'),
             text(&answer.body["id"])
         );
     }

@@ -54,8 +54,9 @@ mod submit;
 mod watch;
 mod webhooks;
 
-pub use create::CreateArgs;
+pub use create::{book, CreateArgs};
 pub use plans::{plans, ModifyArgs, PlansCommand};
+pub use render::rfc3339;
 pub use sites::{availability, route, sites, AvailabilityArgs, RouteArgs};
 pub use submit::{derived_key, MAX_REQUEST_BYTES};
 pub use webhooks::{webhooks, WebhooksCommand};

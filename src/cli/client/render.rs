@@ -66,7 +66,7 @@ pub(super) fn table(header: &[&str], rows: &[Vec<String>]) {
 
 /// An instant as RFC 3339 UTC to the second (`2026-11-27T09:00:00Z`), for queries and request
 /// bodies.
-pub(super) fn rfc3339(t: DateTime<Utc>) -> String {
+pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
