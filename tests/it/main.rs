@@ -8,6 +8,7 @@ mod api;
 mod budget;
 mod crash;
 mod dataplane;
+mod engine;
 mod events;
 mod faults;
 mod hardening;

@@ -1,0 +1,484 @@
+"""Snakemake executor plugin `coreserve`: the whole DAG booked in advance through a coreserve
+service, every job run on its site's Slurm cluster inside its reservation.
+
+Built on `snakemake-executor-plugin-slurm`: the sbatch command line, its settings and its job
+status codes are that plugin's; this one adds, per job, the site's `SLURM_CONF`, the reservation
+the plan gave it (`--reservation`, looked up at submit time, so a modified or re-planned job goes
+where the plan says now) and a time limit that ends with the reservation. Before the first job
+it books the DAG (`--coreserve-request FILE` from `coreserve workflow import`, or the DAG itself:
+each job's threads, `runtime_s` / `runtime` and the `output_mb` it hands its successors); while
+jobs run it extends a job that nears its booked end (and moves what depends on it), re-plans what
+has not started when the plan breaks, and at the end, or on failure, cancels what is left.
+
+Settings (`--coreserve-NAME` flags, or a profile's `coreserve-NAME:`): `url`, `token`
+(also `CORESERVE_URL`, `CORESERVE_TOKEN`), `clusters` (`SITE=SLURM_CONF,...`), `request`,
+`os`, `deadline_s`, `gap_s`, `slack_s`, `extend_before_s`, `extend_by_s`, `bandwidth_mbps`.
+The engine author's guide is docs/engines.md of the coreserve repository.
+"""
+
+
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Generator, List, Optional
+
+import snakemake_executor_plugin_slurm as slurm
+from snakemake_executor_plugin_slurm import Executor as SlurmExecutor
+from snakemake_executor_plugin_slurm import ExecutorSettings as SlurmExecutorSettings
+from snakemake_interface_common.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+from snakemake_interface_executor_plugins.settings import CommonSettings
+
+from .broker import Broker, BrokerError
+from .plan import DagJob, Placement, extension, job_name, placements, replan_request, request_from_dag
+
+__all__ = ["Executor", "ExecutorSettings", "common_settings"]
+
+
+def _setting(help: str, default=None):
+    return field(default=default, metadata={"help": help, "env_var": False, "required": False})
+
+
+@dataclass
+class ExecutorSettings(SlurmExecutorSettings):
+    """The Slurm executor's settings, and coreserve's."""
+
+    url: Optional[str] = _setting("The coreserve service's base URL (default: $CORESERVE_URL).")
+    token: Optional[str] = _setting("Bearer token for the service (default: $CORESERVE_TOKEN).")
+    clusters: Optional[str] = _setting(
+        "Each site's Slurm cluster, SITE=SLURM_CONF[,SITE=SLURM_CONF...]: a job booked at SITE is "
+        "submitted with that SLURM_CONF."
+    )
+    request: Optional[str] = _setting(
+        "Book this plan request (JSON, e.g. from `coreserve workflow import`) instead of one made "
+        "from the DAG; Snakemake jobs are matched to its jobs by the `coreserve_job` resource."
+    )
+    os: str = _setting("Every job's operating system, when booking from the DAG.", "linux")
+    deadline_s: int = _setting("The plan's deadline, seconds from now.", 86400)
+    gap_s: Optional[int] = _setting(
+        "dependency_gap_s: seconds kept between a job's end and its successors' start. Default: "
+        "measured (a probe job's submit-to-start time plus the status check interval)."
+    )
+    slack_s: Optional[int] = _setting(
+        "slack_s: seconds reserved after each job's run. Default: measured (the probe's "
+        "start-up time of Snakemake inside a job, and its submit-to-start time)."
+    )
+    extend_before_s: int = _setting("Extend a running job this many seconds before its booked end.", 20)
+    extend_by_s: int = _setting("Each extension adds this many seconds (and moves the successors).", 60)
+    bandwidth_mbps: int = _setting("Bandwidth of the staged transfers booked from `output_mb`.", 1000)
+
+
+common_settings = CommonSettings(
+    non_local_exec=True,
+    implies_no_shared_fs=False,
+    job_deploy_sources=False,
+    pass_default_storage_provider_args=True,
+    pass_default_resources_args=True,
+    pass_envvar_declarations_to_cmd=False,
+    auto_deploy_default_storage_provider=False,
+    init_seconds_before_status_checks=1,
+)
+
+FAILED = {"BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "PREEMPTED"}
+
+# The executor whose plan routes sbatch calls (one per Snakemake process).
+_ACTIVE: Optional["Executor"] = None
+_slurm_submit_command = slurm.get_submit_command
+
+
+def _routed_submit_command(job, params, **kwargs) -> str:
+    """The Slurm plugin's sbatch command, sent to the job's site's cluster and reservation."""
+    call = _slurm_submit_command(job, params, **kwargs)
+    return _ACTIVE.route(job, call) if _ACTIVE is not None else call
+
+
+# The Slurm plugin's run_job builds its command through this module-level name.
+slurm.get_submit_command = _routed_submit_command
+
+
+@dataclass
+class Probe:
+    """What a probe job measured on a cluster: seconds from sbatch to start, and from start to
+    the end of `python -m snakemake --version` (Snakemake's start-up inside a job)."""
+
+    start_latency_s: float
+    startup_s: float
+
+
+def _slurm(conf: str, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SLURM_CONF=conf)
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _scontrol_job(conf: str, jobid: str) -> dict[str, str]:
+    out = _slurm(conf, ["scontrol", "show", "job", "-o", jobid]).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+def _slurm_time(s: str) -> Optional[datetime]:
+    try:
+        return datetime.fromisoformat(s).astimezone(UTC) if s and s not in ("Unknown", "None") else None
+    except ValueError:
+        return None
+
+
+def probe(conf: str, python: str, timeout_s: float = 90) -> Optional[Probe]:
+    """Submits a probe job to the cluster of `conf` and measures it; None if it did not run."""
+    r = _slurm(
+        conf, ["sbatch", "--parsable", "-n", "1", "-o", "/dev/null", "--wrap", f"{python} -m snakemake --version"]
+    )
+    if r.returncode != 0:
+        return None
+    jobid = r.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = _scontrol_job(conf, jobid)
+        if info.get("JobState") in ("COMPLETED", "FAILED"):
+            sub, start, end = (_slurm_time(info.get(k, "")) for k in ("SubmitTime", "StartTime", "EndTime"))
+            if sub and start and end:
+                return Probe((start - sub).total_seconds(), (end - start).total_seconds())
+            return None
+        time.sleep(0.5)
+    _slurm(conf, ["scancel", jobid])
+    return None
+
+
+class Executor(SlurmExecutor):
+    def __init__(self, workflow, logger):
+        settings = workflow.executor_settings
+        self.clusters = self._parse_clusters(settings.clusters)
+        # The Slurm plugin's own calls (sinfo, scontrol show config) go to the first cluster.
+        if self.clusters and "SLURM_CONF" not in os.environ:
+            os.environ["SLURM_CONF"] = next(iter(self.clusters.values()))
+        url = settings.url or os.environ.get("CORESERVE_URL")
+        token = settings.token or os.environ.get("CORESERVE_TOKEN")
+        if not url or not token:
+            raise WorkflowError("coreserve: set --coreserve-url and --coreserve-token (or CORESERVE_URL, CORESERVE_TOKEN)")
+        self.broker = Broker(url, token)
+        self.lock = threading.Lock()
+        self.request: Optional[dict] = None
+        self.plans: dict[str, dict] = {}  # plan id -> the plan as last read
+        self.where: dict[str, Placement] = {}  # job name -> its placement now
+        self.submitted: dict[str, tuple[str, str]] = {}  # job name -> (site, Slurm job id)
+        self.started: dict[str, datetime] = {}  # job name -> when Slurm started it
+        self.startup_s = 5.0  # Snakemake's start-up inside a job (measured by the probe)
+        self.refused_at: dict[str, float] = {}  # job name -> when an extension was last refused
+        self.finished: set[str] = set()
+        self.last_plan_check = 0.0
+        super().__init__(workflow, logger)
+
+    @staticmethod
+    def _parse_clusters(spec: Optional[str]) -> dict[str, str]:
+        clusters = {}
+        for part in (spec or "").split(","):
+            if part.strip():
+                site, sep, conf = part.partition("=")
+                if not sep or not site.strip() or not conf.strip():
+                    raise WorkflowError(f"coreserve: --coreserve-clusters `{part}`: write SITE=SLURM_CONF")
+                clusters[site.strip()] = conf.strip()
+        return clusters
+
+    # ---- the Slurm plugin's hooks ----
+
+    def additional_general_args(self):
+        # The job runs inside its allocation as a local Snakemake: the Slurm jobstep executor
+        # (0.6.1) drops SLURM_CONF before its nested srun, which then finds no cluster.
+        return "--executor local --jobs 1"
+
+    def get_partition_arg(self, job: JobExecutorInterface):
+        return ""  # the reservation names the partition
+
+    def get_account_arg(self, job: JobExecutorInterface):
+        if job.resources.get("slurm_account"):
+            yield from super().get_account_arg(job)
+        else:
+            yield ""  # no guess against another cluster's accounting
+
+    def run_jobs(self, jobs: List[JobExecutorInterface]):
+        global _ACTIVE
+        if self.request is None:
+            self.book()
+            _ACTIVE = self
+        super().run_jobs(jobs)
+
+    def route(self, job: JobExecutorInterface, call: str) -> str:
+        """The sbatch command for `job`: its site's SLURM_CONF, reservation and time limit."""
+        name = self.name_of(job)
+        with self.lock:
+            p = self.where.get(name)
+        if p is None:
+            raise WorkflowError(f"coreserve: job `{name}` is not in the plan")
+        conf = self.clusters.get(p.site)
+        if conf is None:
+            raise WorkflowError(f"coreserve: job `{name}` is booked at site {p.site}, which --coreserve-clusters does not name")
+        minutes = max(1, math.ceil((p.end - datetime.now(UTC)).total_seconds() / 60))
+        with self.lock:
+            self.submitted[name] = (p.site, "")
+        return f"SLURM_CONF={shlex.quote(conf)} {call} --reservation={shlex.quote(p.reservation or '')} --time={minutes}"
+
+    def _report_job_submission_threadsafe(self, job_info: SubmittedJobInfo):
+        name = self.name_of(job_info.job)
+        with self.lock:
+            site = self.submitted.get(name, ("", ""))[0]
+            self.submitted[name] = (site, job_info.external_jobid or "")
+        super()._report_job_submission_threadsafe(job_info)
+
+    async def check_active_jobs(
+        self, active_jobs: List[SubmittedJobInfo]
+    ) -> Generator[SubmittedJobInfo, None, None]:
+        states = await self.status_rate_limited(active_jobs)
+        for info in active_jobs:
+            name = self.name_of(info.job)
+            state, started = states.get(name, (None, None))
+            if state == "COMPLETED":
+                with self.lock:
+                    self.finished.add(name)
+                self.report_job_success(info)
+            elif state in FAILED:
+                with self.lock:
+                    self.finished.add(name)
+                self.report_job_error(info, msg=f"coreserve: Slurm job {info.external_jobid} of `{name}` ended {state}")
+            else:
+                if state == "RUNNING" and started is not None:
+                    with self.lock:
+                        self.started[name] = started
+                    self.extend_if_due(name, info.external_jobid, started)
+                yield info
+        self.replan_if_broken()
+
+    async def status_rate_limited(
+        self, active_jobs: List[SubmittedJobInfo]
+    ) -> dict[str, tuple[str, Optional[datetime]]]:
+        """Each active job's Slurm state and start (`squeue -t all`), one query per cluster."""
+        by_site: dict[str, dict[str, str]] = {}
+        for info in active_jobs:
+            name = self.name_of(info.job)
+            with self.lock:
+                site = self.submitted.get(name, ("", ""))[0]
+            by_site.setdefault(site, {})[info.external_jobid] = name
+        states: dict[str, tuple[str, Optional[datetime]]] = {}
+        for site, ids in by_site.items():
+            conf = self.clusters.get(site)
+            if conf is None:
+                continue
+            async with self.status_rate_limiter:
+                r = _slurm(conf, ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%S"])
+            for line in r.stdout.splitlines():
+                jobid, state, start = (line.split("|") + ["", ""])[:3]
+                if jobid in ids:
+                    states[ids[jobid]] = (state.strip(), _slurm_time(start.strip()))
+        return states
+
+    def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]):
+        """scancel on each job's own cluster (Slurm job ids repeat across clusters)."""
+        by_site: dict[str, list[str]] = {}
+        for info in active_jobs:
+            with self.lock:
+                site = self.submitted.get(self.name_of(info.job), ("", ""))[0]
+            if info.external_jobid and site in self.clusters:
+                by_site.setdefault(site, []).append(info.external_jobid)
+        for site, ids in by_site.items():
+            _slurm(self.clusters[site], ["scancel", *ids])
+
+    def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            self.cancel_plans()
+
+    def cancel(self):
+        try:
+            super().cancel()
+        finally:
+            self.cancel_plans()
+
+    # ---- the plan ----
+
+    def name_of(self, job: JobExecutorInterface) -> str:
+        """The plan's name of a Snakemake job: its `coreserve_job` resource, else the rule and
+        wildcards."""
+        named = job.resources.get("coreserve_job")
+        if named:
+            return str(named)
+        wildcards = getattr(job, "wildcards", None)
+        return job_name(job.name, dict(wildcards.items()) if wildcards else {})
+
+    def dag_jobs(self) -> list[DagJob]:
+        """The jobs Snakemake will run, as the plan's jobs."""
+        dag = self.workflow.dag
+        needrun = [j for j in dag.needrun_jobs() if not j.is_norun]
+        if any(j.is_group() for j in needrun):
+            raise WorkflowError("coreserve: group jobs are not supported (book each job of the group)")
+        names = {j: self.name_of(j) for j in needrun}
+        jobs = []
+        for j in needrun:
+            res = j.resources
+            duration_s = res.get("runtime_s") or (res.get("runtime") or 0) * 60
+            if not duration_s:
+                raise WorkflowError(f"coreserve: job `{names[j]}` has no runtime_s (or runtime, minutes) resource")
+            after = sorted({names[d] for d in dag.dependencies[j] if d in names})
+            jobs.append(DagJob(names[j], int(j.threads), int(duration_s), after, res.get("output_mb")))
+        return jobs
+
+    def engine_room(self) -> tuple[int, int]:
+        """(dependency_gap_s, slack_s): the settings, else measured by a probe job on every
+        cluster (the slowest counts): gap = submit-to-start + the status check interval + 5 s;
+        slack = 3 x Snakemake's start-up in a job (the job also reads the Snakefile and builds
+        its DAG) + submit-to-start + 10 s."""
+        s = self.workflow.executor_settings
+        if s.gap_s is not None and s.slack_s is not None:
+            return s.gap_s, s.slack_s
+        probes = [probe(conf, sys.executable) for conf in self.clusters.values()]
+        measured = [p for p in probes if p is not None]
+        latency = max((p.start_latency_s for p in measured), default=5.0)
+        startup = max((p.startup_s for p in measured), default=10.0)
+        interval = self.workflow.remote_execution_settings.seconds_between_status_checks
+        self.startup_s = startup
+        gap = s.gap_s if s.gap_s is not None else math.ceil(latency + interval + 5)
+        slack = s.slack_s if s.slack_s is not None else math.ceil(3 * startup + latency + 10)
+        self.logger.info(
+            f"coreserve: measured submit-to-start {latency:.0f} s, start-up {startup:.0f} s; "
+            f"booking dependency_gap_s={gap}, slack_s={slack}"
+        )
+        return gap, slack
+
+    def book(self) -> None:
+        """Books the whole DAG (or --coreserve-request) before the first job is submitted."""
+        s = self.workflow.executor_settings
+        gap, slack = self.engine_room()
+        run = uuid.uuid4().hex[:8]
+        if s.request:
+            with open(s.request) as f:
+                request = json.load(f)
+            request = dict(request, id=f"{request.get('id', 'snakemake')}-{run}")
+            request.setdefault("dependency_gap_s", gap)
+            request.setdefault("slack_s", slack)
+            wanted = {self.name_of(j) for j in self.workflow.dag.needrun_jobs() if not j.is_norun}
+            missing = wanted - {j["name"] for j in request["jobs"]}
+            if missing:
+                raise WorkflowError(f"coreserve: the request has no job for {sorted(missing)[:5]} (coreserve_job resources)")
+        else:
+            request = request_from_dag(
+                self.dag_jobs(),
+                request_id=f"snakemake-{run}",
+                os=s.os,
+                deadline=datetime.now(UTC) + timedelta(seconds=s.deadline_s),
+                not_before=None,
+                gap_s=gap,
+                slack_s=slack,
+                bandwidth_mbps=s.bandwidth_mbps,
+            )
+        began = time.monotonic()
+        try:
+            plan = self.broker.create_plan(request)
+        except BrokerError as e:
+            raise WorkflowError(f"coreserve: booking the workflow failed: {e}") from e
+        if plan.get("status") != "committed":
+            raise WorkflowError(f"coreserve: the workflow was not booked: {plan.get('reason') or plan.get('status')}")
+        fp = plan.get("footprint") or {}
+        self.logger.info(
+            f"coreserve: plan {plan['id']} committed in {time.monotonic() - began:.1f} s: {len(plan['jobs'])} jobs "
+            f"from {plan.get('start')}, makespan {fp.get('makespan_s')} s (critical path {fp.get('critical_path_s')} s), "
+            f"{fp.get('booked_cpu_s')} CPU-seconds booked"
+        )
+        with self.lock:
+            self.request = request
+            self.plans[plan["id"]] = plan
+            self.where.update(placements(plan))
+
+    def extend_if_due(self, name: str, jobid: str, started: datetime) -> None:
+        """Extends `name`'s booking (and moves its successors) when it overruns: it runs within
+        `extend_before_s` of its booked end and longer than its `duration_s` plus Snakemake's
+        start-up (2 s of grace), or started too late to end in time. Raises its Slurm time
+        limit to the new end."""
+        s = self.workflow.executor_settings
+        with self.lock:
+            p = self.where.get(name)
+            plan = self.plans.get(p.plan_id) if p else None
+            duration_s = next((j["duration_s"] for j in self.request["jobs"] if j["name"] == name), None)
+        now = datetime.now(UTC)
+        if p is None or plan is None or duration_s is None or now < p.end - timedelta(seconds=s.extend_before_s):
+            return
+        expected_end = started + timedelta(seconds=duration_s + 3 * self.startup_s + 2)
+        if now < expected_end <= p.end or time.monotonic() - self.refused_at.get(name, -1e9) < 10:
+            return
+        try:
+            changed = self.broker.modify_plan(p.plan_id, extension(plan, name, s.extend_by_s))
+        except BrokerError as e:
+            self.refused_at[name] = time.monotonic()
+            self.logger.warning(f"coreserve: could not extend `{name}`: {e}")
+            return
+        with self.lock:
+            self.plans[p.plan_id] = changed
+            self.where.update(placements(changed))
+            new = self.where[name]
+        minutes = math.ceil((new.end - started).total_seconds() / 60)
+        _slurm(self.clusters[p.site], ["scontrol", "update", f"JobId={jobid}", f"TimeLimit={minutes}"])
+        self.logger.info(f"coreserve: extended `{name}` to {new.end.isoformat()} (plan {p.plan_id})")
+
+    def replan_if_broken(self, every_s: float = 5.0) -> None:
+        """Re-plans the jobs not yet submitted when a plan of theirs broke."""
+        now = time.monotonic()
+        if now - self.last_plan_check < every_s or self.request is None:
+            return
+        self.last_plan_check = now
+        with self.lock:
+            live = {p.plan_id for n, p in self.where.items() if n not in self.finished}
+        for plan_id in live:
+            try:
+                plan = self.broker.plan(plan_id)
+            except BrokerError as e:
+                self.logger.warning(f"coreserve: reading plan {plan_id}: {e}")
+                continue
+            with self.lock:
+                self.plans[plan_id] = plan
+                waiting = {n for n, p in self.where.items() if p.plan_id == plan_id and n not in self.submitted}
+            broken = plan.get("status") == "broken" or any(j.get("broken") for j in plan.get("jobs", []))
+            if broken and waiting:
+                self.replan(plan_id, waiting)
+
+    def replan(self, plan_id: str, waiting: set[str]) -> None:
+        """Books `waiting` again from now on; their old reservations go when the old plan is
+        cancelled (at the end)."""
+        with self.lock:
+            # A job still running elsewhere may be a dependency: start after its booked end.
+            busy_until = [p.end for n, p in self.where.items() if n not in self.finished and n not in waiting]
+        not_before = max([datetime.now(UTC) + timedelta(seconds=30), *busy_until])
+        body = replan_request(self.request, waiting, not_before, f"{self.request['id']}-re{len(self.plans)}")
+        try:
+            plan = self.broker.create_plan(body)
+        except BrokerError as e:
+            self.logger.error(f"coreserve: re-planning {len(waiting)} jobs of broken plan {plan_id} failed: {e}")
+            return
+        if plan.get("status") != "committed":
+            self.logger.error(f"coreserve: re-planning after broken plan {plan_id} was rejected: {plan.get('reason')}")
+            return
+        with self.lock:
+            self.plans[plan["id"]] = plan
+            self.where.update(placements(plan))
+        self.logger.info(f"coreserve: plan {plan_id} broke; {len(waiting)} jobs not started re-planned as plan {plan['id']}")
+
+    def cancel_plans(self) -> None:
+        """Cancels every plan of this run: what is left of them is released (at the end: the
+        reservations' unused tails; on failure: everything not run)."""
+        global _ACTIVE
+        with self.lock:
+            ids = list(self.plans)
+            self.plans.clear()
+        for plan_id in ids:
+            try:
+                self.broker.cancel_plan(plan_id)
+                self.logger.info(f"coreserve: plan {plan_id} cancelled (what was left of it released)")
+            except BrokerError as e:
+                self.logger.warning(f"coreserve: cancelling plan {plan_id}: {e}")
+        if _ACTIVE is self:
+            _ACTIVE = None

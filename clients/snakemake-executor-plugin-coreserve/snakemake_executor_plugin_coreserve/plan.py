@@ -1,0 +1,185 @@
+"""The plan side of the plugin, free of Snakemake and of HTTP, so that it is tested on its own.
+
+- `request_from_dag`: a plan request from a DAG's jobs (their CPUs, lengths, dependencies and
+  the data between them), as the coreserve service takes it (`POST /v1/plans`).
+- `placements`: where and when each job runs, from a plan answer.
+- `extension`: the `PATCH /v1/plans/{id}` body that gives a running job more time and moves
+  what depends on it later by the same amount, so that every dependency still holds.
+- `replan_request`: the request that books again the jobs that have not started, after a plan
+  broke (a reservation deleted in Slurm, a link down).
+
+Names and units are the service's (docs/model.md of the coreserve repository): seconds in
+`*_s`, megabytes in `size_mb`, Mbit/s in `bandwidth_mbps`, instants RFC 3339 UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+
+def rfc3339(t: datetime) -> str:
+    """An instant as RFC 3339 UTC to the second."""
+    return t.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def instant(s: str) -> datetime:
+    """An RFC 3339 instant of a plan answer."""
+    return datetime.fromisoformat(s.replace("Z", "+00:00"))
+
+
+def job_name(rule: str, wildcards: dict[str, str]) -> str:
+    """The plan's name of a Snakemake job without a `coreserve_job` resource: the rule, and its
+    wildcards as `rule[k=v,...]`; at most 128 characters, printable."""
+    name = rule if not wildcards else f"{rule}[{','.join(f'{k}={v}' for k, v in sorted(wildcards.items()))}]"
+    name = re.sub(r"[\x00-\x1f\x7f]", "_", name)
+    return name[:128]
+
+
+@dataclass
+class DagJob:
+    """One job of the DAG to book: `cpus`, `duration_s` (its run time), `after` (names of the
+    jobs it waits for) and `output_mb` (the data it hands each successor, if declared)."""
+
+    name: str
+    cpus: int
+    duration_s: int
+    after: list[str] = field(default_factory=list)
+    output_mb: float | None = None
+
+
+def request_from_dag(
+    jobs: list[DagJob],
+    *,
+    request_id: str,
+    os: str,
+    deadline: datetime,
+    not_before: datetime | None,
+    gap_s: int,
+    slack_s: int,
+    bandwidth_mbps: int,
+) -> dict:
+    """A plan request of `jobs`: each `after` its dependencies (laid out by the broker), a
+    staged transfer of the producer's `output_mb` on every edge whose producer declares one, the
+    engine's reaction time as `dependency_gap_s` and the start-up margin as `slack_s`."""
+    names = {j.name for j in jobs}
+    body_jobs, transfers = [], []
+    for j in jobs:
+        job = {"name": j.name, "os": os, "cpus": max(1, int(j.cpus)), "duration_s": max(1, int(j.duration_s))}
+        after = [a for a in j.after if a in names]
+        if after:
+            job["after"] = after
+        body_jobs.append(job)
+    by_name = {j.name: j for j in jobs}
+    for j in jobs:
+        for a in j.after:
+            p = by_name.get(a)
+            if p is not None and p.output_mb:
+                transfers.append(
+                    {"from": a, "to": j.name, "bandwidth_mbps": bandwidth_mbps, "mode": "staged", "size_mb": p.output_mb}
+                )
+    body = {
+        "id": request_id,
+        "deadline": rfc3339(deadline),
+        "jobs": body_jobs,
+        "transfers": transfers,
+        "dependency_gap_s": gap_s,
+        "slack_s": slack_s,
+    }
+    if not_before is not None:
+        body["not_before"] = rfc3339(not_before)
+    return body
+
+
+@dataclass
+class Placement:
+    """Where and when a job runs: its plan, site, Slurm reservation and booked window."""
+
+    plan_id: str
+    site: str
+    reservation: str | None
+    start: datetime
+    end: datetime
+    broken: str | None = None
+
+
+def placements(plan: dict) -> dict[str, Placement]:
+    """Each job's placement in a plan answer, by job name."""
+    return {
+        j["name"]: Placement(
+            plan_id=plan["id"],
+            site=j["site"],
+            reservation=j.get("reservation_name"),
+            start=instant(j["start"]),
+            end=instant(j["end"]),
+            broken=j.get("broken"),
+        )
+        for j in plan.get("jobs", [])
+    }
+
+
+def descendants(plan: dict, job: str) -> set[str]:
+    """The jobs that depend on `job`, directly or not: by the placements' `after` and by staged
+    transfers (a staged transfer's consumer waits for its producer)."""
+    children: dict[str, list[str]] = {}
+    for j in plan["jobs"]:
+        for a in j.get("after", []):
+            children.setdefault(a, []).append(j["name"])
+    for t in plan.get("transfers", []):
+        if t.get("mode") == "staged":
+            children.setdefault(t["from"], []).append(t["to"])
+    seen: set[str] = set()
+    todo = list(children.get(job, []))
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            todo.extend(children.get(n, []))
+    return seen
+
+
+def extension(plan: dict, job: str, extend_by_s: int) -> dict:
+    """The modification that makes `job`'s reservation `extend_by_s` longer and moves every job
+    that depends on it, and every transfer that leaves it or joins two of those, later by as
+    much: each dependency, gap and staged transfer keeps the room it had. Offsets count from the
+    plan's `start`, as `PATCH /v1/plans/{id}` takes them."""
+    start = instant(plan["start"])
+    by_name = {j["name"]: j for j in plan["jobs"]}
+    me = by_name[job]
+    length = int((instant(me["end"]) - instant(me["start"])).total_seconds())
+    later = descendants(plan, job)
+    jobs = [{"name": job, "duration_s": length + extend_by_s}]
+    for name in sorted(later):
+        j = by_name[name]
+        jobs.append({"name": name, "offset_s": int((instant(j["start"]) - start).total_seconds()) + extend_by_s})
+    transfers = []
+    for t in plan.get("transfers", []):
+        moves = t["to"] in later and (t["from"] in later or t["from"] == job)
+        if moves:
+            transfers.append(
+                {"from": t["from"], "to": t["to"], "offset_s": int((instant(t["start"]) - start).total_seconds()) + extend_by_s}
+            )
+    body: dict = {"jobs": jobs}
+    if transfers:
+        body["transfers"] = transfers
+    return body
+
+
+def replan_request(request: dict, remaining: set[str], not_before: datetime, request_id: str) -> dict:
+    """The request that books `remaining` (jobs of `request` that have not started) again, from
+    `not_before` on: their dependencies among themselves, the transfers between them, the same
+    deadline, gap and slack. Dependencies on jobs that ran or run are met by `not_before`."""
+    jobs = []
+    for j in request["jobs"]:
+        if j["name"] not in remaining:
+            continue
+        job = {k: v for k, v in j.items() if k not in ("after", "offset_s")}
+        after = [a for a in j.get("after", []) if a in remaining]
+        if after:
+            job["after"] = after
+        jobs.append(job)
+    transfers = [t for t in request.get("transfers", []) if t["from"] in remaining and t["to"] in remaining]
+    body = {k: v for k, v in request.items() if k not in ("jobs", "transfers", "not_before", "id")}
+    body.update({"id": request_id, "jobs": jobs, "transfers": transfers, "not_before": rfc3339(not_before)})
+    return body

@@ -1,0 +1,121 @@
+"""The plugin's plan logic, without Snakemake or a service: requests from a DAG, placements,
+the extension of a running job and the re-plan of what has not started."""
+
+from datetime import UTC, datetime, timedelta
+
+from snakemake_executor_plugin_coreserve.plan import (
+    DagJob,
+    descendants,
+    extension,
+    instant,
+    job_name,
+    placements,
+    replan_request,
+    request_from_dag,
+    rfc3339,
+)
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def at(s: int) -> str:
+    return rfc3339(T0 + timedelta(seconds=s))
+
+
+# A diamond a -> (b, c) -> d, booked from T0, and a job e beside it.
+PLAN = {
+    "id": "p1",
+    "start": at(0),
+    "jobs": [
+        {"name": "a", "site": "s1", "start": at(0), "end": at(60), "reservation_name": "cs_1", "after": []},
+        {"name": "b", "site": "s2", "start": at(70), "end": at(130), "reservation_name": "cs_2", "after": ["a"]},
+        {"name": "c", "site": "s1", "start": at(65), "end": at(100), "reservation_name": "cs_3", "after": ["a"]},
+        {"name": "d", "site": "s1", "start": at(140), "end": at(200), "reservation_name": "cs_4", "after": ["b", "c"]},
+        {"name": "e", "site": "s2", "start": at(0), "end": at(30), "reservation_name": "cs_5", "after": []},
+    ],
+    "transfers": [
+        {"from": "a", "to": "b", "start": at(60), "end": at(66), "mode": "staged"},
+        {"from": "b", "to": "d", "start": at(130), "end": at(135), "mode": "staged"},
+        {"from": "e", "to": "d", "start": at(30), "end": at(40), "mode": "staged"},
+    ],
+}
+
+
+def test_job_names_are_the_rule_and_its_wildcards():
+    assert job_name("map", {}) == "map"
+    assert job_name("map", {"sample": "A", "chunk": "3"}) == "map[chunk=3,sample=A]"
+    assert len(job_name("x" * 300, {})) == 128
+    assert job_name("bad\nname", {}) == "bad_name"
+
+
+def test_a_request_from_a_dag_has_dependencies_and_staged_data():
+    jobs = [
+        DagJob("split", 2, 30, [], output_mb=500.0),
+        DagJob("map", 4, 120, ["split", "not-run"]),
+        DagJob("merge", 1, 10, ["map"]),
+    ]
+    r = request_from_dag(
+        jobs, request_id="r1", os="linux", deadline=T0 + timedelta(days=1), not_before=None,
+        gap_s=12, slack_s=20, bandwidth_mbps=1000,
+    )
+    assert r["jobs"][0] == {"name": "split", "os": "linux", "cpus": 2, "duration_s": 30}
+    assert r["jobs"][1]["after"] == ["split"], "a dependency outside the DAG to run is dropped"
+    assert r["transfers"] == [{"from": "split", "to": "map", "bandwidth_mbps": 1000, "mode": "staged", "size_mb": 500.0}]
+    assert (r["dependency_gap_s"], r["slack_s"], r["deadline"]) == (12, 20, "2030-01-02T00:00:00Z")
+    assert "not_before" not in r
+
+
+def test_placements_read_a_plan_answer():
+    p = placements(PLAN)
+    assert p["b"].site == "s2" and p["b"].reservation == "cs_2"
+    assert p["b"].start == T0 + timedelta(seconds=70) and p["b"].end == T0 + timedelta(seconds=130)
+    assert p["a"].plan_id == "p1" and p["a"].broken is None
+
+
+def test_an_extension_moves_exactly_what_depends_on_the_job():
+    assert descendants(PLAN, "a") == {"b", "c", "d"}
+    assert descendants(PLAN, "e") == {"d"}
+    assert descendants(PLAN, "d") == set()
+    change = extension(PLAN, "a", 60)
+    assert change["jobs"][0] == {"name": "a", "duration_s": 120}
+    assert change["jobs"][1:] == [
+        {"name": "b", "offset_s": 130},
+        {"name": "c", "offset_s": 125},
+        {"name": "d", "offset_s": 200},
+    ]
+    # a->b leaves the job, b->d joins two moved jobs: both move; e->d stays (e does not move).
+    assert change["transfers"] == [{"from": "a", "to": "b", "offset_s": 120}, {"from": "b", "to": "d", "offset_s": 190}]
+    # Every dependency keeps its room: each moved job starts after its parents' new ends.
+    ends = {"a": 120, "b": 190, "c": 160, "d": 260, "e": 30}
+    starts = {j["name"]: j["offset_s"] for j in change["jobs"][1:]} | {"a": 0, "e": 0}
+    for j in PLAN["jobs"]:
+        for parent in j["after"]:
+            assert starts[j["name"]] >= ends[parent], (j["name"], parent)
+    assert extension(PLAN, "d", 30) == {"jobs": [{"name": "d", "duration_s": 90}]}
+
+
+def test_a_replan_books_what_has_not_started_from_now_on():
+    request = {
+        "id": "wf",
+        "deadline": at(86400),
+        "dependency_gap_s": 5,
+        "slack_s": 7,
+        "jobs": [
+            {"name": "a", "os": "linux", "cpus": 1, "duration_s": 60},
+            {"name": "b", "os": "linux", "cpus": 1, "duration_s": 60, "after": ["a"]},
+            {"name": "d", "os": "linux", "cpus": 1, "duration_s": 60, "after": ["b", "c"]},
+            {"name": "c", "os": "linux", "cpus": 1, "duration_s": 30, "after": ["a"], "offset_s": 65},
+        ],
+        "transfers": [
+            {"from": "a", "to": "b", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 10},
+            {"from": "b", "to": "d", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 10},
+        ],
+    }
+    r = replan_request(request, {"c", "d"}, T0 + timedelta(seconds=500), "wf-re1")
+    assert r["id"] == "wf-re1" and r["not_before"] == at(500)
+    assert [j["name"] for j in r["jobs"]] == ["d", "c"]
+    assert r["jobs"][0]["after"] == ["c"], "dependencies on jobs that ran are met by not_before"
+    assert "offset_s" not in r["jobs"][1] and "after" not in r["jobs"][1]
+    assert r["transfers"] == [], "no transfer joins two re-planned jobs"
+    assert (r["dependency_gap_s"], r["slack_s"], r["deadline"]) == (5, 7, at(86400))
+    assert instant(r["not_before"]) == T0 + timedelta(seconds=500)
