@@ -235,9 +235,9 @@ fn coinciding(series: &[Series], within: f64) -> Vec<Vec<usize>> {
         parent[i] = r;
         r
     }
-    for i in 0..n {
-        for j in i + 1..n {
-            let (a, b) = (&series[i].points, &series[j].points);
+    for (i, si) in series.iter().enumerate() {
+        for (j, sj) in series.iter().enumerate().skip(i + 1) {
+            let (a, b) = (&si.points, &sj.points);
             let close = !a.is_empty()
                 && a.len() == b.len()
                 && a.iter().zip(b).all(|(p, q)| p.x == q.x && (p.mean - q.mean).abs() <= within);
@@ -570,11 +570,11 @@ pub(super) fn write_figures(
             if fig.shows_nothing() {
                 // An earlier drawing of the same figure would outlive its table.
                 for stale in [&svg, &png] {
-                    match fs::remove_file(stale) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(e).with_context(|| format!("removing {}", stale.display()))
-                        }
-                        _ => {}
+                    let removed = fs::remove_file(stale);
+                    if let Err(e) =
+                        removed.or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                    {
+                        return Err(e).with_context(|| format!("removing {}", stale.display()));
                     }
                 }
                 continue;
