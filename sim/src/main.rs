@@ -4,8 +4,8 @@
 //! experiment writes runs.csv, summary.csv and the figures ([`paper`]); a scenario with
 //! `experiment = "heterogeneity"` runs seed 003's measurement instead ([`heterogeneous`]), one
 //! with `experiment = "fairshare"` seed 002's ([`fairshare`]). Also `--validate` against the
-//! service ([`validate`]), `--replot`, `--steady` ([`steady`]), `--compare` ([`sensitivity`])
-//! and `--rank` ([`rankings`]).
+//! service ([`validate`]) and `--rejudge` of its files, `--replot`, `--steady` ([`steady`]), `--compare` ([`sensitivity`]),
+//! `--rank` ([`rankings`]) and `--scope` ([`scope`]).
 
 mod algorithm;
 mod experiment;
@@ -17,6 +17,7 @@ mod rankings;
 mod report;
 mod run;
 mod scenario;
+mod scope;
 mod sensitivity;
 mod steady;
 mod transport;
@@ -35,7 +36,7 @@ use scenario::Scenario;
 #[command(version, about)]
 struct Args {
     /// Scenario file (sim/scenarios/*.toml).
-    #[arg(required_unless_present_any = ["replot", "steady", "compare", "rank"])]
+    #[arg(required_unless_present_any = ["replot", "steady", "compare", "rank", "scope"])]
     scenario: Option<PathBuf>,
     /// Run nothing: draw the figures of OUT again from its summary.csv.
     #[arg(long, conflicts_with_all = ["scenario", "seeds", "seed_offset", "keep_outcomes"])]
@@ -53,6 +54,12 @@ struct Args {
     /// sites, and write OUT/rankings.md. Repeat the flag: --rank DIR --rank DIR ...
     #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "replot", "compare", "seeds", "seed_offset", "keep_outcomes"])]
     rank: Vec<PathBuf>,
+    /// Run nothing: test where each finding holds, flips or is undecided in finished runs of
+    /// the paper's experiment (folders with a runs.csv, say one per trace, each with several
+    /// networks), cell by cell with its interval, and write OUT/scope.md. Repeat the flag:
+    /// --scope DIR --scope DIR ...
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["scenario", "replot", "compare", "rank", "seeds", "seed_offset", "keep_outcomes"])]
+    scope: Vec<PathBuf>,
     /// The figures' x axis: the CPUs' offered load (the scenario's `loads`, as in the paper)
     /// or the network's (requested bandwidth over the sites' link capacity; docs/simulator.md).
     #[arg(long, value_enum, default_value_t = report::XAxis::Cpu)]
@@ -81,6 +88,11 @@ struct Args {
     /// (OUT/validation.md; see docs/simulator.md). Use a scenario with compressed times.
     #[arg(long, conflicts_with_all = ["replot", "keep_outcomes"])]
     validate: bool,
+    /// Run nothing: judge a finished validation again from OUT's files (the compared runs'
+    /// `validation-*-runs.csv` and `service-times.toml`) with SCENARIO's tolerances, and write
+    /// OUT/validation.md.
+    #[arg(long, conflicts_with_all = ["replot", "validate", "reduced", "keep_outcomes"])]
+    rejudge: bool,
     /// The `coreserve` executable for --validate (default: beside this one).
     #[arg(long, requires = "validate")]
     coreserve_bin: Option<PathBuf>,
@@ -104,7 +116,11 @@ fn main() -> Result<()> {
         // Figures only: findings.md is computed from the runs' full-precision summary, and the
         // CSV's six decimals could move a rounded digit of it.
         let summary = report::read_summary_csv(&args.out.join("summary.csv"))?;
-        report::write_figures(&summary, &args.out, args.x_axis)?;
+        // Drifting points are ringed: from runs.csv, where the folder has one.
+        let runs = args.out.join("runs.csv");
+        let drifting =
+            if runs.is_file() { steady::drifting(&steady::read_runs_csv(&runs)?) } else { Default::default() };
+        report::write_figures(&summary, &args.out, args.x_axis, &drifting)?;
         println!("figures of {} drawn again", args.out.display());
         return Ok(());
     }
@@ -118,6 +134,9 @@ fn main() -> Result<()> {
     if !args.rank.is_empty() {
         return write_report(&args.out, "rankings.md", rankings::rank(&args.rank)?);
     }
+    if !args.scope.is_empty() {
+        return write_report(&args.out, "scope.md", scope::scope(&args.scope)?);
+    }
     let scenario = args.scenario.as_ref().expect("clap requires a scenario unless --replot, --compare or --rank");
     let mut s = if args.reduced { Scenario::load_reduced(scenario)? } else { Scenario::load(scenario)? };
     if let Some(n) = args.seeds {
@@ -127,6 +146,9 @@ fn main() -> Result<()> {
         s.seed_offset = o;
     }
     s.validate().context("the scenario with the command line's overrides")?;
+    if args.rejudge {
+        return write_report(&args.out, "validation.md", validate::rejudge(&s, &args.out)?);
+    }
     if let Some(t) = args.threads {
         rayon::ThreadPoolBuilder::new().num_threads(t).build_global()?;
     }

@@ -71,10 +71,10 @@ fn write_outputs(rows: &[RunRow], out: &Path, x_axis: XAxis) -> Result<()> {
     report::write_runs_csv(rows, &out.join("runs.csv"))?;
     let summary = report::summarise(rows);
     report::write_summary_csv(&summary, &out.join("summary.csv"))?;
-    report::write_figures(&summary, out, x_axis)?;
     std::fs::write(out.join("findings.md"), findings::findings(&summary, rows))?;
-    // From runs.csv, as `--steady` reads a finished folder: the same file either way.
+    // From runs.csv, as `--steady` and `--replot` read a finished folder: the same files either way.
     let quarters = steady::read_runs_csv(&out.join("runs.csv"))?;
     std::fs::write(out.join("steady-state.md"), steady::report(&quarters))?;
+    report::write_figures(&summary, out, x_axis, &steady::drifting(&quarters))?;
     Ok(())
 }

@@ -26,7 +26,7 @@ use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest};
 use crate::algorithm::Algorithm;
 
 mod figures;
-pub use figures::XAxis;
+pub use figures::{Drifting, XAxis};
 
 /// One simulated run: one topology x kind x algorithm x offered load x seed.
 ///
@@ -509,6 +509,74 @@ pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()>
     write_csv(path, &SUMMARY_CSV_HEADER, sorted)
 }
 
+/// A line of `runs.csv` as it reads back: [`RunRow`]'s fields with [`Rejections`]' in line.
+#[derive(Deserialize)]
+struct RunCsvRow {
+    topology: String,
+    kind: String,
+    algorithm: Algorithm,
+    load: f64,
+    seed: u64,
+    requests: u64,
+    committed: u64,
+    success_rate: f64,
+    mean_cost: f64,
+    messages: u64,
+    holds_aborted: u64,
+    planning_s_mean: f64,
+    network_load: f64,
+    rejected_time_limit: u64,
+    rejected_batch: u64,
+    self_conflicts: u64,
+    rejected_no_plan: u64,
+    rejected_budget: u64,
+    rejected_other: u64,
+    success_first_quarter: f64,
+    success_last_quarter: f64,
+    sites_per_plan: f64,
+    local_transfer_share: f64,
+}
+
+/// Reads a `runs.csv` written by [`write_runs_csv`] (floats at its six decimals), for the
+/// reports on finished runs (`--scope`).
+///
+/// Errors: the file cannot be read, or a line is not a run row.
+pub fn read_runs_csv(path: &Path) -> anyhow::Result<Vec<RunRow>> {
+    let mut reader = csv::Reader::from_path(path).with_context(|| format!("reading {}", path.display()))?;
+    let rows: Vec<RunCsvRow> =
+        reader.deserialize().collect::<Result<_, _>>().with_context(|| format!("parsing {}", path.display()))?;
+    Ok(rows
+        .into_iter()
+        .map(|r| RunRow {
+            topology: r.topology,
+            kind: r.kind,
+            algorithm: r.algorithm,
+            load: r.load,
+            seed: r.seed,
+            requests: r.requests,
+            committed: r.committed,
+            success_rate: r.success_rate,
+            mean_cost: r.mean_cost,
+            messages: r.messages,
+            holds_aborted: r.holds_aborted,
+            planning_s_mean: r.planning_s_mean,
+            network_load: r.network_load,
+            rejected: Rejections {
+                rejected_time_limit: r.rejected_time_limit,
+                rejected_batch: r.rejected_batch,
+                self_conflicts: r.self_conflicts,
+                rejected_no_plan: r.rejected_no_plan,
+                rejected_budget: r.rejected_budget,
+                rejected_other: r.rejected_other,
+            },
+            success_first_quarter: r.success_first_quarter,
+            success_last_quarter: r.success_last_quarter,
+            sites_per_plan: r.sites_per_plan,
+            local_transfer_share: r.local_transfer_share,
+        })
+        .collect())
+}
+
 /// Reads a `summary.csv` written by [`write_summary_csv`] (to draw its figures again).
 ///
 /// Errors: the file cannot be read, or a line is not a summary row.
@@ -535,6 +603,12 @@ pub fn read_summary_csv(path: &Path) -> anyhow::Result<Vec<SummaryRow>> {
 /// committed anything (`success_rate_mean == 0`), as those have no average cost. Points with
 /// a non-finite mean or load are left out.
 ///
+/// The points of `drifting` (steady-state.md's drifting points) get a red ring; lines that lie
+/// within 1.5 % of the y axis of another at every load are marked `≈A`, `≈B`, ... in the
+/// legend; a figure in which every line would overlap is not drawn (an earlier file of its
+/// name is removed) and its values are tabled instead. `dir/figures.md` gets every figure with
+/// its caption (which points drift, which lines overlap) or its table.
+///
 /// Text is drawn with the system's `sans-serif` font (through fontconfig) in the PNG; the SVG
 /// names `sans-serif` and leaves the font to the viewer. The output carries no timestamp:
 /// the same summary gives the same files.
@@ -542,8 +616,13 @@ pub fn read_summary_csv(path: &Path) -> anyhow::Result<Vec<SummaryRow>> {
 /// Errors: two summary rows with the same (topology, kind, algorithm, load); two
 /// (topology, kind) pairs that map to the same file name; `dir` cannot be created; drawing or
 /// writing a file fails (e.g. no usable font for the PNG).
-pub fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -> anyhow::Result<Vec<PathBuf>> {
-    figures::write_figures(summary, dir, x_axis)
+pub fn write_figures(
+    summary: &[SummaryRow],
+    dir: &Path,
+    x_axis: XAxis,
+    drifting: &Drifting,
+) -> anyhow::Result<Vec<PathBuf>> {
+    figures::write_figures(summary, dir, x_axis, drifting)
 }
 
 /// The distinct (topology, kind) pairs of a summary, sorted.

@@ -11,7 +11,7 @@
 //! ±[`TOLERANCE`]; it **drifts** when the interval excludes 0 (and is not settled); otherwise
 //! it is **undecided** (too few seeds or too noisy to tell).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -92,6 +92,11 @@ pub fn drifts(rows: &[Quarters]) -> BTreeMap<Point, Drift> {
         by_point.entry(key).or_default().push(r.last - r.first);
     }
     by_point.into_iter().map(|(k, d)| (k, Drift::of(&d))).collect()
+}
+
+/// The points that drift ([`Verdict::Drifts`]): the figures ring them.
+pub fn drifting(rows: &[Quarters]) -> BTreeSet<Point> {
+    drifts(rows).into_iter().filter(|(_, d)| d.verdict() == Verdict::Drifts).map(|(p, _)| p).collect()
 }
 
 /// `steady-state.md` of the runs `rows`: the counts of settled, drifting and undecided points

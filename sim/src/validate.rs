@@ -48,6 +48,7 @@ use coreserve::workload::generate;
 use coreserve_loadtest::database::Databases;
 use coreserve_loadtest::deploy::{wait_ready, Mode, Procs};
 
+use crate::algorithm::Algorithm;
 use crate::report::{ci95_half_width, write_runs_csv, RunRow};
 use crate::run::{planner_seed, simulate, RunKey};
 use crate::scenario::Scenario;
@@ -371,7 +372,8 @@ pub fn validate(s: &Scenario, svc: &Service, cpus: &[u32], out: &Path) -> Result
     }
     let toml = service_times_toml(&calibrated, &calibration_lat, &compared_lat);
     std::fs::write(out.join("service-times.toml"), toml)?;
-    std::fs::write(out.join("validation.md"), report(s, &rows, &calibrated))?;
+    // Judged from the files just written, so that validation.md's numbers are the CSV's.
+    std::fs::write(out.join("validation.md"), rejudge(s, out)?)?;
     Ok(())
 }
 
@@ -401,11 +403,63 @@ fn ms((lo, hi): (f64, f64)) -> String {
     format!("{:.3}-{:.3}", lo * 1e3, hi * 1e3)
 }
 
+/// The fewest compared seeds from which a metric's agreement is judged. One seed gives a
+/// difference without an interval (a point value, shown as `± 0.000` before this rule), two an
+/// interval of Student's t with one degree of freedom (12.7 standard errors wide): neither is
+/// evidence of agreement, so below this the cell says "not judged".
+pub const MIN_SEEDS_JUDGED: usize = 3;
+
+/// What the validation compares of one run: the columns of a `validation-*-runs.csv` row
+/// (`runs.csv`'s) that its metrics read. The report is computed from these rows as read back
+/// from the CSV files, so that every number of `validation.md` is the CSV's.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+struct Compared {
+    topology: String,
+    kind: String,
+    algorithm: Algorithm,
+    load: f64,
+    seed: u64,
+    requests: u64,
+    success_rate: f64,
+    mean_cost: f64,
+    messages: u64,
+    planning_s_mean: f64,
+    rejected_time_limit: u64,
+}
+
+/// The compared runs of one side, as `validate` wrote them to `dir` (`validation-{side}-runs.csv`).
+fn read_compared(dir: &Path, side: &str) -> Result<Vec<Compared>> {
+    let path = dir.join(format!("validation-{side}-runs.csv"));
+    let mut reader = csv::Reader::from_path(&path).with_context(|| format!("reading {}", path.display()))?;
+    reader.deserialize().collect::<Result<_, _>>().with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The calibrated service times `validate` wrote to `dir` (`service-times.toml`).
+fn read_service_times(dir: &Path) -> Result<ServiceTimes> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        service_times: ServiceTimes,
+    }
+    let path = dir.join("service-times.toml");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(toml::from_str::<File>(&text).with_context(|| format!("parsing {}", path.display()))?.service_times)
+}
+
+/// Judges a finished validation again from its files in `dir` (`--rejudge`): the compared runs'
+/// CSV files and the calibrated service times; returns `validation.md`'s text.
+///
+/// # Errors
+/// A file is missing or unreadable; the two sides' runs do not pair up (see [`judge`]).
+pub fn rejudge(s: &Scenario, dir: &Path) -> Result<String> {
+    let (service, simulator) = (read_compared(dir, "service")?, read_compared(dir, "simulator")?);
+    report(s, &service, &simulator, &read_service_times(dir)?)
+}
+
 /// A compared metric: its name, its value in a run, the digits shown, its tolerance and
 /// whether that is relative to the service's mean.
 struct Metric {
     name: &'static str,
-    value: fn(&RunRow) -> f64,
+    value: fn(&Compared) -> f64,
     digits: usize,
     tolerance: f64,
     relative: bool,
@@ -413,13 +467,17 @@ struct Metric {
 
 /// The paired comparison of one metric over the seeds: the service's and the simulator's
 /// means, the mean difference (simulator - service) with its 95 % half-width, the tolerance in
-/// the metric's unit, and whether the difference's interval lies within it.
+/// the metric's unit, and whether the difference's interval lies within it (`None`: not judged,
+/// because the metric has no tolerance or there are fewer than [`MIN_SEEDS_JUDGED`] seeds).
 struct Agreement {
     service: f64,
     simulator: f64,
     difference: (f64, f64),
     tolerance: f64,
+    seeds: usize,
     agrees: Option<bool>,
+    /// The largest paired difference of a single seed, in absolute value.
+    largest: f64,
 }
 
 impl Agreement {
@@ -428,42 +486,57 @@ impl Agreement {
         let d: Vec<f64> = simulator.iter().zip(service).map(|(b, a)| b - a).collect();
         let difference = ci95_half_width(&d);
         let tolerance = if metric.relative { metric.tolerance * mean(service).abs() } else { metric.tolerance };
-        let agrees = (metric.tolerance > 0.0)
+        let agrees = (metric.tolerance > 0.0 && d.len() >= MIN_SEEDS_JUDGED)
             .then(|| difference.0 - difference.1 >= -tolerance && difference.0 + difference.1 <= tolerance);
-        Agreement { service: mean(service), simulator: mean(simulator), difference, tolerance, agrees }
+        let largest = d.iter().fold(0.0_f64, |m, x| m.max(x.abs()));
+        Agreement {
+            service: mean(service),
+            simulator: mean(simulator),
+            difference,
+            tolerance,
+            seeds: d.len(),
+            agrees,
+            largest,
+        }
+    }
+
+    /// The mean difference itself lies outside the tolerance (not only its interval).
+    fn mean_outside(&self) -> bool {
+        self.difference.0.abs() > self.tolerance
     }
 }
 
-/// validation.md's table: one line per algorithm and metric.
-fn report(s: &Scenario, rows: &[ValidationRow], t: &ServiceTimes) -> String {
+/// One cell of the table: an algorithm's metric, judged.
+struct Cell {
+    algorithm: Algorithm,
+    metric: &'static str,
+    digits: usize,
+    judged: bool,
+    a: Agreement,
+}
+
+impl Cell {
+    /// "mean ± half-width" as the table prints it; without an interval below two seeds.
+    fn difference(&self) -> String {
+        let digits = self.digits;
+        if self.a.seeds < 2 {
+            format!("{:+.digits$} (1 seed: no interval)", self.a.difference.0)
+        } else {
+            format!("{:+.digits$} ± {:.digits$}", self.a.difference.0, self.a.difference.1)
+        }
+    }
+
+    /// "algorithm metric (difference against ± tolerance)", as the summary names a cell.
+    fn named(&self) -> String {
+        let digits = self.digits;
+        format!("{} {} ({} against ± {:.digits$})", self.algorithm, self.metric, self.difference(), self.a.tolerance)
+    }
+}
+
+/// The metrics compared, with the scenario's tolerances.
+fn metrics(s: &Scenario) -> [Metric; 5] {
     let tol = &s.validation.tolerance;
-    let mut md = format!(
-        "Scenario `{}`: {} requests per run, compared seeds {}..={} (calibrated on {} more), loads {:?}, \
-         w_interval {} s, lease {} s, {} planners x {} requests at once, service times injected: {}.\n\n\
-         Calibrated service times (uniform ranges, ms): availability {}, free slot {}, hold {}, commit {}, \
-         cancel {}.\n\n\
-         Differences are simulator minus service, paired by seed: mean ± 95 % half-width (Student's t). \
-         A metric agrees when that interval lies within ± the tolerance, fixed before the runs.\n\n\
-         | algorithm | metric | service | simulator | difference | tolerance | agrees |\n\
-         |---|---|---|---|---|---|---|\n",
-        s.name,
-        s.requests,
-        s.seed_offset + 1,
-        s.seed_offset + s.seeds,
-        s.validation.calibration_seeds,
-        s.loads,
-        s.w_interval_s,
-        s.lease_s(),
-        s.planners,
-        s.planner_concurrency,
-        if s.validation.inject_service_times { "yes" } else { "no" },
-        ms(t.availability),
-        ms(t.free_slot),
-        ms(t.hold),
-        ms(t.commit),
-        ms(t.cancel)
-    );
-    let metrics = [
+    [
         Metric {
             name: "success rate",
             value: |r| r.success_rate,
@@ -487,7 +560,7 @@ fn report(s: &Scenario, rows: &[ValidationRow], t: &ServiceTimes) -> String {
         },
         Metric {
             name: "rejected at w_interval (share)",
-            value: |r| r.rejected.rejected_time_limit as f64 / r.requests.max(1) as f64,
+            value: |r| r.rejected_time_limit as f64 / r.requests.max(1) as f64,
             digits: 3,
             tolerance: tol.time_limit_share,
             relative: false,
@@ -499,37 +572,216 @@ fn report(s: &Scenario, rows: &[ValidationRow], t: &ServiceTimes) -> String {
             tolerance: tol.planning_time,
             relative: true,
         },
-    ];
+    ]
+}
+
+/// Every algorithm x metric of the scenario, judged from the two sides' runs, paired by run
+/// (the same topology, kind, load and seed).
+///
+/// # Errors
+/// An algorithm's runs on the two sides are not the same runs.
+fn judge(s: &Scenario, service: &[Compared], simulator: &[Compared]) -> Result<Vec<Cell>> {
+    let mut cells = Vec::new();
     for &algorithm in &s.algorithms {
-        for m in &metrics {
-            // Both sides' rows are in the same (key) order: pairs are the same seed.
-            let side = |side: &str| -> Vec<f64> {
-                rows.iter()
-                    .filter(|r| r.side == side && r.run.algorithm == algorithm)
-                    .map(|r| (m.value)(&r.run))
-                    .collect()
-            };
-            let a = Agreement::of(m, &side("service"), &side("simulator"));
-            let digits = m.digits;
-            let verdict = match a.agrees {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "(not judged)",
-            };
-            let tolerance = if m.tolerance > 0.0 { format!("± {:.digits$}", a.tolerance) } else { "—".into() };
-            let _ = writeln!(
-                md,
-                "| {algorithm} | {} | {:.digits$} | {:.digits$} | {:+.digits$} ± {:.digits$} | {tolerance} | {verdict} |",
-                m.name, a.service, a.simulator, a.difference.0, a.difference.1
-            );
+        let side = |rows: &[Compared]| -> Vec<Compared> {
+            let mut v: Vec<Compared> = rows.iter().filter(|r| r.algorithm == algorithm).cloned().collect();
+            v.sort_by(|a, b| {
+                (&a.topology, &a.kind, a.seed).cmp(&(&b.topology, &b.kind, b.seed)).then(a.load.total_cmp(&b.load))
+            });
+            v
+        };
+        let (a, b) = (side(service), side(simulator));
+        let key = |r: &Compared| (r.topology.clone(), r.kind.clone(), r.load.to_bits(), r.seed);
+        if a.iter().map(key).ne(b.iter().map(key)) {
+            bail!("{algorithm}: the service's and the simulator's runs are not the same runs");
+        }
+        for m in metrics(s) {
+            let values = |rows: &[Compared]| rows.iter().map(m.value).collect::<Vec<f64>>();
+            let a = Agreement::of(&m, &values(&a), &values(&b));
+            cells.push(Cell { algorithm, metric: m.name, digits: m.digits, judged: m.tolerance > 0.0, a });
         }
     }
-    md
+    Ok(cells)
+}
+
+/// validation.md: the set-up, one line per algorithm and metric, and the verdicts counted
+/// (how many cells were judged and agree; of the others, which miss by an interval wider than
+/// the tolerance around a mean inside it, and which by a mean outside it).
+///
+/// # Errors
+/// See [`judge`].
+fn report(s: &Scenario, service: &[Compared], simulator: &[Compared], t: &ServiceTimes) -> Result<String> {
+    let mut md = format!(
+        "Scenario `{}`: {} requests per run, compared seeds {}..={} (calibrated on {} more), loads {:?}, \
+         w_interval {} s, lease {} s, {} planners x {} requests at once, service times injected: {}.\n\n\
+         Calibrated service times (uniform ranges, ms): availability {}, free slot {}, hold {}, commit {}, \
+         cancel {}.\n\n\
+         Differences are simulator minus service, paired by seed: mean ± 95 % half-width (Student's t). \
+         A metric agrees when that interval lies within ± the tolerance, fixed before the runs; it is \
+         judged from {MIN_SEEDS_JUDGED} seeds up.\n\n\
+         | algorithm | metric | service | simulator | difference | tolerance | agrees |\n\
+         |---|---|---|---|---|---|---|\n",
+        s.name,
+        s.requests,
+        s.seed_offset + 1,
+        s.seed_offset + s.seeds,
+        s.validation.calibration_seeds,
+        s.loads,
+        s.w_interval_s,
+        s.lease_s(),
+        s.planners,
+        s.planner_concurrency,
+        if s.validation.inject_service_times { "yes" } else { "no" },
+        ms(t.availability),
+        ms(t.free_slot),
+        ms(t.hold),
+        ms(t.commit),
+        ms(t.cancel)
+    );
+    let cells = judge(s, service, simulator)?;
+    for c in &cells {
+        let (a, digits) = (&c.a, c.digits);
+        let verdict = match a.agrees {
+            Some(true) => "yes".to_owned(),
+            Some(false) => "**no**".to_owned(),
+            None if c.judged => format!("(not judged: {} of the {MIN_SEEDS_JUDGED} seeds needed)", a.seeds),
+            None => "(not judged)".to_owned(),
+        };
+        let tolerance = if c.judged { format!("± {:.digits$}", a.tolerance) } else { "—".into() };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.digits$} | {:.digits$} | {} | {tolerance} | {verdict} |",
+            c.algorithm,
+            c.metric,
+            a.service,
+            a.simulator,
+            c.difference()
+        );
+    }
+    let judged: Vec<&Cell> = cells.iter().filter(|c| c.a.agrees.is_some()).collect();
+    let agree = judged.iter().filter(|c| c.a.agrees == Some(true)).count();
+    let list = |cs: Vec<&&Cell>| {
+        if cs.is_empty() {
+            "none".to_owned()
+        } else {
+            cs.iter().map(|c| c.named()).collect::<Vec<_>>().join("; ")
+        }
+    };
+    let misses: Vec<&&Cell> = judged.iter().filter(|c| c.a.agrees == Some(false)).collect();
+    let (outside, wide): (Vec<&&Cell>, Vec<&&Cell>) = misses.into_iter().partition(|c| c.a.mean_outside());
+    let unjudged = cells.iter().filter(|c| c.judged && c.a.agrees.is_none()).count();
+    let _ = write!(md, "\n**Verdicts.** {} judged cells, {agree} agree. ", judged.len());
+    if unjudged > 0 {
+        let _ = write!(
+            md,
+            "{unjudged} cells with a tolerance are not judged: {} compared seeds, and agreement is judged \
+             from {MIN_SEEDS_JUDGED} up. ",
+            cells.first().map_or(0, |c| c.a.seeds)
+        );
+    }
+    let _ = write!(
+        md,
+        "Not agreeing with the mean inside the tolerance (the interval is wider): {}. Not agreeing with \
+         the mean outside the tolerance: {}.",
+        list(wide),
+        list(outside)
+    );
+    let largest = cells.iter().filter(|c| c.metric == "success rate").map(|c| c.a.largest).fold(0.0, f64::max);
+    let _ = writeln!(
+        md,
+        " The largest difference between the two sides' success rates in one seed's run: {largest:.3} \
+         (one request is 1/{} of a run's success rate).",
+        s.requests
+    );
+    Ok(md)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The decimal numbers of `text` as written (sign included when one is written: a `-` or
+    /// `+` that does not join two numbers, as in a range `0.3-1.4`).
+    fn decimals(text: &str) -> Vec<String> {
+        let b = text.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_digit() && (i == 0 || !(b[i - 1].is_ascii_digit() || b[i - 1] == b'.')) {
+                let mut j = i;
+                while j < b.len()
+                    && (b[j].is_ascii_digit() || (b[j] == b'.' && j + 1 < b.len() && b[j + 1].is_ascii_digit()))
+                {
+                    j += 1;
+                }
+                let sign =
+                    i > 0 && (b[i - 1] == b'-' || b[i - 1] == b'+') && (i < 2 || !b[i - 2].is_ascii_alphanumeric());
+                let start = if sign { i - 1 } else { i };
+                if text[i..j].contains('.') {
+                    out.push(text[start..j].to_owned());
+                }
+                i = j;
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// What is wrong with `prose` as a reading of the judged validations: a number quoted to
+    /// three decimals or with a sign that no `validation.md` prints (at that precision, with
+    /// that sign); a count of judged or agreeing cells that is neither a file's nor the total;
+    /// a cell that misses its tolerance by a mean outside it, not named by its difference.
+    fn prose_errors(prose: &str, judged: &[(Vec<Cell>, String)]) -> Vec<String> {
+        let printed: Vec<f64> =
+            judged.iter().flat_map(|(_, t)| decimals(t)).map(|d| d.parse::<f64>().unwrap()).collect();
+        let mut errors = Vec::new();
+        for d in decimals(prose) {
+            let digits = d.split('.').nth(1).map_or(0, str::len);
+            let signed = d.starts_with(['-', '+']);
+            if digits < 3 && !signed {
+                continue;
+            }
+            let p: f64 = d.parse().unwrap();
+            let hit = printed.iter().any(|v| {
+                format!("{:.digits$}", v.abs()) == format!("{:.digits$}", p.abs())
+                    && (!signed || *v == 0.0 || (v.is_sign_negative() == d.starts_with('-')))
+            });
+            if !hit {
+                errors.push(format!("{d}: printed by no validation.md"));
+            }
+        }
+        let counts = |f: &dyn Fn(&Cell) -> bool| -> Vec<usize> {
+            let per: Vec<usize> = judged.iter().map(|(c, _)| c.iter().filter(|c| f(c)).count()).collect();
+            let total = per.iter().sum();
+            per.into_iter().chain([total]).collect()
+        };
+        let judged_counts = counts(&|c| c.a.agrees.is_some());
+        let agree_counts = counts(&|c| c.a.agrees == Some(true));
+        let words: Vec<&str> = prose.split_whitespace().collect();
+        for w in words.windows(3) {
+            let n = w[0].trim_start_matches('(').parse::<usize>();
+            let Ok(n) = n else { continue };
+            if w[1] == "judged" && w[2].starts_with("cells") && !judged_counts.contains(&n) {
+                errors.push(format!("{n} judged cells: the files judged {judged_counts:?}"));
+            }
+            if w[1].starts_with("agree") && !agree_counts.contains(&n) {
+                errors.push(format!("{n} agree: the files' agreeing cells are {agree_counts:?}"));
+            }
+        }
+        for (cells, _) in judged {
+            for c in cells.iter().filter(|c| c.a.agrees == Some(false) && c.a.mean_outside()) {
+                if !prose.contains(&c.difference()) {
+                    errors.push(format!(
+                        "{} misses its tolerance by its mean ({}), not named",
+                        c.named(),
+                        c.difference()
+                    ));
+                }
+            }
+        }
+        errors
+    }
 
     #[test]
     fn latencies_are_read_from_the_exposition_and_calibrate_the_service_times() {
@@ -581,5 +833,130 @@ mod tests {
         assert!((rel.tolerance - 0.2 * 0.8125).abs() < 1e-12);
         assert_eq!(rel.agrees, Some(true));
         assert_eq!(Agreement::of(&m(0.0, true), &service, &far).agrees, None, "tolerance 0: not judged");
+    }
+
+    /// Issue 51: one seed gave a point value, printed `± 0.000` and judged as agreement. Below
+    /// three seeds nothing is judged, however close the values.
+    #[test]
+    fn fewer_than_three_seeds_are_not_judged() {
+        let m = Metric { name: "m", value: |r| r.success_rate, digits: 3, tolerance: 0.05, relative: false };
+        for n in 1..MIN_SEEDS_JUDGED {
+            let service = vec![0.8; n];
+            let a = Agreement::of(&m, &service, &service);
+            assert_eq!((a.seeds, a.agrees), (n, None), "{n} seeds");
+        }
+        let three = [0.8, 0.81, 0.79];
+        assert_eq!(Agreement::of(&m, &three, &three).agrees, Some(true), "three identical seeds: judged");
+        let cell = Cell {
+            algorithm: "bir-time".parse().unwrap(),
+            metric: "m",
+            digits: 3,
+            judged: true,
+            a: Agreement::of(&m, &[0.8], &[0.8]),
+        };
+        assert_eq!(cell.difference(), "+0.000 (1 seed: no interval)");
+    }
+
+    /// The committed validations (sim/validation/{fast,slow}/): each folder's `validation.md` is
+    /// what its CSV files judge to, VALIDATION.md's tables are those, and its prose (and the
+    /// paragraph of RESULTS.md citing it) quotes no number the CSV files do not give.
+    mod committed {
+        use super::*;
+
+        fn root() -> &'static Path {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+        }
+
+        /// Each folder's judged cells and `validation.md`, checked against the committed file.
+        fn judged() -> Vec<(Vec<Cell>, String)> {
+            [("validation/fast", "scenarios/validation.toml"), ("validation/slow", "scenarios/validation-slow.toml")]
+                .into_iter()
+                .map(|(dir, scenario)| {
+                    let s = Scenario::load(&root().join(scenario)).unwrap();
+                    let dir = root().join(dir);
+                    let text = rejudge(&s, &dir).unwrap();
+                    let committed = std::fs::read_to_string(dir.join("validation.md")).unwrap();
+                    assert_eq!(committed, text, "{}: validation.md is not what its CSV files judge to", dir.display());
+                    let cells =
+                        judge(&s, &read_compared(&dir, "service").unwrap(), &read_compared(&dir, "simulator").unwrap())
+                            .unwrap();
+                    (cells, text)
+                })
+                .collect()
+        }
+
+        /// VALIDATION.md from "## Results" on, with its tables, without the subsection that
+        /// quotes earlier runs (whose files are not committed).
+        fn results_section(md: &str) -> &str {
+            let from = md.find("## Results").expect("VALIDATION.md has a Results section");
+            &md[from..]
+        }
+
+        fn without_earlier_runs(text: &str) -> String {
+            let mut out = String::new();
+            let mut skipping = false;
+            for line in text.lines() {
+                if line.starts_with('#') {
+                    skipping = line.starts_with("### Earlier runs");
+                }
+                if !skipping && !line.starts_with('|') {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+            out
+        }
+
+        #[test]
+        fn validation_md_is_its_csv_and_its_prose_quotes_it() {
+            let judged = judged();
+            let md = std::fs::read_to_string(root().join("VALIDATION.md")).unwrap();
+            let results = results_section(&md);
+            // Every table row is a row of a regenerated validation.md, and all of them are there.
+            let rows: Vec<&str> =
+                results.lines().filter(|l| l.starts_with("| bir-") || l.starts_with("| bbr-")).collect();
+            let cells: usize = judged.iter().map(|(c, _)| c.len()).sum();
+            assert_eq!(rows.len(), cells, "VALIDATION.md's tables have every cell once");
+            for row in rows {
+                assert!(judged.iter().any(|(_, t)| t.lines().any(|l| l == row)), "not the CSV's: {row}");
+            }
+            let errors = prose_errors(&without_earlier_runs(results), &judged);
+            assert!(errors.is_empty(), "VALIDATION.md's prose:\n{}", errors.join("\n"));
+            // RESULTS.md's paragraphs citing VALIDATION.md (by its link): their numbers must be
+            // the files', and one that counts the verdicts ("... agree") must name every cell
+            // missed by its mean.
+            let results_md = std::fs::read_to_string(root().join("RESULTS.md")).unwrap();
+            let citing: Vec<&str> =
+                results_md.split("\n\n").filter(|p| p.contains("[VALIDATION.md](VALIDATION.md)")).collect();
+            assert!(citing.iter().any(|p| p.contains(" agree")), "RESULTS.md states the validation's verdicts");
+            for paragraph in citing {
+                let errors: Vec<String> = prose_errors(paragraph, &judged)
+                    .into_iter()
+                    .filter(|e| paragraph.contains(" agree") || !e.ends_with("not named"))
+                    .collect();
+                assert!(
+                    errors.is_empty(),
+                    "RESULTS.md's paragraph on the validation:\n{}\n{paragraph}",
+                    errors.join("\n")
+                );
+            }
+        }
+
+        /// Issue 51's false sentence: "the others by intervals too wide rather than means too
+        /// far", while slow BBR-time's cost differs by -0.060 ± 0.064 against ± 0.057.
+        #[test]
+        fn a_cell_missed_by_its_mean_must_be_named() {
+            let judged = judged();
+            let old = "Of the 26 judged cells, 21 agree. The cells that do not agree are intervals wider \
+                       than the tolerance, not means outside it.";
+            let errors = prose_errors(old, &judged);
+            assert!(errors.iter().any(|e| e.contains("-0.060 ± 0.064")), "{errors:?}");
+            let wrong = "Of the 26 judged cells, 22 agree; slow BBR-time's cost is -0.060 ± 0.064 (-0.061 mean).";
+            let errors = prose_errors(wrong, &judged);
+            assert!(
+                errors.iter().any(|e| e.contains("22 agree")) && errors.iter().any(|e| e.contains("-0.061")),
+                "{errors:?}"
+            );
+        }
     }
 }

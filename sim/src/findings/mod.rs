@@ -19,7 +19,8 @@ mod paired;
 #[cfg(test)]
 mod tests;
 
-use paired::{compare, cost, differences, success};
+use paired::compare;
+pub use paired::{cost, differences, success};
 pub use paired::{Comparison, Paired, ALPHA};
 
 const BBR: ReservationMethod = ReservationMethod::Bbr;

@@ -25,6 +25,8 @@ const LEGEND_W: u32 = 250;
 /// Marker "radius" in pixels.
 const MARKER_R: i32 = 6;
 const FONT: &str = "sans-serif";
+/// The ring around a drifting point.
+const DRIFT: RGBColor = RGBColor(220, 0, 0);
 
 /// Which of the two figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,13 +166,23 @@ fn legend_name(algorithm: &Algorithm) -> String {
     }
 }
 
-/// One point: x, mean, CI half-width.
+/// One point: x, mean, CI half-width, its offered load (the scenario's) and whether it drifts
+/// (steady-state.md: its success rate, last quarter against first, moves beyond the tolerance).
 #[derive(Debug, Clone, Copy)]
 struct Point {
     x: f64,
     mean: f64,
     ci: f64,
+    load: f64,
+    drifts: bool,
 }
+
+/// The points that drift (`steady::Verdict::Drifts`), as `steady::Point` keys.
+pub type Drifting = BTreeSet<crate::steady::Point>;
+
+/// Two lines closer than this share of the y axis at every load are drawn over one another
+/// (1.5 % of 600 pixels: 9 pixels, about a marker).
+const COINCIDE_SHARE: f64 = 0.015;
 
 struct Series {
     name: String,
@@ -186,6 +198,61 @@ struct Figure {
     y_range: (f64, f64),
     series: Vec<Series>,
     note: String,
+    /// Groups of series (indices into `series`, two or more) whose lines coincide: within
+    /// [`COINCIDE_SHARE`] of the y axis of a member of the group at every load.
+    coinciding: Vec<Vec<usize>>,
+}
+
+impl Figure {
+    /// The largest distance at which two lines count as coinciding, in the metric's unit.
+    fn coincide_within(&self) -> f64 {
+        COINCIDE_SHARE * (self.y_range.1 - self.y_range.0)
+    }
+
+    /// Every series with points lies in one coinciding group: the figure would show one line.
+    fn shows_nothing(&self) -> bool {
+        let drawn = self.series.iter().filter(|s| !s.points.is_empty()).count();
+        drawn >= 2 && self.coinciding.iter().any(|g| g.len() == drawn)
+    }
+
+    /// The group letter of series `i` (`A`, `B`, ...), if it coincides with others.
+    fn group_of(&self, i: usize) -> Option<char> {
+        self.coinciding.iter().position(|g| g.contains(&i)).map(|n| (b'A' + (n % 26) as u8) as char)
+    }
+}
+
+/// The groups of series whose lines coincide (see [`Figure::coinciding`]): two series are
+/// linked when they have points at the same loads and their means differ by at most `within`
+/// at each; groups are the linked components with two or more members.
+fn coinciding(series: &[Series], within: f64) -> Vec<Vec<usize>> {
+    let n = series.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], i: usize) -> usize {
+        let mut r = i;
+        while parent[r] != r {
+            r = parent[r];
+        }
+        parent[i] = r;
+        r
+    }
+    for (i, si) in series.iter().enumerate() {
+        for (j, sj) in series.iter().enumerate().skip(i + 1) {
+            let (a, b) = (&si.points, &sj.points);
+            let close = !a.is_empty()
+                && a.len() == b.len()
+                && a.iter().zip(b).all(|(p, q)| p.x == q.x && (p.mean - q.mean).abs() <= within);
+            if close {
+                let (ri, rj) = (root(&mut parent, i), root(&mut parent, j));
+                parent[rj] = ri;
+            }
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..n {
+        let r = root(&mut parent, i);
+        groups.entry(r).or_default().push(i);
+    }
+    groups.into_values().filter(|g| g.len() >= 2).collect()
 }
 
 /// `lo..hi` padded by `frac` of its span on both sides (a degenerate range gets a span of its own).
@@ -206,7 +273,14 @@ fn pad(lo: f64, hi: f64, frac: f64) -> (f64, f64) {
 /// Points whose mean is not finite are left out; a non-finite CI counts as 0. For the cost
 /// figure, points where no run committed anything (`success_rate_mean == 0`) are left out: they
 /// have no average cost.
-fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric, x_axis: XAxis) -> Figure {
+fn build_figure(
+    topology: &str,
+    kind: &str,
+    rows: &[&SummaryRow],
+    metric: Metric,
+    x_axis: XAxis,
+    drifting: &Drifting,
+) -> Figure {
     let mut by_alg: BTreeMap<Algorithm, Vec<Point>> = BTreeMap::new();
     for r in rows {
         let (mean, ci) = match metric {
@@ -223,7 +297,9 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
             continue;
         }
         let ci = if ci.is_finite() { ci.abs() } else { 0.0 };
-        by_alg.entry(r.algorithm).or_default().push(Point { x, mean, ci });
+        let key = (r.topology.clone(), r.kind.clone(), r.algorithm.to_string(), (r.load * 1000.0).round() as i64);
+        let drifts = drifting.contains(&key);
+        by_alg.entry(r.algorithm).or_default().push(Point { x, mean, ci, load: r.load, drifts });
     }
     let mut algorithms: Vec<Algorithm> = rows.iter().map(|r| r.algorithm).collect();
     algorithms.sort_by(legend_order);
@@ -262,7 +338,18 @@ fn build_figure(topology: &str, kind: &str, rows: &[&SummaryRow], metric: Metric
         (Some(a), Some(b)) => format!("runs per point: {a}-{b}"),
         _ => String::new(),
     };
-    Figure { title: format!("{topology}, {kind}: {}", metric.title()), metric, x_axis, x_range, y_range, series, note }
+    let mut fig = Figure {
+        title: format!("{topology}, {kind}: {}", metric.title()),
+        metric,
+        x_axis,
+        x_range,
+        y_range,
+        series,
+        note,
+        coinciding: Vec::new(),
+    };
+    fig.coinciding = coinciding(&fig.series, fig.coincide_within());
+    fig
 }
 
 fn drawing_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
@@ -367,6 +454,16 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
             draw_marker(chart.plotting_area(), (p.x, p.mean.clamp(y0, y1)), &s.style)?;
         }
     }
+    // Drifting points: a red ring around the marker.
+    for s in &fig.series {
+        for p in s.points.iter().filter(|p| p.drifts) {
+            let at = (p.x, p.mean.clamp(y0, y1));
+            chart
+                .plotting_area()
+                .draw(&(EmptyElement::at(at) + Circle::new((0, 0), MARKER_R + 5, DRIFT.stroke_width(2))))
+                .map_err(drawing_err)?;
+        }
+    }
 
     // Legend panel: sample line + marker + name per algorithm, then what the band means.
     let text = (FONT, 18).into_font().color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
@@ -380,7 +477,7 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         )
         .map_err(drawing_err)?;
     y += row_h;
-    for s in &fig.series {
+    for (i, s) in fig.series.iter().enumerate() {
         let shape = s.style.color.stroke_width(s.style.width);
         let seg = vec![(10, y), (66, y)];
         match s.style.line {
@@ -389,14 +486,33 @@ fn render<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) -> an
         }
         .map_err(drawing_err)?;
         draw_marker(&legend_area, (38, y), &s.style)?;
-        legend_area.draw_text(&s.name, &text, (78, y)).map_err(drawing_err)?;
+        let name = match fig.group_of(i) {
+            Some(g) => format!("{} ≈{g}", s.name),
+            None => s.name.clone(),
+        };
+        legend_area.draw_text(&name, &text, (78, y)).map_err(drawing_err)?;
+        y += row_h;
+    }
+    let small = (FONT, 16).into_font().color(&RGBColor(80, 80, 80)).pos(Pos::new(HPos::Left, VPos::Center));
+    if !fig.coinciding.is_empty() {
+        legend_area
+            .draw_text(&format!("≈X: lines within {:.3}", fig.coincide_within()), &small, (10, y))
+            .map_err(drawing_err)?;
+        y += row_h * 2 / 3;
+        legend_area.draw_text("at every load (they overlap)", &small, (10, y)).map_err(drawing_err)?;
+        y += row_h;
+    }
+    if fig.series.iter().any(|s| s.points.iter().any(|p| p.drifts)) {
+        legend_area
+            .draw(&(EmptyElement::at((38, y)) + Circle::new((0, 0), MARKER_R + 5, DRIFT.stroke_width(2))))
+            .map_err(drawing_err)?;
+        legend_area.draw_text("drifts (steady-state.md)", &text, (78, y)).map_err(drawing_err)?;
         y += row_h;
     }
     y += row_h / 2;
     legend_area.draw(&Rectangle::new([(10, y - 9), (66, y + 9)], BLACK.mix(0.13).filled())).map_err(drawing_err)?;
     legend_area.draw_text("mean ± 95% CI", &text, (78, y)).map_err(drawing_err)?;
     y += row_h;
-    let small = (FONT, 16).into_font().color(&RGBColor(80, 80, 80)).pos(Pos::new(HPos::Left, VPos::Center));
     legend_area.draw_text(&fig.note, &small, (10, y)).map_err(drawing_err)?;
     if fig.series.iter().any(|s| s.name.ends_with('*')) {
         y += row_h;
@@ -418,7 +534,12 @@ fn file_safe(s: &str) -> String {
 }
 
 /// Implementation of [`super::write_figures`] (documented there).
-pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -> anyhow::Result<Vec<PathBuf>> {
+pub(super) fn write_figures(
+    summary: &[SummaryRow],
+    dir: &Path,
+    x_axis: XAxis,
+    drifting: &Drifting,
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut keys = BTreeSet::new();
     for r in summary {
         if !keys.insert((&r.topology, &r.kind, r.algorithm, r.load.to_bits())) {
@@ -429,6 +550,13 @@ pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -
 
     let mut written = Vec::new();
     let mut stems = BTreeSet::new();
+    let mut captions = String::from(
+        "# Figures (generated by coreserve-sim)\n\nOne figure per topology, kind and metric: mean ± 95 % \
+         CI over the point's runs. A red ring marks a point whose success rate drifts (last quarter \
+         against first beyond the tolerance, steady-state.md); lines that lie within 1.5 % of the y \
+         axis of each other at every load are marked `≈A`, `≈B`, ... in the legend (they overlap); a \
+         figure where every line would overlap is not drawn: its values are the table in its place.\n",
+    );
     for (topology, kind) in topology_kinds(summary) {
         let rows: Vec<&SummaryRow> = summary.iter().filter(|r| r.topology == topology && r.kind == kind).collect();
         for metric in [Metric::Success, Metric::Cost] {
@@ -436,17 +564,27 @@ pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -
             if !stems.insert(stem.clone()) {
                 bail!("two (topology, kind) pairs give the same figure name {stem}");
             }
-            let fig = build_figure(&topology, &kind, &rows, metric, x_axis);
-
-            let svg = dir.join(format!("{stem}.svg"));
+            let fig = build_figure(&topology, &kind, &rows, metric, x_axis, drifting);
+            captions.push_str(&caption(&fig, &stem));
+            let (svg, png) = (dir.join(format!("{stem}.svg")), dir.join(format!("{stem}.png")));
+            if fig.shows_nothing() {
+                // An earlier drawing of the same figure would outlive its table.
+                for stale in [&svg, &png] {
+                    let removed = fs::remove_file(stale);
+                    if let Err(e) =
+                        removed.or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(()) } else { Err(e) })
+                    {
+                        return Err(e).with_context(|| format!("removing {}", stale.display()));
+                    }
+                }
+                continue;
+            }
             {
                 let root = SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area();
                 render(&root, &fig).with_context(|| format!("drawing {}", svg.display()))?;
                 root.present().map_err(drawing_err).with_context(|| format!("writing {}", svg.display()))?;
             }
             written.push(svg);
-
-            let png = dir.join(format!("{stem}.png"));
             {
                 let root = BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area();
                 render(&root, &fig).with_context(|| format!("drawing {}", png.display()))?;
@@ -455,7 +593,75 @@ pub(super) fn write_figures(summary: &[SummaryRow], dir: &Path, x_axis: XAxis) -
             written.push(png);
         }
     }
+    if !stems.is_empty() {
+        let path = dir.join("figures.md");
+        fs::write(&path, captions).with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(written)
+}
+
+/// One figure's section of `figures.md`: the figure (or, when it would show one line, the table
+/// of its values instead) and its caption: which points drift and which lines coincide.
+fn caption(fig: &Figure, stem: &str) -> String {
+    use std::fmt::Write as _;
+    let mut md = format!("\n## {}\n\n", fig.title);
+    let names = |g: &[usize]| g.iter().map(|&i| fig.series[i].name.as_str()).collect::<Vec<_>>().join(", ");
+    if fig.shows_nothing() {
+        let _ = write!(
+            md,
+            "Not drawn: every line lies within {:.3} of another at every load, so the figure would show one \
+             line. The values ({}):\n\n| algorithm |",
+            fig.coincide_within(),
+            fig.note
+        );
+        let loads: Vec<f64> =
+            fig.series.iter().flat_map(|s| s.points.iter().map(|p| p.load)).fold(Vec::new(), |mut v, l| {
+                if !v.contains(&l) {
+                    v.push(l);
+                }
+                v
+            });
+        for l in &loads {
+            let _ = write!(md, " load {l} |");
+        }
+        let _ = write!(md, "\n|---|{}\n", "---|".repeat(loads.len()));
+        for s in &fig.series {
+            let _ = write!(md, "| {} |", s.name);
+            for l in &loads {
+                match s.points.iter().find(|p| p.load == *l) {
+                    Some(p) => {
+                        let _ = write!(md, " {:.3} ± {:.3}{} |", p.mean, p.ci, if p.drifts { " (drifts)" } else { "" });
+                    }
+                    None => md.push_str(" — |"),
+                }
+            }
+            md.push('\n');
+        }
+        return md;
+    }
+    let _ = write!(md, "![{}]({stem}.svg)\n\n{}.", fig.title, fig.note.replace("runs per point", "Runs per point"));
+    let drifting: Vec<String> = fig
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().filter(|p| p.drifts).map(move |p| format!("{} at {}", s.name, p.load)))
+        .collect();
+    let points: usize = fig.series.iter().map(|s| s.points.len()).sum();
+    if drifting.is_empty() {
+        let _ = write!(md, " No point drifts.");
+    } else {
+        let _ = write!(md, " Drifting (ringed), {} of {points} points: {}.", drifting.len(), drifting.join(", "));
+    }
+    for (n, g) in fig.coinciding.iter().enumerate() {
+        let _ = write!(
+            md,
+            " ≈{}: {} lie within {:.3} of each other at every load and overlap.",
+            (b'A' + (n % 26) as u8) as char,
+            names(g),
+            fig.coincide_within()
+        );
+    }
+    md.push('\n');
+    md
 }
 
 #[cfg(test)]
@@ -473,11 +679,75 @@ mod tests {
     #[test]
     fn the_cost_axis_starts_at_zero_and_ours_are_marked() {
         let rows = [row("bir-cost", 0.2, 5.0), row("bir-cost", 0.4, 6.0), row("bbr-overlay-time", 0.2, 8.0)];
-        let fig = build_figure("t", "workflow", &rows.iter().collect::<Vec<_>>(), Metric::Cost, XAxis::Cpu);
+        let fig =
+            build_figure("t", "workflow", &rows.iter().collect::<Vec<_>>(), Metric::Cost, XAxis::Cpu, &Drifting::new());
         assert_eq!(fig.y_range.0, 0.0, "costs of 5 to 8 are drawn from 0");
         assert!(fig.y_range.1 > 8.1);
         let names: Vec<&str> = fig.series.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["bir-cost", "bbr-overlay-time*"]);
+    }
+
+    /// Issue 51: drifting points were not marked, and lines drawn over one another were not
+    /// said to be.
+    #[test]
+    fn drifting_points_are_ringed_and_overlapping_lines_named() {
+        let p = |a: &str, load: f64, success: f64| SummaryRow::point("t", "workflow", a, load, success, 1.0);
+        let rows = [
+            p("bir-time", 0.2, 0.50),
+            p("bir-time", 0.4, 0.60),
+            p("bir-load", 0.2, 0.505),
+            p("bir-load", 0.4, 0.60),
+            p("bbr-time", 0.2, 0.20),
+            p("bbr-time", 0.4, 0.30),
+        ];
+        let drifting: Drifting = [("t".to_owned(), "workflow".to_owned(), "bir-time".to_owned(), 400)].into();
+        let fig =
+            build_figure("t", "workflow", &rows.iter().collect::<Vec<_>>(), Metric::Success, XAxis::Cpu, &drifting);
+        let names: Vec<Vec<&str>> =
+            fig.coinciding.iter().map(|g| g.iter().map(|&i| fig.series[i].name.as_str()).collect()).collect();
+        assert_eq!(names, [["bir-time", "bir-load"]]);
+        assert!(!fig.shows_nothing());
+        let drifts: Vec<(String, f64)> = fig
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().filter(|p| p.drifts).map(|p| (s.name.clone(), p.load)))
+            .collect();
+        assert_eq!(drifts, [("bir-time".to_owned(), 0.4)]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let summary: Vec<SummaryRow> = rows.to_vec();
+        write_figures(&summary, dir.path(), XAxis::Cpu, &drifting).unwrap();
+        let svg = fs::read_to_string(dir.path().join("success-t-workflow.svg")).unwrap();
+        assert!(svg.contains("bir-time ≈A") && svg.contains("drifts (steady-state.md)"), "legend");
+        assert!(svg.contains("#DC0000"), "the ring is drawn");
+        let md = fs::read_to_string(dir.path().join("figures.md")).unwrap();
+        assert!(md.contains("Drifting (ringed), 1 of 6 points: bir-time at 0.4."), "{md}");
+        assert!(md.contains("≈A: bir-time, bir-load lie within 0.015"), "{md}");
+    }
+
+    /// Issue 51: a figure whose lines all coincide (RENATER's nine success lines at 0.03) shows
+    /// nothing; it is replaced by a table of its values, and an old drawing of it removed.
+    #[test]
+    fn a_figure_of_one_line_is_a_table() {
+        let p = |a: &str, load: f64, success: f64| {
+            let cost = if a.starts_with("bir") { 1.0 } else { 1.5 };
+            SummaryRow::point("r", "workflow", a, load, success, cost)
+        };
+        let rows = vec![
+            p("bir-time", 0.2, 0.030),
+            p("bir-time", 0.6, 0.031),
+            p("bbr-time", 0.2, 0.028),
+            p("bbr-time", 0.6, 0.033),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("success-r-workflow.svg"), "old").unwrap();
+        let written = write_figures(&rows, dir.path(), XAxis::Cpu, &Drifting::new()).unwrap();
+        assert!(!written.iter().any(|w| w.to_string_lossy().contains("success-r-workflow")), "{written:?}");
+        assert!(!dir.path().join("success-r-workflow.svg").exists(), "the old drawing is removed");
+        assert!(dir.path().join("cost-r-workflow.svg").exists(), "the cost figure has two lines");
+        let md = fs::read_to_string(dir.path().join("figures.md")).unwrap();
+        assert!(md.contains("Not drawn: every line lies within 0.015"), "{md}");
+        assert!(md.contains("| bbr-time | 0.028 ± 0.000 | 0.033 ± 0.000 |"), "{md}");
     }
 
     #[test]
@@ -485,7 +755,11 @@ mod tests {
         let rows = [row("bir-time", 0.2, 5.0), row("bir-time", 0.6, 6.0)];
         let rows: Vec<&SummaryRow> = rows.iter().collect();
         let xs = |x_axis| -> Vec<f64> {
-            build_figure("t", "workflow", &rows, Metric::Success, x_axis).series[0].points.iter().map(|p| p.x).collect()
+            build_figure("t", "workflow", &rows, Metric::Success, x_axis, &Drifting::new()).series[0]
+                .points
+                .iter()
+                .map(|p| p.x)
+                .collect()
         };
         assert_eq!(xs(XAxis::Cpu), [0.2, 0.6]);
         assert_eq!(xs(XAxis::Network), [0.1, 0.3]);

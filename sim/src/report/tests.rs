@@ -273,7 +273,7 @@ fn figures_are_written_for_every_topology_and_kind() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("figs");
     let summary = summarise(&synthetic_runs());
-    let paths = write_figures(&summary, &out, XAxis::Cpu).unwrap();
+    let paths = write_figures(&summary, &out, XAxis::Cpu, &Drifting::new()).unwrap();
     assert_eq!(paths.len(), 2 * 2 * 2 * 2);
     for stem in [
         "success-gridg-n-workflow",
@@ -306,7 +306,7 @@ fn figures_are_written_for_every_topology_and_kind() {
 
     // Deterministic: drawing again gives the same bytes.
     let again = dir.path().join("again");
-    let paths2 = write_figures(&summary, &again, XAxis::Cpu).unwrap();
+    let paths2 = write_figures(&summary, &again, XAxis::Cpu, &Drifting::new()).unwrap();
     for (a, b) in paths.iter().zip(&paths2) {
         assert_eq!(fs::read(a).unwrap(), fs::read(b).unwrap(), "{}", a.display());
     }
@@ -316,16 +316,16 @@ fn figures_are_written_for_every_topology_and_kind() {
 fn figures_handle_edge_cases() {
     let dir = tempfile::tempdir().unwrap();
     // Empty summary: nothing drawn, no error.
-    assert!(write_figures(&[], dir.path(), XAxis::Cpu).unwrap().is_empty());
+    assert!(write_figures(&[], dir.path(), XAxis::Cpu, &Drifting::new()).unwrap().is_empty());
     // One load, one seed, nothing committed anywhere; odd names.
     let mut r = row("bir-time", 1.0, 1, 0, 0.0, 0.0);
     r.topology = "my grid/1".into();
-    let paths = write_figures(&summarise(&[r.clone()]), dir.path(), XAxis::Cpu).unwrap();
+    let paths = write_figures(&summarise(&[r.clone()]), dir.path(), XAxis::Cpu, &Drifting::new()).unwrap();
     assert_eq!(paths[0], dir.path().join("success-my_grid_1-workflow.svg"));
     assert!(paths.iter().all(|p| fs::metadata(p).unwrap().len() > 0));
     // Duplicate summary rows are refused.
     let s = summarise(&[r]);
-    assert!(write_figures(&[s[0].clone(), s[0].clone()], dir.path(), XAxis::Cpu).is_err());
+    assert!(write_figures(&[s[0].clone(), s[0].clone()], dir.path(), XAxis::Cpu, &Drifting::new()).is_err());
 }
 
 /// The summary read back from summary.csv draws the same figures (`--replot`).
