@@ -18,6 +18,7 @@ mod report;
 mod run;
 mod scenario;
 mod sensitivity;
+mod staged;
 mod steady;
 mod transport;
 mod validate;
@@ -157,6 +158,14 @@ fn main() -> Result<()> {
         }
         let runs = fairshare::run(&s, &cpus, &args.out, args.keep_outcomes)?;
         println!("{runs} runs of scenario `{}` (fairshare) -> {}", s.name, args.out.join("fairshare.md").display());
+        return Ok(());
+    }
+    if s.experiment == scenario::Experiment::Staged {
+        if args.validate {
+            anyhow::bail!("--validate runs the paper experiment only (this scenario is experiment = \"staged\")");
+        }
+        let runs = staged::run(&s, &cpus, &args.out, args.keep_outcomes)?;
+        println!("{runs} runs of scenario `{}` (staged) -> {}", s.name, args.out.join("staged.md").display());
         return Ok(());
     }
     if args.validate {
