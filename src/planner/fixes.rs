@@ -65,8 +65,12 @@ impl Fixes {
         (self.st + span.offset_s, self.st + span.end_s())
     }
 
-    /// Transfer `e`'s interval with both its jobs fixed ([`Fixes::transfer_interval_at`]).
+    /// Transfer `e`'s interval with both its jobs fixed ([`Fixes::transfer_interval_at`]; a
+    /// fixed transfer's own).
     pub(in crate::planner) fn transfer_interval(&self, req: &PlanRequest, e: usize) -> (Time, Time) {
+        if let Some(f) = &self.transfers[e] {
+            return f.interval;
+        }
         let (a, b) = req.transfer_ends(e);
         let same = self.jobs[a].as_ref().zip(self.jobs[b].as_ref()).is_some_and(|(x, y)| x.site == y.site);
         self.transfer_interval_at(req, e, same)
@@ -116,6 +120,9 @@ pub(in crate::planner) struct TransferFix {
     pub(in crate::planner) hold: Option<HoldId>,
     /// BBR-overlay: the fix's spans in the plan's own overlay of its links.
     pub(in crate::planner) overlay: Vec<(LinkId, SpanId)>,
+    /// Its interval `[start, end)` ([`Fixes::transfer_interval`] when it was fixed; it does not
+    /// change while it stays fixed): what the search's explanations read, often.
+    pub(in crate::planner) interval: (Time, Time),
 }
 
 impl TransferFix {

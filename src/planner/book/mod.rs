@@ -481,7 +481,7 @@ impl TentativeBook for Book<'_> {
         } else {
             Vec::new()
         };
-        self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay });
+        self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay, interval: (start, end) });
         self.fixes.trail.push(Fix::Transfer(e));
         true
     }

@@ -178,7 +178,7 @@ impl<B: TentativeBook> Attempt<'_, B> {
             if !fix.seen_by_answers() {
                 continue;
             }
-            let (s, e) = self.book.fixes().transfer_interval(self.req, f);
+            let (s, e) = fix.interval;
             if s < end && start < e {
                 set.insert(f);
             }

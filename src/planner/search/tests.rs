@@ -120,7 +120,8 @@ impl TentativeBook for TableBook<'_> {
     }
 
     async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
-        self.fixes.transfers[e] = Some(TransferFix { route, hold: None, overlay: Vec::new() });
+        let interval = self.fixes.transfer_interval(self.req, e);
+        self.fixes.transfers[e] = Some(TransferFix { route, hold: None, overlay: Vec::new(), interval });
         self.fixes.trail.push(Fix::Transfer(e));
         true
     }
