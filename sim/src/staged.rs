@@ -137,6 +137,8 @@ pub struct StagedRow {
     /// Mean over committed plans of first start to last end, seconds (0 when none).
     #[serde(serialize_with = "fixed")]
     pub makespan_s: f64,
+    /// Participant messages of all plans (as the paper's runs).
+    pub messages: u64,
 }
 
 /// Column names of `runs.csv`: the fields of [`StagedRow`].
@@ -156,14 +158,6 @@ pub const RUNS_HEADER: [&str; 14] = [
     "makespan_s",
     "messages",
 ];
-
-/// [`StagedRow`] and the run's messages (the last column of `runs.csv`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Line {
-    #[serde(flatten)]
-    pub row: StagedRow,
-    pub messages: u64,
-}
 
 /// Means (and 95 % CI half-widths) over seeds of one topology x kind x algorithm x arm x load:
 /// a line of `summary.csv`.
@@ -221,7 +215,7 @@ pub struct Twins {
 impl Experiment for Staged<'_> {
     type Arm = Arm;
     type Workload = Twins;
-    type Run = Line;
+    type Run = StagedRow;
 
     fn scenario(&self) -> &Scenario {
         self.s
@@ -242,7 +236,7 @@ impl Experiment for Staged<'_> {
         Ok(Twins { concurrent, staged })
     }
 
-    fn run(&self, cell: &Cell, key: &RunKey, arm: Arm, w: &Twins) -> Result<(Line, Vec<Outcome>)> {
+    fn run(&self, cell: &Cell, key: &RunKey, arm: Arm, w: &Twins) -> Result<(StagedRow, Vec<Outcome>)> {
         let requests = match arm {
             Arm::Concurrent => &w.concurrent,
             Arm::Staged => &w.staged,
@@ -273,8 +267,9 @@ impl Experiment for Staged<'_> {
             reserved_cpu_s: reserved,
             reserved_cpu_s_per_plan: per(reserved),
             makespan_s: per(makespan),
+            messages: run.messages,
         };
-        Ok((Line { row, messages: run.messages }, outcomes))
+        Ok((row, outcomes))
     }
 }
 
@@ -284,27 +279,27 @@ fn key(r: &StagedRow) -> (&str, &str, Algorithm, u64, Arm) {
 }
 
 /// Rows sorted by [`key`], then seed.
-pub fn sorted(lines: &[Line]) -> Vec<&Line> {
-    let mut v: Vec<&Line> = lines.iter().collect();
+pub fn sorted(rows: &[StagedRow]) -> Vec<&StagedRow> {
+    let mut v: Vec<&StagedRow> = rows.iter().collect();
     v.sort_by(|a, b| {
-        let (x, y) = (key(&a.row), key(&b.row));
-        (x.0, x.1, x.2, a.row.load, x.4)
-            .partial_cmp(&(y.0, y.1, y.2, b.row.load, y.4))
+        let (x, y) = (key(a), key(b));
+        (x.0, x.1, x.2, a.load, x.4)
+            .partial_cmp(&(y.0, y.1, y.2, b.load, y.4))
             .expect("loads are numbers")
-            .then(a.row.seed.cmp(&b.row.seed))
+            .then(a.seed.cmp(&b.seed))
     });
     v
 }
 
 /// Means over seeds per topology x kind x algorithm x arm x load.
-pub fn summarise(lines: &[Line]) -> Vec<StagedSummary> {
-    let sorted = sorted(lines);
+pub fn summarise(rows: &[StagedRow]) -> Vec<StagedSummary> {
+    let sorted = sorted(rows);
     let mut out = Vec::new();
-    for g in sorted.chunk_by(|a, b| key(&a.row) == key(&b.row)) {
-        let f = &g[0].row;
-        let mean = |v: fn(&StagedRow) -> f64| ci95_half_width(&g.iter().map(|l| v(&l.row)).collect::<Vec<_>>());
+    for g in sorted.chunk_by(|a, b| key(a) == key(b)) {
+        let f = g[0];
+        let mean = |v: fn(&StagedRow) -> f64| ci95_half_width(&g.iter().map(|r| v(r)).collect::<Vec<_>>());
         let booked = |v: fn(&StagedRow) -> f64| {
-            ci95_half_width(&g.iter().filter(|l| l.row.committed > 0).map(|l| v(&l.row)).collect::<Vec<_>>()).0
+            ci95_half_width(&g.iter().filter(|r| r.committed > 0).map(|r| v(r)).collect::<Vec<_>>()).0
         };
         let (success_rate_mean, success_rate_ci95) = mean(|r| r.success_rate);
         out.push(StagedSummary {
