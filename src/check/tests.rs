@@ -734,11 +734,10 @@ fn a_floating_job_is_bound_by_its_dependencies_not_by_its_offset() {
         .collect();
     assert_eq!(details, ["70 s long, not its 80 s", "too short: 70 s for 1000 MB (needs 80 s)"], "{v:?}");
     // Before the gap after its producer: broken, whatever the layout said.
+    // (Reported once per way `C` depends on `P`: its `after` and its staged transfer.)
     let v = plan("s1", end + 5, &[], (end, end));
-    assert!(
-        matches!(&v[..], [Violation::Plan { kind: PlanViolation::DependencyBroken { gap_s: 10, .. }, .. }]),
-        "{v:?}"
-    );
+    let broken = |v: &Violation| matches!(v.plan_violation(), Some(PlanViolation::DependencyBroken { gap_s: 10, .. }));
+    assert!(!v.is_empty() && v.iter().all(broken), "{v:?}");
     // Before the transfer's end: out of place.
     let v = plan("s1b", end + 50, &[], t80);
     assert!(
