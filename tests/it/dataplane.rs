@@ -454,6 +454,11 @@ async fn a_refusing_data_plane_commits_nothing_and_drift_breaks_the_plan() {
     assert_eq!(p["status"], "committed", "{p}");
     let id = p["id"].as_str().unwrap().to_owned();
     until(time(&p["transfers"][0]["start"]) + chrono::Duration::milliseconds(500)).await;
+    // Installed at the window's start (a busy machine may take longer than the 500 ms).
+    let opened = Instant::now();
+    while wan.classes(2, "v1").len() < 2 && opened.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let cls = wan.classes(2, "v1");
     assert_eq!(cls.len(), 2, "{cls:?}");
     // Behind the NIS's back: one class and its filter removed.
