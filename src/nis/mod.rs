@@ -13,9 +13,15 @@
 //! - `widest:K`: among the K shortest loopless paths by hop count (Yen's algorithm, computed
 //!   once per node pair), the one whose bottleneck free bandwidth over the interval is largest
 //!   (the widest-path metric of Watashiba's SDN-enhanced job manager, restricted to short paths).
+//!
+//! With a data plane that steers ([`dataplane::PathSteering::steers`]) the path chosen is the
+//! path the transfer's packets take; with one that cannot, the NIS books only the path the
+//! network routes ([`dataplane::PathSteering::routed_path`]), whatever the routing policy.
 
 pub mod dataplane;
 mod route;
+
+use dataplane::PathSteering;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -300,6 +306,21 @@ impl Nis {
     fn route(&self, from: NodeIndex, to: NodeIndex, bandwidth_mbps: u64, start: Time, end: Time) -> Option<Route> {
         if from == to {
             return Some(Route { links: vec![], price_per_gbps_hour: 0.0, free_mbps: u64::MAX, marking: None });
+        }
+        if let Some(plane) = self.plane.as_ref().filter(|p| !p.steers()) {
+            // A data plane that cannot steer: only the path the network routes is delivered.
+            let links = plane.routed_path(&self.graph[from], &self.graph[to])?;
+            let path: Vec<usize> = links.iter().map(|l| self.link_index.get(l).copied()).collect::<Option<_>>()?;
+            let free_mbps = {
+                let st = self.state();
+                path.iter().map(|&l| st.calendars.get(l).free_over(start, end)).min().unwrap_or(u64::MAX)
+            };
+            return (free_mbps >= bandwidth_mbps).then(|| Route {
+                free_mbps,
+                price_per_gbps_hour: path.iter().map(|&l| self.links[l].price_per_gbps_hour).sum(),
+                links,
+                marking: None,
+            });
         }
         let pair = self.pair(from, to);
         if bandwidth_mbps > pair.max_capacity_mbps || pair.paths.is_empty() {

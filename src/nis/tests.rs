@@ -152,15 +152,13 @@ fn routing_parses() {
     assert!("widest:0".parse::<Routing>().is_err());
 }
 
-/// A NIS with a data plane (a map; `tc` missing): route answers between sites of the map carry
-/// the marking, with the hold's port in the range; a data plane that cannot be asked refuses
-/// commit and persist (before any decision); a hold without sites is booked in the calendars
-/// only.
-#[tokio::test]
-async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
-    use dataplane::{DataplaneConfig, Interface, MapLink, MapSite, TcPlane, WanMap};
+use dataplane::{DataplaneConfig, Interface, MapLink, MapSite, TcPlane, WanMap};
+
+/// A data plane map of [`grid`]: every link end with an interface and a routing table; the
+/// network's own routes from a to c over a - d - c (not the NIS's fewest-hop a - b - c).
+fn map_of_grid() -> WanMap {
     let end = |ns: &str| Interface { netns: ns.into(), dev: "v0".into() };
-    let map = WanMap {
+    WanMap {
         scale: 0.1,
         links: ["ab", "bc", "ad", "dc", "ab2"]
             .iter()
@@ -171,6 +169,7 @@ async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
                     MapLink {
                         capacity_kbit: 100_000,
                         ends: [(x.to_owned(), end(x)), (y.to_owned(), end(y))].into_iter().collect(),
+                        tables: [(x.to_owned(), 1000), (y.to_owned(), 1000)].into_iter().collect(),
                     },
                 )
             })
@@ -179,10 +178,55 @@ async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
             .iter()
             .map(|(s, n, a)| ((*s).to_owned(), MapSite { node: (*n).to_owned(), addr: (*a).into() }))
             .collect(),
-    };
+        routes: [("a", [("c", "ad"), ("d", "ad"), ("b", "ab")]), ("d", [("c", "dc"), ("a", "ad"), ("b", "ad")])]
+            .iter()
+            .map(|(n, r)| ((*n).to_owned(), r.iter().map(|(d, l)| ((*d).to_owned(), (*l).to_owned())).collect()))
+            .collect(),
+    }
+}
+
+/// Issue 48: a data plane that cannot steer (rate-only) books only the path the network
+/// routes, whatever the NIS's policy would choose, and no path when that one is full; with
+/// steering the NIS's own choice stands.
+#[tokio::test]
+async fn a_data_plane_that_cannot_steer_books_only_the_routed_path() {
+    let rate_only = DataplaneConfig { steering: false, ..DataplaneConfig::new("unused.json") };
+    let clock = Arc::new(ManualClock::new(0));
+    let n = Nis::new(&grid(), clock.clone(), 120, Routing::Shortest)
+        .with_dataplane(TcPlane::with_map(rate_only, map_of_grid()));
+    assert!(!n.dataplane().unwrap().steers());
+    let r = route(&n, 100).await.unwrap();
+    assert_eq!(r.links, vec![LinkId::from("ad"), LinkId::from("dc")], "the routed path, not a - b - c");
+    assert_eq!(r.free_mbps, 500);
+    // More than the routed path carries: no route, though a - b - c could.
+    assert!(route(&n, 600).await.is_none());
+    // Steering: the NIS's fewest-hop path.
+    let steer = DataplaneConfig::new("unused.json");
+    let n = Nis::new(&grid(), clock, 120, Routing::Shortest).with_dataplane(TcPlane::with_map(steer, map_of_grid()));
+    assert_eq!(route(&n, 600).await.unwrap().links.len(), 2);
+    assert_ne!(route(&n, 100).await.unwrap().links, vec![LinkId::from("ad"), LinkId::from("dc")]);
+    // A map without tables cannot steer either (and says so at start).
+    let mut no_tables = map_of_grid();
+    for l in no_tables.links.values_mut() {
+        l.tables.clear();
+    }
+    let n = Nis::new(&grid(), Arc::new(ManualClock::new(0)), 120, Routing::Shortest)
+        .with_dataplane(TcPlane::with_map(DataplaneConfig::new("unused.json"), no_tables));
+    assert!(!n.dataplane().unwrap().steers());
+    assert_eq!(route(&n, 100).await.unwrap().links, vec![LinkId::from("ad"), LinkId::from("dc")]);
+}
+
+/// A NIS with a data plane (a map; `tc` missing): route answers between sites of the map carry
+/// the marking, with the hold's port in the range; a data plane that cannot be asked refuses
+/// commit and persist (before any decision); a hold without sites is booked in the calendars
+/// only.
+#[tokio::test]
+async fn a_data_plane_marks_routes_and_refuses_when_it_cannot_check() {
+    let map = map_of_grid();
     let config = DataplaneConfig { tc: "/nonexistent/tc".into(), ..DataplaneConfig::new("unused.json") };
     let clock = Arc::new(ManualClock::new(0));
     let n = Nis::new(&grid(), clock, 120, Routing::Shortest).with_dataplane(TcPlane::with_map(config, map));
+    assert!(n.dataplane().unwrap().steers(), "every link end has a routing table");
     let r = route(&n, 100).await.unwrap();
     let m = r.marking.clone().expect("a marking");
     assert_eq!((m.from_addr.as_str(), m.to_addr.as_str()), ("10.224.0.1", "10.224.0.2"));

@@ -201,10 +201,12 @@ pub struct ServeArgs {
     /// Seconds between two synchronisations of a Slurm site with Slurm.
     #[arg(long, default_value_t = crate::lis::slurm::DEFAULT_SYNC_S, env = "CORESERVE_SLURM_SYNC_S")]
     pub slurm_sync_s: u64,
-    /// The NIS programs a data plane: `tc` (Linux traffic control: an HTB class and a u32
-    /// filter per committed transfer and link of its path, during its window). Needs
-    /// --dataplane-map. Roles all and nis.
-    #[arg(long, value_parser = ["tc"], env = "CORESERVE_DATAPLANE")]
+    /// The NIS programs a data plane: `tc` (Linux traffic control and policy routing: an HTB
+    /// class, a u32 filter and an `ip rule` per committed transfer and hop of its path, during
+    /// its window, so that its traffic takes the booked path at the booked rate), or
+    /// `tc-rate-only` (no routing rules: the NIS then books only the paths the network routes).
+    /// Needs --dataplane-map. Roles all and nis.
+    #[arg(long, value_parser = ["tc", "tc-rate-only"], env = "CORESERVE_DATAPLANE")]
     pub dataplane: Option<String>,
     /// The data plane's map (JSON: per link the namespace and interface of each end, per site
     /// its endpoint address; `scripts/emulated-wan start` writes one).
@@ -269,7 +271,8 @@ impl ServeArgs {
             (Some(_), Some(_)) if !matches!(role, Role::All | Role::Nis) => {
                 bail!("--dataplane belongs to the process that keeps the NIS (roles all and nis)")
             }
-            (Some(_), Some(map)) => Some(crate::nis::dataplane::DataplaneConfig {
+            (Some(mode), Some(map)) => Some(crate::nis::dataplane::DataplaneConfig {
+                steering: mode == "tc",
                 sync_ms: self.dataplane_sync_ms.max(50),
                 port_base: self.dataplane_port_base,
                 port_span: self.dataplane_port_span.clamp(1, u16::MAX - self.dataplane_port_base),

@@ -6,10 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
-use super::tc::first_minor;
+use super::tc::{first_minor, Doomed, OnInterface};
 use super::{
-    DataplaneError, Interface, Needed, ReconcileReport, Rule, Spec, TcPlane, FIRST_MINOR, LAST_MINOR,
-    MAX_RULES_PER_INTERFACE,
+    filter_handle, DataplaneError, Interface, Needed, PathSteering, ReconcileReport, RouteRule, Rule, Spec, TcPlane,
+    FIRST_MINOR, LAST_MINOR, MAX_RULES_PER_INTERFACE,
 };
 use crate::model::Time;
 use crate::nis::Nis;
@@ -70,7 +70,9 @@ impl Nis {
                     why: format!("has no end at node `{node}`"),
                 }));
             };
+            let table = plane.table(id.as_str(), &node);
             out.push(Spec {
+                table,
                 iface: iface.clone(),
                 rate_kbit: ((s.amount as f64) * plane.map.scale * 1000.0).round().max(1.0) as u64,
                 ceil_kbit: link.capacity_kbit,
@@ -95,36 +97,49 @@ impl Nis {
     }
 
     /// Minors for `specs` of `hold`, taken in the plane's state.
-    fn allocate(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, DataplaneError> {
-        let r = Self::allocate_all(plane, hold, specs);
+    fn allocate(
+        plane: &TcPlane,
+        hold: HoldId,
+        specs: Vec<Spec>,
+    ) -> Result<(Vec<Rule>, Vec<RouteRule>), DataplaneError> {
+        let mut taken = Vec::new();
+        let r = Self::allocate_all(plane, hold, specs, &mut taken);
         if r.is_err() {
             // Nothing half-allocated.
-            for used in plane.st().minors.values_mut() {
-                used.retain(|_, h| *h != hold);
-            }
+            Self::release(plane, hold, &taken);
         }
         r
     }
 
-    fn allocate_all(plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<Vec<Rule>, DataplaneError> {
+    /// Takes a class minor and filter handle per spec (and a share of its routing rule),
+    /// pushing each rule to `taken` as it goes. Returns the rules and the routing rules that
+    /// had no other owner (to install).
+    fn allocate_all(
+        plane: &TcPlane,
+        hold: HoldId,
+        specs: Vec<Spec>,
+        taken: &mut Vec<Rule>,
+    ) -> Result<(Vec<Rule>, Vec<RouteRule>), DataplaneError> {
         let mut st = plane.st();
+        let st = &mut *st;
         let mut rules = Vec::with_capacity(specs.len());
+        let mut routes = Vec::new();
         for s in specs {
             let used = st.minors.entry(s.iface.clone()).or_default();
+            let handles = st.filters.entry(s.iface.clone()).or_default();
             if used.len() >= MAX_RULES_PER_INTERFACE && !used.values().any(|h| *h == hold) {
                 return Err(DataplaneError::Full(s.iface.clone()));
             }
             let mut m = first_minor(hold);
             let mut tries = 0u32;
-            while used.get(&m).is_some_and(|h| *h != hold) {
+            while used.get(&m).is_some_and(|h| *h != hold) || handles.contains(&filter_handle(s.port, m)) {
                 m = if m == LAST_MINOR { FIRST_MINOR } else { m + 1 };
                 tries += 1;
                 if tries > u32::from(LAST_MINOR - FIRST_MINOR) {
                     return Err(DataplaneError::NoFreeClass(s.iface.clone()));
                 }
             }
-            used.insert(m, hold);
-            rules.push(Rule {
+            let rule = Rule {
                 iface: s.iface,
                 minor: m,
                 rate_kbit: s.rate_kbit,
@@ -132,28 +147,70 @@ impl Nis {
                 src: s.src,
                 dst: s.dst,
                 port: s.port,
-            });
+                table: s.table,
+            };
+            if let Some(r) = rule.route() {
+                let key = (r.netns.clone(), r.src, r.dst, r.port);
+                match st.routes.get_mut(&key) {
+                    Some((table, _)) if *table != r.table => {
+                        return Err(DataplaneError::Conflict { netns: r.netns, port: r.port });
+                    }
+                    Some((_, owners)) => {
+                        owners.insert(hold);
+                    }
+                    None => {
+                        st.routes.insert(key, (r.table, HashSet::from([hold])));
+                        routes.push(r);
+                    }
+                }
+            }
+            used.insert(m, hold);
+            handles.insert(rule.filter_handle());
+            taken.push(rule.clone());
+            rules.push(rule);
         }
-        Ok(rules)
+        Ok((rules, routes))
     }
 
-    fn forget(plane: &TcPlane, hold: HoldId) -> Vec<Rule> {
-        let mut st = plane.st();
-        let rules = st.installed.remove(&hold).unwrap_or_default();
-        for r in &rules {
+    /// Gives back what `rules` of `hold` took; returns what is to be deleted: their classes and
+    /// filters, and the routing rules no other hold needs.
+    fn release(plane: &TcPlane, hold: HoldId, rules: &[Rule]) -> Doomed {
+        let mut guard = plane.st();
+        let st = &mut *guard;
+        let mut doomed = Doomed::default();
+        for r in rules {
             if let Some(m) = st.minors.get_mut(&r.iface) {
                 if m.get(&r.minor) == Some(&hold) {
                     m.remove(&r.minor);
+                    if let Some(f) = st.filters.get_mut(&r.iface) {
+                        f.remove(&r.filter_handle());
+                    }
+                }
+            }
+            doomed.add_rule(r);
+            if let Some(route) = r.route() {
+                let key = (route.netns.clone(), route.src, route.dst, route.port);
+                if let Some((table, owners)) = st.routes.get_mut(&key) {
+                    if *table == route.table && owners.remove(&hold) && owners.is_empty() {
+                        st.routes.remove(&key);
+                        doomed.routes.push(route);
+                    }
                 }
             }
         }
-        rules
+        doomed
+    }
+
+    /// Forgets `hold`'s installed rules; returns what is to be deleted (see [`Nis::release`]).
+    fn forget(plane: &TcPlane, hold: HoldId) -> Doomed {
+        let rules = plane.st().installed.remove(&hold).unwrap_or_default();
+        Self::release(plane, hold, &rules)
     }
 
     /// Installs `hold`'s rules (minors allocated now), recording them.
     async fn install_hold(&self, plane: &TcPlane, hold: HoldId, specs: Vec<Spec>) -> Result<(), DataplaneError> {
-        let rules = Self::allocate(plane, hold, specs)?;
-        let r = plane.install(&rules).await;
+        let (rules, routes) = Self::allocate(plane, hold, specs)?;
+        let r = plane.install(&rules, &routes).await;
         match r {
             Ok(()) => {
                 plane.st().installed.insert(hold, rules);
@@ -161,13 +218,8 @@ impl Nis {
             }
             Err(e) => {
                 // Leave nothing half-installed.
-                let _ = plane.remove(&rules.iter().map(|r| (r.iface.clone(), r.minor)).collect::<Vec<_>>()).await;
-                let mut st = plane.st();
-                for r in &rules {
-                    if let Some(m) = st.minors.get_mut(&r.iface) {
-                        m.remove(&r.minor);
-                    }
-                }
+                let doomed = Self::release(plane, hold, &rules);
+                let _ = plane.remove(&doomed).await;
                 Err(e)
             }
         }
@@ -191,7 +243,7 @@ impl Nis {
             };
             let (specs, start, end, _) = specs.map_err(refuse)?;
             for iface in specs.iter().map(|s| &s.iface).collect::<HashSet<_>>() {
-                let (_, _, shaped) = plane.installed_on(iface).await.map_err(refuse)?;
+                let shaped = plane.installed_on(iface).await.map_err(refuse)?.shaped;
                 if !shaped {
                     return Err(refuse(DataplaneError::Unshaped(iface.clone())));
                 }
@@ -215,7 +267,7 @@ impl Nis {
     pub(in crate::nis) async fn withdraw(&self, hold: HoldId) {
         let Some(plane) = &self.plane else { return };
         let _op = plane.op.lock().await;
-        let rules = Self::forget(plane, hold);
+        let doomed = Self::forget(plane, hold);
         {
             let mut st = plane.st();
             st.admitted.remove(&hold);
@@ -223,7 +275,7 @@ impl Nis {
             st.endpoints.remove(&hold);
             st.ports.remove(&hold);
         }
-        if let Err(e) = plane.remove(&rules.iter().map(|r| (r.iface.clone(), r.minor)).collect::<Vec<_>>()).await {
+        if let Err(e) = plane.remove(&doomed).await {
             tracing::warn!(%hold, error = %e, "data plane rules not removed; the next reconciliation removes them");
         }
     }
@@ -319,90 +371,136 @@ impl Nis {
             st.endpoints.retain(|h, _| live.contains(h));
             st.ports.retain(|h, _| live.contains(h));
         }
-        // What is on the interfaces.
-        let mut on: HashMap<Interface, (HashSet<u16>, HashSet<u16>)> = HashMap::new();
+        // What is on the interfaces, and the routing rules in their namespaces.
+        let mut on: HashMap<Interface, OnInterface> = HashMap::new();
         for iface in plane.interfaces() {
-            let (minors, prefs, _) = plane.installed_on(&iface).await?;
-            on.insert(iface, (minors, prefs));
+            let got = plane.installed_on(&iface).await?;
+            on.insert(iface, got);
+        }
+        let mut routes_on: HashMap<String, HashSet<RouteRule>> = HashMap::new();
+        if plane.steers() {
+            for netns in plane.namespaces() {
+                let got = plane.routes_in(&netns).await?;
+                routes_on.insert(netns, got);
+            }
         }
         // Installed by us and no longer wanted: the window closed, or the hold ended.
         let ours: Vec<HoldId> = plane.st().installed.keys().copied().collect();
-        let mut closing: Vec<(Interface, u16)> = Vec::new();
+        let mut closing = Doomed::default();
         for hold in ours {
             if wanted.contains_key(&hold) {
                 continue;
             }
-            let rules = Self::forget(plane, hold);
+            let doomed = Self::forget(plane, hold);
             if !live.contains(&hold) {
                 let mut st = plane.st();
                 st.admitted.remove(&hold);
                 st.broken.remove(&hold);
             }
-            for r in &rules {
-                if let Some((m, p)) = on.get_mut(&r.iface) {
-                    m.remove(&r.minor);
-                    p.remove(&r.minor);
-                }
-            }
-            closing.extend(rules.into_iter().map(|r| (r.iface, r.minor)));
+            closing.extend(doomed);
             rep.closed += 1;
+        }
+        // Not strays below: on their way out.
+        for (iface, m) in &closing.classes {
+            if let Some(o) = on.get_mut(iface) {
+                o.minors.remove(m);
+            }
+        }
+        for (iface, h) in &closing.filters {
+            if let Some(o) = on.get_mut(iface) {
+                o.filters.remove(h);
+            }
+        }
+        for r in &closing.routes {
+            if let Some(set) = routes_on.get_mut(&r.netns) {
+                set.remove(r);
+            }
         }
         // All in one batch per namespace; what fails to go is a stray for the next round.
         if let Err(e) = plane.remove(&closing).await {
             tracing::warn!(error = %e, "closed windows' rules not all removed; the next reconciliation removes them");
         }
-        // Wanted: installed and intact, vanished (drift: install again), or not yet installed.
+        // Wanted: installed and intact, partly vanished (drift: what is missing is installed
+        // again), or not yet installed.
         let mut wanted: Vec<(HoldId, Vec<Spec>)> = wanted.into_iter().collect();
         wanted.sort_by_key(|(h, _)| *h);
         let mut fresh: Vec<(HoldId, Vec<Spec>)> = Vec::new();
         for (hold, specs) in wanted {
             let have = plane.st().installed.get(&hold).cloned();
-            match have {
-                Some(rules) => {
-                    let missing: Vec<&Rule> = rules
-                        .iter()
-                        .filter(|r| {
-                            on.get(&r.iface).is_none_or(|(m, p)| !m.contains(&r.minor) || !p.contains(&r.minor))
-                        })
-                        .collect();
-                    if missing.is_empty() {
-                        rep.active += 1;
-                        continue;
-                    }
-                    let reason = format!(
-                        "the data plane lost its guaranteed rate on {} (class or filter 1:{:x} removed behind the NIS); installed again",
-                        missing.iter().map(|r| r.iface.to_string()).collect::<Vec<_>>().join(", "),
-                        missing[0].minor
-                    );
-                    tracing::warn!(%hold, %reason, "data plane drift");
-                    let committed = matches!(self.state().holds.get(hold), Some((HoldState::Committed, _)));
-                    if committed {
-                        plane.st().broken.entry(hold).or_insert(reason);
-                    }
-                    // Remove what is left of it, then install it whole again.
-                    let rest: Vec<(Interface, u16)> = rules.iter().map(|r| (r.iface.clone(), r.minor)).collect();
-                    let _ = plane.remove(&rest).await;
-                    Self::forget(plane, hold);
-                    match self.install_hold(plane, hold, specs).await {
-                        Ok(()) => {
-                            rep.reinstalled += 1;
-                            rep.active += 1;
-                        }
-                        Err(e) => tracing::warn!(%hold, error = %e, "could not install again; next round"),
-                    }
+            let Some(rules) = have else {
+                fresh.push((hold, specs));
+                continue;
+            };
+            // Verification, hop by hop: the class, its filter (to that class) and the routing rule.
+            let missing: Vec<Rule> = rules
+                .iter()
+                .filter(|r| {
+                    on.get(&r.iface).is_none_or(|o| {
+                        !o.minors.contains(&r.minor) || o.filters.get(&r.filter_handle()) != Some(&r.minor)
+                    })
+                })
+                .cloned()
+                .collect();
+            let mut missing_routes: Vec<RouteRule> = rules
+                .iter()
+                .filter_map(Rule::route)
+                .filter(|r| routes_on.get(&r.netns).is_none_or(|set| !set.contains(r)))
+                .collect();
+            missing_routes.sort();
+            missing_routes.dedup();
+            if missing.is_empty() && missing_routes.is_empty() {
+                rep.active += 1;
+                continue;
+            }
+            let mut lost: Vec<String> =
+                missing.iter().map(|r| format!("class or filter 1:{:x} on {}", r.minor, r.iface)).collect();
+            lost.extend(missing_routes.iter().map(|r| format!("routing rule to table {} in {}", r.table, r.netns)));
+            let reason = format!(
+                "the data plane lost its guaranteed rate or path ({} removed behind the NIS); installed again",
+                lost.join(", ")
+            );
+            tracing::warn!(%hold, %reason, "data plane drift");
+            let committed = matches!(self.state().holds.get(hold), Some((HoldState::Committed, _)));
+            if committed {
+                plane.st().broken.entry(hold).or_insert(reason);
+            }
+            // What is left of a lost class's filter goes; then the missing pieces are added
+            // (same minors, same handles; a shared routing rule is added for all its holds).
+            let mut leftovers = Doomed::default();
+            for r in &missing {
+                if on.get(&r.iface).is_some_and(|o| o.filters.contains_key(&r.filter_handle())) {
+                    leftovers.filters.push((r.iface.clone(), r.filter_handle()));
                 }
-                None => fresh.push((hold, specs)),
+            }
+            let repaired = match plane.remove(&leftovers).await {
+                Ok(()) => plane.install(&missing, &missing_routes).await,
+                Err(e) => Err(e),
+            };
+            match repaired {
+                Ok(()) => {
+                    for r in &missing_routes {
+                        routes_on.entry(r.netns.clone()).or_default().insert(r.clone());
+                    }
+                    rep.reinstalled += 1;
+                    rep.active += 1;
+                }
+                Err(e) => tracing::warn!(%hold, error = %e, "could not install again; next round"),
             }
         }
         // Never installed by this process (the window opened; or a restart): one batch per
         // namespace for all of them, else one transfer at a time.
         if !fresh.is_empty() {
             let mut all = Vec::new();
+            let mut all_routes = Vec::new();
             let mut per_hold = Vec::new();
             for (hold, specs) in fresh {
                 match Self::allocate(plane, hold, specs.clone()) {
-                    Ok(rules) => {
+                    Ok((rules, routes)) => {
                         all.extend(rules.iter().cloned());
+                        // A rule left from before (a restart) is there already.
+                        all_routes.extend(
+                            routes.into_iter().filter(|r| routes_on.get(&r.netns).is_none_or(|set| !set.contains(r))),
+                        );
                         per_hold.push((hold, specs, rules));
                     }
                     Err(e) => {
@@ -411,62 +509,90 @@ impl Nis {
                     }
                 }
             }
-            let together = plane.install(&all).await;
+            // A filter left from before (a restart) with the same handle: it goes first.
+            let mut leftovers = Doomed::default();
+            for r in &all {
+                if on.get(&r.iface).is_some_and(|o| o.filters.contains_key(&r.filter_handle())) {
+                    leftovers.filters.push((r.iface.clone(), r.filter_handle()));
+                }
+            }
+            let together = match plane.remove(&leftovers).await {
+                Ok(()) => plane.install(&all, &all_routes).await,
+                Err(e) => Err(e),
+            };
+            if together.is_err() {
+                // Give everything back and try one transfer at a time.
+                let mut doomed = Doomed::default();
+                for (hold, _, rules) in &per_hold {
+                    doomed.extend(Self::release(plane, *hold, rules));
+                }
+                let _ = plane.remove(&doomed).await;
+            }
             for (hold, specs, rules) in per_hold {
                 let ok = match &together {
                     Ok(()) => {
                         plane.st().installed.insert(hold, rules);
                         true
                     }
-                    Err(_) => {
-                        // Give the minors back and try this one alone.
-                        {
-                            let mut st = plane.st();
-                            for r in &rules {
-                                if let Some(m) = st.minors.get_mut(&r.iface) {
-                                    m.remove(&r.minor);
-                                }
-                            }
+                    Err(_) => match self.install_hold(plane, hold, specs).await {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::warn!(%hold, error = %e, "could not install a transfer whose window is open; next round");
+                            self.mark_unrated(plane, hold, &e);
+                            false
                         }
-                        let _ =
-                            plane.remove(&rules.iter().map(|r| (r.iface.clone(), r.minor)).collect::<Vec<_>>()).await;
-                        match self.install_hold(plane, hold, specs).await {
-                            Ok(()) => true,
-                            Err(e) => {
-                                tracing::warn!(%hold, error = %e, "could not install a transfer whose window is open; next round");
-                                self.mark_unrated(plane, hold, &e);
-                                false
-                            }
-                        }
-                    }
+                    },
                 };
                 if ok {
                     rep.opened += 1;
                     rep.active += 1;
-                    // Taken now: not a stray.
-                    for r in plane.st().installed.get(&hold).into_iter().flatten() {
-                        if let Some((m, p)) = on.get_mut(&r.iface) {
-                            m.remove(&r.minor);
-                            p.remove(&r.minor);
-                        }
-                    }
                 }
             }
         }
-        // What is left in the NIS's range on an interface and owned by no installed rule.
-        let owned: HashSet<(Interface, u16)> =
-            plane.st().installed.values().flatten().map(|r| (r.iface.clone(), r.minor)).collect();
-        let mut strays = Vec::new();
-        for (iface, (minors, prefs)) in on {
-            for m in minors.union(&prefs) {
-                if !owned.contains(&(iface.clone(), *m)) {
-                    strays.push((iface.clone(), *m));
+        // What is left in the NIS's range on an interface, or at its preference in a
+        // namespace, and owned by no installed rule: strays.
+        let (owned_classes, owned_filters, owned_routes) = {
+            let st = plane.st();
+            let rules = st.installed.values().flatten();
+            let classes: HashSet<(Interface, u16)> = rules.clone().map(|r| (r.iface.clone(), r.minor)).collect();
+            let filters: HashSet<(Interface, String)> = rules.map(|r| (r.iface.clone(), r.filter_handle())).collect();
+            let routes: HashSet<RouteRule> = st
+                .routes
+                .iter()
+                .map(|((netns, src, dst, port), (table, _))| RouteRule {
+                    netns: netns.clone(),
+                    src: *src,
+                    dst: *dst,
+                    port: *port,
+                    table: *table,
+                })
+                .collect();
+            (classes, filters, routes)
+        };
+        let mut strays = Doomed::default();
+        let mut stray_rules: HashSet<(Interface, u16)> = HashSet::new();
+        for (iface, o) in on {
+            for m in &o.minors {
+                if !owned_classes.contains(&(iface.clone(), *m)) {
+                    strays.classes.push((iface.clone(), *m));
+                    stray_rules.insert((iface.clone(), *m));
+                }
+            }
+            for (h, m) in &o.filters {
+                if !owned_filters.contains(&(iface.clone(), h.clone())) {
+                    strays.filters.push((iface.clone(), h.clone()));
+                    stray_rules.insert((iface.clone(), *m));
                 }
             }
         }
-        strays.sort();
+        for set in routes_on.into_values() {
+            strays.routes.extend(set.into_iter().filter(|r| !owned_routes.contains(r)));
+        }
+        strays.classes.sort();
+        strays.filters.sort();
+        strays.routes.sort();
         if !strays.is_empty() {
-            rep.strays_removed = strays.len();
+            rep.strays_removed = stray_rules.len() + strays.routes.len();
             plane.remove(&strays).await?;
         }
         Ok(rep)
