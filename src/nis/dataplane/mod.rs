@@ -250,6 +250,9 @@ struct Spec {
     table: Option<u32>,
 }
 
+/// A routing rule's selector: namespace, source and destination address, destination port.
+type RouteKey = (String, Ipv4Addr, Ipv4Addr, u16);
+
 /// A hold's rules (without minors), its window and state.
 type Needed = (Vec<Spec>, Time, Time, HoldState);
 
@@ -271,7 +274,7 @@ struct PlaneState {
     filters: HashMap<Interface, HashSet<String>>,
     /// Per routing rule's selector (namespace, addresses, port): its table and the holds that
     /// need it (holds with the same 5-tuple on a hop share one).
-    routes: HashMap<(String, Ipv4Addr, Ipv4Addr, u16), (u32, HashSet<HoldId>)>,
+    routes: HashMap<RouteKey, (u32, HashSet<HoldId>)>,
     /// Per interface: whether the NIS's hashed filter table (and its link) were there when last
     /// read or made.
     hashed: HashMap<Interface, (bool, bool)>,
