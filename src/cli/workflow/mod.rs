@@ -246,8 +246,8 @@ async fn import(a: &ImportArgs) -> Result<()> {
     } else {
         std::fs::read_to_string(&a.file).with_context(|| format!("reading {}", a.file))?
     };
-    let inst = wfformat::parse(&text).with_context(|| format!("{}", a.file))?;
-    let body = request_of(a, &inst, &text, Utc::now()).with_context(|| format!("{}", a.file))?;
+    let inst = wfformat::parse(&text).with_context(|| a.file.clone())?;
+    let body = request_of(a, &inst, &text, Utc::now()).with_context(|| a.file.clone())?;
     if let Some(path) = &a.snakefile {
         std::fs::write(path, snakefile::snakefile(&body)).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("wrote {} ({} rules)", path.display(), inst.tasks.len());
