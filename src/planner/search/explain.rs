@@ -146,7 +146,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
         }
         for (w, fix) in self.book.fixes().jobs.iter().enumerate() {
             let Some(fix) = fix else { continue };
-            let (s, e) = (fix.start, fix.start + self.req.job_span(w).duration_s);
+            let span = self.req.job_span(w);
+            let (s, e) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
             if &fix.site == site && s < end && start < e {
                 set.insert(w);
             }
@@ -178,7 +179,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
             if !fix.seen_by_answers() {
                 continue;
             }
-            let (s, e) = fix.interval;
+            let span = self.req.transfer_span(f);
+            let (s, e) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
             if s < end && start < e {
                 set.insert(f);
             }
@@ -187,7 +189,7 @@ impl<B: TentativeBook> Attempt<'_, B> {
     }
 
     /// The question [`Self::transfer_route`] asks the NIS about transfer `e` (both ends fixed)
-    /// over its interval ([`crate::planner::fixes::Fixes::transfer_interval`]); or why it needs none.
+    /// at the current `st`; or why it needs none.
     pub(super) fn nis_question(&self, e: usize) -> Result<NetworkQuery, Answered> {
         let (a, b) = self.req.transfer_ends(e);
         let site_a = &self.book.fixes().jobs[a].as_ref().expect("fixed").site;
@@ -203,8 +205,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
     /// `infeasible` still stands (only [`crate::planner::Backtrack::ConflictDirected`] records
     /// them).
     pub(super) fn question(&self, e: usize, site_a: &SiteId, site_b: &SiteId) -> Result<NetworkQuery, IndexSet> {
-        let t = &self.req.transfers()[e];
-        let (start, end) = self.book.fixes().transfer_interval_at(self.req, e, false);
+        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
+        let (start, end) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
         // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
         // known before the answer, so this bound covers every link of it).
         let own = if self.style.overlay { self.book.own_peak_on_links(start, end) } else { 0 };
@@ -271,9 +273,10 @@ impl<B: TentativeBook> Attempt<'_, B> {
     /// The explanation of a refused hold of transfer `e` on `route`: its ends, and the ends of
     /// the plan's own held transfers over an overlapping interval on a link of `route`.
     pub(super) fn hold_conflict(&self, e: usize, route: &[LinkId]) -> IndexSet {
-        let (start, end) = self.book.fixes().transfer_interval(self.req, e);
+        let span = self.req.transfer_span(e);
+        let start = self.book.fixes().st + span.offset_s;
         let mut sharing = IndexSet::default();
-        for f in self.own_transfers_over(start, end).iter() {
+        for f in self.own_transfers_over(start, start + span.duration_s).iter() {
             let fix = self.book.fixes().transfers[f].as_ref().expect("held transfer is fixed");
             if fix.route.links.iter().any(|l| route.contains(l)) {
                 sharing.insert(f);
