@@ -169,7 +169,6 @@ class Executor(SlurmExecutor):
         self.plans: dict[str, dict] = {}  # plan id -> the plan as last read
         self.where: dict[str, Placement] = {}  # job name -> its placement now
         self.submitted: dict[str, tuple[str, str]] = {}  # job name -> (site, Slurm job id)
-        self.started: dict[str, datetime] = {}  # job name -> when Slurm started it
         self.startup_s = 5.0  # Snakemake's start-up inside a job (measured by the probe)
         self.refused_at: dict[str, float] = {}  # job name -> when an extension was last refused
         self.finished: set[str] = set()
@@ -249,8 +248,6 @@ class Executor(SlurmExecutor):
                 self.report_job_error(info, msg=f"coreserve: Slurm job {info.external_jobid} of `{name}` ended {state}")
             else:
                 if state == "RUNNING" and started is not None:
-                    with self.lock:
-                        self.started[name] = started
                     self.extend_if_due(name, info.external_jobid, started)
                 yield info
         self.replan_if_broken()

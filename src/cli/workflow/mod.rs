@@ -95,7 +95,7 @@ pub enum ImportError {
     NotPositive(&'static str),
 }
 
-/// The parts of a request an instance does not give: scales, bandwidth, OS, engine room.
+/// What the jobs and transfers of an import need beyond the instance: scales, bandwidth, OS.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImportOptions {
     /// Multiplies every run time (`--time-scale`).
@@ -108,10 +108,6 @@ pub struct ImportOptions {
     pub min_transfer_mb: f64,
     /// Every job's OS.
     pub os: String,
-    /// `dependency_gap_s`, if any.
-    pub gap_s: Option<i64>,
-    /// `slack_s`, if any.
-    pub slack_s: Option<i64>,
 }
 
 /// A job's length: the run time scaled, rounded up, at least a second.
@@ -175,8 +171,6 @@ fn request_of(a: &ImportArgs, inst: &Instance, text: &str, now: DateTime<Utc>) -
         bandwidth_mbps: a.bandwidth_mbps,
         min_transfer_mb: a.min_transfer_mb,
         os: a.os.clone(),
-        gap_s: a.gap,
-        slack_s: a.slack,
     };
     let (jobs, transfers) = jobs_and_transfers(inst, &o)?;
     let at = |flag: &str, s: &str| parse_time_at(s, now).map_err(|e| anyhow::anyhow!("--{flag}: {e}"));

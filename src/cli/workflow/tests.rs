@@ -11,15 +11,7 @@ fn epigenomics() -> Instance {
 }
 
 fn options() -> ImportOptions {
-    ImportOptions {
-        time_scale: 0.1,
-        data_scale: 1.0,
-        bandwidth_mbps: 1000,
-        min_transfer_mb: 0.0,
-        os: "linux".into(),
-        gap_s: None,
-        slack_s: None,
-    }
+    ImportOptions { time_scale: 0.1, data_scale: 1.0, bandwidth_mbps: 1000, min_transfer_mb: 0.0, os: "linux".into() }
 }
 
 /// The request body of `inst` as the service would validate it.
