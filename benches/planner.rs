@@ -299,8 +299,8 @@ fn main() {
          before issue 46, benches/fairness.rs) on Geant2012, dry run, median of 8; {:.0} messages/plan, {}/8 planned \
          (chronological: {:.0} messages, {}/8). The 1,000-task row: a workflow of WfCommons' shape (nine \
          fan-out/fan-in blocks of 110 parallel tasks, 1,980 staged 50 MB transfers, 1-4 CPUs and 60-600 s a \
-         task, 30 s gap, 60 s slack; `after` and `mode: staged`, laid out by the broker) on Geant2012 whose \
-         calendars hold what 600 diamonds at offered load 0.5 committed, dry run, {DAGS} plans at times spread \
+         task, 30 s gap, 60 s slack; `after` and `mode: staged`, every task but the first placed per job: \
+         docs/algorithm.md, \"Per-job placement\") on Geant2012 whose calendars hold what 600 diamonds at offered load 0.5 committed, dry run, {DAGS} plans at times spread \
          over the loaded period: median and p99 (of {DAGS}: the slowest); {:.0} messages/plan, {}/{DAGS} \
          planned; per job {:.0} µs against {:.0} µs per job of the 64-job co-allocation (goal: p99 <= 1 s, no \
          worse per job).",

@@ -19,6 +19,7 @@ mod run;
 mod scenario;
 mod scope;
 mod sensitivity;
+mod staged;
 mod steady;
 mod transport;
 mod validate;
@@ -179,6 +180,14 @@ fn main() -> Result<()> {
         }
         let runs = fairshare::run(&s, &cpus, &args.out, args.keep_outcomes)?;
         println!("{runs} runs of scenario `{}` (fairshare) -> {}", s.name, args.out.join("fairshare.md").display());
+        return Ok(());
+    }
+    if s.experiment == scenario::Experiment::Staged {
+        if args.validate {
+            anyhow::bail!("--validate runs the paper experiment only (this scenario is experiment = \"staged\")");
+        }
+        let runs = staged::run(&s, &cpus, &args.out, args.keep_outcomes)?;
+        println!("{runs} runs of scenario `{}` (staged) -> {}", s.name, args.out.join("staged.md").display());
         return Ok(());
     }
     if args.validate {

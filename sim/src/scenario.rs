@@ -201,6 +201,9 @@ pub enum Experiment {
     /// Seed 002's (Nakajima et al.): Planned-Use fair share against first come, first served
     /// when an idle project floods the grid (`crate::fairshare`; `loads` are the flood's).
     Fairshare,
+    /// Issue 46's: the paper's workflows as drawn (concurrent transfers) against their staged
+    /// twins (`crate::staged`).
+    Staged,
 }
 
 fn default_topologies() -> Vec<String> {

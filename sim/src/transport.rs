@@ -92,6 +92,11 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for SimParticipant<T> {
         self.serve(Message::Prepare).await;
         self.inner.prepare(req).await
     }
+    /// One message, served as a query.
+    async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
+        self.serve(Message::Query).await;
+        self.inner.ceilings(qs).await
+    }
 }
 
 #[async_trait]

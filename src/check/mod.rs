@@ -33,12 +33,19 @@ use crate::model::{from_time, to_time, Grid, Link, Outcome, OutcomeStatus, PlanR
 /// - **committed**: a start exists and is `>= max(submitted_at + w_interval_s, not_before)`;
 ///   every job of the request is placed exactly once, on an existing site whose OS equals the
 ///   job's (case-insensitive), with the job's CPUs, over exactly
-///   `[start + offset_s, start + offset_s + duration_s)`; every transfer is placed exactly once
+///   `[start + offset_s, start + offset_s + duration_s)` (its laid-out offset) unless it
+///   floats (dependencies, no `offset_s`, no concurrent or explicitly timed transfer: placed
+///   per job, it is bound by its dependencies instead, reservation length
+///   `duration_s + slack_s`); every job starts at least `dependency_gap_s` after each job it
+///   is after ends; every transfer is placed exactly once
 ///   (placements are matched to transfers by their `(from, to)` job names, in order, so the
-///   direction must be the request's), with the transfer's bandwidth, over its exact interval,
+///   direction must be the request's), with the transfer's bandwidth, over its exact interval (as laid out; a floating job's staged transfer: below),
 ///   along a path of existing links that walks from the node of the sender's site to the node of
 ///   the receiver's site (each link may be crossed in either direction, no link twice), or an
-///   empty path when both sites are on the same node; nothing ends after the deadline; `cost`
+///   empty path when both sites are on the same node; a staged transfer lies between its
+///   producer's end and its consumer's start, a concurrent one inside both jobs; a staged
+///   transfer of a floating job lasts its duration exactly, or at most that (possibly no
+///   time) when both jobs share a site; nothing ends after the deadline; `cost`
 ///   equals the recomputed cost ([`plan_cost`]) within [`COST_REL_TOLERANCE`] relative.
 ///
 /// Together, over all committed outcomes (including duplicates and unknown requests, since their

@@ -110,6 +110,7 @@ pub(super) fn check_committed(
     }
     // the unique placement of each job, for the path checks
     let mut unique: HashMap<&str, &JobPlacement> = HashMap::new();
+    let floating = floating_jobs(req);
     for (i, j) in req.jobs().iter().enumerate() {
         let ps = placed.get(j.name.as_str()).map_or(&[][..], Vec::as_slice);
         match ps {
@@ -145,7 +146,8 @@ pub(super) fn check_committed(
             if p.cpus != j.cpus {
                 out.push(PlanViolation::WrongCpus { job: j.name.clone(), placed: p.cpus, requested: j.cpus });
             }
-            if let Some(st) = start {
+            // A floating job has no fixed offset: its dependencies place it (checked below).
+            if let (Some(st), false) = (start, floating.contains(j.name.as_str())) {
                 let span = req.job_span(i);
                 let (es, ee) = (st + span.offset_s, st + span.end_s());
                 if to_time(&p.start) != es || to_time(&p.end) != ee {
@@ -207,7 +209,8 @@ pub(super) fn check_committed(
                     requested: d.bandwidth_mbps,
                 });
             }
-            if let Some(st) = start {
+            let floats = d.mode == TransferMode::Staged && (floating.contains(from) || floating.contains(to));
+            if let (Some(st), false) = (start, floats) {
                 let span = req.transfer_span(e);
                 let (es, ee) = (st + span.offset_s, st + span.end_s());
                 if to_time(&p.start) != es || to_time(&p.end) != ee {
@@ -221,7 +224,7 @@ pub(super) fn check_committed(
                     });
                 }
             }
-            transfer_in_place(d, p, &unique, out);
+            transfer_in_place(d, p, &unique, floats, out);
             let node =
                 |job: &str| unique.get(job).and_then(|jp| res.sites.get(jp.site.as_str())).map(|s| s.node.as_str());
             if let (Some(a), Some(b)) = (node(from), node(to)) {
@@ -278,16 +281,52 @@ fn check_dependencies(req: &PlanRequest, unique: &HashMap<&str, &JobPlacement>, 
     }
 }
 
+/// The jobs of `req` that float, read from the request as given: a job with dependencies
+/// (`after` or a staged transfer in), no `offset_s`, and no transfer that is concurrent or
+/// has an `offset_s` (docs/model.md, "Workflows"). The planner places them per job: no fixed
+/// offset from the plan's start, only their dependencies, transfers and the deadline bind them.
+fn floating_jobs(req: &PlanRequest) -> HashSet<&str> {
+    let raw = req.raw();
+    let mut floating: HashSet<&str> = raw
+        .jobs
+        .iter()
+        .filter(|j| {
+            let staged_in = raw.transfers.iter().any(|t| t.to == j.name && t.mode == TransferMode::Staged);
+            j.offset_s.is_none() && (!j.after.is_empty() || staged_in)
+        })
+        .map(|j| j.name.as_str())
+        .collect();
+    for t in raw.transfers.iter().filter(|t| t.mode == TransferMode::Concurrent || t.offset_s.is_some()) {
+        floating.remove(t.from.as_str());
+        floating.remove(t.to.as_str());
+    }
+    floating
+}
+
 /// Transfer `t` placed as `p`, by the request as given: a staged transfer lies between its
 /// producer's end and its consumer's start, a concurrent one inside both jobs; with `size_mb`,
-/// it lasts long enough to move it.
+/// it lasts long enough to move it. A staged transfer of a floating job (`floats`) lasts its
+/// `duration_s` (given, or from `size_mb`) exactly, or, both jobs on one site, at most that
+/// (no network: it may take no time).
 fn transfer_in_place(
     t: &NetworkDemand,
     p: &TransferPlacement,
     unique: &HashMap<&str, &JobPlacement>,
+    floats: bool,
     out: &mut Vec<PlanViolation>,
 ) {
     let (Some(a), Some(b)) = (unique.get(t.from.as_str()), unique.get(t.to.as_str())) else { return };
+    let same_site = a.site == b.site;
+    let length_s = to_time(&p.end) - to_time(&p.start);
+    let needed_s = t.size_mb.map(|size| (size * 8.0 / t.bandwidth_mbps as f64).ceil() as i64);
+    if floats {
+        let duration_s = t.duration_s.or(needed_s.map(|n| n.max(1))).unwrap_or_default();
+        let ok = if same_site { (0..=duration_s).contains(&length_s) } else { length_s == duration_s };
+        if !ok {
+            let detail = format!("{length_s} s long, not its {duration_s} s");
+            out.push(PlanViolation::TransferOutOfPlace { from: t.from.clone(), to: t.to.clone(), detail });
+        }
+    }
     let broken = match t.mode {
         TransferMode::Staged => (p.start < a.end || p.end > b.start)
             .then(|| format!("not between `{}`'s end and `{}`'s start", t.from, t.to)),
@@ -299,9 +338,7 @@ fn transfer_in_place(
     if let Some(detail) = broken {
         out.push(PlanViolation::TransferOutOfPlace { from: t.from.clone(), to: t.to.clone(), detail });
     }
-    if let Some(size) = t.size_mb {
-        let (length_s, needed_s) =
-            (to_time(&p.end) - to_time(&p.start), (size * 8.0 / t.bandwidth_mbps as f64).ceil() as i64);
+    if let (Some(size), Some(needed_s), false) = (t.size_mb, needed_s, floats && same_site) {
         if length_s < needed_s {
             out.push(PlanViolation::TransferOutOfPlace {
                 from: t.from.clone(),

@@ -683,3 +683,66 @@ fn over_allocation_is_a_violation_unless_overdraft() {
     lab.allocation.overdraft = true;
     assert!(check_allocations(&[lab], &requests, &outcomes).is_empty(), "overdraft");
 }
+
+/// Issue 46, per-job placement: `P` (linux, no dependency) then `C` after it by a staged
+/// 1,000 MB transfer at 100 Mbit/s (80 s over the network). `C` floats: placed later than its
+/// laid-out offset it is valid; on `P`'s site the transfer may take no time; across the network
+/// it lasts its 80 s, no less; and `C` still waits for it and for the gap.
+#[test]
+fn a_floating_job_is_bound_by_its_dependencies_not_by_its_offset() {
+    let g = grid();
+    let mut c = ComputeDemand::new("C", "linux", 4, 0, 600);
+    c.offset_s = None;
+    c.after = vec!["P".into()];
+    let staged = NetworkDemand {
+        offset_s: None,
+        duration_s: None,
+        mode: crate::model::TransferMode::Staged,
+        size_mb: Some(1000.0),
+        ..NetworkDemand::new("P", "C", 100, 0, 1)
+    };
+    let mut raw = request("wf", 0, 20_000, vec![job("P", "linux", 4, 0, 600), c], vec![staged]);
+    raw.dependency_gap_s = 10;
+    let r = PlanRequest::new(raw).unwrap();
+    assert!(r.floats(1) && r.transfer_floats(0));
+    assert_eq!(r.job_span(1).offset_s, 680, "laid out after the transfer");
+    let plan = |c_site: &str, c_start: i64, path: &[&str], t: (i64, i64)| {
+        let mut o = committed(
+            "wf",
+            W,
+            vec![jp("P", "s1", W, W + 600, 4), jp("C", c_site, c_start, c_start + 600, 4)],
+            vec![tp("P", "C", path, 100, t.0, t.1)],
+            0.0,
+        );
+        o.cost = plan_cost(&g, &o).unwrap();
+        check(&g, std::slice::from_ref(&r), &[o])
+    };
+    let (end, t80) = (W + 600, (W + 600, W + 680));
+    // Later than laid out (+ 680), across the network: valid.
+    assert_eq!(plan("s1b", end + 5000, &[], t80), vec![]);
+    // On the producer's site, the transfer takes no time: C may start after the gap only.
+    assert_eq!(plan("s1", end + 10, &[], (end, end)), vec![]);
+    // Across the network (s2 is solaris: use s1b on the same node, then a path-less move is
+    // fine; the length rule is what is checked): 70 s is short of its 80 s.
+    let v = plan("s1b", end + 100, &[], (end, end + 70));
+    let details: Vec<&str> = v
+        .iter()
+        .filter_map(|v| match v.plan_violation() {
+            Some(PlanViolation::TransferOutOfPlace { detail, .. }) => Some(detail.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(details, ["70 s long, not its 80 s", "too short: 70 s for 1000 MB (needs 80 s)"], "{v:?}");
+    // Before the gap after its producer: broken, whatever the layout said.
+    // (Reported once per way `C` depends on `P`: its `after` and its staged transfer.)
+    let v = plan("s1", end + 5, &[], (end, end));
+    let broken = |v: &Violation| matches!(v.plan_violation(), Some(PlanViolation::DependencyBroken { gap_s: 10, .. }));
+    assert!(!v.is_empty() && v.iter().all(broken), "{v:?}");
+    // Before the transfer's end: out of place.
+    let v = plan("s1b", end + 50, &[], t80);
+    assert!(
+        matches!(&v[..], [Violation::Plan { kind: PlanViolation::TransferOutOfPlace { detail, .. }, .. }]
+            if detail.starts_with("not between")),
+        "{v:?}"
+    );
+}

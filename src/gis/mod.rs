@@ -49,7 +49,10 @@ impl Gis {
         let mut out = Candidates::default();
         for s in sites {
             match unmet(s, demand) {
-                None => out.sites.push(s.id.clone()),
+                None => {
+                    out.sites.push(s.id.clone());
+                    out.cpus.push(s.cpus);
+                }
                 Some(u) if out.sites.is_empty() => {
                     if out.nearest_miss.as_ref().is_none_or(|(_, best)| u.rank() > best.rank()) {
                         out.nearest_miss = Some((s.id.clone(), u));

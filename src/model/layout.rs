@@ -10,6 +10,12 @@
 //! explicit offset) and must lie inside both. The planner then searches for one application
 //! start `st` at which every part fits at `st + offset` (Ando & Aida, Fig. 2).
 //!
+//! A job **floats** ([`Layout::floats`]) when it has dependencies and no explicit `offset_s`,
+//! and no transfer of its has an explicit offset or is concurrent: the planner may place it
+//! later than its laid-out offset without moving the rest of the plan, as early as its placed
+//! predecessors allow (docs/algorithm.md, "Per-job placement"). Its laid-out offset is then
+//! only where the search starts looking. Every other job keeps `st + offset` exactly.
+//!
 //! The layout is the earliest schedule of the dependency graph (its longest paths), computed
 //! once in topological order (Kahn's algorithm): O(jobs + transfers + dependencies).
 
@@ -42,6 +48,9 @@ pub struct Layout {
     pub slack_s: Vec<i64>,
     /// Each job's dependencies: the jobs it is after (by `after` or a staged transfer), by index.
     pub after: Vec<Vec<usize>>,
+    /// Whether each job floats (see the module docs): placed per job, at or after the earliest
+    /// start its placed predecessors allow, not at a fixed offset from the plan's start.
+    pub floats: Vec<bool>,
 }
 
 /// The inputs [`lay_out`] reads beyond the jobs and transfers.
@@ -153,7 +162,17 @@ pub(super) fn lay_out(r: &Rules<'_>) -> Result<Layout, RequestError> {
             }
         }
     }
-    Ok(Layout { jobs, transfers, slack_s, after })
+    // A job floats when nothing ties it to the plan's start: dependencies, no explicit offset,
+    // and no transfer that is concurrent (inside both jobs: coupled) or at an explicit offset.
+    let mut floats: Vec<bool> = r.jobs.iter().zip(&after).map(|(j, a)| j.offset_s.is_none() && !a.is_empty()).collect();
+    for (e, t) in r.transfers.iter().enumerate() {
+        if t.mode == TransferMode::Concurrent || t.offset_s.is_some() {
+            let (a, b) = r.ends[e];
+            floats[a] = false;
+            floats[b] = false;
+        }
+    }
+    Ok(Layout { jobs, transfers, slack_s, after, floats })
 }
 
 /// The jobs in an order where every job comes after those it is `after` (Kahn's algorithm;

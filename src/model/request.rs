@@ -526,6 +526,24 @@ impl PlanRequest {
     pub fn after(&self, i: usize) -> &[usize] {
         &self.layout.after[i]
     }
+    /// Whether job `i` floats: it has dependencies, no explicit `offset_s` and no concurrent
+    /// or explicitly timed transfer, so the planner places it per job, at or after the earliest
+    /// start its placed predecessors allow (docs/algorithm.md, "Per-job placement"), instead
+    /// of at `st + job_span(i).offset_s`.
+    pub fn floats(&self, i: usize) -> bool {
+        self.layout.floats[i]
+    }
+    /// Whether some job floats ([`PlanRequest::floats`]): the planner then places the jobs in
+    /// dependency order, each as early as its predecessors allow.
+    pub fn has_floating(&self) -> bool {
+        self.layout.floats.iter().any(|&f| f)
+    }
+    /// Whether transfer `i` floats: staged, and one of its jobs floats. Its interval follows
+    /// its producer's placed end (and takes no time when both jobs share a site).
+    pub fn transfer_floats(&self, i: usize) -> bool {
+        let (a, b) = self.ends[i];
+        self.raw.transfers[i].mode == TransferMode::Staged && (self.layout.floats[a] || self.layout.floats[b])
+    }
     /// Seconds kept at least between a job's end and the start of a job after it.
     pub fn dependency_gap_s(&self) -> i64 {
         self.raw.dependency_gap_s

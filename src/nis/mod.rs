@@ -400,6 +400,24 @@ impl Participant<Network> for Nis {
         Ok(self.dataplane_drift())
     }
 
+    /// The widest path's bottleneck between each query's two sites (the topology alone):
+    /// `u64::MAX` on one node, 0 between unknown or unjoined sites.
+    async fn ceilings(&self, qs: &[NetworkQuery]) -> Option<Vec<u64>> {
+        let ceiling = |q: &NetworkQuery| match (self.node_of(&q.from_site), self.node_of(&q.to_site)) {
+            (Ok(a), Ok(b)) if a == b => u64::MAX,
+            (Ok(a), Ok(b)) => {
+                let pair = self.pair(a, b);
+                if pair.paths.is_empty() {
+                    0
+                } else {
+                    pair.max_capacity_mbps
+                }
+            }
+            _ => 0,
+        };
+        Some(qs.iter().map(ceiling).collect())
+    }
+
     async fn prepare(&self, req: &NetworkHoldRequest) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, None)
     }

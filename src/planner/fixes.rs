@@ -37,12 +37,53 @@ impl Fixes {
             trail: Vec::new(),
         }
     }
+
+    /// Job `v`'s reservation `[start, end)` as fixed (absolute seconds).
+    ///
+    /// # Panics
+    /// If `v` is not fixed.
+    pub(in crate::planner) fn job_interval(&self, req: &PlanRequest, v: usize) -> (Time, Time) {
+        let start = self.jobs[v].as_ref().expect("job is fixed").start;
+        (start, start + req.job_span(v).duration_s)
+    }
+
+    /// Transfer `e`'s interval `[start, end)` at the current `st` with its two jobs on one
+    /// site (`same_site`) or not. A floating transfer ([`PlanRequest::transfer_floats`]) starts
+    /// at its producer's placed end (which must be fixed) and, on one site, takes no time: it
+    /// needs no network. Any other lies at `st + offset`, as laid out.
+    pub(in crate::planner) fn transfer_interval_at(
+        &self,
+        req: &PlanRequest,
+        e: usize,
+        same_site: bool,
+    ) -> (Time, Time) {
+        let span = req.transfer_span(e);
+        if req.transfer_floats(e) {
+            let (_, end) = self.job_interval(req, req.transfer_ends(e).0);
+            return (end, if same_site { end } else { end + span.duration_s });
+        }
+        (self.st + span.offset_s, self.st + span.end_s())
+    }
+
+    /// Transfer `e`'s interval with both its jobs fixed ([`Fixes::transfer_interval_at`]; a
+    /// fixed transfer's own).
+    pub(in crate::planner) fn transfer_interval(&self, req: &PlanRequest, e: usize) -> (Time, Time) {
+        if let Some(f) = &self.transfers[e] {
+            return f.interval;
+        }
+        let (a, b) = req.transfer_ends(e);
+        let same = self.jobs[a].as_ref().zip(self.jobs[b].as_ref()).is_some_and(|(x, y)| x.site == y.site);
+        self.transfer_interval_at(req, e, same)
+    }
 }
 
 /// A job tentatively fixed on a site (under BIR, held there).
 #[derive(Debug, Clone)]
 pub(in crate::planner) struct JobFix {
     pub(in crate::planner) site: SiteId,
+    /// Where its reservation starts (absolute seconds): `st + offset` for a job that does not
+    /// float, its own placement for one that does.
+    pub(in crate::planner) start: Time,
     pub(in crate::planner) price_per_cpu_hour: f64,
     pub(in crate::planner) price_per_gpu_hour: f64,
     /// The GPU pool the offer found free (jobs with GPUs).
@@ -56,10 +97,11 @@ pub(in crate::planner) struct JobFix {
 }
 
 impl JobFix {
-    /// The job placed on `offer`'s site, neither held nor overlaid yet.
-    pub(in crate::planner) fn on(offer: &ComputeOffer) -> Self {
+    /// The job placed on `offer`'s site from `start`, neither held nor overlaid yet.
+    pub(in crate::planner) fn on(offer: &ComputeOffer, start: Time) -> Self {
         JobFix {
             site: offer.site.clone(),
+            start,
             price_per_cpu_hour: offer.price_per_cpu_hour,
             price_per_gpu_hour: offer.price_per_gpu_hour,
             gpu_model: offer.gpu_model.clone(),
@@ -78,6 +120,9 @@ pub(in crate::planner) struct TransferFix {
     pub(in crate::planner) hold: Option<HoldId>,
     /// BBR-overlay: the fix's spans in the plan's own overlay of its links.
     pub(in crate::planner) overlay: Vec<(LinkId, SpanId)>,
+    /// Its interval `[start, end)` ([`Fixes::transfer_interval`] when it was fixed; it does not
+    /// change while it stays fixed): what the search's explanations read, often.
+    pub(in crate::planner) interval: (Time, Time),
 }
 
 impl TransferFix {
@@ -146,12 +191,13 @@ pub(in crate::planner) trait TentativeBook: Send {
     fn candidates(&mut self) -> impl Future<Output = Result<Vec<Candidates>, ParticipantError>> + Send;
 
     /// The answers of every candidate site of job `v` (`candidates[v]`, in order) to "the
-    /// earliest start no earlier than `t_bgn`".
+    /// earliest start no earlier than `windows[i]`" (one window start per candidate site: a
+    /// floating job's depends on the site, see [`PlanRequest::floats`]).
     fn offers(
         &mut self,
         v: usize,
         candidates: &[Vec<SiteId>],
-        t_bgn: Time,
+        windows: &[Time],
     ) -> impl Future<Output = Vec<Result<ComputeOffer, ParticipantError>>> + Send;
 
     /// Fixes job `v` on `offer`'s site from `start` and trails it; false when its hold was
@@ -176,4 +222,11 @@ pub(in crate::planner) trait TentativeBook: Send {
 
     /// Asks the NIS `q` now, whatever was prefetched (the backjumping probe).
     fn ask_nis(&mut self, q: &NetworkQuery) -> impl Future<Output = Result<Option<Route>, ParticipantError>> + Send;
+
+    /// Asks the NIS, in one message, the most each of `qs` could ever be granted (the widest
+    /// path's bottleneck: [`crate::protocol::Participant::ceilings`]); `None`: it does not say.
+    fn ceilings(&mut self, qs: Vec<NetworkQuery>) -> impl Future<Output = Option<Vec<u64>>> + Send {
+        let _ = qs;
+        async { None }
+    }
 }

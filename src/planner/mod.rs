@@ -127,6 +127,15 @@ pub struct PlannerConfig {
     /// budget of [`EARLIEST_FIT_SHIFTS`] start times. `None` (the default, as in Ando & Aida):
     /// no second search. The service sets its horizon (`--horizon-days`).
     pub earliest_fit_horizon_s: Option<i64>,
+    /// Before the search, tell a request that can never fit on this grid from one that does
+    /// not fit now (issue 46): jobs that must run together (at fixed offsets) needing more
+    /// CPUs than all the sites that can run them have, or a transfer between jobs with no
+    /// candidate site in common needing more bandwidth than the widest path between their
+    /// sites carries (one NIS message, [`crate::protocol::Participant::ceilings`], asked only
+    /// for such transfers). Such a request is rejected as unsatisfiable
+    /// ([`Settlement::Unsatisfiable`]), `can never fit on this grid: ...`. Off by default (the
+    /// simulator's message counts are those of Ando & Aida); the service turns it on.
+    pub static_check: bool,
 }
 
 /// The most start-time shifts the earliest-fit search of a rejection tries (see
@@ -181,6 +190,7 @@ impl Default for PlannerConfig {
             check_before_hold: false,
             backtrack: Backtrack::ConflictDirected,
             earliest_fit_horizon_s: None,
+            static_check: false,
         }
     }
 }

@@ -1589,10 +1589,13 @@ async fn a_workflow_is_booked_in_dependency_order_by_every_method() {
         assert_eq!(at("join").start, from_time(T0 + 880), "{method}");
         assert_eq!(at("join").after, ["a", "b"]);
         assert_eq!(at("a").slack_s, 60);
+        // Staged from a's end: 20 s from another site; on a's site no network, no time
+        // (per-job placement; `join` starts after the gap either way).
         let staged = o.transfers.iter().find(|t| t.to == "join").unwrap();
+        let length = if at("join").site == at("a").site { 0 } else { 20 };
         assert_eq!(
             (staged.start, staged.end, staged.mode),
-            (from_time(T0 + 850), from_time(T0 + 870), TransferMode::Staged)
+            (from_time(T0 + 850), from_time(T0 + 850 + length), TransferMode::Staged)
         );
         let f = o.footprint.unwrap();
         // Booked: (4 * 160) + (8 * 660) + (8 * 360) + (2 * 110); slack: 60 s on 22 CPUs.
@@ -1651,4 +1654,181 @@ async fn a_rejection_says_when_the_plan_would_fit_or_that_it_fits_nowhere_before
     let o =
         planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&pair("bsd", "linux", 4, 500, 10_000)).await;
     assert!(!o.reason.unwrap().contains("horizon"));
+}
+
+/// A workflow request (`after`, staged transfers, gap) due `deadline_after_s` after T0.
+fn workflow_of(
+    jobs: Vec<serde_json::Value>,
+    transfers: Vec<serde_json::Value>,
+    gap_s: i64,
+    deadline_after_s: i64,
+) -> PlanRequest {
+    let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+        "id": "w1", "user": "u", "submitted_at": from_time(T0), "deadline": from_time(T0 + deadline_after_s),
+        "jobs": jobs, "transfers": transfers, "dependency_gap_s": gap_s,
+    }))
+    .unwrap();
+    PlanRequest::new(raw).unwrap()
+}
+
+fn task(name: &str, os: &str, cpus: u32, duration_s: i64, after: &[&str]) -> serde_json::Value {
+    serde_json::json!({"name": name, "os": os, "cpus": cpus, "duration_s": duration_s, "after": after})
+}
+
+fn placed<'o>(o: &'o Outcome, name: &str) -> &'o crate::model::JobPlacement {
+    o.jobs.iter().find(|j| j.name == name).unwrap()
+}
+
+/// Issue 46, per-job placement: a job with `after` whose laid-out slot is busy is placed
+/// later on its own; the plan's start and the other jobs stay where the layout put them.
+/// Before, the late job shifted the whole plan (every job 600 s later).
+#[tokio::test]
+async fn a_late_floating_job_moves_alone_not_the_whole_plan() {
+    let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
+    // A, then B (8 CPUs) and C (2 CPUs) after A, then D after both: laid out at 0, 600, 600, 1200.
+    let r = workflow_of(
+        vec![
+            task("A", "linux", 2, 600, &[]),
+            task("B", "linux", 8, 600, &["A"]),
+            task("C", "linux", 2, 600, &["A"]),
+            task("D", "linux", 2, 600, &["B", "C"]),
+        ],
+        vec![],
+        0,
+        20_000,
+    );
+    assert!(r.floats(1) && r.floats(2) && r.floats(3) && !r.floats(0));
+    for method in ReservationMethod::ALL.iter().copied() {
+        for batch_queries in [false, true] {
+            let l = local(&g);
+            // Someone else holds 4 of the 8 CPUs over [600, 1200): B does not fit there.
+            book_outside(&l, "s1", 4, T0 + 600, T0 + 1200).await;
+            let cfg = PlannerConfig { method, w_interval_s: 0, batch_queries, ..Default::default() };
+            let o = Planner::new(cfg, l.services()).plan(&r).await;
+            assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+            assert_eq!(o.start, Some(from_time(T0)), "{method}: the plan's start does not move");
+            let at = |name| (placed(&o, name).start - from_time(T0)).num_seconds();
+            assert_eq!([at("A"), at("B"), at("C"), at("D")], [0, 1200, 600, 1800], "{method}, batched {batch_queries}");
+            let violations = crate::check::check_outcomes(&g, std::slice::from_ref(&r), &[o], 0);
+            assert!(violations.is_empty(), "{violations:?}");
+        }
+    }
+}
+
+/// Issue 46: a consumer placed at its producer's site needs no network transfer: it starts at
+/// the producer's end plus the gap, the staged transfer takes no time and holds no bandwidth.
+/// At another site it waits for the transfer (`size_mb * 8 / bandwidth_mbps` s).
+#[tokio::test]
+async fn a_consumer_on_its_producers_site_waits_for_no_transfer() {
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
+    let g = grid(sites, [1000; 3]);
+    // 1,000 MB at 100 Mbit/s: 80 s over the network.
+    let staged = |from: &str, to: &str| serde_json::json!({"from": from, "to": to, "bandwidth_mbps": 100, "mode": "staged", "size_mb": 1000});
+    let r = workflow_of(
+        vec![task("A", "linux", 2, 600, &[]), task("B", "linux", 2, 600, &[]), task("C", "bsd", 2, 600, &[])],
+        vec![staged("A", "B"), staged("A", "C")],
+        10,
+        20_000,
+    );
+    for method in ReservationMethod::ALL.iter().copied() {
+        let l = local(&g);
+        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        let at = |name| (placed(&o, name).start - from_time(T0)).num_seconds();
+        assert_eq!(at("B"), 610, "{method}: same site, the gap only");
+        assert_eq!(at("C"), 680, "{method}: another site, the transfer's 80 s");
+        let (ab, ac) = (&o.transfers[0], &o.transfers[1]);
+        assert_eq!((ab.path.len(), (ab.end - ab.start).num_seconds()), (0, 0), "{method}: {ab:?}");
+        assert_eq!(((ac.start - from_time(T0)).num_seconds(), (ac.end - ac.start).num_seconds()), (600, 80));
+        assert!(!ac.path.is_empty());
+        let violations = crate::check::check_outcomes(&g, std::slice::from_ref(&r), &[o], 0);
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+}
+
+/// Issue 46: explicit offsets keep today's meaning: a job at an explicit offset after a
+/// floating job that ends late is not moved on its own; the plan's start is delayed instead.
+#[tokio::test]
+async fn a_job_at_an_explicit_offset_after_a_late_floating_job_delays_the_plan() {
+    let g = grid(vec![site("s1", "n1", 8, "linux", 1.0)], [1000; 3]);
+    let mut d = task("D", "linux", 2, 600, &["B"]);
+    d["offset_s"] = serde_json::json!(1200);
+    let r =
+        workflow_of(vec![task("A", "linux", 2, 600, &[]), task("B", "linux", 8, 600, &["A"]), d], vec![], 0, 20_000);
+    assert!(r.floats(1) && !r.floats(2));
+    let l = local(&g);
+    book_outside(&l, "s1", 4, T0 + 600, T0 + 1200).await;
+    let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
+    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    let st = crate::model::to_time(&o.start.unwrap());
+    let at = |name| crate::model::to_time(&placed(&o, name).start) - st;
+    assert_eq!(at("D"), 1200, "D keeps its offset from the plan's start");
+    assert!(at("B") + 600 <= at("D"));
+    let violations = crate::check::check_outcomes(&g, std::slice::from_ref(&r), &[o], 0);
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// Issue 46: a request that can never fit on this grid is told apart, before the search, from
+/// one that does not fit now: jobs that run together needing more CPUs than their sites have,
+/// or a transfer above every path's capacity between jobs with no site in common. Without
+/// `static_check` (the simulator) both are searched and rejected as before.
+#[tokio::test]
+async fn a_request_that_can_never_fit_is_told_apart_from_one_that_does_not_fit_now() {
+    let sites =
+        vec![site("s1", "n1", 16, "linux", 1.0), site("s2", "n2", 16, "linux", 1.0), site("s3", "n3", 8, "bsd", 1.0)];
+    let g = grid(sites, [100, 100, 100]);
+    let l = local(&g);
+    let checked = |static_check| {
+        let cfg = PlannerConfig { w_interval_s: 0, static_check, ..Default::default() };
+        Planner::new(cfg, l.services())
+    };
+    // 3 x 14 CPUs at once (the padded windows of the issue): 42 CPUs, the linux sites have 32.
+    let wide = request((0..3).map(|i| job(&format!("j{i}"), "linux", 14, 0, 600)).collect(), vec![], 20_000);
+    let res = checked(true).plan_with(&wide, PlanOptions::default()).await;
+    assert!(matches!(res.settlement, Settlement::Unsatisfiable));
+    assert_eq!(
+        res.outcome.reason.as_deref(),
+        Some(
+            "can never fit on this grid: jobs `j0`, `j1`, `j2` run together (from offset 0 s) and need 42 CPUs; the \
+             sites that can run them (`s1`, `s2`) have 32 in all"
+        )
+    );
+    assert_eq!(res.outcome.messages, 0, "nothing but the GIS (not counted) was asked");
+    let o = checked(false).plan(&wide).await;
+    assert!(o.reason.unwrap().starts_with("no feasible plan before the deadline"));
+    // 500 Mbit/s between linux and bsd jobs over 100 Mbit/s links: never.
+    let far = pair("linux", "bsd", 4, 500, 20_000);
+    let res = checked(true).plan_with(&far, PlanOptions::default()).await;
+    assert!(matches!(res.settlement, Settlement::Unsatisfiable));
+    assert_eq!(
+        res.outcome.reason.as_deref(),
+        Some(
+            "can never fit on this grid: transfer A->B needs 500 Mbit/s; the widest path between a site that can \
+             run `A` and one that can run `B` carries 100"
+        )
+    );
+    assert_eq!(res.outcome.messages, 1, "one NIS message");
+    // Does not fit now: the same kinds of request, within the grid's capacity, on a busy grid.
+    book_outside(&l, "s1", 16, T0, T0 + 30_000).await;
+    let two = request((0..2).map(|i| job(&format!("j{i}"), "linux", 14, 0, 600)).collect(), vec![], 20_000);
+    let res = checked(true).plan_with(&two, PlanOptions::default()).await;
+    assert!(matches!(res.settlement, Settlement::Final));
+    assert!(res.outcome.reason.unwrap().starts_with("no feasible plan before the deadline"));
+    // Floating jobs may wait for each other: 3 x 14 CPUs after one root fit, one after another.
+    let l = local(&g);
+    let cfg = PlannerConfig { w_interval_s: 0, static_check: true, ..Default::default() };
+    let flow = workflow_of(
+        vec![
+            task("root", "linux", 2, 60, &[]),
+            task("a", "linux", 14, 600, &["root"]),
+            task("b", "linux", 14, 600, &["root"]),
+            task("c", "linux", 14, 600, &["root"]),
+        ],
+        vec![],
+        0,
+        20_000,
+    );
+    let o = Planner::new(cfg, l.services()).plan(&flow).await;
+    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    assert_eq!(l.holds_outstanding(), 0);
 }

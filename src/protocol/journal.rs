@@ -341,6 +341,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
         self.inner.drift().await
     }
 
+    async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
+        self.inner.ceilings(qs).await
+    }
+
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         let hold = match &self.owner {
             Some(owner) => self.inner.prepare_for(req, owner).await?,

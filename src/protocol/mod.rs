@@ -483,6 +483,15 @@ pub trait Participant<R: Role>: HoldLifecycle {
     async fn drift(&self) -> Result<Vec<Drift>, ParticipantError> {
         Ok(vec![])
     }
+    /// The most each of `qs` could ever be granted by this participant's static capacity,
+    /// whatever is booked, in order, in one message: for the NIS the bottleneck of the widest
+    /// path between the two sites in Mbit/s (`u64::MAX` on one node, 0 when no path joins
+    /// them). `None`: this participant does not say (the default, and the HTTP transport).
+    /// What the planner's static check reads (a request that can never fit, issue 46).
+    async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
+        let _ = qs;
+        None
+    }
 }
 
 /// A committed reservation that its participant can no longer honour (see
@@ -505,6 +514,11 @@ pub struct Candidates {
     /// When `sites` is empty: the site that came nearest, and the first requirement it fails
     /// (the one a rejection names). `None` when the catalogue has no site at all.
     pub nearest_miss: Option<(SiteId, Unmet)>,
+    /// The CPUs of each site of `sites`, in order (what the planner's static check reads: a
+    /// request whose jobs that must run together need more CPUs than their sites have can
+    /// never fit). Empty when the catalogue does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<u32>,
 }
 
 /// The site catalogue (GIS) as the planner sees it.

@@ -68,6 +68,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Timed<T> {
     async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
         self.inner.drift().await
     }
+    /// One message, timed as one query.
+    async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
+        self.timed(Message::Query, self.inner.ceilings(qs)).await
+    }
 }
 
 #[async_trait]

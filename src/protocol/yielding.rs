@@ -35,6 +35,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Yielding<T> {
     async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
         self.0.drift().await
     }
+    async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
+        tokio::task::coop::consume_budget().await;
+        self.0.ceilings(qs).await
+    }
 }
 
 #[async_trait]

@@ -9,8 +9,8 @@ use coreserve::check::check_outcomes;
 use coreserve::clock::ManualClock;
 use coreserve::in_process::InProcessGrid;
 use coreserve::model::{
-    from_time, GpuPool, Grid, Link, Node, NodeId, Outcome, OutcomeStatus, PlanRequest, RawPlanRequest,
-    ReservationMethod, SelectionPolicy, Site, SiteAttributes,
+    from_time, to_time, GpuPool, Grid, Link, Node, NodeId, Outcome, OutcomeStatus, PlanRequest, RawPlanRequest,
+    ReservationMethod, SelectionPolicy, Site, SiteAttributes, TransferMode,
 };
 use coreserve::nis::Routing;
 use coreserve::planner::{Planner, PlannerConfig};
@@ -201,9 +201,81 @@ fn workflow_strategy(i: usize) -> impl Strategy<Value = PlanRequest> {
         })
 }
 
+/// A layered workflow of 3-12 jobs (per-job placement, issue 46): a root, then levels of 1-3
+/// jobs, each `after` a random non-empty set of the previous level's jobs, each dependency
+/// carrying a staged transfer (by size or by duration) or none; some jobs need `bsd` (so a
+/// consumer may sit at its producer's site or not); a gap and slack. Every job but the root
+/// floats. Due 600 s plus 1-6 times its laid-out span after it arrives.
+fn layered_workflow(i: usize) -> impl Strategy<Value = PlanRequest> {
+    let level = prop::collection::vec((1u32..12, 1i64..5, 1u32..8, 0u32..8, prop::bool::ANY), 1..4);
+    (prop::collection::vec(level, 1..4), 0i64..90, 0i64..120, 50u64..900, 0i64..4000, 1i64..7).prop_map(
+        move |(levels, gap, slack, bw, arrival, factor)| {
+            let mut jobs = vec![serde_json::json!({"name": "root", "os": "linux", "cpus": 2, "duration_s": 300})];
+            let mut transfers = Vec::new();
+            let mut previous = vec!["root".to_owned()];
+            for (l, level) in levels.iter().enumerate() {
+                let mut names = Vec::new();
+                for (k, &(cpus, dur, after_mask, staged_mask, bsd)) in level.iter().enumerate() {
+                    let name = format!("l{l}_{k}");
+                    let mut after: Vec<&String> =
+                        previous.iter().enumerate().filter(|(p, _)| after_mask & (1 << p) != 0).map(|(_, n)| n).collect();
+                    if after.is_empty() {
+                        after.push(&previous[0]);
+                    }
+                    for (p, from) in after.iter().enumerate() {
+                        match (staged_mask >> (2 * p)) & 3 {
+                            0 => {}
+                            1 => transfers.push(serde_json::json!({"from": from, "to": name, "bandwidth_mbps": bw, "mode": "staged", "size_mb": bw * 20})),
+                            _ => transfers.push(serde_json::json!({"from": from, "to": name, "bandwidth_mbps": bw, "mode": "staged", "duration_s": 90})),
+                        }
+                    }
+                    let os = if bsd { "bsd" } else { "linux" };
+                    jobs.push(serde_json::json!({"name": name, "os": os, "cpus": cpus, "duration_s": dur * 300, "after": after}));
+                    names.push(name);
+                }
+                previous = names;
+            }
+            let raw = |deadline: i64| -> RawPlanRequest {
+                serde_json::from_value(serde_json::json!({
+                    "id": format!("w{i}"), "submitted_at": from_time(T0 + arrival), "deadline": from_time(deadline),
+                    "dependency_gap_s": gap, "slack_s": slack, "jobs": jobs, "transfers": transfers,
+                }))
+                .unwrap()
+            };
+            let span = PlanRequest::new(raw(T0 + 100 * 86_400)).unwrap().span_s();
+            PlanRequest::new(raw(T0 + arrival + 600 + span * factor)).unwrap()
+        },
+    )
+}
+
+/// The earliest start the placed predecessors of job `j` of `r` allow in `o`: each one's end
+/// plus the gap, and each staged transfer's end when the producer is at another site (on its
+/// site the transfer needs no network and no time).
+fn earliest_allowed(r: &PlanRequest, o: &Outcome, j: usize) -> i64 {
+    let at = |name: &str| o.jobs.iter().find(|p| p.name == name).unwrap();
+    let job = &r.jobs()[j];
+    let mut ready = i64::MIN;
+    for p in &job.after {
+        ready = ready.max(to_time(&at(p).end) + r.dependency_gap_s());
+    }
+    for (e, t) in r.transfers().iter().enumerate() {
+        if t.to == job.name && t.mode == TransferMode::Staged {
+            let (from, to) = (at(&t.from), at(&t.to));
+            let d = if from.site == to.site { 0 } else { r.transfer_span(e).duration_s };
+            ready = ready.max(to_time(&from.end) + d);
+        }
+    }
+    ready
+}
+
 /// Three planners (`method` and `policy`: indices into every variant) race on all of `reqs` at
 /// once over one in-process grid: the outcomes, in request order, and the holds left after.
 fn race(grid: &Grid, reqs: &[PlanRequest], method: usize, policy: usize) -> (Vec<Outcome>, usize) {
+    race_with(grid, reqs, method, policy, false)
+}
+
+/// [`race`], the planners batching their queries, aborts and checks (`batched`) or not.
+fn race_with(grid: &Grid, reqs: &[PlanRequest], method: usize, policy: usize, batched: bool) -> (Vec<Outcome>, usize) {
     let (method, policy) = (ReservationMethod::ALL[method], SelectionPolicy::ALL[policy]);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
     rt.block_on(async {
@@ -216,6 +288,9 @@ fn race(grid: &Grid, reqs: &[PlanRequest], method: usize, policy: usize) -> (Vec
                     policy,
                     method,
                     seed: p,
+                    batch_queries: batched,
+                    batch_aborts: batched,
+                    check_before_hold: batched,
                     ..Default::default()
                 };
                 Arc::new(Planner::new(cfg, local.services()))
@@ -280,6 +355,55 @@ proptest! {
         for o in outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed) {
             let f = o.footprint.expect("a committed plan has a footprint");
             prop_assert!(f.slack_cpu_s <= f.booked_cpu_s && f.critical_path_s <= f.makespan_s, "{:?}", f);
+        }
+    }
+
+    /// Issue 46, per-job placement: layered workflows whose jobs float, among co-allocations,
+    /// raced by three planners (every method and policy, batched or not): every committed plan
+    /// keeps every rule of the checker, nothing is overbooked, no hold is left.
+    #[test]
+    fn racing_planners_place_floating_jobs_by_the_rules(
+        grid in grid_strategy(),
+        flows in (2usize..8).prop_flat_map(|n| (0..n).map(layered_workflow).collect::<Vec<_>>()),
+        others in (0usize..6).prop_flat_map(|n| (100..100 + n).map(request_strategy).collect::<Vec<_>>()),
+        method in 0usize..3,
+        policy in 0usize..4,
+        batched in prop::bool::ANY,
+    ) {
+        let reqs: Vec<PlanRequest> = flows.into_iter().chain(others).collect();
+        let (outcomes, outstanding) = race_with(&grid, &reqs, method, policy, batched);
+        let violations = check_outcomes(&grid, &reqs, &outcomes, 600);
+        prop_assert!(violations.is_empty(), "{:?}", violations);
+        prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
+        for o in &outcomes {
+            prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
+        }
+    }
+
+    /// Issue 46, per-job placement: alone on a grid with room for the whole workflow at every
+    /// site and on every link, each floating job starts exactly when its placed predecessors
+    /// allow (their ends plus the gap, a staged transfer's end from another site), whatever
+    /// the method, policy and batching.
+    #[test]
+    fn alone_a_floating_job_starts_as_early_as_its_predecessors_allow(
+        flow in layered_workflow(0),
+        method in 0usize..3,
+        policy in 0usize..4,
+        batched in prop::bool::ANY,
+    ) {
+        let big = |id: &str, node: &str, os: &str| Site::new(id, node, 1000, os, 1.0);
+        let nodes = vec![Node::new("n0", ""), Node::new("n1", "")];
+        let link = Link { id: "l01".into(), a: "n0".into(), b: "n1".into(), capacity_mbps: 100_000, price_per_gbps_hour: 0.1 };
+        let sites = vec![big("a", "n0", "linux"), big("b", "n1", "linux"), big("c", "n0", "bsd"), big("d", "n1", "bsd")];
+        let grid = Grid::new(nodes, vec![link], sites).unwrap();
+        let (outcomes, outstanding) = race_with(&grid, std::slice::from_ref(&flow), method, policy, batched);
+        let o = &outcomes[0];
+        prop_assert_eq!(o.status, OutcomeStatus::Committed, "{:?}", o);
+        prop_assert!(check_outcomes(&grid, std::slice::from_ref(&flow), &outcomes, 600).is_empty());
+        prop_assert_eq!(outstanding, 0);
+        for j in (0..flow.jobs().len()).filter(|&j| flow.floats(j)) {
+            let start = to_time(&o.jobs[j].start);
+            prop_assert_eq!(start, earliest_allowed(&flow, o, j), "job {}", flow.jobs()[j].name);
         }
     }
 

@@ -42,6 +42,8 @@ impl PlannerPool {
             check_before_hold: true,
             // A rejection says when the plan would fit, within the service's horizon.
             earliest_fit_horizon_s: Some(config.horizon_s()),
+            // A request that can never fit on the grid is told apart before the search.
+            static_check: true,
             ..PlannerConfig::default()
         };
         let planners = Planner::pool(

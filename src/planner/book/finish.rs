@@ -54,7 +54,7 @@ impl Book<'_> {
             .map(|(v, (job, fix))| {
                 let fix = fix.as_ref().expect("complete plan");
                 let span = req.job_span(v);
-                let start = self.fixes.st + span.offset_s;
+                let start = fix.start;
                 let per_hour =
                     f64::from(job.cpus) * fix.price_per_cpu_hour + f64::from(job.gpus()) * fix.price_per_gpu_hour;
                 cost += span.duration_s as f64 / 3600.0 * per_hour;
@@ -86,17 +86,16 @@ impl Book<'_> {
             .enumerate()
             .map(|(e, (t, fix))| {
                 let fix = fix.as_ref().expect("complete plan");
-                let span = req.transfer_span(e);
-                let start = self.fixes.st + span.offset_s;
+                let (start, end) = self.fixes.transfer_interval(req, e);
                 cost +=
-                    t.bandwidth_mbps as f64 / 1000.0 * span.duration_s as f64 / 3600.0 * fix.route.price_per_gbps_hour;
+                    t.bandwidth_mbps as f64 / 1000.0 * (end - start) as f64 / 3600.0 * fix.route.price_per_gbps_hour;
                 TransferPlacement {
                     from: t.from.clone(),
                     to: t.to.clone(),
                     path: fix.route.links.clone(),
                     bandwidth_mbps: t.bandwidth_mbps,
                     start: from_time(start),
-                    end: from_time(start + span.duration_s),
+                    end: from_time(end),
                     traffic: fix.route.marking.as_ref().zip(fix.hold).map(|(m, h)| TransferTraffic {
                         protocol: "tcp".into(),
                         from_addr: m.from_addr.clone(),

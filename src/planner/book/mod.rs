@@ -33,6 +33,10 @@ mod overlay;
 
 use overlay::Overlay;
 
+/// BBR-overlay, a floating job: how many times a site whose offer lies where the plan's own
+/// peak is higher than its query covered is asked again (see [`Book::offers`]).
+const OVERLAY_REASKS: usize = 4;
+
 /// The holds of one participant (`None`: the NIS) that one backtrack aborts together.
 type AbortBatch = (Option<SiteId>, Arc<dyn HoldLifecycle>, Vec<HoldId>);
 
@@ -101,37 +105,52 @@ impl<'a> Book<'a> {
     /// The offers of job `v` from every candidate site, batched (see [`super::queries`]): each
     /// candidate site not asked yet at this `st` gets one message with the queries of `v` and
     /// of every other unfixed job it could run.
+    ///
+    /// A floating job's window depends on where its predecessors went
+    /// ([`PlanRequest::floats`]): its own answers are asked at `windows` every time and not
+    /// kept, and no step asks for it ahead.
     async fn batched_offers(
         &mut self,
         v: usize,
         candidates: &[Vec<SiteId>],
+        windows: &[Time],
     ) -> Vec<Result<ComputeOffer, ParticipantError>> {
         self.queries.at(self.fixes.st, self.policy != SelectionPolicy::Load);
         let deadline = self.req.deadline();
-        let query = |u: usize, site: &SiteId| {
-            let (job, span) = (&self.req.jobs()[u], self.req.job_span(u));
+        let query = |u: usize, site: &SiteId, window_start: Time| {
+            let job = &self.req.jobs()[u];
             ComputeQuery {
                 site: site.clone(),
                 cpus: job.cpus,
-                duration_s: span.duration_s,
-                window_start: self.fixes.st + span.offset_s,
+                duration_s: self.req.job_span(u).duration_s,
+                window_start,
                 deadline,
                 gpus: job.requires.gpus.clone(),
             }
         };
+        // Answers for `v` at its laid-out window are kept; at another window (a floating job,
+        // or one whose predecessors ended late) they are asked each time and not kept.
+        let laid_out = self.fixes.st + self.req.job_span(v).offset_s;
+        let floats = self.req.floats(v);
+        let kept = |window: Time| !floats && window == laid_out;
         let mut batches = Vec::new();
-        for site in &candidates[v] {
-            if self.queries.get(v, site).is_some() {
+        for (site, &window) in candidates[v].iter().zip(windows) {
+            if kept(window) && self.queries.get(v, site).is_some() {
                 continue;
             }
             let others = (0..self.fixes.jobs.len()).filter(|&u| {
                 u != v
+                    && !self.req.floats(u)
                     && self.fixes.jobs[u].is_none()
                     && self.queries.get(u, site).is_none()
                     && candidates[u].contains(site)
             });
-            let jobs: Vec<usize> = std::iter::once(v).chain(others).collect();
-            let qs: Vec<ComputeQuery> = jobs.iter().map(|&u| query(u, site)).collect();
+            let mut qs = vec![query(v, site, window)];
+            let mut jobs = vec![v];
+            for u in others {
+                qs.push(query(u, site, self.fixes.st + self.req.job_span(u).offset_s));
+                jobs.push(u);
+            }
             batches.push((site.clone(), jobs, qs));
         }
         self.messages += batches.len() as u64;
@@ -155,13 +174,15 @@ impl<'a> Book<'a> {
             }
         };
         let mut failed = HashMap::new();
-        for ((site, jobs, _), answers) in batches.into_iter().zip(answers) {
-            for (u, a) in jobs.into_iter().zip(answers) {
+        let mut own = HashMap::new();
+        for ((site, jobs, qs), answers) in batches.into_iter().zip(answers) {
+            for ((u, q), a) in jobs.into_iter().zip(qs).zip(answers) {
                 match a {
+                    Ok(offer) if u == v && !kept(q.window_start) => {
+                        own.insert(site.clone(), offer);
+                    }
                     Ok(offer) => {
-                        let span = self.req.job_span(u);
-                        let from = self.fixes.st + span.offset_s;
-                        self.queries.put(u, site.clone(), offer, from, span.duration_s, deadline);
+                        self.queries.put(u, site.clone(), offer, q.window_start, q.duration_s, deadline);
                     }
                     Err(e) if u == v => {
                         failed.insert(site.clone(), e);
@@ -172,17 +193,66 @@ impl<'a> Book<'a> {
         }
         candidates[v]
             .iter()
-            .map(|site| match failed.remove(site) {
-                Some(e) => Err(e),
-                None => Ok(self.queries.get(v, site).cloned().expect("asked at this st")),
+            .map(|site| match (failed.remove(site), own.remove(site)) {
+                (Some(e), _) => Err(e),
+                (None, Some(offer)) => Ok(offer),
+                (None, None) => Ok(self.queries.get(v, site).cloned().expect("asked at this st")),
             })
             .collect()
     }
 
-    /// The prepare message for job `v` fixed as `fix` at the current `st`.
+    /// The answers of `sites` to "the earliest start of job `v` no earlier than `windows[i]`",
+    /// one message each (BBR-overlay: for the job on top of the plan's own peak there over
+    /// `[window, window + duration)`).
+    async fn ask_offers(
+        &mut self,
+        v: usize,
+        sites: &[SiteId],
+        windows: &[Time],
+    ) -> Vec<Result<ComputeOffer, ParticipantError>> {
+        let (job, span) = (&self.req.jobs()[v], self.req.job_span(v));
+        let deadline = self.req.deadline();
+        let overlay = self.style.overlay;
+        let queries = sites.iter().zip(windows).map(|(site, &t_bgn)| {
+            // BBR-overlay asks for room for this job on top of the plan's own peak there.
+            let own = |resource: usize| {
+                let peak =
+                    if overlay { self.overlay.site_peak(site, resource, t_bgn, t_bgn + span.duration_s) } else { 0 };
+                u32::try_from(peak).unwrap_or(u32::MAX)
+            };
+            let gpus = job.requires.gpus.clone().map(|mut g| {
+                g.count = g.count.saturating_add(own(Overlay::GPUS));
+                g
+            });
+            let q = ComputeQuery {
+                site: site.clone(),
+                cpus: job.cpus.saturating_add(own(Overlay::CPUS)),
+                duration_s: span.duration_s,
+                window_start: t_bgn,
+                deadline,
+                gpus,
+            };
+            let lis = self.lis(site);
+            async move { lis?.query(&q).await }
+        });
+        let answers = match self.planner.cfg.query_fanout {
+            QueryFanout::Parallel => join_all(queries).await,
+            QueryFanout::Sequential => {
+                let mut answers = Vec::with_capacity(sites.len());
+                for q in queries {
+                    answers.push(q.await);
+                }
+                answers
+            }
+        };
+        self.messages += answers.len() as u64;
+        answers
+    }
+
+    /// The prepare message for job `v` fixed as `fix`.
     pub(super) fn job_hold(&self, v: usize, fix: &JobFix) -> ComputeHoldRequest {
         let (job, span) = (&self.req.jobs()[v], self.req.job_span(v));
-        let start = self.fixes.st + span.offset_s;
+        let start = fix.start;
         ComputeHoldRequest {
             replaces: None,
             reservation_name: None,
@@ -201,10 +271,10 @@ impl<'a> Book<'a> {
         fix.gpu_model.clone().filter(|_| job.gpus() > 0).map(|model| GpuAllocation { model, count: job.gpus() })
     }
 
-    /// The prepare message for transfer `e` on `links` at the current `st`.
+    /// The prepare message for transfer `e` on `links` (both its jobs fixed).
     pub(super) fn transfer_hold(&self, e: usize, links: &[LinkId]) -> NetworkHoldRequest {
-        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
-        let start = self.fixes.st + span.offset_s;
+        let t = &self.req.transfers()[e];
+        let (start, end) = self.fixes.transfer_interval(self.req, e);
         let (a, b) = self.req.transfer_ends(e);
         let site = |j: usize| self.fixes.jobs[j].as_ref().map(|f| f.site.clone());
         NetworkHoldRequest {
@@ -214,7 +284,7 @@ impl<'a> Book<'a> {
             links: links.to_vec(),
             bandwidth_mbps: t.bandwidth_mbps,
             start,
-            end: start + span.duration_s,
+            end,
             sites: site(a).zip(site(b)),
         }
     }
@@ -303,51 +373,59 @@ impl TentativeBook for Book<'_> {
     /// earliest start no earlier than `t_bgn`" (Ando & Aida, Fig. 3, "candidates of rm").
     /// BBR-overlay asks for the job on top of the plan's own peak at each site; with
     /// [`super::PlannerConfig::batch_queries`] the answers come batched ([`Self::batched_offers`]).
+    ///
+    /// A floating job ([`PlanRequest::floats`]) may be placed later than its window: under
+    /// BBR-overlay an offer later than the window is accepted only if the plan's own peak over
+    /// the offered interval is no more than what the query added, else the site is asked
+    /// again from that start with the new peak (at most [`OVERLAY_REASKS`] times).
     async fn offers(
         &mut self,
         v: usize,
         candidates: &[Vec<SiteId>],
-        t_bgn: Time,
+        windows: &[Time],
     ) -> Vec<Result<ComputeOffer, ParticipantError>> {
         if self.planner.cfg.batch_queries && !self.style.overlay {
-            return self.batched_offers(v, candidates).await;
+            return self.batched_offers(v, candidates, windows).await;
         }
-        let (job, span) = (&self.req.jobs()[v], self.req.job_span(v));
-        let deadline = self.req.deadline();
-        let overlay = self.style.overlay;
-        let queries = candidates[v].iter().map(|site| {
-            // BBR-overlay asks for room for this job on top of the plan's own peak there.
-            let own = |resource: usize| {
-                let peak =
-                    if overlay { self.overlay.site_peak(site, resource, t_bgn, t_bgn + span.duration_s) } else { 0 };
-                u32::try_from(peak).unwrap_or(u32::MAX)
-            };
-            let gpus = job.requires.gpus.clone().map(|mut g| {
-                g.count = g.count.saturating_add(own(Overlay::GPUS));
-                g
-            });
-            let q = ComputeQuery {
-                site: site.clone(),
-                cpus: job.cpus.saturating_add(own(Overlay::CPUS)),
-                duration_s: span.duration_s,
-                window_start: t_bgn,
-                deadline,
-                gpus,
-            };
-            let lis = self.lis(site);
-            async move { lis?.query(&q).await }
-        });
-        let answers = match self.planner.cfg.query_fanout {
-            QueryFanout::Parallel => join_all(queries).await,
-            QueryFanout::Sequential => {
-                let mut answers = Vec::with_capacity(candidates[v].len());
-                for q in queries {
-                    answers.push(q.await);
-                }
-                answers
-            }
+        let mut answers = self.ask_offers(v, &candidates[v], windows).await;
+        if !(self.style.overlay && self.req.floats(v)) {
+            return answers;
+        }
+        let duration_s = self.req.job_span(v).duration_s;
+        // Where each site's last query started: the interval whose own peak it covered.
+        let mut from = windows.to_vec();
+        let uncovered = |book: &Self, site: &SiteId, asked: Time, e: Time| {
+            let peak = |r, t: Time| book.overlay.site_peak(site, r, t, t + duration_s);
+            e > asked && [Overlay::CPUS, Overlay::GPUS].into_iter().any(|r| peak(r, e) > peak(r, asked))
         };
-        self.messages += answers.len() as u64;
+        for _ in 0..OVERLAY_REASKS {
+            let mut again = Vec::new();
+            for (i, site) in candidates[v].iter().enumerate() {
+                if let Ok(ComputeOffer { earliest_start: Some(e), .. }) = &answers[i] {
+                    if uncovered(self, site, from[i], *e) {
+                        again.push((i, site.clone(), *e));
+                    }
+                }
+            }
+            if again.is_empty() {
+                return answers;
+            }
+            let (sites, starts): (Vec<SiteId>, Vec<Time>) = again.iter().map(|(_, s, e)| (s.clone(), *e)).unzip();
+            let fresh = self.ask_offers(v, &sites, &starts).await;
+            for ((i, _, e), a) in again.into_iter().zip(fresh) {
+                from[i] = e;
+                answers[i] = a;
+            }
+        }
+        // Still not covered: those sites offer nothing this time.
+        for (i, site) in candidates[v].iter().enumerate() {
+            let late = matches!(&answers[i], Ok(ComputeOffer { earliest_start: Some(e), .. }) if uncovered(self, site, from[i], *e));
+            if late {
+                if let Ok(o) = &mut answers[i] {
+                    o.earliest_start = None;
+                }
+            }
+        }
         answers
     }
 
@@ -359,7 +437,7 @@ impl TentativeBook for Book<'_> {
         let overlay = self.style.overlay.then(|| {
             self.overlay.add_job(&offer.site, start, start + self.req.job_span(v).duration_s, job.cpus, job.gpus())
         });
-        let fix = JobFix { overlay, ..JobFix::on(offer) };
+        let fix = JobFix { overlay, ..JobFix::on(offer, start) };
         let hold = if self.style.hold_each_fix {
             let req = self.job_hold(v, &fix);
             match self.prepare(self.lis(&offer.site), &req).await {
@@ -384,8 +462,8 @@ impl TentativeBook for Book<'_> {
     /// Fixes transfer `e` on `route`; under BIR this holds the bandwidth on it (false when the
     /// hold was refused), under BBR-overlay it enters the overlay.
     async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
-        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
-        let (start, end) = (self.fixes.st + span.offset_s, self.fixes.st + span.end_s());
+        let t = &self.req.transfers()[e];
+        let (start, end) = self.fixes.transfer_interval(self.req, e);
         let hold = if self.style.hold_each_fix && !route.links.is_empty() {
             let req = self.transfer_hold(e, &route.links);
             match self.prepare(Ok(self.planner.services.nis.clone()), &req).await {
@@ -403,7 +481,7 @@ impl TentativeBook for Book<'_> {
         } else {
             Vec::new()
         };
-        self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay });
+        self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay, interval: (start, end) });
         self.fixes.trail.push(Fix::Transfer(e));
         true
     }
@@ -421,9 +499,8 @@ impl TentativeBook for Book<'_> {
                         self.overlay.remove_job(&f.site, spans);
                     }
                     if f.hold.is_some() {
-                        let span = self.req.job_span(v);
-                        let start = self.fixes.st + span.offset_s;
-                        self.forget_answers(&f.site, start, start + span.duration_s);
+                        let end = f.start + self.req.job_span(v).duration_s;
+                        self.forget_answers(&f.site, f.start, end);
                     }
                     let p = self.lis(&f.site).ok().map(|p| (Some(f.site.clone()), p as Arc<dyn HoldLifecycle>));
                     (p, f.hold)
@@ -487,6 +564,11 @@ impl TentativeBook for Book<'_> {
             Some(answer) => answer,
             None => self.ask_nis(q).await,
         }
+    }
+
+    async fn ceilings(&mut self, qs: Vec<NetworkQuery>) -> Option<Vec<u64>> {
+        self.messages += 1;
+        self.planner.services.nis.ceilings(&qs).await
     }
 
     /// Asks the NIS for a path (one message).

@@ -146,8 +146,7 @@ impl<B: TentativeBook> Attempt<'_, B> {
         }
         for (w, fix) in self.book.fixes().jobs.iter().enumerate() {
             let Some(fix) = fix else { continue };
-            let span = self.req.job_span(w);
-            let (s, e) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
+            let (s, e) = (fix.start, fix.start + self.req.job_span(w).duration_s);
             if &fix.site == site && s < end && start < e {
                 set.insert(w);
             }
@@ -179,8 +178,7 @@ impl<B: TentativeBook> Attempt<'_, B> {
             if !fix.seen_by_answers() {
                 continue;
             }
-            let span = self.req.transfer_span(f);
-            let (s, e) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
+            let (s, e) = fix.interval;
             if s < end && start < e {
                 set.insert(f);
             }
@@ -189,7 +187,7 @@ impl<B: TentativeBook> Attempt<'_, B> {
     }
 
     /// The question [`Self::transfer_route`] asks the NIS about transfer `e` (both ends fixed)
-    /// at the current `st`; or why it needs none.
+    /// over its interval ([`crate::planner::fixes::Fixes::transfer_interval`]); or why it needs none.
     pub(super) fn nis_question(&self, e: usize) -> Result<NetworkQuery, Answered> {
         let (a, b) = self.req.transfer_ends(e);
         let site_a = &self.book.fixes().jobs[a].as_ref().expect("fixed").site;
@@ -205,8 +203,8 @@ impl<B: TentativeBook> Attempt<'_, B> {
     /// `infeasible` still stands (only [`crate::planner::Backtrack::ConflictDirected`] records
     /// them).
     pub(super) fn question(&self, e: usize, site_a: &SiteId, site_b: &SiteId) -> Result<NetworkQuery, IndexSet> {
-        let (t, span) = (&self.req.transfers()[e], self.req.transfer_span(e));
-        let (start, end) = (self.book.fixes().st + span.offset_s, self.book.fixes().st + span.end_s());
+        let t = &self.req.transfers()[e];
+        let (start, end) = self.book.fixes().transfer_interval_at(self.req, e, false);
         // BBR-overlay: on top of the plan's own peak on any link it uses (the route is not
         // known before the answer, so this bound covers every link of it).
         let own = if self.style.overlay { self.book.own_peak_on_links(start, end) } else { 0 };
@@ -273,10 +271,9 @@ impl<B: TentativeBook> Attempt<'_, B> {
     /// The explanation of a refused hold of transfer `e` on `route`: its ends, and the ends of
     /// the plan's own held transfers over an overlapping interval on a link of `route`.
     pub(super) fn hold_conflict(&self, e: usize, route: &[LinkId]) -> IndexSet {
-        let span = self.req.transfer_span(e);
-        let start = self.book.fixes().st + span.offset_s;
+        let (start, end) = self.book.fixes().transfer_interval(self.req, e);
         let mut sharing = IndexSet::default();
-        for f in self.own_transfers_over(start, start + span.duration_s).iter() {
+        for f in self.own_transfers_over(start, end).iter() {
             let fix = self.book.fixes().transfers[f].as_ref().expect("held transfer is fixed");
             if fix.route.links.iter().any(|l| route.contains(l)) {
                 sharing.insert(f);

@@ -24,6 +24,7 @@ use explain::{Answered, IndexSet};
 use policy::stream_seed;
 
 pub(super) mod explain;
+mod never;
 mod policy;
 #[cfg(test)]
 mod tests;
@@ -78,6 +79,14 @@ pub(crate) struct Attempt<'a, B> {
     /// The last part the search could not place, and the resource that stopped it (what a
     /// rejection's reason names; see [`explain`]).
     blame: Option<String>,
+    /// Per-job placement (the request has floating jobs, [`PlanRequest::floats`]): every job
+    /// in dependency order (by laid-out offset, then index), the order the search fixes them
+    /// in; empty otherwise (Fig. 3's order along the transfers).
+    order: Vec<usize>,
+    /// Each job's place in `order`.
+    position: Vec<usize>,
+    /// The staged transfers into each job.
+    staged_in: Vec<Vec<usize>>,
 }
 
 impl<'a, B: TentativeBook> Attempt<'a, B> {
@@ -91,11 +100,28 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         seed: u64,
         book: B,
     ) -> Self {
-        let mut incident = vec![Vec::new(); req.jobs().len()];
+        let n = req.jobs().len();
+        let mut incident = vec![Vec::new(); n];
+        let mut staged_in = vec![Vec::new(); n];
         for e in 0..req.transfers().len() {
             let (a, b) = req.transfer_ends(e);
             incident[a].push(e);
             incident[b].push(e);
+            if req.transfers()[e].mode == crate::model::TransferMode::Staged {
+                staged_in[b].push(e);
+            }
+        }
+        // A job's laid-out offset is later than each of its predecessors' (their end at least):
+        // ordered by it, every job comes after those it is after.
+        let mut order: Vec<usize> = Vec::new();
+        let mut position = Vec::new();
+        if req.has_floating() {
+            order = (0..n).collect();
+            order.sort_by_key(|&j| (req.job_span(j).offset_s, j));
+            position = vec![0; n];
+            for (i, &j) in order.iter().enumerate() {
+                position[j] = i;
+            }
         }
         Attempt {
             cfg,
@@ -117,6 +143,9 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             infeasible: HashMap::new(),
             unsatisfiable: false,
             blame: None,
+            order,
+            position,
+            staged_in,
         }
     }
 
@@ -148,7 +177,12 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             Ok(all) => all,
             Err(e) => return Err(self.book.reject(format!("GIS unavailable: {e}"))),
         };
+        // What the catalogue says every job could ever get: its sites and their CPUs.
+        let mut ever: Vec<Vec<(SiteId, u32)>> = Vec::new();
         for (job, mut c) in req.jobs().iter().zip(all) {
+            if self.cfg.static_check && c.cpus.len() == c.sites.len() {
+                ever.push(c.sites.iter().cloned().zip(c.cpus.iter().copied()).collect());
+            }
             // Sites whose scheduler did not answer an earlier attempt are left out: a job
             // with none left is rejected for now, not unsatisfiable.
             let some = !c.sites.is_empty();
@@ -168,6 +202,12 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             return Err(self
                 .book
                 .reject(format!("no site can run job `{}` ({} CPUs of {}{why})", job.name, job.cpus, job.os)));
+        }
+        if self.cfg.static_check && ever.len() == req.jobs().len() {
+            if let Some(never) = self.never_fits(&ever).await {
+                self.unsatisfiable = true;
+                return Err(self.book.reject(format!("can never fit on this grid: {never}")));
+            }
         }
         let roots = self.roots();
         'shift: loop {
@@ -224,7 +264,13 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
 
     /// One root per connected component of the request graph, each the job with the fewest
     /// candidates in its component (ties: lowest index); components ordered by that count.
+    ///
+    /// Per-job placement: the first job of the dependency order only (the search then walks
+    /// the order, see [`Self::satisfy_transfers`]).
     fn roots(&self) -> Vec<usize> {
+        if let Some(&first) = self.order.first() {
+            return vec![first];
+        }
         let n = self.req.jobs().len();
         let mut component = vec![usize::MAX; n];
         let mut roots = Vec::new();
@@ -254,11 +300,39 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         roots
     }
 
-    /// Reservation candidates of job `v` starting no earlier than `t_bgn`, one per candidate
-    /// site that can fit it before the deadline, ordered by the selection policy.
-    async fn reservation_candidates(&mut self, v: usize, t_bgn: Time) -> Vec<(Time, ComputeOffer)> {
-        let answers = self.book.offers(v, &self.candidates, t_bgn).await;
+    /// Reservation candidates of job `v` starting no earlier than `windows[i]` at its `i`-th
+    /// candidate site, one per candidate site that can fit it before the deadline, ordered by
+    /// the selection policy.
+    async fn reservation_candidates(&mut self, v: usize, windows: &[Time]) -> Vec<(Time, ComputeOffer)> {
+        let answers = self.book.offers(v, &self.candidates, windows).await;
         self.rank(v, answers)
+    }
+
+    /// The earliest start of job `v` at `site` (absolute seconds). A job that does not float
+    /// starts at `st + offset`; under per-job placement no earlier than its placed
+    /// predecessors allow either (their ends plus `dependency_gap_s`; a staged transfer's end
+    /// when its producer is at another site, its producer's end on the same site, where the
+    /// transfer needs no network), which makes a site that `st + offset` does not suit answer
+    /// later, so the search delays `st`. A floating job starts as early as they allow
+    /// ([`PlanRequest::floats`]; every predecessor is fixed before it).
+    fn window(&self, v: usize, site: &SiteId) -> Time {
+        let (req, fixes) = (self.req, self.book.fixes());
+        let mut w = if req.floats(v) { Time::MIN } else { fixes.st + req.job_span(v).offset_s };
+        if self.order.is_empty() {
+            return w;
+        }
+        for &p in req.after(v) {
+            if fixes.jobs[p].is_some() {
+                w = w.max(fixes.job_interval(req, p).1 + req.dependency_gap_s());
+            }
+        }
+        for &e in &self.staged_in[v] {
+            let p = req.transfer_ends(e).0;
+            if let Some(f) = &fixes.jobs[p] {
+                w = w.max(fixes.transfer_interval_at(req, e, f.site == *site).1);
+            }
+        }
+        w
     }
 
     /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
@@ -267,17 +341,30 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
         Box::pin(async move {
             let span = self.req.job_span(v);
-            let t_bgn = self.book.fixes().st + span.offset_s;
+            let floats = self.req.floats(v);
+            let windows: Vec<Time> = self.candidates[v].iter().map(|s| self.window(v, s)).collect();
+            // A floating job takes any offer: it is placed where it starts, without a delay.
+            let t_bgn = if floats {
+                windows.iter().copied().min().unwrap_or(Time::MAX)
+            } else {
+                self.book.fixes().st + span.offset_s
+            };
             let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
-            let offers = self.reservation_candidates(v, t_bgn).await;
+            let offers = self.reservation_candidates(v, &windows).await;
             if offers.is_empty() {
                 self.blame = Some(self.no_site_for(v, t_bgn));
             }
             // Why every candidate failed, should they all fail: starting with the plan's own
-            // fixes at the sites that did not offer a slot at all.
+            // fixes at the sites that did not offer a slot at all, and, for a floating job, the
+            // jobs it is after (they set its window).
             let mut why = if backjump { self.absent_sites_conflict(v, t_bgn, &offers) } else { IndexSet::default() };
+            if backjump && floats {
+                for &p in self.req.after(v) {
+                    why.insert(p);
+                }
+            }
             for (i, (start, offer)) in offers.iter().enumerate() {
-                let dt = start - t_bgn;
+                let dt = if floats { 0 } else { start - t_bgn };
                 if dt > 0 {
                     return Step::Delay(dt);
                 }
@@ -311,14 +398,14 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                         Step::NotFound
                     }
                     checked => {
-                        if !self.book.fix_job(v, offer, t_bgn).await {
+                        if !self.book.fix_job(v, offer, *start).await {
                             self.blame = Some(format!(
                                 "job `{}`: site `{}` refused its hold (taken meanwhile)",
                                 self.req.jobs()[v].name,
                                 offer.site
                             ));
                             if backjump {
-                                why.union(&self.own_jobs_at(&offer.site, t_bgn, t_bgn + span.duration_s));
+                                why.union(&self.own_jobs_at(&offer.site, *start, start + span.duration_s));
                             }
                             continue;
                         }
@@ -349,7 +436,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                             // The failure holds whatever `v` is: every other on-time candidate
                             // would fail the same way, so do what the loop would do after them.
                             self.jumps += 1;
-                            if let Some((later, _)) = offers[i + 1..].iter().find(|(t, _)| *t > t_bgn) {
+                            if let Some((later, _)) = offers[i + 1..].iter().find(|(t, _)| !floats && *t > t_bgn) {
                                 return Step::Delay(later - t_bgn);
                             }
                             self.failure = before;
@@ -377,8 +464,6 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             Some(routes) => routes.iter().map(|(e, _)| *e).collect(),
             None => self.fixed_transfers(v),
         };
-        let mut free = self.unfixed_transfers(v, false);
-        free.sort_by_key(|&e| (self.candidates[self.other_end(e, v)].len(), e));
         let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
         if backjump && !self.style.overlay {
             let routes = match checked {
@@ -408,6 +493,17 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                 }
             }
         }
+        if !self.order.is_empty() {
+            // Per-job placement: the jobs before `v` in the order are fixed, and `v`'s transfers
+            // to them with it; the next job of the order follows (its own transfers are fixed
+            // with it).
+            return match self.order.get(self.position[v] + 1) {
+                Some(&u) => self.search(u).await,
+                None => Step::Success,
+            };
+        }
+        let mut free = self.unfixed_transfers(v, false);
+        free.sort_by_key(|&e| (self.candidates[self.other_end(e, v)].len(), e));
         for e in free {
             if self.book.fixes().transfers[e].is_some() {
                 continue; // fixed meanwhile by a deeper search
@@ -509,7 +605,8 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         if transfers.is_empty() {
             return Ok(Vec::new());
         }
-        self.book.fixes_mut().jobs[v] = Some(JobFix::on(offer));
+        let start = offer.earliest_start.expect("a candidate has a start");
+        self.book.fixes_mut().jobs[v] = Some(JobFix::on(offer, start));
         let checked = self.check_transfers(&transfers).await;
         self.book.fixes_mut().jobs[v] = None;
         checked

@@ -83,19 +83,20 @@ impl TentativeBook for TableBook<'_> {
     async fn candidates(&mut self) -> Result<Vec<Candidates>, ParticipantError> {
         self.messages += 1;
         let sites = |c: &Vec<&str>| c.iter().map(|&s| SiteId::from(s)).collect();
-        Ok(self.table.candidates.iter().map(|c| Candidates { sites: sites(c), nearest_miss: None }).collect())
+        Ok(self.table.candidates.iter().map(|c| Candidates { sites: sites(c), ..Default::default() }).collect())
     }
 
     async fn offers(
         &mut self,
         v: usize,
         candidates: &[Vec<SiteId>],
-        t_bgn: Time,
+        windows: &[Time],
     ) -> Vec<Result<ComputeOffer, ParticipantError>> {
         self.messages += candidates[v].len() as u64;
         candidates[v]
             .iter()
-            .map(|site| {
+            .zip(windows)
+            .map(|(site, &t_bgn)| {
                 let (price, free_from) = self.table.sites[site.as_str()];
                 let start = t_bgn.max(free_from);
                 Ok(ComputeOffer {
@@ -111,15 +112,16 @@ impl TentativeBook for TableBook<'_> {
             .collect()
     }
 
-    async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, _start: Time) -> bool {
+    async fn fix_job(&mut self, v: usize, offer: &ComputeOffer, start: Time) -> bool {
         self.log.push(format!("fix {}@{}", self.req.jobs()[v].name, offer.site));
-        self.fixes.jobs[v] = Some(JobFix::on(offer));
+        self.fixes.jobs[v] = Some(JobFix::on(offer, start));
         self.fixes.trail.push(Fix::Job(v));
         true
     }
 
     async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
-        self.fixes.transfers[e] = Some(TransferFix { route, hold: None, overlay: Vec::new() });
+        let interval = self.fixes.transfer_interval(self.req, e);
+        self.fixes.transfers[e] = Some(TransferFix { route, hold: None, overlay: Vec::new(), interval });
         self.fixes.trail.push(Fix::Transfer(e));
         true
     }
