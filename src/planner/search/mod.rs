@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -39,6 +40,28 @@ pub(crate) enum Step {
 }
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Space left on the stack below which a poll of [`GrowStack`] moves to a new segment (bytes):
+/// a level of the search (its poll, [`Attempt::satisfy_transfers`]' and the book's) takes a
+/// few KiB, more in debug builds.
+const STACK_RED_ZONE: usize = 256 << 10;
+/// Size of each new stack segment (bytes): some hundred levels of the search.
+const STACK_SEGMENT: usize = 4 << 20;
+
+/// The search's future, polled on a stack with room to spare ([`stacker::maybe_grow`]). The
+/// search nests one level per job it fixes (per-job placement: one per job of the request, up
+/// to [`crate::model::limits::MAX_JOBS`]), and each nested future is polled from its parent's
+/// poll, so the depth of the thread's stack grows with the request's. A worker thread's stack
+/// (2 MiB for actix and tokio) would overflow at some hundreds of jobs.
+pub(crate) struct GrowStack<'a, T>(BoxFut<'a, T>);
+
+impl<T> Future for GrowStack<'_, T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || self.0.as_mut().poll(cx))
+    }
+}
 
 /// One planning attempt: the search's state (this module) over a [`TentativeBook`] of its
 /// tentative holds, which sends every participant message (the planner's: [`super::book::Book`]).
@@ -338,8 +361,8 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
     /// NOTFOUND leaves its explanation in `self.failure`, and a candidate whose failure is
     /// explained without `v` ends the loop (see [`Backtrack`] and docs/algorithm.md).
-    fn search(&mut self, v: usize) -> BoxFut<'_, Step> {
-        Box::pin(async move {
+    fn search(&mut self, v: usize) -> GrowStack<'_, Step> {
+        GrowStack(Box::pin(async move {
             let span = self.req.job_span(v);
             let floats = self.req.floats(v);
             let windows: Vec<Time> = self.candidates[v].iter().map(|s| self.window(v, s)).collect();
@@ -448,7 +471,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             }
             self.failure = why;
             Step::NotFound
-        })
+        }))
     }
 
     /// The network demands of freshly fixed job `v`: those whose other end is fixed first (in
