@@ -224,6 +224,9 @@ fn dag(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (f64, f64
         ns.push(t.elapsed().as_nanos() as f64);
         messages += o.messages;
         found += usize::from(o.reason.is_none());
+        if let Some(why) = &o.reason {
+            println!("1000-task workflow {i} not planned: {why}");
+        }
     }
     ns.sort_by(f64::total_cmp);
     (report::percentile(&ns, 0.5), report::percentile(&ns, 0.99), messages as f64 / n as f64, found)

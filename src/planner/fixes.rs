@@ -25,6 +25,11 @@ pub(in crate::planner) struct Fixes {
     /// The fixes in the order they were made (what [`TentativeBook::undo_to`] undoes, last
     /// first).
     pub(in crate::planner) trail: Vec<Fix>,
+    /// By transfer index: how many seconds after its producer's end a floating transfer
+    /// starts (0: at once). The search slides one later when the network cannot carry it at
+    /// once but can before its consumer starts (a fan-in's transfers share the consumer's
+    /// access link); 0 again when its fix is undone.
+    pub(in crate::planner) slide_s: Vec<Time>,
 }
 
 impl Fixes {
@@ -35,6 +40,7 @@ impl Fixes {
             jobs: vec![None; req.jobs().len()],
             transfers: vec![None; req.transfers().len()],
             trail: Vec::new(),
+            slide_s: vec![0; req.transfers().len()],
         }
     }
 
@@ -47,10 +53,17 @@ impl Fixes {
         (start, start + req.job_span(v).duration_s)
     }
 
+    /// Undoes transfer `e`'s fix (its slide back to 0): the fix, if it was fixed.
+    pub(in crate::planner) fn unfix_transfer(&mut self, e: usize) -> Option<TransferFix> {
+        self.slide_s[e] = 0;
+        self.transfers[e].take()
+    }
+
     /// Transfer `e`'s interval `[start, end)` at the current `st` with its two jobs on one
     /// site (`same_site`) or not. A floating transfer ([`PlanRequest::transfer_floats`]) starts
-    /// at its producer's placed end (which must be fixed) and, on one site, takes no time: it
-    /// needs no network. Any other lies at `st + offset`, as laid out.
+    /// at its producer's placed end (which must be fixed) plus its slide ([`Fixes::slide_s`])
+    /// and, on one site, at the end and takes no time: it needs no network. Any other lies at
+    /// `st + offset`, as laid out.
     pub(in crate::planner) fn transfer_interval_at(
         &self,
         req: &PlanRequest,
@@ -60,7 +73,11 @@ impl Fixes {
         let span = req.transfer_span(e);
         if req.transfer_floats(e) {
             let (_, end) = self.job_interval(req, req.transfer_ends(e).0);
-            return (end, if same_site { end } else { end + span.duration_s });
+            if same_site {
+                return (end, end);
+            }
+            let start = end + self.slide_s[e];
+            return (start, start + span.duration_s);
         }
         (self.st + span.offset_s, self.st + span.end_s())
     }

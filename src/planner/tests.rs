@@ -1832,3 +1832,42 @@ async fn a_request_that_can_never_fit_is_told_apart_from_one_that_does_not_fit_n
     assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
     assert_eq!(l.holds_outstanding(), 0);
 }
+
+/// Issue 46: the fan-in of a workflow. Five producers at s1 end together; their consumer can
+/// only run at s2, and the one link between the two carries one 100 Mbit/s transfer at a
+/// time. Each staged transfer slides later, one after the other, instead of all asking for
+/// the link at their producers' end: the consumer starts once the last has arrived (the
+/// transfers need 40 s, more than the 30 s gap). Before, every transfer was asked only at its
+/// producer's end, four of the five were refused, and the plan was rejected.
+#[tokio::test]
+async fn a_fan_in_s_staged_transfers_take_the_link_one_after_the_other() {
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
+    // l12 carries 100 Mbit/s; the detour n1 - n3 - n2 carries nothing of it (1 Mbit/s).
+    let g = grid(sites, [100, 1, 1]);
+    let producers = ["P1", "P2", "P3", "P4", "P5"];
+    let mut jobs: Vec<_> = producers.iter().map(|p| task(p, "linux", 1, 600, &[])).collect();
+    jobs.push(task("C", "bsd", 1, 600, &producers));
+    // 100 MB at 100 Mbit/s: 8 s each on the link.
+    let transfers = producers
+        .iter()
+        .map(|p| serde_json::json!({"from": p, "to": "C", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 100}))
+        .collect();
+    let r = workflow_of(jobs, transfers, 30, 20_000);
+    for method in [ReservationMethod::Bir, ReservationMethod::BbrOverlay] {
+        let l = local(&g);
+        let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
+        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        let mut slots: Vec<(i64, i64)> = o
+            .transfers
+            .iter()
+            .map(|t| ((t.start - from_time(T0)).num_seconds(), (t.end - from_time(T0)).num_seconds()))
+            .collect();
+        slots.sort();
+        assert!(slots.iter().all(|(s, e)| e - s == 8 && *s >= 600), "{method}: {slots:?}");
+        assert!(slots.windows(2).all(|w| w[0].1 <= w[1].0), "{method}: the transfers overlap: {slots:?}");
+        let c = (placed(&o, "C").start - from_time(T0)).num_seconds();
+        assert!(c >= 640 && c >= slots[4].1, "{method}: C starts at {c}, before its data: {slots:?}");
+        let violations = crate::check::check_outcomes(&g, std::slice::from_ref(&r), &[o], 0);
+        assert!(violations.is_empty(), "{method}: {violations:?}");
+    }
+}

@@ -506,7 +506,7 @@ impl TentativeBook for Book<'_> {
                     (p, f.hold)
                 }
                 Fix::Transfer(e) => {
-                    let f = self.fixes.transfers[e].take().expect("trail names a fixed transfer");
+                    let f = self.fixes.unfix_transfer(e).expect("trail names a fixed transfer");
                     for (link, span) in &f.overlay {
                         self.overlay.remove_link(link, *span);
                     }

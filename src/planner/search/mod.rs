@@ -41,6 +41,14 @@ pub(crate) enum Step {
 
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// At most this many later starts [`Attempt::slide_later`] asks the NIS about for one
+/// floating transfer that does not fit at its producer's end.
+const SLIDE_PROBES: i64 = 16;
+
+/// At most this many times [`Attempt::search`] tries a floating job again later, when a
+/// staged transfer into it found room on the network only after its start.
+const LATER_RETRIES: usize = 16;
+
 /// Space left on the stack below which a poll of [`GrowStack`] moves to a new segment (bytes):
 /// a level of the search (its poll, [`Attempt::satisfy_transfers`]' and the book's) takes a
 /// few KiB, more in debug builds.
@@ -99,6 +107,10 @@ pub(crate) struct Attempt<'a, B> {
     infeasible: HashMap<NetworkQuery, IndexSet>,
     /// A job no site of the catalogue can run: the request can never be planned.
     pub(super) unsatisfiable: bool,
+    /// The earliest its consumer could start for a floating transfer that found room on the
+    /// network only after the consumer's start ([`Self::slide_later`]): where the search
+    /// tries the consumer again, later.
+    consumer_later: Option<Time>,
     /// The last part the search could not place, and the resource that stopped it (what a
     /// rejection's reason names; see [`explain`]).
     blame: Option<String>,
@@ -165,6 +177,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             probes: 0,
             infeasible: HashMap::new(),
             unsatisfiable: false,
+            consumer_later: None,
             blame: None,
             order,
             position,
@@ -242,14 +255,15 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     Step::Success => {}
                     Step::NotFound => {
                         self.book.undo_to(0).await;
-                        let reason = self.stopped.take().unwrap_or_else(|| {
-                            let last = self.blame.take().map(|b| format!("; the last part that did not fit: {b}"));
-                            format!(
+                        let last = self.blame.take().map(|b| format!("; the last part that did not fit: {b}"));
+                        let reason = match self.stopped.take() {
+                            Some(stopped) => format!("{stopped}{}", last.unwrap_or_default()),
+                            None => format!(
                                 "no feasible plan before the deadline {}{}",
                                 rfc3339(&req.deadline()),
                                 last.unwrap_or_default()
-                            )
-                        });
+                            ),
+                        };
                         return Err(self.book.reject(reason));
                     }
                     Step::Delay(dt) => {
@@ -361,117 +375,142 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
     /// NOTFOUND leaves its explanation in `self.failure`, and a candidate whose failure is
     /// explained without `v` ends the loop (see [`Backtrack`] and docs/algorithm.md).
+    ///
+    /// A floating job whose candidates all failed because a staged transfer into it found room
+    /// on the network only after its start ([`Self::slide_later`]) is tried again from then,
+    /// up to [`LATER_RETRIES`] times.
     fn search(&mut self, v: usize) -> GrowStack<'_, Step> {
         GrowStack(Box::pin(async move {
-            let span = self.req.job_span(v);
-            let floats = self.req.floats(v);
-            let windows: Vec<Time> = self.candidates[v].iter().map(|s| self.window(v, s)).collect();
-            // A floating job takes any offer: it is placed where it starts, without a delay.
-            let t_bgn = if floats {
-                windows.iter().copied().min().unwrap_or(Time::MAX)
-            } else {
-                self.book.fixes().st + span.offset_s
-            };
-            let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
-            let offers = self.reservation_candidates(v, &windows).await;
-            if offers.is_empty() {
-                self.blame = Some(self.no_site_for(v, t_bgn));
-            }
-            // Why every candidate failed, should they all fail: starting with the plan's own
-            // fixes at the sites that did not offer a slot at all, and, for a floating job, the
-            // jobs it is after (they set its window).
-            let mut why = if backjump { self.absent_sites_conflict(v, t_bgn, &offers) } else { IndexSet::default() };
-            if backjump && floats {
-                for &p in self.req.after(v) {
-                    why.insert(p);
+            let mut not_before = Time::MIN;
+            for _ in 0..LATER_RETRIES {
+                let step = self.search_at(v, not_before).await;
+                match (step, self.consumer_later.take()) {
+                    (Step::NotFound, Some(t)) if self.req.floats(v) && t > not_before && self.stopped.is_none() => {
+                        not_before = t;
+                    }
+                    (step, _) => return step,
                 }
             }
-            for (i, (start, offer)) in offers.iter().enumerate() {
-                let dt = if floats { 0 } else { start - t_bgn };
-                if dt > 0 {
-                    return Step::Delay(dt);
+            self.search_at(v, not_before).await
+        }))
+    }
+
+    /// One pass of [`Self::search`] over `v`'s candidates, none starting before `not_before`.
+    /// When they all fail, [`Self::consumer_later`] holds the earliest time a staged transfer
+    /// into `v` found room after its candidate's start, if one did.
+    async fn search_at(&mut self, v: usize, not_before: Time) -> Step {
+        let span = self.req.job_span(v);
+        let floats = self.req.floats(v);
+        let mut later: Option<Time> = None;
+        let windows: Vec<Time> = self.candidates[v].iter().map(|s| self.window(v, s).max(not_before)).collect();
+        // A floating job takes any offer: it is placed where it starts, without a delay.
+        let t_bgn = if floats {
+            windows.iter().copied().min().unwrap_or(Time::MAX)
+        } else {
+            self.book.fixes().st + span.offset_s
+        };
+        let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
+        let offers = self.reservation_candidates(v, &windows).await;
+        if offers.is_empty() {
+            self.blame = Some(self.no_site_for(v, t_bgn));
+        }
+        // Why every candidate failed, should they all fail: starting with the plan's own
+        // fixes at the sites that did not offer a slot at all, and, for a floating job, the
+        // jobs it is after (they set its window).
+        let mut why = if backjump { self.absent_sites_conflict(v, t_bgn, &offers) } else { IndexSet::default() };
+        if backjump && floats {
+            for &p in self.req.after(v) {
+                why.insert(p);
+            }
+        }
+        for (i, (start, offer)) in offers.iter().enumerate() {
+            let dt = if floats { 0 } else { start - t_bgn };
+            if dt > 0 {
+                return Step::Delay(dt);
+            }
+            if backjump {
+                // A candidate whose check against a fixed neighbour is already known to fail
+                // is not held only to be given back: it fails for the same reason.
+                if let Some(known) = self.known_infeasible(v, &offer.site) {
+                    self.skipped += 1;
+                    for w in known.iter().filter(|&w| w != v) {
+                        why.insert(w);
+                    }
+                    continue;
                 }
-                if backjump {
-                    // A candidate whose check against a fixed neighbour is already known to fail
-                    // is not held only to be given back: it fails for the same reason.
-                    if let Some(known) = self.known_infeasible(v, &offer.site) {
-                        self.skipped += 1;
-                        for w in known.iter().filter(|&w| w != v) {
-                            why.insert(w);
+            }
+            self.fixes += 1;
+            if self.fixes > self.cfg.max_fixes {
+                self.stopped = Some(format!("search budget of {} tentative fixes exhausted", self.cfg.max_fixes));
+                return Step::NotFound;
+            }
+            if self.out_of_time() {
+                return Step::NotFound;
+            }
+            let mark = self.book.fixes().trail.len();
+            // `check_before_hold`: the network checks of `v`'s transfers to fixed jobs, asked
+            // with `v` placed at this site but not held yet (they do not depend on its hold).
+            let checked = if self.check_before_hold() { Some(self.check_transfers_at(v, offer).await) } else { None };
+            let step = match checked {
+                Some(Err(failure)) => {
+                    self.failure = failure;
+                    Step::NotFound
+                }
+                checked => {
+                    if !self.book.fix_job(v, offer, *start).await {
+                        self.blame = Some(format!(
+                            "job `{}`: site `{}` refused its hold (taken meanwhile)",
+                            self.req.jobs()[v].name,
+                            offer.site
+                        ));
+                        if backjump {
+                            why.union(&self.own_jobs_at(&offer.site, *start, start + span.duration_s));
                         }
                         continue;
                     }
+                    self.satisfy_transfers(v, checked.and_then(Result::ok)).await
                 }
-                self.fixes += 1;
-                if self.fixes > self.cfg.max_fixes {
-                    self.stopped = Some(format!("search budget of {} tentative fixes exhausted", self.cfg.max_fixes));
-                    return Step::NotFound;
-                }
-                if self.out_of_time() {
-                    return Step::NotFound;
-                }
-                let mark = self.book.fixes().trail.len();
-                // `check_before_hold`: the network checks of `v`'s transfers to fixed jobs, asked
-                // with `v` placed at this site but not held yet (they do not depend on its hold).
-                let checked =
-                    if self.check_before_hold() { Some(self.check_transfers_at(v, offer).await) } else { None };
-                let step = match checked {
-                    Some(Err(failure)) => {
-                        self.failure = failure;
-                        Step::NotFound
+            };
+            if let Some(t) = self.consumer_later.take() {
+                later = Some(later.map_or(t, |l| l.min(t)));
+            }
+            match step {
+                Step::Success => return Step::Success,
+                Step::Delay(dt) => return Step::Delay(dt),
+                Step::NotFound if !backjump => self.book.undo_to(mark).await,
+                Step::NotFound => {
+                    let failure = std::mem::take(&mut self.failure);
+                    let fixed_at = self.fix_positions();
+                    // Jobs fixed from `mark` on are `v` and what was fixed under it.
+                    let (mut before, mut involves_v) = (IndexSet::default(), false);
+                    for w in failure.iter() {
+                        if fixed_at[w] < mark {
+                            before.insert(w);
+                        } else {
+                            involves_v = true;
+                        }
                     }
-                    checked => {
-                        if !self.book.fix_job(v, offer, *start).await {
-                            self.blame = Some(format!(
-                                "job `{}`: site `{}` refused its hold (taken meanwhile)",
-                                self.req.jobs()[v].name,
-                                offer.site
-                            ));
-                            if backjump {
-                                why.union(&self.own_jobs_at(&offer.site, *start, start + span.duration_s));
-                            }
-                            continue;
-                        }
-                        self.satisfy_transfers(v, checked.and_then(Result::ok)).await
+                    self.book.undo_to(mark).await;
+                    if self.stopped.is_some() {
+                        return Step::NotFound;
                     }
-                };
-                match step {
-                    Step::Success => return Step::Success,
-                    Step::Delay(dt) => return Step::Delay(dt),
-                    Step::NotFound if !backjump => self.book.undo_to(mark).await,
-                    Step::NotFound => {
-                        let failure = std::mem::take(&mut self.failure);
-                        let fixed_at = self.fix_positions();
-                        // Jobs fixed from `mark` on are `v` and what was fixed under it.
-                        let (mut before, mut involves_v) = (IndexSet::default(), false);
-                        for w in failure.iter() {
-                            if fixed_at[w] < mark {
-                                before.insert(w);
-                            } else {
-                                involves_v = true;
-                            }
+                    if !involves_v {
+                        // The failure holds whatever `v` is: every other on-time candidate
+                        // would fail the same way, so do what the loop would do after them.
+                        self.jumps += 1;
+                        if let Some((later, _)) = offers[i + 1..].iter().find(|(t, _)| !floats && *t > t_bgn) {
+                            return Step::Delay(later - t_bgn);
                         }
-                        self.book.undo_to(mark).await;
-                        if self.stopped.is_some() {
-                            return Step::NotFound;
-                        }
-                        if !involves_v {
-                            // The failure holds whatever `v` is: every other on-time candidate
-                            // would fail the same way, so do what the loop would do after them.
-                            self.jumps += 1;
-                            if let Some((later, _)) = offers[i + 1..].iter().find(|(t, _)| !floats && *t > t_bgn) {
-                                return Step::Delay(later - t_bgn);
-                            }
-                            self.failure = before;
-                            return Step::NotFound;
-                        }
-                        why.union(&before);
+                        self.failure = before;
+                        return Step::NotFound;
                     }
+                    why.union(&before);
                 }
             }
-            self.failure = why;
-            Step::NotFound
-        }))
+        }
+        self.failure = why;
+        self.consumer_later = later;
+        Step::NotFound
     }
 
     /// The network demands of freshly fixed job `v`: those whose other end is fixed first (in
@@ -630,8 +669,17 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         }
         let start = offer.earliest_start.expect("a candidate has a start");
         self.book.fixes_mut().jobs[v] = Some(JobFix::on(offer, start));
+        // Slides are the checks' own: from the producer's end again at each candidate.
+        for &e in &transfers {
+            self.book.fixes_mut().slide_s[e] = 0;
+        }
         let checked = self.check_transfers(&transfers).await;
         self.book.fixes_mut().jobs[v] = None;
+        if checked.is_err() {
+            for &e in &transfers {
+                self.book.fixes_mut().slide_s[e] = 0;
+            }
+        }
         checked
     }
 
@@ -639,6 +687,7 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// carry it); under BIR this holds the bandwidth on the path.
     async fn fix_transfer(&mut self, e: usize) -> Step {
         let backjump = self.cfg.backtrack == Backtrack::ConflictDirected;
+        self.book.fixes_mut().slide_s[e] = 0;
         match self.transfer_route(e).await {
             Ok(route) => {
                 let links = if backjump { route.links.clone() } else { Vec::new() };
@@ -680,6 +729,9 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         match answer {
             Ok(Some(r)) => Ok(r),
             Ok(None) => {
+                if let Some(r) = self.slide_later(e, &q).await {
+                    return Ok(r);
+                }
                 self.blame = Some(self.no_path_for(e, &q));
                 if !backjump {
                     return Err(IndexSet::default());
@@ -700,7 +752,11 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     }
                 }
                 let why = self.ends_of(e, &cause);
-                self.infeasible.insert(q, cause);
+                // A floating transfer's "no" also depends on how late its consumer starts (the
+                // room to slide): not one to remember for other placements.
+                if !self.req.transfer_floats(e) {
+                    self.infeasible.insert(q, cause);
+                }
                 Err(why)
             }
             Err(err) => {
@@ -708,5 +764,52 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                 Err(self.ends_of(e, &own_over))
             }
         }
+    }
+    /// A floating transfer ([`PlanRequest::transfer_floats`]: staged, placed per job) that the
+    /// network cannot carry right at its producer's end (`anchored`, the question refused) may
+    /// start later, as long as it ends by its consumer's start (the consumer must be placed):
+    /// the fan-in of a workflow ends many transfers at one consumer, whose access link carries
+    /// them one after the other. Tries at most [`SLIDE_PROBES`] later starts, spread evenly
+    /// over that room and at least the transfer's length apart, earliest first. The route,
+    /// with the slide kept in [`super::fixes::Fixes::slide_s`], or `None` (slide back to 0).
+    /// When there is no room before the consumer's start, it looks beyond it, as many times
+    /// again in doubling steps: the end of the first start that fits there is left in
+    /// [`Self::consumer_later`], for the search to try the consumer again from that time.
+    async fn slide_later(&mut self, e: usize, anchored: &NetworkQuery) -> Option<Route> {
+        if !self.req.transfer_floats(e) {
+            return None;
+        }
+        let consumer = self.req.transfer_ends(e).1;
+        let consumer_start = self.book.fixes().jobs[consumer].as_ref()?.start;
+        let length = anchored.end - anchored.start;
+        if length <= 0 {
+            return None;
+        }
+        let mut step = ((consumer_start - anchored.end) / SLIDE_PROBES).max(length);
+        let mut slide = self.book.fixes().slide_s[e];
+        // The end with no slide: the producer's end plus the transfer's length.
+        let unslid_end = anchored.end - slide;
+        let mut found = None;
+        for _ in 0..2 * SLIDE_PROBES {
+            if unslid_end + slide > consumer_start {
+                // Past the consumer's start: how late, in doubling steps (a busy link may stay
+                // busy for hours).
+                step *= 2;
+            }
+            slide += step;
+            self.book.fixes_mut().slide_s[e] = slide;
+            let Ok(q) = self.nis_question(e) else { continue };
+            if let Ok(Some(r)) = self.book.route(&q).await {
+                found = Some((q.end, r));
+                break;
+            }
+        }
+        match found {
+            Some((end, r)) if end <= consumer_start => return Some(r),
+            Some((end, _)) => self.consumer_later = Some(self.consumer_later.map_or(end, |t| t.min(end))),
+            None => {}
+        }
+        self.book.fixes_mut().slide_s[e] = 0;
+        None
     }
 }

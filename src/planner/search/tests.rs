@@ -133,7 +133,9 @@ impl TentativeBook for TableBook<'_> {
         for fix in self.fixes.trail.split_off(mark) {
             match fix {
                 Fix::Job(v) => self.fixes.jobs[v] = None,
-                Fix::Transfer(e) => self.fixes.transfers[e] = None,
+                Fix::Transfer(e) => {
+                    self.fixes.unfix_transfer(e);
+                }
             }
         }
     }
