@@ -354,6 +354,13 @@ impl Lis {
             })
             .collect();
         let mut first = None;
+        // The latest first: a modification that extends a running job moves its successors
+        // later, and once they are moved the job's new end finds their cores free.
+        let mut reshapes = reshapes;
+        reshapes.sort_by_key(|t| match t {
+            Todo::Reshape { target, .. } => std::cmp::Reverse(target.start),
+            Todo::Create(_, r) => std::cmp::Reverse(r.start),
+        });
         for t in reshapes {
             let Todo::Reshape { hold, old, name, target, user, license } = t else { continue };
             match self.reshape(slurm, &name, target, &user, license.as_deref()).await {
@@ -474,15 +481,32 @@ impl Lis {
             slurm.update(name, start, target.end, gpus).await?;
             let longer = target.start < was.start || target.end > was.end;
             let mut clashes = if longer { slurm.core_conflicts(name, CORES_LISTED_WITHIN).await? } else { vec![] };
-            if longer || target.gpus > was.gpus {
-                clashes.extend(slurm.license_conflicts(name).await?);
+            let license_clashes =
+                if longer || target.gpus > was.gpus { slurm.license_conflicts(name).await? } else { vec![] };
+            // A started reservation cannot move to other cores, but what sits on its cores
+            // may: coreserve's own reservations that have not started and hold no job.
+            let mut put_back = Vec::new();
+            if started && license_clashes.is_empty() && !clashes.is_empty() {
+                match self.make_room(slurm, name, &clashes).await {
+                    Ok(()) => return Ok(()),
+                    Err((e, deleted)) => {
+                        tracing::info!(site = %self.site().id, reservation = name, ?clashes, error = %e, "no room made for a started reservation's new end");
+                        put_back = deleted;
+                    }
+                }
             }
+            clashes.extend(license_clashes);
             if clashes.is_empty() {
                 return Ok(());
             }
             tracing::info!(site = %self.site().id, reservation = name, ?clashes, "the changed reservation's cores or licenses are another reservation's: made again elsewhere");
             let back = if was.gpus != target.gpus { licenses(was) } else { None };
             slurm.update(name, (was.start != target.start).then_some(was.start), was.end, back).await?;
+            for r in put_back {
+                if let Err(e) = slurm.create(&r).await {
+                    tracing::error!(site = %self.site().id, reservation = %r.name, error = %e, "a reservation moved to make room could not be made again");
+                }
+            }
             if started {
                 return Err(SlurmError::Refused(format!(
                     "reservation {name} has started and its cores or licenses are reserved by {} in its new shape; Slurm cannot move a started reservation to other cores",
@@ -512,6 +536,62 @@ impl Lis {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// Makes room on the cores of started reservation `name`, whose end grew in place onto
+    /// the reservations `clashes`: each is deleted and made again in its own shape, where Slurm
+    /// picks cores free of `name`'s (a create checks the cores; the calendar counted the
+    /// CPUs). Only coreserve's own reservations that have not started and hold no job move:
+    /// a job pending in one keeps Slurm from deleting it ([`SlurmError::InUse`]), and a
+    /// started one cannot move. Called with the LIS's Slurm lock held.
+    ///
+    /// # Errors
+    /// Why room could not be made, and the reservations deleted but not made again (the
+    /// caller makes them again, in their own shape, once `name` is back to its old end).
+    async fn make_room(
+        &self,
+        slurm: &Slurm,
+        name: &str,
+        clashes: &[String],
+    ) -> Result<(), (SlurmError, Vec<NewReservation>)> {
+        let now = self.clock.now();
+        let mut deleted = Vec::new();
+        for c in clashes {
+            let r = match slurm.reservation(c).await {
+                Ok(Some(r)) => r,
+                Ok(None) => continue,
+                Err(e) => return Err((e, deleted)),
+            };
+            let movable = slurm.hold_of(c).is_some() && r.start > now && r.licenses.len() <= 1;
+            let user = r.users.as_deref().and_then(|u| u.split(',').next()).filter(|_| movable);
+            let Some(user) = user.map(str::to_owned) else {
+                let why = format!("reservation {c} is on its cores and is not coreserve's, has started or has no user");
+                return Err((SlurmError::Refused(why), deleted));
+            };
+            let again = NewReservation {
+                name: r.name.clone(),
+                start: r.start,
+                end: r.end,
+                cpus: r.cpus,
+                user,
+                gpus: r.licenses.first().cloned(),
+            };
+            if let Err(e) = slurm.delete(c).await {
+                return Err((e, deleted));
+            }
+            if let Err(e) = slurm.create(&again).await {
+                deleted.push(again);
+                return Err((e, deleted));
+            }
+            tracing::info!(site = %self.site().id, reservation = %c, room_for = name, "a reservation not started moved to other cores to make room for a running one");
+        }
+        match slurm.core_conflicts(name, CORES_LISTED_WITHIN).await {
+            Ok(left) if left.is_empty() => Ok(()),
+            Ok(left) => {
+                Err((SlurmError::Refused(format!("still on the cores of {name}: {}", left.join(", "))), deleted))
+            }
+            Err(e) => Err((e, deleted)),
         }
     }
 

@@ -796,6 +796,50 @@ async fn an_extended_plan_keeps_its_running_job_alive() {
     assert!(app.metrics().await.contains("coreserve_slurm_reconciled_total{site=\"s1\",action=\"stray_deleted\"} 0"));
 }
 
+/// A running job's reservation extended onto the cores of a later reservation (Slurm gave both
+/// cores 0-7: their windows did not meet): the later one, not started and empty, is moved to
+/// other cores under its name and the extension is made (before: refused, "Slurm cannot move a
+/// started reservation to other cores", although 8 cores were free; a workflow engine's
+/// overrunning task was then killed at its old end).
+#[tokio::test]
+async fn an_extension_moves_a_later_reservation_off_the_running_job_s_cores() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let a = submit(&app, &one_job("room-a", 8, 40)).await;
+    assert_eq!((a["status"].as_str(), a["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)), "{a}");
+    let (start, old_end) = (time(&a["jobs"][0]["start"]), time(&a["jobs"][0]["end"]));
+    let b = submit(&app, &job_at("room-b", 8, 300, old_end)).await;
+    assert_eq!((b["jobs"][0]["site"].as_str(), time(&b["jobs"][0]["start"])), (Some(SITE), old_end), "{b}");
+    let (a_name, b_name) =
+        (a["jobs"][0]["reservation_name"].as_str().unwrap(), b["jobs"][0]["reservation_name"].as_str().unwrap());
+    let cores = |name: &str| cluster.ours().into_iter().find(|r| r.name == name).map(|r| r.cores).unwrap_or_default();
+    let listed =
+        eventually(Duration::from_secs(20), async || !cores(a_name).is_empty() && !cores(b_name).is_empty()).await;
+    assert!(listed && cores(a_name) == cores(b_name), "Slurm placed them apart: {:?}", cluster.ours());
+
+    let out = cluster.dir().join("room.out");
+    let id = sbatch(&cluster, a_name, 8, &["--time=3", "-o", out.to_str().unwrap(), "--wrap", "sleep 60; echo done"]);
+    let wait = Duration::from_secs((start - Utc::now().timestamp()).max(0) as u64 + 30);
+    let running = eventually(wait, async || job_state(&cluster, &id).0 == "RUNNING").await;
+    assert!(running, "the job did not start in its reservation: {:?}", job_state(&cluster, &id));
+
+    let path = format!("/v1/plans/{}", a["id"].as_str().unwrap());
+    let longer = json!({"jobs": [{"name": "A", "duration_s": 100}]});
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&longer)).await;
+    assert_eq!(r.status(), StatusCode::OK, "the extension was refused: {:?}", r.text().await);
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 2, "{ours:?}");
+    let a_now = ours.iter().find(|r| r.name == a_name).expect("A's reservation under its name");
+    assert_eq!((a_now.start, a_now.end), (start, start + 100));
+    let b_now = ours.iter().find(|r| r.name == b_name).expect("B's reservation under its name");
+    assert_eq!((b_now.start, b_now.end, b_now.cpus), (old_end, old_end + 300, 8));
+    assert_eq!(core_overlaps(&cluster), vec![], "{ours:?}");
+    let done =
+        eventually(Duration::from_secs(90), async || std::fs::read_to_string(&out).is_ok_and(|t| t.contains("done")))
+            .await;
+    assert!(done, "the job did not complete past its old end: {}", job_state_of(&cluster, &id));
+}
+
 /// Every pair of coreserve reservations that share a core of a node at a common instant
 /// (`scontrol show reservation`'s core lists, waited for: slurmctld lists a reservation's
 /// cores a moment after its create).
