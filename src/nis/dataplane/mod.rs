@@ -23,7 +23,12 @@
 //!   (before the main table's 32766) selecting the same 5-tuple (`from SRC to DST ipproto tcp
 //!   dport PORT`) and looking up the hop's link table: the packet leaves by the booked link
 //!   whatever the main table says. The receiving site's node needs no rule (its main table
-//!   delivers to the site).
+//!   delivers to the site);
+//! - with steering, for the transfer's return traffic (its ACKs: from DST to SRC, *source* port
+//!   PORT), an `ip rule` in the namespace of the hop's far end (`from DST to SRC ipproto tcp
+//!   sport PORT`) looking up that end's table of the same link: the ACKs cross the booked links
+//!   in reverse ([`Direction::Return`]; unshaped, as the NIS books a link for both directions
+//!   together). The sending site's node needs none.
 //!
 //! `M` (16 bits, `2 ..= 0xfffe`) is derived from the hold id and probed past the minors taken
 //! on that interface (and past filter handles taken in the port's bucket): class minor and
@@ -194,6 +199,9 @@ pub struct Rule {
     pub port: u16,
     /// The routing table of the hop's link end, when steering.
     pub table: Option<u32>,
+    /// The hop's far end (its namespace) and that end's routing table of the same link, for
+    /// the return traffic, when steering.
+    pub back: Option<(String, u32)>,
 }
 
 impl Rule {
@@ -202,15 +210,26 @@ impl Rule {
         filter_handle(self.port, self.minor)
     }
 
-    /// Its routing rule, when steering.
-    pub fn route(&self) -> Option<RouteRule> {
-        Some(RouteRule {
+    /// Its routing rules, when steering: the transfer's own packets at this end of the hop's
+    /// link, and its return traffic at the far end (see [`Direction`]); none without steering.
+    pub fn routes(&self) -> Vec<RouteRule> {
+        let forward = self.table.map(|table| RouteRule {
             netns: self.iface.netns.clone(),
             src: self.src,
             dst: self.dst,
             port: self.port,
-            table: self.table?,
-        })
+            direction: Direction::Forward,
+            table,
+        });
+        let back = self.back.as_ref().map(|(netns, table)| RouteRule {
+            netns: netns.clone(),
+            src: self.dst,
+            dst: self.src,
+            port: self.port,
+            direction: Direction::Return,
+            table: *table,
+        });
+        forward.into_iter().chain(back).collect()
     }
 }
 
@@ -227,14 +246,37 @@ fn filter_node(minor: u16) -> u16 {
     (minor - FIRST_MINOR) % 0xfff + 1
 }
 
-/// A routing rule of the NIS (at [`STEERING_PREF`]): TCP from `src` to `dst`, destination port
-/// `port`, looked up in `table`, in namespace `netns`.
+/// Which packets of a transfer a routing rule steers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    /// The transfer's own packets, sender to receiver: matched on the destination port
+    /// (`dport PORT`).
+    Forward,
+    /// Its return traffic (ACKs), receiver to sender: matched on the source port (`sport
+    /// PORT`), steered over the booked links in reverse order.
+    Return,
+}
+
+impl Direction {
+    /// The `ip rule` selector of the port in this direction (`dport` or `sport`).
+    pub fn selector(self) -> &'static str {
+        match self {
+            Direction::Forward => "dport",
+            Direction::Return => "sport",
+        }
+    }
+}
+
+/// A routing rule of the NIS (at [`STEERING_PREF`]): TCP from `src` to `dst` (the packet's
+/// addresses: the receiver's is `src` for [`Direction::Return`]), port `port` as `direction`
+/// says, looked up in `table`, in namespace `netns`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RouteRule {
     pub netns: String,
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
     pub port: u16,
+    pub direction: Direction,
     pub table: u32,
 }
 
@@ -248,10 +290,11 @@ struct Spec {
     dst: Ipv4Addr,
     port: u16,
     table: Option<u32>,
+    back: Option<(String, u32)>,
 }
 
-/// A routing rule's selector: namespace, source and destination address, destination port.
-type RouteKey = (String, Ipv4Addr, Ipv4Addr, u16);
+/// A routing rule's selector: namespace, source and destination address, port and direction.
+type RouteKey = (String, Ipv4Addr, Ipv4Addr, u16, Direction);
 
 /// A hold's rules (without minors), its window and state.
 type Needed = (Vec<Spec>, Time, Time, HoldState);
@@ -272,8 +315,8 @@ struct PlaneState {
     minors: HashMap<Interface, HashMap<u16, HoldId>>,
     /// u32 filter handles in use per interface.
     filters: HashMap<Interface, HashSet<String>>,
-    /// Per routing rule's selector (namespace, addresses, port): its table and the holds that
-    /// need it (holds with the same 5-tuple on a hop share one).
+    /// Per routing rule's selector (namespace, addresses, port, direction): its table and the
+    /// holds that need it (holds with the same 5-tuple on a hop share one).
     routes: HashMap<RouteKey, (u32, HashSet<HoldId>)>,
     /// Per interface: whether the NIS's hashed filter table (and its link) were there when last
     /// read or made.
@@ -409,7 +452,7 @@ pub enum DataplaneError {
 
 #[cfg(test)]
 mod tests {
-    use super::{filter_handle, filter_node, FIRST_MINOR, LAST_MINOR};
+    use super::{filter_handle, filter_node, Direction, Interface, RouteRule, Rule, TcPlane, FIRST_MINOR, LAST_MINOR};
 
     /// Filter handles are written as `tc -j filter show` prints them, so that the read-back
     /// finds them: bucket 0 (a port whose low byte is 0) is empty. (The 10,000-transfer
@@ -420,5 +463,55 @@ mod tests {
         assert_eq!(filter_handle(10240, FIRST_MINOR + 0x2a), "10::2b");
         assert_eq!(filter_node(LAST_MINOR), (LAST_MINOR - FIRST_MINOR) % 0xfff + 1);
         assert!((FIRST_MINOR..=LAST_MINOR).all(|m| (1..=0xfff).contains(&filter_node(m))));
+    }
+
+    /// A hop's rules with steering: the transfer's packets at the hop's own end (destination
+    /// port), its return traffic at the far end (source port, the addresses swapped), each in
+    /// that end's table of the link; without steering, none.
+    #[test]
+    fn a_hop_steers_both_directions() {
+        let mut r = Rule {
+            iface: Interface { netns: "n2".into(), dev: "v0".into() },
+            minor: FIRST_MINOR,
+            rate_kbit: 30_000,
+            ceil_kbit: 100_000,
+            src: [10, 224, 0, 2].into(),
+            dst: [10, 224, 0, 3].into(),
+            port: 40_001,
+            table: Some(1000),
+            back: Some(("n1".into(), 1000)),
+        };
+        let routes = r.routes();
+        assert_eq!(
+            routes,
+            [
+                RouteRule {
+                    netns: "n2".into(),
+                    src: r.src,
+                    dst: r.dst,
+                    port: 40_001,
+                    direction: Direction::Forward,
+                    table: 1000
+                },
+                RouteRule {
+                    netns: "n1".into(),
+                    src: r.dst,
+                    dst: r.src,
+                    port: 40_001,
+                    direction: Direction::Return,
+                    table: 1000
+                },
+            ]
+        );
+        assert_eq!(
+            TcPlane::route_line("add", &routes[0]),
+            "rule add pref 10000 from 10.224.0.2/32 to 10.224.0.3/32 ipproto tcp dport 40001 table 1000"
+        );
+        assert_eq!(
+            TcPlane::route_line("del", &routes[1]),
+            "rule del pref 10000 from 10.224.0.3/32 to 10.224.0.2/32 ipproto tcp sport 40001 table 1000"
+        );
+        (r.table, r.back) = (None, None);
+        assert!(r.routes().is_empty());
     }
 }

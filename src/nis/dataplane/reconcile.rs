@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use super::tc::{first_minor, Doomed, OnInterface};
 use super::{
-    filter_handle, DataplaneError, Interface, Needed, PathSteering, ReconcileReport, RouteRule, Rule, Spec, TcPlane,
-    FIRST_MINOR, LAST_MINOR, MAX_RULES_PER_INTERFACE,
+    filter_handle, DataplaneError, Direction, Interface, Needed, PathSteering, ReconcileReport, RouteRule, Rule, Spec,
+    TcPlane, FIRST_MINOR, LAST_MINOR, MAX_RULES_PER_INTERFACE,
 };
 use crate::model::Time;
 use crate::nis::Nis;
@@ -71,8 +71,12 @@ impl Nis {
                 }));
             };
             let table = plane.table(id.as_str(), &node);
+            // The far end of the link: where the return traffic enters it.
+            let far = link.ends.keys().find(|n| **n != node).cloned().unwrap_or_else(|| node.clone());
+            let back = plane.table(id.as_str(), &far).and_then(|t| Some((link.ends.get(&far)?.netns.clone(), t)));
             out.push(Spec {
                 table,
+                back,
                 iface: iface.clone(),
                 rate_kbit: ((s.amount as f64) * plane.map.scale * 1000.0).round().max(1.0) as u64,
                 ceil_kbit: link.capacity_kbit,
@@ -80,7 +84,7 @@ impl Nis {
                 dst: b.addr,
                 port: port.unwrap_or_else(|| marking.port(hold)),
             });
-            node = link.ends.keys().find(|n| **n != node).cloned().unwrap_or(node);
+            node = far;
         }
         if node != b.node && !out.is_empty() {
             return Some(Err(DataplaneError::PathEnd { site: to.clone(), node: b.node.to_string() }));
@@ -148,9 +152,10 @@ impl Nis {
                 dst: s.dst,
                 port: s.port,
                 table: s.table,
+                back: s.back,
             };
-            if let Some(r) = rule.route() {
-                let key = (r.netns.clone(), r.src, r.dst, r.port);
+            for r in rule.routes() {
+                let key = (r.netns.clone(), r.src, r.dst, r.port, r.direction);
                 match st.routes.get_mut(&key) {
                     Some((table, _)) if *table != r.table => {
                         return Err(DataplaneError::Conflict { netns: r.netns, port: r.port });
@@ -188,8 +193,8 @@ impl Nis {
                 }
             }
             doomed.add_rule(r);
-            if let Some(route) = r.route() {
-                let key = (route.netns.clone(), route.src, route.dst, route.port);
+            for route in r.routes() {
+                let key = (route.netns.clone(), route.src, route.dst, route.port, route.direction);
                 if let Some((table, owners)) = st.routes.get_mut(&key) {
                     if *table == route.table && owners.remove(&hold) && owners.is_empty() {
                         st.routes.remove(&key);
@@ -443,7 +448,7 @@ impl Nis {
                 .collect();
             let mut missing_routes: Vec<RouteRule> = rules
                 .iter()
-                .filter_map(Rule::route)
+                .flat_map(Rule::routes)
                 .filter(|r| routes_on.get(&r.netns).is_none_or(|set| !set.contains(r)))
                 .collect();
             missing_routes.sort();
@@ -454,7 +459,13 @@ impl Nis {
             }
             let mut lost: Vec<String> =
                 missing.iter().map(|r| format!("class or filter 1:{:x} on {}", r.minor, r.iface)).collect();
-            lost.extend(missing_routes.iter().map(|r| format!("routing rule to table {} in {}", r.table, r.netns)));
+            lost.extend(missing_routes.iter().map(|r| {
+                let which = match r.direction {
+                    Direction::Forward => "routing rule",
+                    Direction::Return => "return traffic's routing rule",
+                };
+                format!("{which} to table {} in {}", r.table, r.netns)
+            }));
             let reason = format!(
                 "the data plane lost its guaranteed rate or path ({} removed behind the NIS); installed again",
                 lost.join(", ")
@@ -559,11 +570,12 @@ impl Nis {
             let routes: HashSet<RouteRule> = st
                 .routes
                 .iter()
-                .map(|((netns, src, dst, port), (table, _))| RouteRule {
+                .map(|((netns, src, dst, port, direction), (table, _))| RouteRule {
                     netns: netns.clone(),
                     src: *src,
                     dst: *dst,
                     port: *port,
+                    direction: *direction,
                     table: *table,
                 })
                 .collect();

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use super::{
-    DataplaneConfig, DataplaneError, Interface, PathSteering, PlaneState, PlaneStats, RouteRule, Rule, TcPlane, WanMap,
-    FILTER_HT, FILTER_PREF, FIRST_MINOR, LAST_MINOR, QUANTUM, STEERING_PREF, TC_TIMEOUT,
+    DataplaneConfig, DataplaneError, Direction, Interface, PathSteering, PlaneState, PlaneStats, RouteRule, Rule,
+    TcPlane, WanMap, FILTER_HT, FILTER_PREF, FIRST_MINOR, LAST_MINOR, QUANTUM, STEERING_PREF, TC_TIMEOUT,
 };
 use crate::model::{LinkId, SiteId};
 use crate::protocol::{HoldId, TrafficMarking};
@@ -241,9 +241,16 @@ impl TcPlane {
             let s = |k: &str| r.get(k).and_then(serde_json::Value::as_str).map(str::to_owned);
             let addr = |k: &str| s(k).and_then(|a| a.parse::<Ipv4Addr>().ok());
             let table = s("table").and_then(|t| t.parse::<u32>().ok());
-            let port = r.get("dport").and_then(serde_json::Value::as_u64).and_then(|p| u16::try_from(p).ok());
-            if let (Some(src), Some(dst), Some(port), Some(table)) = (addr("src"), addr("dst"), port, table) {
-                out.insert(RouteRule { netns: netns.to_owned(), src, dst, port, table });
+            let port = |k: &str| r.get(k).and_then(serde_json::Value::as_u64).and_then(|p| u16::try_from(p).ok());
+            let port = match (port("dport"), port("sport")) {
+                (Some(p), None) => Some((p, Direction::Forward)),
+                (None, Some(p)) => Some((p, Direction::Return)),
+                _ => None,
+            };
+            if let (Some(src), Some(dst), Some((port, direction)), Some(table)) =
+                (addr("src"), addr("dst"), port, table)
+            {
+                out.insert(RouteRule { netns: netns.to_owned(), src, dst, port, direction, table });
             } else {
                 // Not of the NIS's form: a stray all the same, deleted by what it says.
                 tracing::debug!(rule = %r, "a routing rule at the NIS's preference of another form");
@@ -289,10 +296,15 @@ impl TcPlane {
         ]
     }
 
-    fn route_line(verb: &str, r: &RouteRule) -> String {
+    /// The `ip -batch` line that adds (`verb` `add`) or deletes (`del`) routing rule `r`.
+    pub(super) fn route_line(verb: &str, r: &RouteRule) -> String {
         format!(
-            "rule {verb} pref {STEERING_PREF} from {}/32 to {}/32 ipproto tcp dport {} table {}",
-            r.src, r.dst, r.port, r.table
+            "rule {verb} pref {STEERING_PREF} from {}/32 to {}/32 ipproto tcp {} {} table {}",
+            r.src,
+            r.dst,
+            r.direction.selector(),
+            r.port,
+            r.table
         )
     }
 
