@@ -120,8 +120,8 @@ fn plan_request(i: usize, now: chrono::DateTime<chrono::Utc>, tag: &str) -> serd
 }
 
 /// `n` plans posted to an all-in-one service on `store` whose site `s1` fronts Slurm
-/// (`config`), by `clients` concurrent clients (each posts its share one after the other): the
-/// latencies (seconds) and the wall time.
+/// (`config`), by `clients` concurrent clients, each a user of its own (each posts its share
+/// one after the other): the latencies (seconds) and the wall time.
 async fn through_the_service(
     store: Arc<dyn coreserve::store::Store>,
     config: &SlurmConfig,
@@ -140,10 +140,20 @@ async fn through_the_service(
     let url = format!("http://127.0.0.1:{}/v1/plans", app.port());
     tokio::spawn(app.run_until_stopped());
     let http = reqwest::Client::new();
+    // One user per client: the service plans one user's requests at most `cores` at a time
+    // (src/api/lanes.rs), as a fair share, so clients of one user would measure that cap.
+    let mut tokens = Vec::new();
+    for c in 0..clients {
+        let base = url.trim_end_matches("/plans");
+        let r =
+            http.post(format!("{base}/tokens")).bearer_auth(ADMIN).json(&json!({"user": format!("bench-{tag}-{c}")}));
+        let v: serde_json::Value = r.send().await.expect("POST /v1/tokens").json().await.expect("a token");
+        tokens.push(v["token"].as_str().expect("a token").to_owned());
+    }
     let now = chrono::Utc::now();
     let t0 = Instant::now();
     let client = |c: usize| {
-        let (http, url) = (http.clone(), url.clone());
+        let (http, url, token) = (http.clone(), url.clone(), tokens[c].clone());
         async move {
             let mut lat = Vec::new();
             for i in (c..n).step_by(clients) {
@@ -151,7 +161,7 @@ async fn through_the_service(
                 let mut body = plan_request(i, now, tag);
                 // The service stamps the receipt itself.
                 body.as_object_mut().expect("an object").remove("submitted_at");
-                let r = http.post(&url).bearer_auth(ADMIN).json(&body).send().await.expect("POST");
+                let r = http.post(&url).bearer_auth(&token).json(&body).send().await.expect("POST");
                 assert_eq!(r.status(), reqwest::StatusCode::CREATED, "{:?}", r.text().await);
                 let o: serde_json::Value = r.json().await.expect("a plan");
                 assert_eq!(o["status"], "committed", "{o}");
