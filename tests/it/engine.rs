@@ -164,13 +164,19 @@ impl Grid {
 /// One Slurm job as `scontrol show job` records it.
 #[derive(Debug, Clone)]
 struct SlurmJob {
+    id: String,
     state: String,
     reservation: String,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
 }
 
+/// A time of `scontrol show job`; a job not started yet has `Unknown` (or `None`): the
+/// earliest instant, which no window contains.
 fn slurm_time(s: &str) -> DateTime<Utc> {
+    if matches!(s, "Unknown" | "None" | "N/A") {
+        return DateTime::<Utc>::MIN_UTC;
+    }
     let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S").unwrap_or_else(|e| panic!("{s}: {e}"));
     naive.and_utc()
 }
@@ -184,6 +190,7 @@ fn slurm_jobs(c: &SlurmCluster) -> Vec<SlurmJob> {
         .map(|l| {
             let f: HashMap<&str, &str> = l.split_whitespace().filter_map(|kv| kv.split_once('=')).collect();
             SlurmJob {
+                id: f["JobId"].to_owned(),
                 state: f["JobState"].to_owned(),
                 reservation: f.get("Reservation").copied().unwrap_or("(null)").to_owned(),
                 start: slurm_time(f["StartTime"]),
@@ -214,13 +221,37 @@ fn windows(plans: &[Value]) -> HashMap<String, (String, String, DateTime<Utc>, D
         .collect()
 }
 
-/// Every Slurm job that ran in a reservation started and ended inside the window its plan
-/// gives that reservation, and completed; the jobs, by job name.
-fn ran_inside(grid: &Grid, plans: &[Value]) -> HashMap<String, SlurmJob> {
+/// The reservation of each Slurm job seen in one, by (cluster index, job id): Slurm clears a
+/// job's `Reservation` once that reservation is gone (ended, or deleted when the plan is
+/// cancelled), so the tests note it while the jobs wait and run.
+#[derive(Default)]
+struct SeenIn(HashMap<(usize, String), String>);
+
+impl SeenIn {
+    /// Notes the reservation of every job of `grid`'s clusters that has one now.
+    fn look(&mut self, grid: &Grid) {
+        for (i, c) in grid.clusters.iter().enumerate() {
+            for j in slurm_jobs(c).into_iter().filter(|j| j.reservation != "(null)") {
+                self.0.insert((i, j.id), j.reservation);
+            }
+        }
+    }
+}
+
+/// Every Slurm job that ran in a reservation (`seen`, or still in Slurm's record) started and
+/// ended inside the window its plan gives that reservation, and completed; the jobs, by job
+/// name.
+fn ran_inside(grid: &Grid, plans: &[Value], seen: &SeenIn) -> HashMap<String, SlurmJob> {
     let windows = windows(plans);
     let mut by_job = HashMap::new();
-    for c in &grid.clusters {
-        for j in slurm_jobs(c).into_iter().filter(|j| j.reservation != "(null)") {
+    for (i, c) in grid.clusters.iter().enumerate() {
+        let jobs = slurm_jobs(c).into_iter().map(|mut j| {
+            if let Some(r) = seen.0.get(&(i, j.id.clone())) {
+                j.reservation = r.clone();
+            }
+            j
+        });
+        for j in jobs.filter(|j| j.reservation != "(null)") {
             let (_, name, start, end) = windows
                 .get(&j.reservation)
                 .unwrap_or_else(|| panic!("Slurm job {j:?} ran in a reservation no plan gave"));
@@ -294,13 +325,14 @@ async fn a_wfcommons_workflow_runs_inside_its_reservations_on_two_clusters() {
         text.replace(&rule, &format!("coreserve_job=\"{late_name}\"\n    shell:\n        \"sleep {} ", late_s + 60));
     std::fs::write(&snakefile, text).unwrap();
 
-    let (ok, log) = grid.finish(grid.spawn_snakemake(), async || {}).await;
+    let mut seen = SeenIn::default();
+    let (ok, log) = grid.finish(grid.spawn_snakemake(), async || seen.look(&grid)).await;
     assert!(ok, "snakemake failed:\n{log}");
     assert!(log.contains(&format!("extended `{late_name}`")), "the late task was not extended:\n{log}");
 
     let plans = grid.plans("epigenomics-").await;
     assert_eq!(plans.len(), 1, "one plan for the workflow");
-    let ran = ran_inside(&grid, &plans);
+    let ran = ran_inside(&grid, &plans, &seen);
     assert_eq!(ran.len(), jobs.len(), "every task ran in its reservation once: {:?}", ran.keys());
     let late_run = &ran[&late_name];
     assert!((late_run.end - late_run.start).num_seconds() >= late_s + 60, "{late_run:?}");
@@ -350,9 +382,11 @@ async fn a_broken_reservation_is_replanned_for_the_tasks_not_started() {
 
     // While Snakemake runs: once t1 runs, delete t4's reservation behind the service.
     let mut deleted: Option<String> = None;
+    let mut seen = SeenIn::default();
     let child = grid.spawn_snakemake();
     let (ok, log) = grid
         .finish(child, async || {
+            seen.look(&grid);
             if deleted.is_some() {
                 return;
             }
@@ -375,7 +409,7 @@ async fn a_broken_reservation_is_replanned_for_the_tasks_not_started() {
 
     let plans = grid.plans("chain-").await;
     assert_eq!(plans.len(), 2, "the workflow's plan and the re-plan: {plans:?}");
-    let ran = ran_inside(&grid, &plans);
+    let ran = ran_inside(&grid, &plans, &seen);
     assert_eq!(ran.len(), 4, "{ran:?}");
     assert_ne!(ran["t4"].reservation, deleted, "t4 ran in its new reservation");
     let plan_of = |job: &str| windows(&plans)[&ran[job].reservation].0.clone();
