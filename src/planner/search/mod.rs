@@ -58,7 +58,7 @@ const STACK_SEGMENT: usize = 4 << 20;
 
 /// The search's future, polled on a stack with room to spare ([`stacker::maybe_grow`]). The
 /// search nests one level per job it fixes (per-job placement: one per job of the request, up
-/// to [`crate::model::limits::MAX_JOBS`]), and each nested future is polled from its parent's
+/// to [`crate::model::MAX_JOBS`]), and each nested future is polled from its parent's
 /// poll, so the depth of the thread's stack grows with the request's. A worker thread's stack
 /// (2 MiB for actix and tokio) would overflow at some hundreds of jobs.
 pub(crate) struct GrowStack<'a, T>(BoxFut<'a, T>);
