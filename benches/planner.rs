@@ -141,23 +141,42 @@ fn heavy_request_at(i: usize, at: i64) -> PlanRequest {
     PlanRequest::new(raw).unwrap()
 }
 
-/// Plans `n` 64-job co-allocations one after the other as dry runs (nothing booked, so each
-/// sees the same calendars) on Geant2012: (median ns, messages per plan, plans found).
-fn heavy(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (f64, f64, usize) {
-    let local = InProcessGrid::new(&geant(), Arc::new(ManualClock::new(DEFAULT_START)), 120, Routing::Shortest);
-    let planner = Planner::new(cfg.clone(), local.services());
+/// Plans of one kind: (median ns, p99 ns, messages per plan, plans found).
+type Timing = (f64, f64, f64, usize);
+
+/// Plans `make(0..n)` one after the other as dry runs (nothing booked, so each sees the same
+/// calendars), printing why any was not planned (`what`: the kind).
+fn dry_runs(
+    rt: &tokio::runtime::Runtime,
+    planner: &Planner,
+    n: usize,
+    make: &dyn Fn(usize) -> PlanRequest,
+    what: &str,
+) -> Timing {
     let opts = PlanOptions { dry_run: true, ..Default::default() };
     let (mut ns, mut messages, mut found) = (Vec::new(), 0, 0);
     for i in 0..n {
-        let r = heavy_request(i);
+        let r = make(i);
         let t = Instant::now();
         let o = rt.block_on(planner.plan_with(&r, opts)).outcome;
         ns.push(t.elapsed().as_nanos() as f64);
         messages += o.messages;
         found += usize::from(o.reason.is_none());
+        if let Some(why) = &o.reason {
+            println!("{what} {i} not planned: {why}");
+        }
     }
     ns.sort_by(f64::total_cmp);
-    (report::percentile(&ns, 0.5), messages as f64 / n as f64, found)
+    (report::percentile(&ns, 0.5), report::percentile(&ns, 0.99), messages as f64 / n as f64, found)
+}
+
+/// Plans `n` 64-job co-allocations as dry runs on Geant2012: (median ns, messages per plan,
+/// plans found).
+fn heavy(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (f64, f64, usize) {
+    let local = InProcessGrid::new(&geant(), Arc::new(ManualClock::new(DEFAULT_START)), 120, Routing::Shortest);
+    let planner = Planner::new(cfg.clone(), local.services());
+    let (median, _, messages, found) = dry_runs(rt, &planner, n, &heavy_request, "64-job co-allocation");
+    (median, messages, found)
 }
 
 /// Geant2012 as the benches import it (seed 1).
@@ -205,9 +224,6 @@ fn dag_request(i: usize, at: i64) -> PlanRequest {
     r
 }
 
-/// Plans of one kind: (median ns, p99 ns, messages per plan, plans found).
-type Timing = (f64, f64, f64, usize);
-
 /// Plans `n` 1,000-task workflows (dry runs) on Geant2012 whose calendars hold what a
 /// workload of diamonds at offered load 0.5 committed: (median ns, p99 ns, messages per
 /// plan, plans found), and the same of `n` 64-job co-allocations submitted at the same times
@@ -224,26 +240,9 @@ fn dag(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (Timing, 
     }
     // The workflows arrive in the middle of the loaded period.
     let (first, last) = (background[0].submitted_at(), background.last().unwrap().submitted_at());
-    let opts = PlanOptions { dry_run: true, ..Default::default() };
     let at = |i: usize| first + (last - first) * (1 + i as i64) / (2 * n as i64);
-    let run = |make: &dyn Fn(usize) -> PlanRequest, what: &str| {
-        let (mut ns, mut messages, mut found) = (Vec::new(), 0, 0);
-        for i in 0..n {
-            let r = make(i);
-            let t = Instant::now();
-            let o = rt.block_on(planner.plan_with(&r, opts)).outcome;
-            ns.push(t.elapsed().as_nanos() as f64);
-            messages += o.messages;
-            found += usize::from(o.reason.is_none());
-            if let Some(why) = &o.reason {
-                println!("{what} {i} not planned: {why}");
-            }
-        }
-        ns.sort_by(f64::total_cmp);
-        (report::percentile(&ns, 0.5), report::percentile(&ns, 0.99), messages as f64 / n as f64, found)
-    };
-    let dags = run(&|i| dag_request(i, at(i)), "1000-task workflow");
-    let coallocations = run(&|i| heavy_request_at(i, at(i)), "64-job co-allocation, loaded grid");
+    let dags = dry_runs(rt, &planner, n, &|i| dag_request(i, at(i)), "1000-task workflow");
+    let coallocations = dry_runs(rt, &planner, n, &|i| heavy_request_at(i, at(i)), "64-job co-allocation, loaded grid");
     (dags, coallocations)
 }
 
