@@ -56,12 +56,15 @@ pub(crate) struct LocalState {
     foreign: HashMap<String, Foreign>,
     /// Committed holds that Slurm no longer honours, with why.
     pub(super) broken: HashMap<HoldId, String>,
-    /// Holds whose create Slurm refused for its cores although the calendar had the CPUs
-    /// ("Requested nodes are busy"), with their window: blocked in the calendar when they end.
-    refused: HashMap<HoldId, (Time, Time, u64)>,
-    /// Windows Slurm refused, blocked in the CPU calendar until the next sync (so that the
-    /// planner's next search does not offer them again).
-    learned: Vec<SpanId>,
+    /// Holds whose create Slurm refused although the calendars had room, with what to block
+    /// (the window and `(calendar resource, amount)`): the job's CPUs for their cores
+    /// ("Requested nodes are busy"), its GPU pool down to one GPU fewer than the job's for its
+    /// license ("Invalid license specification": another reservation took the GPUs since the
+    /// last sync). Blocked in the calendars (as far as free) when the hold ends.
+    refused: HashMap<HoldId, (Time, Time, (usize, u64))>,
+    /// What Slurm refused, blocked in the calendars until the next sync (so that the planner's
+    /// next search does not offer it again): `(calendar resource, span)`.
+    learned: Vec<(usize, SpanId)>,
     /// Committed holds whose reservation this process grew to both shapes for a replacement:
     /// while no replacement of it is pending, a reservation still so grown is given back its
     /// own shape (at once when the replacement ended while Slurm grew it, else at the next
@@ -104,6 +107,13 @@ struct ForeignWindow {
 fn is_placement_refusal(msg: &str) -> bool {
     let m = msg.to_ascii_lowercase();
     m.contains("nodes are busy") || m.contains("node configuration is not available")
+}
+
+/// Whether Slurm's refusal of a create means the license its GPUs are counted by is taken in
+/// that window (22.05: "Invalid license specification", also said of a license the cluster
+/// does not have, which [`Lis::check_slurm`]'s start-up check rules out).
+fn is_license_refusal(msg: &str) -> bool {
+    msg.to_ascii_lowercase().contains("invalid license")
 }
 
 /// What one [`Lis::sync`] found and did.
@@ -419,8 +429,25 @@ impl Lis {
                 }
                 Err(e) => {
                     tracing::warn!(site = %self.site().id, reservation = %r.name, error = %e, "Slurm did not make a reservation");
-                    if matches!(&e, SlurmError::Refused(m) if is_placement_refusal(m)) {
-                        self.state().local.refused.insert(*hold, (r.start, r.end, r.cpus));
+                    if let SlurmError::Refused(m) = &e {
+                        let mut st = self.state();
+                        let what = if is_placement_refusal(m) {
+                            Some((super::CPUS, r.cpus))
+                        } else if is_license_refusal(m) {
+                            // Slurm has fewer than the job's `n` licenses free somewhere in
+                            // the window, by how many it does not say: the pool keeps at most
+                            // `n - 1` free there until the next sync.
+                            let pool = st.holds.get(*hold).and_then(|(_, b)| super::gpu_span(b)).map(|(p, _)| p);
+                            pool.zip(r.gpus.as_ref()).map(|(p, (_, n))| {
+                                let resource = super::gpu_pool(p);
+                                (resource, st.calendars.get(resource).capacity().saturating_sub(n.saturating_sub(1)))
+                            })
+                        } else {
+                            None
+                        };
+                        if let Some(what) = what {
+                            st.local.refused.insert(*hold, (r.start, r.end, what));
+                        }
                     }
                     first.get_or_insert_with(|| self.scheduler_error(e));
                 }
@@ -608,10 +635,10 @@ impl Lis {
         }
         let then = {
             let mut st = self.state.lock().expect("LIS state lock");
-            if let Some((start, end, cpus)) = st.local.refused.remove(&hold) {
+            if let Some((start, end, (resource, amount))) = st.local.refused.remove(&hold) {
                 // What Slurm refused stays refused here until the next sync reads Slurm again.
-                let spans = st.calendars.get_mut(super::CPUS).add_up_to(start, end, cpus);
-                st.local.learned.extend(spans);
+                let spans = st.calendars.get_mut(resource).add_up_to(start, end, amount);
+                st.local.learned.extend(spans.into_iter().map(|s| (resource, s)));
             }
             let name = Self::name_in(&st, slurm, hold);
             let user = st.local.users.remove(&hold);
@@ -743,8 +770,8 @@ impl Lis {
         {
             let mut st = self.state();
             // Windows Slurm refused are offered again: the listing above is the new truth.
-            for span in std::mem::take(&mut st.local.learned) {
-                let _ = st.calendars.get_mut(super::CPUS).remove(span);
+            for (resource, span) in std::mem::take(&mut st.local.learned) {
+                let _ = st.calendars.get_mut(resource).remove(span);
             }
             // Capacity sold in Slurm by others: blocked, as far as it is free here. The cores
             // of this partition's reservations; the licenses of the site's GPU pools, whatever

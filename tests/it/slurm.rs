@@ -951,6 +951,84 @@ async fn a_plan_slurm_s_cores_refuse_is_booked_where_they_fit() {
     assert_eq!(core_overlaps(&cluster), vec![], "{:?}", cluster.ours());
 }
 
+/// Issue 45, GPUs another user reserved: `s1` fronts a 16-core cluster with 4 GPUs counted by
+/// license `gpu` (4 `gpu` GPUs in the grid). An administrator's reservation of 3 of them, made
+/// before the service's first sync, is blocked in the calendar: a 2-GPU plan from its start is
+/// booked after its end. A second one made since that sync (the next is an hour away) is not in
+/// the calendar yet, so Slurm refuses our create ("Invalid license specification"): that refusal
+/// blocks the GPU pool's window, and the plan is booked after it rather than rejected (before,
+/// each new search offered the same window again until the request ran out of searches). Slurm
+/// never holds more than its 4 licenses at once.
+#[tokio::test]
+async fn another_user_s_gpu_licenses_are_never_sold_again() {
+    use crate::support::slurm::{GPU_LICENSE, PARTITION};
+    let cluster = SlurmCluster::start_with(CPUS, PARTITION, 4);
+    let admin = |name: &str, start: i64, end: i64| {
+        let at = |t: i64| DateTime::from_timestamp(t, 0).unwrap().format("%Y-%m-%dT%H:%M:%S").to_string();
+        let out = cluster.run(
+            "scontrol",
+            &[
+                "create",
+                "reservation",
+                &format!("ReservationName={name}"),
+                &format!("StartTime={}", at(start)),
+                &format!("EndTime={}", at(end)),
+                &format!("PartitionName={PARTITION}"),
+                "CoreCnt=1",
+                &format!("Licenses={GPU_LICENSE}:3"),
+                "Users=root",
+            ],
+        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let t = Utc::now().timestamp() / 60 * 60 + 600;
+    admin("admin-seen", t, t + 600);
+    let mut grid = serde_json::to_value(crate::support::grid()).unwrap();
+    grid["sites"][0]["gpus"] = json!([{"model": GPU_LICENSE, "count": 4, "compute_capability": 7.5, "memory_gib": 16}]);
+    let grid = serde_json::from_value(grid).unwrap();
+    let config = cluster.config(3600);
+    let app = TestApp::memory(grid, |c| {
+        c.slurm = vec![(SITE.into(), config)];
+        c.w_interval_s = 10;
+    })
+    .await;
+    let gpu_job = |id: &str, not_before: i64| {
+        let mut body = job_at(id, 2, 600, not_before);
+        body["jobs"][0]["requires"] = json!({"gpus": {"count": 2, "model": GPU_LICENSE}});
+        body
+    };
+    let licenses_at = |at: i64| -> u64 {
+        cluster
+            .reservations()
+            .iter()
+            .filter(|r| r.start <= at && at < r.end)
+            .flat_map(|r| r.licenses.clone())
+            .map(|(_, n)| n)
+            .sum()
+    };
+
+    let seen = submit(&app, &gpu_job("gpu-after-seen", t)).await;
+    assert_eq!((seen["status"].as_str(), seen["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)), "{seen}");
+    assert!(time(&seen["jobs"][0]["start"]) >= t + 600, "sold beside 3 of 4 GPUs reserved in Slurm: {seen}");
+
+    admin("admin-since", t + 3600, t + 4200);
+    let since = submit(&app, &gpu_job("gpu-after-since", t + 3600)).await;
+    assert_eq!(
+        (since["status"].as_str(), since["jobs"][0]["site"].as_str()),
+        (Some("committed"), Some(SITE)),
+        "the plan was lost to a license refusal: {since}"
+    );
+    let start = time(&since["jobs"][0]["start"]);
+    assert!(start >= t + 4200, "booked beside 3 of 4 GPUs reserved in Slurm since the sync: {since}");
+    let name = since["jobs"][0]["reservation_name"].as_str().unwrap();
+    let ours = cluster.ours();
+    let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{ours:?}"));
+    assert_eq!((r.start, r.licenses.clone()), (start, vec![(GPU_LICENSE.to_owned(), 2)]), "{ours:?}");
+    for at in [t, t + 600, t + 3600, t + 4200, start] {
+        assert!(licenses_at(at) <= 4, "{} licenses at {at}: {:?}", licenses_at(at), cluster.reservations());
+    }
+}
+
 /// Issue 45, test 4: two Slurm sites (s1 and s2, a cluster each), s1's slurmctld stopped: a
 /// plan s1 would take (the cheapest) goes to s2, nothing is answered committed at s1, and a
 /// plan neither can take names s1 as unavailable; once s1's slurmctld is back, s1 is used again.
