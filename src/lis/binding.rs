@@ -497,10 +497,15 @@ impl Lis {
             return slurm.create(&made(target)).await;
         };
         let was = cur.shape();
+        let started = cur.start <= self.clock.now();
+        // Slurm 22.05 moves only the end of a started core reservation. A shape that starts
+        // later (a job moved later whose reservation began while the change was decided: the
+        // shrink at commit) keeps Slurm's earlier start; the hold's window lies inside it, and
+        // [`Lis::sync`] takes that shape for the hold's own.
+        let target = if started && target.start > was.start { Shape { start: was.start, ..target } } else { target };
         if was == target {
             return Ok(());
         }
-        let started = cur.start <= self.clock.now();
         let licenses = |s: Shape| license.map(|l| (l, s.gpus));
         if was.cpus == target.cpus && (!started || was.start == target.start) {
             let start = (was.start != target.start).then_some(target.start);
@@ -876,6 +881,10 @@ impl Lis {
                 }
                 // Its shape, or while a modification of it is pending, the new shape or both.
                 let mut shapes = vec![own];
+                if r.start <= now && r.start < own.start {
+                    // Started before the hold's window: Slurm kept the start ([`Lis::reshape`]).
+                    shapes.push(Shape { start: r.start, ..own });
+                }
                 for (&b, &old) in &st.local.replacing {
                     if old != hold {
                         continue;

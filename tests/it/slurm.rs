@@ -718,6 +718,50 @@ async fn an_undecided_modification_gives_the_reservation_back_its_shape() {
     }
 }
 
+/// A job moved later by a modification whose reservation begins between persist (Slurm's
+/// reservation grown to both shapes) and commit (shrunk to the new one): Slurm 22.05 cannot move
+/// a started reservation's start, so the shrink keeps it and sets the new end, and the hold is
+/// not broken. Found running a workflow through the Snakemake plugin: an extension moved a
+/// successor whose window began while the change was decided; the commit's shrink was refused,
+/// the plan read `broken` and the engine re-planned half the workflow.
+#[tokio::test]
+async fn a_job_moved_later_whose_reservation_began_meanwhile_keeps_its_start() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |c| c.lease_s = 60).await;
+    let plan = submit(&app, &job_at("moved-1", 4, 600, Utc::now().timestamp() + 12)).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let job = &plan["jobs"][0];
+    let (name, start, end) =
+        (job["reservation_name"].as_str().unwrap().to_owned(), time(&job["start"]), time(&job["end"]));
+    let listed = app.reservations(SITE).await;
+    let old: coreserve::protocol::HoldId = serde_json::from_value(listed[0]["hold"].clone()).unwrap();
+    let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
+    let later = ComputeHoldRequest {
+        replaces: Some(old),
+        reservation_name: None,
+        txn: TxnId::new(),
+        site: SITE.into(),
+        cpus: 4,
+        start: start + 60,
+        end: end + 60,
+        gpus: None,
+        user: None,
+    };
+    let shape = || cluster.ours().iter().map(|r| (r.name.clone(), r.start, r.end, r.cpus)).collect::<Vec<_>>();
+    let h = s1.prepare(&later).await.unwrap();
+    s1.persist(&[h.id]).await.unwrap();
+    assert_eq!(shape(), vec![(name.clone(), start, end + 60, 4)], "persist grows the reservation to both shapes");
+    let wait = (start - Utc::now().timestamp() + 2).max(0) as u64;
+    tokio::time::sleep(Duration::from_secs(wait)).await;
+    s1.commit(h.id).await.unwrap();
+    assert_eq!(shape(), vec![(name.clone(), start, end + 60, 4)], "Slurm keeps the start and takes the new end");
+    tokio::time::sleep(Duration::from_secs(3)).await; // two syncs
+    let metrics = app.metrics().await;
+    assert!(metrics.contains("coreserve_slurm_broken_reservations{site=\"s1\"} 0"), "{metrics}");
+    let now = app.reservations(SITE).await;
+    assert!(now.iter().all(|r| r.get("broken").is_none_or(Value::is_null)), "{now:?}");
+}
+
 /// `squeue`'s state of job `id` (`RUNNING`, `PENDING`, ...) and its reason; empty once gone.
 fn job_state(cluster: &SlurmCluster, id: &str) -> (String, String) {
     let out = cluster.run("squeue", &["-h", "-j", id, "-o", "%T %r"]);
