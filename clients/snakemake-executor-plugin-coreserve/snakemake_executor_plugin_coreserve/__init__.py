@@ -21,8 +21,10 @@ import json
 import math
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -66,13 +68,14 @@ class ExecutorSettings(SlurmExecutorSettings):
     deadline_s: int = _setting("The plan's deadline, seconds from now.", 86400)
     gap_s: Optional[int] = _setting(
         "dependency_gap_s: seconds kept between a job's end and its successors' start. Default: "
-        "measured (a probe job's submit-to-start time plus the status check interval)."
+        "the status check interval + 1 s (a successor is submitted while its predecessor's slack "
+        "runs, and waits for its reservation)."
     )
     slack_s: Optional[int] = _setting(
-        "slack_s: seconds reserved after each job's run. Default: measured (the probe's "
-        "start-up time of Snakemake inside a job, and its submit-to-start time)."
+        "slack_s: seconds reserved after each job's run. Default: measured (a probe job's "
+        "submit-to-start time + 2 x Snakemake's start-up inside a job, at least 3 s more)."
     )
-    extend_before_s: int = _setting("Extend a running job this many seconds before its booked end.", 20)
+    extend_before_s: int = _setting("Extend a running job this many seconds before its booked end.", 10)
     extend_by_s: int = _setting("Each extension adds this many seconds (and moves the successors).", 60)
     bandwidth_mbps: int = _setting("Bandwidth of the staged transfers booked from `output_mb`.", 1000)
 
@@ -108,7 +111,8 @@ slurm.get_submit_command = _routed_submit_command
 @dataclass
 class Probe:
     """What a probe job measured on a cluster: seconds from sbatch to start, and from start to
-    the end of `python -m snakemake --version` (Snakemake's start-up inside a job)."""
+    end of a one-rule workflow run as a job runs its rule (`python -m snakemake --executor
+    local --jobs 1`: Snakemake's start-up inside a job, the rule itself doing nothing)."""
 
     start_latency_s: float
     startup_s: float
@@ -131,11 +135,25 @@ def _slurm_time(s: str) -> Optional[datetime]:
         return None
 
 
+PROBE_SNAKEFILE = 'rule probe:\n    shell: "true"\n'
+
+
 def probe(conf: str, python: str, timeout_s: float = 90) -> Optional[Probe]:
-    """Submits a probe job to the cluster of `conf` and measures it; None if it did not run."""
-    r = _slurm(
-        conf, ["sbatch", "--parsable", "-n", "1", "-o", "/dev/null", "--wrap", f"{python} -m snakemake --version"]
-    )
+    """Submits a probe job to the cluster of `conf` and measures it; None if it did not run.
+    The job runs a one-rule Snakefile in a directory of its own (under the working directory:
+    a job's node sees it, as it sees the workflow's)."""
+    workdir = tempfile.mkdtemp(prefix=".coreserve-probe.", dir=os.getcwd())
+    with open(os.path.join(workdir, "Snakefile"), "w") as f:
+        f.write(PROBE_SNAKEFILE)
+    run = f"{python} -m snakemake -s Snakefile -d {shlex.quote(workdir)} --executor local --jobs 1 --quiet all"
+    r = _slurm(conf, ["sbatch", "--parsable", "-n", "1", "-o", "/dev/null", "-D", workdir, "--wrap", run])
+    try:
+        return _probe_result(conf, r, timeout_s)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _probe_result(conf: str, r: subprocess.CompletedProcess, timeout_s: float) -> Optional[Probe]:
     if r.returncode != 0:
         return None
     jobid = r.stdout.strip().split(";")[0]
@@ -170,6 +188,7 @@ class Executor(SlurmExecutor):
         self.where: dict[str, Placement] = {}  # job name -> its placement now
         self.submitted: dict[str, tuple[str, str]] = {}  # job name -> (site, Slurm job id)
         self.startup_s = 5.0  # Snakemake's start-up inside a job (measured by the probe)
+        self.overhead_s = 0.0  # the most a finished job ran beyond its duration_s
         self.refused_at: dict[str, float] = {}  # job name -> when an extension was last refused
         self.finished: set[str] = set()
         self.last_plan_check = 0.0
@@ -237,10 +256,11 @@ class Executor(SlurmExecutor):
         states = await self.status_rate_limited(active_jobs)
         for info in active_jobs:
             name = self.name_of(info.job)
-            state, started = states.get(name, (None, None))
+            state, started, ended = states.get(name, (None, None, None))
             if state == "COMPLETED":
                 with self.lock:
                     self.finished.add(name)
+                    self.learn_overhead(name, started, ended)
                 self.report_job_success(info)
             elif state in FAILED:
                 with self.lock:
@@ -254,25 +274,26 @@ class Executor(SlurmExecutor):
 
     async def status_rate_limited(
         self, active_jobs: List[SubmittedJobInfo]
-    ) -> dict[str, tuple[str, Optional[datetime]]]:
-        """Each active job's Slurm state and start (`squeue -t all`), one query per cluster."""
+    ) -> dict[str, tuple[str, Optional[datetime], Optional[datetime]]]:
+        """Each active job's Slurm state, start and end (`squeue -t all`), one query per
+        cluster."""
         by_site: dict[str, dict[str, str]] = {}
         for info in active_jobs:
             name = self.name_of(info.job)
             with self.lock:
                 site = self.submitted.get(name, ("", ""))[0]
             by_site.setdefault(site, {})[info.external_jobid] = name
-        states: dict[str, tuple[str, Optional[datetime]]] = {}
+        states: dict[str, tuple[str, Optional[datetime], Optional[datetime]]] = {}
         for site, ids in by_site.items():
             conf = self.clusters.get(site)
             if conf is None:
                 continue
             async with self.status_rate_limiter:
-                r = _slurm(conf, ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%S"])
+                r = _slurm(conf, ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%S|%e"])
             for line in r.stdout.splitlines():
-                jobid, state, start = (line.split("|") + ["", ""])[:3]
+                jobid, state, start, end = (line.split("|") + ["", "", ""])[:4]
                 if jobid in ids:
-                    states[ids[jobid]] = (state.strip(), _slurm_time(start.strip()))
+                    states[ids[jobid]] = (state.strip(), _slurm_time(start.strip()), _slurm_time(end.strip()))
         return states
 
     def cancel_jobs(self, active_jobs: List[SubmittedJobInfo]):
@@ -327,10 +348,13 @@ class Executor(SlurmExecutor):
         return jobs
 
     def engine_room(self) -> tuple[int, int]:
-        """(dependency_gap_s, slack_s): the settings, else measured by a probe job on every
-        cluster (the slowest counts): gap = submit-to-start + the status check interval + 5 s;
-        slack = 3 x Snakemake's start-up in a job (the job also reads the Snakefile and builds
-        its DAG) + submit-to-start + 10 s."""
+        """(dependency_gap_s, slack_s): the settings, else from a probe job on every cluster
+        (the slowest counts). A job waits in Slurm for its reservation and starts late by
+        submit-to-start + Snakemake's start-up: slack = that + as much again of start-up (at
+        least 3 s) for the variance. Its successor is submitted when the engine sees it end
+        (a status check later), while its slack still runs, and waits for its own reservation:
+        gap = the status check interval + 1 s for sbatch. A level of the DAG costs its run time
+        + slack + gap (docs/engines.md)."""
         s = self.workflow.executor_settings
         if s.gap_s is not None and s.slack_s is not None:
             return s.gap_s, s.slack_s
@@ -340,8 +364,8 @@ class Executor(SlurmExecutor):
         startup = max((p.startup_s for p in measured), default=10.0)
         interval = self.workflow.remote_execution_settings.seconds_between_status_checks
         self.startup_s = startup
-        gap = s.gap_s if s.gap_s is not None else math.ceil(latency + interval + 5)
-        slack = s.slack_s if s.slack_s is not None else math.ceil(3 * startup + latency + 10)
+        gap = s.gap_s if s.gap_s is not None else math.ceil(interval + 1)
+        slack = s.slack_s if s.slack_s is not None else math.ceil(latency + startup + max(3.0, startup))
         self.logger.info(
             f"coreserve: measured submit-to-start {latency:.0f} s, start-up {startup:.0f} s; "
             f"booking dependency_gap_s={gap}, slack_s={slack}"
@@ -392,11 +416,20 @@ class Executor(SlurmExecutor):
             self.plans[plan["id"]] = plan
             self.where.update(placements(plan))
 
+    def learn_overhead(self, name: str, started: Optional[datetime], ended: Optional[datetime]) -> None:
+        """Notes how long finished job `name` ran beyond its `duration_s` (Snakemake's start-up
+        in it, as the workflow's jobs really take it): the most so far counts (call under the
+        lock)."""
+        duration_s = next((j["duration_s"] for j in self.request["jobs"] if j["name"] == name), None) if self.request else None
+        if started and ended and duration_s is not None:
+            self.overhead_s = max(self.overhead_s, (ended - started).total_seconds() - duration_s)
+
     def extend_if_due(self, name: str, jobid: str, started: datetime) -> None:
         """Extends `name`'s booking (and moves its successors) when it overruns: it runs within
-        `extend_before_s` of its booked end and longer than its `duration_s` plus Snakemake's
-        start-up (2 s of grace), or started too late to end in time. Raises its Slurm time
-        limit to the new end."""
+        `extend_before_s` of its booked end and longer than its `duration_s` plus the start-up
+        (the most a finished job ran beyond its duration, at least the probe's start-up; 2 s of
+        grace), or started too late to end in time. Raises its Slurm time limit to the new
+        end."""
         s = self.workflow.executor_settings
         with self.lock:
             p = self.where.get(name)
@@ -405,7 +438,7 @@ class Executor(SlurmExecutor):
         now = datetime.now(UTC)
         if p is None or plan is None or duration_s is None or now < p.end - timedelta(seconds=s.extend_before_s):
             return
-        expected_end = started + timedelta(seconds=duration_s + 3 * self.startup_s + 2)
+        expected_end = started + timedelta(seconds=duration_s + max(self.overhead_s, self.startup_s) + 2)
         if now < expected_end <= p.end or time.monotonic() - self.refused_at.get(name, -1e9) < 10:
             return
         try:
