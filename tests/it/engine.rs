@@ -331,7 +331,9 @@ async fn a_wfcommons_workflow_runs_inside_its_reservations_on_two_clusters() {
     assert!(log.contains(&format!("extended `{late_name}`")), "the late task was not extended:\n{log}");
 
     let plans = grid.plans("epigenomics-").await;
-    assert_eq!(plans.len(), 1, "one plan for the workflow");
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("coreserve:")).collect();
+    let statuses: Vec<(&Value, &Value)> = plans.iter().map(|p| (&p["status"], &p["reason"])).collect();
+    assert_eq!(plans.len(), 1, "one plan for the workflow: {statuses:?}; the plugin said:\n{}", said.join("\n"));
     let ran = ran_inside(&grid, &plans, &seen);
     assert_eq!(ran.len(), jobs.len(), "every task ran in its reservation once: {:?}", ran.keys());
     let late_run = &ran[&late_name];
