@@ -13,6 +13,7 @@
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
 //! | [`decision_log`] | the planners' decision log over the store (durable two-phase commit) |
 //! | [`destinations`] | where webhooks may deliver: public addresses and what an admin allowed (SSRF) |
+//! | [`idempotency`] | `Idempotency-Key`: the key, one claim -> next action for create and modify, the one place a key is released; the plans' locks |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`extract`] | [`extract::JsonBody`]: JSON object bodies, control characters refused |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
@@ -37,6 +38,7 @@ pub mod destinations;
 pub mod extract;
 pub mod fair;
 pub mod gateway;
+pub mod idempotency;
 pub mod lanes;
 pub mod metrics;
 pub mod openapi;
