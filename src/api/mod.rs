@@ -23,6 +23,8 @@
 //! | [`fair`] | fair admission to planning: per-user limits, permits shared between users, the lanes |
 //! | [`lanes`] | the all-in-one's background lane: a user's requests beside another of theirs plan on all cores but one, as many at once |
 //! | [`metrics`] | Prometheus text exposition |
+//! | [`middleware`] | around every request: HEAD as GET, panics answered 500, the HTTP histogram and access log, 413/405 as problems |
+//! | [`supervisor`] | the background tasks: named, with a period and metrics, stopped on shutdown |
 //! | [`webhooks`] | delivery of the plans' events to users' webhooks: signed, in order, at least once |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
 //!
@@ -41,12 +43,14 @@ pub mod gateway;
 pub mod idempotency;
 pub mod lanes;
 pub mod metrics;
+pub mod middleware;
 pub mod openapi;
 pub mod peer;
 pub mod problem;
 pub mod routes;
 pub mod startup;
 pub mod state;
+pub mod supervisor;
 pub mod telemetry;
 pub mod webhooks;
 
