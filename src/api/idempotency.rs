@@ -42,8 +42,12 @@ pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 /// The longest key, in characters (bytes: they are ASCII).
 pub const MAX_KEY_LEN: usize = 255;
 
+/// The prefix of the service's own keys in a user's key space (the plans' locks,
+/// [`PlanLock`]): a client key may not start with it, or it could take a plan's lock.
+pub const RESERVED_PREFIX: &str = "coreserve:";
+
 /// A client's `Idempotency-Key`: 1 to [`MAX_KEY_LEN`] visible ASCII characters (space and tab
-/// allowed), as the header carries it.
+/// allowed), as the header carries it, not starting with [`RESERVED_PREFIX`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyKey(String);
 
@@ -51,7 +55,7 @@ impl IdempotencyKey {
     /// The request's `Idempotency-Key`, if it sent one.
     ///
     /// # Errors
-    /// 400 when it is not 1-255 visible ASCII characters.
+    /// 400 when it is not 1-255 visible ASCII characters, or starts with [`RESERVED_PREFIX`].
     pub fn from_request(req: &HttpRequest) -> Result<Option<Self>, ApiError> {
         let Some(value) = req.headers().get(IDEMPOTENCY_KEY) else { return Ok(None) };
         let text = value.to_str().map_err(|_| bad_key())?;
@@ -68,12 +72,17 @@ impl TryFrom<String> for IdempotencyKey {
     type Error = ApiError;
 
     /// # Errors
-    /// 400 when `s` is empty, longer than [`MAX_KEY_LEN`] or has a character outside visible
-    /// ASCII, space and tab.
+    /// 400 when `s` is empty, longer than [`MAX_KEY_LEN`], has a character outside visible
+    /// ASCII, space and tab, or starts with [`RESERVED_PREFIX`].
     fn try_from(s: String) -> Result<Self, ApiError> {
         let visible = |b: u8| (b' '..=b'~').contains(&b) || b == b'\t';
         if s.is_empty() || s.len() > MAX_KEY_LEN || !s.bytes().all(visible) {
             return Err(bad_key());
+        }
+        if s.starts_with(RESERVED_PREFIX) {
+            return Err(ApiError::bad_request(format!(
+                "Idempotency-Key must not start with `{RESERVED_PREFIX}`: the service keeps those keys for its own locks"
+            )));
         }
         Ok(IdempotencyKey(s))
     }
@@ -236,7 +245,7 @@ impl PlanLock {
     /// 409 `plan-busy` (Retry-After) while another change of the plan is under way; the
     /// store's error.
     pub async fn take(state: &AppState, rec: &PlanRecord, claim: &Claim) -> Result<PlanLock, ApiError> {
-        let lock = PlanLock { owner: rec.owner, key: format!("coreserve:plan:{}", rec.id) };
+        let lock = PlanLock { owner: rec.owner, key: format!("{RESERVED_PREFIX}plan:{}", rec.id) };
         match state.store.claim_key(lock.owner, &lock.key, claim).await? {
             KeyClaim::Claimed => Ok(lock),
             KeyClaim::InProgress | KeyClaim::Done { .. } => Err(ApiError::conflict(

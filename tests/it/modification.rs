@@ -481,3 +481,32 @@ async fn idempotency_a_replayed_modification_of_a_pending_plan_is_409() {
     let p = problem(r, StatusCode::CONFLICT).await;
     assert_eq!(p["type"], "urn:coreserve:problem:idempotency-in-progress", "{p}");
 }
+
+/// Issue 50: a plan's lock is a key of its owner's key space (`coreserve:plan:{id}`). A client
+/// key in that namespace is refused (400, nothing stored); before, a POST under
+/// `coreserve:plan:{id}` took the lock of the user's own plan, which then answered 409
+/// `plan-busy` to every modification and cancellation until retention removed the key.
+#[tokio::test]
+async fn idempotency_a_key_in_the_service_s_own_namespace_is_refused() {
+    let app = TestApp::spawn().await;
+    let ana = app.token("ana", false).await;
+    let plan: Value = app.post("/v1/plans", &ana, &workflow()).await.json().await.unwrap();
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let mut other = workflow();
+    other["id"] = json!("wf-2");
+    let r = app
+        .client
+        .post(format!("{}/v1/plans", app.base))
+        .bearer_auth(&ana)
+        .header("Idempotency-Key", format!("coreserve:plan:{id}"))
+        .json(&other)
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::BAD_REQUEST).await;
+    assert!(p["detail"].as_str().unwrap().contains("coreserve:"), "{p}");
+    assert_eq!(app.plans(&ana, "").await.len(), 1, "nothing stored");
+    let change = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 600}]});
+    let r = app.client.patch(format!("{}/v1/plans/{id}", app.base)).bearer_auth(&ana).json(&change).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "the plan's lock is free: {:?}", r.text().await);
+}
