@@ -35,10 +35,17 @@
 //! - for the sites this process keeps (all of them all-in-one, its own in a `lis` process):
 //!   `coreserve_site_cpus{site}` (capacity), `coreserve_site_cpus_booked{site}` (CPUs held or
 //!   reserved now) and `coreserve_site_cpu_utilisation{site}` (booked / capacity, 0..1), read
-//!   from the site's calendar at scrape time ([`render_sites`]).
+//!   from the site's calendar at scrape time ([`render_sites`]);
+//! - for every background task of the process ([`crate::api::supervisor`]), by `task` name:
+//!   `coreserve_background_period_seconds` (how often it runs), `coreserve_background_runs_total`
+//!   (rounds ended), `coreserve_background_errors_total` (rounds that failed or panicked),
+//!   `coreserve_background_last_run_timestamp_seconds` (Unix time the last round ended; 0
+//!   before the first) and `coreserve_background_running` (1 until the task has stopped).
 
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use strum::VariantArray;
 
@@ -121,6 +128,63 @@ pub struct Metrics {
     pruned: [AtomicU64; PRUNED_KINDS.len()],
     /// HTTP requests by (method, route pattern, status).
     http: std::sync::RwLock<std::collections::BTreeMap<HttpSeries, Histogram>>,
+    /// The background tasks, in the order they were started.
+    tasks: Mutex<Vec<Arc<TaskTally>>>,
+}
+
+/// One background task's record ([`crate::api::supervisor`]): its name and period, its rounds,
+/// failed rounds and when the last one ended, and whether it still runs.
+#[derive(Debug)]
+pub struct TaskTally {
+    name: String,
+    period: Duration,
+    /// Unix time the last round ended, milliseconds (0: none yet).
+    last_run_ms: AtomicU64,
+    runs: AtomicU64,
+    errors: AtomicU64,
+    running: AtomicBool,
+}
+
+impl TaskTally {
+    /// The task's name (the `task` label).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How often it runs.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// One round ended now, failed unless `ok`.
+    pub fn ran(&self, ok: bool) {
+        let now_ms = chrono::Utc::now().timestamp_millis().max(0) as u64;
+        self.last_run_ms.store(now_ms, Relaxed);
+        self.runs.fetch_add(1, Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Rounds ended.
+    pub fn runs(&self) -> u64 {
+        self.runs.load(Relaxed)
+    }
+
+    /// Rounds that failed (an error or a panic).
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Relaxed)
+    }
+
+    /// Whether the task still runs (`false` once its loop has ended).
+    pub fn running(&self) -> bool {
+        self.running.load(Relaxed)
+    }
+
+    /// Marks the task's loop ended.
+    pub fn stopped(&self) {
+        self.running.store(false, Relaxed);
+    }
 }
 
 /// The labels of one HTTP request series: method, route pattern, status code.
@@ -158,6 +222,7 @@ impl Default for Metrics {
             local: Default::default(),
             pruned: Default::default(),
             http: Default::default(),
+            tasks: Default::default(),
         }
     }
 }
@@ -259,6 +324,25 @@ impl Metrics {
             .observe(seconds);
     }
 
+    /// Registers background task `name`, run every `period`, as running: its record.
+    pub fn background_task(&self, name: &str, period: Duration) -> Arc<TaskTally> {
+        let tally = Arc::new(TaskTally {
+            name: name.to_owned(),
+            period,
+            last_run_ms: AtomicU64::new(0),
+            runs: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            running: AtomicBool::new(true),
+        });
+        self.tasks.lock().expect("metrics lock").push(tally.clone());
+        tally
+    }
+
+    /// Every background task registered, in the order they were started.
+    pub fn background_tasks(&self) -> Vec<Arc<TaskTally>> {
+        self.tasks.lock().expect("metrics lock").clone()
+    }
+
     /// The exposition text.
     pub fn render(&self, holds_outstanding: usize) -> String {
         let mut s = String::new();
@@ -330,6 +414,7 @@ impl Metrics {
         s.push_str("# HELP coreserve_handler_panics_total Requests whose handler panicked (answered 500).\n");
         s.push_str("# TYPE coreserve_handler_panics_total counter\n");
         let _ = writeln!(s, "coreserve_handler_panics_total {}", self.panics.load(Relaxed));
+        self.render_tasks(&mut s);
         let local = self.local.lock().expect("metrics lock").clone();
         if !local.is_empty() {
             s.push_str("# HELP coreserve_slurm_syncs_total Synchronisations of Slurm sites with Slurm.\n");
@@ -374,6 +459,46 @@ impl Metrics {
             }
         }
         s
+    }
+}
+
+impl Metrics {
+    /// The `coreserve_background_*` families: one series per task.
+    fn render_tasks(&self, s: &mut String) {
+        let tasks = self.background_tasks();
+        type Value = fn(&TaskTally) -> String;
+        let families: [(&str, &str, &str, Value); 5] = [
+            ("coreserve_background_period_seconds", "gauge", "How often the background task runs.", |t| {
+                t.period.as_secs_f64().to_string()
+            }),
+            ("coreserve_background_runs_total", "counter", "Rounds of the background task that ended.", |t| {
+                t.runs().to_string()
+            }),
+            (
+                "coreserve_background_errors_total",
+                "counter",
+                "Rounds of the background task that failed (an error or a panic).",
+                |t| t.errors().to_string(),
+            ),
+            (
+                "coreserve_background_last_run_timestamp_seconds",
+                "gauge",
+                "Unix time the background task's last round ended (0: none yet).",
+                |t| (t.last_run_ms.load(Relaxed) as f64 / 1e3).to_string(),
+            ),
+            (
+                "coreserve_background_running",
+                "gauge",
+                "1 while the background task runs, 0 once it has stopped (shutdown).",
+                |t| u8::from(t.running()).to_string(),
+            ),
+        ];
+        for (name, kind, help, value) in families {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for t in &tasks {
+                let _ = writeln!(s, "{name}{{task=\"{}\"}} {}", escape(&t.name), value(t));
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! | [`state`] | [`AppState`]: participants, planner pool, store, hold registry, metrics; recovery at start |
 //! | [`decision_log`] | the planners' decision log over the store (durable two-phase commit) |
 //! | [`destinations`] | where webhooks may deliver: public addresses and what an admin allowed (SSRF) |
+//! | [`idempotency`] | `Idempotency-Key`: the key, one claim -> next action for create and modify, the one place a key is released; the plans' locks |
 //! | [`routes`] | one file per resource: plans, sites (GIS + LIS), network (NIS), holds, participant protocol, tokens, health |
 //! | [`extract`] | [`extract::JsonBody`]: JSON object bodies, control characters refused |
 //! | [`problem`] | RFC 9457 `application/problem+json` errors and the library-error mapping |
@@ -22,6 +23,8 @@
 //! | [`fair`] | fair admission to planning: per-user limits, permits shared between users, the lanes |
 //! | [`lanes`] | the all-in-one's background lane: a user's requests beside another of theirs plan on all cores but one, as many at once |
 //! | [`metrics`] | Prometheus text exposition |
+//! | [`middleware`] | around every request: HEAD as GET, panics answered 500, the HTTP histogram and access log, 413/405 as problems |
+//! | [`supervisor`] | the background tasks: named, with a period and metrics, stopped on shutdown |
 //! | [`webhooks`] | delivery of the plans' events to users' webhooks: signed, in order, at least once |
 //! | [`openapi`] | the OpenAPI 3.1 document generated from the handlers (utoipa) |
 //!
@@ -37,14 +40,17 @@ pub mod destinations;
 pub mod extract;
 pub mod fair;
 pub mod gateway;
+pub mod idempotency;
 pub mod lanes;
 pub mod metrics;
+pub mod middleware;
 pub mod openapi;
 pub mod peer;
 pub mod problem;
 pub mod routes;
 pub mod startup;
 pub mod state;
+pub mod supervisor;
 pub mod telemetry;
 pub mod webhooks;
 

@@ -1,56 +1,29 @@
 //! Startup: from the [`Settings`] of a process to a running server. [`Application::start`]
 //! opens the store (PostgreSQL or in memory), takes the grid (given, or the one the store saved
 //! at an earlier start) and calls [`Application::build`], which builds the state, recovers,
-//! starts the background tasks and binds the listener; [`Application::run_until_stopped`]
-//! serves. `coreserve serve` fills the settings from its flags; tests build either directly.
+//! starts the background tasks ([`supervisor`]) and binds the listener;
+//! [`Application::run_until_stopped`] serves, and stops the tasks once the server has stopped.
+//! `coreserve serve` fills the settings from its flags; tests build either directly. What every
+//! request goes through is [`middleware`]'s.
 
 use std::net::TcpListener;
 use std::sync::Arc;
 
-use actix_web::dev::{Server, Service};
-use actix_web::http::header;
-use actix_web::http::{Method, StatusCode};
-use actix_web::{web, App, HttpServer, ResponseError};
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{web, App, HttpServer};
 use anyhow::{bail, Context};
-use futures::FutureExt;
 
 use super::auth::{generate_token, register_token, register_token_with, Roles, ADMIN_PRINCIPAL, SERVICE_PRINCIPAL};
 use super::config::{Role, ServeConfig, MAX_BODY_BYTES};
 use super::gateway::Gateway;
+use super::middleware;
 use super::problem::ApiError;
 use super::routes;
 use super::state::{participant_client, AppState};
+use super::supervisor::{self, Supervisor};
 use super::telemetry::notice;
 use crate::model::Grid;
 use crate::store::{MemoryStore, PgStore, Store};
-
-/// How often a planning process moves plans along the clock (committed -> active ->
-/// completed; [`crate::store::PlanStore::advance_plans`]): a state change is seen within this.
-pub const PLAN_CLOCK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-/// How often a planning process asks its sites for reservations they can no longer honour
-/// ([`AppState::watch_drift`]).
-pub const DRIFT_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
-/// How often a planning process reads every planner's fair-share charges
-/// ([`AppState::refresh_charges`]).
-const CHARGES_READ_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// Runs `task` every `period` (the first time after one period) for the life of the process,
-/// logging a failure as `what`.
-fn spawn_every<F, Fut, T, E>(period: std::time::Duration, what: &'static str, mut task: F)
-where
-    F: FnMut() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<T, E>> + Send,
-    E: std::fmt::Display,
-{
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(period).await;
-            if let Err(e) = task().await {
-                tracing::warn!(error = %e, "{what}");
-            }
-        }
-    });
-}
 
 /// Everything a broker process starts from: the service's settings, its grid and its store.
 #[derive(Debug, Clone)]
@@ -111,6 +84,8 @@ pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
+    /// The background tasks, stopped once the server has stopped.
+    tasks: Supervisor,
     generated_admin_token: Option<String>,
 }
 
@@ -190,95 +165,29 @@ impl Application {
     /// Builds the state over `grid` and `store`, registers the admin token (the configured one,
     /// or a generated one), saves the grid in the store, binds `config.listen`, recovers
     /// (calendars rebuilt from the journal, in-doubt transactions finished:
-    /// [`AppState::recover`]) and starts the lease sweeper (every `min(lease_s, 10)` s; hourly it
-    /// also prunes history beyond the horizon: [`AppState::prune_history`]), the claim renewer
-    /// and, in a planning process, the recovery loop (both every `claim_lease_s / 4`).
+    /// [`AppState::recover`]), synchronises Slurm sites and the data plane a first time, and
+    /// starts the background tasks ([`supervisor::start`]: the lease sweeper, the claim
+    /// renewer, the recovery round and the others, each named, in `/metrics`, stopped with the
+    /// server).
     ///
     /// # Errors
-    /// The address cannot be bound, the store fails, or recovery fails.
+    /// The address cannot be bound, the store fails, recovery fails, or a Slurm site or the
+    /// data plane cannot be synchronised.
     pub async fn build(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         config.validate()?;
         crate::protocol::http::install_crypto_provider();
-        let (admin, generated) = match &config.admin_token {
-            Some(t) if !t.trim().is_empty() => (t.trim().to_owned(), None),
-            _ => {
-                let t = generate_token();
-                (t.clone(), Some(t))
-            }
-        };
-        register_token(store.as_ref(), &admin, ADMIN_PRINCIPAL, true, true).await?;
-        if let Some(t) = config.service_token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-            // The deployment's own bootstrap credential is a planner credential: its holds
-            // belong to the planner principal, which every planner may drive (recovery).
-            let roles = Roles { admin: false, service: true, planner: true };
-            register_token_with(store.as_ref(), t, SERVICE_PRINCIPAL, roles, None).await?;
-        }
-        let role = config.role.clone();
-        if !matches!(role, Role::Planner(_)) {
+        let generated = register_tokens(&config, store.as_ref()).await?;
+        if !matches!(config.role, Role::Planner(_)) {
             store.save_grid(&grid).await?;
         }
         let tls = server_tls(&config)?;
-        let listener = TcpListener::bind(&config.listen)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-        let port = listener.local_addr()?.port();
-        let addr = listener.local_addr()?;
-        if tls.is_none() && role != Role::All && !addr.ip().is_loopback() {
-            tracing::warn!(%addr, "a separated role listens without TLS on a non-loopback address: tokens and bookings cross the network in clear (use --tls-cert and --tls-key)");
-            notice(&format!(
-                "warning: role {role:?} listens on {addr} without TLS; use --tls-cert and --tls-key across administrative domains"
-            ));
-        }
-        let workers = config.workers;
-        let sweep_every = std::time::Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
-        let claim_every = std::time::Duration::from_millis((config.claim_lease_s.max(1) * 250) as u64);
+        let listener = bind(&config, tls.is_some())?;
+        let (port, workers, role) = (listener.local_addr()?.port(), config.workers, config.role.clone());
         let state = web::Data::new(AppState::new(config, grid, store)?);
         state.watch_tokens().await?;
         let (restored, recovery) = state.recover().await?;
-        // Slurm sites: the partition must match the site, and Slurm's reservations are read
-        // (sold capacity blocked, coreserve's own reconciled) before the first request.
-        for lis in state.slurm_sites() {
-            let site = lis.site().id;
-            lis.check_slurm().await.map_err(|e| anyhow::anyhow!("Slurm site `{site}`: {e}"))?;
-            let report =
-                state.sync_slurm(&lis).await.map_err(|e| anyhow::anyhow!("Slurm site `{site}`: first sync: {e}"))?;
-            tracing::info!(site = %site, ?report, "Slurm site synchronised");
-            let (syncer, every) =
-                (state.clone(), std::time::Duration::from_secs(lis.slurm().expect("bound").config().sync_s));
-            // sync_slurm logs and counts its own failures.
-            spawn_every(every, "Slurm synchronisation failed", move || {
-                let (syncer, lis) = (syncer.clone(), lis.clone());
-                async move {
-                    let _ = syncer.sync_slurm(&lis).await;
-                    Ok::<(), std::convert::Infallible>(())
-                }
-            });
-        }
-        // The NIS's data plane: reconciled with the hold book before the first request, then
-        // at every window boundary and every sync period (see crate::nis::dataplane).
-        if let Some(dp) = state.participants.nis.dataplane().map(|p| p.config().clone()) {
-            let report = state
-                .reconcile_dataplane()
-                .await
-                .map_err(|e| anyhow::anyhow!("data plane: first reconciliation: {e}"))?;
-            tracing::info!(?report, "data plane reconciled");
-            let timer = state.clone();
-            tokio::spawn(async move {
-                let every = std::time::Duration::from_millis(dp.sync_ms);
-                loop {
-                    // Wake at the next window boundary (whole seconds) or after the period.
-                    let now = chrono::Utc::now();
-                    let wait = timer
-                        .participants
-                        .nis
-                        .next_dataplane_boundary(now.timestamp())
-                        .map(|t| std::time::Duration::from_millis(((t * 1000) - now.timestamp_millis()).max(0) as u64))
-                        .map_or(every, |w| w.min(every));
-                    tokio::time::sleep(wait).await;
-                    let _ = timer.reconcile_dataplane().await;
-                }
-            });
-        }
-        if matches!(state.config.role, Role::All | Role::Planner(_)) {
+        first_synchronisations(&state).await?;
+        if state.plans() {
             state.load_fair_share().await?;
         }
         if restored > 0 || recovery != Default::default() {
@@ -288,192 +197,9 @@ impl Application {
                 recovery.committed, recovery.compensated
             ));
         }
-        let (sweeper, mut pruned_at) = (state.clone(), std::time::Instant::now());
-        spawn_every(sweep_every, "lease sweep failed", move || {
-            if pruned_at.elapsed() >= std::time::Duration::from_secs(3600) {
-                pruned_at = std::time::Instant::now();
-                let n = sweeper.prune_history();
-                tracing::info!(spans = n, "pruned history beyond the horizon");
-            }
-            let sweeper = sweeper.clone();
-            async move { sweeper.sweep().await }
-        });
-        // Retention (off unless --retention-days): finished plans, past journal rows and
-        // decisions, delivered events; every process that shares the database may run it.
-        if state.config.retention_days > 0 {
-            let pruner = state.clone();
-            let every = std::time::Duration::from_secs(state.config.retention_every_s.max(1));
-            tokio::spawn(async move {
-                tokio::time::sleep(every.min(RETENTION_FIRST_AFTER)).await;
-                loop {
-                    let _ = prune_store(&pruner).await;
-                    tokio::time::sleep(every).await;
-                }
-            });
-        }
-        // Claims: renewed while this process works on them; a planning process also takes over
-        // and settles the in-doubt transactions whose claim lapsed (a separate task, so that a
-        // slow recovery never delays a renewal).
-        let renewer = state.clone();
-        spawn_every(claim_every, "claim renewal failed", move || {
-            let renewer = renewer.clone();
-            async move { renewer.renew_claims().await }
-        });
-        // Plans whose reservations a site no longer honours are marked broken (a planner
-        // process asks its LIS; an all-in-one process only if it has Slurm sites).
-        if matches!(state.config.role, Role::Planner(_))
-            || (state.plans() && (!state.slurm_sites().is_empty() || state.participants.nis.dataplane().is_some()))
-        {
-            let watcher = state.clone();
-            spawn_every(DRIFT_WATCH_EVERY, "drift watch failed", move || {
-                let watcher = watcher.clone();
-                async move { watcher.watch_drift().await }
-            });
-        }
-        if state.plans() {
-            // Plans along the clock: committed -> active -> completed, each change an event.
-            let clock = state.clone();
-            spawn_every(PLAN_CLOCK_EVERY, "plan states not advanced", move || {
-                let clock = clock.clone();
-                async move { clock.store.advance_plans(clock.now_utc()).await }
-            });
-            // Webhooks: a round whenever an event is written (any process), and every second
-            // (or retry base, if shorter) for retries that came due.
-            let deliverer = super::webhooks::Deliverer::new(
-                state.store.clone(),
-                super::webhooks::DeliveryLimits {
-                    retry_base: std::time::Duration::from_millis(state.config.webhook_retry_base_ms),
-                    disable_after: chrono::Duration::seconds(state.config.webhook_disable_after_s),
-                    max_attempts_per_event: state.config.webhook_max_attempts_per_event,
-                    policy: state.webhook_policy.clone(),
-                },
-            );
-            let mut events = state.store.event_signal();
-            let tick = deliverer.retry_base.min(std::time::Duration::from_secs(1));
-            tokio::spawn(async move {
-                loop {
-                    if let Err(e) = deliverer.round().await {
-                        tracing::warn!(error = %e, "webhook deliveries not leased");
-                    }
-                    tokio::select! {
-                        changed = events.changed() => {
-                            if changed.is_err() {
-                                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                            }
-                        }
-                        () = tokio::time::sleep(tick) => {}
-                    }
-                }
-            });
-            let recoverer = state.clone();
-            spawn_every(claim_every, "recovery round failed", move || {
-                let recoverer = recoverer.clone();
-                async move {
-                    let recovered = recoverer.recover_in_doubt().await;
-                    // Projects set through another planner process reach this one's ledger
-                    // (a cache for the priorities; the limit is the store's).
-                    let _ = super::routes::projects::fresh_projects(&recoverer).await;
-                    recovered
-                }
-            });
-            // And every planner's fair-share charges.
-            let reader = state.clone();
-            spawn_every(CHARGES_READ_EVERY, "fair-share charges not refreshed", move || {
-                let reader = reader.clone();
-                async move { reader.refresh_charges().await }
-            });
-        }
-        let data = state.clone();
-        let server = HttpServer::new(move || {
-            App::new()
-                .app_data(data.clone())
-                .app_data(web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| json_error(e).into()))
-                .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
-                .app_data(
-                    web::QueryConfig::default()
-                        .error_handler(|e, _| ApiError::bad_request(format!("query: {e}")).into()),
-                )
-                .app_data(web::PathConfig::default().error_handler(|e, req| super::extract::path_error(&e, req).into()))
-                .wrap_fn(|mut req, srv| {
-                    let method = req.method().clone();
-                    // HEAD is GET without the body: route it as GET; actix-http's encoder knows
-                    // the request was HEAD and sends the headers only.
-                    if method == Method::HEAD {
-                        req.head_mut().method = Method::GET;
-                    }
-                    let path = req.path().to_owned();
-                    // (The request itself cannot be cloned before routing: actix needs it unique.)
-                    let state = req.app_data::<web::Data<AppState>>().cloned();
-                    let started = std::time::Instant::now();
-                    let fut = srv.call(req);
-                    async move {
-                        // Every request in the HTTP histogram, by route pattern (never the
-                        // raw path) and status; the rewrites below keep the status.
-                        let observe = |route: Option<&str>, status: StatusCode| {
-                            if let Some(state) = &state {
-                                let seconds = started.elapsed().as_secs_f64();
-                                state.metrics.http_request(method.as_str(), route, status.as_u16(), seconds);
-                            }
-                        };
-                        let res = match std::panic::AssertUnwindSafe(fut).catch_unwind().await {
-                            Ok(Ok(res)) => res,
-                            Ok(Err(e)) => {
-                                observe(None, e.as_response_error().status_code());
-                                return Err(e);
-                            }
-                            Err(panic) => {
-                                // The panic text is internal: log it, answer a bare 500.
-                                tracing::error!(%method, %path, panic = panic_text(&panic), "handler panicked");
-                                if let Some(state) = &state {
-                                    state.metrics.panicked();
-                                }
-                                observe(None, StatusCode::INTERNAL_SERVER_ERROR);
-                                // An error is rendered by its `error_response`: a bare 500 problem.
-                                return Err(ApiError::panicked().into());
-                            }
-                        };
-                        observe(res.request().match_pattern().as_deref(), res.status());
-                        // The access log: one info line per request.
-                        tracing::info!(%method, %path, status = res.status().as_u16(),
-                            ms = started.elapsed().as_secs_f64() * 1e3, "request");
-                        // The raw body extractor (`web::Bytes`, behind every handler that
-                        // checks a role before its body) answers a body over the limit with
-                        // its own text/plain 413: answer a problem like every other error.
-                        let is_problem = res
-                            .headers()
-                            .get(header::CONTENT_TYPE)
-                            .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-                        if res.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_problem {
-                            let detail = format!("the request body is over the limit of {MAX_BODY_BYTES} bytes");
-                            let problem = ApiError::new(
-                                StatusCode::PAYLOAD_TOO_LARGE,
-                                "body-too-large",
-                                "Request body too large",
-                                detail,
-                            );
-                            return Ok(res.into_response(problem.error_response()).map_into_right_body());
-                        }
-                        // actix answers a known path with the wrong method by an empty 405.
-                        if res.status() == StatusCode::METHOD_NOT_ALLOWED {
-                            let answer = super::openapi::method_not_allowed(&method, &path);
-                            return Ok(res.into_response(answer).map_into_right_body());
-                        }
-                        Ok(res.map_into_left_body())
-                    }
-                })
-                .configure(super::openapi::configure)
-                .configure(|c| routes::configure_role(c, &role))
-                .default_service(web::to(super::openapi::not_found))
-        })
-        .on_connect(super::peer::remember_peer);
-        let mut server = match tls {
-            Some(tls) => server.listen_rustls_0_23(listener, tls)?,
-            None => server.listen(listener)?,
-        };
-        if let Some(w) = workers {
-            server = server.workers(w);
-        }
-        Ok(Application { port, server: server.run(), state, generated_admin_token: generated })
+        let server = http_server(state.clone(), role, listener, tls, workers)?;
+        let tasks = supervisor::start(&state);
+        Ok(Application { port, server, state, tasks, generated_admin_token: generated })
     }
 
     /// The bound port (useful with port 0).
@@ -491,9 +217,22 @@ impl Application {
         self.state.clone()
     }
 
-    /// Serves until the server stops (Ctrl-C / SIGTERM).
+    /// A handle that stops the server (as `SIGTERM` does: `stop(true)` lets the requests in
+    /// flight finish), and with it [`Application::run_until_stopped`].
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until the server stops (`SIGTERM`, or `SIGINT` / `SIGQUIT` without waiting for
+    /// the requests in flight, or [`Application::handle`]), then stops every background task
+    /// (their rounds in progress end first, for up to [`supervisor::STOP_GRACE`]).
+    ///
+    /// # Errors
+    /// The server's.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        self.tasks.stop(supervisor::STOP_GRACE).await;
+        served
     }
 }
 
@@ -521,62 +260,105 @@ fn hand_over_admin_token(token: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The first pruning of retention runs this long after start (or after one period, if
-/// shorter): not in the rush of a restart's recovery.
-const RETENTION_FIRST_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// One round of retention: deletes what finished before [`ServeConfig::retention_horizon`]
-/// (nothing when retention is off), logs and counts it.
+/// Registers the admin token (`config.admin_token`, else a generated one) and the deployment's
+/// service token (if configured): the generated admin token, to be handed over once.
 ///
 /// # Errors
-/// The store's (logged as a warning; the next round tries again).
-pub async fn prune_store(state: &AppState) -> Result<crate::store::Pruned, crate::store::StoreError> {
-    let Some(horizon) = state.config.retention_horizon(state.now_utc()) else {
-        return Ok(Default::default());
+/// The store's.
+async fn register_tokens(config: &ServeConfig, store: &dyn Store) -> anyhow::Result<Option<String>> {
+    let (admin, generated) = match &config.admin_token {
+        Some(t) if !t.trim().is_empty() => (t.trim().to_owned(), None),
+        _ => {
+            let t = generate_token();
+            (t.clone(), Some(t))
+        }
     };
-    match state.store.prune_finished(horizon).await {
-        Ok(pruned) => {
-            state.metrics.pruned(&pruned);
-            tracing::info!(%horizon, plans = pruned.plans, idempotency_keys = pruned.idempotency_keys,
-                journal = pruned.journal, decisions = pruned.decisions, events = pruned.events,
-                deliveries = pruned.deliveries, charges = pruned.charges, "retention: pruned what finished before the horizon");
-            Ok(pruned)
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "retention: pruning failed; next round in one period");
-            Err(e)
-        }
+    register_token(store, &admin, ADMIN_PRINCIPAL, true, true).await?;
+    if let Some(t) = config.service_token.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        // The deployment's own bootstrap credential is a planner credential: its holds belong to
+        // the planner principal, which every planner may drive (recovery).
+        let roles = Roles { admin: false, service: true, planner: true };
+        register_token_with(store, t, SERVICE_PRINCIPAL, roles, None).await?;
     }
+    Ok(generated)
 }
 
-/// The message of a caught panic, for the log.
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(not a string)")
+/// Binds `config.listen`, warning when a separated role listens in clear (no `tls`) beyond
+/// loopback.
+///
+/// # Errors
+/// The address cannot be bound.
+fn bind(config: &ServeConfig, tls: bool) -> anyhow::Result<TcpListener> {
+    let listener =
+        TcpListener::bind(&config.listen).map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let (addr, role) = (listener.local_addr()?, &config.role);
+    if !tls && *role != Role::All && !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "a separated role listens without TLS on a non-loopback address: tokens and bookings cross the network in clear (use --tls-cert and --tls-key)");
+        notice(&format!(
+            "warning: role {role:?} listens on {addr} without TLS; use --tls-cert and --tls-key across administrative domains"
+        ));
+    }
+    Ok(listener)
 }
 
-/// Maps the JSON body extractor's errors: syntax -> 400, well-formed JSON of the wrong shape
-/// (missing or unknown fields, wrong types) -> 422, too large -> 413, wrong media type -> 415.
-fn json_error(err: actix_web::error::JsonPayloadError) -> ApiError {
-    use actix_web::error::JsonPayloadError as J;
-    match &err {
-        J::OverflowKnownLength { .. } | J::Overflow { .. } => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body-too-large",
-            "Request body too large",
-            format!("{err} (limit {} bytes)", MAX_BODY_BYTES),
-        ),
-        J::ContentType => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "Expected application/json",
-            "the body must be JSON with Content-Type: application/json",
-        ),
-        J::Deserialize(e) if e.is_data() => ApiError::invalid(format!("body: {e}")),
-        J::Deserialize(e) => ApiError::bad_request(format!("malformed JSON: {e}")),
-        _ => ApiError::bad_request(err.to_string()),
+/// Before the first request: each Slurm site checked (its partition must match the site) and
+/// synchronised (Slurm's reservations read: sold capacity blocked, coreserve's own
+/// reconciled), and the NIS's data plane reconciled with the hold book.
+///
+/// # Errors
+/// A Slurm site's check or first synchronisation fails, or the data plane's first
+/// reconciliation.
+async fn first_synchronisations(state: &AppState) -> anyhow::Result<()> {
+    for lis in state.slurm_sites() {
+        let site = lis.site().id;
+        lis.check_slurm().await.map_err(|e| anyhow::anyhow!("Slurm site `{site}`: {e}"))?;
+        let report =
+            state.sync_slurm(&lis).await.map_err(|e| anyhow::anyhow!("Slurm site `{site}`: first sync: {e}"))?;
+        tracing::info!(site = %site, ?report, "Slurm site synchronised");
     }
+    if state.participants.nis.dataplane().is_some() {
+        let report =
+            state.reconcile_dataplane().await.map_err(|e| anyhow::anyhow!("data plane: first reconciliation: {e}"))?;
+        tracing::info!(?report, "data plane reconciled");
+    }
+    Ok(())
+}
+
+/// The HTTP server of `state` for `role` on `listener` (TLS with `tls`; `workers` threads, or
+/// actix's default): every route, the request limits, and [`middleware::around`] every request.
+///
+/// # Errors
+/// The listener cannot be used.
+fn http_server(
+    state: web::Data<AppState>,
+    role: Role,
+    listener: TcpListener,
+    tls: Option<rustls::ServerConfig>,
+    workers: Option<usize>,
+) -> std::io::Result<Server> {
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .app_data(
+                web::JsonConfig::default().limit(MAX_BODY_BYTES).error_handler(|e, _| middleware::json_error(e).into()),
+            )
+            .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+            .app_data(
+                web::QueryConfig::default().error_handler(|e, _| ApiError::bad_request(format!("query: {e}")).into()),
+            )
+            .app_data(web::PathConfig::default().error_handler(|e, req| super::extract::path_error(&e, req).into()))
+            .wrap_fn(middleware::around)
+            .configure(super::openapi::configure)
+            .configure(|c| routes::configure_role(c, &role))
+            .default_service(web::to(super::openapi::not_found))
+    })
+    .on_connect(super::peer::remember_peer);
+    let mut server = match tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+        None => server.listen(listener)?,
+    };
+    if let Some(w) = workers {
+        server = server.workers(w);
+    }
+    Ok(server.run())
 }

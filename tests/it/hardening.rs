@@ -223,3 +223,60 @@ async fn a_generated_admin_token_is_never_in_the_log() {
     assert!(!said.iter().any(|l| l.contains(&token)), "the token is in the log: {said:?}");
     assert!(!stdout.join().unwrap().contains(&token), "the token is on (piped) stdout");
 }
+
+/// Issue 50: `SIGTERM` stops `serve` whole: the HTTP server stops (the requests in flight
+/// finish), then every background task, and the process exits 0, within seconds.
+#[tokio::test]
+async fn sigterm_stops_the_server_then_every_background_task_and_exits_0() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.json");
+    std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_coreserve"))
+        .args(["serve", "--grid", grid.to_str().unwrap(), "--listen", "127.0.0.1:0", "--admin-token", ADMIN])
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = Vec::new();
+    let mut url = None;
+    while url.is_none() {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("serve starts");
+        if let Some(i) = line.find(" on http://") {
+            url = Some(line[i + 4..].split_whitespace().next().unwrap().to_owned());
+        }
+        said.push(line);
+    }
+    coreserve::protocol::http::install_crypto_provider();
+    let metrics = reqwest::get(format!("{}/metrics", url.unwrap())).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("coreserve_background_running{task=\"claim_renewal\"} 1"), "{metrics}");
+
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on our own child, not waited for yet.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("serve did not exit within 20 s of SIGTERM: {said:?}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    said.extend(rx.iter());
+    assert!(status.success(), "{status}: {said:?}");
+    let stopped = said.iter().position(|l| l.contains("background tasks stopped"));
+    let stopped = stopped.unwrap_or_else(|| panic!("the tasks were not stopped: {said:?}"));
+    assert!(said[stopped].contains("aborted=0"), "every task ended its round in time: {}", said[stopped]);
+}

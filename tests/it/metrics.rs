@@ -101,3 +101,97 @@ async fn metrics_count_requests_by_route_and_status_and_show_pool_sites_and_buil
     eprintln!("/metrics: {} bytes, {families} families, {} samples", text.len(), all.len());
     assert!(families >= 14, "{families} families");
 }
+
+/// Issue 50: every background task of an all-in-one process (retention on) is named in
+/// `/metrics`, with its period, rounds, errors, last run and running gauge; and the rounds move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_name_every_background_task() {
+    let app = TestApp::spawn_with(|c| {
+        c.retention_days = 30;
+        c.retention_every_s = 3600;
+    })
+    .await;
+    let names: Vec<String> = app.state.metrics.background_tasks().iter().map(|t| t.name().to_owned()).collect();
+    let want =
+        ["lease_sweep", "claim_renewal", "retention", "plan_clock", "webhook_delivery", "recovery", "charges_refresh"];
+    assert_eq!(names, want, "the tasks of an all-in-one process without Slurm sites or a data plane");
+    // The plan clock runs every second: wait for a round or two.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let runs = |all: &BTreeMap<String, f64>| all.get("coreserve_background_runs_total{task=\"plan_clock\"}").copied();
+    loop {
+        let all = samples(&app.metrics().await);
+        if runs(&all).unwrap_or(0.0) >= 1.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the plan clock never ran: {all:#?}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let all = samples(&app.metrics().await);
+    for name in &names {
+        for family in [
+            "coreserve_background_period_seconds",
+            "coreserve_background_runs_total",
+            "coreserve_background_errors_total",
+            "coreserve_background_last_run_timestamp_seconds",
+            "coreserve_background_running",
+        ] {
+            let series = format!("{family}{{task=\"{name}\"}}");
+            assert!(all.contains_key(&series), "no {series} in /metrics");
+        }
+        assert_eq!(all[&format!("coreserve_background_running{{task=\"{name}\"}}")], 1.0, "{name} runs");
+        assert_eq!(all[&format!("coreserve_background_errors_total{{task=\"{name}\"}}")], 0.0, "{name}: no error");
+    }
+    assert_eq!(all["coreserve_background_period_seconds{task=\"plan_clock\"}"], 1.0);
+    assert_eq!(all["coreserve_background_period_seconds{task=\"retention\"}"], 3600.0);
+    let last = all["coreserve_background_last_run_timestamp_seconds{task=\"plan_clock\"}"];
+    let now = chrono::Utc::now().timestamp() as f64;
+    assert!(last > now - 30.0 && last <= now + 1.0, "the plan clock last ran at {last}, now is {now}");
+    for name in names {
+        let tasks = family(&all, "coreserve_background_runs_total");
+        assert_eq!(tasks.iter().filter(|(s, _)| s.contains(&format!("task=\"{name}\""))).count(), 1, "{name} once");
+    }
+}
+
+/// Issue 50: once the server stops (as on `SIGTERM`: `stop(true)`), `run_until_stopped`
+/// returns only after every background task has ended, and no round runs after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_server_stops_no_background_task_runs() {
+    use coreserve::api::{Application, ServeConfig};
+    use std::time::Duration;
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".into(),
+        planners: 1,
+        admin_token: Some(crate::support::ADMIN.into()),
+        workers: Some(1),
+        claim_lease_s: 1,
+        lease_s: 1,
+        ..ServeConfig::default()
+    };
+    let store = std::sync::Arc::new(coreserve::store::MemoryStore::new());
+    let app = Application::build(config, crate::support::grid(), store).await.unwrap();
+    let (state, handle) = (app.state(), app.handle());
+    let served = tokio::spawn(app.run_until_stopped());
+    let tasks = state.metrics.background_tasks();
+    assert!(tasks.len() >= 6, "{:?}", tasks.iter().map(|t| t.name()).collect::<Vec<_>>());
+    // Every task with a period of a second or less has run at least once.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while tasks.iter().any(|t| t.period() <= Duration::from_secs(1) && t.runs() == 0) {
+        assert!(std::time::Instant::now() < deadline, "a task never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(tasks.iter().all(|t| t.running()));
+
+    handle.stop(true).await;
+    tokio::time::timeout(Duration::from_secs(30), served).await.expect("stopped in time").unwrap().unwrap();
+    let stopped: Vec<_> = tasks.iter().filter(|t| t.running()).map(|t| t.name().to_owned()).collect();
+    assert!(stopped.is_empty(), "still running after the server stopped: {stopped:?}");
+    let runs: Vec<u64> = tasks.iter().map(|t| t.runs()).collect();
+    // Longer than the periods of the plan clock (1 s), the claim renewal (0.25 s here) and the
+    // lease sweep (1 s here).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(tasks.iter().map(|t| t.runs()).collect::<Vec<_>>(), runs, "a round ran after the stop");
+    let text = state.metrics.render(0);
+    for t in &tasks {
+        assert!(text.contains(&format!("coreserve_background_running{{task=\"{}\"}} 0", t.name())), "{text}");
+    }
+}

@@ -423,3 +423,90 @@ async fn modification_pending_is_always_answered_false_when_nothing_is_pending()
         .collect::<Vec<_>>();
     assert!(required.contains(&json!("modification_pending")), "required in the schema: {required:?}");
 }
+
+/// Issue 50: creation and modification share one idempotency rule (`api::idempotency`), so a
+/// key reused for another request gets one answer from both: 422 `invalid-request` with the
+/// same detail (create's said "a different request body", modify's "a different request").
+#[tokio::test]
+async fn idempotency_a_reused_key_is_the_same_422_for_create_and_modify() {
+    let app = TestApp::spawn().await;
+    let ana = app.token("ana", false).await;
+    let keyed = |method: Method, path: String, key: &'static str, body: Value| {
+        let req = app.client.request(method, format!("{}{path}", app.base)).bearer_auth(&ana);
+        async move { req.header("Idempotency-Key", key).json(&body).send().await.unwrap() }
+    };
+    let first = keyed(Method::POST, "/v1/plans".into(), "k-create", workflow()).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let id = first.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let mut other = workflow();
+    other["id"] = json!("wf-2");
+    let r = keyed(Method::POST, "/v1/plans".into(), "k-create", other).await;
+    let create = problem(r, StatusCode::UNPROCESSABLE_ENTITY).await;
+
+    let change = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 600}]});
+    let path = format!("/v1/plans/{id}");
+    assert_eq!(keyed(Method::PATCH, path.clone(), "k-modify", change).await.status(), StatusCode::OK);
+    let another = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 700}]});
+    let modify = problem(keyed(Method::PATCH, path, "k-modify", another).await, StatusCode::UNPROCESSABLE_ENTITY).await;
+
+    for (p, key) in [(&create, "k-create"), (&modify, "k-modify")] {
+        assert_eq!(p["type"], "urn:coreserve:problem:invalid-request", "{p}");
+        let want = format!(
+            "Idempotency-Key `{key}` was used for another request (another body, or another plan); use a new key"
+        );
+        assert_eq!(p["detail"], want.as_str(), "{p}");
+    }
+}
+
+/// Issue 50: a replay of a key whose plan is `pending` is `409 idempotency-in-progress`
+/// (Retry-After) for a modification too, as for a creation, never the pending plan as if
+/// settled (the modification's copy had no pending check and answered 200). The API makes no
+/// plan pending after a modification of it, so the test sets the status in the store.
+#[tokio::test]
+async fn idempotency_a_replayed_modification_of_a_pending_plan_is_409() {
+    let app = TestApp::spawn().await;
+    let ana = app.token("ana", false).await;
+    let plan: Value = app.post("/v1/plans", &ana, &workflow()).await.json().await.unwrap();
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let change = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 600}]});
+    let send = || {
+        let req = app.client.patch(format!("{}/v1/plans/{id}", app.base)).bearer_auth(&ana);
+        req.header("Idempotency-Key", "k-pending").json(&change).send()
+    };
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+    let mut conn = PgConnection::connect(app.db_url()).await.unwrap();
+    sqlx::query("UPDATE plans SET status = 'pending' WHERE id = $1::uuid").bind(&id).execute(&mut conn).await.unwrap();
+    let r = send().await.unwrap();
+    assert!(r.headers().contains_key("retry-after"), "{:?}", r.headers());
+    let p = problem(r, StatusCode::CONFLICT).await;
+    assert_eq!(p["type"], "urn:coreserve:problem:idempotency-in-progress", "{p}");
+}
+
+/// Issue 50: a plan's lock is a key of its owner's key space (`coreserve:plan:{id}`). A client
+/// key in that namespace is refused (400, nothing stored); before, a POST under
+/// `coreserve:plan:{id}` took the lock of the user's own plan, which then answered 409
+/// `plan-busy` to every modification and cancellation until retention removed the key.
+#[tokio::test]
+async fn idempotency_a_key_in_the_service_s_own_namespace_is_refused() {
+    let app = TestApp::spawn().await;
+    let ana = app.token("ana", false).await;
+    let plan: Value = app.post("/v1/plans", &ana, &workflow()).await.json().await.unwrap();
+    let id = plan["id"].as_str().unwrap().to_owned();
+    let mut other = workflow();
+    other["id"] = json!("wf-2");
+    let r = app
+        .client
+        .post(format!("{}/v1/plans", app.base))
+        .bearer_auth(&ana)
+        .header("Idempotency-Key", format!("coreserve:plan:{id}"))
+        .json(&other)
+        .send()
+        .await
+        .unwrap();
+    let p = problem(r, StatusCode::BAD_REQUEST).await;
+    assert!(p["detail"].as_str().unwrap().contains("coreserve:"), "{p}");
+    assert_eq!(app.plans(&ana, "").await.len(), 1, "nothing stored");
+    let change = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 600}]});
+    let r = app.client.patch(format!("{}/v1/plans/{id}", app.base)).bearer_auth(&ana).json(&change).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "the plan's lock is free: {:?}", r.text().await);
+}

@@ -240,7 +240,7 @@ async fn retention_is_off_by_default() {
         .execute(&mut db)
         .await
         .unwrap();
-    let pruned = coreserve::api::startup::prune_store(&app.state).await.unwrap();
+    let pruned = coreserve::api::supervisor::prune_store(&app.state).await.unwrap();
     assert_eq!(pruned.total(), 0);
     assert_eq!(app.get(&format!("/v1/plans/{id}"), &alice).await.status(), StatusCode::OK);
 }

@@ -7,10 +7,11 @@
 //! part that does not fit: 409 naming it (and, for a job, when it could start), nothing changed.
 //! Committed: 200 with the plan as modified and one `plan.modified` event.
 //!
-//! One change at a time per plan: a modification (or a cancellation) holds the plan's lock, a
-//! claim on the key `coreserve:plan:{id}` of the store's idempotency keys (taken over if its
-//! process dies), so two changes never replace the same reservation at once. With an
-//! `Idempotency-Key`, a retry of a committed modification answers the plan as it is now.
+//! One change at a time per plan: a modification (or a cancellation) holds the plan's lock
+//! ([`PlanLock`]: a claim on the key `coreserve:plan:{id}` of the store's idempotency keys,
+//! taken over if its process dies), so two changes never replace the same reservation at once.
+//! With an `Idempotency-Key`, a retry of a committed modification answers the plan as it is now
+//! (the rules are [`crate::api::idempotency`]'s, shared with creation).
 //!
 //! **In doubt.** A modification decided (its decision durable) but not finished, because its
 //! planner stopped mid-way, is settled by another planner's recovery within seconds. Until then
@@ -22,51 +23,17 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 use uuid::Uuid;
 
-use super::plans::{
-    fingerprint, idempotency_key, in_progress, owned, plan_in_doubt, plan_pending, task_failed, unrecorded, PlanView,
-};
+use super::plans::{owned, plan_in_doubt, plan_pending, task_failed, unrecorded, PlanView};
 use crate::api::auth::Caller;
 use crate::api::decision_log::{ModificationMeta, StoreDecisionLog};
+use crate::api::idempotency::{self, IdempotencyKey, NextAction, Operation, PlanLock};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
 use crate::model::{OutcomeStatus, PlanModification};
 use crate::planner::{ModifyOptions, Settlement};
 use crate::protocol::decision::LogError;
-use crate::store::{Claim, KeyClaim, PlanRecord, PlanStatus, Store};
-
-/// The plan's lock: a claim on its own key of the store's idempotency keys (see the module
-/// docs), freed on [`PlanLock::free`] or, if its process dies, when the claim's lease runs out.
-pub(super) struct PlanLock {
-    owner: Uuid,
-    key: String,
-}
-
-impl PlanLock {
-    /// Takes plan `rec`'s lock for `claim`.
-    ///
-    /// # Errors
-    /// 409 `plan-busy` (Retry-After) while another change of the plan is under way.
-    pub(super) async fn take(state: &AppState, rec: &PlanRecord, claim: &Claim) -> Result<PlanLock, ApiError> {
-        let lock = PlanLock { owner: rec.owner, key: format!("coreserve:plan:{}", rec.id) };
-        match state.store.claim_key(lock.owner, &lock.key, claim).await? {
-            KeyClaim::Claimed => Ok(lock),
-            KeyClaim::InProgress | KeyClaim::Done { .. } => Err(ApiError::conflict(
-                "plan-busy",
-                "Another change of this plan is under way",
-                format!("plan {} is being modified or cancelled; retry in a few seconds", rec.id),
-            )
-            .retry_after(2)),
-        }
-    }
-
-    /// Frees the lock.
-    pub(super) async fn free(self, store: &dyn Store, claim: &Claim) {
-        if let Err(e) = store.release_key(self.owner, &self.key, claim).await {
-            tracing::warn!(error = %e, key = %self.key, "a plan lock was not freed; its claim's lease ends it");
-        }
-    }
-}
+use crate::store::{Claim, PlanRecord, PlanStatus};
 
 /// Modify a committed or active plan: move its start, change a job's interval or CPUs, a
 /// transfer's interval or bandwidth; all of it or nothing.
@@ -94,81 +61,64 @@ pub async fn modify(
     req: HttpRequest,
     raw: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let key = idempotency_key(&req)?;
+    let key = IdempotencyKey::from_request(&req)?;
     let body: PlanModification = crate::api::body::parse(&req, &raw)?;
     let rec = owned(&state, &caller, *id).await?;
-    let print = fingerprint(&body);
     let guard = state.claim();
-    if let Some(key) = &key {
-        match state.store.claim_key(caller.principal, key, &guard.claim).await? {
-            KeyClaim::Claimed => {}
-            KeyClaim::InProgress => return Err(in_progress(&state, key)),
-            KeyClaim::Done { plan, fingerprint } => {
-                if plan != rec.id || fingerprint != print {
-                    return Err(ApiError::invalid(format!("Idempotency-Key `{key}` was used for a different request")));
-                }
-                // The key is done once the modification is decided: its end may not be recorded
-                // yet (its planner stopped). Then the plan read above may be the shape before
-                // it, which the participants may no longer hold: in doubt, not 200.
-                if !state.store.modifications_in_doubt(Some(&[rec.id])).await?.is_empty() {
-                    return Err(modification_in_doubt(&state, rec.id, "its planner stopped before recording its end"));
-                }
-                // Read after the check: once the modification is finished, the plan as it made it.
-                let rec = owned(&state, &caller, rec.id).await?;
-                return Ok(HttpResponse::Ok().json(PlanView::from(&rec)));
+    let op = Operation::Modify(rec.id);
+    let key = match idempotency::try_processing(&state, caller.principal, key, &body, op, &guard.claim).await? {
+        NextAction::Start(key) => key,
+        NextAction::Replay(_) => {
+            // The key is done once the modification is decided: its end may not be recorded
+            // yet (its planner stopped). Then the plan may still have the shape before it,
+            // which the participants may no longer hold: in doubt, not 200.
+            if !state.store.modifications_in_doubt(Some(&[rec.id])).await?.is_empty() {
+                return Err(modification_in_doubt(&state, rec.id, "its planner stopped before recording its end"));
             }
-        }
-    }
-    let lock = match PlanLock::take(&state, &rec, &guard.claim).await {
-        Ok(l) => l,
-        Err(e) => {
-            free_key(&state, caller.principal, key.as_deref(), &guard.claim).await;
-            return Err(e);
+            // Read after the check: once the modification is finished, the plan as it made it.
+            let rec = owned(&state, &caller, rec.id).await?;
+            return Ok(HttpResponse::Ok().json(PlanView::from(&rec)));
         }
     };
-    // Read again under the lock: the plan as the modification finds it.
-    let rec = match modifiable(&state, rec.id).await {
-        Ok(rec) => rec,
-        Err(e) => {
-            lock.free(state.store.as_ref(), &guard.claim).await;
-            free_key(&state, caller.principal, key.as_deref(), &guard.claim).await;
-            return Err(e);
-        }
-    };
+    // Under the plan's lock, in a task of its own (it finishes even if the client goes away);
+    // a failure gives the key back.
     let st = state.clone();
-    let principal = caller.principal;
     let task = actix_web::rt::spawn(async move {
         let claim = &guard.claim;
-        let result = match body.apply(&rec.outcome, st.now_utc()) {
-            Err(e) => Err(ApiError::invalid(e)),
-            Ok(new) => {
-                let meta = ModificationMeta { plan: &rec, key: key.as_deref().map(|k| (k, print.as_str())) };
-                let log = StoreDecisionLog::modifying(st.store.as_ref(), st.shares_fate(), claim, meta);
-                // Booked for the plan's owner (a Slurm site's local account), also when an admin
-                // makes the change.
-                let opts = ModifyOptions { user: Some(&rec.user), log: Some(&log) };
-                let result = st.planners.lend().modify(&rec.outcome, &rec.bookings, &new, opts).await;
-                answer(&st, &rec, result, log, claim).await
-            }
+        let modified = async {
+            let lock = PlanLock::take(&st, &rec, claim).await?;
+            let result = modify_locked(&st, rec.id, body, key.as_ref(), claim).await;
+            lock.free(st.store.as_ref(), claim).await;
+            result
         };
-        lock.free(st.store.as_ref(), claim).await;
-        if result.is_err() {
-            free_key(&st, principal, key.as_deref(), claim).await;
-        }
-        result
+        idempotency::release_on_error(st.store.as_ref(), key.as_ref(), claim, modified).await
     });
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(HttpResponse::Ok().json(PlanView::from(&rec)))
 }
 
-/// Frees the caller's `Idempotency-Key` of a modification that changed nothing, so that a
-/// retry tries again.
-async fn free_key(state: &AppState, principal: Uuid, key: Option<&str>, claim: &Claim) {
-    if let Some(key) = key {
-        if let Err(e) = state.store.release_key(principal, key, claim).await {
-            tracing::warn!(error = %e, "an idempotency key was not freed; its claim's lease ends it");
-        }
-    }
+/// Modifies plan `id` as `body` says, under its lock (and `key`, if the request sent one).
+///
+/// # Errors
+/// 409 when the plan may not be modified now ([`modifiable`]); 422 when `body` does not apply
+/// to it; the errors of [`answer`].
+async fn modify_locked(
+    st: &AppState,
+    id: Uuid,
+    body: PlanModification,
+    key: Option<&idempotency::ClaimedKey>,
+    claim: &Claim,
+) -> Result<PlanRecord, ApiError> {
+    // Read again under the lock: the plan as the modification finds it.
+    let rec = modifiable(st, id).await?;
+    let new = body.apply(&rec.outcome, st.now_utc()).map_err(ApiError::invalid)?;
+    let meta = ModificationMeta { plan: &rec, key: key.map(|k| k.record()) };
+    let log = StoreDecisionLog::modifying(st.store.as_ref(), st.shares_fate(), claim, meta);
+    // Booked for the plan's owner (a Slurm site's local account), also when an admin makes the
+    // change.
+    let opts = ModifyOptions { user: Some(&rec.user), log: Some(&log) };
+    let result = st.planners.lend().modify(&rec.outcome, &rec.bookings, &new, opts).await;
+    answer(st, &rec, result, log).await
 }
 
 /// The plan `id` if it may be modified now.
@@ -201,7 +151,6 @@ async fn answer(
     rec: &PlanRecord,
     result: crate::planner::PlanResult,
     log: StoreDecisionLog<'_>,
-    claim: &Claim,
 ) -> Result<PlanRecord, ApiError> {
     let o = result.outcome;
     let committed = matches!(result.settlement, Settlement::Final) && o.status == OutcomeStatus::Committed;
@@ -239,7 +188,7 @@ async fn answer(
         Settlement::Undecided(LogError::Refused(reason)) => {
             Err(ApiError::conflict("decision-refused", "The decision was refused; nothing changed", reason))
         }
-        Settlement::Undecided(LogError::Unavailable(e)) => Err(unrecorded(st, rec.owner, None, claim, e).await),
+        Settlement::Undecided(LogError::Unavailable(e)) => Err(unrecorded(e)),
         Settlement::InDoubt(reason) => Err(modification_in_doubt(st, rec.id, &reason.to_string())),
     }
 }

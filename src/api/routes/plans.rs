@@ -15,12 +15,12 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
 use crate::api::auth::Caller;
 use crate::api::decision_log::{PlanMeta, StoreDecisionLog};
+use crate::api::idempotency::{self, in_progress, IdempotencyKey, NextAction, Operation, PlanLock};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
@@ -29,9 +29,7 @@ use crate::model::{
 };
 use crate::planner::{PlanOptions, Settlement};
 use crate::protocol::decision::LogError;
-use crate::store::{
-    stamp_part_states, Claim, KeyClaim, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError,
-};
+use crate::store::{stamp_part_states, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
 
 /// `POST /v1/plans` body: a plan request in the model's format, without `user` (the token's)
 /// and `submitted_at` (the time the server received it). Unknown fields are refused.
@@ -199,9 +197,6 @@ pub struct ListQuery {
     pub request_id: Option<String>,
 }
 
-/// The name of the idempotency header.
-pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
-
 /// Validates the body into a plan request (nothing changes on error).
 fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<PlanRequest, ApiError> {
     state.check_horizon("deadline", &body.deadline)?;
@@ -222,29 +217,6 @@ fn to_request(state: &AppState, caller: &Caller, body: &PlanBody) -> Result<Plan
         slack_s: body.slack_s,
     };
     Ok(PlanRequest::new(raw)?)
-}
-
-/// The SHA-256 of `body`'s JSON, hex: what tells a retry under an `Idempotency-Key` from a
-/// reuse of the key with another body.
-pub(super) fn fingerprint(body: &impl Serialize) -> String {
-    hex::encode(Sha256::digest(serde_json::to_vec(body).expect("a body serialises")))
-}
-
-/// The request's `Idempotency-Key`, if it sent one.
-///
-/// # Errors
-/// 400 when it is not 1-255 visible ASCII characters.
-pub(super) fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, ApiError> {
-    match req.headers().get(IDEMPOTENCY_KEY) {
-        None => Ok(None),
-        Some(v) => Ok(Some(
-            v.to_str()
-                .ok()
-                .filter(|k| !k.is_empty() && k.len() <= 255)
-                .ok_or_else(|| ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters"))?
-                .to_owned(),
-        )),
-    }
 }
 
 /// How long a plan request past its user's in-flight limit waits before its 429.
@@ -278,7 +250,7 @@ pub async fn create(
     req: HttpRequest,
     raw: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let key = idempotency_key(&req)?;
+    let key = IdempotencyKey::from_request(&req)?;
     // Fair admission: a limit per user, then a planning permit in turn (see api::fair).
     let admission = match state.fair.admit(&caller.user) {
         Ok(a) => a,
@@ -325,132 +297,25 @@ pub async fn create(
         state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
         return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
     }
-    // Only a keyed request needs its body's fingerprint (to tell a retry from a reuse).
-    let print = if key.is_some() { fingerprint(&body) } else { String::new() };
     // The request's claim on its key and, once decided, on its transaction: renewed while this
     // request works, taken over by another process if this one stops (see store::Claim).
     let guard = state.claim();
-    if let Some(key) = &key {
-        match state.store.claim_key(caller.principal, key, &guard.claim).await? {
-            KeyClaim::Claimed => {}
-            KeyClaim::InProgress => return Err(in_progress(&state, key)),
-            KeyClaim::Done { plan, fingerprint } => {
-                if fingerprint != print {
-                    return Err(ApiError::invalid(format!(
-                        "Idempotency-Key `{key}` was used for a different request body"
-                    )));
-                }
-                let rec = state.store.plan(plan).await?.ok_or_else(|| ApiError::internal("keyed plan is missing"))?;
-                if rec.status == PlanStatus::Pending {
-                    return Err(in_progress(&state, key));
-                }
-                return Ok(created(&PlanView::from(&rec)));
-            }
-        }
-    }
-    let plan = match to_request(&state, &caller, &body) {
-        Ok(p) => p,
-        Err(e) => {
-            if let Some(key) = &key {
-                state.store.release_key(caller.principal, key, &guard.claim).await?;
-            }
-            return Err(e);
-        }
+    let key = match idempotency::try_processing(&state, caller.principal, key, &body, Operation::Create, &guard.claim)
+        .await?
+    {
+        NextAction::Start(key) => key,
+        NextAction::Replay(rec) => return Ok(created(&PlanView::from(*rec))),
     };
+    // Validated now (the request's time is its arrival's), answered in the task: an invalid
+    // body gives its key back there, like every other failure.
+    let plan = to_request(&state, &caller, &body);
     // Plan, book and record in a task of its own: it finishes even if the client goes away.
     let st = state.clone();
     let (user, owner) = (caller.user.clone(), caller.principal);
     let work = async move {
-        let _permit = admission.into_permit().await;
-        // In the lane: one of its slots from the search to the last write.
-        let _slot = lane_slot(&st, in_lane).await;
         let claim = &guard.claim;
-        let meta = PlanMeta {
-            id: Uuid::new_v4(),
-            user: &user,
-            owner,
-            created_at: st.now_utc(),
-            key: key.as_deref().map(|k| (k, print.as_str())),
-        };
-        let (id, created_at) = (meta.id, meta.created_at);
-        // The decision, this plan and its key are one durable write (see api::decision_log).
-        let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
-        // The allocation limit is checked and the plan charged by the store, with the decision
-        // (exact across planner processes; DecisionStore::record_decision); the in-memory ledger is
-        // a cache of the charges for the priorities, updated below.
-        let result = st
-            .planners
-            .lend()
-            .plan_with(&plan, PlanOptions { log: Some(&log), user: Some(&user), ..Default::default() })
-            .await;
-        let o = result.outcome;
-        let seconds = o.planning_ms / 1000.0;
-        let rec = match result.settlement {
-            Settlement::Final => match log.decided() {
-                Some(rec) => rec,
-                None => {
-                    // Rejected before any decision: nothing is booked; the rejection and its
-                    // key are one write.
-                    let rec = PlanRecord {
-                        id,
-                        user: user.clone(),
-                        owner,
-                        status: PlanStatus::Rejected,
-                        outcome: o,
-                        bookings: vec![],
-                        created_at,
-                        cancelled_at: None,
-                    };
-                    let key = key.as_deref().map(|k| (k, print.as_str()));
-                    match st.store.record_rejection(&RejectionRecord { plan: &rec, key, claim }).await {
-                        Ok(()) => rec,
-                        Err(StoreError::Superseded) => return Err(in_progress(&st, key.unwrap_or_default().0)),
-                        Err(e) => return Err(unrecorded(&st, owner, key.map(|k| k.0), claim, e).await),
-                    }
-                }
-            },
-            Settlement::Unsatisfiable => {
-                // Invalid input: nothing is booked nor recorded, and the key is free again.
-                if let Some(key) = &key {
-                    st.store.release_key(owner, key, claim).await?;
-                }
-                return Err(unsatisfiable(&o));
-            }
-            Settlement::Undecided(LogError::Superseded) => {
-                return Err(in_progress(&st, key.as_deref().unwrap_or_default()));
-            }
-            Settlement::Undecided(LogError::Unavailable(e)) => {
-                return Err(unrecorded(&st, owner, key.as_deref(), claim, e).await);
-            }
-            Settlement::Undecided(LogError::Refused(reason)) => {
-                // The planner turns a refused decision into a rejection; never left undecided.
-                if let Some(key) = &key {
-                    st.store.release_key(owner, key, claim).await?;
-                }
-                return Err(ApiError::conflict("decision-refused", "The decision was refused", reason));
-            }
-            Settlement::InDoubt(reason) => {
-                // Charged with its decision: the cache counts it until it is settled.
-                st.ledger.record(&id.to_string(), &user, Usage::of_outcome(&o));
-                st.metrics.plan_done(PlanStatus::Pending, seconds, o.holds_aborted);
-                tracing::warn!(request = %o.request_id, plan = %id, %reason, "plan in doubt: answered 503");
-                return Err(plan_in_doubt(
-                    &st,
-                    "The plan's commit is not confirmed yet",
-                    format!(
-                        "plan {id} is pending: {reason}. It is neither booked for sure nor rejected; it is settled \
-                         within seconds of the participants and the store answering. Retry with the same \
-                         Idempotency-Key, or read GET /v1/plans/{id}."
-                    ),
-                ));
-            }
-        };
-        if rec.status == PlanStatus::Committed {
-            st.ledger.record(&rec.id.to_string(), &user, Usage::of_outcome(&rec.outcome));
-        }
-        st.metrics.plan_done(rec.status, seconds, rec.outcome.holds_aborted);
-        tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
-        Ok::<_, ApiError>(rec)
+        let planned = plan_and_record(&st, plan, admission, in_lane, &user, owner, key.as_ref(), claim);
+        idempotency::release_on_error(st.store.as_ref(), key.as_ref(), claim, planned).await
     };
     let task = match background {
         Some(lane) => lane.spawn(work),
@@ -458,6 +323,101 @@ pub async fn create(
     };
     let rec = task.await.map_err(|e| task_failed(&state, e))??;
     Ok(created(&PlanView::from(rec)))
+}
+
+/// The planning of one request once its key is claimed (`key`, if it sent one) under `claim`:
+/// waits for its planning permit (and, `in_lane`, a slot of the background lane), plans, books
+/// and records the plan, the decision and the key in one write. The plan as recorded: committed
+/// or rejected.
+///
+/// # Errors
+/// `plan`'s validation error (422); 422 `unsatisfiable`; 409 `decision-refused`; 409
+/// `idempotency-in-progress` when another request took the key over; 503 `store-unavailable`
+/// (nothing booked); 503 `plan-in-doubt` (decided, commit not confirmed).
+#[allow(clippy::too_many_arguments)]
+async fn plan_and_record(
+    st: &AppState,
+    plan: Result<PlanRequest, ApiError>,
+    admission: crate::api::fair::Admission,
+    in_lane: bool,
+    user: &str,
+    owner: Uuid,
+    key: Option<&idempotency::ClaimedKey>,
+    claim: &crate::store::Claim,
+) -> Result<PlanRecord, ApiError> {
+    let plan = plan?;
+    let _permit = admission.into_permit().await;
+    // In the lane: one of its slots from the search to the last write.
+    let _slot = lane_slot(st, in_lane).await;
+    let meta = PlanMeta { id: Uuid::new_v4(), user, owner, created_at: st.now_utc(), key: key.map(|k| k.record()) };
+    let (id, created_at) = (meta.id, meta.created_at);
+    let key_text = key.map_or("", |k| k.key());
+    // The decision, this plan and its key are one durable write (see api::decision_log).
+    let log = StoreDecisionLog::new(st.store.as_ref(), st.shares_fate(), claim, Some(meta));
+    // The allocation limit is checked and the plan charged by the store, with the decision
+    // (exact across planner processes; DecisionStore::record_decision); the in-memory ledger is
+    // a cache of the charges for the priorities, updated below.
+    let result = st
+        .planners
+        .lend()
+        .plan_with(&plan, PlanOptions { log: Some(&log), user: Some(user), ..Default::default() })
+        .await;
+    let o = result.outcome;
+    let seconds = o.planning_ms / 1000.0;
+    let rec = match result.settlement {
+        Settlement::Final => match log.decided() {
+            Some(rec) => rec,
+            None => {
+                // Rejected before any decision: nothing is booked; the rejection and its key
+                // are one write.
+                let rec = PlanRecord {
+                    id,
+                    user: user.to_owned(),
+                    owner,
+                    status: PlanStatus::Rejected,
+                    outcome: o,
+                    bookings: vec![],
+                    created_at,
+                    cancelled_at: None,
+                };
+                let rejection = RejectionRecord { plan: &rec, key: key.map(|k| k.record()), claim };
+                match st.store.record_rejection(&rejection).await {
+                    Ok(()) => rec,
+                    Err(StoreError::Superseded) => return Err(in_progress(st, key_text)),
+                    Err(e) => return Err(unrecorded(e)),
+                }
+            }
+        },
+        // Invalid input: nothing is booked nor recorded, and the key is free again.
+        Settlement::Unsatisfiable => return Err(unsatisfiable(&o)),
+        Settlement::Undecided(LogError::Superseded) => return Err(in_progress(st, key_text)),
+        Settlement::Undecided(LogError::Unavailable(e)) => return Err(unrecorded(e)),
+        Settlement::Undecided(LogError::Refused(reason)) => {
+            // The planner turns a refused decision into a rejection; never left undecided.
+            return Err(ApiError::conflict("decision-refused", "The decision was refused", reason));
+        }
+        Settlement::InDoubt(reason) => {
+            // Charged with its decision: the cache counts it until it is settled.
+            st.ledger.record(&id.to_string(), user, Usage::of_outcome(&o));
+            st.metrics.plan_done(PlanStatus::Pending, seconds, o.holds_aborted);
+            tracing::warn!(request = %o.request_id, plan = %id, %reason, "plan in doubt: answered 503");
+            return Err(plan_in_doubt(
+                st,
+                "The plan's commit is not confirmed yet",
+                format!(
+                    "plan {id} is pending: {reason}. It is neither booked for sure nor rejected; it is settled \
+                     within seconds of the participants and the store answering. Retry with the same \
+                     Idempotency-Key, or read GET /v1/plans/{id}."
+                ),
+            ));
+        }
+    };
+    if rec.status == PlanStatus::Committed {
+        st.ledger.record(&rec.id.to_string(), user, Usage::of_outcome(&rec.outcome));
+    }
+    st.metrics.plan_done(rec.status, seconds, rec.outcome.holds_aborted);
+    tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
+    Ok(rec)
 }
 
 /// One of the background lane's slots for a request that plans there (`in_lane`), after its
@@ -488,29 +448,11 @@ pub(super) fn task_failed(state: &AppState, e: tokio::task::JoinError) -> ApiErr
     ApiError::panicked()
 }
 
-/// 409: another request with this key is being planned (or its plan is pending).
-pub(super) fn in_progress(state: &AppState, key: &str) -> ApiError {
-    ApiError::conflict(
-        "idempotency-in-progress",
-        "A request with this key is in progress",
-        format!("a request with Idempotency-Key `{key}` is still being planned or committed; retry later"),
-    )
-    .retry_after(state.config.claim_lease_s.clamp(1, 10) as u64 / 2 + 1)
-}
-
-/// 503: the store refused to record the plan; nothing is booked. The key is freed at once
-/// when the store allows it (else its claim lapses), so that a retry plans again.
-pub(super) async fn unrecorded(
-    state: &AppState,
-    owner: Uuid,
-    key: Option<&str>,
-    claim: &Claim,
-    e: impl std::fmt::Display,
-) -> ApiError {
+/// 503 `store-unavailable`: the store refused to record the plan (`e`, logged); nothing is
+/// booked. The request's key is freed (see [`idempotency::release_on_error`]), so that a retry
+/// plans again.
+pub(super) fn unrecorded(e: impl std::fmt::Display) -> ApiError {
     tracing::error!(error = %e, "a plan could not be recorded; nothing is booked");
-    if let Some(key) = key {
-        let _ = state.store.release_key(owner, key, claim).await;
-    }
     ApiError::new(
         StatusCode::SERVICE_UNAVAILABLE,
         "store-unavailable",
@@ -611,7 +553,7 @@ pub async fn cancel(
     // Under the plan's lock (no modification replaces its reservations meanwhile), release
     // and record in a task of its own (see the module docs).
     let guard = state.claim();
-    let lock = super::modification::PlanLock::take(&state, &rec, &guard.claim).await?;
+    let lock = PlanLock::take(&state, &rec, &guard.claim).await?;
     let st = state.clone();
     let task = actix_web::rt::spawn(async move {
         let cancelled = async {
