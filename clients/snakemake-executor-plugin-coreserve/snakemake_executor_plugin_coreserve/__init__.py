@@ -41,7 +41,16 @@ from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from snakemake_interface_executor_plugins.settings import CommonSettings
 
 from .broker import Broker, BrokerError
-from .plan import DagJob, Placement, extension, job_name, placements, replan_request, request_from_dag
+from .plan import (
+    DagJob,
+    Placement,
+    extension,
+    job_name,
+    placements,
+    replan_request,
+    request_from_dag,
+    widest_level,
+)
 
 __all__ = ["Executor", "ExecutorSettings", "common_settings"]
 
@@ -137,20 +146,36 @@ def _slurm_time(s: str) -> Optional[datetime]:
 
 PROBE_SNAKEFILE = 'rule probe:\n    shell: "true"\n'
 
+# At most this many probe jobs at once per cluster.
+PROBES_AT_ONCE = 4
 
-def probe(conf: str, python: str, timeout_s: float = 90) -> Optional[Probe]:
-    """Submits a probe job to the cluster of `conf` and measures it; None if it did not run.
-    The job runs a one-rule Snakefile in a directory of its own (under the working directory:
-    a job's node sees it, as it sees the workflow's)."""
-    workdir = tempfile.mkdtemp(prefix=".coreserve-probe.", dir=os.getcwd())
-    with open(os.path.join(workdir, "Snakefile"), "w") as f:
-        f.write(PROBE_SNAKEFILE)
-    run = f"{python} -m snakemake -s Snakefile -d {shlex.quote(workdir)} --executor local --jobs 1 --quiet all"
-    r = _slurm(conf, ["sbatch", "--parsable", "-n", "1", "-o", "/dev/null", "-D", workdir, "--wrap", run])
+# How many times a job whose sbatch Slurm refused for its reservation is submitted again: the
+# service may be moving that reservation to other cores (make room for a running job) at that
+# instant, and it exists again, under its name, a moment later.
+RESUBMITS = 3
+
+
+def probe(conf: str, python: str, jobs: int, timeout_s: float = 90) -> Optional[Probe]:
+    """Submits `jobs` probe jobs at once to the cluster of `conf` (as many as the workflow
+    starts at once, at most a few: Snakemake start-ups that share a node's cores take longer)
+    and measures them: the slowest's submit-to-start and start-up, None if none ran. Each runs
+    a one-rule Snakefile in a directory of its own (under the working directory: a job's node
+    sees it, as it sees the workflow's)."""
+    dirs = [tempfile.mkdtemp(prefix=".coreserve-probe.", dir=os.getcwd()) for _ in range(max(1, jobs))]
     try:
-        return _probe_result(conf, r, timeout_s)
+        submitted = []
+        for workdir in dirs:
+            with open(os.path.join(workdir, "Snakefile"), "w") as f:
+                f.write(PROBE_SNAKEFILE)
+            run = f"{python} -m snakemake -s Snakefile -d {shlex.quote(workdir)} --executor local --jobs 1 --quiet all"
+            submitted.append(_slurm(conf, ["sbatch", "--parsable", "-n", "1", "-o", "/dev/null", "-D", workdir, "--wrap", run]))
+        measured = [p for p in (_probe_result(conf, r, timeout_s) for r in submitted) if p is not None]
+        if not measured:
+            return None
+        return Probe(max(p.start_latency_s for p in measured), max(p.startup_s for p in measured))
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        for workdir in dirs:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _probe_result(conf: str, r: subprocess.CompletedProcess, timeout_s: float) -> Optional[Probe]:
@@ -189,6 +214,7 @@ class Executor(SlurmExecutor):
         self.submitted: dict[str, tuple[str, str]] = {}  # job name -> (site, Slurm job id)
         self.startup_s = 5.0  # Snakemake's start-up inside a job (measured by the probe)
         self.overhead_s = 0.0  # the most a finished job ran beyond its duration_s
+        self.resubmits: dict[str, int] = {}  # job name -> sbatch calls refused for its reservation
         self.refused_at: dict[str, float] = {}  # job name -> when an extension was last refused
         self.finished: set[str] = set()
         self.last_plan_check = 0.0
@@ -242,6 +268,23 @@ class Executor(SlurmExecutor):
         with self.lock:
             self.submitted[name] = (p.site, "")
         return f"SLURM_CONF={shlex.quote(conf)} {call} --reservation={shlex.quote(p.reservation or '')} --time={minutes}"
+
+    def _report_job_error_threadsafe(self, job_info: SubmittedJobInfo, msg: str):
+        """A job whose sbatch Slurm refused for its reservation ("Problem using reservation")
+        is submitted again, at most RESUBMITS times, 2 s apart; any other error is the Slurm
+        plugin's."""
+        name = self.name_of(job_info.job)
+        with self.lock:
+            tries = self.resubmits.get(name, 0)
+            again = "Problem using reservation" in (msg or "") and tries < RESUBMITS
+            if again:
+                self.resubmits[name] = tries + 1
+        if not again:
+            super()._report_job_error_threadsafe(job_info, msg)
+            return
+        self.logger.warning(f"coreserve: Slurm refused `{name}` into its reservation; submitting it again in 2 s")
+        time.sleep(2)
+        self.run_job(job_info.job)
 
     def _report_job_submission_threadsafe(self, job_info: SubmittedJobInfo):
         name = self.name_of(job_info.job)
@@ -358,7 +401,11 @@ class Executor(SlurmExecutor):
         s = self.workflow.executor_settings
         if s.gap_s is not None and s.slack_s is not None:
             return s.gap_s, s.slack_s
-        probes = [probe(conf, sys.executable) for conf in self.clusters.values()]
+        try:
+            at_once = min(PROBES_AT_ONCE, widest_level(self.dag_jobs()))
+        except WorkflowError:
+            at_once = PROBES_AT_ONCE  # jobs without a runtime: booked from --coreserve-request
+        probes = [probe(conf, sys.executable, at_once) for conf in self.clusters.values()]
         measured = [p for p in probes if p is not None]
         latency = max((p.start_latency_s for p in measured), default=5.0)
         startup = max((p.startup_s for p in measured), default=10.0)

@@ -119,6 +119,27 @@ def placements(plan: dict) -> dict[str, Placement]:
     }
 
 
+def widest_level(jobs: list[DagJob]) -> int:
+    """The most jobs of one level of the DAG (a job's level: 1 + its deepest dependency's),
+    the jobs that may start at once; 1 for no jobs."""
+    after = {j.name: [a for a in j.after] for j in jobs}
+    level: dict[str, int] = {}
+    for name in after:
+        todo = [name]
+        while todo:  # iterative depth-first: a 1,000-job chain must not overflow the stack
+            n = todo[-1]
+            missing = [a for a in after.get(n, []) if a in after and a not in level]
+            if missing:
+                todo.extend(missing)
+                continue
+            todo.pop()
+            level[n] = 1 + max((level[a] for a in after.get(n, []) if a in after), default=0)
+    counts: dict[int, int] = {}
+    for v in level.values():
+        counts[v] = counts.get(v, 0) + 1
+    return max(counts.values(), default=1)
+
+
 def descendants(plan: dict, job: str) -> set[str]:
     """The jobs that depend on `job`, directly or not: by the placements' `after` and by staged
     transfers (a staged transfer's consumer waits for its producer)."""

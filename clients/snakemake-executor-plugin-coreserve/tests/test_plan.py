@@ -4,6 +4,7 @@ the extension of a running job and the re-plan of what has not started."""
 from datetime import UTC, datetime, timedelta
 
 from snakemake_executor_plugin_coreserve.plan import (
+    widest_level,
     DagJob,
     descendants,
     extension,
@@ -119,3 +120,12 @@ def test_a_replan_books_what_has_not_started_from_now_on():
     assert r["transfers"] == [], "no transfer joins two re-planned jobs"
     assert (r["dependency_gap_s"], r["slack_s"], r["deadline"]) == (5, 7, at(86400))
     assert instant(r["not_before"]) == T0 + timedelta(seconds=500)
+
+
+def test_the_widest_level_counts_the_jobs_that_may_start_at_once():
+    fan = [DagJob("a", 1, 10)] + [DagJob(f"b{i}", 1, 10, ["a"]) for i in range(5)] + [DagJob("c", 1, 10, [f"b{i}" for i in range(5)])]
+    assert widest_level(fan) == 5
+    assert widest_level([DagJob(f"r{i}", 1, 10) for i in range(3)]) == 3
+    assert widest_level([]) == 1
+    chain = [DagJob("j0", 1, 1)] + [DagJob(f"j{i}", 1, 1, [f"j{i - 1}"]) for i in range(1, 1000)]
+    assert widest_level(chain) == 1
