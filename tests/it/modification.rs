@@ -507,6 +507,7 @@ async fn idempotency_a_key_in_the_service_s_own_namespace_is_refused() {
     assert!(p["detail"].as_str().unwrap().contains("coreserve:"), "{p}");
     assert_eq!(app.plans(&ana, "").await.len(), 1, "nothing stored");
     let change = json!({"transfers": [{"from": "A", "to": "B", "bandwidth_mbps": 600}]});
-    let r = app.client.patch(format!("{}/v1/plans/{id}", app.base)).bearer_auth(&ana).json(&change).send().await.unwrap();
+    let r =
+        app.client.patch(format!("{}/v1/plans/{id}", app.base)).bearer_auth(&ana).json(&change).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::OK, "the plan's lock is free: {:?}", r.text().await);
 }
