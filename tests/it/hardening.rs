@@ -153,12 +153,35 @@ async fn bad_workers_and_short_tokens_are_configuration_errors() {
     }
 }
 
+/// Reads `child`'s stderr to its end on a thread of its own (a closed pipe would stop the
+/// service) until `serve` says where it listens: the lines still to come, the lines so far and
+/// the URL it serves on. Panics if it does not within 20 s.
+fn listening(child: &mut std::process::Child) -> (std::sync::mpsc::Receiver<String>, Vec<String>, String) {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut said = Vec::new();
+    loop {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("serve starts");
+        let url = line.find(" on http://").map(|i| line[i + 4..].split_whitespace().next().unwrap().to_owned());
+        said.push(line);
+        if let Some(url) = url {
+            return (rx, said, url);
+        }
+    }
+}
+
 /// Issue 29: a generated admin token never goes into the log stream. `serve` without
 /// `--admin-token`, JSON logs, stdout and stderr piped (as under systemd): neither stream holds
 /// the token; a notice names a file only its owner may read, and the token in it is the admin's.
 #[tokio::test]
 async fn a_generated_admin_token_is_never_in_the_log() {
-    use std::io::{BufRead, Read};
+    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.json");
@@ -179,23 +202,7 @@ async fn a_generated_admin_token_is_never_in_the_log() {
         let _ = stdout.read_to_string(&mut text);
         text
     });
-    // stderr read to its end (a closed pipe would stop the service), its lines passed on.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut said = Vec::new();
-    let mut url = None;
-    while url.is_none() {
-        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("serve starts");
-        if let Some(i) = line.find(" on http://") {
-            url = Some(line[i + 4..].split_whitespace().next().unwrap().to_owned());
-        }
-        said.push(line);
-    }
+    let (rx, mut said, url) = listening(&mut child);
     let file = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -207,7 +214,7 @@ async fn a_generated_admin_token_is_never_in_the_log() {
     assert!(said.iter().any(|l| l.contains(&*file.to_string_lossy())), "a notice names the file: {said:?}");
     coreserve::protocol::http::install_crypto_provider();
     let who: Value = reqwest::Client::new()
-        .get(format!("{}/v1/whoami", url.expect("it serves")))
+        .get(format!("{url}/v1/whoami"))
         .bearer_auth(&token)
         .send()
         .await
@@ -228,7 +235,6 @@ async fn a_generated_admin_token_is_never_in_the_log() {
 /// finish), then every background task, and the process exits 0, within seconds.
 #[tokio::test]
 async fn sigterm_stops_the_server_then_every_background_task_and_exits_0() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let grid = dir.path().join("grid.json");
     std::fs::write(&grid, serde_json::to_string(&crate::support::grid()).unwrap()).unwrap();
@@ -240,24 +246,9 @@ async fn sigterm_stops_the_server_then_every_background_task_and_exits_0() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut said = Vec::new();
-    let mut url = None;
-    while url.is_none() {
-        let line = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("serve starts");
-        if let Some(i) = line.find(" on http://") {
-            url = Some(line[i + 4..].split_whitespace().next().unwrap().to_owned());
-        }
-        said.push(line);
-    }
+    let (rx, mut said, url) = listening(&mut child);
     coreserve::protocol::http::install_crypto_provider();
-    let metrics = reqwest::get(format!("{}/metrics", url.unwrap())).await.unwrap().text().await.unwrap();
+    let metrics = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("coreserve_background_running{task=\"claim_renewal\"} 1"), "{metrics}");
 
     let pid = libc::pid_t::try_from(child.id()).unwrap();
