@@ -656,6 +656,46 @@ async fn a_modified_job_keeps_its_reservation_in_slurm() {
     assert_eq!(listed[0]["reservation_name"], name.as_str());
 }
 
+/// The one job of committed `plan` at `s1`, for a change made at the participant by hand:
+/// its reservation's name, start and end, and `s1` over HTTP with the replacement of its hold
+/// by one of `cpus` CPUs over `[start, end)` in transaction `txn`.
+struct HandChange {
+    name: String,
+    start: i64,
+    end: i64,
+    s1: HttpParticipant<coreserve::protocol::Compute>,
+    old: coreserve::protocol::HoldId,
+}
+
+impl HandChange {
+    async fn of(app: &TestApp, plan: &Value) -> HandChange {
+        assert_eq!(plan["status"], "committed", "{plan}");
+        let job = &plan["jobs"][0];
+        let listed = app.reservations(SITE).await;
+        HandChange {
+            name: job["reservation_name"].as_str().unwrap().to_owned(),
+            start: time(&job["start"]),
+            end: time(&job["end"]),
+            s1: HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned())),
+            old: serde_json::from_value(listed[0]["hold"].clone()).unwrap(),
+        }
+    }
+
+    fn replacement(&self, txn: TxnId, cpus: u32, start: i64, end: i64) -> ComputeHoldRequest {
+        ComputeHoldRequest {
+            replaces: Some(self.old),
+            reservation_name: None,
+            txn,
+            site: SITE.into(),
+            cpus,
+            start,
+            end,
+            gpus: None,
+            user: None,
+        }
+    }
+}
+
 /// A modification that ends undecided after Slurm grew the reservation to both shapes (its
 /// replacement hold aborted while Slurm grew it, or its lease lapsed) gives the reservation back
 /// its own shape, and the plan stays committed. Found by running a workflow through the
@@ -666,24 +706,9 @@ async fn an_undecided_modification_gives_the_reservation_back_its_shape() {
     let cluster = SlurmCluster::start(CPUS);
     let app = app(&cluster, 1, |c| c.lease_s = 3).await;
     let plan = submit(&app, &one_job("undecided-1", 4, 600)).await;
-    assert_eq!(plan["status"], "committed", "{plan}");
-    let job = &plan["jobs"][0];
-    let (name, start, end) =
-        (job["reservation_name"].as_str().unwrap().to_owned(), time(&job["start"]), time(&job["end"]));
-    let listed = app.reservations(SITE).await;
-    let old: coreserve::protocol::HoldId = serde_json::from_value(listed[0]["hold"].clone()).unwrap();
-    let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
-    let longer = |txn| ComputeHoldRequest {
-        replaces: Some(old),
-        reservation_name: None,
-        txn,
-        site: SITE.into(),
-        cpus: 4,
-        start,
-        end: end + 120,
-        gpus: None,
-        user: None,
-    };
+    let change = HandChange::of(&app, &plan).await;
+    let (name, start, end, s1) = (change.name.clone(), change.start, change.end, &change.s1);
+    let longer = |txn| change.replacement(txn, 4, start, end + 120);
     let shape = || cluster.ours().iter().map(|r| (r.name.clone(), r.start, r.end, r.cpus)).collect::<Vec<_>>();
     let own = vec![(name.clone(), start, end, 4)];
     let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
@@ -729,24 +754,9 @@ async fn a_job_moved_later_whose_reservation_began_meanwhile_keeps_its_start() {
     let cluster = SlurmCluster::start(CPUS);
     let app = app(&cluster, 1, |c| c.lease_s = 60).await;
     let plan = submit(&app, &job_at("moved-1", 4, 600, Utc::now().timestamp() + 12)).await;
-    assert_eq!(plan["status"], "committed", "{plan}");
-    let job = &plan["jobs"][0];
-    let (name, start, end) =
-        (job["reservation_name"].as_str().unwrap().to_owned(), time(&job["start"]), time(&job["end"]));
-    let listed = app.reservations(SITE).await;
-    let old: coreserve::protocol::HoldId = serde_json::from_value(listed[0]["hold"].clone()).unwrap();
-    let s1 = HttpParticipant::site(&app.base, SITE, Some(ADMIN.to_owned()));
-    let later = ComputeHoldRequest {
-        replaces: Some(old),
-        reservation_name: None,
-        txn: TxnId::new(),
-        site: SITE.into(),
-        cpus: 4,
-        start: start + 60,
-        end: end + 60,
-        gpus: None,
-        user: None,
-    };
+    let change = HandChange::of(&app, &plan).await;
+    let (name, start, end, s1) = (change.name.clone(), change.start, change.end, &change.s1);
+    let later = change.replacement(TxnId::new(), 4, start + 60, end + 60);
     let shape = || cluster.ours().iter().map(|r| (r.name.clone(), r.start, r.end, r.cpus)).collect::<Vec<_>>();
     let h = s1.prepare(&later).await.unwrap();
     s1.persist(&[h.id]).await.unwrap();

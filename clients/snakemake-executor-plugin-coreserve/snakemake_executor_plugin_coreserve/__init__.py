@@ -463,11 +463,17 @@ class Executor(SlurmExecutor):
             self.plans[plan["id"]] = plan
             self.where.update(placements(plan))
 
+    def duration_of(self, name: str) -> Optional[int]:
+        """Job `name`'s `duration_s` in the booked request (None before the booking, or for a
+        job it does not have)."""
+        jobs = self.request["jobs"] if self.request else []
+        return next((j["duration_s"] for j in jobs if j["name"] == name), None)
+
     def learn_overhead(self, name: str, started: Optional[datetime], ended: Optional[datetime]) -> None:
         """Notes how long finished job `name` ran beyond its `duration_s` (Snakemake's start-up
         in it, as the workflow's jobs really take it): the most so far counts (call under the
         lock)."""
-        duration_s = next((j["duration_s"] for j in self.request["jobs"] if j["name"] == name), None) if self.request else None
+        duration_s = self.duration_of(name)
         if started and ended and duration_s is not None:
             self.overhead_s = max(self.overhead_s, (ended - started).total_seconds() - duration_s)
 
@@ -481,7 +487,7 @@ class Executor(SlurmExecutor):
         with self.lock:
             p = self.where.get(name)
             plan = self.plans.get(p.plan_id) if p else None
-            duration_s = next((j["duration_s"] for j in self.request["jobs"] if j["name"] == name), None)
+            duration_s = self.duration_of(name)
         now = datetime.now(UTC)
         if p is None or plan is None or duration_s is None or now < p.end - timedelta(seconds=s.extend_before_s):
             return
