@@ -19,7 +19,7 @@ mod tree;
 use crate::model::{rfc3339, Time, MAX_AMOUNT};
 use tree::ChangeTree;
 
-pub use multi::{Demand, MultiCalendar};
+pub use multi::{Demand, MultiCalendar, ResourceKey};
 
 /// Identifier of a booked span inside one calendar: entry index in the low 32 bits, the entry's
 /// generation in the high 32 bits (so a removed span's id never names a later span).

@@ -1,31 +1,58 @@
 //! Several resources on one timeline, queried and booked together: a site's CPUs and its GPU
-//! pools. In the spirit of Flux Fluxion's `planner_multi`, which keeps one planner per resource
-//! type behind one earliest-time query: here one [`CapacityCalendar`] per resource, and a
-//! demand names the resources it needs by index.
+//! pools. In the spirit of Flux Fluxion's `planner_multi`, which keeps one planner per named
+//! resource type behind one earliest-time query: here one [`CapacityCalendar`] per resource,
+//! and a demand names the resources it needs by a typed key ([`ResourceKey`]).
+
+use std::marker::PhantomData;
 
 use super::{CalendarError, CapacityCalendar, Span, SpanId};
 use crate::model::Time;
 
-/// What a booking needs of each resource it touches: `(resource index, amount)`. Resources it
-/// does not name it does not need.
-pub type Demand = [(usize, u64)];
-
-/// One calendar per resource, indexed `0..len()` in the order of [`MultiCalendar::new`]'s
-/// capacities. Every operation is all or nothing: on an error no calendar changed.
-#[derive(Debug, Clone)]
-pub struct MultiCalendar {
-    calendars: Vec<CapacityCalendar>,
+/// The name of one resource of a [`MultiCalendar`]: a typed key per resource kind (the LIS's
+/// CPUs or one GPU pool, `lis::SiteResource`; the NIS's links, by their index in the grid).
+/// The key alone says where its calendar is: callers never count positions.
+pub trait ResourceKey: Copy + Eq + std::fmt::Debug {
+    /// Where this resource's calendar is among the others: `0..n` for `n` resources, each key
+    /// its own.
+    fn position(self) -> usize;
 }
 
-impl MultiCalendar {
-    /// Empty calendars for resources of these capacities (units each: CPUs, GPUs).
+/// Resources known by their index alone (the NIS's links, in the grid's order).
+impl ResourceKey for usize {
+    fn position(self) -> usize {
+        self
+    }
+}
+
+/// What a booking needs of each resource it touches: `(resource, amount)`. Resources it does
+/// not name it does not need.
+pub type Demand<K> = [(K, u64)];
+
+/// One calendar per resource, named by its key `K`. Every operation is all or nothing: on an
+/// error no calendar changed.
+#[derive(Debug, Clone)]
+pub struct MultiCalendar<K> {
+    calendars: Vec<CapacityCalendar>,
+    key: PhantomData<K>,
+}
+
+impl<K: ResourceKey> MultiCalendar<K> {
+    /// Empty calendars for these resources and capacities (units each: CPUs, GPUs, Mbit/s).
     ///
     /// # Panics
-    /// As [`CapacityCalendar::new`], for a capacity over [`crate::model::MAX_AMOUNT`].
-    pub fn new(capacities: impl IntoIterator<Item = u64>) -> Self {
-        MultiCalendar { calendars: capacities.into_iter().map(CapacityCalendar::new).collect() }
+    /// If the keys' positions are not `0, 1, 2, ...` in order (each resource named once), and
+    /// as [`CapacityCalendar::new`] for a capacity over [`crate::model::MAX_AMOUNT`].
+    pub fn new(resources: impl IntoIterator<Item = (K, u64)>) -> Self {
+        let calendars = resources
+            .into_iter()
+            .enumerate()
+            .map(|(i, (key, capacity))| {
+                assert_eq!(key.position(), i, "resource {key:?} named out of order");
+                CapacityCalendar::new(capacity)
+            })
+            .collect();
+        MultiCalendar { calendars, key: PhantomData }
     }
-
     /// How many resources there are.
     pub fn resources(&self) -> usize {
         self.calendars.len()
@@ -40,17 +67,17 @@ impl MultiCalendar {
     /// The calendar of resource `r`.
     ///
     /// # Panics
-    /// If `r >= len()`.
-    pub fn get(&self, r: usize) -> &CapacityCalendar {
-        &self.calendars[r]
+    /// If this calendar has no resource `r`.
+    pub fn get(&self, r: K) -> &CapacityCalendar {
+        &self.calendars[r.position()]
     }
 
     /// The calendar of resource `r`, to change on its own (a span that concerns it alone).
     ///
     /// # Panics
-    /// If `r >= len()`.
-    pub fn get_mut(&mut self, r: usize) -> &mut CapacityCalendar {
-        &mut self.calendars[r]
+    /// If this calendar has no resource `r`.
+    pub fn get_mut(&mut self, r: K) -> &mut CapacityCalendar {
+        &mut self.calendars[r.position()]
     }
 
     /// The earliest `t >= after` at which every resource of `demand` has its amount free over
@@ -58,12 +85,12 @@ impl MultiCalendar {
     /// resource's earliest start from the latest so far, until they all agree: every round moves
     /// `t` later or ends, so it ends (at most one round per busy period skipped, over all
     /// resources). An empty demand is free at once. O(k log n) per round for k resources.
-    pub fn earliest_start(&self, after: Time, duration: i64, demand: &Demand, latest_end: Time) -> Option<Time> {
+    pub fn earliest_start(&self, after: Time, duration: i64, demand: &Demand<K>, latest_end: Time) -> Option<Time> {
         let mut t = after;
         loop {
             let mut agreed = true;
             for &(r, amount) in demand {
-                let e = self.calendars[r].earliest_start(t, duration, amount, latest_end)?;
+                let e = self.get(r).earliest_start(t, duration, amount, latest_end)?;
                 if e != t {
                     agreed = false;
                     t = e;
@@ -81,7 +108,7 @@ impl MultiCalendar {
     /// # Errors
     /// The index in `demand` of the first resource that refused, and its error
     /// ([`CapacityCalendar::add`]); what was booked before it is given back.
-    pub fn add(&mut self, start: Time, end: Time, demand: &Demand) -> Result<Vec<SpanId>, (usize, CalendarError)> {
+    pub fn add(&mut self, start: Time, end: Time, demand: &Demand<K>) -> Result<Vec<SpanId>, (usize, CalendarError)> {
         self.each(demand, |cal, amount| cal.add(start, end, amount).map(|id| vec![id]))
             .map(|ids| ids.into_iter().flatten().collect())
     }
@@ -96,9 +123,9 @@ impl MultiCalendar {
         &mut self,
         start: Time,
         end: Time,
-        grow: &[(usize, SpanId, u64)],
+        grow: &[(K, SpanId, u64)],
     ) -> Result<Vec<Vec<SpanId>>, (usize, CalendarError)> {
-        let demand: Vec<(usize, u64)> = grow.iter().map(|&(r, _, amount)| (r, amount)).collect();
+        let demand: Vec<(K, u64)> = grow.iter().map(|&(r, _, amount)| (r, amount)).collect();
         let mut olds = grow.iter().map(|&(_, old, _)| old);
         self.each(&demand, |cal, amount| {
             let old = olds.next().expect("one old span per resource");
@@ -110,17 +137,17 @@ impl MultiCalendar {
     /// removes what the earlier ones booked.
     fn each(
         &mut self,
-        demand: &Demand,
+        demand: &Demand<K>,
         mut book: impl FnMut(&mut CapacityCalendar, u64) -> Result<Vec<SpanId>, CalendarError>,
     ) -> Result<Vec<Vec<SpanId>>, (usize, CalendarError)> {
         let mut booked: Vec<Vec<SpanId>> = Vec::with_capacity(demand.len());
         for (i, &(r, amount)) in demand.iter().enumerate() {
-            match book(&mut self.calendars[r], amount) {
+            match book(self.get_mut(r), amount) {
                 Ok(ids) => booked.push(ids),
                 Err(e) => {
                     for (&(r, _), ids) in demand.iter().zip(booked) {
                         for id in ids {
-                            self.calendars[r].remove(id).expect("just booked");
+                            self.get_mut(r).remove(id).expect("just booked");
                         }
                     }
                     return Err((i, e));

@@ -248,7 +248,7 @@ proptest! {
         queries in prop::collection::vec((0i64..110, 1i64..40, 0u64..10, 0u64..6), 1..12),
     ) {
         let capacities = [8u64, 4];
-        let mut multi = MultiCalendar::new(capacities);
+        let mut multi = MultiCalendar::new(capacities.into_iter().enumerate());
         let mut naive: Vec<Naive> = capacities.iter().map(|&capacity| Naive { capacity, ..Default::default() }).collect();
         for (s, d, cpus, gpus) in books {
             let demand: Vec<(usize, u64)> = [(0, cpus), (1, gpus)].into_iter().filter(|&(_, a)| a > 0).collect();

@@ -24,7 +24,7 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
 use super::slurm::{NewReservation, Shape, Slurm, SlurmError, SlurmReservation};
-use super::{Lis, State};
+use super::{Lis, SiteResource, State};
 use crate::calendar::SpanId;
 use crate::model::Time;
 use crate::protocol::bookkeeping::KeepsHolds;
@@ -61,10 +61,10 @@ pub(crate) struct LocalState {
     /// ("Requested nodes are busy"), its GPU pool down to one GPU fewer than the job's for its
     /// license ("Invalid license specification": another reservation took the GPUs since the
     /// last sync). Blocked in the calendars (as far as free) when the hold ends.
-    refused: HashMap<HoldId, (Time, Time, (usize, u64))>,
+    refused: HashMap<HoldId, (Time, Time, (SiteResource, u64))>,
     /// What Slurm refused, blocked in the calendars until the next sync (so that the planner's
     /// next search does not offer it again): `(calendar resource, span)`.
-    learned: Vec<(usize, SpanId)>,
+    learned: Vec<(SiteResource, SpanId)>,
     /// Committed holds whose reservation this process grew to both shapes for a replacement:
     /// while no replacement of it is pending, a reservation still so grown is given back its
     /// own shape (at once when the replacement ended while Slurm grew it, else at the next
@@ -87,7 +87,7 @@ enum Todo {
 struct Foreign {
     window: ForeignWindow,
     /// What it blocks: `(resource, span)` in the site's calendars.
-    spans: Vec<(usize, SpanId)>,
+    spans: Vec<(SiteResource, SpanId)>,
 }
 
 /// A foreign reservation's window `[start, end)` (from now on), its CPUs in this site's
@@ -98,7 +98,7 @@ struct ForeignWindow {
     start: Time,
     end: Time,
     cpus: u64,
-    gpus: Vec<(usize, u64)>,
+    gpus: Vec<(SiteResource, u64)>,
 }
 
 /// Whether Slurm's refusal of a create means its cores are placed so that the reservation
@@ -283,10 +283,10 @@ impl Lis {
         slurm: &Slurm,
         booked: &super::ReservationSpans,
     ) -> Option<(Shape, Option<String>)> {
-        let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked))?;
+        let span = st.calendars.get(SiteResource::Cpus).span(super::cpu_span(booked))?;
         let (gpus, license) = match super::gpu_span(booked) {
             Some((pool, gpu_span)) => {
-                let g = st.calendars.get(super::gpu_pool(pool)).span(gpu_span)?;
+                let g = st.calendars.get(SiteResource::GpuPool(pool)).span(gpu_span)?;
                 let model = self.site.read().expect("LIS site lock").attributes.gpus.get(pool)?.model.clone();
                 (g.amount, Some(slurm.config().gpu_license(&model)))
             }
@@ -432,14 +432,14 @@ impl Lis {
                     if let SlurmError::Refused(m) = &e {
                         let mut st = self.state();
                         let what = if is_placement_refusal(m) {
-                            Some((super::CPUS, r.cpus))
+                            Some((SiteResource::Cpus, r.cpus))
                         } else if is_license_refusal(m) {
                             // Slurm has fewer than the job's `n` licenses free somewhere in
                             // the window, by how many it does not say: the pool keeps at most
                             // `n - 1` free there until the next sync.
                             let pool = st.holds.get(*hold).and_then(|(_, b)| super::gpu_span(b)).map(|(p, _)| p);
                             pool.zip(r.gpus.as_ref()).map(|(p, (_, n))| {
-                                let resource = super::gpu_pool(p);
+                                let resource = SiteResource::GpuPool(p);
                                 (resource, st.calendars.get(resource).capacity().saturating_sub(n.saturating_sub(1)))
                             })
                         } else {
@@ -781,7 +781,7 @@ impl Lis {
             // Capacity sold in Slurm by others: blocked, as far as it is free here. The cores
             // of this partition's reservations; the licenses of the site's GPU pools, whatever
             // the partition (a license is the cluster's).
-            let pools: Vec<(usize, String)> = self
+            let pools: Vec<(SiteResource, String)> = self
                 .site
                 .read()
                 .expect("LIS site lock")
@@ -789,14 +789,14 @@ impl Lis {
                 .gpus
                 .iter()
                 .enumerate()
-                .map(|(i, g)| (super::gpu_pool(i), slurm.config().gpu_license(&g.model)))
+                .map(|(i, g)| (SiteResource::GpuPool(i), slurm.config().gpu_license(&g.model)))
                 .collect();
             let wanted: HashMap<&str, ForeignWindow> = foreign
                 .iter()
                 .filter(|r| r.end > now)
                 .map(|r| {
                     let here = r.partition.as_ref().is_none_or(|p| p == partition);
-                    let gpus: Vec<(usize, u64)> = pools
+                    let gpus: Vec<(SiteResource, u64)> = pools
                         .iter()
                         .filter_map(|(pool, l)| r.licenses.iter().find(|(x, _)| x == l).map(|(_, n)| (*pool, *n)))
                         .collect();
@@ -828,7 +828,9 @@ impl Lis {
                     continue;
                 }
                 let mut spans = Vec::new();
-                for (resource, n) in std::iter::once((super::CPUS, window.cpus)).chain(window.gpus.iter().copied()) {
+                for (resource, n) in
+                    std::iter::once((SiteResource::Cpus, window.cpus)).chain(window.gpus.iter().copied())
+                {
                     let got = st.calendars.get_mut(resource).add_up_to(window.start, window.end, n);
                     spans.extend(got.into_iter().map(|s| (resource, s)));
                 }
@@ -866,7 +868,8 @@ impl Lis {
                 };
                 let Some((state, booked)) = st.holds.get(hold) else { continue };
                 seen.insert(hold);
-                let span = st.calendars.get(super::CPUS).span(super::cpu_span(booked)).expect("a live hold's span");
+                let span =
+                    st.calendars.get(SiteResource::Cpus).span(super::cpu_span(booked)).expect("a live hold's span");
                 let (own, own_license) = self.booked_shape(&st, slurm, booked).expect("a live hold's spans");
                 // A node of the reservation that Slurm holds unusable breaks it, while it lasts.
                 let lost_node =
@@ -933,7 +936,7 @@ impl Lis {
                 .holds
                 .active()
                 .filter_map(|(h, state, b)| {
-                    st.calendars.get(super::CPUS).span(super::cpu_span(b)).map(|s| (h, state, s.end))
+                    st.calendars.get(SiteResource::Cpus).span(super::cpu_span(b)).map(|s| (h, state, s.end))
                 })
                 .filter(|&(h, _, end)| end > now && !seen.contains(&h) && !st.local.replacing.contains_key(&h))
                 .collect();

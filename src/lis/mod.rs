@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use async_trait::async_trait;
 
-use crate::calendar::{MultiCalendar, SpanId};
+use crate::calendar::{MultiCalendar, ResourceKey, SpanId};
 use crate::clock::Clock;
 use crate::model::{
     check_text, price_ok, AttributeError, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, TextError, Time,
@@ -76,32 +76,43 @@ pub struct Reservation {
     pub broken: Option<String>,
 }
 
-/// The site's state of holds: its resources' calendars (its CPUs ([`CPUS`]) and one GPU pool
-/// per entry of its `attributes.gpus`, in that order ([`gpu_pool`])), its book of holds, and
-/// the site's scheduler's own state for a LIS bound to one (empty otherwise).
-pub(crate) type State = Bookkeeping<ComputeHoldRequest, binding::LocalState>;
+/// A resource of a site, named: each is a calendar of the site's [`MultiCalendar`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SiteResource {
+    /// The site's CPUs.
+    Cpus,
+    /// GPU pool `i`: the site's `attributes.gpus[i]` (one model).
+    GpuPool(usize),
+}
 
-/// What one hold booked: its CPUs' span ([`CPUS`]) and, with GPUs, its pool's span (by the
-/// resources' indices in the site's [`MultiCalendar`]; see [`bookkeeping::ReservationSpans`]).
-pub(crate) type ReservationSpans = bookkeeping::ReservationSpans<ComputeHoldRequest>;
+impl ResourceKey for SiteResource {
+    fn position(self) -> usize {
+        match self {
+            SiteResource::Cpus => 0,
+            SiteResource::GpuPool(i) => 1 + i,
+        }
+    }
+}
+
+/// The site's state of holds: its resources' calendars ([`SiteResource`]), its book of holds,
+/// and the site's scheduler's own state for a LIS bound to one (empty otherwise).
+pub(crate) type State = Bookkeeping<SiteResource, ComputeHoldRequest, binding::LocalState>;
+
+/// What one hold booked: its CPUs' span and, with GPUs, its pool's span (see
+/// [`bookkeeping::ReservationSpans`]).
+pub(crate) type ReservationSpans = bookkeeping::ReservationSpans<SiteResource, ComputeHoldRequest>;
 
 /// The span of `b`'s CPUs.
 fn cpu_span(b: &ReservationSpans) -> SpanId {
-    b.spans[0].1
+    b.spans.iter().find_map(|&(r, span)| (r == SiteResource::Cpus).then_some(span)).expect("a hold books CPUs")
 }
 
 /// The pool index and span of `b`'s GPUs, if it has any.
 fn gpu_span(b: &ReservationSpans) -> Option<(usize, SpanId)> {
-    b.spans.get(1).map(|&(resource, span)| (resource - gpu_pool(0), span))
-}
-
-/// The index of the site's CPUs in its [`MultiCalendar`].
-const CPUS: usize = 0;
-
-/// The index of the site's GPU pool `i` (in the order of its `attributes.gpus`) in its
-/// [`MultiCalendar`].
-fn gpu_pool(i: usize) -> usize {
-    1 + i
+    b.spans.iter().find_map(|&(r, span)| match r {
+        SiteResource::GpuPool(i) => Some((i, span)),
+        SiteResource::Cpus => None,
+    })
 }
 
 /// The attributes a job can require, without the prices (what may not change under bookings).
@@ -127,8 +138,10 @@ pub struct Lis {
 impl Lis {
     /// A LIS for `site` with an empty calendar; holds live `lease_s` seconds of `clock` time.
     pub fn new(site: Site, clock: Arc<dyn Clock>, lease_s: i64) -> Self {
+        let pools = site.attributes.gpus.iter().enumerate();
         let calendars = MultiCalendar::new(
-            std::iter::once(u64::from(site.cpus)).chain(site.attributes.gpus.iter().map(|g| u64::from(g.count))),
+            std::iter::once((SiteResource::Cpus, u64::from(site.cpus)))
+                .chain(pools.map(|(i, g)| (SiteResource::GpuPool(i), u64::from(g.count)))),
         );
         Lis {
             site: RwLock::new(site),
@@ -178,7 +191,7 @@ impl Lis {
             let mut holds: Vec<HoldId> = st
                 .holds
                 .active()
-                .filter(|(_, _, b)| st.calendars.get(CPUS).span(cpu_span(b)).is_some_and(|s| s.end > now))
+                .filter(|(_, _, b)| st.calendars.get(SiteResource::Cpus).span(cpu_span(b)).is_some_and(|s| s.end > now))
                 .map(|(id, _, _)| id)
                 .collect();
             if !holds.is_empty() {
@@ -258,10 +271,10 @@ impl Lis {
                 "a modification keeps the GPU pool of reservation {old}"
             )));
         }
-        let mut grow = vec![(CPUS, cpu_span(&base), u64::from(req.cpus))];
+        let mut grow = vec![(SiteResource::Cpus, cpu_span(&base), u64::from(req.cpus))];
         let pool = match (gpu_span(&base), pool) {
             (Some((i, span)), Some((_, g))) => {
-                grow.push((gpu_pool(i), span, u64::from(g.count)));
+                grow.push((SiteResource::GpuPool(i), span, u64::from(g.count)));
                 Some((i, g))
             }
             _ => None,
@@ -289,8 +302,8 @@ impl Lis {
 
     fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<ReservationSpans, ParticipantError> {
         let pool = self.pool_of(req)?;
-        let mut demand = vec![(CPUS, u64::from(req.cpus))];
-        demand.extend(pool.map(|(i, g)| (gpu_pool(i), u64::from(g.count))));
+        let mut demand = vec![(SiteResource::Cpus, u64::from(req.cpus))];
+        demand.extend(pool.map(|(i, g)| (SiteResource::GpuPool(i), u64::from(g.count))));
         let spans = st.calendars.add(req.start, req.end, &demand).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
         Ok(ReservationSpans { spans: demand.iter().map(|&(resource, _)| resource).zip(spans).collect(), growth: None })
     }
@@ -349,9 +362,9 @@ impl Lis {
                         )
                     }
                     None => {
-                        let s = st.calendars.get(CPUS).span(cpu_span(b))?; // pruned reservations are gone
+                        let s = st.calendars.get(SiteResource::Cpus).span(cpu_span(b))?; // pruned reservations are gone
                         let gpus = gpu_span(b).and_then(|(pool, span)| {
-                            let g = st.calendars.get(gpu_pool(pool)).span(span)?;
+                            let g = st.calendars.get(SiteResource::GpuPool(pool)).span(span)?;
                             let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
                             Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
                         });
@@ -377,13 +390,14 @@ impl Lis {
 
     /// Booked CPUs at instant `t` (holds included).
     pub fn usage_at(&self, t: Time) -> u64 {
-        self.state().calendars.get(CPUS).usage_at(t)
+        self.state().calendars.get(SiteResource::Cpus).usage_at(t)
     }
 
     /// Booked GPUs of each pool (in the site's order) at instant `t` (holds included).
     pub fn gpu_usage_at(&self, t: Time) -> Vec<u64> {
+        let pools = self.site.read().expect("LIS site lock").attributes.gpus.len();
         let st = self.state();
-        (0..st.calendars.resources() - 1).map(|i| st.calendars.get(gpu_pool(i)).usage_at(t)).collect()
+        (0..pools).map(|i| st.calendars.get(SiteResource::GpuPool(i)).usage_at(t)).collect()
     }
 
     /// Live holds (not committed, not expired).
@@ -393,7 +407,7 @@ impl Lis {
 
     /// Spans (holds and reservations) booked in the calendar.
     pub fn booked_spans(&self) -> usize {
-        self.state().calendars.get(CPUS).len()
+        self.state().calendars.get(SiteResource::Cpus).len()
     }
 
     /// Forgets reservations (and holds) that ended at or before `horizon`: history no query
@@ -402,7 +416,7 @@ impl Lis {
         let mut st = self.state();
         // A GPU span ends with its CPU span: the pools are pruned to the same horizon.
         let pruned: std::collections::HashSet<SpanId> =
-            st.calendars.prune_before(horizon).swap_remove(CPUS).into_iter().collect();
+            st.calendars.prune_before(horizon).swap_remove(SiteResource::Cpus.position()).into_iter().collect();
         st.holds.forget(|b| b.growth.is_none() && pruned.contains(&cpu_span(b)));
         pruned.len()
     }
@@ -418,7 +432,7 @@ impl Participant<Compute> for Lis {
         let st = self.state();
         let (earliest_start, gpu_model) = match &q.gpus {
             None => {
-                let cpus = [(CPUS, u64::from(q.cpus))];
+                let cpus = [(SiteResource::Cpus, u64::from(q.cpus))];
                 (st.calendars.earliest_start(q.window_start, q.duration_s, &cpus, q.deadline), None)
             }
             Some(g) => earliest_with_gpus(&st, &me, q, g),
@@ -426,7 +440,7 @@ impl Participant<Compute> for Lis {
         Ok(ComputeOffer {
             site: q.site.clone(),
             earliest_start,
-            utilisation: st.calendars.get(CPUS).utilisation(q.window_start, q.deadline),
+            utilisation: st.calendars.get(SiteResource::Cpus).utilisation(q.window_start, q.deadline),
             price_per_cpu_hour: me.price_per_cpu_hour,
             gpu_model,
             price_per_gpu_hour: me.attributes.price_per_gpu_hour,
@@ -452,6 +466,7 @@ impl Participant<Compute> for Lis {
 /// released (see module `binding`).
 #[async_trait]
 impl KeepsHolds for Lis {
+    type Resource = SiteResource;
     type Request = ComputeHoldRequest;
     type Local = binding::LocalState;
 
@@ -490,7 +505,7 @@ fn earliest_with_gpus(st: &State, site: &Site, q: &ComputeQuery, g: &GpuDemand) 
         .enumerate()
         .filter(|(_, pool)| g.accepts(pool))
         .filter_map(|(i, pool)| {
-            let demand = [(CPUS, u64::from(q.cpus)), (gpu_pool(i), u64::from(g.count))];
+            let demand = [(SiteResource::Cpus, u64::from(q.cpus)), (SiteResource::GpuPool(i), u64::from(g.count))];
             st.calendars
                 .earliest_start(q.window_start, q.duration_s, &demand, q.deadline)
                 .map(|t| (t, i, pool.model.clone()))

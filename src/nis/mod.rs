@@ -103,11 +103,11 @@ pub struct LinkReservation {
 }
 
 /// The network's state of holds: a calendar per link, by the link's index.
-pub(crate) type State = Bookkeeping<NetworkHoldRequest>;
+pub(crate) type State = Bookkeeping<usize, NetworkHoldRequest>;
 
 /// What one hold booked: a span per link of its path, by the link's index (see
 /// [`bookkeeping::ReservationSpans`]).
-type ReservationSpans = bookkeeping::ReservationSpans<NetworkHoldRequest>;
+type ReservationSpans = bookkeeping::ReservationSpans<usize, NetworkHoldRequest>;
 
 /// The network bandwidth manager.
 pub struct Nis {
@@ -136,7 +136,7 @@ impl Nis {
             graph.add_edge(nodes[l.a.as_str()], nodes[l.b.as_str()], i);
         }
         let site_node = grid.sites().iter().map(|s| (s.id.clone(), nodes[s.node.as_str()])).collect();
-        let calendars = MultiCalendar::new(grid.links().iter().map(|l| l.capacity_mbps));
+        let calendars = MultiCalendar::new(grid.links().iter().map(|l| l.capacity_mbps).enumerate());
         Nis {
             clock,
             lease_s,
@@ -429,6 +429,7 @@ impl Participant<Network> for Nis {
 
 #[async_trait]
 impl KeepsHolds for Nis {
+    type Resource = usize;
     type Request = NetworkHoldRequest;
     type Local = ();
 

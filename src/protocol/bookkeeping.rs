@@ -11,46 +11,46 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use crate::calendar::{CalendarError, MultiCalendar, SpanId};
+use crate::calendar::{CalendarError, MultiCalendar, ResourceKey, SpanId};
 use crate::clock::Clock;
 use crate::model::Time;
 use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, ParticipantError, TxnId};
 
-/// What one hold booked: a span in each calendar it took, by the calendar's index in its
+/// What one hold booked: a span in each calendar it took, by the resource's key `K` in its
 /// participant (the LIS's CPUs and GPU pools, the NIS's links). For a replacement hold
 /// (`replaces` in its request) before its commit, `spans` are the replaced reservation's and
 /// `growth` what the new shape needs beyond them.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ReservationSpans<R> {
-    pub(crate) spans: Vec<(usize, SpanId)>,
-    pub(crate) growth: Option<Box<Growth<R>>>,
+pub(crate) struct ReservationSpans<K, R> {
+    pub(crate) spans: Vec<(K, SpanId)>,
+    pub(crate) growth: Option<Box<Growth<K, R>>>,
 }
 
 /// The pending part of a replacement hold: the reservation it replaces, the new shape (`R`:
 /// the participant's hold request) and the growth spans booked for it
-/// ([`crate::calendar::CapacityCalendar::add_growth`]), by calendar index.
+/// ([`crate::calendar::CapacityCalendar::add_growth`]), by resource.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Growth<R> {
+pub(crate) struct Growth<K, R> {
     pub(crate) replaces: HoldId,
     pub(crate) request: R,
-    pub(crate) spans: Vec<(usize, SpanId)>,
+    pub(crate) spans: Vec<(K, SpanId)>,
 }
 
-/// A participant's state of holds: its calendars, one per resource (the LIS's CPUs and GPU
+/// A participant's state of holds: its calendars, one per resource `K` (the LIS's CPUs and GPU
 /// pools, the NIS's links), the book of what each hold booked in them (`R`: the participant's
 /// hold request, the shape a replacement hold will have), and `local`, what else the
 /// participant keeps under the same lock (the LIS's view of its site's scheduler; nothing for
 /// the NIS).
 #[derive(Debug)]
-pub(crate) struct Bookkeeping<R, X = ()> {
-    pub(crate) calendars: MultiCalendar,
-    pub(crate) holds: HoldBook<ReservationSpans<R>>,
+pub(crate) struct Bookkeeping<K, R, X = ()> {
+    pub(crate) calendars: MultiCalendar<K>,
+    pub(crate) holds: HoldBook<ReservationSpans<K, R>>,
     pub(crate) local: X,
 }
 
-impl<R, X> Bookkeeping<R, X> {
+impl<K: ResourceKey, R, X> Bookkeeping<K, R, X> {
     /// No holds yet, over `calendars`.
-    pub(crate) fn new(calendars: MultiCalendar, local: X) -> Self {
+    pub(crate) fn new(calendars: MultiCalendar<K>, local: X) -> Self {
         Bookkeeping { calendars, holds: HoldBook::default(), local }
     }
 
@@ -65,11 +65,11 @@ impl<R, X> Bookkeeping<R, X> {
     pub(crate) fn add_growth(
         &mut self,
         old: HoldId,
-        base: ReservationSpans<R>,
-        grow: &[(usize, SpanId, u64)],
+        base: ReservationSpans<K, R>,
+        grow: &[(K, SpanId, u64)],
         (start, end): (Time, Time),
         request: R,
-    ) -> Result<ReservationSpans<R>, (usize, CalendarError)> {
+    ) -> Result<ReservationSpans<K, R>, (usize, CalendarError)> {
         let grown = self.calendars.add_growth(start, end, grow)?;
         // One list of growth spans per resource of `grow`, in its order.
         let spans =
@@ -80,7 +80,7 @@ impl<R, X> Bookkeeping<R, X> {
 }
 
 /// Frees what `b` booked (for a replacement hold, its growth only).
-pub(crate) fn unbook<R: Clone, X>(st: &mut Bookkeeping<R, X>, b: ReservationSpans<R>) {
+pub(crate) fn unbook<K: ResourceKey, R: Clone, X>(st: &mut Bookkeeping<K, R, X>, b: ReservationSpans<K, R>) {
     match b.growth {
         Some(g) => remove_growth(st, &g),
         None => {
@@ -93,7 +93,7 @@ pub(crate) fn unbook<R: Clone, X>(st: &mut Bookkeeping<R, X>, b: ReservationSpan
 
 /// Frees a replacement hold's growth. A growth span may be gone already: pruned as history
 /// (pending replacements stay in the book).
-fn remove_growth<R: Clone, X>(st: &mut Bookkeeping<R, X>, g: &Growth<R>) {
+fn remove_growth<K: ResourceKey, R: Clone, X>(st: &mut Bookkeeping<K, R, X>, g: &Growth<K, R>) {
     for &(calendar, span) in &g.spans {
         let _ = st.calendars.get_mut(calendar).remove(span);
     }
@@ -101,11 +101,11 @@ fn remove_growth<R: Clone, X>(st: &mut Bookkeeping<R, X>, g: &Growth<R>) {
 
 /// Locks `state` after releasing every hold whose lease has run out by `now()` (read once
 /// the lock is held); `what` names the lock in the panic of a poisoned one.
-fn lock_live<'a, R: Clone, X>(
-    state: &'a Mutex<Bookkeeping<R, X>>,
+fn lock_live<'a, K: ResourceKey, R: Clone, X>(
+    state: &'a Mutex<Bookkeeping<K, R, X>>,
     what: &str,
     now: impl FnOnce() -> Time,
-) -> MutexGuard<'a, Bookkeeping<R, X>> {
+) -> MutexGuard<'a, Bookkeeping<K, R, X>> {
     let mut st = state.lock().expect(what);
     let now = now();
     for booked in st.holds.expire(now) {
@@ -115,7 +115,7 @@ fn lock_live<'a, R: Clone, X>(
 }
 
 /// The reservation `hold` replaces, if it is a replacement hold not yet committed.
-pub(crate) fn replaced_by<R: Clone, X>(st: &Bookkeeping<R, X>, hold: HoldId) -> Option<HoldId> {
+pub(crate) fn replaced_by<K: ResourceKey, R: Clone, X>(st: &Bookkeeping<K, R, X>, hold: HoldId) -> Option<HoldId> {
     match st.holds.get(hold) {
         Some((HoldState::Held { .. }, b)) => b.growth.as_ref().map(|g| g.replaces),
         _ => None,
@@ -127,10 +127,10 @@ pub(crate) fn replaced_by<R: Clone, X>(st: &Bookkeeping<R, X>, hold: HoldId) -> 
 /// # Errors
 /// `UnknownHold`, `NotCommitted` (held, aborted or released), or `InvalidHold` if `old` is
 /// itself a replacement.
-pub(crate) fn replaced<R: Clone, X>(
-    st: &Bookkeeping<R, X>,
+pub(crate) fn replaced<K: ResourceKey, R: Clone, X>(
+    st: &Bookkeeping<K, R, X>,
     old: HoldId,
-) -> Result<ReservationSpans<R>, ParticipantError> {
+) -> Result<ReservationSpans<K, R>, ParticipantError> {
     match st.holds.get(old) {
         Some((HoldState::Committed, b)) if b.growth.is_none() => Ok(b.clone()),
         Some((HoldState::Committed, _)) => {
@@ -149,13 +149,13 @@ pub(crate) fn replaced<R: Clone, X>(
 ///
 /// # Errors
 /// `book`'s: the journal contradicts the capacity (the caller must stop).
-pub(crate) fn restore<R: Clone, X>(
-    st: &mut Bookkeeping<R, X>,
+pub(crate) fn restore<K: ResourceKey, R: Clone, X>(
+    st: &mut Bookkeeping<K, R, X>,
     id: HoldId,
     txn: TxnId,
     replaces: Option<HoldId>,
     state: HoldState,
-    book: impl FnOnce(&mut Bookkeeping<R, X>, Option<HoldId>) -> Result<ReservationSpans<R>, ParticipantError>,
+    book: impl FnOnce(&mut Bookkeeping<K, R, X>, Option<HoldId>) -> Result<ReservationSpans<K, R>, ParticipantError>,
 ) -> Result<(), ParticipantError> {
     let booked = match (replaces, state) {
         (Some(old), HoldState::Committed) => {
@@ -180,10 +180,10 @@ pub(crate) fn restore<R: Clone, X>(
 /// # Errors
 /// The book's refusal of the commit; `NotCommitted` as above; `book_new`'s error (the hold is
 /// then aborted).
-pub(crate) fn commit<R: Clone, X>(
-    st: &mut Bookkeeping<R, X>,
+pub(crate) fn commit<K: ResourceKey, R: Clone, X>(
+    st: &mut Bookkeeping<K, R, X>,
     hold: HoldId,
-    book_new: impl FnOnce(&mut Bookkeeping<R, X>, &Growth<R>) -> Result<ReservationSpans<R>, ParticipantError>,
+    book_new: impl FnOnce(&mut Bookkeeping<K, R, X>, &Growth<K, R>) -> Result<ReservationSpans<K, R>, ParticipantError>,
 ) -> Result<Option<HoldId>, ParticipantError> {
     let growth = match st.holds.get(hold) {
         Some((HoldState::Held { .. }, b)) => b.growth.as_deref().cloned(),
@@ -218,8 +218,8 @@ pub(crate) fn commit<R: Clone, X>(
 ///
 /// # Errors
 /// The book's refusal (e.g. an abort of a committed hold).
-pub(crate) fn end<R: Clone, X>(
-    st: &mut Bookkeeping<R, X>,
+pub(crate) fn end<K: ResourceKey, R: Clone, X>(
+    st: &mut Bookkeeping<K, R, X>,
     hold: HoldId,
     release: bool,
 ) -> Result<(), ParticipantError> {
@@ -231,12 +231,16 @@ pub(crate) fn end<R: Clone, X>(
 }
 
 /// The state of holds of participant `P`.
-pub(crate) type StateOf<P> = Bookkeeping<<P as KeepsHolds>::Request, <P as KeepsHolds>::Local>;
+pub(crate) type StateOf<P> =
+    Bookkeeping<<P as KeepsHolds>::Resource, <P as KeepsHolds>::Request, <P as KeepsHolds>::Local>;
 
 /// A participant whose holds are kept in a [`Bookkeeping`] state (the LIS, the NIS). What
 /// differs between them is what a hold drives outside the calendars.
 #[async_trait]
 pub(crate) trait KeepsHolds: Send + Sync {
+    /// The names of its resources ([`Bookkeeping`]'s `K`: the LIS's CPUs and GPU pools, the
+    /// NIS's links).
+    type Resource: ResourceKey + Send;
     /// The participant's hold request ([`Bookkeeping`]'s `R`).
     type Request: Clone + Send;
     /// What else it keeps under the lock of its holds ([`Bookkeeping`]'s `X`).

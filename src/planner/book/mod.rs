@@ -31,7 +31,7 @@ use crate::protocol::{
 mod finish;
 mod overlay;
 
-use overlay::Overlay;
+use overlay::{Overlay, Own};
 
 /// BBR-overlay, a floating job: how many times a site whose offer lies where the plan's own
 /// peak is higher than its query covered is asked again (see [`Book::offers`]).
@@ -215,18 +215,18 @@ impl<'a> Book<'a> {
         let overlay = self.style.overlay;
         let queries = sites.iter().zip(windows).map(|(site, &t_bgn)| {
             // BBR-overlay asks for room for this job on top of the plan's own peak there.
-            let own = |resource: usize| {
+            let own = |resource: Own| {
                 let peak =
                     if overlay { self.overlay.site_peak(site, resource, t_bgn, t_bgn + span.duration_s) } else { 0 };
                 u32::try_from(peak).unwrap_or(u32::MAX)
             };
             let gpus = job.requires.gpus.clone().map(|mut g| {
-                g.count = g.count.saturating_add(own(Overlay::GPUS));
+                g.count = g.count.saturating_add(own(Own::Gpus));
                 g
             });
             let q = ComputeQuery {
                 site: site.clone(),
-                cpus: job.cpus.saturating_add(own(Overlay::CPUS)),
+                cpus: job.cpus.saturating_add(own(Own::Cpus)),
                 duration_s: span.duration_s,
                 window_start: t_bgn,
                 deadline,
@@ -396,7 +396,7 @@ impl TentativeBook for Book<'_> {
         let mut from = windows.to_vec();
         let uncovered = |book: &Self, site: &SiteId, asked: Time, e: Time| {
             let peak = |r, t: Time| book.overlay.site_peak(site, r, t, t + duration_s);
-            e > asked && [Overlay::CPUS, Overlay::GPUS].into_iter().any(|r| peak(r, e) > peak(r, asked))
+            e > asked && [Own::Cpus, Own::Gpus].into_iter().any(|r| peak(r, e) > peak(r, asked))
         };
         for _ in 0..OVERLAY_REASKS {
             let mut again = Vec::new();

@@ -3,24 +3,34 @@
 
 use std::collections::HashMap;
 
-use crate::calendar::{CapacityCalendar, MultiCalendar, SpanId};
+use crate::calendar::{CapacityCalendar, MultiCalendar, ResourceKey, SpanId};
 use crate::model::{LinkId, SiteId, Time, MAX_AMOUNT};
 
-/// BBR-overlay's local view of what the plan itself has placed: own usage per site (its CPUs,
-/// [`Overlay::CPUS`], and its GPUs, [`Overlay::GPUS`], all pools together: conservative, a
-/// query adds them to the pool it asks about) and per link.
+/// What the overlay counts at a site: its CPUs, and its GPUs of all pools together
+/// (conservative: a query adds them to the pool it asks about).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Own {
+    Cpus,
+    Gpus,
+}
+
+impl ResourceKey for Own {
+    fn position(self) -> usize {
+        self as usize
+    }
+}
+
+/// BBR-overlay's local view of what the plan itself has placed: own usage per site ([`Own`])
+/// and per link.
 #[derive(Default)]
 pub(super) struct Overlay {
-    sites: HashMap<SiteId, MultiCalendar>,
+    sites: HashMap<SiteId, MultiCalendar<Own>>,
     pub(super) links: HashMap<LinkId, CapacityCalendar>,
 }
 
 impl Overlay {
-    pub(super) const CPUS: usize = 0;
-    pub(super) const GPUS: usize = 1;
-
     /// The plan's own peak of `resource` at `site` over `[start, end)`.
-    pub(super) fn site_peak(&self, site: &SiteId, resource: usize, start: Time, end: Time) -> u64 {
+    pub(super) fn site_peak(&self, site: &SiteId, resource: Own, start: Time, end: Time) -> u64 {
         self.sites.get(site).map_or(0, |c| c.get(resource).peak_usage(start, end))
     }
 
@@ -34,10 +44,13 @@ impl Overlay {
         cpus: u32,
         gpus: u32,
     ) -> (SpanId, Option<SpanId>) {
-        let cal = self.sites.entry(site.clone()).or_insert_with(|| MultiCalendar::new([MAX_AMOUNT, MAX_AMOUNT]));
-        let mut demand = vec![(Self::CPUS, u64::from(cpus))];
+        let cal = self
+            .sites
+            .entry(site.clone())
+            .or_insert_with(|| MultiCalendar::new([(Own::Cpus, MAX_AMOUNT), (Own::Gpus, MAX_AMOUNT)]));
+        let mut demand = vec![(Own::Cpus, u64::from(cpus))];
         if gpus > 0 {
-            demand.push((Self::GPUS, u64::from(gpus)));
+            demand.push((Own::Gpus, u64::from(gpus)));
         }
         let spans = cal.add(start, end, &demand).expect("the overlay has room for any plan");
         (spans[0], spans.get(1).copied())
@@ -46,9 +59,9 @@ impl Overlay {
     /// Takes a job's spans ([`Overlay::add_job`]) out again.
     pub(super) fn remove_job(&mut self, site: &SiteId, (cpus, gpus): (SpanId, Option<SpanId>)) {
         let cal = self.sites.get_mut(site).expect("the job's site is in the overlay");
-        cal.get_mut(Self::CPUS).remove(cpus).expect("overlay span is booked");
+        cal.get_mut(Own::Cpus).remove(cpus).expect("overlay span is booked");
         if let Some(span) = gpus {
-            cal.get_mut(Self::GPUS).remove(span).expect("overlay span is booked");
+            cal.get_mut(Own::Gpus).remove(span).expect("overlay span is booked");
         }
     }
 
