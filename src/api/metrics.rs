@@ -15,6 +15,9 @@
 //!   batches) plus successful `POST /v1/holds/{id}/abort` calls;
 //! - `coreserve_handler_panics_total`: requests whose handler (or a task it awaited) panicked
 //!   and were answered 500 (there should be none);
+//! - `coreserve_journal_unmatched_entries_total`: participants' journal entries (commit, abort,
+//!   release, extension) for a hold that was never journaled, ignored and logged
+//!   ([`crate::protocol::Transition::NoRow`]; there should be none);
 //! - `coreserve_participant_call_seconds{participant, message}`: how long the planners' calls
 //!   to participants take (`participant` = `lis` or `nis`; `message` = `query`, `prepare`,
 //!   `commit`, `abort`, `release`, `extend`), measured by [`crate::protocol::Timed`]; in a
@@ -49,8 +52,9 @@ use std::time::Duration;
 
 use strum::VariantArray;
 
+use crate::model::PlanStatus;
 use crate::protocol::{CallObserver, Message, ParticipantKind};
-use crate::store::{PlanStatus, PoolState};
+use crate::store::PoolState;
 
 /// Upper bounds of the planning latency buckets, seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
@@ -414,6 +418,9 @@ impl Metrics {
         s.push_str("# HELP coreserve_handler_panics_total Requests whose handler panicked (answered 500).\n");
         s.push_str("# TYPE coreserve_handler_panics_total counter\n");
         let _ = writeln!(s, "coreserve_handler_panics_total {}", self.panics.load(Relaxed));
+        s.push_str("# HELP coreserve_journal_unmatched_entries_total Journal entries for a hold never journaled (ignored, logged).\n");
+        s.push_str("# TYPE coreserve_journal_unmatched_entries_total counter\n");
+        let _ = writeln!(s, "coreserve_journal_unmatched_entries_total {}", crate::protocol::unmatched_entries());
         self.render_tasks(&mut s);
         let local = self.local.lock().expect("metrics lock").clone();
         if !local.is_empty() {

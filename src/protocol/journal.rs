@@ -78,7 +78,116 @@ pub enum JournalEntry {
     },
 }
 
-/// Why a journal write failed. Nothing was written; the write may be retried.
+/// Where a journaled hold stands: its row's state (the `reservations.state` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
+#[strum(serialize_all = "lowercase")]
+pub enum JournalState {
+    /// Prepared, its lease running.
+    Held,
+    /// A reservation.
+    Committed,
+    /// Aborted before commit: final.
+    Aborted,
+    /// Its lease ran out (the sweeper wrote it); a commit or extension the participant accepted
+    /// before that still wins.
+    Expired,
+    /// Given back after commit: final.
+    Released,
+}
+
+/// What a journal entry does to its hold's row, by the row's state before it. Every entry is
+/// legal only from the states it may follow, as a saga log refuses an event its saga's state
+/// does not allow (Oxide's steno): both stores decide by this one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// The row is written or moves to this state.
+    To(JournalState),
+    /// The row says so already (a write retried): nothing changes.
+    Already,
+    /// No row: the hold was never journaled. Nothing changes; the store counts it
+    /// ([`unmatched_entries`]) and logs it.
+    NoRow,
+    /// The entry contradicts the row (e.g. a commit of an aborted hold): refused
+    /// ([`JournalError::Illegal`]), nothing changes.
+    Illegal,
+}
+
+impl JournalEntry {
+    /// The hold the entry is about.
+    pub fn hold(&self) -> HoldId {
+        match self {
+            JournalEntry::Held { hold, .. }
+            | JournalEntry::Committed { hold }
+            | JournalEntry::Aborted { hold }
+            | JournalEntry::Released { hold }
+            | JournalEntry::Extended { hold, .. } => *hold,
+        }
+    }
+
+    /// The entry's name in logs and errors (`held`, `committed`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            JournalEntry::Held { .. } => "held",
+            JournalEntry::Committed { .. } => "committed",
+            JournalEntry::Aborted { .. } => "aborted",
+            JournalEntry::Released { .. } => "released",
+            JournalEntry::Extended { .. } => "extended",
+        }
+    }
+
+    /// What this entry does to a row in state `from` (`None`: no row).
+    pub fn transition(&self, from: Option<JournalState>) -> Transition {
+        use JournalState as S;
+        match (self, from) {
+            (JournalEntry::Held { .. }, None) => Transition::To(S::Held),
+            // Journaled before (a persist retried); the row keeps its later state.
+            (JournalEntry::Held { .. }, Some(_)) => Transition::Already,
+            (_, None) => Transition::NoRow,
+            (JournalEntry::Committed { .. }, Some(S::Held | S::Expired)) => Transition::To(S::Committed),
+            (JournalEntry::Committed { .. }, Some(S::Committed)) => Transition::Already,
+            (JournalEntry::Aborted { .. }, Some(S::Held)) => Transition::To(S::Aborted),
+            (JournalEntry::Aborted { .. }, Some(S::Aborted | S::Expired)) => Transition::Already,
+            (JournalEntry::Released { .. }, Some(S::Committed)) => Transition::To(S::Released),
+            (JournalEntry::Released { .. }, Some(S::Released)) => Transition::Already,
+            (JournalEntry::Extended { .. }, Some(S::Held | S::Expired)) => Transition::To(S::Held),
+            _ => Transition::Illegal,
+        }
+    }
+
+    /// [`JournalEntry::transition`] as a store applies it: the state to write (`None`: nothing
+    /// to write). A missing row is counted and logged.
+    ///
+    /// # Errors
+    /// [`JournalError::Illegal`]: the entry contradicts the row; the store writes nothing.
+    pub fn apply_to(&self, from: Option<JournalState>) -> Result<Option<JournalState>, JournalError> {
+        match self.transition(from) {
+            Transition::To(state) => Ok(Some(state)),
+            Transition::Already => Ok(None),
+            Transition::NoRow => {
+                UNMATCHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(hold = %self.hold(), entry = self.name(), "journal entry for a hold never journaled: ignored");
+                Ok(None)
+            }
+            Transition::Illegal => {
+                let state = from.expect("a missing row is never illegal");
+                tracing::error!(hold = %self.hold(), entry = self.name(), %state, "illegal journal entry refused");
+                Err(JournalError::Illegal { hold: self.hold(), entry: self.name(), state })
+            }
+        }
+    }
+}
+
+/// Journal entries that matched no row, since the process started (`/metrics`:
+/// `coreserve_journal_unmatched_entries_total`).
+static UNMATCHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many journal entries matched no row in this process ([`Transition::NoRow`]).
+pub fn unmatched_entries() -> u64 {
+    UNMATCHED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Why a journal write failed. Nothing was written; an unavailable journal's write may be
+/// retried, an illegal entry's not.
 ///
 /// `protocol` sits below the store (the store implements [`Journal`]), so the backend's own
 /// error (the store's `StoreError`, holding the `sqlx::Error`) travels as a [`BackendError`]:
@@ -89,6 +198,10 @@ pub enum JournalError {
     /// an outage). The message includes the cause's, so a log line written with `%e` shows it.
     #[error("journal: {0}")]
     Unavailable(#[source] BackendError),
+    /// The entry contradicts what the journal holds of the hold (e.g. a commit of an aborted
+    /// hold): refused, nothing written; writing it again cannot succeed.
+    #[error("journal: `{entry}` of hold {hold} refused: the hold is {state}")]
+    Illegal { hold: HoldId, entry: &'static str, state: JournalState },
 }
 
 impl JournalError {
@@ -237,9 +350,13 @@ impl Backlog {
         let mut q = self.0.lock().await;
         let mut n = 0;
         while let Some(e) = q.front() {
-            journal.append(e).await?;
+            match journal.append(e).await {
+                Ok(()) => n += 1,
+                // Logged by the store; waiting would not make it legal.
+                Err(JournalError::Illegal { .. }) => {}
+                Err(e) => return Err(e),
+            }
             q.pop_front();
-            n += 1;
         }
         Ok(n)
     }
@@ -318,12 +435,16 @@ impl<T: ?Sized> Journaled<T> {
         };
         let Err(e) = r else { return Ok(()) };
         tracing::error!(error = %e, participant = %self.who, "journal write failed");
-        if keep {
-            self.backlog.0.lock().await.extend(entries);
+        match e {
+            JournalError::Unavailable(cause) => {
+                if keep {
+                    self.backlog.0.lock().await.extend(entries);
+                }
+                // The participant's error names the backend's failure (its text), not the journal.
+                Err(ParticipantError::Durability(cause.to_string()))
+            }
+            illegal @ JournalError::Illegal { .. } => Err(ParticipantError::InvalidHold(illegal.to_string())),
         }
-        // The participant's error names the backend's failure (its text), not the journal.
-        let JournalError::Unavailable(cause) = e;
-        Err(ParticipantError::Durability(cause.to_string()))
     }
 }
 

@@ -27,7 +27,10 @@ mod yielding;
 
 pub use error::{ParticipantError, ProblemKind};
 pub use holds::{HoldBook, HoldState};
-pub use journal::{BackendError, Backlog, Journal, JournalEntry, JournalError, Journaled, Tentative};
+pub use journal::{
+    unmatched_entries, BackendError, Backlog, Journal, JournalEntry, JournalError, JournalState, Journaled, Tentative,
+    Transition,
+};
 pub use service_times::{BadServiceTime, ServiceTimes};
 pub use timed::{CallObserver, Message, Timed};
 pub use yielding::Yielding;

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use crate::fairshare::{Project, Usage};
 use crate::model::{Grid, Outcome};
 use crate::protocol::decision::{Decision, InDoubt};
-use crate::protocol::{HoldId, HoldState, TxnId};
+use crate::protocol::{HoldId, HoldState, JournalState, TxnId};
 use crate::store::{
     Claim, DeliveryRecord, PartBoundary, PlanEvent, PlanRecord, StoreError, StoredHold, TokenRecord, WebhookRecord,
 };
@@ -56,6 +56,19 @@ pub(super) struct Row {
     pub(super) hold: StoredHold,
     pub(super) life: Life,
     pub(super) plan: Option<Uuid>,
+}
+
+impl Row {
+    /// The row's state, as PostgreSQL's `reservations.state` spells it.
+    pub(super) fn journal_state(&self) -> JournalState {
+        match (self.life, self.hold.state) {
+            (Life::Live, HoldState::Held { .. }) => JournalState::Held,
+            (Life::Live, HoldState::Committed) => JournalState::Committed,
+            (Life::Expired, _) => JournalState::Expired,
+            (Life::Ended, HoldState::Held { .. }) => JournalState::Aborted,
+            (Life::Ended, HoldState::Committed) => JournalState::Released,
+        }
+    }
 }
 
 #[derive(Default)]

@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use sqlx::types::Json;
 
 use crate::model::{from_time, to_time, Time};
-use crate::protocol::{HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, ParticipantRef};
+use crate::protocol::{
+    HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, JournalState, ParticipantRef,
+};
 use crate::store::{HoldStore, StoreError, StoredHold};
 
 use super::PgStore;
@@ -22,22 +24,54 @@ enum RowState {
     Released,
 }
 
+impl From<RowState> for JournalState {
+    fn from(s: RowState) -> Self {
+        match s {
+            RowState::Held => JournalState::Held,
+            RowState::Committed => JournalState::Committed,
+            RowState::Aborted => JournalState::Aborted,
+            RowState::Expired => JournalState::Expired,
+            RowState::Released => JournalState::Released,
+        }
+    }
+}
+
 #[async_trait]
 impl Journal for PgStore {
     async fn append(&self, entry: &JournalEntry) -> Result<(), JournalError> {
-        journal_entry(entry).execute(&self.pool).await.map_err(StoreError::from)?;
-        Ok(())
+        let mut conn = self.pool.acquire().await.map_err(StoreError::from)?;
+        write(entry, &mut conn).await
     }
 
     /// One transaction for all of `entries`: one flush of the write-ahead log (group commit).
+    /// An illegal entry refuses them all.
     async fn append_all(&self, entries: &[JournalEntry]) -> Result<(), JournalError> {
         let mut tx = self.pool.begin().await.map_err(StoreError::from)?;
         for e in entries {
-            journal_entry(e).execute(&mut *tx).await.map_err(StoreError::from)?;
+            write(e, &mut tx).await?;
         }
         tx.commit().await.map_err(StoreError::from)?;
         Ok(())
     }
+}
+
+/// Writes `entry`. Its statement changes only a row in a state the entry may follow; when it
+/// changed nothing, the row's state (read then only, so the usual write costs one statement)
+/// says why ([`JournalEntry::apply_to`]: already so, no row, or illegal).
+async fn write(entry: &JournalEntry, conn: &mut sqlx::PgConnection) -> Result<(), JournalError> {
+    let done = journal_entry(entry).execute(&mut *conn).await.map_err(StoreError::from)?;
+    if done.rows_affected() > 0 || matches!(entry, JournalEntry::Held { .. }) {
+        return Ok(());
+    }
+    // A runtime-checked statement: sqlx's macros would need .sqlx/ regenerated for one
+    // primary-key read of a column whose type this file already decodes.
+    let prior: Option<RowState> = sqlx::query_scalar("SELECT state FROM reservations WHERE hold = $1")
+        .bind(entry.hold().as_uuid())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(StoreError::from)?;
+    entry.apply_to(prior.map(JournalState::from))?;
+    Ok(())
 }
 
 /// The statement that journals `entry`.

@@ -53,4 +53,5 @@ both_stores!(
     each_job_and_transfer_start_and_end_is_one_event,
     a_modification_that_ends_broken_leaves_its_plan_broken_in_one_write,
     finished_plans_are_pruned_after_the_horizon_and_booked_ones_never,
+    a_journal_entry_is_legal_only_from_the_states_it_may_follow,
 );

@@ -65,10 +65,12 @@ async fn an_unreachable_database_is_an_error() {
 
 /// A commit or extension the participant accepted before its lease ended wins over the lease
 /// sweeper of another process that marked the row `expired` before the journal write landed;
-/// an abort or release is final.
+/// an abort or release is final (a later commit of it is refused).
 #[sqlx::test(migrations = false)]
 async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOptions, db: PgConnectOptions) {
-    use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, HoldState, Journal, JournalEntry, TxnId};
+    use coreserve::protocol::{
+        ComputeHoldRequest, HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, TxnId,
+    };
     let s = PgStore::connect(&url(&db)).await.unwrap();
     let who = ParticipantRef::Site("s1".into());
     let request = HoldRequest::from(ComputeHoldRequest {
@@ -98,8 +100,10 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     assert_eq!(s.expire_holds(20).await.unwrap(), 2, "a and b lapse (c was aborted)");
     s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
     s.append(&JournalEntry::Extended { hold: b, expires_at: 50 }).await.unwrap();
-    s.append(&JournalEntry::Committed { hold: c }).await.unwrap();
-    s.append(&JournalEntry::Extended { hold: c, expires_at: 50 }).await.unwrap();
+    // An aborted hold's commit or extension contradicts the journal: refused.
+    let refused = |r: Result<(), JournalError>| assert!(matches!(r, Err(JournalError::Illegal { .. })), "{r:?}");
+    refused(s.append(&JournalEntry::Committed { hold: c }).await);
+    refused(s.append(&JournalEntry::Extended { hold: c, expires_at: 50 }).await);
     let mut live: Vec<(HoldId, HoldState)> =
         s.live_holds(20).await.unwrap().into_iter().map(|h| (h.hold, h.state)).collect();
     live.sort_by_key(|(h, _)| *h);
@@ -107,7 +111,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     want.sort_by_key(|(h, _)| *h);
     assert_eq!(live, want, "the aborted hold stays gone");
     s.append(&JournalEntry::Released { hold: a }).await.unwrap();
-    s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+    refused(s.append(&JournalEntry::Committed { hold: a }).await);
     assert_eq!(s.live_holds(20).await.unwrap().len(), 1, "a release is final");
     s.pool().close().await;
 }
