@@ -302,7 +302,7 @@ fn main() {
                 let req: PlanRequest = serde_json::from_value(plan_request(i, now, "p")).expect("bench request");
                 let t = Instant::now();
                 let o = planner.plan(&req).await;
-                assert_eq!(o.status, coreserve::model::OutcomeStatus::Committed, "{:?}", o.reason);
+                assert_eq!(o.status, coreserve::model::PlanStatus::Committed, "{:?}", o.reason);
                 lat.push(t.elapsed().as_secs_f64());
             }
         });

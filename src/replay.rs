@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, Semaphore};
 use crate::clock::{Clock, ManualClock};
 use crate::fairshare::Ledger;
 use crate::in_process::{InProcessGrid, DEFAULT_LEASE_S};
-use crate::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
+use crate::model::{Grid, Outcome, PlanRequest, PlanStatus, ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 use crate::planner::{Backtrack, Charge, PlanOptions, Planner, PlannerConfig};
 use crate::protocol::Yielding;
@@ -319,7 +319,7 @@ pub struct Summary {
 impl Summary {
     /// Summarises `outcomes`.
     pub fn of(outcomes: &[Outcome]) -> Self {
-        let committed: Vec<&Outcome> = outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed).collect();
+        let committed: Vec<&Outcome> = outcomes.iter().filter(|o| o.status == PlanStatus::Committed).collect();
         let mean = |xs: &[f64]| if xs.is_empty() { 0.0 } else { xs.iter().sum::<f64>() / xs.len() as f64 };
         let costs: Vec<f64> = committed.iter().map(|o| o.cost).collect();
         let avg: Vec<f64> = committed.iter().filter_map(|o| o.average_cost()).collect();

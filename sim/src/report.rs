@@ -21,7 +21,7 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize, Serializer};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest};
+use coreserve::model::{Grid, Outcome, PlanRequest, PlanStatus};
 
 use crate::algorithm::Algorithm;
 
@@ -102,7 +102,7 @@ impl Rejections {
     /// Counts the rejections among `outcomes`.
     pub fn of(outcomes: &[Outcome]) -> Self {
         let mut r = Rejections::default();
-        for o in outcomes.iter().filter(|o| o.status != OutcomeStatus::Committed) {
+        for o in outcomes.iter().filter(|o| o.status != PlanStatus::Committed) {
             let reason = o.reason.as_deref().unwrap_or("");
             let slot = if reason.starts_with("planning took longer than w_interval") {
                 &mut r.rejected_time_limit

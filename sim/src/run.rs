@@ -15,7 +15,7 @@ use coreserve::check::check_outcomes;
 use coreserve::clock::Clock;
 use coreserve::fairshare::Ledger;
 use coreserve::in_process::InProcessGrid;
-use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, SiteId};
+use coreserve::model::{Grid, Outcome, PlanRequest, PlanStatus, SiteId};
 use coreserve::planner::{Planner, PlannerConfig, Services};
 use coreserve::protocol::{Compute, Network, Participant, Role};
 use coreserve::replay::{dispatch, Dispatch, FairDispatch, Summary};
@@ -119,7 +119,7 @@ impl RunRow {
 
 /// The committed plans among `outcomes`.
 fn committed(outcomes: &[Outcome]) -> impl Iterator<Item = &Outcome> {
-    outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed)
+    outcomes.iter().filter(|o| o.status == PlanStatus::Committed)
 }
 
 /// Mean number of distinct sites a committed plan's jobs run on; 0 when none committed.

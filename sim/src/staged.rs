@@ -24,7 +24,7 @@ use std::fmt;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use coreserve::model::{to_time, Outcome, OutcomeStatus, PlanRequest, RawPlanRequest, TransferMode};
+use coreserve::model::{to_time, Outcome, PlanRequest, PlanStatus, RawPlanRequest, TransferMode};
 use coreserve::workload::generate;
 use serde::{Serialize, Serializer};
 
@@ -243,7 +243,7 @@ impl Experiment for Staged<'_> {
         };
         let (run, outcomes) = simulate(self.s, key, &cell.grid, requests).with_context(|| format!("arm {arm}"))?;
         let counted = &outcomes[self.s.warmup_requests.min(outcomes.len())..];
-        let committed: Vec<&Outcome> = counted.iter().filter(|o| o.status == OutcomeStatus::Committed).collect();
+        let committed: Vec<&Outcome> = counted.iter().filter(|o| o.status == PlanStatus::Committed).collect();
         let reserved: i64 = committed.iter().map(|o| reserved_cpu_s(o)).sum();
         let makespan: i64 = committed
             .iter()

@@ -41,9 +41,8 @@ use anyhow::{bail, Context, Result};
 use chrono::{DateTime, SecondsFormat, Utc};
 use coreserve::check::check_outcomes;
 use coreserve::grid::save_grid;
-use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, Time};
+use coreserve::model::{Grid, Outcome, PlanRequest, PlanStatus, Time};
 use coreserve::replay::DispatchRule;
-use coreserve::store::PlanStatus;
 use coreserve::workload::generate;
 use coreserve_loadtest::database::Databases;
 use coreserve_loadtest::deploy::{wait_ready, Mode, Procs};
@@ -247,14 +246,15 @@ async fn service_run(
             if status != reqwest::StatusCode::CREATED {
                 bail!("POST /v1/plans answered {status}: {text}");
             }
-            Ok(serde_json::from_str::<Outcome<PlanStatus>>(&text)?)
+            Ok(serde_json::from_str::<Outcome>(&text)?)
         }));
     }
     let mut outcomes = Vec::with_capacity(tasks.len());
     for t in tasks {
         let o = t.await??;
-        let status = if o.status == PlanStatus::Committed { OutcomeStatus::Committed } else { OutcomeStatus::Rejected };
-        let mut o = o.with_status(status);
+        // The service's own states (active, pending, ...) read as the simulator's two.
+        let status = if o.status == PlanStatus::Committed { PlanStatus::Committed } else { PlanStatus::Rejected };
+        let mut o = Outcome { status, ..o };
         for j in &mut o.jobs {
             j.start -= chrono::Duration::seconds(shift);
             j.end -= chrono::Duration::seconds(shift);

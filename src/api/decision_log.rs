@@ -8,10 +8,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::model::PlanStatus;
 use crate::planner::Booking;
 use crate::protocol::decision::{replaced_bookings, Decision, DecisionLog, Ending, LogError};
 use crate::protocol::{BackendError, TxnId};
-use crate::store::{Claim, DecisionRecord, ModificationRecord, PlanRecord, PlanStatus, Store, StoreError};
+use crate::store::{Claim, DecisionRecord, ModificationRecord, PlanRecord, Store, StoreError};
 
 /// The plan a request will store if the planner decides to commit.
 pub struct PlanMeta<'a> {
@@ -193,7 +194,7 @@ fn log_error(e: StoreError) -> LogError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Outcome, OutcomeStatus};
+    use crate::model::{Outcome, PlanStatus};
     use crate::protocol::decision::{Decision, PartHold};
     use crate::protocol::{ComputeHoldRequest, HoldId, ParticipantRef};
     use crate::store::MemoryStore;
@@ -210,7 +211,7 @@ mod tests {
         let id = meta.id;
         let log = StoreDecisionLog::new(&store, false, &claim, Some(meta));
         let mut outcome = Outcome::rejected("r", "", "p0");
-        outcome.status = OutcomeStatus::Committed;
+        outcome.status = PlanStatus::Committed;
         let txn = TxnId::new();
         let parts = [PartHold {
             participant: ParticipantRef::Site("s1".into()),

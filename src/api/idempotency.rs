@@ -34,7 +34,8 @@ use uuid::Uuid;
 
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
-use crate::store::{Claim, KeyClaim, PlanRecord, PlanStatus, Store};
+use crate::model::PlanStatus;
+use crate::store::{Claim, KeyClaim, PlanRecord, Store};
 
 /// The name of the idempotency header.
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";

@@ -34,7 +34,7 @@ use super::routes::{
     // `PlanStatus` is referenced by `GET /v1/plans?status=` but inlined in the plans it shows
     // (a generic outcome's status); `Problem` is the body `CommonAnswers` gives every error
     // answer. Both are listed here to be components.
-    components(schemas(crate::store::PlanStatus, super::problem::Problem)),
+    components(schemas(crate::model::PlanStatus, super::problem::Problem)),
     servers((url = "/", description = "This server (the document is served at /openapi.json)")),
     modifiers(&BearerAuth, &CommonAnswers, &HoldLinks),
     tags(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::{Resources, Violation};
-use crate::model::{from_time, to_time, Outcome, OutcomeStatus, Time};
+use crate::model::{from_time, to_time, Outcome, PlanStatus, Time};
 
 /// One resource's bookings: `(start, end, amount)` per committed placement.
 type Usage = Vec<(Time, Time, u64)>;
@@ -19,7 +19,7 @@ pub(super) fn overbookings(res: &Resources<'_>, outcomes: &[Outcome]) -> Vec<Vio
     let mut gpu_use: BTreeMap<(&str, String), Usage> = BTreeMap::new();
     let mut link_use: BTreeMap<&str, Usage> = BTreeMap::new();
     // A dry run (`Planned`) books nothing: its placements hold no capacity.
-    for o in outcomes.iter().filter(|o| matches!(o.status, OutcomeStatus::Committed)) {
+    for o in outcomes.iter().filter(|o| matches!(o.status, PlanStatus::Committed)) {
         for j in &o.jobs {
             if res.sites.contains_key(j.site.as_str()) {
                 site_use.entry(j.site.as_str()).or_default().push((

@@ -23,7 +23,7 @@ pub use plan::{plan_cost, COST_REL_TOLERANCE};
 pub use violation::{PlanViolation, Violation};
 
 use crate::fairshare::Project;
-use crate::model::{from_time, to_time, Grid, Link, Outcome, OutcomeStatus, PlanRequest, Site, Time};
+use crate::model::{from_time, to_time, Grid, Link, Outcome, PlanRequest, PlanStatus, Site, Time};
 
 /// Checks a whole batch of outcomes; returns every violation (empty = valid).
 ///
@@ -79,14 +79,15 @@ pub fn check_outcomes(
             found.push(PlanViolation::UnknownRequest);
         }
         match o.status {
-            OutcomeStatus::Rejected => plan::check_rejected(o, &mut found),
+            PlanStatus::Rejected => plan::check_rejected(o, &mut found),
             // A dry run books nothing: its placements are not checked.
-            OutcomeStatus::Planned => {}
-            OutcomeStatus::Committed => {
+            PlanStatus::Planned => {}
+            PlanStatus::Committed => {
                 if let Some(req) = req {
                     plan::check_committed(&res, grid, req, o, w_interval_s, &mut found);
                 }
             }
+            other => found.push(PlanViolation::NotAnAnswer(other)),
         }
         out.extend(found.drain(..).map(|kind| Violation::plan(rid, kind)));
     }
@@ -109,7 +110,7 @@ pub fn check_allocations(projects: &[Project], requests: &[PlanRequest], outcome
         let in_project = |user: &str| member_of.get(user).copied().unwrap_or(user) == p.id;
         // period start -> (CPU-hours, GPU-hours)
         let mut used: std::collections::BTreeMap<Time, (f64, f64)> = Default::default();
-        for o in outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed) {
+        for o in outcomes.iter().filter(|o| o.status == PlanStatus::Committed) {
             if !user_of.get(o.request_id.as_str()).is_some_and(|u| in_project(u)) {
                 continue;
             }

@@ -116,7 +116,7 @@ fn tp(from: &str, to: &str, path: &[&str], bw: u64, start: i64, end: i64) -> Tra
 fn committed(id: &str, start: i64, jobs: Vec<JobPlacement>, transfers: Vec<TransferPlacement>, cost: f64) -> Outcome {
     Outcome {
         request_id: id.into(),
-        status: OutcomeStatus::Committed,
+        status: PlanStatus::Committed,
         reason: None,
         start: Some(t(start)),
         deadline: None,
@@ -553,7 +553,7 @@ fn generated_requests_with_trivial_placements_pass() {
                 Outcome { start: Some(from_time(st)), jobs, transfers, cost, ..Outcome::rejected(r.id(), "", "p") }
             })
             .map(|mut o| {
-                o.status = OutcomeStatus::Committed;
+                o.status = PlanStatus::Committed;
                 o.reason = None;
                 o
             })
@@ -570,6 +570,7 @@ fn violations_read_as_one_line_each() {
     let (s, e) = (t(0), t(60));
     let cases: Vec<(PlanViolation, &str)> = vec![
         (UnknownRequest, "outcome for unknown request `r`"),
+        (NotAnAnswer(PlanStatus::Active), "outcome of request `r` is active: not a planner's answer"),
         (DuplicateOutcome, "request `r` has more than one outcome"),
         (RejectedNotEmpty { detail: "a start".into() }, "rejected request `r` is not empty: a start"),
         (MissingStart, "committed request `r` has no start"),
@@ -647,7 +648,7 @@ fn over_allocation_is_a_violation_unless_overdraft() {
     };
     let committed = |id: &str| {
         let mut o = Outcome::rejected(id, "p", "x");
-        o.status = OutcomeStatus::Committed;
+        o.status = PlanStatus::Committed;
         o.reason = None;
         o.start = Some(t(1800));
         o.jobs = vec![JobPlacement {

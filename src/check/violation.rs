@@ -85,6 +85,9 @@ pub enum PlanViolation {
     UnknownRequest,
     /// A second (or later) outcome for the same request.
     DuplicateOutcome,
+    /// An outcome in a state a planner never answers (a stored plan's: pending, active,
+    /// completed, cancelled or broken): the checker judges planners' answers only.
+    NotAnAnswer(crate::model::PlanStatus),
     /// A rejected outcome that still carries a start, placements or a non-zero cost.
     RejectedNotEmpty {
         /// What it carries, e.g. `a start, 2 job placements, cost 3.5`.
@@ -325,6 +328,7 @@ impl fmt::Display for Violation {
         };
         match kind {
             UnknownRequest => write!(f, "outcome for unknown request `{id}`"),
+            NotAnAnswer(status) => write!(f, "outcome of request `{id}` is {status}: not a planner's answer"),
             DuplicateOutcome => write!(f, "request `{id}` has more than one outcome"),
             RejectedNotEmpty { detail } => write!(f, "rejected request `{id}` is not empty: {detail}"),
             MissingStart => write!(f, "committed request `{id}` has no start"),

@@ -16,6 +16,7 @@ mod limits;
 mod modification;
 mod outcome;
 mod request;
+mod status;
 mod text;
 mod time;
 
@@ -29,13 +30,12 @@ pub use ids::{LinkId, NodeId, SiteId};
 pub use layout::{Layout, Span};
 pub use limits::{price_ok, MAX_AMOUNT, MAX_JOBS, MAX_PRICE, MAX_TRANSFERS};
 pub use modification::{JobChange, ModificationError, PlanModification, TransferChange};
-pub use outcome::{
-    Footprint, GpuAllocation, JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement, TransferTraffic,
-};
+pub use outcome::{Footprint, GpuAllocation, JobPlacement, Outcome, PartState, TransferPlacement, TransferTraffic};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
     TransferMode, MAX_DURATION_S, MAX_OFFSET_S, MAX_SIZE_MB,
 };
+pub use status::PlanStatus;
 pub use text::{check_text, TextError, UnknownValue, MAX_TEXT_CHARS};
 pub(crate) use time::is_zero_s;
 pub use time::{from_time, rfc3339, to_time, Time};

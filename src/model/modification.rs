@@ -266,7 +266,7 @@ fn bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{JobPlacement, OutcomeStatus, TransferPlacement};
+    use crate::model::{JobPlacement, PlanStatus, TransferPlacement};
 
     fn t(s: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(s, 0).unwrap()
@@ -288,7 +288,7 @@ mod tests {
     /// [4000, 4600) at 1000 Mbit/s (inside both); deadline 20000.
     fn plan() -> Outcome {
         let mut o = Outcome::rejected("r", "", "p");
-        o.status = OutcomeStatus::Committed;
+        o.status = PlanStatus::Committed;
         o.reason = None;
         o.start = Some(t(1000));
         o.deadline = Some(t(20_000));

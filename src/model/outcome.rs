@@ -1,19 +1,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{LinkId, SiteId, TransferMode};
-
-/// Final state of a plan request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OutcomeStatus {
-    /// Every reservation of the plan is committed.
-    Committed,
-    /// Nothing is booked; `reason` says why.
-    Rejected,
-    /// A dry run's plan: what would be booked now; nothing is.
-    Planned,
-}
+use super::{LinkId, PlanStatus, SiteId, TransferMode};
 
 /// Where and when one job runs.
 #[serde_with::skip_serializing_none]
@@ -174,13 +162,13 @@ pub struct TransferTraffic {
 /// 0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
 ///
 /// `status` is the planner's (committed, rejected or planned); a plan shown by the REST API
-/// carries its stored plan's status instead (also pending or cancelled).
+/// carries its stored plan's status instead (any `PlanStatus`).
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Outcome<S = OutcomeStatus> {
+pub struct Outcome {
     /// The request's `id` (the client's reference).
     pub request_id: String,
-    pub status: S,
+    pub status: PlanStatus,
     /// Why the request was rejected.
     pub reason: Option<String>,
     /// Application start `st` of a committed plan.
@@ -248,48 +236,12 @@ impl Footprint {
     }
 }
 
-impl<S> Outcome<S> {
-    /// The same outcome with another status: `status` replaces the planner's.
-    pub fn with_status<T>(self, status: T) -> Outcome<T> {
-        let Outcome {
-            request_id,
-            status: _,
-            reason,
-            start,
-            deadline,
-            jobs,
-            transfers,
-            cost,
-            planning_ms,
-            planner,
-            messages,
-            holds_aborted,
-            footprint,
-        } = self;
-        Outcome {
-            request_id,
-            status,
-            reason,
-            start,
-            deadline,
-            jobs,
-            transfers,
-            cost,
-            planning_ms,
-            planner,
-            messages,
-            holds_aborted,
-            footprint,
-        }
-    }
-}
-
 impl Outcome {
     /// A rejection with nothing booked.
     pub fn rejected(request_id: &str, reason: impl Into<String>, planner: &str) -> Self {
         Outcome {
             request_id: request_id.to_owned(),
-            status: OutcomeStatus::Rejected,
+            status: PlanStatus::Rejected,
             reason: Some(reason.into()),
             start: None,
             deadline: None,
@@ -326,6 +278,6 @@ impl Outcome {
     pub fn average_cost(&self) -> Option<f64> {
         let cpu_hours: f64 =
             self.jobs.iter().map(|j| f64::from(j.cpus) * (j.end - j.start).num_seconds() as f64 / 3600.0).sum();
-        (self.status == OutcomeStatus::Committed && cpu_hours > 0.0).then(|| self.cost / cpu_hours)
+        (self.status == PlanStatus::Committed && cpu_hours > 0.0).then(|| self.cost / cpu_hours)
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::commit::{self, Phase2, TwoPhaseError, Unsettled};
 use super::{Booking, Charge, ParticipantRef, PlanResult, Settlement};
 use crate::fairshare::Usage;
-use crate::model::{Outcome, OutcomeStatus, Time};
+use crate::model::{Outcome, PlanStatus, Time};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, PartHold};
 use crate::protocol::{HoldId, HoldLifecycle, HoldRequest, ParticipantError, TxnId};
 
@@ -245,8 +245,7 @@ impl Coordinator {
             return self.rejected(e.to_string());
         }
         let result = self.book(log).await;
-        let booked =
-            result.outcome.status == OutcomeStatus::Committed || matches!(result.settlement, Settlement::InDoubt(_));
+        let booked = matches!(result.status(), PlanStatus::Committed | PlanStatus::Pending);
         if !booked {
             c.ledger.forget(c.key);
         }

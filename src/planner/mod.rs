@@ -64,7 +64,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::clock::Clock;
-use crate::model::{Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy, SiteId};
+use crate::model::{Outcome, PlanRequest, PlanStatus, ReservationMethod, SelectionPolicy, SiteId};
 use crate::protocol::decision;
 pub use crate::protocol::decision::{Booking, InDoubt};
 pub use crate::protocol::ParticipantRef;
@@ -217,7 +217,21 @@ pub struct PlanResult {
     pub settlement: Settlement,
 }
 
-/// How a plan attempt ended for its caller, beyond its outcome (see [`crate::protocol::decision`]).
+impl PlanResult {
+    /// The plan's status as its caller must report it: the outcome's (committed, rejected or
+    /// planned) once final; `pending` in doubt (decided, phase 2 unconfirmed); `rejected` when
+    /// the request can never be planned or its decision was not recorded (nothing is booked).
+    pub fn status(&self) -> PlanStatus {
+        match self.settlement {
+            Settlement::Final => self.outcome.status,
+            Settlement::InDoubt(_) => PlanStatus::Pending,
+            Settlement::Unsatisfiable | Settlement::Undecided(_) => PlanStatus::Rejected,
+        }
+    }
+}
+
+/// How a plan attempt ended for its caller beyond its status ([`PlanResult::status`]): whether
+/// and how it may be reported (see [`crate::protocol::decision`]).
 #[derive(Debug, Clone)]
 pub enum Settlement {
     /// The outcome is final and, with a log, recorded: committed (every part durable at its
@@ -398,7 +412,7 @@ impl Planner {
                     result.outcome.reason = Some(format!("{reason}; {when}"));
                 }
             }
-            if result.outcome.status == OutcomeStatus::Rejected && !unavailable.is_empty() {
+            if result.outcome.status == PlanStatus::Rejected && !unavailable.is_empty() {
                 let down: Vec<String> = unavailable.iter().map(|(s, why)| format!("site `{s}` ({why})")).collect();
                 let reason = result.outcome.reason.take().unwrap_or_default();
                 result.outcome.reason = Some(format!("{reason}; unavailable, left out: {}", down.join(", ")));
@@ -420,7 +434,7 @@ impl Planner {
             Err(outcome) => (rejected(outcome), Again::No),
             Ok(()) if opts.dry_run => {
                 let mut outcome = search.book.outcome();
-                outcome.status = OutcomeStatus::Planned;
+                outcome.status = PlanStatus::Planned;
                 search.book.undo_to(0).await;
                 outcome.messages = search.book.messages();
                 outcome.holds_aborted = search.book.holds_aborted;
@@ -431,8 +445,8 @@ impl Planner {
                     let coordinator = search.book.into_coordinator(parts);
                     let failure = coordinator.failure_cell();
                     let result = coordinator.book_charged(req.user(), opts.charge, opts.log).await;
-                    let final_rejection = matches!(result.settlement, Settlement::Final)
-                        && result.outcome.status == OutcomeStatus::Rejected;
+                    let final_rejection =
+                        matches!(result.settlement, Settlement::Final) && result.outcome.status == PlanStatus::Rejected;
                     let cause = failure.lock().expect("failure cell").take();
                     let again = match cause {
                         Some(ParticipantError::SchedulerUnavailable { site, reason }) if final_rejection => {

@@ -12,7 +12,7 @@
 use super::commit::{self, PartName};
 use super::coordinator::{self, Coordinator, HeldPart};
 use super::{Booking, PlanResult, Planner, Settlement};
-use crate::model::{to_time, Outcome, OutcomeStatus, SiteId};
+use crate::model::{to_time, Outcome, PlanStatus, SiteId};
 use crate::protocol::decision::{replaced_bookings, DecisionLog, PartHold};
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, NetworkHoldRequest, ParticipantError, ParticipantRef, TxnId};
 
@@ -173,7 +173,7 @@ impl Planner {
         }
         let decided: Vec<PartHold> = held.iter().map(|p| p.part.clone()).collect();
         let mut outcome = new.clone();
-        outcome.status = OutcomeStatus::Committed;
+        outcome.status = PlanStatus::Committed;
         outcome.reason = None;
         outcome.planner = self.cfg.name.clone();
         outcome.messages = messages;
@@ -181,7 +181,7 @@ impl Planner {
         // A job keeps its local reservation's name (the LIS changes it in place): the plan's
         // `reservation_name`s stay as they were.
         let mut result = Coordinator::modifying(txn, held, outcome, started).book(opts.log).await;
-        if matches!(result.settlement, Settlement::Final) && result.outcome.status == OutcomeStatus::Committed {
+        if result.status() == PlanStatus::Committed {
             result.bookings = replaced_bookings(bookings, &decided);
         }
         result

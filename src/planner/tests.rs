@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use super::*;
 use crate::clock::ManualClock;
 use crate::in_process::InProcessGrid;
-use crate::model::{from_time, Grid, Link, Node, OutcomeStatus, RawPlanRequest, Site, Time, TransferMode};
+use crate::model::{from_time, Grid, Link, Node, PlanStatus, RawPlanRequest, Site, Time, TransferMode};
 use crate::nis::Routing;
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldLifecycle, Network, NetworkHoldRequest,
@@ -107,7 +107,7 @@ async fn busy_site_shifts_the_start_by_exactly_dt() {
     for method in [ReservationMethod::Bir, ReservationMethod::Bbr] {
         let r = request(vec![job("A", "linux", 4, 0, 600)], vec![], 10_000);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
         assert_eq!(o.start, Some(from_time(T0 + 1000)), "{method}: st moves by dt to the first free slot");
     }
     assert_eq!(l.lis["s1"].usage_at(T0 + 1100), 8, "both 4-CPU plans share the slot");
@@ -128,7 +128,7 @@ async fn time_draws_its_ties_from_a_stream_of_its_own() {
                 PlannerConfig { policy, method: ReservationMethod::Bir, seed, w_interval_s: 0, ..Default::default() };
             let r = request(vec![job("A", "linux", 4, 0, 600)], vec![], 10_000);
             let o = Planner::new(cfg, l.services()).plan(&r).await;
-            assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+            assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
             assert_eq!(o.start, Some(from_time(T0)));
             booked.push(o.jobs[0].site.clone());
         }
@@ -150,7 +150,7 @@ async fn network_failure_backtracks_to_the_next_candidate() {
         let l = local(&g);
         let r = pair("bsd", "linux", 8, 500, 10_000);
         let o = planner(&l, SelectionPolicy::Cost, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
         assert_eq!(o.jobs[1].site, "s3", "s2 was tried first and undone");
         assert_eq!(o.transfers[0].path, vec!["l13".to_string()]);
         if method == ReservationMethod::Bir {
@@ -173,7 +173,7 @@ async fn unsatisfiable_network_demand_is_rejected_and_books_nothing() {
         let l = local(&g);
         let r = pair("bsd", "linux", 8, 500, 10_000);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Rejected);
+        assert_eq!(o.status, PlanStatus::Rejected);
         // The reason names the transfer, the sites, the bandwidth and the times (RFC 3339).
         assert_eq!(
             o.reason.as_deref(),
@@ -207,7 +207,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
     let l = local(&g);
     busy(&l).await;
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bbr).plan(&r).await;
-    assert_eq!(o.status, OutcomeStatus::Rejected);
+    assert_eq!(o.status, PlanStatus::Rejected);
     let reason = o.reason.as_deref().unwrap();
     assert!(reason.starts_with("batch prepare failed: job `B` on site `s1`"), "{o:?}");
     assert!(reason.ends_with("(self-conflict: the plan's own parts hold 10 there at that time)"), "{o:?}");
@@ -219,7 +219,7 @@ async fn bbr_self_conflicts_where_bir_does_not() {
         let l = local(&g);
         busy(&l).await;
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{method}: {o:?}");
         assert_ne!(o.jobs[0].site, o.jobs[1].site, "{method}: 10 + 10 CPUs never share a 16-CPU site");
         assert_eq!(o.start, Some(from_time(T0 + 3600)), "{method} waits for s2 rather than self-conflict");
         if method == ReservationMethod::BbrOverlay {
@@ -271,7 +271,7 @@ async fn a_refused_bbr_batch_is_planned_again_only_when_configured() {
             ..Default::default()
         };
         let o = Planner::new(cfg, l.services()).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Rejected, "{o:?}");
+        assert_eq!(o.status, PlanStatus::Rejected, "{o:?}");
         assert!(o.reason.as_deref().unwrap().contains("self-conflict"), "{o:?}");
         assert_eq!(l.holds_outstanding(), 0);
         per_replans.push((o.messages, o.holds_aborted));
@@ -335,7 +335,7 @@ async fn a_batch_lost_to_a_race_is_not_a_self_conflict_and_a_replan_books_elsewh
             assert!(reason.starts_with("batch prepare failed: job `A` on site `s1`"), "{o:?}");
             assert!(!reason.contains("self-conflict"), "{o:?}");
         } else {
-            assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+            assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
             assert_eq!(o.jobs[0].site, "s2");
         }
     }
@@ -377,7 +377,7 @@ async fn query_fanout_sends_a_steps_queries_together_or_one_at_a_time() {
         }
         let cfg = PlannerConfig { w_interval_s: 0, query_fanout: fanout, ..Default::default() };
         let o = Planner::new(cfg, services).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
         assert_eq!(count.lock().unwrap().1, most_at_once, "{fanout:?}");
     }
 }
@@ -530,7 +530,7 @@ async fn a_refused_commit_releases_every_other_part() {
         let p = Planner::new(PlannerConfig { method, w_interval_s: 0, ..Default::default() }, services);
         let r = pair("linux", "bsd", 8, 500, 10_000);
         let o = p.plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Rejected);
+        assert_eq!(o.status, PlanStatus::Rejected);
         assert!(o.reason.as_deref().unwrap().starts_with("commit failed"), "{o:?}");
         assert_eq!(l.lis["s1"].usage_at(T0 + 10), 0, "{method}: A was committed, then released");
         assert_eq!(l.lis["s2"].usage_at(T0 + 10), 0, "{method}: B's hold aborted");
@@ -552,7 +552,7 @@ async fn a_decided_modification_whose_commit_is_refused_breaks_that_part_only() 
         let booked = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir)
             .plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions::default())
             .await;
-        assert_eq!(booked.outcome.status, OutcomeStatus::Committed);
+        assert_eq!(booked.outcome.status, PlanStatus::Committed);
         let mut services = l.services();
         services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::Refused)));
         let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
@@ -564,7 +564,7 @@ async fn a_decided_modification_whose_commit_is_refused_breaks_that_part_only() 
         let log = FakeLog { shares_fate, ..Default::default() };
         let opts = ModifyOptions { user: None, log: Some(&log) };
         let res = p.modify(&booked.outcome, &booked.bookings, &new, opts).await;
-        assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{shares_fate}: {:?}", res.outcome);
+        assert_eq!(res.outcome.status, PlanStatus::Committed, "{shares_fate}: {:?}", res.outcome);
         let job = |name: &str| res.outcome.jobs.iter().find(|j| j.name == name).unwrap();
         assert_eq!(job("A").broken, None, "{shares_fate}");
         assert!(job("B").broken.as_deref().is_some_and(|b| b.contains("could not be committed")), "{:?}", job("B"));
@@ -645,7 +645,7 @@ async fn disconnected_jobs_are_all_placed() {
     let l = local(&g);
     let r = request(vec![job("A", "linux", 8, 0, 600), job("B", "bsd", 8, 300, 600)], vec![], 10_000);
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
-    assert_eq!(o.status, OutcomeStatus::Committed);
+    assert_eq!(o.status, PlanStatus::Committed);
     assert_eq!(o.jobs[1].start, from_time(T0 + 300));
     assert_eq!(l.lis["s2"].usage_at(T0 + 400), 8);
 }
@@ -659,14 +659,14 @@ async fn dry_run_books_nothing_and_cancel_releases_everything() {
         let l = local(&g);
         let p = planner(&l, SelectionPolicy::Time, method);
         let dry = p.plan_with(&r, PlanOptions { dry_run: true, ..Default::default() }).await;
-        assert_eq!(dry.outcome.status, OutcomeStatus::Planned, "{method}");
+        assert_eq!(dry.outcome.status, PlanStatus::Planned, "{method}");
         assert_eq!(dry.outcome.jobs.len(), 2);
         assert!(dry.bookings.is_empty());
         assert_eq!(l.lis["s1"].booked_spans() + l.lis["s2"].booked_spans(), 0, "{method}: a dry run books nothing");
         assert_eq!(l.holds_outstanding(), 0);
 
         let real = p.plan_with(&r, PlanOptions::default()).await;
-        assert_eq!(real.outcome.status, OutcomeStatus::Committed);
+        assert_eq!(real.outcome.status, PlanStatus::Committed);
         assert_eq!(real.bookings.len(), 3, "two jobs and one network path");
         assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(500));
         p.cancel(&real.bookings).await.unwrap();
@@ -708,7 +708,7 @@ impl decision::DecisionLog for FakeLog {
         if self.fail {
             return Err(decision::LogError::Unavailable("disk full".into()));
         }
-        assert_eq!(d.outcome.status, OutcomeStatus::Committed);
+        assert_eq!(d.outcome.status, PlanStatus::Committed);
         *self.s1_at_decision.lock().unwrap() = self.lis.as_ref().map(|l| (l.usage_at(T0 + 1), l.holds_outstanding()));
         self.decided.lock().unwrap().push((d.txn, d.parts.to_vec()));
         Ok(())
@@ -747,7 +747,7 @@ async fn the_decision_is_logged_before_phase_two_and_its_failure_books_nothing()
             let p = planner(&l, SelectionPolicy::Time, method);
             let log = FakeLog { shares_fate, lis: Some(l.lis["s1"].clone()), ..Default::default() };
             let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
-            assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{method} {shares_fate}");
+            assert_eq!(res.outcome.status, PlanStatus::Committed, "{method} {shares_fate}");
             let decided = log.decided.lock().unwrap().clone();
             assert_eq!(decided.len(), 1);
             assert_eq!(decided[0].1.len(), 3, "two jobs and one path, with their prepare messages");
@@ -774,7 +774,7 @@ async fn the_decision_is_logged_before_phase_two_and_its_failure_books_nothing()
             let p = planner(&l, SelectionPolicy::Time, method);
             let log = FakeLog { shares_fate, fail: true, ..Default::default() };
             let res = p.plan_with(&r, PlanOptions { log: Some(&log), ..Default::default() }).await;
-            assert_eq!(res.outcome.status, OutcomeStatus::Rejected);
+            assert_eq!(res.outcome.status, PlanStatus::Rejected);
             assert!(res.outcome.reason.as_deref().unwrap().contains("disk full"), "{:?}", res.outcome.reason);
             assert_eq!(l.lis["s1"].usage_at(T0 + 1) + l.lis["s2"].usage_at(T0 + 1), 0, "{method} {shares_fate}");
             assert_eq!(l.nis.usage_at("l13", T0 + 1), Some(0));
@@ -815,7 +815,7 @@ async fn recovery_commits_decided_transactions_and_compensates_when_a_lease_ran_
             });
         }
         let mut outcome = Outcome::rejected("r", "", "planner-0");
-        outcome.status = OutcomeStatus::Committed;
+        outcome.status = PlanStatus::Committed;
         in_doubt.push(InDoubt { txn, parts, outcome, compensating: false });
     }
     // The second one's s2 hold lapses (aborted here; its lease would end the same way).
@@ -843,7 +843,7 @@ async fn a_commit_whose_answer_is_lost_is_given_back_by_the_compensation() {
     services.lis.insert("s2".into(), Arc::new(FaultyCommit::new(l.lis["s2"].clone(), CommitFault::AnswerLost)));
     let p = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services);
     let o = p.plan(&pair("linux", "bsd", 8, 500, 10_000)).await;
-    assert_eq!(o.status, OutcomeStatus::Rejected);
+    assert_eq!(o.status, PlanStatus::Rejected);
     assert_eq!(l.lis["s2"].usage_at(T0 + 10), 0, "s2 committed, then released: the plan is all or nothing");
     assert_eq!(l.lis["s1"].usage_at(T0 + 10) + l.nis.usage_at("l13", T0 + 10).unwrap(), 0);
     assert_eq!(l.holds_outstanding(), 0);
@@ -924,7 +924,7 @@ async fn a_lost_commit_answer_is_retried_not_compensated() {
         let log = FakeLog::default();
         let opts = PlanOptions { log: with_log.then_some(&log as &dyn decision::DecisionLog), ..Default::default() };
         let res = p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), opts).await;
-        assert_eq!(res.outcome.status, OutcomeStatus::Committed, "log {with_log}");
+        assert_eq!(res.outcome.status, PlanStatus::Committed, "log {with_log}");
         assert!(matches!(res.settlement, Settlement::Final));
         assert_eq!(s2.2.load(std::sync::atomic::Ordering::SeqCst), 2, "sent twice");
         assert_eq!(l.lis["s2"].usage_at(T0 + 1), 8, "booked once");
@@ -973,7 +973,7 @@ async fn gpu_jobs_are_filtered_held_priced_and_never_overbooked() {
             requests.push(r);
         }
         for (i, o) in outcomes.iter().enumerate() {
-            assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+            assert_eq!(o.status, PlanStatus::Committed, "{method}: {o:?}");
             let j = &o.jobs[0];
             assert_eq!(
                 (j.site.as_str(), j.gpus.as_ref().map(|g| (g.model.as_str(), g.count))),
@@ -1053,7 +1053,7 @@ async fn a_separated_plan_writes_each_participant_journal_at_most_twice() {
     let log = FakeLog::default();
     let res =
         p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions { log: Some(&log), ..Default::default() }).await;
-    assert_eq!(res.outcome.status, OutcomeStatus::Committed, "{:?}", res.outcome.reason);
+    assert_eq!(res.outcome.status, PlanStatus::Committed, "{:?}", res.outcome.reason);
     for (who, j) in &journals {
         let writes = j.writes.load(std::sync::atomic::Ordering::SeqCst);
         assert!(writes <= 2, "{who}: {writes} durable writes for one plan");
@@ -1094,7 +1094,7 @@ async fn a_participant_that_forgot_a_tentative_hold_makes_the_plan_fail_whole() 
     let log = FakeLog::default();
     let res =
         p.plan_with(&pair("linux", "bsd", 8, 500, 10_000), PlanOptions { log: Some(&log), ..Default::default() }).await;
-    assert_eq!(res.outcome.status, OutcomeStatus::Rejected);
+    assert_eq!(res.outcome.status, PlanStatus::Rejected);
     assert!(matches!(res.settlement, Settlement::Final), "{:?}", res.settlement);
     assert!(res.outcome.reason.as_deref().unwrap().contains("aborted"), "{:?}", res.outcome.reason);
     assert_eq!(log.decided.lock().unwrap().len(), 1, "the decision was logged before the commit failed");
@@ -1134,7 +1134,7 @@ async fn batched_queries_plan_the_same_with_fewer_messages() {
         let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
         let p = Planner::new(cfg, l.services());
         let o = p.plan(&chain).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_queries}: {:?}", o.reason);
+        assert_eq!(o.status, PlanStatus::Committed, "{batch_queries}: {:?}", o.reason);
         outcomes.push(o);
     }
     let (plain, batched) = (&outcomes[0], &outcomes[1]);
@@ -1158,7 +1158,7 @@ async fn a_hold_keeps_the_batched_answers_it_cannot_change() {
     for batch_queries in [false, true] {
         let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
         let o = Planner::new(cfg, local(&g).services()).plan(&chain).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_queries}: {:?}", o.reason);
+        assert_eq!(o.status, PlanStatus::Committed, "{batch_queries}: {:?}", o.reason);
         outcomes.push(o);
     }
     let (plain, batched) = (&outcomes[0], &outcomes[1]);
@@ -1183,7 +1183,7 @@ async fn a_shift_aborts_a_sites_holds_in_one_message() {
         book_at(&l.lis["s2"], TxnId::nil(), 10, T0, T0 + 900).await;
         let cfg = PlannerConfig { w_interval_s: 0, batch_aborts, ..Default::default() };
         let o = Planner::new(cfg, l.services()).plan(&req).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_aborts}: {:?}", o.reason);
+        assert_eq!(o.status, PlanStatus::Committed, "{batch_aborts}: {:?}", o.reason);
         assert_eq!(l.holds_outstanding(), 0);
         outcomes.push(o);
     }
@@ -1214,7 +1214,7 @@ async fn a_candidate_the_network_rules_out_is_never_held() {
         let cfg =
             PlannerConfig { w_interval_s: 0, policy: SelectionPolicy::Cost, check_before_hold, ..Default::default() };
         let o = Planner::new(cfg, l.services()).plan(&req).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{check_before_hold}: {:?}", o.reason);
+        assert_eq!(o.status, PlanStatus::Committed, "{check_before_hold}: {:?}", o.reason);
         assert_eq!(l.holds_outstanding(), 0);
         outcomes.push(o);
     }
@@ -1258,7 +1258,7 @@ async fn the_gis_is_asked_once_per_plan() {
     let o = Planner::new(PlannerConfig { w_interval_s: 0, ..Default::default() }, services)
         .plan(&request(jobs, vec![], 20_000))
         .await;
-    assert_eq!(o.status, OutcomeStatus::Committed, "{:?}", o.reason);
+    assert_eq!(o.status, PlanStatus::Committed, "{:?}", o.reason);
     assert_eq!(*gis.1.lock().unwrap(), (0, 1), "(single demands, batches)");
 }
 
@@ -1303,7 +1303,7 @@ async fn a_jobs_network_checks_go_in_one_message() {
         services.nis = nis.clone();
         let cfg = PlannerConfig { w_interval_s: 0, batch_queries, ..Default::default() };
         let o = Planner::new(cfg, services).plan(&req).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{batch_queries}: {:?}", o.reason);
+        assert_eq!(o.status, PlanStatus::Committed, "{batch_queries}: {:?}", o.reason);
         assert_eq!(*nis.1.lock().unwrap(), asked, "{batch_queries}: (single questions, batches)");
         outcomes.push(o);
     }
@@ -1360,7 +1360,7 @@ async fn a_failure_explained_without_a_job_skips_that_jobs_other_candidates() {
                 ..Default::default()
             };
             let o = Planner::new(cfg, services).plan(&r).await;
-            assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+            assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
             assert_eq!(o.jobs[0].site, "x2", "{method} {backtrack:?}");
             let tally = tally.lock().unwrap();
             for z in 1..=4 {
@@ -1422,7 +1422,7 @@ async fn backjumping_plans_as_many_with_fewer_messages_and_never_asks_a_refused_
             let (mut committed, mut messages, mut repeats) = (0, 0, 0);
             for r in &reqs {
                 let o = p.plan(r).await;
-                committed += usize::from(o.status == OutcomeStatus::Committed);
+                committed += usize::from(o.status == PlanStatus::Committed);
                 messages += o.messages;
                 let mut asked: Vec<_> = std::mem::take(&mut *refused.lock().unwrap())
                     .into_iter()
@@ -1527,7 +1527,7 @@ async fn a_skipped_candidates_own_hold_would_have_shifted_st_under_bir() {
                 ..Default::default()
             };
             let o = Planner::new(cfg, l.services()).plan(&r).await;
-            if o.status == OutcomeStatus::Committed {
+            if o.status == PlanStatus::Committed {
                 assert_eq!(o.start, Some(from_time(T0 + 1200)), "{method} {backtrack:?}");
                 assert_eq!((o.jobs[1].site.as_str(), o.jobs[2].site.as_str()), ("a", "b"), "{method} {backtrack:?}");
             } else {
@@ -1535,7 +1535,7 @@ async fn a_skipped_candidates_own_hold_would_have_shifted_st_under_bir() {
                 assert!(reason.starts_with("no feasible plan before the deadline"), "{method} {backtrack:?}");
             }
             assert_eq!(l.holds_outstanding(), 0);
-            planned.push(o.status == OutcomeStatus::Committed);
+            planned.push(o.status == PlanStatus::Committed);
         }
         let expected = if method == ReservationMethod::Bbr { [false, false] } else { [true, false] };
         assert_eq!(planned, expected, "{method}: (chronological, conflict-directed) committed");
@@ -1577,7 +1577,7 @@ async fn a_workflow_is_booked_in_dependency_order_by_every_method() {
     for method in [ReservationMethod::Bir, ReservationMethod::BbrOverlay] {
         let l = local(&g);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{method}: {o:?}");
         assert_eq!(check_outcomes(&g, std::slice::from_ref(&r), std::slice::from_ref(&o), 0), vec![], "{method}");
         let at = |name: &str| o.jobs.iter().find(|j| j.name == name).unwrap();
         // prep [0, 160); staging 1000 MB at 400 Mbit/s = 20 s, so the 30 s gap binds.
@@ -1621,7 +1621,7 @@ async fn a_job_that_finds_no_room_is_named_with_its_demand_and_window() {
     let l = local(&g);
     book_outside(&l, "s1", 6, T0, T0 + 20_000).await;
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&workflow(20_000)).await;
-    assert_eq!(o.status, OutcomeStatus::Rejected);
+    assert_eq!(o.status, PlanStatus::Rejected);
     assert_eq!(
         o.reason.as_deref(),
         Some(
@@ -1705,7 +1705,7 @@ async fn a_late_floating_job_moves_alone_not_the_whole_plan() {
             book_outside(&l, "s1", 4, T0 + 600, T0 + 1200).await;
             let cfg = PlannerConfig { method, w_interval_s: 0, batch_queries, ..Default::default() };
             let o = Planner::new(cfg, l.services()).plan(&r).await;
-            assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+            assert_eq!(o.status, PlanStatus::Committed, "{method}: {o:?}");
             assert_eq!(o.start, Some(from_time(T0)), "{method}: the plan's start does not move");
             let at = |name| (placed(&o, name).start - from_time(T0)).num_seconds();
             assert_eq!([at("A"), at("B"), at("C"), at("D")], [0, 1200, 600, 1800], "{method}, batched {batch_queries}");
@@ -1733,7 +1733,7 @@ async fn a_consumer_on_its_producers_site_waits_for_no_transfer() {
     for method in ReservationMethod::ALL.iter().copied() {
         let l = local(&g);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{method}: {o:?}");
         let at = |name| (placed(&o, name).start - from_time(T0)).num_seconds();
         assert_eq!(at("B"), 610, "{method}: same site, the gap only");
         assert_eq!(at("C"), 680, "{method}: another site, the transfer's 80 s");
@@ -1759,7 +1759,7 @@ async fn a_job_at_an_explicit_offset_after_a_late_floating_job_delays_the_plan()
     let l = local(&g);
     book_outside(&l, "s1", 4, T0 + 600, T0 + 1200).await;
     let o = planner(&l, SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
-    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
     let st = crate::model::to_time(&o.start.unwrap());
     let at = |name| crate::model::to_time(&placed(&o, name).start) - st;
     assert_eq!(at("D"), 1200, "D keeps its offset from the plan's start");
@@ -1829,7 +1829,7 @@ async fn a_request_that_can_never_fit_is_told_apart_from_one_that_does_not_fit_n
         20_000,
     );
     let o = Planner::new(cfg, l.services()).plan(&flow).await;
-    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
     assert_eq!(l.holds_outstanding(), 0);
 }
 
@@ -1856,7 +1856,7 @@ async fn a_fan_in_s_staged_transfers_take_the_link_one_after_the_other() {
     for method in [ReservationMethod::Bir, ReservationMethod::BbrOverlay] {
         let l = local(&g);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
-        assert_eq!(o.status, OutcomeStatus::Committed, "{method}: {o:?}");
+        assert_eq!(o.status, PlanStatus::Committed, "{method}: {o:?}");
         let mut slots: Vec<(i64, i64)> = o
             .transfers
             .iter()

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::model::{Outcome, PartState};
 
-use super::PlanStatus;
+use crate::model::PlanStatus;
 
 /// One start or end of a plan's part: a `job.*` or `transfer.*` event once the clock passes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

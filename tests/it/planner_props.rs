@@ -9,7 +9,7 @@ use coreserve::check::check_outcomes;
 use coreserve::clock::ManualClock;
 use coreserve::in_process::InProcessGrid;
 use coreserve::model::{
-    from_time, to_time, GpuPool, Grid, Link, Node, NodeId, Outcome, OutcomeStatus, PlanRequest, RawPlanRequest,
+    from_time, to_time, GpuPool, Grid, Link, Node, NodeId, Outcome, PlanRequest, PlanStatus, RawPlanRequest,
     ReservationMethod, SelectionPolicy, Site, SiteAttributes, TransferMode,
 };
 use coreserve::nis::Routing;
@@ -333,7 +333,7 @@ proptest! {
         prop_assert!(violations.is_empty(), "{:?}", violations);
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
         for o in &outcomes {
-            prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
+            prop_assert_eq!(o.status == PlanStatus::Committed, o.reason.is_none());
         }
     }
 
@@ -352,7 +352,7 @@ proptest! {
         let violations = check_outcomes(&grid, &reqs, &outcomes, 600);
         prop_assert!(violations.is_empty(), "{:?}", violations);
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
-        for o in outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed) {
+        for o in outcomes.iter().filter(|o| o.status == PlanStatus::Committed) {
             let f = o.footprint.expect("a committed plan has a footprint");
             prop_assert!(f.slack_cpu_s <= f.booked_cpu_s && f.critical_path_s <= f.makespan_s, "{:?}", f);
         }
@@ -376,7 +376,7 @@ proptest! {
         prop_assert!(violations.is_empty(), "{:?}", violations);
         prop_assert_eq!(outstanding, 0, "no hold outlives its plan");
         for o in &outcomes {
-            prop_assert_eq!(o.status == OutcomeStatus::Committed, o.reason.is_none());
+            prop_assert_eq!(o.status == PlanStatus::Committed, o.reason.is_none());
         }
     }
 
@@ -398,7 +398,7 @@ proptest! {
         let grid = Grid::new(nodes, vec![link], sites).unwrap();
         let (outcomes, outstanding) = race_with(&grid, std::slice::from_ref(&flow), method, policy, batched);
         let o = &outcomes[0];
-        prop_assert_eq!(o.status, OutcomeStatus::Committed, "{:?}", o);
+        prop_assert_eq!(o.status, PlanStatus::Committed, "{:?}", o);
         prop_assert!(check_outcomes(&grid, std::slice::from_ref(&flow), &outcomes, 600).is_empty());
         prop_assert_eq!(outstanding, 0);
         for j in (0..flow.jobs().len()).filter(|&j| flow.floats(j)) {

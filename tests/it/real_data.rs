@@ -8,7 +8,7 @@ use std::process::Command;
 
 use coreserve::check::check_outcomes;
 use coreserve::grid::{import_graphml, ImportOptions};
-use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest, ReservationMethod, SelectionPolicy};
+use coreserve::model::{Grid, Outcome, PlanRequest, PlanStatus, ReservationMethod, SelectionPolicy};
 use coreserve::replay::{replay, ReplayOptions, Summary};
 use coreserve::workload::{generate, procs_of, read_swf, AppKind, WorkloadParams};
 
@@ -77,7 +77,7 @@ async fn all_variants_on_geant_and_sdsc_blue_never_overbook() {
                 let s = Summary::of(&outcomes);
                 assert!(s.committed > 0, "{kind} {method}-{policy} committed nothing");
                 assert!(
-                    outcomes.iter().all(|o| (o.status == OutcomeStatus::Rejected) == o.reason.is_some()),
+                    outcomes.iter().all(|o| (o.status == PlanStatus::Rejected) == o.reason.is_some()),
                     "every rejection has a reason, and only rejections"
                 );
                 success.push(((method, policy), s.success_rate));

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use coreserve::model::{Grid, Outcome, OutcomeStatus, PlanRequest};
+use coreserve::model::{Grid, Outcome, PlanRequest, PlanStatus};
 use reqwest::Client;
 use serde_json::{json, Value};
 
@@ -262,7 +262,7 @@ async fn separate_roles_on(db: String) {
     let outcomes: Vec<Outcome> =
         lists[0].iter().map(|v| serde_json::from_value::<Outcome>(v.clone()).unwrap()).collect();
     assert_eq!(outcomes.len(), n);
-    let committed = outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed).count();
+    let committed = outcomes.iter().filter(|o| o.status == PlanStatus::Committed).count();
     let mut reasons: HashMap<String, usize> = HashMap::new();
     for o in &outcomes {
         if let Some(r) = &o.reason {
@@ -273,7 +273,7 @@ async fn separate_roles_on(db: String) {
     assert!(committed > 0, "something must fit");
     assert!(committed < n, "the resources are tight: some requests must be refused");
     for o in &outcomes {
-        if o.status == OutcomeStatus::Rejected {
+        if o.status == PlanStatus::Rejected {
             let reason = o.reason.as_deref().unwrap_or_default();
             assert!(!reason.contains("transport"), "{}: {reason}", o.request_id);
         }
@@ -333,7 +333,7 @@ async fn separate_roles_on(db: String) {
             .collect();
         let mut planned: Vec<(String, String, u64)> = outcomes
             .iter()
-            .filter(|o| o.status == OutcomeStatus::Committed)
+            .filter(|o| o.status == PlanStatus::Committed)
             .flat_map(|o| o.jobs.iter())
             .filter(|j| j.site == *s)
             .map(|j| (j.start.timestamp().to_string(), j.end.timestamp().to_string(), u64::from(j.cpus)))

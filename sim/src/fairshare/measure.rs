@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use anyhow::{bail, Result};
 use coreserve::fairshare::{Ledger, Usage, DAY_S};
-use coreserve::model::{to_time, Outcome, OutcomeStatus, Time};
+use coreserve::model::{to_time, Outcome, PlanStatus, Time};
 use serde::Serialize;
 
 use super::projects::{ledger, FLOOD, STEADY};
@@ -138,7 +138,7 @@ pub fn measure(
     let own = run_ledger.map(|_| ledger(p, grid_cpus, w.start, id.arm));
     let mut usage: HashMap<&str, Vec<Usage>> = HashMap::new();
     for (i, (r, o)) in requests.iter().zip(outcomes).enumerate() {
-        if o.status == OutcomeStatus::Committed {
+        if o.status == PlanStatus::Committed {
             let u = Usage::of_outcome(o);
             usage.entry(r.user()).or_default().extend(u.iter().copied());
             if let Some(own) = &own {
@@ -183,7 +183,7 @@ pub fn measure(
                 continue;
             }
             let committed: Vec<usize> =
-                mine.iter().copied().filter(|&i| outcomes[i].status == OutcomeStatus::Committed).collect();
+                mine.iter().copied().filter(|&i| outcomes[i].status == PlanStatus::Committed).collect();
             let delays: Vec<f64> = committed
                 .iter()
                 .map(|&i| {
@@ -194,7 +194,7 @@ pub fn measure(
             let reason_starts = |prefix: &str| {
                 mine.iter()
                     .filter(|&&i| {
-                        outcomes[i].status != OutcomeStatus::Committed
+                        outcomes[i].status != PlanStatus::Committed
                             && outcomes[i].reason.as_deref().is_some_and(|r| r.starts_with(prefix))
                     })
                     .count() as u64
@@ -252,7 +252,7 @@ pub fn measure(
                 project: project.into(),
                 day: day as u64,
                 requests: mine.len() as u64,
-                committed: mine.iter().filter(|&&i| outcomes[i].status == OutcomeStatus::Committed).count() as u64,
+                committed: mine.iter().filter(|&&i| outcomes[i].status == PlanStatus::Committed).count() as u64,
                 used_share: used(project, a, b),
                 usage_index,
                 priority,

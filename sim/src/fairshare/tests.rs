@@ -2,7 +2,7 @@
 
 use coreserve::fairshare::{Usage, DAY_S};
 use coreserve::model::{
-    from_time, Grid, Link, Node, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy, Site,
+    from_time, Grid, Link, Node, PlanRequest, PlanStatus, RawPlanRequest, ReservationMethod, SelectionPolicy, Site,
 };
 use coreserve::workload::AppKind;
 use serde::Serialize;
@@ -64,7 +64,7 @@ fn winners(requests: &[PlanRequest], outcomes: &[Outcome]) -> Vec<String> {
     requests
         .iter()
         .zip(outcomes)
-        .filter(|(_, o)| o.status == OutcomeStatus::Committed)
+        .filter(|(_, o)| o.status == PlanStatus::Committed)
         .map(|(r, _)| r.user().to_owned())
         .collect()
 }

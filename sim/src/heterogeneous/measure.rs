@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use anyhow::{bail, Context, Result};
-use coreserve::model::{to_time, unmet, Grid, Outcome, OutcomeStatus, PlanRequest};
+use coreserve::model::{to_time, unmet, Grid, Outcome, PlanRequest, PlanStatus};
 use serde::Serialize;
 
 use super::arms::Arm;
@@ -33,7 +33,7 @@ pub struct Placement {
 pub fn placement(grid: &Grid, drawn: &[PlanRequest], outcomes: &[Outcome]) -> Placement {
     let by_id: HashMap<&str, &PlanRequest> = drawn.iter().map(|r| (r.id(), r)).collect();
     let mut p = Placement::default();
-    for o in outcomes.iter().filter(|o| o.status == OutcomeStatus::Committed) {
+    for o in outcomes.iter().filter(|o| o.status == PlanStatus::Committed) {
         let Some(r) = by_id.get(o.request_id.as_str()) else { continue };
         p.committed += 1;
         let mut all = true;

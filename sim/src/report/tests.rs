@@ -343,7 +343,7 @@ fn summary_csv_reads_back() {
 fn rejections_are_counted_by_reason() {
     let rejected = |reason: &str| Outcome::rejected("r", reason, "p");
     let mut committed = rejected("");
-    committed.status = OutcomeStatus::Committed;
+    committed.status = PlanStatus::Committed;
     let outcomes = [
         committed,
         rejected("planning took longer than w_interval (1800 s)"),

@@ -30,10 +30,11 @@ use crate::api::idempotency::{self, IdempotencyKey, NextAction, Operation, PlanL
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
-use crate::model::{OutcomeStatus, PlanModification};
+use crate::model::PlanModification;
+use crate::model::PlanStatus;
 use crate::planner::{ModifyOptions, Settlement};
 use crate::protocol::decision::LogError;
-use crate::store::{Claim, PlanRecord, PlanStatus};
+use crate::store::{Claim, PlanRecord};
 
 /// Modify a committed or active plan: move its start, change a job's interval or CPUs, a
 /// transfer's interval or bandwidth; all of it or nothing.
@@ -152,13 +153,14 @@ async fn answer(
     result: crate::planner::PlanResult,
     log: StoreDecisionLog<'_>,
 ) -> Result<PlanRecord, ApiError> {
-    let o = result.outcome;
-    let committed = matches!(result.settlement, Settlement::Final) && o.status == OutcomeStatus::Committed;
-    if committed || matches!(result.settlement, Settlement::Final | Settlement::Undecided(LogError::Refused(_))) {
-        st.metrics.modified(committed);
+    let status = result.status();
+    // Counted once decided either way (not in doubt, not superseded nor unrecorded).
+    if matches!(result.settlement, Settlement::Final | Settlement::Undecided(LogError::Refused(_))) {
+        st.metrics.modified(status == PlanStatus::Committed);
     }
+    let o = result.outcome;
     match result.settlement {
-        Settlement::Final if o.status == OutcomeStatus::Committed => {
+        Settlement::Final if status == PlanStatus::Committed => {
             let mut modified =
                 log.decided().ok_or_else(|| ApiError::internal("a committed modification is unrecorded"))?;
             // A part whose commit failed after the decision is broken (see

@@ -24,12 +24,13 @@ use crate::api::idempotency::{self, in_progress, IdempotencyKey, NextAction, Ope
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
+use crate::model::PlanStatus;
 use crate::model::{
     ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
 use crate::planner::{PlanOptions, Settlement};
 use crate::protocol::decision::LogError;
-use crate::store::{stamp_part_states, PlanFilter, PlanRecord, PlanStatus, RejectionRecord, StoreError};
+use crate::store::{stamp_part_states, PlanFilter, PlanRecord, RejectionRecord, StoreError};
 
 /// `POST /v1/plans` body: a plan request in the model's format, without `user` (the token's)
 /// and `submitted_at` (the time the server received it). Unknown fields are refused.
@@ -101,7 +102,7 @@ pub struct PlanView {
     #[schema(required = true)]
     pub modification_pending: bool,
     #[serde(flatten)]
-    pub outcome: Outcome<PlanStatus>,
+    pub outcome: Outcome,
 }
 
 impl PlanView {
@@ -112,7 +113,7 @@ impl PlanView {
             created_at,
             cancelled_at: None,
             modification_pending: false,
-            outcome: o.clone().with_status(status),
+            outcome: Outcome { status, ..o.clone() },
         }
         .with_part_states(Utc::now())
     }
@@ -140,7 +141,7 @@ impl From<PlanRecord> for PlanView {
             created_at: r.created_at,
             cancelled_at: r.cancelled_at,
             modification_pending: false,
-            outcome: r.outcome.with_status(r.status),
+            outcome: Outcome { status: r.status, ..r.outcome },
         }
         .with_part_states(Utc::now())
     }
@@ -293,7 +294,7 @@ pub async fn create(
         if matches!(result.settlement, Settlement::Unsatisfiable) {
             return Err(unsatisfiable(o));
         }
-        let status = PlanStatus::from(o.status);
+        let status = o.status;
         state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
         return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
     }

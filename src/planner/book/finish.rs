@@ -5,8 +5,8 @@
 use super::Book;
 use crate::calendar::CapacityCalendar;
 use crate::model::{
-    from_time, Footprint, JobPlacement, LinkId, Outcome, OutcomeStatus, SiteId, Time, TransferPlacement,
-    TransferTraffic, MAX_AMOUNT,
+    from_time, Footprint, JobPlacement, LinkId, Outcome, PlanStatus, SiteId, Time, TransferPlacement, TransferTraffic,
+    MAX_AMOUNT,
 };
 use crate::planner::commit::{self, PartName, TwoPhaseError};
 use crate::planner::coordinator::{self, Coordinator, HeldPart};
@@ -112,7 +112,7 @@ impl Book<'_> {
         Outcome {
             footprint: Footprint::of(&jobs),
             request_id: req.id().to_owned(),
-            status: OutcomeStatus::Committed,
+            status: PlanStatus::Committed,
             reason: None,
             start: Some(from_time(self.fixes.st)),
             deadline: Some(from_time(req.deadline())),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Attempt, Backtrack, PlannerConfig};
-use crate::model::{from_time, Outcome, OutcomeStatus, PlanRequest, RawPlanRequest, ReservationMethod};
+use crate::model::{from_time, Outcome, PlanRequest, PlanStatus, RawPlanRequest, ReservationMethod};
 use crate::model::{SelectionPolicy, SiteId, Time};
 use crate::planner::fixes::{Fix, Fixes, JobFix, TentativeBook, TransferFix};
 use crate::protocol::{Candidates, ComputeOffer, NetworkQuery, ParticipantError, Route};
@@ -264,6 +264,6 @@ async fn policies_order_the_candidates_and_a_late_site_is_none() {
         Table { sites: HashMap::from([("s1", (1.0, T0 + 3500))]), candidates: vec![vec!["s1"]], ..Table::default() };
     let (result, book) = search(&late, &req, SelectionPolicy::Time, Backtrack::ConflictDirected).await;
     let outcome = result.expect_err("no site can end by the deadline");
-    assert_eq!(outcome.status, OutcomeStatus::Rejected);
+    assert_eq!(outcome.status, PlanStatus::Rejected);
     assert!(book.log.is_empty(), "nothing was fixed: {:?}", book.log);
 }

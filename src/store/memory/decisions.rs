@@ -8,9 +8,10 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use crate::fairshare::Usage;
+use crate::model::PlanStatus;
 use crate::protocol::decision::{Ending, InDoubt};
 use crate::protocol::TxnId;
-use crate::store::{Claim, DecisionRecord, DecisionStore, ModificationRecord, PlanStatus, RejectionRecord, StoreError};
+use crate::store::{Claim, DecisionRecord, DecisionStore, ModificationRecord, RejectionRecord, StoreError};
 
 use super::claims::complete_key;
 use super::inner::{lease, Life, TxnRow};

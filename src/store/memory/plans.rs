@@ -6,10 +6,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::model::Outcome;
+use crate::model::PlanStatus;
 use crate::protocol::HoldId;
-use crate::store::{
-    part_boundaries, status_in_time, PartBoundary, PlanFilter, PlanRecord, PlanStatus, PlanStore, StoreError,
-};
+use crate::store::{part_boundaries, status_in_time, PartBoundary, PlanFilter, PlanRecord, PlanStore, StoreError};
 
 use super::inner::Life;
 use super::MemoryStore;

@@ -3,8 +3,9 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
+use crate::model::PlanStatus;
 use crate::protocol::{HoldId, HoldState, TxnId};
-use crate::store::{PlanRecord, PlanStatus, StoreError};
+use crate::store::{PlanRecord, StoreError};
 
 use super::inner::{Inner, Life};
 use super::MemoryStore;

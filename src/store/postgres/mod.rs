@@ -8,7 +8,7 @@
 //! migration changes.
 //!
 //! Columns are decoded into their types by the macros' overrides (`col as "col: Type"`): JSON
-//! records as `Json<T>`, `plans.status` as [`crate::store::PlanStatus`], `reservations.state` as
+//! records as `Json<T>`, `plans.status` as [`crate::model::PlanStatus`], `reservations.state` as
 //! `RowState` (in `journal`), `participant` as [`ParticipantRef`] (its `Decode` is below: the
 //! store, not `protocol`, knows sqlx). A value that does not decode is [`StoreError::Corrupt`].
 //!
@@ -130,6 +130,10 @@ impl Store for PgStore {
 
     async fn prune_finished(&self, horizon: DateTime<Utc>) -> Result<super::Pruned, StoreError> {
         self.prune_finished(horizon).await
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
     }
 
     fn pool_state(&self) -> Option<super::PoolState> {

@@ -6,9 +6,10 @@ use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::model::Outcome;
+use crate::model::PlanStatus;
 use crate::protocol::decision::Booking;
 use crate::protocol::HoldId;
-use crate::store::{PlanFilter, PlanRecord, PlanStatus, PlanStore, StoreError};
+use crate::store::{PlanFilter, PlanRecord, PlanStore, StoreError};
 
 use super::PgStore;
 

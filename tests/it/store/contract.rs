@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use coreserve::model::{JobPlacement, Outcome, OutcomeStatus, PartState, TransferPlacement};
+use coreserve::model::{JobPlacement, Outcome, PartState, PlanStatus, TransferPlacement};
 use coreserve::protocol::decision::{replaced_bookings, Booking, Decision, Ending, PartHold};
 use coreserve::protocol::{ComputeHoldRequest, HoldId, HoldRequest, ParticipantRef, TxnId};
 use coreserve::store::{
-    Claim, DecisionRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
-    RejectionRecord, Store, StoreError, TokenRecord,
+    Claim, DecisionRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, RejectionRecord, Store,
+    StoreError, TokenRecord,
 };
 use uuid::Uuid;
 
@@ -27,7 +27,7 @@ fn record(user: &str, request_id: &str, start: Option<DateTime<Utc>>) -> PlanRec
     let mut bookings = vec![];
     let mut status = PlanStatus::Rejected;
     if let Some(st) = start {
-        outcome.status = OutcomeStatus::Committed;
+        outcome.status = PlanStatus::Committed;
         outcome.reason = None;
         outcome.start = Some(st);
         outcome.cost = 12.375;
@@ -533,4 +533,81 @@ async fn last_event(s: &dyn Store) -> i64 {
 async fn events_after(s: &dyn Store, after: i64, owner: Option<Uuid>, limit: i64) -> Vec<PlanEvent> {
     s.settle_events().await.unwrap();
     s.events_after(after, owner, limit).await.unwrap()
+}
+
+/// A journal entry moves a hold's row only from the states it may follow (both stores judge by
+/// `JournalEntry::transition`): a retried entry changes nothing, an entry for a hold never
+/// journaled is counted, and one that contradicts the row (a commit of an aborted hold, an
+/// abort of a reservation) is refused and writes nothing.
+pub async fn a_journal_entry_is_legal_only_from_the_states_it_may_follow(s: &dyn Store) {
+    use coreserve::protocol::{unmatched_entries, JournalEntry, JournalError, JournalState};
+    let (_, parts, _) = decided_plan("alice");
+    let held = |hold: HoldId, expires_at: i64| JournalEntry::Held {
+        participant: parts[0].participant.clone(),
+        hold,
+        request: parts[0].request.clone(),
+        expires_at,
+        via_api: false,
+        owner: None,
+    };
+    let illegal = |r: Result<(), JournalError>, hold: HoldId, state: JournalState| match r {
+        Err(JournalError::Illegal { hold: h, state: st, .. }) => assert_eq!((h, st), (hold, state)),
+        other => panic!("expected the entry refused as illegal from {state}, got {other:?}"),
+    };
+
+    // Committed, then committed again (a retry): one reservation.
+    let (a, b, c) = (HoldId::new(), HoldId::new(), HoldId::new());
+    s.append(&held(a, 1_000)).await.unwrap();
+    s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+    s.append(&JournalEntry::Committed { hold: a }).await.unwrap();
+    // Illegal from committed: an abort, an extension.
+    illegal(s.append(&JournalEntry::Aborted { hold: a }).await, a, JournalState::Committed);
+    illegal(s.append(&JournalEntry::Extended { hold: a, expires_at: 2_000 }).await, a, JournalState::Committed);
+    assert_eq!(live(s).await, vec![(a, true)], "the reservation stands");
+
+    // Aborted, then a commit of it: refused, and nothing is booked again.
+    s.append(&held(b, 1_000)).await.unwrap();
+    s.append(&JournalEntry::Aborted { hold: b }).await.unwrap();
+    s.append(&JournalEntry::Aborted { hold: b }).await.unwrap();
+    illegal(s.append(&JournalEntry::Committed { hold: b }).await, b, JournalState::Aborted);
+    illegal(s.append(&JournalEntry::Released { hold: b }).await, b, JournalState::Aborted);
+    // In one write with a legal entry: all refused (all or none).
+    let both = [held(c, 1_000), JournalEntry::Committed { hold: b }];
+    illegal(s.append_all(&both).await, b, JournalState::Aborted);
+    assert_eq!(live(s).await, vec![(a, true)], "neither the aborted hold nor the refused write's hold");
+
+    // Released twice: the second is a retry.
+    s.append(&JournalEntry::Released { hold: a }).await.unwrap();
+    s.append(&JournalEntry::Released { hold: a }).await.unwrap();
+    illegal(s.append(&JournalEntry::Committed { hold: a }).await, a, JournalState::Released);
+    assert!(live(s).await.is_empty());
+
+    // Expired by the sweeper: a commit the participant accepted before still wins; an abort
+    // leaves it expired.
+    let (d, e) = (HoldId::new(), HoldId::new());
+    s.append_all(&[held(d, 50), held(e, 50)]).await.unwrap();
+    assert_eq!(s.expire_holds(60).await.unwrap(), 2);
+    s.append(&JournalEntry::Committed { hold: d }).await.unwrap();
+    s.append(&JournalEntry::Aborted { hold: e }).await.unwrap();
+    assert_eq!(live(s).await, vec![(d, true)]);
+
+    // A hold never journaled: ignored, counted.
+    let before = unmatched_entries();
+    s.append(&JournalEntry::Committed { hold: HoldId::new() }).await.unwrap();
+    s.append(&JournalEntry::Released { hold: HoldId::new() }).await.unwrap();
+    assert!(unmatched_entries() >= before + 2, "each counted");
+    assert_eq!(live(s).await, vec![(d, true)]);
+}
+
+/// The live holds at t = 100, each with whether it is committed, sorted.
+async fn live(s: &dyn Store) -> Vec<(HoldId, bool)> {
+    let mut holds: Vec<(HoldId, bool)> = s
+        .live_holds(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.hold, h.state == coreserve::protocol::HoldState::Committed))
+        .collect();
+    holds.sort();
+    holds
 }

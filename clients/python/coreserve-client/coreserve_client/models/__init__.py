@@ -21,8 +21,7 @@ from .network_demand import NetworkDemand
 from .network_hold_body import NetworkHoldBody
 from .network_view import NetworkView
 from .node import Node
-from .outcome_plan_status import OutcomePlanStatus
-from .outcome_plan_status_status import OutcomePlanStatusStatus
+from .outcome import Outcome
 from .package import Package
 from .part_state import PartState
 from .plan_body import PlanBody
@@ -79,8 +78,7 @@ __all__ = (
     "NetworkHoldBody",
     "NetworkView",
     "Node",
-    "OutcomePlanStatus",
-    "OutcomePlanStatusStatus",
+    "Outcome",
     "Package",
     "PartState",
     "PlanBody",

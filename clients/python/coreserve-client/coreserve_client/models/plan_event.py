@@ -34,7 +34,8 @@ class PlanEvent:
             jobs (list[JobPlacement]): The plan's jobs at the change (a broken one says why in `broken`).
             plan_id (UUID): The plan (`/v1/plans/{plan_id}`).
             request_id (str): The client's reference of the plan request.
-            status (PlanStatus): The life of a stored plan.
+            status (PlanStatus): The life of a plan, from the planner's answer to the stored plan: one type for the
+                planner's outcome, the store and the REST API.
 
                 One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
                 `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a

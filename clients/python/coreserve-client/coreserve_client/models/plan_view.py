@@ -8,7 +8,7 @@ from uuid import UUID
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-from ..models.outcome_plan_status_status import OutcomePlanStatusStatus
+from ..models.plan_status import PlanStatus
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ class PlanView:
             planner (str):
             planning_ms (float):
             request_id (str): The request's `id` (the client's reference).
-            status (OutcomePlanStatusStatus): The life of a stored plan.
+            status (PlanStatus): The life of a plan, from the planner's answer to the stored plan: one type for the
+                planner's outcome, the store and the REST API.
 
                 One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
                 `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
@@ -62,7 +63,7 @@ class PlanView:
     planner: str
     planning_ms: float
     request_id: str
-    status: OutcomePlanStatusStatus
+    status: PlanStatus
     created_at: datetime.datetime
     id: UUID
     modification_pending: bool
@@ -206,7 +207,7 @@ class PlanView:
 
         request_id = d.pop("request_id")
 
-        status = OutcomePlanStatusStatus(d.pop("status"))
+        status = PlanStatus(d.pop("status"))
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
 

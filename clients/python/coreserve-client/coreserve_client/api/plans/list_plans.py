@@ -107,7 +107,9 @@ def sync_detailed(
     """The caller's plans (an admin: everyone's), oldest first.
 
     Args:
-        status (PlanStatus | Unset): The life of a stored plan.
+        status (PlanStatus | Unset): The life of a plan, from the planner's answer to the stored
+            plan: one type for the
+            planner's outcome, the store and the REST API.
 
             One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
             `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
@@ -149,7 +151,9 @@ def sync(
     """The caller's plans (an admin: everyone's), oldest first.
 
     Args:
-        status (PlanStatus | Unset): The life of a stored plan.
+        status (PlanStatus | Unset): The life of a plan, from the planner's answer to the stored
+            plan: one type for the
+            planner's outcome, the store and the REST API.
 
             One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
             `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
@@ -186,7 +190,9 @@ async def asyncio_detailed(
     """The caller's plans (an admin: everyone's), oldest first.
 
     Args:
-        status (PlanStatus | Unset): The life of a stored plan.
+        status (PlanStatus | Unset): The life of a plan, from the planner's answer to the stored
+            plan: one type for the
+            planner's outcome, the store and the REST API.
 
             One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
             `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
@@ -226,7 +232,9 @@ async def asyncio(
     """The caller's plans (an admin: everyone's), oldest first.
 
     Args:
-        status (PlanStatus | Unset): The life of a stored plan.
+        status (PlanStatus | Unset): The life of a plan, from the planner's answer to the stored
+            plan: one type for the
+            planner's outcome, the store and the REST API.
 
             One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
             `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a

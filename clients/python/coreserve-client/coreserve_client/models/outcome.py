@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-from ..models.outcome_plan_status_status import OutcomePlanStatusStatus
+from ..models.plan_status import PlanStatus
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     from ..models.transfer_placement import TransferPlacement
 
 
-T = TypeVar("T", bound="OutcomePlanStatus")
+T = TypeVar("T", bound="Outcome")
 
 
 @_attrs_define
-class OutcomePlanStatus:
+class Outcome:
     """What became of one plan request (one line of outcomes.jsonl).
 
     `cost` = sum over jobs of `duration_s/3600 * (cpus * price_per_cpu_hour + gpus *
@@ -29,14 +29,15 @@ class OutcomePlanStatus:
     0 for a rejected request. `planning_ms` is wall-clock planning time (virtual in the simulator).
 
     `status` is the planner's (committed, rejected or planned); a plan shown by the REST API
-    carries its stored plan's status instead (also pending or cancelled).
+    carries its stored plan's status instead (any `PlanStatus`).
 
         Attributes:
             cost (float):
             planner (str):
             planning_ms (float):
             request_id (str): The request's `id` (the client's reference).
-            status (OutcomePlanStatusStatus): The life of a stored plan.
+            status (PlanStatus): The life of a plan, from the planner's answer to the stored plan: one type for the
+                planner's outcome, the store and the REST API.
 
                 One spelling, lowercase, for every form: JSON (serde), text (strum: `Display`, `FromStr`,
                 `AsRef<str>`, `&'static str`, the metrics' labels) and the `plans.status` column (sqlx: a
@@ -57,7 +58,7 @@ class OutcomePlanStatus:
     planner: str
     planning_ms: float
     request_id: str
-    status: OutcomePlanStatusStatus
+    status: PlanStatus
     deadline: datetime.datetime | None | Unset = UNSET
     footprint: Footprint | None | Unset = UNSET
     holds_aborted: int | Unset = UNSET
@@ -174,7 +175,7 @@ class OutcomePlanStatus:
 
         request_id = d.pop("request_id")
 
-        status = OutcomePlanStatusStatus(d.pop("status"))
+        status = PlanStatus(d.pop("status"))
 
         def _parse_deadline(data: object) -> datetime.datetime | None | Unset:
             if data is None:
@@ -258,7 +259,7 @@ class OutcomePlanStatus:
 
                 transfers.append(transfers_item)
 
-        outcome_plan_status = cls(
+        outcome = cls(
             cost=cost,
             planner=planner,
             planning_ms=planning_ms,
@@ -274,8 +275,8 @@ class OutcomePlanStatus:
             transfers=transfers,
         )
 
-        outcome_plan_status.additional_properties = d
-        return outcome_plan_status
+        outcome.additional_properties = d
+        return outcome
 
     @property
     def additional_keys(self) -> list[str]:
