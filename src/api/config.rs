@@ -1,5 +1,8 @@
 //! Configuration of `coreserve serve` (the CLI fills it; tests build it directly).
 
+use std::sync::Arc;
+
+use crate::clock::{Clock, SystemClock};
 use crate::model::{ReservationMethod, SelectionPolicy};
 use crate::nis::Routing;
 
@@ -19,6 +22,23 @@ pub const DEFAULT_PLANNING_PERMITS: usize = 16;
 /// Largest accepted request body (bytes): 4 MiB, room for a 1,000-job, 4,000-transfer
 /// workflow; larger bodies get 413.
 pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The service's clock ([`ServeConfig::clock`]).
+#[derive(Clone)]
+pub struct ServiceClock(pub Arc<dyn Clock>);
+
+impl Default for ServiceClock {
+    /// The wall clock.
+    fn default() -> Self {
+        ServiceClock(Arc::new(SystemClock))
+    }
+}
+
+impl std::fmt::Debug for ServiceClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServiceClock(now {})", self.0.now())
+    }
+}
 
 /// What one `coreserve serve` process does (role-separated deployment; see the README).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -57,6 +77,9 @@ pub struct ServeConfig {
     pub planners: usize,
     /// Hold lease in seconds.
     pub lease_s: i64,
+    /// The clock the participants read (leases, the earliest start): the wall clock by
+    /// default; a test about logic rather than time sets a [`crate::clock::ManualClock`].
+    pub clock: ServiceClock,
     /// The planners' `w_interval`: plans start no earlier than receipt + this.
     pub w_interval_s: i64,
     /// Default selection policy (a request may name its own).
@@ -171,6 +194,7 @@ impl Default for ServeConfig {
             listen: "127.0.0.1:8080".into(),
             planners: 3,
             lease_s: crate::in_process::DEFAULT_LEASE_S,
+            clock: ServiceClock::default(),
             w_interval_s: 1800,
             policy: SelectionPolicy::Time,
             method: ReservationMethod::Bir,

@@ -54,6 +54,6 @@ pub mod supervisor;
 pub mod telemetry;
 pub mod webhooks;
 
-pub use config::{RemoteServices, Role, ServeConfig, DEFAULT_CLAIM_LEASE_S};
+pub use config::{RemoteServices, Role, ServeConfig, ServiceClock, DEFAULT_CLAIM_LEASE_S};
 pub use startup::{Application, Settings};
 pub use state::AppState;

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use coreserve::api::ServiceClock;
+use coreserve::clock::{Clock, ManualClock};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -439,14 +441,21 @@ async fn holds_go_through_two_phase_commit_over_http() {
     assert!(text.contains("coreserve_holds_outstanding 0"), "{text}");
 }
 
+/// The lease runs out on the service's clock: a manual one here, moved past it.
 #[tokio::test]
 async fn an_expired_hold_cannot_be_committed_and_its_capacity_is_free() {
-    let app = TestApp::spawn_with(|c| c.lease_s = 1).await;
+    let clock = Arc::new(ManualClock::new(Utc::now().timestamp()));
+    let service_clock = ServiceClock(clock.clone());
+    let app = TestApp::spawn_with(|c| {
+        c.lease_s = 1;
+        c.clock = service_clock;
+    })
+    .await;
     let body = json!({"cpus": 16, "start": in_hours(1), "end": in_hours(2)});
     let h: Value = app.post("/v1/sites/s2/holds", ADMIN, &body).await.json().await.unwrap();
     let id = h["id"].as_str().unwrap();
     assert_eq!(app.reservations("s2").await.len(), 1);
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    clock.advance_to(clock.now() + 2);
     let p = problem(app.post(&format!("/v1/holds/{id}/commit"), ADMIN, &json!({})).await, StatusCode::CONFLICT).await;
     assert_eq!(p["type"], "urn:coreserve:problem:hold-expired");
     assert!(app.reservations("s2").await.is_empty());
@@ -490,7 +499,7 @@ async fn concurrent_retries_with_one_key_book_once() {
 /// and the unchanged planner books a plan over HTTP participants.
 #[tokio::test]
 async fn http_participants_speak_the_protocol_with_typed_errors() {
-    use coreserve::model::{OutcomeStatus, PlanRequest};
+    use coreserve::model::{PlanRequest, PlanStatus};
     use coreserve::planner::{Planner, PlannerConfig, Services};
     use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
     use coreserve::protocol::{
@@ -645,7 +654,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     }))
     .unwrap();
     let o = planner.plan(&req).await;
-    assert_eq!(o.status, OutcomeStatus::Committed, "{o:?}");
+    assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
     assert_eq!(o.transfers[0].path, vec!["l1".to_string()]);
     let booked: u64 = ["s1", "s2"]
         .iter()
@@ -1310,27 +1319,30 @@ async fn text_logs_are_plain_off_a_terminal_with_one_line_per_request() {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let child = Killed(child);
+    // Every stderr line, as it comes.
     let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = Vec::new();
+    std::thread::spawn(move || {
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(url) = line.split_whitespace().find(|w| w.starts_with("http://")) {
-                let _ = tx.send(url.to_string());
-            }
-            lines.push(line);
+            let _ = tx.send(line);
         }
-        lines
     });
-    let base = rx.recv_timeout(Duration::from_secs(60)).expect("serve started");
+    let mut lines = Vec::new();
+    let mut until = |done: &dyn Fn(&str) -> bool| loop {
+        let line = rx.recv_timeout(Duration::from_secs(60)).expect("a line of serve's stderr");
+        lines.push(line.clone());
+        if done(&line) {
+            return line;
+        }
+    };
+    let started = until(&|l| l.contains("http://"));
+    let base = started.split_whitespace().find(|w| w.starts_with("http://")).unwrap().to_owned();
     assert_eq!(Client::new().get(format!("{base}/healthz")).send().await.unwrap().status(), StatusCode::OK);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The access-log line comes (or the wait fails).
+    until(&|l| l.contains("/healthz"));
     drop(child);
-    let lines = reader.join().unwrap();
+    let access = lines.last().unwrap();
+    assert!(access.contains("INFO") && access.contains("status=200"), "an access-log line: {access}");
     assert!(lines.iter().all(|l| !l.contains('\u{1b}')), "no ANSI escapes: {lines:?}");
-    assert!(
-        lines.iter().any(|l| l.contains("INFO") && l.contains("/healthz") && l.contains("status=200")),
-        "an access-log line: {lines:?}"
-    );
 }
 
 /// `serve --config FILE`: the file's settings apply; the environment wins over the file and the

@@ -283,10 +283,10 @@ async fn booked_bandwidth_is_delivered_on_the_emulated_network() {
     // against the background. It shows something only on a saturated link: on a 2-core machine
     // shared with other tests the background's senders may be starved of CPU, and an unsaturated
     // link gives every flow what it asks. So the shared link's load is measured from its tc
-    // counters (n2's end of l23, 100 Mbit/s), and the arm is run again (up to 3 times) until
-    // the background filled it to 85 %.
+    // counters (n2's end of l23, 100 Mbit/s), and the arm is run again (up to 5 times) until
+    // the background filled it to 85 %; never full, the test fails (it would compare nothing).
     let (mut control, mut best_load) = (None, 0.0_f64);
-    for attempt in 1..=3 {
+    for attempt in 1..=5 {
         let before = wan.default_bytes(2, "v1");
         let begun = Instant::now();
         let bg = background(&wan, SECS + 1);
@@ -384,16 +384,12 @@ async fn booked_bandwidth_is_delivered_on_the_emulated_network() {
     // 2: without the bookings, on the same saturated link, visibly less: the two flows do not
     // both keep 90 % of their rate in every interval (the guarantee the booking gives), and
     // together they get less than booked. (A single unreserved flow's share under drop-tail is a
-    // lottery: tighter bounds on it measure the lottery.) When the background never saturated the
-    // link (the machine too busy to send 100 Mbit/s), there was no contention to compare with:
-    // the booked arm above, measured on a saturated link, is the claim then.
-    match &control {
-        Some((c13, c23)) => {
-            assert!(min(c13) < 0.9 * 60.0 || min(c23) < 0.9 * 30.0, "control: s1->s3 {c13:?}, s2->s3 {c23:?}");
-            assert!(mean(c13) + mean(c23) < mean(&b13) + mean(&b23), "control: s1->s3 {c13:?}, s2->s3 {c23:?}");
-        }
-        None => eprintln!("control: the background never saturated l23 in 3 tries; the control arm compares nothing"),
-    }
+    // lottery: tighter bounds on it measure the lottery.)
+    let Some((c13, c23)) = &control else {
+        panic!("control: the background never filled l23 to 85 % in 5 tries (best {best_load:.1} Mbit/s): no contention to compare with")
+    };
+    assert!(min(c13) < 0.9 * 60.0 || min(c23) < 0.9 * 30.0, "control: s1->s3 {c13:?}, s2->s3 {c23:?}");
+    assert!(mean(c13) + mean(c23) < mean(&b13) + mean(&b23), "control: s1->s3 {c13:?}, s2->s3 {c23:?}");
 
     // 3: after the window, nothing of them is installed, and the background gets the link.
     until(end).await;

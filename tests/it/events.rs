@@ -17,13 +17,25 @@ type Message = (i64, String, Value);
 /// Reads the stream of `GET /v1/events` at `base` as `token`, after `after`, until `stop`
 /// messages have come or `wait` has passed, or the connection ends.
 async fn read_events(base: &str, token: &str, after: Option<i64>, stop: usize, wait: Duration) -> Vec<Message> {
+    read_stream(open_events(base, token, after).await, stop, wait).await
+}
+
+/// Opens the event stream (after event `after`, or from now on). Once it answers, the stream's
+/// position is fixed (the service reads the log's end before its headers): every event
+/// written later reaches it.
+async fn open_events(base: &str, token: &str, after: Option<i64>) -> reqwest::Response {
     let mut rb = reqwest::Client::new().get(format!("{base}/v1/events")).bearer_auth(token);
     if let Some(n) = after {
         rb = rb.header("Last-Event-ID", n.to_string());
     }
-    let mut r = rb.send().await.expect("the stream opens");
+    let r = rb.send().await.expect("the stream opens");
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(r.headers()["content-type"], "text/event-stream");
+    r
+}
+
+/// Reads `stop` events of an open stream `r`, or what comes within `wait`.
+async fn read_stream(mut r: reqwest::Response, stop: usize, wait: Duration) -> Vec<Message> {
     let (mut got, mut buf) = (Vec::new(), String::new());
     let deadline = tokio::time::Instant::now() + wait;
     while got.len() < stop {
@@ -195,9 +207,8 @@ async fn events_refuse_bad_positions_and_plans_follow_the_clock() {
     let admin = crate::support::ADMIN;
     let old = app.post("/v1/plans", admin, &plan("old", 2, 3600, 600)).await.json::<Value>().await.unwrap();
     // From now on: the old plan's event is not replayed; the next one comes.
-    let base = app.api.base.clone();
-    let reader = tokio::spawn(async move { read_events(&base, admin, None, 1, Duration::from_secs(10)).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stream = open_events(&app.api.base, admin, None).await;
+    let reader = tokio::spawn(read_stream(stream, 1, Duration::from_secs(10)));
     let short = app.post("/v1/plans", admin, &plan("short", 2, 1, 2)).await.json::<Value>().await.unwrap();
     let got = reader.await.unwrap();
     assert_eq!(got.len(), 1, "{got:?}");

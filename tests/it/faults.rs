@@ -76,6 +76,9 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 /// Concurrent clients.
 const CLIENTS: usize = 4;
+/// A fault that did not strike is injected again, up to this many times in all; then the
+/// campaign fails (a campaign whose faults did not happen proves nothing of them).
+const STRIKE_ATTEMPTS: usize = 3;
 /// After the load stops, the longest wait for recovery (nothing in doubt, no orphan hold).
 const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
 /// The CPUs of each site of [`grid`].
@@ -773,6 +776,8 @@ struct Figures {
     overspend: Option<f64>,
     wall_s: f64,
     notes: Vec<String>,
+    /// Faults that did not strike in [`STRIKE_ATTEMPTS`] injections in a row.
+    never_struck: Vec<String>,
 }
 
 impl Figures {
@@ -1092,22 +1097,32 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
     for cycle in 0..n_cycles {
         for fault in &kinds {
             let what = dep.describe(fault);
-            let (struck, failed) = dep.inject(*fault, &cluster, &mut rng).await;
-            f.failed_restarts += failed;
-            let ready = dep.wait_ready(&probe).await;
-            f.injections += 1;
-            f.struck += usize::from(struck);
-            if !struck {
-                *missed.entry(what.clone()).or_default() += 1;
+            // A fault that did not strike (its crash point or trigger not reached by the load
+            // in time) is injected again; one that never strikes fails the campaign.
+            for attempt in 1..=STRIKE_ATTEMPTS {
+                let (struck, failed) = dep.inject(*fault, &cluster, &mut rng).await;
+                f.failed_restarts += failed;
+                let ready = dep.wait_ready(&probe).await;
+                f.injections += 1;
+                f.struck += usize::from(struck);
+                if !struck {
+                    *missed.entry(what.clone()).or_default() += 1;
+                }
+                f.recover_max_s = f.recover_max_s.max(ready.as_secs_f64());
+                eprintln!(
+                    "[{deployment}] cycle {cycle} {what} (attempt {attempt}): {}; ready after {:.1} s",
+                    if struck { "struck" } else { "did not strike" },
+                    ready.as_secs_f64()
+                );
+                // Let the load run between faults.
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(500..1500))).await;
+                if struck {
+                    break;
+                }
+                if attempt == STRIKE_ATTEMPTS {
+                    f.never_struck.push(format!("cycle {cycle}: {what}"));
+                }
             }
-            f.recover_max_s = f.recover_max_s.max(ready.as_secs_f64());
-            eprintln!(
-                "[{deployment}] cycle {cycle} {what}: {}; ready after {:.1} s",
-                if struck { "struck" } else { "MISSED" },
-                ready.as_secs_f64()
-            );
-            // Let the load run between faults.
-            tokio::time::sleep(Duration::from_millis(rng.gen_range(500..1500))).await;
         }
         if several {
             // What is booked against the allocation now (pending plans are charged with their
@@ -1121,7 +1136,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
         }
     }
     for (what, n) in &missed {
-        f.notes.push(format!("{what}: did not strike {n} time(s) (killed anyway where it kills)"));
+        f.notes.push(format!("{what}: did not strike {n} time(s) (injected again; killed anyway where it kills)"));
     }
 
     // Stop the load; wait for recovery.
@@ -1214,6 +1229,7 @@ async fn campaign(deployment: &'static str, long_cycles: usize) {
         ("5xx other than 503", f.status_5xx_other),
         ("refused", f.refused),
         ("other checker violations", f.other_violations),
+        ("faults that never struck", f.never_struck.len()),
     ]
     .iter()
     .filter(|(_, n)| *n > 0)

@@ -26,7 +26,7 @@ use std::os::fd::FromRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1219,6 +1219,8 @@ struct Cutter {
     url: String,
     /// Refuse new connections (accepted, then closed at once).
     refuse: Arc<AtomicBool>,
+    /// Connections refused so far.
+    refused: Arc<AtomicUsize>,
     /// A change cuts every connection open.
     cut: tokio::sync::watch::Sender<u64>,
     /// The event stream requests' heads, in order.
@@ -1230,18 +1232,20 @@ impl Cutter {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (refuse, streams) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(Vec::new())));
+        let refused = Arc::new(AtomicUsize::new(0));
         let (cut, _) = tokio::sync::watch::channel(0u64);
         let upstream = upstream.trim_start_matches("http://").to_owned();
-        let (r, st, c) = (refuse.clone(), streams.clone(), cut.clone());
+        let (r, n, st, c) = (refuse.clone(), refused.clone(), streams.clone(), cut.clone());
         tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 if r.load(Ordering::SeqCst) {
+                    n.fetch_add(1, Ordering::SeqCst);
                     continue; // dropped: closed
                 }
                 tokio::spawn(Self::forward(client, upstream.clone(), st.clone(), c.subscribe()));
             }
         });
-        Cutter { url, refuse, cut, streams }
+        Cutter { url, refuse, refused, cut, streams }
     }
 
     async fn forward(
@@ -1380,7 +1384,13 @@ async fn the_timeline_follows_the_event_stream_in_chromium() {
     assert!(b.stream()["text"].as_str().unwrap().starts_with("reconnecting"), "{}", b.stream());
     let q = plan(&app, &erin, job(4)).await;
     let qid = q["id"].as_str().unwrap().to_owned();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The page tries again while cut off (a reconnection refused after the plan was booked).
+    let refused = cutter.refused.load(Ordering::SeqCst);
+    let t = Instant::now();
+    while cutter.refused.load(Ordering::SeqCst) == refused {
+        assert!(t.elapsed() < Duration::from_secs(20), "the page never tried to reconnect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     cutter.refuse.store(false, Ordering::SeqCst);
     b.within(
         &format!("!!{} && document.querySelector('#stream').dataset.lastPlan === '{qid}'", bar(&qid)),

@@ -286,6 +286,7 @@ impl ServeArgs {
             listen: self.listen,
             planners: self.planners,
             lease_s: self.lease_s,
+            clock: Default::default(),
             w_interval_s: self.w_interval_s,
             policy: self.policy,
             method: self.method,
