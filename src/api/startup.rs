@@ -184,7 +184,7 @@ impl Application {
         let listener = bind(&config, tls.is_some())?;
         let (port, workers, role) = (listener.local_addr()?.port(), config.workers, config.role.clone());
         let state = web::Data::new(AppState::new(config, grid, store)?);
-        state.watch_tokens().await?;
+        let token_changes = state.watch_tokens().await?;
         let (restored, recovery) = state.recover().await?;
         first_synchronisations(&state).await?;
         if state.plans() {
@@ -198,7 +198,7 @@ impl Application {
             ));
         }
         let server = http_server(state.clone(), role, listener, tls, workers)?;
-        let tasks = supervisor::start(&state);
+        let tasks = supervisor::start(&state, token_changes);
         Ok(Application { port, server, state, tasks, generated_admin_token: generated })
     }
 
@@ -225,13 +225,15 @@ impl Application {
 
     /// Serves until the server stops (`SIGTERM`, or `SIGINT` / `SIGQUIT` without waiting for
     /// the requests in flight, or [`Application::handle`]), then stops every background task
-    /// (their rounds in progress end first, for up to [`supervisor::STOP_GRACE`]).
+    /// (their rounds in progress end first, for up to [`supervisor::STOP_GRACE`]) and closes
+    /// the store ([`crate::store::Store::close`]).
     ///
     /// # Errors
     /// The server's.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
         self.tasks.stop(supervisor::STOP_GRACE).await;
+        self.state.store.close().await;
         served
     }
 }

@@ -16,6 +16,11 @@
 //! | `webhook_delivery` | at every event written, else `min(webhook_retry_base_ms, 1 s)` | planning processes | due webhook deliveries leased and sent ([`crate::api::webhooks::Deliverer::round`]) |
 //! | `recovery` | `claim_lease_s / 4` | planning processes | lapsed in-doubt transactions settled ([`AppState::recover_in_doubt`]); projects set elsewhere read |
 //! | `charges_refresh` | 15 s | planning processes | every planner's fair-share charges read ([`AppState::refresh_charges`]) |
+//! | `token_watch` | at every token change (period 0) | with the PostgreSQL store | the token cache dropped when any process changed a token ([`AppState::invalidate_tokens`]) |
+//!
+//! The PostgreSQL store keeps two loops of its own (the event pump and its listener, started by
+//! the first reader of events), which end when [`crate::store::Store::close`] closes its pool:
+//! [`crate::api::Application::run_until_stopped`] does, after the tasks above.
 //!
 //! **Supervised**: a round runs to its end; its error is logged and counted, and so is its
 //! panic, which does not end the task (the next round runs at its time).
@@ -32,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use actix_web::web;
@@ -249,7 +254,7 @@ impl Supervisor {
 
 /// Starts the background tasks of `state`'s process (the module docs list them), after its
 /// recovery and first synchronisations: a [`Supervisor`] that stops them.
-pub fn start(state: &web::Data<AppState>) -> Supervisor {
+pub fn start(state: &web::Data<AppState>, token_changes: Option<mpsc::Receiver<()>>) -> Supervisor {
     let mut tasks = Supervisor::new(state.metrics.clone());
     let config = &state.config;
     let sweep_every = Duration::from_secs(config.lease_s.clamp(1, 10) as u64);
@@ -325,6 +330,15 @@ pub fn start(state: &web::Data<AppState>) -> Supervisor {
     }
     if state.plans() {
         start_planning_tasks(state, &mut tasks, claim_every);
+    }
+    if let Some(mut changed) = token_changes {
+        // A round per change: the token cache dropped. Its nominal period is 0 (at each change).
+        let state = state.clone();
+        tasks.spawn("token_watch", Duration::ZERO, move |mut t| async move {
+            while let Some(Some(())) = t.until(changed.recv()).await {
+                t.round(None, async { Ok::<_, std::convert::Infallible>(state.invalidate_tokens()) }).await;
+            }
+        });
     }
     tasks
 }

@@ -30,9 +30,8 @@ pub use clock::{part_boundaries, stamp_part_states, status_in_time, PartBoundary
 pub use memory::MemoryStore;
 pub use postgres::PgStore;
 pub use records::{
-    Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PlanStatus,
-    PoolState, Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookInsert, WebhookLease,
-    WebhookRecord,
+    Claim, DecisionRecord, DeliveryRecord, KeyClaim, ModificationRecord, PlanEvent, PlanFilter, PlanRecord, PoolState,
+    Pruned, RejectionRecord, StoredHold, TokenRecord, TokenWatch, WebhookInsert, WebhookLease, WebhookRecord,
 };
 
 use std::collections::HashSet;
@@ -354,6 +353,9 @@ pub trait Store:
     fn pool_state(&self) -> Option<PoolState> {
         None
     }
+    /// Closes the store at the service's shutdown: its connections, and the loops that keep
+    /// one (the event pump and listener, the token listener) end. Nothing to do in memory.
+    async fn close(&self) {}
     /// Retention: deletes what is finished and older than `horizon` ([`Pruned`] lists what, and
     /// how many rows went). Plans that still hold reservations or wait for recovery (committed,
     /// active, broken, pending) never go, nor any journal row or decision of theirs, nor a
@@ -383,7 +385,7 @@ mod tests {
         let e = JournalError::from(StoreError::from(sqlx::Error::PoolTimedOut));
         let store_text = format!("store unavailable (postgres): {}", sqlx::Error::PoolTimedOut);
         assert_eq!(e.to_string(), format!("journal: {store_text}"));
-        let JournalError::Unavailable(cause) = &e;
+        let JournalError::Unavailable(cause) = &e else { panic!("unavailable: {e:?}") };
         assert!(matches!(cause.get_ref().downcast_ref::<StoreError>(), Some(StoreError::Unavailable(_))));
         let source = e.source().expect("the store's error");
         assert_eq!(source.to_string(), store_text);

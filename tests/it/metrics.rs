@@ -112,8 +112,16 @@ async fn metrics_name_every_background_task() {
     })
     .await;
     let names: Vec<String> = app.state.metrics.background_tasks().iter().map(|t| t.name().to_owned()).collect();
-    let want =
-        ["lease_sweep", "claim_renewal", "retention", "plan_clock", "webhook_delivery", "recovery", "charges_refresh"];
+    let want = [
+        "lease_sweep",
+        "claim_renewal",
+        "retention",
+        "plan_clock",
+        "webhook_delivery",
+        "recovery",
+        "charges_refresh",
+        "token_watch",
+    ];
     assert_eq!(names, want, "the tasks of an all-in-one process without Slurm sites or a data plane");
     // The plan clock runs every second: wait for a round or two.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -11,7 +11,7 @@ use super::config::{Role, ServeConfig};
 use super::fair::{FairQueue, Priority};
 use super::metrics::Metrics;
 use super::problem::ApiError;
-use crate::clock::{Clock, SystemClock};
+use crate::clock::Clock;
 use crate::fairshare::{FairShareConfig, Ledger};
 use crate::in_process::InProcessGrid;
 use crate::lis::Lis;
@@ -103,7 +103,7 @@ pub const CHARGE_CACHE_DAYS: i64 = 90;
 pub const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl AppState {
-    /// Participants over `grid` on the wall clock, `config.planners` planners, `store`.
+    /// Participants over `grid` on `config.clock` (the wall clock by default), `config.planners` planners, `store`.
     ///
     /// By role: a LIS process keeps only its site's LIS (the grid is cut down to that site);
     /// a planner process's planners talk to the remote participants of
@@ -113,7 +113,7 @@ impl AppState {
     /// # Errors
     /// A planner process's TLS files (`tls_ca`, `tls_client`) cannot be read or parsed.
     pub fn new(config: ServeConfig, grid: Grid, store: Arc<dyn Store>) -> anyhow::Result<Self> {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock: Arc<dyn Clock> = config.clock.0.clone();
         let grid = match &config.role {
             Role::Lis { site } => grid.retain_sites(|s| s.id == *site),
             _ => grid,
@@ -303,29 +303,18 @@ impl AppState {
         cache.clear();
     }
 
-    /// Watches the store's token changes ([`crate::store::TokenStore::token_changes`]) for as long as the state
-    /// lives: every change drops the cache. Call once, at start.
+    /// Starts watching the store's token changes ([`crate::store::TokenStore::token_changes`]):
+    /// the changes, one `()` each (coalesced), which the `token_watch` task
+    /// ([`crate::api::supervisor`]) turns into [`AppState::invalidate_tokens`]; `None` for a
+    /// store whose tokens change only through this process. Call once, at start; the watch ends
+    /// (and with it the store's listening connection) when the receiver is dropped.
     ///
     /// # Errors
     /// The store cannot start watching.
-    pub async fn watch_tokens(self: &Arc<Self>) -> Result<(), StoreError> {
-        let Some(mut watch) = self.store.token_changes().await? else { return Ok(()) };
+    pub async fn watch_tokens(&self) -> Result<Option<tokio::sync::mpsc::Receiver<()>>, StoreError> {
+        let Some(watch) = self.store.token_changes().await? else { return Ok(None) };
         let _ = self.tokens_watched.set(watch.watching.clone());
-        let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
-            loop {
-                // Every few seconds at least, see whether the state is gone: then the watch
-                // ends, and with it the store's listening connection.
-                let changed = tokio::time::timeout(std::time::Duration::from_secs(5), watch.changed.recv()).await;
-                let Some(state) = weak.upgrade() else { return };
-                match changed {
-                    Ok(Some(())) => state.invalidate_tokens(),
-                    Ok(None) => return,
-                    Err(_) => {} // nothing changed
-                }
-            }
-        });
-        Ok(())
+        Ok(Some(watch.changed))
     }
 
     /// Does this process plan (all-in-one or planner role)?

@@ -21,7 +21,8 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 use crate::model::Outcome;
-use crate::store::{EventStore, PlanEvent, PlanStatus, StoreError};
+use crate::model::PlanStatus;
+use crate::store::{EventStore, PlanEvent, StoreError};
 
 use super::PgStore;
 
@@ -64,8 +65,11 @@ impl PgStore {
                     others_listen: true.into(),
                     listener_pid: 0.into(),
                 });
-                tokio::spawn(listen(self.pool.clone(), pump.clone()));
-                tokio::spawn(pump_events(self.pool.clone(), pump.clone()));
+                // Both end when the pool is closed (`Store::close`, at the service's shutdown).
+                let (mut closed, pool, p) = (self.pool.close_event(), self.pool.clone(), pump.clone());
+                tokio::spawn(async move { closed.do_until(listen(pool, p)).await });
+                let (mut closed, pool, p) = (self.pool.close_event(), self.pool.clone(), pump.clone());
+                tokio::spawn(async move { closed.do_until(pump_events(pool, p)).await });
                 pump
             })
             .signal
@@ -149,8 +153,8 @@ async fn readable(pool: &PgPool, newest: Option<i64>) -> Result<(), StoreError> 
 
 /// Listens on [`CHANNEL`] (its connection named [`LISTENER_NAME`], so that the other processes
 /// see it listen) and asks for a pass at each notification, and once after every
-/// (re)connection (what was written while the connection was down is read then). It runs for
-/// the process's life: the readers of one process come and go.
+/// (re)connection (what was written while the connection was down is read then). It runs until
+/// the pool is closed: the readers of one process come and go.
 async fn listen(pool: PgPool, pump: Arc<Pump>) {
     loop {
         let listener = async {
