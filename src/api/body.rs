@@ -60,7 +60,7 @@ pub fn parse_optional<T: DeserializeOwned>(req: &HttpRequest, body: &[u8]) -> Re
 
 /// The JSON path (`$.jobs[0].name`) of the first string or key with a control character,
 /// appended to `path`. The path is built only on the way back from a find: a clean body
-/// (every request) costs no allocation.
+/// (every request) allocates nothing.
 fn control_path(v: &Value, path: &mut String) -> bool {
     fn find(v: &Value) -> Option<Vec<String>> {
         let bad = |s: &str| s.chars().any(char::is_control);

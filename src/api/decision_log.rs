@@ -9,8 +9,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use crate::model::PlanStatus;
-use crate::planner::Booking;
-use crate::protocol::decision::{replaced_bookings, Decision, DecisionLog, Ending, LogError};
+use crate::protocol::decision::{replaced_bookings, Decision, DecisionLog, Ending, LogError, PartHold};
 use crate::protocol::{BackendError, TxnId};
 use crate::store::{Claim, DecisionRecord, ModificationRecord, PlanRecord, Store, StoreError};
 
@@ -100,7 +99,7 @@ impl DecisionLog for StoreDecisionLog<'_> {
             // In process, the decision is the end; remote, committed once the end is logged.
             status: if self.shares_fate { PlanStatus::Committed } else { PlanStatus::Pending },
             outcome: d.outcome.clone(),
-            bookings: d.parts.iter().map(|p| Booking { participant: p.participant.clone(), hold: p.hold }).collect(),
+            bookings: d.parts.iter().map(PartHold::booking).collect(),
             created_at: meta.created_at,
             cancelled_at: None,
         };

@@ -277,12 +277,7 @@ impl Lis {
 
     /// Hold `booked`'s shape in Slurm's terms (its CPUs' span and the GPUs of its pool) and
     /// the license its GPUs are reserved by (`None`: no GPU).
-    fn booked_shape(
-        &self,
-        st: &State,
-        slurm: &Slurm,
-        booked: &super::ReservationSpans,
-    ) -> Option<(Shape, Option<String>)> {
+    fn booked_shape(&self, st: &State, slurm: &Slurm, booked: &super::HoldSpans) -> Option<(Shape, Option<String>)> {
         let span = st.calendars.get(SiteResource::Cpus).span(super::cpu_span(booked))?;
         let (gpus, license) = match super::gpu_span(booked) {
             Some((pool, gpu_span)) => {

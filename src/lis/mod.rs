@@ -25,8 +25,7 @@ use async_trait::async_trait;
 use crate::calendar::{MultiCalendar, ResourceKey, SpanId};
 use crate::clock::Clock;
 use crate::model::{
-    check_text, price_ok, AttributeError, GpuAllocation, GpuDemand, Site, SiteAttributes, SiteId, TextError, Time,
-    MAX_PRICE,
+    check_text, price_ok, AttributeError, GpuDemand, PoolGpus, Site, SiteAttributes, SiteId, TextError, Time, MAX_PRICE,
 };
 use crate::protocol::{
     Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldState, Participant, ParticipantError,
@@ -55,15 +54,15 @@ pub enum SiteUpdateError {
     OsInUse { site: SiteId, holds: Vec<HoldId> },
 }
 
-/// One hold or reservation in a LIS's book, as [`Lis::reservations`] lists it.
+/// One hold or reservation in a LIS's book, as [`Lis::booked`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reservation {
+pub struct Booked {
     pub hold: HoldId,
     pub start: Time,
     pub end: Time,
     pub cpus: u64,
     /// GPUs held with the CPUs, if any.
-    pub gpus: Option<GpuAllocation>,
+    pub gpus: Option<PoolGpus>,
     /// Held (with its lease end) or committed.
     pub state: HoldState,
     /// The principal that prepared it through this LIS's HTTP endpoints; `None` for holds of
@@ -99,16 +98,16 @@ impl ResourceKey for SiteResource {
 pub(crate) type State = Bookkeeping<SiteResource, ComputeHoldRequest, binding::LocalState>;
 
 /// What one hold booked: its CPUs' span and, with GPUs, its pool's span (see
-/// [`bookkeeping::ReservationSpans`]).
-pub(crate) type ReservationSpans = bookkeeping::ReservationSpans<SiteResource, ComputeHoldRequest>;
+/// [`bookkeeping::HoldSpans`]).
+pub(crate) type HoldSpans = bookkeeping::HoldSpans<SiteResource, ComputeHoldRequest>;
 
 /// The span of `b`'s CPUs.
-fn cpu_span(b: &ReservationSpans) -> SpanId {
+fn cpu_span(b: &HoldSpans) -> SpanId {
     b.spans.iter().find_map(|&(r, span)| (r == SiteResource::Cpus).then_some(span)).expect("a hold books CPUs")
 }
 
 /// The pool index and span of `b`'s GPUs, if it has any.
-fn gpu_span(b: &ReservationSpans) -> Option<(usize, SpanId)> {
+fn gpu_span(b: &HoldSpans) -> Option<(usize, SpanId)> {
     b.spans.iter().find_map(|&(r, span)| match r {
         SiteResource::GpuPool(i) => Some((i, span)),
         SiteResource::Cpus => None,
@@ -251,7 +250,7 @@ impl Lis {
         st: &mut State,
         req: &ComputeHoldRequest,
         grows_over: Option<HoldId>,
-    ) -> Result<ReservationSpans, ParticipantError> {
+    ) -> Result<HoldSpans, ParticipantError> {
         match grows_over {
             None => self.book_new(st, req),
             Some(old) => self.book_growth(st, old, req),
@@ -263,7 +262,7 @@ impl Lis {
         st: &mut State,
         old: HoldId,
         req: &ComputeHoldRequest,
-    ) -> Result<ReservationSpans, ParticipantError> {
+    ) -> Result<HoldSpans, ParticipantError> {
         let pool = self.pool_of(req)?;
         let base = bookkeeping::replaced(st, old)?;
         if gpu_span(&base).map(|g| g.0) != pool.map(|p| p.0) {
@@ -283,8 +282,8 @@ impl Lis {
         st.add_growth(old, base, &grow, (req.start, req.end), request).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))
     }
 
-    /// The GPU pool `req` asks for (its index and the allocation), if any.
-    fn pool_of<'r>(&self, req: &'r ComputeHoldRequest) -> Result<Option<(usize, &'r GpuAllocation)>, ParticipantError> {
+    /// The GPU pool `req` asks for (its index and the GPUs asked), if any.
+    fn pool_of<'r>(&self, req: &'r ComputeHoldRequest) -> Result<Option<(usize, &'r PoolGpus)>, ParticipantError> {
         let site = self.site.read().expect("LIS site lock");
         if req.site != site.id {
             return Err(ParticipantError::UnknownSite(req.site.clone()));
@@ -300,18 +299,18 @@ impl Lis {
         }
     }
 
-    fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<ReservationSpans, ParticipantError> {
+    fn book_new(&self, st: &mut State, req: &ComputeHoldRequest) -> Result<HoldSpans, ParticipantError> {
         let pool = self.pool_of(req)?;
         let mut demand = vec![(SiteResource::Cpus, u64::from(req.cpus))];
         demand.extend(pool.map(|(i, g)| (SiteResource::GpuPool(i), u64::from(g.count))));
         let spans = st.calendars.add(req.start, req.end, &demand).map_err(|r| Self::refusal(r, pool.map(|p| p.1)))?;
-        Ok(ReservationSpans { spans: demand.iter().map(|&(resource, _)| resource).zip(spans).collect(), growth: None })
+        Ok(HoldSpans { spans: demand.iter().map(|&(resource, _)| resource).zip(spans).collect(), growth: None })
     }
 
     /// A [`MultiCalendar`]'s refusal of a demand (the CPUs first, then the pool of `gpus`, if
     /// any) as the participant's: the index in the demand of the resource that refused, and
     /// its error.
-    fn refusal((r, e): (usize, crate::calendar::CalendarError), gpus: Option<&GpuAllocation>) -> ParticipantError {
+    fn refusal((r, e): (usize, crate::calendar::CalendarError), gpus: Option<&PoolGpus>) -> ParticipantError {
         match gpus.filter(|_| r > 0) {
             None => ParticipantError::from_calendar(e, None),
             Some(g) => ParticipantError::from_gpu_calendar(e, &g.model),
@@ -345,10 +344,10 @@ impl Lis {
     }
 
     /// Holds and reservations overlapping `[from, to)`, sorted by start then id.
-    pub fn reservations(&self, from: Time, to: Time) -> Vec<Reservation> {
+    pub fn booked(&self, from: Time, to: Time) -> Vec<Booked> {
         let st = self.state();
         let site = self.site.read().expect("LIS site lock");
-        let mut out: Vec<Reservation> = st
+        let mut out: Vec<Booked> = st
             .holds
             .active()
             .filter_map(|(hold, state, b)| {
@@ -366,12 +365,12 @@ impl Lis {
                         let gpus = gpu_span(b).and_then(|(pool, span)| {
                             let g = st.calendars.get(SiteResource::GpuPool(pool)).span(span)?;
                             let count = u32::try_from(g.amount).expect("a GPU count fits a pool's u32 size");
-                            Some(GpuAllocation { model: site.attributes.gpus[pool].model.clone(), count })
+                            Some(PoolGpus { model: site.attributes.gpus[pool].model.clone(), count })
                         });
                         (s, gpus)
                     }
                 };
-                (s.start < to && s.end > from).then(|| Reservation {
+                (s.start < to && s.end > from).then(|| Booked {
                     hold,
                     start: s.start,
                     end: s.end,

@@ -139,13 +139,13 @@ async fn extend_keeps_a_hold_past_its_first_lease_and_reservations_list_it() {
     clock.advance_to(200);
     assert_eq!(lis.usage_at(60), 10, "h2 expired, the extended hold did not");
     assert_eq!(lis.extend(h2.id, 10).await, Err(ParticipantError::HoldExpired(h2.id)));
-    let r = lis.reservations(0, 1000);
+    let r = lis.booked(0, 1000);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].hold, r[0].start, r[0].end, r[0].cpus), (h.id, 0, 100, 10));
     assert_eq!(r[0].state, HoldState::Held { expires_at: 300 });
     lis.commit(h.id).await.unwrap();
-    assert_eq!(lis.reservations(0, 1000)[0].state, HoldState::Committed);
-    assert!(lis.reservations(100, 1000).is_empty(), "[0, 100) does not overlap [100, 1000)");
+    assert_eq!(lis.booked(0, 1000)[0].state, HoldState::Committed);
+    assert!(lis.booked(100, 1000).is_empty(), "[0, 100) does not overlap [100, 1000)");
     assert_eq!(lis.extend(h.id, 10).await, Err(ParticipantError::AlreadyCommitted(h.id)));
 }
 
@@ -196,7 +196,7 @@ fn gpu_site() -> Site {
 fn gpu_hold(cpus: u32, model: &str, count: u32, start: Time, end: Time) -> ComputeHoldRequest {
     ComputeHoldRequest {
         replaces: None,
-        gpus: Some(GpuAllocation { model: model.into(), count }),
+        gpus: Some(PoolGpus { model: model.into(), count }),
         ..hold_req(cpus, start, end)
     }
 }
@@ -239,8 +239,8 @@ async fn gpus_are_held_with_the_cpus_all_or_none_and_never_overbooked() {
     assert_eq!((lis.usage_at(50), lis.booked_spans()), (4, 1), "the refused hold's CPUs were given back");
     let err = lis.prepare(&gpu_hold(1, "a100", 1, 0, 10)).await.unwrap_err();
     assert!(matches!(err, ParticipantError::InvalidHold(_)), "{err}");
-    let listed = lis.reservations(0, 1_000);
-    assert_eq!(listed[0].gpus, Some(GpuAllocation { model: "v100".into(), count: 2 }));
+    let listed = lis.booked(0, 1_000);
+    assert_eq!(listed[0].gpus, Some(PoolGpus { model: "v100".into(), count: 2 }));
     lis.commit(a.id).await.unwrap();
     lis.release(a.id).await.unwrap();
     assert_eq!((lis.usage_at(50), lis.gpu_usage_at(50)), (0, vec![0, 0]));
@@ -299,7 +299,7 @@ async fn a_replacement_hold_swaps_at_commit_and_leaves_the_reservation_on_abort(
     assert_eq!((lis.usage_at(120), lis.usage_at(170)), (4, 0), "swapped at commit");
     lis.release(old).await.unwrap();
     assert_eq!(lis.usage_at(120), 4, "the old one is gone: releasing it again frees nothing");
-    let r = lis.reservations(0, 1000);
+    let r = lis.booked(0, 1000);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].hold, r[0].start, r[0].end, r[0].cpus), (h.id, 100, 150, 4));
 
@@ -331,7 +331,7 @@ async fn a_committed_replacement_is_restored_in_place_of_its_reservation() {
     let replacement = ComputeHoldRequest { replaces: Some(old), ..hold_req(8, 100, 300) };
     lis.restore(new, &replacement, HoldState::Committed).unwrap();
     assert_eq!((lis.usage_at(150), lis.usage_at(250)), (8, 8));
-    let r = lis.reservations(0, 1000);
+    let r = lis.booked(0, 1000);
     assert_eq!(r.iter().map(|r| r.hold).collect::<Vec<_>>(), vec![new]);
 }
 
@@ -363,7 +363,7 @@ async fn a_replacement_of_a_reservation_released_meanwhile_is_refused_at_commit(
     lis.commit(a).await.unwrap();
     assert_eq!(lis.commit(b).await, Err(ParticipantError::NotCommitted(old)));
     assert_eq!((lis.usage_at(150), lis.usage_at(250), lis.usage_at(350)), (4, 4, 0), "only `a` is booked");
-    let r = lis.reservations(0, 1000);
+    let r = lis.booked(0, 1000);
     assert_eq!(r.iter().map(|r| r.hold).collect::<Vec<_>>(), vec![a]);
     // Cancelled meanwhile: nothing is booked afterwards.
     let c = lis.prepare(&ComputeHoldRequest { replaces: Some(a), ..hold_req(4, 100, 500) }).await.unwrap().id;

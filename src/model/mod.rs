@@ -30,7 +30,7 @@ pub use ids::{LinkId, NodeId, SiteId};
 pub use layout::{Layout, Span};
 pub use limits::{price_ok, MAX_AMOUNT, MAX_JOBS, MAX_PRICE, MAX_TRANSFERS};
 pub use modification::{JobChange, ModificationError, PlanModification, TransferChange};
-pub use outcome::{Footprint, GpuAllocation, JobPlacement, Outcome, PartState, TransferPlacement, TransferTraffic};
+pub use outcome::{Footprint, JobPlacement, Outcome, PartState, PoolGpus, TransferPlacement, TransferTraffic};
 pub use request::{
     ComputeDemand, NetworkDemand, PlanRequest, RawPlanRequest, RequestError, ReservationMethod, SelectionPolicy,
     TransferMode, MAX_DURATION_S, MAX_OFFSET_S, MAX_SIZE_MB,

@@ -13,7 +13,7 @@ pub struct JobPlacement {
     pub end: DateTime<Utc>,
     pub cpus: u32,
     /// GPUs reserved with the CPUs (absent: none).
-    pub gpus: Option<GpuAllocation>,
+    pub gpus: Option<PoolGpus>,
     /// At a site whose LIS fronts Slurm: the job's Slurm advance reservation, for
     /// `sbatch --reservation=NAME` (absent elsewhere, and before the plan is booked).
     pub reservation_name: Option<String>,
@@ -96,7 +96,7 @@ impl PartState {
 
 /// GPUs of one pool of a site, reserved with a job's CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct GpuAllocation {
+pub struct PoolGpus {
     /// The pool's model, as the site names it.
     pub model: String,
     /// How many GPUs, > 0.

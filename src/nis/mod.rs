@@ -82,10 +82,10 @@ struct PairPaths {
     paths: Vec<Vec<usize>>,
 }
 
-/// One link's share of a hold or reservation, as [`Nis::reservations`] lists it: a hold on a
+/// One link's share of a hold or reservation, as [`Nis::booked`] lists it: a hold on a
 /// path of N links is N of these, with the same `hold`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkReservation {
+pub struct LinkBooked {
     /// The link.
     pub link: LinkId,
     pub hold: HoldId,
@@ -98,7 +98,7 @@ pub struct LinkReservation {
     pub state: HoldState,
     /// The principal that prepared it through the NIS's HTTP endpoints; `None` for holds of the
     /// process's own planners (all-in-one) and for holds journaled before owners were recorded
-    /// (see [`crate::lis::Reservation::owner`]).
+    /// (see [`crate::lis::Booked::owner`]).
     pub owner: Option<String>,
 }
 
@@ -106,8 +106,8 @@ pub struct LinkReservation {
 pub(crate) type State = Bookkeeping<usize, NetworkHoldRequest>;
 
 /// What one hold booked: a span per link of its path, by the link's index (see
-/// [`bookkeeping::ReservationSpans`]).
-type ReservationSpans = bookkeeping::ReservationSpans<usize, NetworkHoldRequest>;
+/// [`bookkeeping::HoldSpans`]).
+type HoldSpans = bookkeeping::HoldSpans<usize, NetworkHoldRequest>;
 
 /// The network bandwidth manager.
 pub struct Nis {
@@ -163,21 +163,16 @@ impl Nis {
 
     /// Holds and reservations overlapping `[from, to)`, one entry per booked link, on every link
     /// (`link` = `None`) or on one; sorted by the link's position in the topology, then start,
-    /// then hold id. Mirrors [`crate::lis::Lis::reservations`].
+    /// then hold id. Mirrors [`crate::lis::Lis::booked`].
     ///
     /// # Errors
     /// [`ParticipantError::UnknownLink`] for a `link` not in the topology.
-    pub fn reservations(
-        &self,
-        link: Option<&str>,
-        from: Time,
-        to: Time,
-    ) -> Result<Vec<LinkReservation>, ParticipantError> {
+    pub fn booked(&self, link: Option<&str>, from: Time, to: Time) -> Result<Vec<LinkBooked>, ParticipantError> {
         let only = link
             .map(|l| self.link_index.get(l).copied().ok_or_else(|| ParticipantError::UnknownLink(l.into())))
             .transpose()?;
         let st = self.state();
-        let mut out: Vec<(usize, LinkReservation)> = Vec::new();
+        let mut out: Vec<(usize, LinkBooked)> = Vec::new();
         for (hold, state, booked) in st.holds.active() {
             for &(l, span) in &booked.spans {
                 if only.is_some_and(|o| o != l) {
@@ -191,7 +186,7 @@ impl Nis {
                 if s.start < to && s.end > from {
                     out.push((
                         l,
-                        LinkReservation {
+                        LinkBooked {
                             link: self.links[l].id.clone(),
                             hold,
                             start: s.start,
@@ -228,7 +223,7 @@ impl Nis {
         st: &mut State,
         req: &NetworkHoldRequest,
         grows_over: Option<HoldId>,
-    ) -> Result<ReservationSpans, ParticipantError> {
+    ) -> Result<HoldSpans, ParticipantError> {
         let Some(old) = grows_over else { return self.book_new(st, req) };
         let base = bookkeeping::replaced(st, old)?;
         let links: Vec<&LinkId> = base.spans.iter().map(|(l, _)| &self.links[*l].id).collect();
@@ -242,7 +237,7 @@ impl Nis {
             .map_err(|(i, e)| ParticipantError::from_calendar(e, Some(&self.links[grow[i].0].id)))
     }
 
-    fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<ReservationSpans, ParticipantError> {
+    fn book_new(&self, st: &mut State, req: &NetworkHoldRequest) -> Result<HoldSpans, ParticipantError> {
         if req.links.is_empty() {
             return Err(ParticipantError::Invalid("a network hold needs at least one link".into()));
         }
@@ -256,7 +251,7 @@ impl Nis {
             .calendars
             .add(req.start, req.end, &demand)
             .map_err(|(i, e)| ParticipantError::from_calendar(e, Some(&self.links[idx[i]].id)))?;
-        Ok(ReservationSpans { spans: idx.into_iter().zip(spans).collect(), growth: None })
+        Ok(HoldSpans { spans: idx.into_iter().zip(spans).collect(), growth: None })
     }
 
     /// Live holds (not committed, not expired).

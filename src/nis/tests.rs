@@ -115,20 +115,20 @@ async fn reservations_list_each_link_of_a_path_with_its_owner() {
     let mine = n.prepare_for(&hold(&["bc", "ab"], 300), "alice").await.unwrap();
     let theirs = n.prepare(&hold(&["ad"], 100)).await.unwrap();
     n.commit(theirs.id).await.unwrap();
-    let all = n.reservations(None, 0, 100).unwrap();
+    let all = n.booked(None, 0, 100).unwrap();
     let got: Vec<(&str, HoldId, u64)> = all.iter().map(|r| (r.link.as_str(), r.hold, r.bandwidth_mbps)).collect();
     assert_eq!(got, [("ab", mine.id, 300), ("bc", mine.id, 300), ("ad", theirs.id, 100)], "topology order");
     assert_eq!(all[0].state, HoldState::Held { expires_at: 120 });
     assert_eq!((all[0].start, all[0].end, all[0].owner.as_deref()), (0, 100, Some("alice")));
     assert_eq!((all[2].state, all[2].owner.as_deref()), (HoldState::Committed, None));
-    let ab = n.reservations(Some("ab"), 0, 100).unwrap();
+    let ab = n.booked(Some("ab"), 0, 100).unwrap();
     assert_eq!(ab.len(), 1);
     assert_eq!(ab[0].link, "ab");
-    assert!(n.reservations(Some("dc"), 0, 100).unwrap().is_empty());
-    assert!(n.reservations(None, 100, 200).unwrap().is_empty(), "the window is half-open");
-    assert_eq!(n.reservations(Some("zz"), 0, 100), Err(ParticipantError::UnknownLink("zz".into())));
+    assert!(n.booked(Some("dc"), 0, 100).unwrap().is_empty());
+    assert!(n.booked(None, 100, 200).unwrap().is_empty(), "the window is half-open");
+    assert_eq!(n.booked(Some("zz"), 0, 100), Err(ParticipantError::UnknownLink("zz".into())));
     clock.advance_to(120);
-    let left: Vec<HoldId> = n.reservations(None, 0, 100).unwrap().iter().map(|r| r.hold).collect();
+    let left: Vec<HoldId> = n.booked(None, 0, 100).unwrap().iter().map(|r| r.hold).collect();
     assert_eq!(left, [theirs.id], "an expired hold is gone");
 }
 
@@ -269,7 +269,7 @@ async fn a_replacement_transfer_hold_swaps_at_commit() {
     let h = n.prepare(&replace(&["ab", "bc"], 400, 200)).await.unwrap();
     n.commit(h.id).await.unwrap();
     assert_eq!((n.usage_at("bc", 50), n.usage_at("bc", 150)), (Some(400), Some(400)));
-    let r = n.reservations(None, 0, 1000).unwrap();
+    let r = n.booked(None, 0, 1000).unwrap();
     assert!(r.iter().all(|r| r.hold == h.id && r.bandwidth_mbps == 400 && r.end == 200), "{r:?}");
     assert_eq!(r.len(), 2);
 }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::commit::{self, Phase2, TwoPhaseError, Unsettled};
-use super::{Booking, Charge, ParticipantRef, PlanResult, Settlement};
+use super::{Charge, ParticipantRef, PlanResult, Settlement};
 use crate::fairshare::Usage;
 use crate::model::{Outcome, PlanStatus, Time};
 use crate::protocol::decision::{crash_point, Decision, DecisionLog, Ending, LogError, PartHold};
@@ -163,8 +163,7 @@ impl Coordinator {
 
     fn committed(self) -> PlanResult {
         let outcome = self.current();
-        let bookings =
-            self.parts.into_iter().map(|p| Booking { participant: p.part.participant, hold: p.part.hold }).collect();
+        let bookings = self.parts.iter().map(|p| p.part.booking()).collect();
         PlanResult { outcome, bookings, settlement: Settlement::Final }
     }
 

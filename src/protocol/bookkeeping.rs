@@ -21,7 +21,7 @@ use crate::protocol::{Hold, HoldBook, HoldId, HoldLifecycle, HoldState, Particip
 /// (`replaces` in its request) before its commit, `spans` are the replaced reservation's and
 /// `growth` what the new shape needs beyond them.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ReservationSpans<K, R> {
+pub(crate) struct HoldSpans<K, R> {
     pub(crate) spans: Vec<(K, SpanId)>,
     pub(crate) growth: Option<Box<Growth<K, R>>>,
 }
@@ -44,7 +44,7 @@ pub(crate) struct Growth<K, R> {
 #[derive(Debug)]
 pub(crate) struct Bookkeeping<K, R, X = ()> {
     pub(crate) calendars: MultiCalendar<K>,
-    pub(crate) holds: HoldBook<ReservationSpans<K, R>>,
+    pub(crate) holds: HoldBook<HoldSpans<K, R>>,
     pub(crate) local: X,
 }
 
@@ -65,22 +65,22 @@ impl<K: ResourceKey, R, X> Bookkeeping<K, R, X> {
     pub(crate) fn add_growth(
         &mut self,
         old: HoldId,
-        base: ReservationSpans<K, R>,
+        base: HoldSpans<K, R>,
         grow: &[(K, SpanId, u64)],
         (start, end): (Time, Time),
         request: R,
-    ) -> Result<ReservationSpans<K, R>, (usize, CalendarError)> {
+    ) -> Result<HoldSpans<K, R>, (usize, CalendarError)> {
         let grown = self.calendars.add_growth(start, end, grow)?;
         // One list of growth spans per resource of `grow`, in its order.
         let spans =
             grow.iter().zip(grown).flat_map(|(&(resource, ..), ids)| ids.into_iter().map(move |s| (resource, s)));
         let growth = Growth { replaces: old, request, spans: spans.collect() };
-        Ok(ReservationSpans { growth: Some(Box::new(growth)), ..base })
+        Ok(HoldSpans { growth: Some(Box::new(growth)), ..base })
     }
 }
 
 /// Frees what `b` booked (for a replacement hold, its growth only).
-pub(crate) fn unbook<K: ResourceKey, R: Clone, X>(st: &mut Bookkeeping<K, R, X>, b: ReservationSpans<K, R>) {
+pub(crate) fn unbook<K: ResourceKey, R: Clone, X>(st: &mut Bookkeeping<K, R, X>, b: HoldSpans<K, R>) {
     match b.growth {
         Some(g) => remove_growth(st, &g),
         None => {
@@ -130,7 +130,7 @@ pub(crate) fn replaced_by<K: ResourceKey, R: Clone, X>(st: &Bookkeeping<K, R, X>
 pub(crate) fn replaced<K: ResourceKey, R: Clone, X>(
     st: &Bookkeeping<K, R, X>,
     old: HoldId,
-) -> Result<ReservationSpans<K, R>, ParticipantError> {
+) -> Result<HoldSpans<K, R>, ParticipantError> {
     match st.holds.get(old) {
         Some((HoldState::Committed, b)) if b.growth.is_none() => Ok(b.clone()),
         Some((HoldState::Committed, _)) => {
@@ -155,7 +155,7 @@ pub(crate) fn restore<K: ResourceKey, R: Clone, X>(
     txn: TxnId,
     replaces: Option<HoldId>,
     state: HoldState,
-    book: impl FnOnce(&mut Bookkeeping<K, R, X>, Option<HoldId>) -> Result<ReservationSpans<K, R>, ParticipantError>,
+    book: impl FnOnce(&mut Bookkeeping<K, R, X>, Option<HoldId>) -> Result<HoldSpans<K, R>, ParticipantError>,
 ) -> Result<(), ParticipantError> {
     let booked = match (replaces, state) {
         (Some(old), HoldState::Committed) => {
@@ -183,7 +183,7 @@ pub(crate) fn restore<K: ResourceKey, R: Clone, X>(
 pub(crate) fn commit<K: ResourceKey, R: Clone, X>(
     st: &mut Bookkeeping<K, R, X>,
     hold: HoldId,
-    book_new: impl FnOnce(&mut Bookkeeping<K, R, X>, &Growth<K, R>) -> Result<ReservationSpans<K, R>, ParticipantError>,
+    book_new: impl FnOnce(&mut Bookkeeping<K, R, X>, &Growth<K, R>) -> Result<HoldSpans<K, R>, ParticipantError>,
 ) -> Result<Option<HoldId>, ParticipantError> {
     let growth = match st.holds.get(hold) {
         Some((HoldState::Held { .. }, b)) => b.growth.as_deref().cloned(),

@@ -46,7 +46,7 @@ pub fn replaced_bookings(bookings: &[Booking], parts: &[PartHold]) -> Vec<Bookin
     bookings
         .iter()
         .map(|b| match parts.iter().find(|p| p.request.replaces() == Some(b.hold)) {
-            Some(p) => Booking { participant: p.participant.clone(), hold: p.hold },
+            Some(p) => p.booking(),
             None => b.clone(),
         })
         .collect()
@@ -75,6 +75,13 @@ pub struct PartHold {
     pub hold: HoldId,
     /// The prepare message that made it (what it books: site or links, amount, interval).
     pub request: HoldRequest,
+}
+
+impl PartHold {
+    /// The plan's reference to this part's reservation once committed.
+    pub fn booking(&self) -> Booking {
+        Booking { participant: self.participant.clone(), hold: self.hold }
+    }
 }
 
 /// The decision to commit transaction `txn`: its parts and the outcome the client will see.

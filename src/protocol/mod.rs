@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ComputeDemand, GpuAllocation, GpuDemand, LinkId, SiteId, Time, UnknownValue, Unmet};
+use crate::model::{ComputeDemand, GpuDemand, LinkId, PoolGpus, SiteId, Time, UnknownValue, Unmet};
 
 crate::model::uuid_id! {
     /// Identifier of a hold (and, after commit, of the reservation it became).
@@ -207,7 +207,7 @@ pub struct ComputeHoldRequest {
     pub start: Time,
     pub end: Time,
     /// GPUs of one pool held with the CPUs (absent: none; journals written before GPUs read so).
-    pub gpus: Option<GpuAllocation>,
+    pub gpus: Option<PoolGpus>,
     /// The user the job is booked for (the plan's owner): a LIS in front of a batch scheduler
     /// books the reservation for that user's local account. Absent: the site's default.
     pub user: Option<String>,

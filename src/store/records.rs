@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::model::{Outcome, PlanStatus};
-use crate::protocol::decision::{Booking, Decision};
-use crate::protocol::{HoldId, HoldRequest, HoldState, ParticipantRef};
+use crate::protocol::decision::{Booking, Decision, PartHold};
+use crate::protocol::HoldState;
 
 use super::stamp_part_states;
 // The names of the docs' links.
@@ -286,15 +286,12 @@ impl Claim {
     }
 }
 
-/// A live hold or reservation read back from the journal ([`HoldStore::live_holds`]).
+/// A live hold or reservation read back from the journal ([`HoldStore::live_holds`]): the
+/// part's hold as the decision log records it, and where it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredHold {
-    /// The LIS or the NIS that keeps it.
-    pub participant: ParticipantRef,
-    /// Its id.
-    pub hold: HoldId,
-    /// The prepare message that made it.
-    pub request: HoldRequest,
+    /// Which participant keeps it, its id and the prepare message that made it.
+    pub part: PartHold,
     /// Held (with its lease end) or committed.
     pub state: HoldState,
     /// Made through the REST hold endpoints.

@@ -656,11 +656,8 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     let o = planner.plan(&req).await;
     assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
     assert_eq!(o.transfers[0].path, vec!["l1".to_string()]);
-    let booked: u64 = ["s1", "s2"]
-        .iter()
-        .flat_map(|s| app.state.participants.lis[*s].reservations(0, i64::MAX))
-        .map(|r| r.cpus)
-        .sum();
+    let booked: u64 =
+        ["s1", "s2"].iter().flat_map(|s| app.state.participants.lis[*s].booked(0, i64::MAX)).map(|r| r.cpus).sum();
     assert_eq!(booked, 32);
     assert_eq!(app.state.participants.holds_outstanding(), 0);
 }

@@ -706,7 +706,7 @@ fn class_on(app: &TestApp, wan: &Wan, transfer: &Value, node: usize, dev: &str) 
     let port = transfer["traffic"]["port"].as_u64().unwrap();
     let nis = &app.state.participants.nis;
     let ns = wan.ns(node);
-    nis.reservations(None, 0, i64::MAX)
+    nis.booked(None, 0, i64::MAX)
         .unwrap()
         .into_iter()
         .flat_map(|r| nis.dataplane_rules(r.hold))

@@ -13,7 +13,7 @@ use coreserve::model::Site;
 use coreserve::protocol::{
     ComputeHoldRequest, HoldId, HoldLifecycle, HoldRequest, Journal, Journaled, Participant, ParticipantRef, TxnId,
 };
-use coreserve::store::{MemoryStore, PgStore, Store};
+use coreserve::store::{MemoryStore, PgStore, Store, StoredHold};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -114,12 +114,12 @@ async fn run(store: Arc<dyn Store>, ops: &[Op]) -> Result<(), TestCaseError> {
     let now = clock.now();
     store.expire_holds(now).await.unwrap();
     let rebuilt = Lis::new(site(), clock.clone(), LEASE_S);
-    for h in store.live_holds(now).await.unwrap() {
+    for StoredHold { part: h, state, .. } in store.live_holds(now).await.unwrap() {
         prop_assert_eq!(&h.participant, &ParticipantRef::Site("s1".into()));
         let HoldRequest::Compute(req) = &h.request else { panic!("a LIS journals compute holds") };
-        rebuilt.restore(h.hold, req, h.state).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        rebuilt.restore(h.hold, req, state).map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
-    prop_assert_eq!(rebuilt.reservations(0, 10_000), live.reservations(0, 10_000));
+    prop_assert_eq!(rebuilt.booked(0, 10_000), live.booked(0, 10_000));
     for t in (0..3000).step_by(50) {
         prop_assert_eq!(rebuilt.usage_at(t), live.usage_at(t), "usage at {}", t);
     }

@@ -12,7 +12,7 @@ use crate::api::extract::{Body, Guarded, Query, Service};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::{from_time, Link, LinkId, Node};
-use crate::nis::LinkReservation;
+use crate::nis::LinkBooked;
 use crate::planner::ParticipantRef;
 use crate::protocol::{HoldId, NetworkHoldRequest, NetworkQuery, Participant, TxnId};
 
@@ -72,9 +72,9 @@ pub struct LinkReservationView {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-impl ListingView<LinkReservation> for LinkReservationView {
+impl ListingView<LinkBooked> for LinkReservationView {
     /// The view of `r` for `caller`: the hold id only for an admin or the hold's owner.
-    fn view(r: LinkReservation, caller: &Caller) -> Self {
+    fn view(r: LinkBooked, caller: &Caller) -> Self {
         let (state, expires_at) = ReservationState::of(r.state);
         LinkReservationView {
             hold: visible_hold(caller, r.hold, r.owner.as_deref()),
@@ -159,7 +159,7 @@ fn bookings(
     link: Option<&str>,
     q: &WindowQuery,
 ) -> Result<web::Json<Vec<LinkReservationView>>, ApiError> {
-    windowed(state, caller, q, |from, to| Ok(state.participants.nis.reservations(link, from, to)?))
+    windowed(state, caller, q, |from, to| Ok(state.participants.nis.booked(link, from, to)?))
 }
 
 /// Bandwidth holds and reservations of one link overlapping `[from, to)`, sorted by start;

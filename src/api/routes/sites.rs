@@ -17,8 +17,8 @@ use crate::api::auth::Caller;
 use crate::api::extract::{Admin, Body, Guarded, Query, Service};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
-use crate::lis::{Reservation, SiteUpdateError};
-use crate::model::{from_time, GpuAllocation, GpuDemand, NodeId, Site, SiteAttributes, SiteId};
+use crate::lis::{Booked, SiteUpdateError};
+use crate::model::{from_time, GpuDemand, NodeId, PoolGpus, Site, SiteAttributes, SiteId};
 use crate::planner::ParticipantRef;
 use crate::protocol::{ComputeHoldRequest, ComputeQuery, HoldId, HoldState, Participant, TxnId};
 use crate::store::PlanFilter;
@@ -137,7 +137,7 @@ pub struct ReservationView {
     pub end: DateTime<Utc>,
     pub cpus: u64,
     /// GPUs booked with the CPUs.
-    pub gpus: Option<GpuAllocation>,
+    pub gpus: Option<PoolGpus>,
     pub state: ReservationState,
     /// Lease end of a hold.
     pub expires_at: Option<DateTime<Utc>>,
@@ -162,7 +162,7 @@ pub struct SiteHoldBody {
     pub end: DateTime<Utc>,
     /// GPUs of one pool held with the CPUs (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpus: Option<GpuAllocation>,
+    pub gpus: Option<PoolGpus>,
 }
 
 /// Every site, sorted by id.
@@ -362,7 +362,7 @@ pub async fn reservations(
     q: Query<WindowQuery>,
 ) -> Result<web::Json<Vec<ReservationView>>, ApiError> {
     let lis = state.lis(&id)?;
-    windowed(&state, &caller, &q, |from, to| Ok(lis.reservations(from, to)))
+    windowed(&state, &caller, &q, |from, to| Ok(lis.booked(from, to)))
 }
 
 /// A booking of a participant as the view a listing shows `caller` (its hold id only if
@@ -372,8 +372,8 @@ pub(crate) trait ListingView<R> {
     fn view(r: R, caller: &Caller) -> Self;
 }
 
-impl ListingView<Reservation> for ReservationView {
-    fn view(r: Reservation, caller: &Caller) -> Self {
+impl ListingView<Booked> for ReservationView {
+    fn view(r: Booked, caller: &Caller) -> Self {
         let (state, expires_at) = ReservationState::of(r.state);
         let hold = visible_hold(caller, r.hold, r.owner.as_deref());
         ReservationView {

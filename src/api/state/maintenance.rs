@@ -11,7 +11,7 @@ use crate::lis::Lis;
 use crate::model::SiteId;
 use crate::planner::{ParticipantRef, Recovery};
 use crate::protocol::{HoldId, HoldRequest, Journal, Network, Participant, ParticipantError};
-use crate::store::StoreError;
+use crate::store::{StoreError, StoredHold};
 
 /// Why start-up recovery ([`AppState::recover`]) refuses to let the process serve: the store
 /// failed, or the journal does not fit this process's grid.
@@ -47,17 +47,17 @@ impl AppState {
         let now = self.now();
         self.store.expire_holds(now).await?;
         let mut restored = 0;
-        for h in self.store.live_holds(now).await? {
+        for StoredHold { part: h, state, via_api } in self.store.live_holds(now).await? {
             if !self.keeps(&h.participant) {
                 continue;
             }
             let r = match (&h.participant, &h.request) {
                 (ParticipantRef::Site(s), HoldRequest::Compute(req)) => match self.participants.lis.get(s) {
-                    Some(lis) => lis.restore(h.hold, req, h.state),
+                    Some(lis) => lis.restore(h.hold, req, state),
                     None => return Err(RecoveryError::UnknownSite { hold: h.hold, site: s.clone() }),
                 },
                 (ParticipantRef::Network, HoldRequest::Network(req)) => {
-                    self.participants.nis.restore(h.hold, req, h.state)
+                    self.participants.nis.restore(h.hold, req, state)
                 }
                 (who, _) => return Err(RecoveryError::WrongKind { hold: h.hold, participant: who.clone() }),
             };
@@ -66,7 +66,7 @@ impl AppState {
                 participant: h.participant.clone(),
                 source,
             })?;
-            if h.via_api {
+            if via_api {
                 self.holds.lock().expect("hold registry").insert(h.hold, h.participant.clone());
             }
             restored += 1;

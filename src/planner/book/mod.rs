@@ -21,7 +21,7 @@ use super::fixes::{Fix, Fixes, JobFix, Style, TentativeBook, TransferFix};
 use super::queries::QueryCache;
 use super::{Planner, QueryFanout};
 use crate::model::{
-    ComputeDemand, GpuAllocation, LinkId, Outcome, PlanRequest, ReservationMethod, SelectionPolicy, SiteId, Time,
+    ComputeDemand, LinkId, Outcome, PlanRequest, PoolGpus, ReservationMethod, SelectionPolicy, SiteId, Time,
 };
 use crate::protocol::{
     Candidates, Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, HoldId, HoldLifecycle, NetworkHoldRequest,
@@ -267,8 +267,8 @@ impl<'a> Book<'a> {
     }
 
     /// The GPUs job `job` reserves when fixed as `fix`.
-    fn gpus_of(job: &ComputeDemand, fix: &JobFix) -> Option<GpuAllocation> {
-        fix.gpu_model.clone().filter(|_| job.gpus() > 0).map(|model| GpuAllocation { model, count: job.gpus() })
+    fn gpus_of(job: &ComputeDemand, fix: &JobFix) -> Option<PoolGpus> {
+        fix.gpu_model.clone().filter(|_| job.gpus() > 0).map(|model| PoolGpus { model, count: job.gpus() })
     }
 
     /// The prepare message for transfer `e` on `links` (both its jobs fixed).

@@ -158,13 +158,7 @@ impl Inner {
                 if let Some(old) = p.request.replaces().and_then(|h| self.holds.get_mut(&h)) {
                     old.life = Life::Ended;
                 }
-                let hold = StoredHold {
-                    participant: p.participant.clone(),
-                    hold: p.hold,
-                    request: p.request.clone(),
-                    state: HoldState::Committed,
-                    via_api: false,
-                };
+                let hold = StoredHold { part: p.clone(), state: HoldState::Committed, via_api: false };
                 self.holds.insert(p.hold, Row { hold, life: Life::Live, plan: Some(plan) });
             }
         }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 
 use crate::model::Time;
+use crate::protocol::decision::PartHold;
 use crate::protocol::{HoldId, HoldState, Journal, JournalEntry, JournalError, JournalState};
 use crate::store::{HoldStore, StoreError, StoredHold};
 
@@ -46,9 +47,7 @@ fn write(g: &mut Inner, entry: &JournalEntry, to: JournalState) {
             g.owners.entry(*hold).or_insert_with(|| o.clone());
         }
         let stored = StoredHold {
-            participant: participant.clone(),
-            hold: *hold,
-            request: request.clone(),
+            part: PartHold { participant: participant.clone(), hold: *hold, request: request.clone() },
             state: HoldState::Held { expires_at: *expires_at },
             via_api: *via_api,
         };
@@ -90,7 +89,7 @@ impl HoldStore for MemoryStore {
     async fn live_hold_owners(&self, now: Time) -> Result<Vec<(HoldId, String)>, StoreError> {
         let live = self.live_holds(now).await?;
         let g = self.lock();
-        Ok(live.into_iter().filter_map(|h| g.owners.get(&h.hold).map(|o| (h.hold, o.clone()))).collect())
+        Ok(live.into_iter().filter_map(|h| g.owners.get(&h.part.hold).map(|o| (h.part.hold, o.clone()))).collect())
     }
 
     async fn expire_holds(&self, now: Time) -> Result<u64, StoreError> {

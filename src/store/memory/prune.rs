@@ -40,9 +40,9 @@ impl MemoryStore {
             .filter(|(_, r)| {
                 let ended = r.life != Life::Live || r.hold.state == HoldState::Committed;
                 ended
-                    && r.hold.request.interval().1 < horizon_t
+                    && r.hold.part.request.interval().1 < horizon_t
                     && !booked(&g, &r.plan)
-                    && !in_doubt.contains(&r.hold.request.txn())
+                    && !in_doubt.contains(&r.hold.part.request.txn())
             })
             .map(|(id, _)| *id)
             .collect();

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use sqlx::types::Json;
 
 use crate::model::{from_time, to_time, Time};
+use crate::protocol::decision::PartHold;
 use crate::protocol::{
     HoldId, HoldRequest, HoldState, Journal, JournalEntry, JournalError, JournalState, ParticipantRef,
 };
@@ -137,9 +138,7 @@ impl HoldStore for PgStore {
         Ok(rows
             .into_iter()
             .map(|r| StoredHold {
-                participant: r.participant,
-                hold: r.hold.into(),
-                request: r.request.0,
+                part: PartHold { participant: r.participant, hold: r.hold.into(), request: r.request.0 },
                 state: match (r.state, r.expires_at) {
                     (RowState::Held, Some(t)) => HoldState::Held { expires_at: to_time(&t) },
                     _ => HoldState::Committed,

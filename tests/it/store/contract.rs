@@ -606,7 +606,7 @@ async fn live(s: &dyn Store) -> Vec<(HoldId, bool)> {
         .await
         .unwrap()
         .into_iter()
-        .map(|h| (h.hold, h.state == coreserve::protocol::HoldState::Committed))
+        .map(|h| (h.part.hold, h.state == coreserve::protocol::HoldState::Committed))
         .collect();
     holds.sort();
     holds

@@ -105,7 +105,7 @@ async fn journal_transitions_follow_the_participant_not_the_sweeper(_: PgPoolOpt
     refused(s.append(&JournalEntry::Committed { hold: c }).await);
     refused(s.append(&JournalEntry::Extended { hold: c, expires_at: 50 }).await);
     let mut live: Vec<(HoldId, HoldState)> =
-        s.live_holds(20).await.unwrap().into_iter().map(|h| (h.hold, h.state)).collect();
+        s.live_holds(20).await.unwrap().into_iter().map(|h| (h.part.hold, h.state)).collect();
     live.sort_by_key(|(h, _)| *h);
     let mut want = vec![(a, HoldState::Committed), (b, HoldState::Held { expires_at: 50 })];
     want.sort_by_key(|(h, _)| *h);

@@ -7,7 +7,6 @@ from .compute_demand import ComputeDemand
 from .delivery_record import DeliveryRecord
 from .extend_body import ExtendBody
 from .footprint import Footprint
-from .gpu_allocation import GpuAllocation
 from .gpu_demand import GpuDemand
 from .gpu_pool import GpuPool
 from .health import Health
@@ -29,6 +28,7 @@ from .plan_event import PlanEvent
 from .plan_modification import PlanModification
 from .plan_status import PlanStatus
 from .plan_view import PlanView
+from .pool_gpus import PoolGpus
 from .problem import Problem
 from .problem_participant_error_type_0 import ProblemParticipantErrorType0
 from .project import Project
@@ -64,7 +64,6 @@ __all__ = (
     "DeliveryRecord",
     "ExtendBody",
     "Footprint",
-    "GpuAllocation",
     "GpuDemand",
     "GpuPool",
     "Health",
@@ -86,6 +85,7 @@ __all__ = (
     "PlanModification",
     "PlanStatus",
     "PlanView",
+    "PoolGpus",
     "Problem",
     "ProblemParticipantErrorType0",
     "Project",

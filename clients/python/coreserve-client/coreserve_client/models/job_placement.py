@@ -11,7 +11,7 @@ from ..models.part_state import PartState
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.gpu_allocation import GpuAllocation
+    from ..models.pool_gpus import PoolGpus
 
 
 T = TypeVar("T", bound="JobPlacement")
@@ -32,7 +32,7 @@ class JobPlacement:
         broken (None | str | Unset): Why the site can no longer honour this job's reservation, once it cannot (the plan
             is
             then `broken`); absent while it is honoured.
-        gpus (GpuAllocation | None | Unset):
+        gpus (None | PoolGpus | Unset):
         price_per_cpu_hour (float | Unset): The site's price of one CPU-hour when the job was booked (what its cost and
             a
             modification's are computed from; 0 and absent on a free site).
@@ -53,7 +53,7 @@ class JobPlacement:
     start: datetime.datetime
     after: list[str] | Unset = UNSET
     broken: None | str | Unset = UNSET
-    gpus: GpuAllocation | None | Unset = UNSET
+    gpus: None | PoolGpus | Unset = UNSET
     price_per_cpu_hour: float | Unset = UNSET
     price_per_gpu_hour: float | Unset = UNSET
     reservation_name: None | str | Unset = UNSET
@@ -62,7 +62,7 @@ class JobPlacement:
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+        from ..models.pool_gpus import PoolGpus  # noqa: PLC0415
 
         cpus = self.cpus
 
@@ -87,7 +87,7 @@ class JobPlacement:
         gpus: dict[str, Any] | None | Unset
         if isinstance(self.gpus, Unset):
             gpus = UNSET
-        elif isinstance(self.gpus, GpuAllocation):
+        elif isinstance(self.gpus, PoolGpus):
             gpus = self.gpus.to_dict()
         else:
             gpus = self.gpus
@@ -144,7 +144,7 @@ class JobPlacement:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
-        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+        from ..models.pool_gpus import PoolGpus  # noqa: PLC0415
 
         d = dict(src_dict)
         cpus = d.pop("cpus")
@@ -168,7 +168,7 @@ class JobPlacement:
 
         broken = _parse_broken(d.pop("broken", UNSET))
 
-        def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
+        def _parse_gpus(data: object) -> None | PoolGpus | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
@@ -176,12 +176,12 @@ class JobPlacement:
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
-                gpus_type_1 = GpuAllocation.from_dict(data)
+                gpus_type_1 = PoolGpus.from_dict(data)
 
                 return gpus_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
-            return cast(GpuAllocation | None | Unset, data)
+            return cast(None | PoolGpus | Unset, data)
 
         gpus = _parse_gpus(d.pop("gpus", UNSET))
 

@@ -12,7 +12,7 @@ from ..models.reservation_state import ReservationState
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.gpu_allocation import GpuAllocation
+    from ..models.pool_gpus import PoolGpus
 
 
 T = TypeVar("T", bound="ReservationView")
@@ -29,7 +29,7 @@ class ReservationView:
         state (ReservationState): State of a hold or reservation.
         broken (None | str | Unset): Why the site's scheduler no longer honours this reservation (absent: it does).
         expires_at (datetime.datetime | None | Unset): Lease end of a hold.
-        gpus (GpuAllocation | None | Unset):
+        gpus (None | PoolGpus | Unset):
         hold (None | Unset | UUID):
         reservation_name (None | str | Unset): At a Slurm site: the Slurm advance reservation's name (shown with the
             hold id).
@@ -41,13 +41,13 @@ class ReservationView:
     state: ReservationState
     broken: None | str | Unset = UNSET
     expires_at: datetime.datetime | None | Unset = UNSET
-    gpus: GpuAllocation | None | Unset = UNSET
+    gpus: None | PoolGpus | Unset = UNSET
     hold: None | Unset | UUID = UNSET
     reservation_name: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+        from ..models.pool_gpus import PoolGpus  # noqa: PLC0415
 
         cpus = self.cpus
 
@@ -74,7 +74,7 @@ class ReservationView:
         gpus: dict[str, Any] | None | Unset
         if isinstance(self.gpus, Unset):
             gpus = UNSET
-        elif isinstance(self.gpus, GpuAllocation):
+        elif isinstance(self.gpus, PoolGpus):
             gpus = self.gpus.to_dict()
         else:
             gpus = self.gpus
@@ -118,7 +118,7 @@ class ReservationView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
-        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+        from ..models.pool_gpus import PoolGpus  # noqa: PLC0415
 
         d = dict(src_dict)
         cpus = d.pop("cpus")
@@ -155,7 +155,7 @@ class ReservationView:
 
         expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
 
-        def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
+        def _parse_gpus(data: object) -> None | PoolGpus | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
@@ -163,12 +163,12 @@ class ReservationView:
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
-                gpus_type_1 = GpuAllocation.from_dict(data)
+                gpus_type_1 = PoolGpus.from_dict(data)
 
                 return gpus_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
-            return cast(GpuAllocation | None | Unset, data)
+            return cast(None | PoolGpus | Unset, data)
 
         gpus = _parse_gpus(d.pop("gpus", UNSET))
 

@@ -10,7 +10,7 @@ from attrs import define as _attrs_define
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
-    from ..models.gpu_allocation import GpuAllocation
+    from ..models.pool_gpus import PoolGpus
 
 
 T = TypeVar("T", bound="SiteHoldBody")
@@ -24,18 +24,18 @@ class SiteHoldBody:
         cpus (int): CPUs, 1 ..= 2^30.
         end (datetime.datetime):
         start (datetime.datetime): Not in the past; before `end`.
-        gpus (GpuAllocation | None | Unset):
+        gpus (None | PoolGpus | Unset):
         txn (None | Unset | UUID):
     """
 
     cpus: int
     end: datetime.datetime
     start: datetime.datetime
-    gpus: GpuAllocation | None | Unset = UNSET
+    gpus: None | PoolGpus | Unset = UNSET
     txn: None | Unset | UUID = UNSET
 
     def to_dict(self) -> dict[str, Any]:
-        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+        from ..models.pool_gpus import PoolGpus  # noqa: PLC0415
 
         cpus = self.cpus
 
@@ -46,7 +46,7 @@ class SiteHoldBody:
         gpus: dict[str, Any] | None | Unset
         if isinstance(self.gpus, Unset):
             gpus = UNSET
-        elif isinstance(self.gpus, GpuAllocation):
+        elif isinstance(self.gpus, PoolGpus):
             gpus = self.gpus.to_dict()
         else:
             gpus = self.gpus
@@ -77,7 +77,7 @@ class SiteHoldBody:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
-        from ..models.gpu_allocation import GpuAllocation  # noqa: PLC0415
+        from ..models.pool_gpus import PoolGpus  # noqa: PLC0415
 
         d = dict(src_dict)
         cpus = d.pop("cpus")
@@ -86,7 +86,7 @@ class SiteHoldBody:
 
         start = datetime.datetime.fromisoformat(d.pop("start"))
 
-        def _parse_gpus(data: object) -> GpuAllocation | None | Unset:
+        def _parse_gpus(data: object) -> None | PoolGpus | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
@@ -94,12 +94,12 @@ class SiteHoldBody:
             try:
                 if not isinstance(data, dict):
                     raise TypeError()
-                gpus_type_1 = GpuAllocation.from_dict(data)
+                gpus_type_1 = PoolGpus.from_dict(data)
 
                 return gpus_type_1
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
-            return cast(GpuAllocation | None | Unset, data)
+            return cast(None | PoolGpus | Unset, data)
 
         gpus = _parse_gpus(d.pop("gpus", UNSET))
 

@@ -6,11 +6,11 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-T = TypeVar("T", bound="GpuAllocation")
+T = TypeVar("T", bound="PoolGpus")
 
 
 @_attrs_define
-class GpuAllocation:
+class PoolGpus:
     """GPUs of one pool of a site, reserved with a job's CPUs.
 
     Attributes:
@@ -45,13 +45,13 @@ class GpuAllocation:
 
         model = d.pop("model")
 
-        gpu_allocation = cls(
+        pool_gpus = cls(
             count=count,
             model=model,
         )
 
-        gpu_allocation.additional_properties = d
-        return gpu_allocation
+        pool_gpus.additional_properties = d
+        return pool_gpus
 
     @property
     def additional_keys(self) -> list[str]:
