@@ -358,26 +358,70 @@ fn load_key(load: f64) -> f64 {
     }
 }
 
-type Key<'a> = (&'a str, &'a str, Algorithm, f64);
-
-fn cmp_key(a: Key<'_>, b: Key<'_>) -> std::cmp::Ordering {
-    a.0.cmp(b.0)
-        .then_with(|| a.1.cmp(b.1))
-        .then_with(|| a.2.cmp(&b.2))
-        .then_with(|| load_key(a.3).total_cmp(&load_key(b.3)))
+/// The key every row of the simulator's tables starts with, and their order: topology and
+/// kind byte-wise, then algorithm, then offered load numerically (loads are equal only if
+/// bit-identical, `-0.0` counting as `0.0`: they come from one configured list). A scenario
+/// that compares arms, projects or phases orders by those after it, then by seed.
+#[derive(Debug, Clone, Copy)]
+pub struct RowKey<'a> {
+    pub topology: &'a str,
+    pub kind: &'a str,
+    pub algorithm: Algorithm,
+    /// The offered load (fair share: the flood's).
+    pub load: f64,
 }
 
-fn run_key(r: &RunRow) -> Key<'_> {
-    (&r.topology, &r.kind, r.algorithm, r.load)
+impl Ord for RowKey<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.topology, self.kind, self.algorithm)
+            .cmp(&(other.topology, other.kind, other.algorithm))
+            .then_with(|| load_key(self.load).total_cmp(&load_key(other.load)))
+    }
 }
 
-fn summary_key(r: &SummaryRow) -> Key<'_> {
-    (&r.topology, &r.kind, r.algorithm, r.load)
+impl PartialOrd for RowKey<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
+
+impl PartialEq for RowKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for RowKey<'_> {}
+
+/// A row of one of the simulator's tables ([`RunRow`], [`SummaryRow`], the heterogeneity,
+/// staged and fair-share rows): its [`RowKey`].
+pub trait Keyed {
+    fn row_key(&self) -> RowKey<'_>;
+}
+
+/// [`Keyed`] for a row struct with `topology`, `kind`, `algorithm` and the load field named.
+#[macro_export]
+macro_rules! keyed {
+    ($row:ty, $load:ident) => {
+        impl $crate::report::Keyed for $row {
+            fn row_key(&self) -> $crate::report::RowKey<'_> {
+                $crate::report::RowKey {
+                    topology: &self.topology,
+                    kind: &self.kind,
+                    algorithm: self.algorithm,
+                    load: self.$load,
+                }
+            }
+        }
+    };
+}
+
+keyed!(RunRow, load);
+keyed!(SummaryRow, load);
 
 /// The order of runs: (topology, kind, algorithm, load, seed).
 fn cmp_run(a: &RunRow, b: &RunRow) -> std::cmp::Ordering {
-    cmp_key(run_key(a), run_key(b)).then_with(|| a.seed.cmp(&b.seed))
+    a.row_key().cmp(&b.row_key()).then_with(|| a.seed.cmp(&b.seed))
 }
 
 /// Runs sorted by (topology, kind, algorithm, load, seed): strings byte-wise, loads
@@ -453,7 +497,7 @@ pub fn write_runs_csv(rows: &[RunRow], path: &Path) -> anyhow::Result<()> {
 pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
     let sorted = sorted_runs(rows);
     let mut out = Vec::new();
-    for group in sorted.chunk_by(|a, b| cmp_key(run_key(a), run_key(b)).is_eq()) {
+    for group in sorted.chunk_by(|a, b| a.row_key() == b.row_key()) {
         let first = group[0];
         let mean_of =
             |f: &dyn Fn(&RunRow) -> f64| -> f64 { group.iter().map(|r| f(r)).sum::<f64>() / group.len() as f64 };
@@ -502,8 +546,8 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
 /// written.
 pub fn write_summary_csv(rows: &[SummaryRow], path: &Path) -> anyhow::Result<()> {
     let mut sorted: Vec<&SummaryRow> = rows.iter().collect();
-    sorted.sort_by(|a, b| cmp_key(summary_key(a), summary_key(b)));
-    if let Some(w) = sorted.windows(2).find(|w| cmp_key(summary_key(w[0]), summary_key(w[1])).is_eq()) {
+    sorted.sort_by_key(|r| r.row_key());
+    if let Some(w) = sorted.windows(2).find(|w| w[0].row_key() == w[1].row_key()) {
         bail!("summary has two rows for {} / {} / {} / load {}", w[0].topology, w[0].kind, w[0].algorithm, w[0].load);
     }
     write_csv(path, &SUMMARY_CSV_HEADER, sorted)

@@ -30,7 +30,7 @@ use serde::{Serialize, Serializer};
 
 use crate::algorithm::Algorithm;
 use crate::experiment::{self, Cell, Experiment};
-use crate::report::{ci95_half_width, fixed, write_csv};
+use crate::report::{ci95_half_width, fixed, write_csv, Keyed, RowKey};
 use crate::run::{simulate, RunKey};
 use crate::scenario::Scenario;
 
@@ -273,21 +273,17 @@ impl Experiment for Staged<'_> {
     }
 }
 
-/// The order of the tables: topology, kind, algorithm, load, arm.
-fn key(r: &StagedRow) -> (&str, &str, Algorithm, u64, Arm) {
-    (&r.topology, &r.kind, r.algorithm, r.load.to_bits(), r.arm)
+crate::keyed!(StagedRow, load);
+
+/// The order of the tables: [`crate::report::RowKey`], then arm.
+fn key(r: &StagedRow) -> (RowKey<'_>, Arm) {
+    (r.row_key(), r.arm)
 }
 
 /// Rows sorted by [`key`], then seed.
 pub fn sorted(rows: &[StagedRow]) -> Vec<&StagedRow> {
     let mut v: Vec<&StagedRow> = rows.iter().collect();
-    v.sort_by(|a, b| {
-        let (x, y) = (key(a), key(b));
-        (x.0, x.1, x.2, a.load, x.4)
-            .partial_cmp(&(y.0, y.1, y.2, b.load, y.4))
-            .expect("loads are numbers")
-            .then(a.seed.cmp(&b.seed))
-    });
+    v.sort_by(|a, b| key(a).cmp(&key(b)).then(a.seed.cmp(&b.seed)));
     v
 }
 

@@ -7,7 +7,7 @@ use super::measure::{DayRow, FairRow};
 use super::projects::STEADY;
 use super::workload::Phase;
 use crate::algorithm::Algorithm;
-use crate::report::{ci95_half_width, fixed};
+use crate::report::{ci95_half_width, fixed, Keyed, RowKey};
 use crate::scenario::fairshare::Arm;
 
 /// A point of `summary.csv`: one (topology, kind, algorithm, flood load, arm, project, phase)
@@ -130,17 +130,12 @@ pub const DAILY_HEADER: [&str; 13] = [
     "priority_mean",
 ];
 
-/// The group of a row without its seed (and phase or day).
-type Group<'a> = (&'a str, &'a str, Algorithm, f64, Arm, &'a str);
+crate::keyed!(FairRow, flood_load);
+crate::keyed!(DayRow, flood_load);
 
-fn cmp_group(a: Group<'_>, b: Group<'_>) -> std::cmp::Ordering {
-    a.0.cmp(b.0)
-        .then_with(|| a.1.cmp(b.1))
-        .then_with(|| a.2.cmp(&b.2))
-        .then(a.3.total_cmp(&b.3))
-        .then(a.4.cmp(&b.4))
-        .then_with(|| project_order(a.5).cmp(&project_order(b.5)))
-}
+/// A group of runs over seeds: [`crate::report::RowKey`] (the flood's load), arm, then project
+/// (steady first).
+type Group<'a> = (RowKey<'a>, Arm, (bool, &'a str));
 
 /// Steady first.
 fn project_order(p: &str) -> (bool, &str) {
@@ -148,24 +143,24 @@ fn project_order(p: &str) -> (bool, &str) {
 }
 
 fn group(r: &FairRow) -> Group<'_> {
-    (&r.topology, &r.kind, r.algorithm, r.flood_load, r.arm, &r.project)
+    (r.row_key(), r.arm, project_order(&r.project))
 }
 
 fn day_group(r: &DayRow) -> Group<'_> {
-    (&r.topology, &r.kind, r.algorithm, r.flood_load, r.arm, &r.project)
+    (r.row_key(), r.arm, project_order(&r.project))
 }
 
 /// Rows sorted by (topology, kind, algorithm, flood load, arm, project, phase, seed).
 pub fn sorted(rows: &[FairRow]) -> Vec<&FairRow> {
     let mut v: Vec<&FairRow> = rows.iter().collect();
-    v.sort_by(|a, b| cmp_group(group(a), group(b)).then(a.phase.cmp(&b.phase)).then(a.seed.cmp(&b.seed)));
+    v.sort_by(|a, b| group(a).cmp(&group(b)).then(a.phase.cmp(&b.phase)).then(a.seed.cmp(&b.seed)));
     v
 }
 
 /// Groups the runs over seeds.
 pub fn summarise(rows: &[FairRow]) -> Vec<FairSummary> {
     let mut out = Vec::new();
-    for g in sorted(rows).chunk_by(|a, b| cmp_group(group(a), group(b)).is_eq() && a.phase == b.phase) {
+    for g in sorted(rows).chunk_by(|a, b| group(a).cmp(&group(b)).is_eq() && a.phase == b.phase) {
         let f = g[0];
         let all = |v: fn(&FairRow) -> f64| ci95_half_width(&g.iter().map(|r| v(r)).collect::<Vec<_>>());
         let (start_delay_s_mean, start_delay_s_ci95) =
@@ -210,9 +205,9 @@ pub fn summarise(rows: &[FairRow]) -> Vec<FairSummary> {
 /// Groups the days over seeds.
 pub fn summarise_days(rows: &[DayRow]) -> Vec<DaySummary> {
     let mut v: Vec<&DayRow> = rows.iter().collect();
-    v.sort_by(|a, b| cmp_group(day_group(a), day_group(b)).then(a.day.cmp(&b.day)).then(a.seed.cmp(&b.seed)));
+    v.sort_by(|a, b| day_group(a).cmp(&day_group(b)).then(a.day.cmp(&b.day)).then(a.seed.cmp(&b.seed)));
     let mut out = Vec::new();
-    for g in v.chunk_by(|a, b| cmp_group(day_group(a), day_group(b)).is_eq() && a.day == b.day) {
+    for g in v.chunk_by(|a, b| day_group(a).cmp(&day_group(b)).is_eq() && a.day == b.day) {
         let f = g[0];
         let n = g.len() as f64;
         let mean = |v: fn(&DayRow) -> f64| g.iter().map(|r| v(r)).sum::<f64>() / n;

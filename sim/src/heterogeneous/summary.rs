@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::arms::Arm;
 use super::measure::HetRow;
 use crate::algorithm::Algorithm;
-use crate::report::{ci95_half_width, fixed};
+use crate::report::{ci95_half_width, fixed, Keyed, RowKey};
 
 /// The runs of one topology x kind x algorithm x arm x load over seeds: mean and 95 % CI
 /// half-width ([`ci95_half_width`]). Validity and wait are averaged over the runs that
@@ -75,20 +75,17 @@ pub const SUMMARY_HEADER: [&str; 19] = [
     "wait_s_ci95",
 ];
 
-type Key<'a> = (&'a str, &'a str, Algorithm, f64, Arm);
+crate::keyed!(HetRow, load);
 
-fn key(r: &HetRow) -> Key<'_> {
-    (&r.topology, &r.kind, r.algorithm, r.load, r.arm)
-}
-
-fn cmp_key(a: Key<'_>, b: Key<'_>) -> std::cmp::Ordering {
-    a.0.cmp(b.0).then_with(|| a.1.cmp(b.1)).then_with(|| a.2.cmp(&b.2)).then(a.3.total_cmp(&b.3)).then(a.4.cmp(&b.4))
+/// The order of the tables: [`crate::report::RowKey`], then arm.
+fn key(r: &HetRow) -> (RowKey<'_>, Arm) {
+    (r.row_key(), r.arm)
 }
 
 /// Rows sorted by (topology, kind, algorithm, load, arm, seed).
 pub fn sorted(rows: &[HetRow]) -> Vec<&HetRow> {
     let mut v: Vec<&HetRow> = rows.iter().collect();
-    v.sort_by(|a, b| cmp_key(key(a), key(b)).then(a.seed.cmp(&b.seed)));
+    v.sort_by(|a, b| key(a).cmp(&key(b)).then(a.seed.cmp(&b.seed)));
     v
 }
 
@@ -96,7 +93,7 @@ pub fn sorted(rows: &[HetRow]) -> Vec<&HetRow> {
 pub fn summarise(rows: &[HetRow]) -> Vec<HetSummary> {
     let sorted = sorted(rows);
     let mut out = Vec::new();
-    for g in sorted.chunk_by(|a, b| cmp_key(key(a), key(b)).is_eq()) {
+    for g in sorted.chunk_by(|a, b| key(a) == key(b)) {
         let f = g[0];
         let all = |v: fn(&HetRow) -> f64| ci95_half_width(&g.iter().map(|r| v(r)).collect::<Vec<_>>());
         let booked = |v: fn(&HetRow) -> f64| {
