@@ -457,8 +457,9 @@ mod tests {
         assert_eq!(Verdict::of(&[], Above), Verdict::Undecided);
     }
 
-    /// RESULTS.md's sections that read the committed scope files ("Where each finding holds"):
-    /// their tables are the files' verdicts and every number they quote is one the files print.
+    /// RESULTS.md's sections that read the committed scope and findings files ("The paper's
+    /// experiment in the validated configuration", "Where each finding holds"): their tables are
+    /// the files' verdicts and every number they quote is one the files print.
     mod committed {
         use std::path::Path;
 
@@ -483,6 +484,27 @@ mod tests {
             row.trim().trim_matches('|').split('|').map(str::trim).collect()
         }
 
+        /// A findings.md's verdicts in the order it states them, written as RESULTS.md's tables
+        /// write them: `reproduced (4/4)`, `partly (2/4)`, `not (0/2)`.
+        fn verdicts(findings: &str) -> Vec<String> {
+            let mark = "** (holds in ";
+            findings
+                .match_indices(mark)
+                .map(|(i, _)| {
+                    let word = &findings[findings[..i].rfind("**").unwrap() + 2..i];
+                    let tail = &findings[i + mark.len()..];
+                    let count: Vec<&str> = tail[..tail.find(" cells)").unwrap()].split_whitespace().collect();
+                    let (h, c) = match count[..] {
+                        ["all", c] => (c, c),
+                        ["none", "of", c] => ("0", c),
+                        [h, "of", c] => (h, c),
+                        _ => panic!("a verdict's count: {count:?}"),
+                    };
+                    format!("{} ({h}/{c})", word.split_whitespace().next().unwrap())
+                })
+                .collect()
+        }
+
         /// The numbers of `text` (two decimals or more, or signed) that none of `sources`
         /// prints. Paragraphs quoting a study whose files are not committed (they say "outside
         /// study") are not read.
@@ -495,6 +517,33 @@ mod tests {
                 .filter(|d| d.split('.').nth(1).map_or(0, str::len) >= 2 || d.starts_with(['-', '+']))
                 .filter(|d| !printed_in(d, &printed))
                 .collect()
+        }
+
+        #[test]
+        fn the_validated_paper_experiment_is_its_findings() {
+            let s = section("The paper's experiment in the validated configuration");
+            let paper = verdicts(&read("results/paper/findings.md"));
+            let validated = verdicts(&read("results/paper-validated/findings.md"));
+            assert_eq!((paper.len(), validated.len()), (10, 10), "the six findings' ten verdicts");
+            let rows: Vec<Vec<&str>> =
+                s.lines().filter(|l| l.starts_with("| ") && l.as_bytes()[2].is_ascii_digit()).map(cells).collect();
+            assert_eq!(rows.len(), 10, "one row per verdict:\n{s}");
+            for (i, row) in rows.iter().enumerate() {
+                assert_eq!(row[1], paper[i], "row {i} {:?}: paper model", row[0]);
+                assert_eq!(row[2], validated[i], "row {i} {:?}: validated", row[0]);
+                assert_eq!(row[3], if paper[i] == validated[i] { "same" } else { "**differs**" }, "row {i}");
+            }
+            let unprinted = unprinted(
+                &s,
+                &[
+                    "results/paper/findings.md",
+                    "results/paper-validated/findings.md",
+                    "results/published-scope/scope.md",
+                    "results/paper/summary.csv",
+                    "results/paper-validated/summary.csv",
+                ],
+            );
+            assert!(unprinted.is_empty(), "numbers no file prints: {unprinted:?}");
         }
 
         #[test]
