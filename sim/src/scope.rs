@@ -574,7 +574,8 @@ mod tests {
                     .iter()
                     .enumerate()
                     .filter(|(_, c)| {
-                        c.split_once(": ").is_some_and(|(f, t)| f == format!("{regime}-jobs") && t.starts_with(&network))
+                        c.split_once(": ")
+                            .is_some_and(|(f, t)| f == format!("{regime}-jobs") && t.starts_with(&network))
                     })
                     .map(|(i, _)| i)
                     .collect();
@@ -591,11 +592,15 @@ mod tests {
                     let want = want[c];
                     // A cell of many symbols is written as counts: "14 ✓, 2 ?".
                     let ok = if got.contains(|ch: char| ch.is_ascii_digit()) {
-                        got.split(", ").all(|part| {
-                            let (n, sym) = part.split_once(' ').unwrap();
-                            want.matches(sym).count() == n.parse::<usize>().unwrap()
-                        }) && got.split(", ").map(|p| p.split_once(' ').unwrap().0.parse::<usize>().unwrap()).sum::<usize>()
-                            == want.chars().count()
+                        let counts: Vec<(usize, &str)> = got
+                            .split(", ")
+                            .map(|part| {
+                                let (n, sym) = part.split_once(' ').unwrap();
+                                (n.parse().unwrap(), sym)
+                            })
+                            .collect();
+                        counts.iter().all(|&(n, sym)| want.matches(sym).count() == n)
+                            && counts.iter().map(|c| c.0).sum::<usize>() == want.chars().count()
                     } else {
                         *got == want || (got.is_empty() && want == "—")
                     };
