@@ -456,4 +456,159 @@ mod tests {
         assert_eq!(Verdict::of(&[Above, Identical], Above), Verdict::Identical);
         assert_eq!(Verdict::of(&[], Above), Verdict::Undecided);
     }
+
+    /// RESULTS.md's sections that read the committed scope and findings files ("The paper's
+    /// experiment in the validated configuration", "Where each finding holds"): their tables are
+    /// the files' verdicts and every number they quote is one the files print.
+    mod committed {
+        use std::path::Path;
+
+        use crate::validate::tests::{decimals, printed_in};
+
+        fn read(rel: &str) -> String {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        }
+
+        /// RESULTS.md's section whose heading starts with `heading`, up to the next `## `.
+        fn section(heading: &str) -> String {
+            let md = read("RESULTS.md");
+            let from = md.find(&format!("\n## {heading}")).unwrap_or_else(|| panic!("RESULTS.md: no ## {heading}"));
+            let rest = &md[from + 1..];
+            let end = rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3);
+            rest[..end].to_owned()
+        }
+
+        /// The cells of a Markdown table row.
+        fn cells(row: &str) -> Vec<&str> {
+            row.trim().trim_matches('|').split('|').map(str::trim).collect()
+        }
+
+        /// A findings.md's verdicts in the order it states them, written as RESULTS.md's tables
+        /// write them: `reproduced (4/4)`, `partly (2/4)`, `not (0/2)`.
+        fn verdicts(findings: &str) -> Vec<String> {
+            let mark = "** (holds in ";
+            findings
+                .match_indices(mark)
+                .map(|(i, _)| {
+                    let word = &findings[findings[..i].rfind("**").unwrap() + 2..i];
+                    let tail = &findings[i + mark.len()..];
+                    let count: Vec<&str> = tail[..tail.find(" cells)").unwrap()].split_whitespace().collect();
+                    let (h, c) = match count[..] {
+                        ["all", c] => (c, c),
+                        ["none", "of", c] => ("0", c),
+                        [h, "of", c] => (h, c),
+                        _ => panic!("a verdict's count: {count:?}"),
+                    };
+                    format!("{} ({h}/{c})", word.split_whitespace().next().unwrap())
+                })
+                .collect()
+        }
+
+        /// The numbers of `text` (two decimals or more, or signed) that none of `sources`
+        /// prints. Paragraphs quoting a study whose files are not committed (they say "outside
+        /// study") are not read.
+        fn unprinted(text: &str, sources: &[&str]) -> Vec<String> {
+            let printed: Vec<f64> =
+                sources.iter().flat_map(|s| decimals(&read(s))).map(|d| d.parse().unwrap()).collect();
+            text.split("\n\n")
+                .filter(|p| !p.contains("outside study"))
+                .flat_map(decimals)
+                .filter(|d| d.split('.').nth(1).map_or(0, str::len) >= 2 || d.starts_with(['-', '+']))
+                .filter(|d| !printed_in(d, &printed))
+                .collect()
+        }
+
+        #[test]
+        fn the_validated_paper_experiment_is_its_findings() {
+            let s = section("The paper's experiment in the validated configuration");
+            let paper = verdicts(&read("results/paper/findings.md"));
+            let validated = verdicts(&read("results/paper-validated/findings.md"));
+            assert_eq!((paper.len(), validated.len()), (10, 10), "the six findings' ten verdicts");
+            let rows: Vec<Vec<&str>> =
+                s.lines().filter(|l| l.starts_with("| ") && l.as_bytes()[2].is_ascii_digit()).map(cells).collect();
+            assert_eq!(rows.len(), 10, "one row per verdict:\n{s}");
+            for (i, row) in rows.iter().enumerate() {
+                assert_eq!(row[1], paper[i], "row {i} {:?}: paper model", row[0]);
+                assert_eq!(row[2], validated[i], "row {i} {:?}: validated", row[0]);
+                assert_eq!(row[3], if paper[i] == validated[i] { "same" } else { "**differs**" }, "row {i}");
+            }
+            let unprinted = unprinted(
+                &s,
+                &[
+                    "results/paper/findings.md",
+                    "results/paper-validated/findings.md",
+                    "results/published-scope/scope.md",
+                    "results/paper/summary.csv",
+                    "results/paper-validated/summary.csv",
+                ],
+            );
+            assert!(unprinted.is_empty(), "numbers no file prints: {unprinted:?}");
+        }
+
+        #[test]
+        fn where_each_finding_holds_is_the_study_scope() {
+            let s = section("Where each finding holds");
+            let scope = read("results/study/scope.md");
+            // scope.md's overview: its columns (folder: network) and each claim's symbols.
+            let overview: Vec<Vec<&str>> = scope
+                .lines()
+                .skip_while(|l| !l.starts_with("| claim | cells |"))
+                .take_while(|l| l.starts_with('|'))
+                .filter(|l| !l.starts_with("|---"))
+                .map(cells)
+                .collect();
+            let table: Vec<Vec<&str>> = s
+                .lines()
+                .skip_while(|l| !l.starts_with("| claim |"))
+                .take_while(|l| l.starts_with('|'))
+                .filter(|l| !l.starts_with("|---"))
+                .map(cells)
+                .collect();
+            assert_eq!(table.len(), overview.len(), "RESULTS.md's table has every claim of scope.md");
+            // "large: GEANT" is scope.md's "large-jobs: geant2012".
+            let column = |label: &str| {
+                let (regime, network) = label.split_once(": ").unwrap();
+                let network = network.to_lowercase();
+                let hits: Vec<usize> = overview[0]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| {
+                        c.split_once(": ")
+                            .is_some_and(|(f, t)| f == format!("{regime}-jobs") && t.starts_with(&network))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                assert_eq!(hits.len(), 1, "RESULTS.md's column {label}: scope.md's {:?}", overview[0]);
+                hits[0]
+            };
+            let columns: Vec<usize> = table[0][2..].iter().map(|l| column(l)).collect();
+            for (i, c) in overview[0].iter().enumerate().skip(2) {
+                let validated = c.starts_with("large-jobs: ") || c.starts_with("small-jobs: ");
+                assert!(!validated || columns.contains(&i), "RESULTS.md's table has no column for {c}");
+            }
+            for (row, want) in table[1..].iter().zip(&overview[1..]) {
+                for (got, &c) in row[2..].iter().zip(&columns) {
+                    let want = want[c];
+                    // A cell of many symbols is written as counts: "14 ✓, 2 ?".
+                    let ok = if got.contains(|ch: char| ch.is_ascii_digit()) {
+                        let counts: Vec<(usize, &str)> = got
+                            .split(", ")
+                            .map(|part| {
+                                let (n, sym) = part.split_once(' ').unwrap();
+                                (n.parse().unwrap(), sym)
+                            })
+                            .collect();
+                        counts.iter().all(|&(n, sym)| want.matches(sym).count() == n)
+                            && counts.iter().map(|c| c.0).sum::<usize>() == want.chars().count()
+                    } else {
+                        *got == want || (got.is_empty() && want == "—")
+                    };
+                    assert!(ok, "{:?}, {}: RESULTS.md {got:?}, scope.md {want:?}", row[0], overview[0][c]);
+                }
+            }
+            let unprinted = unprinted(&s, &["results/study/scope.md"]);
+            assert!(unprinted.is_empty(), "numbers scope.md does not print: {unprinted:?}");
+        }
+    }
 }

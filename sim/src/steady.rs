@@ -11,7 +11,7 @@
 //! ±[`TOLERANCE`]; it **drifts** when the interval excludes 0 (and is not settled); otherwise
 //! it is **undecided** (too few seeds or too noisy to tell).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -94,9 +94,10 @@ pub fn drifts(rows: &[Quarters]) -> BTreeMap<Point, Drift> {
     by_point.into_iter().map(|(k, d)| (k, Drift::of(&d))).collect()
 }
 
-/// The points that drift ([`Verdict::Drifts`]): the figures ring them.
-pub fn drifting(rows: &[Quarters]) -> BTreeSet<Point> {
-    drifts(rows).into_iter().filter(|(_, d)| d.verdict() == Verdict::Drifts).map(|(p, _)| p).collect()
+/// Every point's verdict: the figures ring the drifting ones ([`Verdict::Drifts`]) and count the
+/// undecided ones.
+pub fn drifting(rows: &[Quarters]) -> BTreeMap<Point, Verdict> {
+    drifts(rows).into_iter().map(|(p, d)| (p, d.verdict())).collect()
 }
 
 /// `steady-state.md` of the runs `rows`: the counts of settled, drifting and undecided points
@@ -145,6 +146,22 @@ pub fn report(rows: &[Quarters]) -> String {
         count(Verdict::Drifts),
         count(Verdict::Undecided)
     );
+    let undecided = count(Verdict::Undecided);
+    if undecided > 0 {
+        let (fewest, most) = drifts.values().fold((usize::MAX, 0), |(lo, hi), d| (lo.min(d.n), hi.max(d.n)));
+        let seeds = if fewest == most { fewest.to_string() } else { format!("{fewest}-{most}") };
+        let _ = write!(
+            md,
+            "\n{}: their interval reaches beyond ±{TOLERANCE} yet includes 0, so these runs ({seeds} \
+             seeds per point) cannot tell whether they settled. A point not listed as drifting is not \
+             thereby shown to be settled.\n",
+            if 2 * undecided > total {
+                format!("Most points ({undecided} of {total}) are undecided")
+            } else {
+                format!("{undecided} of {total} points are undecided")
+            }
+        );
+    }
     let mut beyond: Vec<_> =
         drifts.iter().filter(|(_, d)| d.verdict() == Verdict::Drifts && d.mean.abs() > TOLERANCE).collect();
     beyond.sort_by(|a, b| b.1.mean.abs().total_cmp(&a.1.mean.abs()).then_with(|| a.0.cmp(b.0)));
@@ -216,6 +233,8 @@ mod tests {
         assert!(md.contains("| gridg-n | workflow | bir | 2 | 1 | 1 | 0 |"), "{md}");
         assert!(md.contains("| gridg-n | workflow | bbr | 1 | 0 | 0 | 1 |"), "{md}");
         assert!(md.contains("In all: 3 points, 1 settled, 1 drift, 1 undecided."), "{md}");
+        assert!(md.contains("\n1 of 3 points are undecided: their interval reaches beyond"), "said plainly: {md}");
+        assert!(!md.contains("Most points"), "{md}");
         assert!(md.contains("| gridg-n | workflow | bir-time | 1.2 | -0.200 ± "), "{md}");
     }
 

@@ -697,12 +697,12 @@ fn report(s: &Scenario, service: &[Compared], simulator: &[Compared], t: &Servic
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The decimal numbers of `text` as written (sign included when one is written: a `-` or
     /// `+` that does not join two numbers, as in a range `0.3-1.4`).
-    fn decimals(text: &str) -> Vec<String> {
+    pub(crate) fn decimals(text: &str) -> Vec<String> {
         let b = text.as_bytes();
         let mut out = Vec::new();
         let mut i = 0;
@@ -728,6 +728,18 @@ mod tests {
         out
     }
 
+    /// Whether the number `d` (as written, from [`decimals`]) is one of `printed` to the
+    /// decimals it is written with, and of the same sign where it is written with one.
+    pub(crate) fn printed_in(d: &str, printed: &[f64]) -> bool {
+        let digits = d.split('.').nth(1).map_or(0, str::len);
+        let signed = d.starts_with(['-', '+']);
+        let p: f64 = d.parse().unwrap();
+        printed.iter().any(|v| {
+            format!("{:.digits$}", v.abs()) == format!("{:.digits$}", p.abs())
+                && (!signed || *v == 0.0 || (v.is_sign_negative() == d.starts_with('-')))
+        })
+    }
+
     /// What is wrong with `prose` as a reading of the judged validations: a number quoted to
     /// three decimals or with a sign that no `validation.md` prints (at that precision, with
     /// that sign); a count of judged or agreeing cells that is neither a file's nor the total;
@@ -738,16 +750,10 @@ mod tests {
         let mut errors = Vec::new();
         for d in decimals(prose) {
             let digits = d.split('.').nth(1).map_or(0, str::len);
-            let signed = d.starts_with(['-', '+']);
-            if digits < 3 && !signed {
+            if digits < 3 && !d.starts_with(['-', '+']) {
                 continue;
             }
-            let p: f64 = d.parse().unwrap();
-            let hit = printed.iter().any(|v| {
-                format!("{:.digits$}", v.abs()) == format!("{:.digits$}", p.abs())
-                    && (!signed || *v == 0.0 || (v.is_sign_negative() == d.starts_with('-')))
-            });
-            if !hit {
+            if !printed_in(&d, &printed) {
                 errors.push(format!("{d}: printed by no validation.md"));
             }
         }
