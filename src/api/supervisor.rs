@@ -336,7 +336,11 @@ pub fn start(state: &web::Data<AppState>, token_changes: Option<mpsc::Receiver<(
         let state = state.clone();
         tasks.spawn("token_watch", Duration::ZERO, move |mut t| async move {
             while let Some(Some(())) = t.until(changed.recv()).await {
-                t.round(None, async { Ok::<_, std::convert::Infallible>(state.invalidate_tokens()) }).await;
+                t.round(None, async {
+                    state.invalidate_tokens();
+                    Ok::<_, std::convert::Infallible>(())
+                })
+                .await;
             }
         });
     }
