@@ -103,7 +103,8 @@ pub const CHARGE_CACHE_DAYS: i64 = 90;
 pub const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl AppState {
-    /// Participants over `grid` on `config.clock` (the wall clock by default), `config.planners` planners, `store`.
+    /// Participants over `grid` on `config.clock` (the wall clock by default), `config.planners`
+    /// planners, `store`.
     ///
     /// By role: a LIS process keeps only its site's LIS (the grid is cut down to that site);
     /// a planner process's planners talk to the remote participants of
