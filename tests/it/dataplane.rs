@@ -714,6 +714,18 @@ fn class_on(app: &TestApp, wan: &Wan, transfer: &Value, node: usize, dev: &str) 
         .map(|r| format!("1:{:x}", r.minor))
 }
 
+/// Waits until the data plane has installed `transfer` on every hop of `hops` (its reconcile
+/// installs it at the window's start, a little later on a busy machine), at most 10 s; the
+/// caller's assertions then name what is missing.
+async fn installed(app: &TestApp, wan: &Wan, transfer: &Value, hops: &[(usize, String)]) {
+    let t0 = Instant::now();
+    while hops.iter().any(|(n, dev)| class_on(app, wan, transfer, *n, dev).is_none())
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Every ring node's forwarding state (see [`Wan::forwarding`]), nodes n1 .. n4.
 fn ring_forwarding(wan: &Wan) -> Vec<String> {
     (1..=4).map(|node| wan.forwarding(node)).collect()
@@ -775,6 +787,7 @@ async fn a_transfer_booked_on_a_detour_takes_the_detour() {
     }
     let (start, end) = (time(&t["start"]), time(&t["end"]));
     until(start + chrono::Duration::milliseconds(600)).await;
+    installed(&app, &wan, &t, &hops).await;
     // Its rules: a class on every hop's egress, a routing rule in every hop's namespace (none
     // at n3, whose main table delivers to s3).
     let classes: Vec<String> = hops
@@ -964,6 +977,9 @@ async fn every_site_pair_takes_its_booked_path() {
     }
     let last_start = transfers.iter().map(|(_, _, t)| time(&t["start"])).max().unwrap();
     until(last_start + chrono::Duration::milliseconds(600)).await;
+    for (a, _, t) in &transfers {
+        installed(&app, &wan, t, &ring_hops(*a, &t["path"])).await;
+    }
     let off_route = bytes_cross_booked_hops(&app, &wan, &map, &transfers);
     eprintln!("{off_route} of {} transfers booked off the network's own route", transfers.len());
     assert!(off_route > 0, "the test would show nothing: every booked path is the routed one");
