@@ -53,10 +53,6 @@ impl<K: ResourceKey> MultiCalendar<K> {
             .collect();
         MultiCalendar { calendars, key: PhantomData }
     }
-    /// How many resources there are.
-    pub fn resources(&self) -> usize {
-        self.calendars.len()
-    }
 
     /// Forgets every span, of every resource, that ended at or before `horizon`
     /// ([`CapacityCalendar::prune_before`]): the ids pruned, per resource.

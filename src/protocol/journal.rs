@@ -78,9 +78,11 @@ pub enum JournalEntry {
     },
 }
 
-/// Where a journaled hold stands: its row's state (the `reservations.state` column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display)]
+/// Where a journaled hold stands: its row's state (the `reservations.state` column, whose CHECK
+/// constraint lists the same five words; read by sqlx as TEXT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::Display, sqlx::Type)]
 #[strum(serialize_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum JournalState {
     /// Prepared, its lease running.
     Held,

@@ -4,9 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{Outcome, PartState};
-
-use crate::model::PlanStatus;
+use crate::model::{Outcome, PartState, PlanStatus};
 
 /// One start or end of a plan's part: a `job.*` or `transfer.*` event once the clock passes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

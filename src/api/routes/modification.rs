@@ -30,8 +30,7 @@ use crate::api::idempotency::{self, IdempotencyKey, NextAction, Operation, PlanL
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
-use crate::model::PlanModification;
-use crate::model::PlanStatus;
+use crate::model::{PlanModification, PlanStatus};
 use crate::planner::{ModifyOptions, Settlement};
 use crate::protocol::decision::LogError;
 use crate::store::{Claim, PlanRecord};

@@ -24,9 +24,8 @@ use crate::api::idempotency::{self, in_progress, IdempotencyKey, NextAction, Ope
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::fairshare::Usage;
-use crate::model::PlanStatus;
 use crate::model::{
-    ComputeDemand, NetworkDemand, Outcome, PlanRequest, RawPlanRequest, ReservationMethod, SelectionPolicy,
+    ComputeDemand, NetworkDemand, Outcome, PlanRequest, PlanStatus, RawPlanRequest, ReservationMethod, SelectionPolicy,
 };
 use crate::planner::{PlanOptions, Settlement};
 use crate::protocol::decision::LogError;

@@ -5,8 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use crate::model::Outcome;
-use crate::model::PlanStatus;
+use crate::model::{Outcome, PlanStatus};
 use crate::protocol::HoldId;
 use crate::store::{part_boundaries, status_in_time, PartBoundary, PlanFilter, PlanRecord, PlanStore, StoreError};
 

@@ -20,8 +20,7 @@ use sqlx::types::Json;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
-use crate::model::Outcome;
-use crate::model::PlanStatus;
+use crate::model::{Outcome, PlanStatus};
 use crate::store::{EventStore, PlanEvent, StoreError};
 
 use super::PgStore;

@@ -13,29 +13,9 @@ use crate::store::{HoldStore, StoreError, StoredHold};
 
 use super::PgStore;
 
-/// `reservations.state`: where a journaled hold stands (the column's CHECK constraint lists
-/// the same five words).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::Type)]
-#[sqlx(type_name = "text", rename_all = "lowercase")]
-enum RowState {
-    Held,
-    Committed,
-    Aborted,
-    Expired,
-    Released,
-}
-
-impl From<RowState> for JournalState {
-    fn from(s: RowState) -> Self {
-        match s {
-            RowState::Held => JournalState::Held,
-            RowState::Committed => JournalState::Committed,
-            RowState::Aborted => JournalState::Aborted,
-            RowState::Expired => JournalState::Expired,
-            RowState::Released => JournalState::Released,
-        }
-    }
-}
+/// `reservations.state`, under the name the statements' type overrides use
+/// (`state AS "state: RowState"`).
+type RowState = JournalState;
 
 #[async_trait]
 impl Journal for PgStore {
@@ -71,7 +51,7 @@ async fn write(entry: &JournalEntry, conn: &mut sqlx::PgConnection) -> Result<()
         .fetch_optional(&mut *conn)
         .await
         .map_err(StoreError::from)?;
-    entry.apply_to(prior.map(JournalState::from))?;
+    entry.apply_to(prior)?;
     Ok(())
 }
 

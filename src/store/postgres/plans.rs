@@ -5,8 +5,7 @@ use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use uuid::Uuid;
 
-use crate::model::Outcome;
-use crate::model::PlanStatus;
+use crate::model::{Outcome, PlanStatus};
 use crate::protocol::decision::Booking;
 use crate::protocol::HoldId;
 use crate::store::{PlanFilter, PlanRecord, PlanStore, StoreError};
