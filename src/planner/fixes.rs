@@ -82,6 +82,39 @@ impl Fixes {
         (self.st + span.offset_s, self.st + span.end_s())
     }
 
+    /// The earliest start of job `v` at `site` (absolute seconds). A job that does not float
+    /// starts at `st + offset`; under per-job placement (the request has floating jobs,
+    /// [`PlanRequest::has_floating`]) no earlier than its placed predecessors allow either
+    /// (their ends plus `dependency_gap_s`; a staged transfer's end when its producer is at
+    /// another site, its producer's end on the same site, where the transfer needs no
+    /// network), which makes a site that `st + offset` does not suit answer later, so the
+    /// search delays `st`. A floating job starts as early as they allow
+    /// ([`PlanRequest::floats`]; every predecessor is fixed before it).
+    pub(in crate::planner) fn window(&self, req: &PlanRequest, v: usize, site: &SiteId) -> Time {
+        let mut w = if req.floats(v) { Time::MIN } else { self.st + req.job_span(v).offset_s };
+        if !req.has_floating() {
+            return w;
+        }
+        for &p in req.after(v) {
+            if self.jobs[p].is_some() {
+                w = w.max(self.job_interval(req, p).1 + req.dependency_gap_s());
+            }
+        }
+        for &e in req.staged_in(v) {
+            let p = req.transfer_ends(e).0;
+            if let Some(f) = &self.jobs[p] {
+                w = w.max(self.transfer_interval_at(req, e, f.site == *site).1);
+            }
+        }
+        w
+    }
+
+    /// Whether floating job `u` is free and every job it is after is fixed: its window
+    /// ([`Self::window`]) is what the search will ask it at, unless those move first.
+    pub(in crate::planner) fn ready(&self, req: &PlanRequest, u: usize) -> bool {
+        req.floats(u) && self.jobs[u].is_none() && req.after(u).iter().all(|&p| self.jobs[p].is_some())
+    }
+
     /// Transfer `e`'s interval with both its jobs fixed ([`Fixes::transfer_interval_at`]; a
     /// fixed transfer's own).
     pub(in crate::planner) fn transfer_interval(&self, req: &PlanRequest, e: usize) -> (Time, Time) {

@@ -120,8 +120,6 @@ pub(crate) struct Attempt<'a, B> {
     order: Vec<usize>,
     /// Each job's place in `order`.
     position: Vec<usize>,
-    /// The staged transfers into each job.
-    staged_in: Vec<Vec<usize>>,
 }
 
 impl<'a, B: TentativeBook> Attempt<'a, B> {
@@ -137,14 +135,10 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     ) -> Self {
         let n = req.jobs().len();
         let mut incident = vec![Vec::new(); n];
-        let mut staged_in = vec![Vec::new(); n];
         for e in 0..req.transfers().len() {
             let (a, b) = req.transfer_ends(e);
             incident[a].push(e);
             incident[b].push(e);
-            if req.transfers()[e].mode == crate::model::TransferMode::Staged {
-                staged_in[b].push(e);
-            }
         }
         // A job's laid-out offset is later than each of its predecessors' (their end at least):
         // ordered by it, every job comes after those it is after.
@@ -181,7 +175,6 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             blame: None,
             order,
             position,
-            staged_in,
         }
     }
 
@@ -345,31 +338,9 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         self.rank(v, answers)
     }
 
-    /// The earliest start of job `v` at `site` (absolute seconds). A job that does not float
-    /// starts at `st + offset`; under per-job placement no earlier than its placed
-    /// predecessors allow either (their ends plus `dependency_gap_s`; a staged transfer's end
-    /// when its producer is at another site, its producer's end on the same site, where the
-    /// transfer needs no network), which makes a site that `st + offset` does not suit answer
-    /// later, so the search delays `st`. A floating job starts as early as they allow
-    /// ([`PlanRequest::floats`]; every predecessor is fixed before it).
+    /// The earliest start of job `v` at `site` ([`super::fixes::Fixes::window`]).
     fn window(&self, v: usize, site: &SiteId) -> Time {
-        let (req, fixes) = (self.req, self.book.fixes());
-        let mut w = if req.floats(v) { Time::MIN } else { fixes.st + req.job_span(v).offset_s };
-        if self.order.is_empty() {
-            return w;
-        }
-        for &p in req.after(v) {
-            if fixes.jobs[p].is_some() {
-                w = w.max(fixes.job_interval(req, p).1 + req.dependency_gap_s());
-            }
-        }
-        for &e in &self.staged_in[v] {
-            let p = req.transfer_ends(e).0;
-            if let Some(f) = &fixes.jobs[p] {
-                w = w.max(fixes.transfer_interval_at(req, e, f.site == *site).1);
-            }
-        }
-        w
+        self.book.fixes().window(self.req, v, site)
     }
 
     /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
