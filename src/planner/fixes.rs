@@ -257,6 +257,30 @@ pub(in crate::planner) trait TentativeBook: Send {
     /// Fixes transfer `e` on `route` and trails it; false when its hold was refused.
     fn hold_transfer(&mut self, e: usize, route: Route) -> impl Future<Output = bool> + Send;
 
+    /// Fixes job `v` as [`Self::fix_job`] and then each of `routes` (checked transfers of `v`
+    /// to fixed jobs) as [`Self::hold_transfer`], in order: whether each was held (a refused
+    /// one is not fixed), or `None` when `v`'s hold was refused (nothing fixed). The planner's
+    /// book sends `v`'s prepare and the holds of the first transfers whose paths share no link
+    /// all at once: one round, not one per part (issue 53).
+    fn fix_job_with(
+        &mut self,
+        v: usize,
+        offer: &ComputeOffer,
+        start: Time,
+        routes: Vec<(usize, Route)>,
+    ) -> impl Future<Output = Option<Vec<bool>>> + Send {
+        async move {
+            if !self.fix_job(v, offer, start).await {
+                return None;
+            }
+            let mut held = Vec::with_capacity(routes.len());
+            for (e, route) in routes {
+                held.push(self.hold_transfer(e, route).await);
+            }
+            Some(held)
+        }
+    }
+
     /// Undoes the fixes after `mark`, last first, aborting their holds.
     fn undo_to(&mut self, mark: usize) -> impl Future<Output = ()> + Send;
 

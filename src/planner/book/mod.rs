@@ -501,6 +501,107 @@ impl TentativeBook for Book<'_> {
         true
     }
 
+    /// Under BIR: job `v`'s prepare and the holds of the first of `routes` whose paths share no
+    /// link with each other's, sent at once (one round: the holds do not depend on each
+    /// other's answers, and on disjoint links, or at a site and on the network, each answer is
+    /// what it would be one after the other); the rest one after the other, as
+    /// [`TentativeBook::hold_transfer`]. A refused job gives back the transfers held with it
+    /// (one abort message). Otherwise as the trait's sequential default.
+    async fn fix_job_with(
+        &mut self,
+        v: usize,
+        offer: &ComputeOffer,
+        start: Time,
+        routes: Vec<(usize, Route)>,
+    ) -> Option<Vec<bool>> {
+        if !self.style.hold_each_fix || self.style.overlay {
+            if !self.fix_job(v, offer, start).await {
+                return None;
+            }
+            let mut held = Vec::with_capacity(routes.len());
+            for (e, route) in routes {
+                held.push(self.hold_transfer(e, route).await);
+            }
+            return Some(held);
+        }
+        // The transfers that go with the job: up to the first whose path shares a link with an
+        // earlier one's (paths on one site need no hold).
+        let mut links: Vec<&LinkId> = Vec::new();
+        let mut together = 0;
+        for (_, route) in &routes {
+            if route.links.iter().any(|l| links.contains(&l)) {
+                break;
+            }
+            links.extend(&route.links);
+            together += 1;
+        }
+        // `v` placed (not held yet) so that its transfers' intervals and sites are known.
+        let fix = JobFix::on(offer, start);
+        let job_req = self.job_hold(v, &fix);
+        self.fixes.jobs[v] = Some(fix.clone());
+        let sent: Vec<(usize, NetworkHoldRequest)> = routes[..together]
+            .iter()
+            .filter(|(_, r)| !r.links.is_empty())
+            .map(|(e, r)| (*e, self.transfer_hold(*e, &r.links)))
+            .collect();
+        let lis = self.lis(&offer.site);
+        let nis = self.planner.services.nis.clone();
+        self.sent.together(1 + sent.len() as u64);
+        let job_call = async {
+            match &lis {
+                Ok(p) => p.prepare(&job_req).await.map(|h| h.id).ok(),
+                Err(_) => None,
+            }
+        };
+        let transfer_calls = join_all(sent.iter().map(|(_, r)| nis.prepare(r)));
+        let (job_hold, transfer_holds) = futures::join!(job_call, transfer_calls);
+        let granted: Vec<(usize, Option<HoldId>)> =
+            sent.iter().map(|(e, _)| *e).zip(transfer_holds.into_iter().map(|h| h.ok().map(|h| h.id))).collect();
+        let Some(job_hold) = job_hold else {
+            // Refused: the site changed since it answered (another planner). What was held
+            // with it goes back.
+            self.fixes.jobs[v] = None;
+            self.queries.forget_site(&offer.site);
+            let back: Vec<HoldId> = granted.iter().filter_map(|(_, h)| *h).collect();
+            if !back.is_empty() {
+                let nis: Arc<dyn HoldLifecycle> = nis;
+                self.sent.one();
+                self.holds_aborted += back.len() as u64;
+                for (&hold, answer) in back.iter().zip(nis.abort_all(&back).await) {
+                    self.aborted(&nis, hold, answer).await;
+                }
+            }
+            return None;
+        };
+        self.forget_answers(&offer.site, job_req.start, job_req.end);
+        self.fixes.jobs[v] = Some(JobFix { hold: Some(job_hold), ..fix });
+        self.fixes.trail.push(Fix::Job(v));
+        let mut held = Vec::with_capacity(routes.len());
+        let mut granted = granted.into_iter();
+        for (i, (e, route)) in routes.into_iter().enumerate() {
+            if i >= together {
+                held.push(self.hold_transfer(e, route).await);
+                continue;
+            }
+            let hold = if route.links.is_empty() {
+                None
+            } else {
+                match granted.next().expect("one answer per hold sent") {
+                    (_, Some(h)) => Some(h),
+                    (_, None) => {
+                        held.push(false);
+                        continue;
+                    }
+                }
+            };
+            let interval = self.fixes.transfer_interval(self.req, e);
+            self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay: Vec::new(), interval });
+            self.fixes.trail.push(Fix::Transfer(e));
+            held.push(true);
+        }
+        Some(held)
+    }
+
     /// Fixes transfer `e` on `route`; under BIR this holds the bandwidth on it (false when the
     /// hold was refused), under BBR-overlay it enters the overlay.
     async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {

@@ -428,7 +428,14 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     Step::NotFound
                 }
                 checked => {
-                    if !self.book.fix_job(v, offer, *start).await {
+                    // `v` and its checked transfers held together (one round in the planner's
+                    // book), or `v` alone when there is nothing checked.
+                    let routes = checked.and_then(Result::ok);
+                    let held = match &routes {
+                        Some(r) if !r.is_empty() => self.book.fix_job_with(v, offer, *start, r.clone()).await,
+                        _ => self.book.fix_job(v, offer, *start).await.then(Vec::new),
+                    };
+                    let Some(held) = held else {
                         self.blame = Some(format!(
                             "job `{}`: site `{}` refused its hold (taken meanwhile)",
                             self.req.jobs()[v].name,
@@ -438,8 +445,8 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                             why.union(&self.own_jobs_at(&offer.site, *start, start + span.duration_s));
                         }
                         continue;
-                    }
-                    self.satisfy_transfers(v, checked.and_then(Result::ok)).await
+                    };
+                    self.satisfy_transfers(v, routes, &held).await
                 }
             };
             if let Some(t) = self.consumer_later.take() {
@@ -491,8 +498,9 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// before `v` only, not by `v`'s own holds.
     ///
     /// `checked`: the routes of the transfers to fixed jobs, already checked (in the order
-    /// [`Self::fixed_transfers`] drew) by [`Self::check_transfers_at`].
-    async fn satisfy_transfers(&mut self, v: usize, checked: Option<Vec<(usize, Route)>>) -> Step {
+    /// [`Self::fixed_transfers`] drew) by [`Self::check_transfers_at`]; `held`: whether the
+    /// first of them were held with `v` ([`TentativeBook::fix_job_with`]).
+    async fn satisfy_transfers(&mut self, v: usize, checked: Option<Vec<(usize, Route)>>, held: &[bool]) -> Step {
         let fixed = match &checked {
             Some(routes) => routes.iter().map(|(e, _)| *e).collect(),
             None => self.fixed_transfers(v),
@@ -509,8 +517,12 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     }
                 },
             };
-            for (e, route) in routes {
-                if self.book.hold_transfer(e, route).await {
+            for (i, (e, route)) in routes.into_iter().enumerate() {
+                let ok = match held.get(i) {
+                    Some(&ok) => ok,
+                    None => self.book.hold_transfer(e, route).await,
+                };
+                if ok {
                     continue;
                 }
                 // Refused: a hold of `v`'s made since the check, or another planner, took the
