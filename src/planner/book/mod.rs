@@ -167,12 +167,12 @@ impl<'a> Book<'a> {
             }
             let mut qs = vec![query(v, site, window)];
             let mut jobs = vec![v];
-            for u in 0..self.fixes.jobs.len() {
+            for (u, sites) in candidates.iter().enumerate() {
                 let other = u != v
                     && !req.floats(u)
                     && self.fixes.jobs[u].is_none()
                     && self.queries.get(u, site).is_none()
-                    && candidates[u].contains(site);
+                    && sites.contains(site);
                 if other {
                     qs.push(query(u, site, self.fixes.st + req.job_span(u).offset_s));
                     jobs.push(u);
