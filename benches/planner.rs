@@ -141,8 +141,17 @@ fn heavy_request_at(i: usize, at: i64) -> PlanRequest {
     PlanRequest::new(raw).unwrap()
 }
 
-/// Plans of one kind: (median ns, p99 ns, messages per plan, plans found).
-type Timing = (f64, f64, f64, usize);
+/// Plans of one kind, timed.
+struct Timing {
+    median_ns: f64,
+    p99_ns: f64,
+    /// Participant messages per plan (mean).
+    messages: f64,
+    /// Sequential message rounds per plan (mean; `Outcome::rounds`).
+    rounds: f64,
+    /// Plans found.
+    found: usize,
+}
 
 /// Plans `make(0..n)` one after the other as dry runs (nothing booked, so each sees the same
 /// calendars), printing why any was not planned (`what`: the kind).
@@ -154,29 +163,34 @@ fn dry_runs(
     what: &str,
 ) -> Timing {
     let opts = PlanOptions { dry_run: true, ..Default::default() };
-    let (mut ns, mut messages, mut found) = (Vec::new(), 0, 0);
+    let (mut ns, mut messages, mut rounds, mut found) = (Vec::new(), 0, 0, 0);
     for i in 0..n {
         let r = make(i);
         let t = Instant::now();
         let o = rt.block_on(planner.plan_with(&r, opts)).outcome;
         ns.push(t.elapsed().as_nanos() as f64);
         messages += o.messages;
+        rounds += o.rounds;
         found += usize::from(o.reason.is_none());
         if let Some(why) = &o.reason {
             println!("{what} {i} not planned: {why}");
         }
     }
     ns.sort_by(f64::total_cmp);
-    (report::percentile(&ns, 0.5), report::percentile(&ns, 0.99), messages as f64 / n as f64, found)
+    Timing {
+        median_ns: report::percentile(&ns, 0.5),
+        p99_ns: report::percentile(&ns, 0.99),
+        messages: messages as f64 / n as f64,
+        rounds: rounds as f64 / n as f64,
+        found,
+    }
 }
 
-/// Plans `n` 64-job co-allocations as dry runs on Geant2012: (median ns, messages per plan,
-/// plans found).
-fn heavy(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (f64, f64, usize) {
+/// Plans `n` 64-job co-allocations as dry runs on Geant2012.
+fn heavy(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> Timing {
     let local = InProcessGrid::new(&geant(), Arc::new(ManualClock::new(DEFAULT_START)), 120, Routing::Shortest);
     let planner = Planner::new(cfg.clone(), local.services());
-    let (median, _, messages, found) = dry_runs(rt, &planner, n, &heavy_request, "64-job co-allocation");
-    (median, messages, found)
+    dry_runs(rt, &planner, n, &heavy_request, "64-job co-allocation")
 }
 
 /// Geant2012 as the benches import it (seed 1).
@@ -225,9 +239,9 @@ fn dag_request(i: usize, at: i64) -> PlanRequest {
 }
 
 /// Plans `n` 1,000-task workflows (dry runs) on Geant2012 whose calendars hold what a
-/// workload of diamonds at offered load 0.5 committed: (median ns, p99 ns, messages per
-/// plan, plans found), and the same of `n` 64-job co-allocations submitted at the same times
-/// on the same calendars (the per-job baseline under the same load).
+/// workload of diamonds at offered load 0.5 committed, and `n` 64-job co-allocations
+/// submitted at the same times on the same calendars (the per-job baseline under the same
+/// load).
 fn dag(rt: &tokio::runtime::Runtime, cfg: &PlannerConfig, n: usize) -> (Timing, Timing) {
     let g = geant();
     let local = InProcessGrid::new(&g, Arc::new(ManualClock::new(DEFAULT_START)), 120, Routing::Shortest);
@@ -272,16 +286,31 @@ fn main() {
     println!("per plan, empty grid:       median {empty_med:.0} ns, p99 {empty_p99:.0} ns, {empty_sum:?}");
     println!("chronological, 1e5:         median {old_med:.0} ns, p99 {old_p99:.0} ns, {old_sum:?}");
     println!("chronological, empty grid:  median {old_empty_med:.0} ns, p99 {old_empty_p99:.0} ns, {old_empty_sum:?}");
-    let (heavy_med, heavy_msgs, heavy_found) = heavy(&rt, &cfg, 8);
-    let (old_heavy_med, old_heavy_msgs, old_heavy_found) = heavy(&rt, &old, 8);
+    let Timing { median_ns: heavy_med, messages: heavy_msgs, found: heavy_found, .. } = heavy(&rt, &cfg, 8);
+    let Timing { median_ns: old_heavy_med, messages: old_heavy_msgs, found: old_heavy_found, .. } = heavy(&rt, &old, 8);
     println!("64 jobs: median {heavy_med:.0} ns, {heavy_msgs} messages, {heavy_found}/8 planned");
     println!(
         "64 jobs, chronological: median {old_heavy_med:.0} ns, {old_heavy_msgs} messages, {old_heavy_found}/8 planned"
     );
     const DAGS: usize = 20;
-    let ((dag_med, dag_p99, dag_msgs, dag_found), (co_med, _, co_msgs, co_found)) = dag(&rt, &cfg, DAGS);
-    println!("1000-task workflow: median {dag_med:.0} ns, p99 {dag_p99:.0} ns, {dag_msgs} messages, {dag_found}/{DAGS} planned");
-    println!("64 jobs, loaded grid: median {co_med:.0} ns, {co_msgs} messages, {co_found}/{DAGS} planned");
+    let (dag_t, co_t) = dag(&rt, &cfg, DAGS);
+    // The role-separated service's planner: participants in other processes, so queries and
+    // aborts go in batches and a candidate's transfers are checked before it is held.
+    let remote = PlannerConfig { batch_queries: true, batch_aborts: true, check_before_hold: true, ..cfg.clone() };
+    let (rdag, rco) = dag(&rt, &remote, DAGS);
+    for (what, t, jobs) in [
+        ("1000-task workflow", &dag_t, 1000.0),
+        ("64 jobs, loaded grid", &co_t, 64.0),
+        ("1000-task workflow, batched", &rdag, 1000.0),
+        ("64 jobs, loaded grid, batched", &rco, 64.0),
+    ] {
+        println!(
+            "{what}: median {:.0} ns, p99 {:.0} ns, {:.0} messages and {:.0} rounds per plan ({:.1} and {:.2} per job), {}/{DAGS} planned",
+            t.median_ns, t.p99_ns, t.messages, t.rounds, t.messages / jobs, t.rounds / jobs, t.found
+        );
+    }
+    let (dag_med, dag_p99, dag_msgs, dag_found) = (dag_t.median_ns, dag_t.p99_ns, dag_t.messages, dag_t.found);
+    let (co_med, co_msgs, co_found) = (co_t.median_ns, co_t.messages, co_t.found);
     // 2. criterion over the same requests, cycling (what it calls the median is the median of
     //    sample means, so the search's heavy tail is inside it).
     let (loaded, empty) = (fresh(true), fresh(false));
@@ -322,7 +351,11 @@ fn main() {
          over the loaded period: median and p99 (of {DAGS}: the slowest); {:.0} messages/plan, {}/{DAGS} \
          planned; per job {:.0} µs and {:.0} messages against {:.0} µs and {:.0} messages per job of the 64-job \
          co-allocation planned at the same times on the same loaded calendars ({}/{DAGS} planned; on the empty \
-         grid, the row above: {:.0} µs per job) (goal: p99 <= 1 s, no worse per job: {}).",
+         grid, the row above: {:.0} µs per job) (goal: p99 <= 1 s, no worse per job: {}). The same two with \
+         the role-separated service's planner (`batch_queries`, `batch_aborts`, `check_before_hold`: a \
+         floating job's siblings asked with it, issue 53): the workflow {:.0} µs, {:.1} messages and {:.2} \
+         sequential rounds per job ({}/{DAGS} planned, p99 {:.0} ms), the co-allocation {:.0} µs, {:.1} \
+         messages and {:.2} rounds per job ({}/{DAGS}); messages per job no worse: {}.",
         cfg.max_fixes,
         loaded_sum.success_rate,
         per_plan_messages(&loaded_sum),
@@ -349,6 +382,16 @@ fn main() {
         co_found,
         heavy_med / 1e3 / 64.0,
         if dag_med / 1000.0 <= co_med / 64.0 { "met" } else { "MISSED" },
+        rdag.median_ns / 1e3 / 1000.0,
+        rdag.messages / 1000.0,
+        rdag.rounds / 1000.0,
+        rdag.found,
+        rdag.p99_ns / 1e6,
+        rco.median_ns / 1e3 / 64.0,
+        rco.messages / 64.0,
+        rco.rounds / 64.0,
+        rco.found,
+        if rdag.messages / 1000.0 <= rco.messages / 64.0 { "met" } else { "MISSED" },
     );
     report::write_section(
         "planner",

@@ -10,6 +10,9 @@
 //!   refused; nothing changed);
 //! - `coreserve_planning_seconds`: planning latency histogram (every POST /v1/plans that
 //!   reached a planner);
+//! - `coreserve_plan_rounds` and `coreserve_plan_messages`: histograms of the sequential
+//!   message rounds (the plan's critical path in round trips: [`crate::model::Outcome::rounds`])
+//!   and of the participant messages each of those plans took;
 //! - `coreserve_holds_outstanding`: live holds over every participant (read at scrape time);
 //! - `coreserve_2pc_aborts_total`: holds aborted, by the planners (backtracks, shifts, failed
 //!   batches) plus successful `POST /v1/holds/{id}/abort` calls;
@@ -58,6 +61,8 @@ use crate::store::PoolState;
 
 /// Upper bounds of the planning latency buckets, seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0];
+/// Upper bounds of the buckets of a plan's rounds and messages (counts, not seconds).
+const COUNT_BUCKETS: [f64; 12] = [2.0, 4.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 50.0, 100.0, 1000.0, 10000.0];
 /// Upper bounds of the participant call buckets, seconds (in-process calls take microseconds).
 const CALL_BUCKETS: [f64; 14] =
     [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 1.0];
@@ -69,8 +74,8 @@ const HTTP_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 const MAX_HTTP_SERIES: usize = 1000;
 const KINDS: [(ParticipantKind, &str); 2] = [(ParticipantKind::Compute, "lis"), (ParticipantKind::Network, "nis")];
 
-/// A Prometheus histogram over fixed bucket bounds (seconds): counts per bucket (made
-/// cumulative when rendered) and the sum.
+/// A Prometheus histogram over fixed bucket bounds (seconds, or counts): counts per bucket
+/// (made cumulative when rendered) and the sum (kept in millionths).
 #[derive(Debug)]
 struct Histogram {
     bounds: &'static [f64],
@@ -122,6 +127,10 @@ pub struct Metrics {
     modifications: [AtomicU64; 2],
     /// Planning latency.
     latency: Histogram,
+    /// Sequential message rounds per plan.
+    rounds: Histogram,
+    /// Participant messages per plan.
+    messages: Histogram,
     /// Participant calls, by [`KINDS`] then [`Message::VARIANTS`].
     calls: Vec<Histogram>,
     aborts: AtomicU64,
@@ -220,6 +229,8 @@ impl Default for Metrics {
             recovered: Default::default(),
             modifications: Default::default(),
             latency: Histogram::new(&BUCKETS),
+            rounds: Histogram::new(&COUNT_BUCKETS),
+            messages: Histogram::new(&COUNT_BUCKETS),
             calls: (0..KINDS.len() * Message::VARIANTS.len()).map(|_| Histogram::new(&CALL_BUCKETS)).collect(),
             aborts: AtomicU64::new(0),
             panics: AtomicU64::new(0),
@@ -268,11 +279,14 @@ impl Metrics {
         t.broken = broken as u64;
     }
 
-    /// One plan finished with `status` after `seconds` of planning, aborting `aborts` holds.
-    pub fn plan_done(&self, status: PlanStatus, seconds: f64, aborts: u64) {
+    /// One plan finished with `status` after `seconds` of planning: its outcome `o` tells the
+    /// holds it aborted, its messages and their rounds.
+    pub fn plan_done(&self, status: PlanStatus, seconds: f64, o: &crate::model::Outcome) {
         self.plans[index(status)].fetch_add(1, Relaxed);
         self.latency.observe(seconds);
-        self.aborts.fetch_add(aborts, Relaxed);
+        self.rounds.observe(o.rounds as f64);
+        self.messages.observe(o.messages as f64);
+        self.aborts.fetch_add(o.holds_aborted, Relaxed);
     }
 
     /// One plan was cancelled.
@@ -394,6 +408,12 @@ impl Metrics {
         s.push_str("# HELP coreserve_planning_seconds Time to plan and book one request.\n");
         s.push_str("# TYPE coreserve_planning_seconds histogram\n");
         self.latency.render(&mut s, "coreserve_planning_seconds", "");
+        s.push_str("# HELP coreserve_plan_rounds Sequential participant message rounds per plan (its critical path in round trips).\n");
+        s.push_str("# TYPE coreserve_plan_rounds histogram\n");
+        self.rounds.render(&mut s, "coreserve_plan_rounds", "");
+        s.push_str("# HELP coreserve_plan_messages Participant messages per plan.\n");
+        s.push_str("# TYPE coreserve_plan_messages histogram\n");
+        self.messages.render(&mut s, "coreserve_plan_messages", "");
         s.push_str(
             "# HELP coreserve_participant_call_seconds The planners' calls to participants, by kind and message.\n",
         );
@@ -567,14 +587,23 @@ mod tests {
     #[test]
     fn histogram_is_cumulative() {
         let m = Metrics::default();
-        m.plan_done(PlanStatus::Committed, 0.002, 3);
-        m.plan_done(PlanStatus::Rejected, 2.0, 0);
+        let mut o = crate::model::Outcome::rejected("r", "", "p");
+        (o.holds_aborted, o.rounds, o.messages) = (3, 5, 12);
+        m.plan_done(PlanStatus::Committed, 0.002, &o);
+        (o.holds_aborted, o.rounds, o.messages) = (0, 40, 90);
+        m.plan_done(PlanStatus::Rejected, 2.0, &o);
         let t = m.render(5);
         assert!(t.contains("coreserve_plans_total{status=\"committed\"} 1"));
         assert!(t.contains("coreserve_planning_seconds_bucket{le=\"0.001\"} 0"));
         assert!(t.contains("coreserve_planning_seconds_bucket{le=\"0.0025\"} 1"));
         assert!(t.contains("coreserve_planning_seconds_bucket{le=\"1\"} 1"));
         assert!(t.contains("coreserve_planning_seconds_bucket{le=\"+Inf\"} 2"));
+        assert!(t.contains("coreserve_plan_rounds_bucket{le=\"4\"} 0"));
+        assert!(t.contains("coreserve_plan_rounds_bucket{le=\"6\"} 1"));
+        assert!(t.contains("coreserve_plan_rounds_bucket{le=\"50\"} 2"));
+        assert!(t.contains("coreserve_plan_rounds_sum 45"));
+        assert!(t.contains("coreserve_plan_messages_bucket{le=\"15\"} 1"));
+        assert!(t.contains("coreserve_plan_messages_count 2"));
         assert!(t.contains("coreserve_holds_outstanding 5"));
         assert!(t.contains("coreserve_2pc_aborts_total 3"));
         m.panicked();

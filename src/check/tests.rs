@@ -126,6 +126,7 @@ fn committed(id: &str, start: i64, jobs: Vec<JobPlacement>, transfers: Vec<Trans
         planning_ms: 1.0,
         planner: "p1".into(),
         messages: 0,
+        rounds: 0,
         holds_aborted: 0,
         footprint: None,
     }

@@ -48,6 +48,8 @@ pub struct Layout {
     pub slack_s: Vec<i64>,
     /// Each job's dependencies: the jobs it is after (by `after` or a staged transfer), by index.
     pub after: Vec<Vec<usize>>,
+    /// The staged transfers into each job, by index.
+    pub staged_in: Vec<Vec<usize>>,
     /// Whether each job floats (see the module docs): placed per job, at or after the earliest
     /// start its placed predecessors allow, not at a fixed offset from the plan's start.
     pub floats: Vec<bool>,
@@ -172,7 +174,7 @@ pub(super) fn lay_out(r: &Rules<'_>) -> Result<Layout, RequestError> {
             floats[b] = false;
         }
     }
-    Ok(Layout { jobs, transfers, slack_s, after, floats })
+    Ok(Layout { jobs, transfers, slack_s, after, staged_in, floats })
 }
 
 /// The jobs in an order where every job comes after those it is `after` (Kahn's algorithm;

@@ -186,6 +186,12 @@ pub struct Outcome {
     /// Participant messages this plan cost (queries, prepares, commits, aborts).
     #[serde(default)]
     pub messages: u64,
+    /// Sequential message rounds this plan cost: its critical path in round trips. Messages
+    /// sent together and awaited together (one per site of a batch, the commits of every
+    /// participant) count once; the GIS's catalogue counts as one round (it is no participant
+    /// message). Across a wide-area network planning time is about `rounds` round trips.
+    #[serde(default)]
+    pub rounds: u64,
     /// Holds released before commit (backtracks, `st` shifts, failed batches).
     #[serde(default)]
     pub holds_aborted: u64,
@@ -251,6 +257,7 @@ impl Outcome {
             planning_ms: 0.0,
             planner: planner.to_owned(),
             messages: 0,
+            rounds: 0,
             holds_aborted: 0,
             footprint: None,
         }

@@ -526,6 +526,10 @@ impl PlanRequest {
     pub fn after(&self, i: usize) -> &[usize] {
         &self.layout.after[i]
     }
+    /// The staged transfers into job `i`, by index.
+    pub fn staged_in(&self, i: usize) -> &[usize] {
+        &self.layout.staged_in[i]
+    }
     /// Whether job `i` floats: it has dependencies, no explicit `offset_s` and no concurrent
     /// or explicitly timed transfer, so the planner places it per job, at or after the earliest
     /// start its placed predecessors allow (docs/algorithm.md, "Per-job placement"), instead

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::sent::Sent;
 use crate::model::SiteId;
 use crate::protocol::decision::LogError;
 use crate::protocol::{HoldId, HoldLifecycle, ParticipantError};
@@ -132,16 +133,16 @@ pub(super) enum Phase2 {
     Unreachable { cause: TwoPhaseError },
 }
 
-/// Sends `op` to one participant, retrying while the answer is indeterminate. `messages` counts
-/// every attempt.
-async fn with_retries<F, Fut>(messages: &mut u64, mut op: F) -> Result<(), ParticipantError>
+/// Sends `op` to one participant, retrying while the answer is indeterminate. `sent` counts
+/// every attempt (each a round: it waits for the answer before the next).
+async fn with_retries<F, Fut>(sent: &mut Sent, mut op: F) -> Result<(), ParticipantError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), ParticipantError>>,
 {
     let mut pauses = RETRY_AFTER.iter();
     loop {
-        *messages += 1;
+        sent.one();
         match op().await {
             Err(e) if indeterminate(&e) => match pauses.next() {
                 Some(p) => tokio::time::sleep(*p).await,
@@ -153,11 +154,11 @@ where
 }
 
 /// Commits every part in order; stops at the first refusal (see [`Phase2`]).
-pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], messages: &mut u64) -> Phase2 {
+pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], sent: &mut Sent) -> Phase2 {
     let mut silent = None;
     let mut committed = vec![false; parts.len()];
     for (index, (p, hold)) in parts.iter().enumerate() {
-        match with_retries(messages, || p.commit(*hold)).await {
+        match with_retries(sent, || p.commit(*hold)).await {
             Ok(()) => committed[index] = true,
             Err(e) if indeterminate(&e) => {
                 silent.get_or_insert(TwoPhaseError::CommitUnanswered { hold: *hold, source: e });
@@ -175,11 +176,11 @@ pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], mes
 /// while the answer is indeterminate), whatever the others answer; each part's answer.
 pub(super) async fn commit_each_part(
     parts: &[(Arc<dyn HoldLifecycle>, HoldId)],
-    messages: &mut u64,
+    sent: &mut Sent,
 ) -> Vec<Result<(), ParticipantError>> {
     let mut answers = Vec::with_capacity(parts.len());
     for (p, hold) in parts {
-        answers.push(with_retries(messages, || p.commit(*hold)).await);
+        answers.push(with_retries(sent, || p.commit(*hold)).await);
     }
     answers
 }
@@ -191,8 +192,8 @@ pub(super) type Groups = Vec<(Arc<dyn HoldLifecycle>, Vec<usize>)>;
 /// Phase 1's votes made durable before a logged decision: one [`HoldLifecycle::persist`] per
 /// participant, all sent at once. `Err`: a participant could not promise its holds (the caller
 /// gives the plan up).
-pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], messages: &mut u64) -> Result<(), TwoPhaseError> {
-    *messages += groups.len() as u64;
+pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], sent: &mut Sent) -> Result<(), TwoPhaseError> {
+    sent.together(groups.len() as u64);
     let calls = groups.iter().map(|(p, parts)| {
         let ids: Vec<HoldId> = parts.iter().map(|&i| holds[i]).collect();
         async move { p.persist(&ids).await }
@@ -207,14 +208,14 @@ pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], messages: 
 /// holds whose answer was indeterminate are sent again (up to [`RETRY_AFTER`]'s count). The
 /// result is that of [`commit_parts`], except that a refusal does not stop the other
 /// participants' commits (those are then `committed` and compensation releases them).
-pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], messages: &mut u64) -> Phase2 {
+pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], sent: &mut Sent) -> Phase2 {
     let calls = groups.iter().map(|(p, parts)| async move {
-        let mut sent = 0u64;
+        let mut to_this = Sent::default();
         let mut pending: Vec<usize> = parts.clone();
         let mut answers: Vec<(usize, Result<(), ParticipantError>)> = Vec::new();
         let mut pauses = RETRY_AFTER.iter();
         loop {
-            sent += 1;
+            to_this.one();
             let ids: Vec<HoldId> = pending.iter().map(|&i| holds[i]).collect();
             let mut again = Vec::new();
             for (i, r) in pending.iter().copied().zip(p.commit_all(&ids).await) {
@@ -230,15 +231,16 @@ pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], messages: &
                 }
                 _ => {
                     answers.extend(again.into_iter().map(|(i, e)| (i, Err(e))));
-                    return (sent, answers);
+                    return (to_this, answers);
                 }
             }
         }
     });
     let mut committed = vec![false; holds.len()];
     let (mut refused, mut silent) = (None, None);
-    for (sent, answers) in futures::future::join_all(calls).await {
-        *messages += sent;
+    let mut all = Sent::default();
+    for (by_one, answers) in futures::future::join_all(calls).await {
+        all.beside(by_one);
         for (i, r) in answers {
             match r {
                 Ok(()) => committed[i] = true,
@@ -251,6 +253,7 @@ pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], messages: &
             }
         }
     }
+    sent.then(all);
     match (refused, silent) {
         (Some(cause), _) => Phase2::Refused { committed, cause },
         (None, Some(cause)) => Phase2::Unreachable { cause },
@@ -261,7 +264,7 @@ pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], messages: &
 /// Messages and aborted holds a compensation cost.
 #[derive(Debug, Default)]
 pub(super) struct Tally {
-    pub messages: u64,
+    pub sent: Sent,
     pub holds_aborted: u64,
 }
 
@@ -286,12 +289,12 @@ pub(super) async fn compensate(
                 tracing::error!(%hold, "a modification's part is committed while another part's commit was refused");
                 continue;
             }
-            release(p, *hold, &mut tally.messages).await
+            release(p, *hold, &mut tally.sent).await
         } else {
             tally.holds_aborted += 1;
-            match with_retries(&mut tally.messages, || p.abort(*hold)).await {
+            match with_retries(&mut tally.sent, || p.abort(*hold)).await {
                 Err(ParticipantError::AlreadyCommitted(_)) if release_committed => {
-                    release(p, *hold, &mut tally.messages).await
+                    release(p, *hold, &mut tally.sent).await
                 }
                 r => r,
             }
@@ -308,6 +311,6 @@ pub(super) async fn compensate(
     first_failure.map_or(Ok(()), Err)
 }
 
-async fn release(p: &Arc<dyn HoldLifecycle>, hold: HoldId, messages: &mut u64) -> Result<(), ParticipantError> {
-    with_retries(messages, || p.release(hold)).await
+async fn release(p: &Arc<dyn HoldLifecycle>, hold: HoldId, sent: &mut Sent) -> Result<(), ParticipantError> {
+    with_retries(sent, || p.release(hold)).await
 }

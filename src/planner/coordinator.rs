@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use super::commit::{self, Phase2, TwoPhaseError, Unsettled};
+use super::sent::Sent;
 use super::{Charge, ParticipantRef, PlanResult, Settlement};
 use crate::fairshare::Usage;
 use crate::model::{Outcome, PlanStatus, Time};
@@ -48,9 +49,11 @@ pub(super) fn targets(parts: &[HeldPart]) -> Vec<(Arc<dyn HoldLifecycle>, HoldId
 pub(super) struct Coordinator {
     txn: TxnId,
     parts: Vec<HeldPart>,
-    /// The plan as committed. Its `messages` and `holds_aborted` count on as the coordinator
-    /// sends messages (the search's first).
+    /// The plan as committed. Its `holds_aborted` counts on as the coordinator aborts holds
+    /// (the search's first); its `messages` and `rounds` are `sent`'s.
     outcome: Outcome,
+    /// The messages and rounds so far, the search's first.
+    sent: Sent,
     /// When planning began (`planning_ms` of the outcome); `None` in recovery (the outcome's
     /// own `planning_ms` stands).
     started: Option<tokio::time::Instant>,
@@ -85,6 +88,7 @@ impl Coordinator {
         Coordinator {
             txn,
             parts,
+            sent: Sent::of(&outcome),
             outcome,
             started: Some(started),
             recovering: false,
@@ -96,7 +100,16 @@ impl Coordinator {
     /// A coordinator that settles the decided transaction `txn` (recovery): its `parts`, and
     /// the committed `outcome` logged with the decision.
     pub(super) fn recovering(txn: TxnId, parts: Vec<HeldPart>, outcome: Outcome, modification: bool) -> Self {
-        Coordinator { txn, parts, outcome, started: None, recovering: true, modification, failure: Default::default() }
+        Coordinator {
+            txn,
+            parts,
+            sent: Sent::of(&outcome),
+            outcome,
+            started: None,
+            recovering: true,
+            modification,
+            failure: Default::default(),
+        }
     }
 
     /// A coordinator for a plan modification's replacement holds (`parts`, every one held),
@@ -128,7 +141,7 @@ impl Coordinator {
     /// cannot be given back). `Err`: a hold is gone; every part was aborted.
     async fn renew_leases(&mut self) -> Result<(), PlanResult> {
         for p in &self.parts {
-            self.outcome.messages += 1;
+            self.sent.one();
             if let Err(e) = p.participant.extend(p.part.hold, MODIFICATION_LEASE_S).await {
                 let _ = self.compensate(&[]).await;
                 return Err(self.rejected(format!("a replacement hold ran out before the decision: {e}")));
@@ -140,6 +153,7 @@ impl Coordinator {
     /// The outcome as of now: committed, with the messages so far.
     fn current(&self) -> Outcome {
         let mut o = self.outcome.clone();
+        self.sent.write_to(&mut o);
         if let Some(s) = self.started {
             o.planning_ms = s.elapsed().as_secs_f64() * 1000.0;
         }
@@ -150,7 +164,7 @@ impl Coordinator {
     fn reject(&self, reason: impl Into<String>) -> Outcome {
         let o = self.current();
         let mut r = Outcome::rejected(&o.request_id, reason, &o.planner);
-        r.messages = o.messages;
+        Sent::of(&o).write_to(&mut r);
         r.holds_aborted = o.holds_aborted;
         r.planning_ms = o.planning_ms;
         r
@@ -195,7 +209,7 @@ impl Coordinator {
 
     /// Phase 2 in order, one commit per part (see [`commit::commit_parts`]).
     async fn phase2(&mut self) -> Phase2 {
-        commit::commit_parts(&targets(&self.parts), &mut self.outcome.messages).await
+        commit::commit_parts(&targets(&self.parts), &mut self.sent).await
     }
 
     /// Gives every part back: releases those known committed (`committed[i]`), aborts the
@@ -206,7 +220,7 @@ impl Coordinator {
     async fn compensate(&mut self, committed: &[bool]) -> Result<(), TwoPhaseError> {
         let mut tally = commit::Tally::default();
         let r = commit::compensate(&targets(&self.parts), committed, !self.modification, &mut tally).await;
-        self.outcome.messages += tally.messages;
+        self.sent.then(tally.sent);
         self.outcome.holds_aborted += tally.holds_aborted;
         r
     }
@@ -271,9 +285,12 @@ impl Coordinator {
         };
         let decided: Vec<PartHold> = self.parts.iter().map(|p| p.part.clone()).collect();
         if log.shares_fate() {
-            // The outcome as it will be once every commit is sent (one message each).
+            // The outcome as it will be once every commit is sent (one message each, one after
+            // the other).
             let mut outcome = self.current();
-            outcome.messages += self.parts.len() as u64;
+            let mut will = Sent::of(&outcome);
+            will.one_by_one(self.parts.len() as u64);
+            will.write_to(&mut outcome);
             if self.modification {
                 return self.decide_then_commit(log, &decided, &outcome).await;
             }
@@ -294,14 +311,17 @@ impl Coordinator {
         // survive their crash once a commit decision is logged. One persist per participant,
         // then the decision, then one commit per participant, all participants at once.
         let groups = self.groups();
-        if let Err(cause) = commit::persist_groups(&groups, &self.holds(), &mut self.outcome.messages).await {
+        if let Err(cause) = commit::persist_groups(&groups, &self.holds(), &mut self.sent).await {
             self.note_failure(&cause);
             let _ = self.compensate(&[]).await;
             return self.rejected(cause.to_string());
         }
-        // The outcome as it will be once every commit is sent (one message per participant).
+        // The outcome as it will be once every commit is sent (one message per participant, all
+        // at once).
         let mut outcome = self.current();
-        outcome.messages += groups.len() as u64;
+        let mut will = Sent::of(&outcome);
+        will.together(groups.len() as u64);
+        will.write_to(&mut outcome);
         let decision = Decision { txn: self.txn, parts: &decided, outcome: &outcome };
         if let Err(e) = log.decide(&decision).await {
             let _ = self.compensate(&[]).await;
@@ -336,7 +356,7 @@ impl Coordinator {
     ) -> PlanResult {
         // A participant in front of a local scheduler makes the new shapes there now, so that
         // its refusal comes before the decision (see `crate::lis::binding`).
-        if let Err(cause) = commit::persist_groups(&self.groups(), &self.holds(), &mut self.outcome.messages).await {
+        if let Err(cause) = commit::persist_groups(&self.groups(), &self.holds(), &mut self.sent).await {
             let _ = self.compensate(&[]).await;
             return self.rejected(cause.to_string());
         }
@@ -347,7 +367,7 @@ impl Coordinator {
         }
         self.crash_point("after-decision");
         // Every part is sent its commit, whatever the others answer: the decision stands.
-        let answers = commit::commit_each_part(&targets(&self.parts), &mut self.outcome.messages).await;
+        let answers = commit::commit_each_part(&targets(&self.parts), &mut self.sent).await;
         let failed: Vec<usize> = answers.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| i).collect();
         if let Some(Err(e)) = answers.into_iter().find(Result::is_err) {
             self.break_failed(&failed, &TwoPhaseError::CommitRefused(e)).await;
@@ -370,10 +390,10 @@ impl Coordinator {
                 HoldRequest::Compute(r) => r.replaces,
                 HoldRequest::Network(r) => r.replaces,
             };
-            self.outcome.messages += 1;
+            self.sent.one();
             let _ = p.participant.abort(p.part.hold).await;
             if let Some(old) = replaced {
-                self.outcome.messages += 1;
+                self.sent.one();
                 if let Err(e) = p.participant.release(old).await {
                     tracing::warn!(hold = %old, error = %e, "a broken part's old reservation was not released");
                 }
@@ -431,7 +451,7 @@ impl Coordinator {
         let (cause, committed) = if given_up {
             (TwoPhaseError::GivenUp, Vec::new())
         } else {
-            match commit::commit_groups(&self.groups(), &self.holds(), &mut self.outcome.messages).await {
+            match commit::commit_groups(&self.groups(), &self.holds(), &mut self.sent).await {
                 Phase2::Committed => {
                     self.crash_point("after-commit");
                     log.finish(self.txn, Ending::Committed).await.map_err(Unsettled::EndNotRecorded)?;
@@ -444,7 +464,7 @@ impl Coordinator {
                     let failed: Vec<usize> = (0..self.parts.len()).filter(|&i| !committed[i]).collect();
                     self.break_failed(&failed, &cause).await;
                     self.crash_point("after-commit");
-                    log.finish(self.txn, Ending::Broken(&self.outcome)).await.map_err(Unsettled::EndNotRecorded)?;
+                    log.finish(self.txn, Ending::Broken(&self.current())).await.map_err(Unsettled::EndNotRecorded)?;
                     return Ok(Ended::Committed);
                 }
                 Phase2::Refused { committed, cause } => {

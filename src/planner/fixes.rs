@@ -82,6 +82,39 @@ impl Fixes {
         (self.st + span.offset_s, self.st + span.end_s())
     }
 
+    /// The earliest start of job `v` at `site` (absolute seconds). A job that does not float
+    /// starts at `st + offset`; under per-job placement (the request has floating jobs,
+    /// [`PlanRequest::has_floating`]) no earlier than its placed predecessors allow either
+    /// (their ends plus `dependency_gap_s`; a staged transfer's end when its producer is at
+    /// another site, its producer's end on the same site, where the transfer needs no
+    /// network), which makes a site that `st + offset` does not suit answer later, so the
+    /// search delays `st`. A floating job starts as early as they allow
+    /// ([`PlanRequest::floats`]; every predecessor is fixed before it).
+    pub(in crate::planner) fn window(&self, req: &PlanRequest, v: usize, site: &SiteId) -> Time {
+        let mut w = if req.floats(v) { Time::MIN } else { self.st + req.job_span(v).offset_s };
+        if !req.has_floating() {
+            return w;
+        }
+        for &p in req.after(v) {
+            if self.jobs[p].is_some() {
+                w = w.max(self.job_interval(req, p).1 + req.dependency_gap_s());
+            }
+        }
+        for &e in req.staged_in(v) {
+            let p = req.transfer_ends(e).0;
+            if let Some(f) = &self.jobs[p] {
+                w = w.max(self.transfer_interval_at(req, e, f.site == *site).1);
+            }
+        }
+        w
+    }
+
+    /// Whether floating job `u` is free and every job it is after is fixed: its window
+    /// ([`Self::window`]) is what the search will ask it at, unless those move first.
+    pub(in crate::planner) fn ready(&self, req: &PlanRequest, u: usize) -> bool {
+        req.floats(u) && self.jobs[u].is_none() && req.after(u).iter().all(|&p| self.jobs[p].is_some())
+    }
+
     /// Transfer `e`'s interval with both its jobs fixed ([`Fixes::transfer_interval_at`]; a
     /// fixed transfer's own).
     pub(in crate::planner) fn transfer_interval(&self, req: &PlanRequest, e: usize) -> (Time, Time) {
@@ -223,6 +256,30 @@ pub(in crate::planner) trait TentativeBook: Send {
 
     /// Fixes transfer `e` on `route` and trails it; false when its hold was refused.
     fn hold_transfer(&mut self, e: usize, route: Route) -> impl Future<Output = bool> + Send;
+
+    /// Fixes job `v` as [`Self::fix_job`] and then each of `routes` (checked transfers of `v`
+    /// to fixed jobs) as [`Self::hold_transfer`], in order: whether each was held (a refused
+    /// one is not fixed), or `None` when `v`'s hold was refused (nothing fixed). The planner's
+    /// book sends `v`'s prepare and the holds of the first transfers whose paths share no link
+    /// all at once: one round, not one per part (issue 53).
+    fn fix_job_with(
+        &mut self,
+        v: usize,
+        offer: &ComputeOffer,
+        start: Time,
+        routes: Vec<(usize, Route)>,
+    ) -> impl Future<Output = Option<Vec<bool>>> + Send {
+        async move {
+            if !self.fix_job(v, offer, start).await {
+                return None;
+            }
+            let mut held = Vec::with_capacity(routes.len());
+            for (e, route) in routes {
+                held.push(self.hold_transfer(e, route).await);
+            }
+            Some(held)
+        }
+    }
 
     /// Undoes the fixes after `mark`, last first, aborting their holds.
     fn undo_to(&mut self, mark: usize) -> impl Future<Output = ()> + Send;

@@ -54,6 +54,7 @@ mod modify;
 mod queries;
 mod recover;
 mod search;
+mod sent;
 #[cfg(test)]
 mod tests;
 
@@ -368,7 +369,7 @@ impl Planner {
         let method = req.method().unwrap_or(self.cfg.method);
         let started = tokio::time::Instant::now();
         let replans = if method == ReservationMethod::Bir { 0 } else { self.cfg.bbr_replans };
-        let (mut messages, mut holds_aborted) = (0, 0);
+        let (mut sent, mut holds_aborted) = (sent::Sent::default(), 0);
         let (mut attempt, mut site_replans) = (0, 0);
         let mut unavailable: Vec<(SiteId, String)> = Vec::new();
         loop {
@@ -395,11 +396,11 @@ impl Planner {
                 } else {
                     site_replans += 1;
                 }
-                messages += result.outcome.messages;
+                sent.then(sent::Sent::of(&result.outcome));
                 holds_aborted += result.outcome.holds_aborted;
                 continue;
             }
-            result.outcome.messages += messages;
+            sent.then(sent::Sent::of(&result.outcome));
             result.outcome.holds_aborted += holds_aborted;
             let not_now = ["no feasible plan before the deadline", "deadline cannot be met"];
             let reason = result.outcome.reason.as_deref().unwrap_or_default();
@@ -407,11 +408,12 @@ impl Planner {
                 (self.cfg.earliest_fit_horizon_s, not_now.iter().any(|p| reason.starts_with(p)))
             {
                 let (when, asked) = self.earliest_fit(req, horizon_s).await;
-                result.outcome.messages += asked;
+                sent.then(asked);
                 if let Some(when) = when {
                     result.outcome.reason = Some(format!("{reason}; {when}"));
                 }
             }
+            sent.write_to(&mut result.outcome);
             if result.outcome.status == PlanStatus::Rejected && !unavailable.is_empty() {
                 let down: Vec<String> = unavailable.iter().map(|(s, why)| format!("site `{s}` ({why})")).collect();
                 let reason = result.outcome.reason.take().unwrap_or_default();
@@ -436,7 +438,7 @@ impl Planner {
                 let mut outcome = search.book.outcome();
                 outcome.status = PlanStatus::Planned;
                 search.book.undo_to(0).await;
-                outcome.messages = search.book.messages();
+                search.book.sent.write_to(&mut outcome);
                 outcome.holds_aborted = search.book.holds_aborted;
                 (rejected(outcome), Again::No)
             }
@@ -474,23 +476,23 @@ impl Planner {
     /// horizon)", or `None` when that search was cut short (more than
     /// [`EARLIEST_FIT_SHIFTS`] start times, or the fixes' budget) or the horizon is no later
     /// than the deadline. Also returns the messages it took.
-    async fn earliest_fit(&self, req: &PlanRequest, horizon_s: i64) -> (Option<String>, u64) {
+    async fn earliest_fit(&self, req: &PlanRequest, horizon_s: i64) -> (Option<String>, sent::Sent) {
         let until = req.submitted_at().saturating_add(horizon_s);
         let mut raw = req.raw().clone();
         let Some(deadline) = chrono::TimeZone::timestamp_opt(&chrono::Utc, until, 0).single() else {
-            return (None, 0);
+            return (None, sent::Sent::default());
         };
         if until <= req.deadline() {
-            return (None, 0);
+            return (None, sent::Sent::default());
         }
         raw.deadline = deadline;
-        let Ok(wider) = PlanRequest::new(raw) else { return (None, 0) };
+        let Ok(wider) = PlanRequest::new(raw) else { return (None, sent::Sent::default()) };
         let (policy, method) = (SelectionPolicy::Time, ReservationMethod::BbrOverlay);
         let cfg = PlannerConfig { max_shifts: EARLIEST_FIT_SHIFTS, ..self.cfg.clone() };
         let book = book::Book::new(self, &wider, policy, method, tokio::time::Instant::now());
         let mut search = search::Attempt::new(&cfg, &wider, policy, method, self.cfg.seed, book);
         let found = search.search_plan().await;
-        let asked = search.book.messages();
+        let asked = search.book.sent;
         let when = match found {
             Ok(()) => {
                 let st = search.book.fixes().st;

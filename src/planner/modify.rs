@@ -11,6 +11,7 @@
 
 use super::commit::{self, PartName};
 use super::coordinator::{self, Coordinator, HeldPart};
+use super::sent::Sent;
 use super::{Booking, PlanResult, Planner, Settlement};
 use crate::model::{to_time, Outcome, PlanStatus, SiteId};
 use crate::protocol::decision::{replaced_bookings, DecisionLog, PartHold};
@@ -89,21 +90,22 @@ impl Planner {
         opts: ModifyOptions<'_>,
     ) -> PlanResult {
         let started = tokio::time::Instant::now();
-        let reject = |reason: String, messages: u64, aborted: u64| {
+        let reject = |reason: String, sent: Sent, aborted: u64| {
             let mut o = Outcome::rejected(&old.request_id, reason, &self.cfg.name);
-            o.messages = messages;
+            sent.write_to(&mut o);
             o.holds_aborted = aborted;
             o.planning_ms = started.elapsed().as_secs_f64() * 1000.0;
             PlanResult { outcome: o, bookings: vec![], settlement: Settlement::Final }
         };
         let parts = match booked_parts(old, bookings) {
             Ok(p) => p,
-            Err(e) => return reject(format!("the plan cannot be modified: {e}"), 0, 0),
+            Err(e) => return reject(format!("the plan cannot be modified: {e}"), Sent::default(), 0),
         };
         let txn = TxnId::new();
         let user = opts.user.map(str::to_owned);
         let mut held: Vec<HeldPart> = Vec::new();
-        let mut messages = 0u64;
+        // The replacements are prepared one after the other: a refusal stops the others.
+        let mut sent = Sent::default();
         for part in parts {
             let (name, target, prepared) = match part {
                 PartBooking::Job(i, b) => {
@@ -126,11 +128,11 @@ impl Planner {
                     let lis = match self.services.lis.get(&n.site) {
                         Some(l) => l.clone(),
                         None => {
-                            let aborted = give_back(&held, &mut messages).await;
-                            return reject(format!("unknown site `{}`", n.site), messages, aborted);
+                            let aborted = give_back(&held, &mut sent).await;
+                            return reject(format!("unknown site `{}`", n.site), sent, aborted);
                         }
                     };
-                    messages += 1;
+                    sent.one();
                     let r = lis.prepare(&req).await;
                     let name = PartName::Job { job: n.name.clone(), site: n.site.clone() };
                     (name, (lis as std::sync::Arc<dyn crate::protocol::HoldLifecycle>, b, req.into()), r)
@@ -152,7 +154,7 @@ impl Planner {
                         // The application keeps sending to the port the plan named.
                         port: o.traffic.as_ref().map(|t| t.port),
                     };
-                    messages += 1;
+                    sent.one();
                     let nis = self.services.nis.clone();
                     let r = nis.prepare(&req).await;
                     let name = PartName::Transfer { from: n.from.clone(), to: n.to.clone() };
@@ -165,9 +167,9 @@ impl Planner {
                     held.push(HeldPart::new(participant, booking.participant.clone(), h.id, request));
                 }
                 Err(e) => {
-                    let when = self.when_it_could(&name, new, &e, &mut messages).await;
-                    let aborted = give_back(&held, &mut messages).await;
-                    return reject(format!("modification refused: {name}: {e}{when}"), messages, aborted);
+                    let when = self.when_it_could(&name, new, &e, &mut sent).await;
+                    let aborted = give_back(&held, &mut sent).await;
+                    return reject(format!("modification refused: {name}: {e}{when}"), sent, aborted);
                 }
             }
         }
@@ -176,7 +178,7 @@ impl Planner {
         outcome.status = PlanStatus::Committed;
         outcome.reason = None;
         outcome.planner = self.cfg.name.clone();
-        outcome.messages = messages;
+        sent.write_to(&mut outcome);
         outcome.holds_aborted = 0;
         // A job keeps its local reservation's name (the LIS changes it in place): the plan's
         // `reservation_name`s stay as they were.
@@ -190,7 +192,7 @@ impl Planner {
     /// For a job whose replacement did not fit: when its new shape could start at its site
     /// (asked of its LIS, which counts the job's current reservation as busy), as text to
     /// append to the refusal; empty for a transfer or when the LIS does not say.
-    async fn when_it_could(&self, part: &PartName, new: &Outcome, e: &ParticipantError, messages: &mut u64) -> String {
+    async fn when_it_could(&self, part: &PartName, new: &Outcome, e: &ParticipantError, sent: &mut Sent) -> String {
         let PartName::Job { job, site } = part else { return String::new() };
         if !matches!(e, ParticipantError::Capacity { .. } | ParticipantError::GpuCapacity { .. }) {
             return String::new();
@@ -212,7 +214,7 @@ impl Planner {
                 model: Some(g.model.clone()),
             }),
         };
-        *messages += 1;
+        sent.one();
         match lis.query(&q).await.ok().and_then(|o| o.earliest_start) {
             Some(t) => format!(
                 " (it could start at {} at the earliest with its current reservation still booked)",
@@ -226,12 +228,12 @@ impl Planner {
 /// Aborts the replacement holds of a refused modification (their reservations stay), as any
 /// compensation does ([`commit::compensate`]: retried, a lost answer logged; the lease ends a
 /// hold it could not reach); counts the messages, and answers how many holds it aborted.
-async fn give_back(held: &[HeldPart], messages: &mut u64) -> u64 {
+async fn give_back(held: &[HeldPart], sent: &mut Sent) -> u64 {
     let parts = coordinator::targets(held);
     let mut tally = commit::Tally::default();
     if let Err(e) = commit::compensate(&parts, &[], false, &mut tally).await {
         tracing::warn!(error = %e, "abort of a replacement hold got no answer; its lease ends it");
     }
-    *messages += tally.messages;
+    sent.then(tally.sent);
     tally.holds_aborted
 }

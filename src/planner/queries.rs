@@ -23,18 +23,30 @@
 //! stale as they make any answer stale between query and prepare: a prepare that is refused
 //! moves the search to the next candidate, as it always did. Not used under BBR-overlay (its
 //! queries depend on the plan's own overlay, which changes at every fix).
+//!
+//! A floating job's window (per-job placement, [`crate::model::PlanRequest::floats`]) is not
+//! `st + offset` but what its placed predecessors allow, so its answers are kept by window:
+//! the first message to a site that asks about one floating job also asks about every other
+//! floating job that is ready there (all it is after fixed: a fan-out's siblings share one
+//! window), each at its window, once per site and window (issues 46 and 53: a fan-out's jobs
+//! cost the sites one message, not one each). A sibling placed later finds its answer here
+//! if its window did not move and nothing this attempt held since touched the range the
+//! answer depends on; otherwise it is asked again, alone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::model::{SiteId, Time};
 use crate::protocol::ComputeOffer;
 
 /// Answers of the current `st`, by (job index, site), each with the range of the site's
-/// calendar it depends on.
+/// calendar it depends on; floating jobs' by (job index, site, window).
 #[derive(Default)]
 pub(super) struct QueryCache {
     st: Time,
     answers: HashMap<(usize, SiteId), (ComputeOffer, Time, Time)>,
+    floating: HashMap<(usize, SiteId, Time), (ComputeOffer, Time, Time)>,
+    /// Floating jobs asked ahead of their turn, by (job, site, window): never twice.
+    asked_ahead: HashSet<(usize, SiteId, Time)>,
 }
 
 impl QueryCache {
@@ -50,6 +62,8 @@ impl QueryCache {
         if dt == 0 {
             return;
         }
+        self.floating.clear();
+        self.asked_ahead.clear();
         if !keep || dt < 0 {
             self.answers.clear();
             return;
@@ -80,16 +94,44 @@ impl QueryCache {
         self.answers.insert((v, site), (offer, window_start, end));
     }
 
+    /// The answer for floating job `v` at `site` asked from `window`, if kept.
+    pub(super) fn get_floating(&self, v: usize, site: &SiteId, window: Time) -> Option<&ComputeOffer> {
+        self.floating.get(&(v, site.clone(), window)).map(|(offer, _, _)| offer)
+    }
+
+    /// Keeps `offer`, the answer for floating job `v` at `site` (see [`Self::put`]).
+    pub(super) fn put_floating(
+        &mut self,
+        v: usize,
+        site: SiteId,
+        offer: ComputeOffer,
+        window_start: Time,
+        duration_s: i64,
+        deadline: Time,
+    ) {
+        let end = offer.earliest_start.map_or(deadline, |e| e + duration_s);
+        self.floating.insert((v, site, window_start), (offer, window_start, end));
+    }
+
+    /// Whether floating job `v` may be asked about at `site` from `window` ahead of its turn:
+    /// true the first time only.
+    pub(super) fn ask_ahead(&mut self, v: usize, site: &SiteId, window: Time) -> bool {
+        self.asked_ahead.insert((v, site.clone(), window))
+    }
+
     /// Forgets the answers from `site` (its calendar changed in ways this attempt cannot
     /// bound).
     pub(super) fn forget_site(&mut self, site: &SiteId) {
         self.answers.retain(|(_, s), _| s != site);
+        self.floating.retain(|(_, s, _), _| s != site);
     }
 
     /// Forgets the answers from `site` that depend on its calendar over `[start, end)`, where
     /// this attempt just held or aborted something.
     pub(super) fn forget_over(&mut self, site: &SiteId, start: Time, end: Time) {
-        self.answers.retain(|(_, s), (_, from, to)| s != site || !(start < *to && *from < end));
+        let touched = |from: Time, to: Time| start < to && from < end;
+        self.answers.retain(|(_, s), (_, from, to)| s != site || !touched(*from, *to));
+        self.floating.retain(|(_, s, _), (_, from, to)| s != site || !touched(*from, *to));
     }
 }
 

@@ -410,12 +410,15 @@ proptest! {
     /// Issue 13: batched queries and aborts (`PlannerConfig::batch_queries`, with the answers a
     /// hold or an abort cannot change kept; `batch_aborts`) and network checks before holds
     /// (`check_before_hold`) plan exactly what one query per job and site, one abort per hold
-    /// and checks after holds plan, with no more messages: one planner, requests one after
-    /// another, every method and policy.
+    /// and checks after holds plan, with no more messages and no more rounds: one planner,
+    /// requests one after another, every method and policy. Issue 53: layered workflows among
+    /// them, whose floating jobs are asked about ahead of their turn, with their siblings.
     #[test]
     fn batched_queries_plan_as_unbatched_ones(
         grid in grid_strategy(),
-        reqs in (4usize..14).prop_flat_map(|n| (0..n).map(staggered_request).collect::<Vec<_>>()),
+        reqs in (4usize..14).prop_flat_map(|n| {
+            (0..n).map(|i| prop_oneof![staggered_request(i), layered_workflow(i)]).collect::<Vec<_>>()
+        }),
         method in 0usize..3,
         policy in 0usize..4,
     ) {
@@ -433,6 +436,7 @@ proptest! {
         for (p, b) in plain.iter().zip(&batched) {
             prop_assert_eq!((p.status, p.start, &p.jobs, &p.transfers), (b.status, b.start, &b.jobs, &b.transfers));
             prop_assert!(b.messages <= p.messages, "batched {} > {}", b.messages, p.messages);
+            prop_assert!(b.rounds <= p.rounds, "batched {} rounds > {}", b.rounds, p.rounds);
         }
     }
 

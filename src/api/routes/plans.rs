@@ -294,7 +294,7 @@ pub async fn create(
             return Err(unsatisfiable(o));
         }
         let status = o.status;
-        state.metrics.plan_done(status, o.planning_ms / 1000.0, o.holds_aborted);
+        state.metrics.plan_done(status, o.planning_ms / 1000.0, o);
         return Ok(HttpResponse::Ok().json(PlanView::new(Uuid::new_v4(), &caller.user, status, o, state.now_utc())));
     }
     // The request's claim on its key and, once decided, on its transaction: renewed while this
@@ -399,7 +399,7 @@ async fn plan_and_record(
         Settlement::InDoubt(reason) => {
             // Charged with its decision: the cache counts it until it is settled.
             st.ledger.record(&id.to_string(), user, Usage::of_outcome(&o));
-            st.metrics.plan_done(PlanStatus::Pending, seconds, o.holds_aborted);
+            st.metrics.plan_done(PlanStatus::Pending, seconds, &o);
             tracing::warn!(request = %o.request_id, plan = %id, %reason, "plan in doubt: answered 503");
             return Err(plan_in_doubt(
                 st,
@@ -415,7 +415,7 @@ async fn plan_and_record(
     if rec.status == PlanStatus::Committed {
         st.ledger.record(&rec.id.to_string(), user, Usage::of_outcome(&rec.outcome));
     }
-    st.metrics.plan_done(rec.status, seconds, rec.outcome.holds_aborted);
+    st.metrics.plan_done(rec.status, seconds, &rec.outcome);
     tracing::info!(request = %rec.outcome.request_id, user = %user, status = ?rec.status, ms = rec.outcome.planning_ms, "planned");
     Ok(rec)
 }

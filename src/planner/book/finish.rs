@@ -121,7 +121,8 @@ impl Book<'_> {
             cost,
             planning_ms: self.elapsed_ms(),
             planner: self.planner.cfg.name.clone(),
-            messages: self.messages,
+            messages: self.sent.messages,
+            rounds: self.sent.rounds,
             holds_aborted: self.holds_aborted,
         }
     }
@@ -189,7 +190,7 @@ impl Book<'_> {
         if let Some(h) = held {
             return Ok(h);
         }
-        self.messages += 1;
+        self.sent.one();
         p.prepare(req).await.map(|h| h.id)
     }
 
@@ -218,7 +219,7 @@ impl Book<'_> {
         let targets = coordinator::targets(parts);
         let mut tally = commit::Tally::default();
         let _ = commit::compensate(&targets, &[], true, &mut tally).await;
-        self.messages += tally.messages;
+        self.sent.then(tally.sent);
         self.holds_aborted += tally.holds_aborted;
     }
 

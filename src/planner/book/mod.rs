@@ -19,6 +19,7 @@ use futures::future::join_all;
 
 use super::fixes::{Fix, Fixes, JobFix, Style, TentativeBook, TransferFix};
 use super::queries::QueryCache;
+use super::sent::Sent;
 use super::{Planner, QueryFanout};
 use crate::model::{
     ComputeDemand, LinkId, Outcome, PlanRequest, PoolGpus, ReservationMethod, SelectionPolicy, SiteId, Time,
@@ -49,7 +50,8 @@ pub(super) struct Book<'a> {
     pub(super) txn: TxnId,
     /// The fixes so far.
     pub(super) fixes: Fixes,
-    pub(super) messages: u64,
+    /// The messages sent so far, and their rounds.
+    pub(super) sent: Sent,
     pub(super) holds_aborted: u64,
     overlay: Overlay,
     /// Batched query answers (see [`super::queries`]).
@@ -83,7 +85,7 @@ impl<'a> Book<'a> {
             style: method.into(),
             txn: TxnId::new(),
             fixes: Fixes::new(req),
-            messages: 0,
+            sent: Sent::default(),
             holds_aborted: 0,
             overlay: Overlay::default(),
             queries: QueryCache::default(),
@@ -91,6 +93,15 @@ impl<'a> Book<'a> {
             user: None,
             started,
             excluded: Vec::new(),
+        }
+    }
+
+    /// `n` queries sent under the planner's [`QueryFanout`]: at once (one round) or one after
+    /// the other.
+    fn sent_to(&mut self, n: usize) {
+        match self.planner.cfg.query_fanout {
+            QueryFanout::Parallel => self.sent.together(n as u64),
+            QueryFanout::Sequential => self.sent.one_by_one(n as u64),
         }
     }
 
@@ -107,8 +118,11 @@ impl<'a> Book<'a> {
     /// of every other unfixed job it could run.
     ///
     /// A floating job's window depends on where its predecessors went
-    /// ([`PlanRequest::floats`]): its own answers are asked at `windows` every time and not
-    /// kept, and no step asks for it ahead.
+    /// ([`PlanRequest::floats`]): its answers are kept by window, and a message that asks about
+    /// one also asks, once per site and window, about every other floating job that is ready
+    /// there ([`super::fixes::Fixes::ready`]). A job that does not float asked at another
+    /// window than its laid-out one (its predecessors ended late) is asked each time, its
+    /// answers not kept.
     async fn batched_offers(
         &mut self,
         v: usize,
@@ -116,44 +130,67 @@ impl<'a> Book<'a> {
         windows: &[Time],
     ) -> Vec<Result<ComputeOffer, ParticipantError>> {
         self.queries.at(self.fixes.st, self.policy != SelectionPolicy::Load);
-        let deadline = self.req.deadline();
+        let (req, deadline) = (self.req, self.req.deadline());
         let query = |u: usize, site: &SiteId, window_start: Time| {
-            let job = &self.req.jobs()[u];
+            let job = &req.jobs()[u];
             ComputeQuery {
                 site: site.clone(),
                 cpus: job.cpus,
-                duration_s: self.req.job_span(u).duration_s,
+                duration_s: req.job_span(u).duration_s,
                 window_start,
                 deadline,
                 gpus: job.requires.gpus.clone(),
             }
         };
-        // Answers for `v` at its laid-out window are kept; at another window (a floating job,
-        // or one whose predecessors ended late) they are asked each time and not kept.
-        let laid_out = self.fixes.st + self.req.job_span(v).offset_s;
-        let floats = self.req.floats(v);
-        let kept = |window: Time| !floats && window == laid_out;
+        let laid_out = self.fixes.st + req.job_span(v).offset_s;
+        let floats = req.floats(v);
+        let kept = |window: Time| floats || window == laid_out;
+        let cached = |book: &Self, site: &SiteId, window: Time| {
+            if floats {
+                book.queries.get_floating(v, site, window).cloned()
+            } else if window == laid_out {
+                book.queries.get(v, site).cloned()
+            } else {
+                None
+            }
+        };
+        // The floating jobs ready to be asked about ahead of their turn.
+        let ready: Vec<usize> = if req.has_floating() {
+            (0..req.jobs().len()).filter(|&u| u != v && self.fixes.ready(req, u)).collect()
+        } else {
+            Vec::new()
+        };
         let mut batches = Vec::new();
         for (site, &window) in candidates[v].iter().zip(windows) {
-            if kept(window) && self.queries.get(v, site).is_some() {
+            if cached(self, site, window).is_some() {
                 continue;
             }
-            let others = (0..self.fixes.jobs.len()).filter(|&u| {
-                u != v
-                    && !self.req.floats(u)
-                    && self.fixes.jobs[u].is_none()
-                    && self.queries.get(u, site).is_none()
-                    && candidates[u].contains(site)
-            });
             let mut qs = vec![query(v, site, window)];
             let mut jobs = vec![v];
-            for u in others {
-                qs.push(query(u, site, self.fixes.st + self.req.job_span(u).offset_s));
-                jobs.push(u);
+            for u in 0..self.fixes.jobs.len() {
+                let other = u != v
+                    && !req.floats(u)
+                    && self.fixes.jobs[u].is_none()
+                    && self.queries.get(u, site).is_none()
+                    && candidates[u].contains(site);
+                if other {
+                    qs.push(query(u, site, self.fixes.st + req.job_span(u).offset_s));
+                    jobs.push(u);
+                }
+            }
+            for &u in &ready {
+                if !candidates[u].contains(site) {
+                    continue;
+                }
+                let w = self.fixes.window(req, u, site);
+                if self.queries.get_floating(u, site, w).is_none() && self.queries.ask_ahead(u, site, w) {
+                    qs.push(query(u, site, w));
+                    jobs.push(u);
+                }
             }
             batches.push((site.clone(), jobs, qs));
         }
-        self.messages += batches.len() as u64;
+        self.sent_to(batches.len());
         let calls = batches.iter().map(|(site, _, qs)| {
             let lis = self.lis(site);
             async move {
@@ -181,6 +218,9 @@ impl<'a> Book<'a> {
                     Ok(offer) if u == v && !kept(q.window_start) => {
                         own.insert(site.clone(), offer);
                     }
+                    Ok(offer) if req.floats(u) => {
+                        self.queries.put_floating(u, site.clone(), offer, q.window_start, q.duration_s, deadline);
+                    }
                     Ok(offer) => {
                         self.queries.put(u, site.clone(), offer, q.window_start, q.duration_s, deadline);
                     }
@@ -193,10 +233,11 @@ impl<'a> Book<'a> {
         }
         candidates[v]
             .iter()
-            .map(|site| match (failed.remove(site), own.remove(site)) {
+            .zip(windows)
+            .map(|(site, &window)| match (failed.remove(site), own.remove(site)) {
                 (Some(e), _) => Err(e),
                 (None, Some(offer)) => Ok(offer),
-                (None, None) => Ok(self.queries.get(v, site).cloned().expect("asked at this st")),
+                (None, None) => Ok(cached(self, site, window).expect("asked at this st")),
             })
             .collect()
     }
@@ -245,7 +286,7 @@ impl<'a> Book<'a> {
                 answers
             }
         };
-        self.messages += answers.len() as u64;
+        self.sent_to(answers.len());
         answers
     }
 
@@ -294,7 +335,7 @@ impl<'a> Book<'a> {
         participant: Result<Arc<dyn Participant<R>>, ParticipantError>,
         req: &R::Prepare,
     ) -> Option<HoldId> {
-        self.messages += 1;
+        self.sent.one();
         match participant {
             Ok(p) => p.prepare(req).await.map(|h| h.id).ok(),
             Err(_) => None,
@@ -319,7 +360,7 @@ impl<'a> Book<'a> {
             // A commit whose answer was lost (compensation after a failed commit): give the
             // reservation back instead.
             Err(ParticipantError::AlreadyCommitted(_)) => {
-                self.messages += 1;
+                self.sent.one();
                 if let Err(e) = p.release(hold).await {
                     tracing::error!(error = %e, %hold, "release of a hold committed behind our back failed");
                 }
@@ -340,7 +381,7 @@ impl TentativeBook for Book<'_> {
     }
 
     fn messages(&self) -> u64 {
-        self.messages
+        self.sent.messages
     }
 
     fn now(&self) -> Time {
@@ -352,12 +393,13 @@ impl TentativeBook for Book<'_> {
     }
 
     async fn candidates(&mut self) -> Result<Vec<Candidates>, ParticipantError> {
+        self.sent.round();
         self.planner.services.gis.candidates_all(self.req.jobs()).await
     }
 
     fn reject(&self, reason: impl Into<String>) -> Outcome {
         let mut o = Outcome::rejected(self.req.id(), reason, &self.planner.cfg.name);
-        o.messages = self.messages;
+        self.sent.write_to(&mut o);
         o.holds_aborted = self.holds_aborted;
         o.planning_ms = self.elapsed_ms();
         o
@@ -459,6 +501,107 @@ impl TentativeBook for Book<'_> {
         true
     }
 
+    /// Under BIR: job `v`'s prepare and the holds of the first of `routes` whose paths share no
+    /// link with each other's, sent at once (one round: the holds do not depend on each
+    /// other's answers, and on disjoint links, or at a site and on the network, each answer is
+    /// what it would be one after the other); the rest one after the other, as
+    /// [`TentativeBook::hold_transfer`]. A refused job gives back the transfers held with it
+    /// (one abort message). Otherwise as the trait's sequential default.
+    async fn fix_job_with(
+        &mut self,
+        v: usize,
+        offer: &ComputeOffer,
+        start: Time,
+        routes: Vec<(usize, Route)>,
+    ) -> Option<Vec<bool>> {
+        if !self.style.hold_each_fix || self.style.overlay {
+            if !self.fix_job(v, offer, start).await {
+                return None;
+            }
+            let mut held = Vec::with_capacity(routes.len());
+            for (e, route) in routes {
+                held.push(self.hold_transfer(e, route).await);
+            }
+            return Some(held);
+        }
+        // The transfers that go with the job: up to the first whose path shares a link with an
+        // earlier one's (paths on one site need no hold).
+        let mut links: Vec<&LinkId> = Vec::new();
+        let mut together = 0;
+        for (_, route) in &routes {
+            if route.links.iter().any(|l| links.contains(&l)) {
+                break;
+            }
+            links.extend(&route.links);
+            together += 1;
+        }
+        // `v` placed (not held yet) so that its transfers' intervals and sites are known.
+        let fix = JobFix::on(offer, start);
+        let job_req = self.job_hold(v, &fix);
+        self.fixes.jobs[v] = Some(fix.clone());
+        let sent: Vec<(usize, NetworkHoldRequest)> = routes[..together]
+            .iter()
+            .filter(|(_, r)| !r.links.is_empty())
+            .map(|(e, r)| (*e, self.transfer_hold(*e, &r.links)))
+            .collect();
+        let lis = self.lis(&offer.site);
+        let nis = self.planner.services.nis.clone();
+        self.sent.together(1 + sent.len() as u64);
+        let job_call = async {
+            match &lis {
+                Ok(p) => p.prepare(&job_req).await.map(|h| h.id).ok(),
+                Err(_) => None,
+            }
+        };
+        let transfer_calls = join_all(sent.iter().map(|(_, r)| nis.prepare(r)));
+        let (job_hold, transfer_holds) = futures::join!(job_call, transfer_calls);
+        let granted: Vec<(usize, Option<HoldId>)> =
+            sent.iter().map(|(e, _)| *e).zip(transfer_holds.into_iter().map(|h| h.ok().map(|h| h.id))).collect();
+        let Some(job_hold) = job_hold else {
+            // Refused: the site changed since it answered (another planner). What was held
+            // with it goes back.
+            self.fixes.jobs[v] = None;
+            self.queries.forget_site(&offer.site);
+            let back: Vec<HoldId> = granted.iter().filter_map(|(_, h)| *h).collect();
+            if !back.is_empty() {
+                let nis: Arc<dyn HoldLifecycle> = nis;
+                self.sent.one();
+                self.holds_aborted += back.len() as u64;
+                for (&hold, answer) in back.iter().zip(nis.abort_all(&back).await) {
+                    self.aborted(&nis, hold, answer).await;
+                }
+            }
+            return None;
+        };
+        self.forget_answers(&offer.site, job_req.start, job_req.end);
+        self.fixes.jobs[v] = Some(JobFix { hold: Some(job_hold), ..fix });
+        self.fixes.trail.push(Fix::Job(v));
+        let mut held = Vec::with_capacity(routes.len());
+        let mut granted = granted.into_iter();
+        for (i, (e, route)) in routes.into_iter().enumerate() {
+            if i >= together {
+                held.push(self.hold_transfer(e, route).await);
+                continue;
+            }
+            let hold = if route.links.is_empty() {
+                None
+            } else {
+                match granted.next().expect("one answer per hold sent") {
+                    (_, Some(h)) => Some(h),
+                    (_, None) => {
+                        held.push(false);
+                        continue;
+                    }
+                }
+            };
+            let interval = self.fixes.transfer_interval(self.req, e);
+            self.fixes.transfers[e] = Some(TransferFix { route, hold, overlay: Vec::new(), interval });
+            self.fixes.trail.push(Fix::Transfer(e));
+            held.push(true);
+        }
+        Some(held)
+    }
+
     /// Fixes transfer `e` on `route`; under BIR this holds the bandwidth on it (false when the
     /// hold was refused), under BBR-overlay it enters the overlay.
     async fn hold_transfer(&mut self, e: usize, route: Route) -> bool {
@@ -519,7 +662,7 @@ impl TentativeBook for Book<'_> {
         }
         if !self.planner.cfg.batch_aborts {
             for (_, p, hold) in aborts {
-                self.messages += 1;
+                self.sent.one();
                 self.holds_aborted += 1;
                 let answer = p.abort(hold).await;
                 self.aborted(&p, hold, answer).await;
@@ -534,7 +677,7 @@ impl TentativeBook for Book<'_> {
                 None => batches.push((key, p, vec![hold])),
             }
         }
-        self.messages += batches.len() as u64;
+        self.sent.together(batches.len() as u64);
         self.holds_aborted += batches.iter().map(|b| b.2.len() as u64).sum::<u64>();
         let answers = join_all(batches.iter().map(|(_, p, holds)| p.abort_all(holds))).await;
         for ((_, p, holds), answers) in batches.iter().zip(answers) {
@@ -548,7 +691,7 @@ impl TentativeBook for Book<'_> {
     /// [`Self::route`] takes the answers until [`Self::forget_prefetched`]. A check books
     /// nothing, so they are the answers the questions asked one by one would get.
     async fn prefetch(&mut self, questions: Vec<NetworkQuery>) {
-        self.messages += 1;
+        self.sent.one();
         let answers = self.planner.services.nis.query_all(&questions).await;
         self.prefetched = questions.into_iter().zip(answers).collect();
     }
@@ -567,13 +710,13 @@ impl TentativeBook for Book<'_> {
     }
 
     async fn ceilings(&mut self, qs: Vec<NetworkQuery>) -> Option<Vec<u64>> {
-        self.messages += 1;
+        self.sent.one();
         self.planner.services.nis.ceilings(&qs).await
     }
 
     /// Asks the NIS for a path (one message).
     async fn ask_nis(&mut self, q: &NetworkQuery) -> Result<Option<Route>, ParticipantError> {
-        self.messages += 1;
+        self.sent.one();
         self.planner.services.nis.query(q).await
     }
 }

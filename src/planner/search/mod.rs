@@ -120,8 +120,6 @@ pub(crate) struct Attempt<'a, B> {
     order: Vec<usize>,
     /// Each job's place in `order`.
     position: Vec<usize>,
-    /// The staged transfers into each job.
-    staged_in: Vec<Vec<usize>>,
 }
 
 impl<'a, B: TentativeBook> Attempt<'a, B> {
@@ -137,14 +135,10 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     ) -> Self {
         let n = req.jobs().len();
         let mut incident = vec![Vec::new(); n];
-        let mut staged_in = vec![Vec::new(); n];
         for e in 0..req.transfers().len() {
             let (a, b) = req.transfer_ends(e);
             incident[a].push(e);
             incident[b].push(e);
-            if req.transfers()[e].mode == crate::model::TransferMode::Staged {
-                staged_in[b].push(e);
-            }
         }
         // A job's laid-out offset is later than each of its predecessors' (their end at least):
         // ordered by it, every job comes after those it is after.
@@ -181,7 +175,6 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             blame: None,
             order,
             position,
-            staged_in,
         }
     }
 
@@ -345,31 +338,9 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         self.rank(v, answers)
     }
 
-    /// The earliest start of job `v` at `site` (absolute seconds). A job that does not float
-    /// starts at `st + offset`; under per-job placement no earlier than its placed
-    /// predecessors allow either (their ends plus `dependency_gap_s`; a staged transfer's end
-    /// when its producer is at another site, its producer's end on the same site, where the
-    /// transfer needs no network), which makes a site that `st + offset` does not suit answer
-    /// later, so the search delays `st`. A floating job starts as early as they allow
-    /// ([`PlanRequest::floats`]; every predecessor is fixed before it).
+    /// The earliest start of job `v` at `site` ([`super::fixes::Fixes::window`]).
     fn window(&self, v: usize, site: &SiteId) -> Time {
-        let (req, fixes) = (self.req, self.book.fixes());
-        let mut w = if req.floats(v) { Time::MIN } else { fixes.st + req.job_span(v).offset_s };
-        if self.order.is_empty() {
-            return w;
-        }
-        for &p in req.after(v) {
-            if fixes.jobs[p].is_some() {
-                w = w.max(fixes.job_interval(req, p).1 + req.dependency_gap_s());
-            }
-        }
-        for &e in &self.staged_in[v] {
-            let p = req.transfer_ends(e).0;
-            if let Some(f) = &fixes.jobs[p] {
-                w = w.max(fixes.transfer_interval_at(req, e, f.site == *site).1);
-            }
-        }
-        w
+        self.book.fixes().window(self.req, v, site)
     }
 
     /// `search(rm, st)` of Ando & Aida, Fig. 3. Under [`Backtrack::ConflictDirected`] a
@@ -457,7 +428,14 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     Step::NotFound
                 }
                 checked => {
-                    if !self.book.fix_job(v, offer, *start).await {
+                    // `v` and its checked transfers held together (one round in the planner's
+                    // book), or `v` alone when there is nothing checked.
+                    let routes = checked.and_then(Result::ok);
+                    let held = match &routes {
+                        Some(r) if !r.is_empty() => self.book.fix_job_with(v, offer, *start, r.clone()).await,
+                        _ => self.book.fix_job(v, offer, *start).await.then(Vec::new),
+                    };
+                    let Some(held) = held else {
                         self.blame = Some(format!(
                             "job `{}`: site `{}` refused its hold (taken meanwhile)",
                             self.req.jobs()[v].name,
@@ -467,8 +445,8 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                             why.union(&self.own_jobs_at(&offer.site, *start, start + span.duration_s));
                         }
                         continue;
-                    }
-                    self.satisfy_transfers(v, checked.and_then(Result::ok)).await
+                    };
+                    self.satisfy_transfers(v, routes, &held).await
                 }
             };
             if let Some(t) = self.consumer_later.take() {
@@ -520,8 +498,9 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// before `v` only, not by `v`'s own holds.
     ///
     /// `checked`: the routes of the transfers to fixed jobs, already checked (in the order
-    /// [`Self::fixed_transfers`] drew) by [`Self::check_transfers_at`].
-    async fn satisfy_transfers(&mut self, v: usize, checked: Option<Vec<(usize, Route)>>) -> Step {
+    /// [`Self::fixed_transfers`] drew) by [`Self::check_transfers_at`]; `held`: whether the
+    /// first of them were held with `v` ([`TentativeBook::fix_job_with`]).
+    async fn satisfy_transfers(&mut self, v: usize, checked: Option<Vec<(usize, Route)>>, held: &[bool]) -> Step {
         let fixed = match &checked {
             Some(routes) => routes.iter().map(|(e, _)| *e).collect(),
             None => self.fixed_transfers(v),
@@ -538,8 +517,12 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                     }
                 },
             };
-            for (e, route) in routes {
-                if self.book.hold_transfer(e, route).await {
+            for (i, (e, route)) in routes.into_iter().enumerate() {
+                let ok = match held.get(i) {
+                    Some(&ok) => ok,
+                    None => self.book.hold_transfer(e, route).await,
+                };
+                if ok {
                     continue;
                 }
                 // Refused: a hold of `v`'s made since the check, or another planner, took the

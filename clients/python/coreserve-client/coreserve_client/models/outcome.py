@@ -50,6 +50,10 @@ class Outcome:
             jobs (list[JobPlacement] | Unset):
             messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
             reason (None | str | Unset): Why the request was rejected.
+            rounds (int | Unset): Sequential message rounds this plan cost: its critical path in round trips. Messages
+                sent together and awaited together (one per site of a batch, the commits of every
+                participant) count once; the GIS's catalogue counts as one round (it is no participant
+                message). Across a wide-area network planning time is about `rounds` round trips.
             start (datetime.datetime | None | Unset): Application start `st` of a committed plan.
             transfers (list[TransferPlacement] | Unset):
     """
@@ -65,6 +69,7 @@ class Outcome:
     jobs: list[JobPlacement] | Unset = UNSET
     messages: int | Unset = UNSET
     reason: None | str | Unset = UNSET
+    rounds: int | Unset = UNSET
     start: datetime.datetime | None | Unset = UNSET
     transfers: list[TransferPlacement] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -115,6 +120,8 @@ class Outcome:
         else:
             reason = self.reason
 
+        rounds = self.rounds
+
         start: None | str | Unset
         if isinstance(self.start, Unset):
             start = UNSET
@@ -153,6 +160,8 @@ class Outcome:
             field_dict["messages"] = messages
         if reason is not UNSET:
             field_dict["reason"] = reason
+        if rounds is not UNSET:
+            field_dict["rounds"] = rounds
         if start is not UNSET:
             field_dict["start"] = start
         if transfers is not UNSET:
@@ -233,6 +242,8 @@ class Outcome:
 
         reason = _parse_reason(d.pop("reason", UNSET))
 
+        rounds = d.pop("rounds", UNSET)
+
         def _parse_start(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
@@ -271,6 +282,7 @@ class Outcome:
             jobs=jobs,
             messages=messages,
             reason=reason,
+            rounds=rounds,
             start=start,
             transfers=transfers,
         )

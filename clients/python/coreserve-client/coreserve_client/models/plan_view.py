@@ -54,6 +54,10 @@ class PlanView:
             jobs (list[JobPlacement] | Unset):
             messages (int | Unset): Participant messages this plan cost (queries, prepares, commits, aborts).
             reason (None | str | Unset): Why the request was rejected.
+            rounds (int | Unset): Sequential message rounds this plan cost: its critical path in round trips. Messages
+                sent together and awaited together (one per site of a batch, the commits of every
+                participant) count once; the GIS's catalogue counts as one round (it is no participant
+                message). Across a wide-area network planning time is about `rounds` round trips.
             start (datetime.datetime | None | Unset): Application start `st` of a committed plan.
             transfers (list[TransferPlacement] | Unset):
             cancelled_at (datetime.datetime | None | Unset):
@@ -74,6 +78,7 @@ class PlanView:
     jobs: list[JobPlacement] | Unset = UNSET
     messages: int | Unset = UNSET
     reason: None | str | Unset = UNSET
+    rounds: int | Unset = UNSET
     start: datetime.datetime | None | Unset = UNSET
     transfers: list[TransferPlacement] | Unset = UNSET
     cancelled_at: datetime.datetime | None | Unset = UNSET
@@ -133,6 +138,8 @@ class PlanView:
         else:
             reason = self.reason
 
+        rounds = self.rounds
+
         start: None | str | Unset
         if isinstance(self.start, Unset):
             start = UNSET
@@ -183,6 +190,8 @@ class PlanView:
             field_dict["messages"] = messages
         if reason is not UNSET:
             field_dict["reason"] = reason
+        if rounds is not UNSET:
+            field_dict["rounds"] = rounds
         if start is not UNSET:
             field_dict["start"] = start
         if transfers is not UNSET:
@@ -273,6 +282,8 @@ class PlanView:
 
         reason = _parse_reason(d.pop("reason", UNSET))
 
+        rounds = d.pop("rounds", UNSET)
+
         def _parse_start(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
@@ -332,6 +343,7 @@ class PlanView:
             jobs=jobs,
             messages=messages,
             reason=reason,
+            rounds=rounds,
             start=start,
             transfers=transfers,
             cancelled_at=cancelled_at,
