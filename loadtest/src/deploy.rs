@@ -28,7 +28,9 @@ pub struct Procs {
 
 impl Drop for Procs {
     fn drop(&mut self) {
-        for (_, c) in &mut self.procs {
+        // Last started first: a planner goes before its participants (so it does not log the
+        // failed calls of plans still in flight to participants already gone).
+        for (_, c) in self.procs.iter_mut().rev() {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -142,6 +144,23 @@ impl Procs {
     /// # Errors
     /// A process does not start (its first lines are printed) or the path is not UTF-8.
     pub fn deploy(&mut self, mode: Mode, grid: &Grid, grid_path: &Path) -> Result<String> {
+        self.deploy_via(mode, grid, grid_path, |_, url| Ok(url.to_owned()))
+    }
+
+    /// [`Procs::deploy`], with the planner of [`Mode::Roles`] reaching each participant (every
+    /// LIS, the NIS, the GIS) at the URL `via(label, url)` returns for it instead of its own
+    /// (e.g. a [`crate::delay::DelayProxy`] in front of it); `label` is `lis SITE`, `nis` or
+    /// `gis`. All-in-one has no participant to reach: `via` is not called.
+    ///
+    /// # Errors
+    /// A process does not start, `via` fails, or the path is not UTF-8.
+    pub fn deploy_via(
+        &mut self,
+        mode: Mode,
+        grid: &Grid,
+        grid_path: &Path,
+        mut via: impl FnMut(&str, &str) -> Result<String>,
+    ) -> Result<String> {
         let path = grid_path.to_str().context("grid path")?.to_owned();
         let with_grid = |role: &[&str]| -> Vec<String> {
             role.iter().map(|a| a.to_string()).chain(["--grid".to_owned(), path.clone()]).collect()
@@ -151,12 +170,13 @@ impl Procs {
             Mode::Roles => {
                 let mut planner = vec!["--role".to_owned(), "planner".into()];
                 for s in grid.sites() {
-                    let u = self.serve(&format!("lis {}", s.id), &with_grid(&["--role", "lis", "--site", &s.id]))?;
-                    planner.extend(["--lis".to_owned(), format!("{}={u}", s.id)]);
+                    let label = format!("lis {}", s.id);
+                    let u = self.serve(&label, &with_grid(&["--role", "lis", "--site", &s.id]))?;
+                    planner.extend(["--lis".to_owned(), format!("{}={}", s.id, via(&label, &u)?)]);
                 }
                 let nis = self.serve("nis", &with_grid(&["--role", "nis"]))?;
                 let gis = self.serve("gis", &with_grid(&["--role", "gis"]))?;
-                planner.extend(["--nis".to_owned(), nis, "--gis".into(), gis]);
+                planner.extend(["--nis".to_owned(), via("nis", &nis)?, "--gis".into(), via("gis", &gis)?]);
                 self.serve("planner", &planner)
             }
         }

@@ -24,11 +24,15 @@ use crate::workload::{Scenario, Workload};
 pub(crate) struct PlanAnswer {
     pub(crate) status: String,
     #[serde(default)]
-    reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The planner's own time (search and two-phase commit), inside the server.
     planning_ms: f64,
     /// Participant messages the planner sent for this plan.
-    messages: u64,
+    pub(crate) messages: u64,
+    /// Sequential message rounds of the plan (messages in flight together count once), if the
+    /// server reports them (issue 53).
+    #[serde(default)]
+    pub(crate) rounds: Option<u64>,
     /// Holds it made and aborted again (BIR's backtracking and shifts).
     holds_aborted: u64,
     #[serde(default)]
@@ -151,7 +155,7 @@ impl RoundResult {
 }
 
 /// The reason's kind: its text up to the first `:` or digit, shortened.
-fn reason_kind(r: &str) -> String {
+pub(crate) fn reason_kind(r: &str) -> String {
     let head: String = r.split(':').next().unwrap_or_default().chars().take_while(|c| !c.is_ascii_digit()).collect();
     head.trim().chars().take(60).collect()
 }

@@ -30,7 +30,12 @@
 //! `cargo bench --bench load` runs it: `benches/load.rs` of the coreserve package (so that
 //! cargo builds the `coreserve` binary first) calls [`main`] and writes the section.
 //!
-//! Modules: `budget` (the durable transactions per plan, counted: the guard a test runs), `settings` (environment, constants), `database` (fresh databases, pgbench),
+//! The WAN bench (issue 53), `cargo bench --bench wan` (`benches/wan.rs`, about 8 min), is
+//! here too ([`wan`]): the role-separated deployment with a delaying TCP proxy ([`delay`]) between
+//! the planner and every participant, at 0, 5, 15 and 50 ms one way, 1 and 8 clients, 4-job
+//! diamonds and 8-job co-allocations; it writes its own section `wan` of BENCHMARKS.md.
+//!
+//! Modules: `delay` (the WAN bench's delaying proxy), `wan` (the WAN bench), `budget` (the durable transactions per plan, counted: the guard a test runs), `settings` (environment, constants), `database` (fresh databases, pgbench),
 //! `workload` (grids, requests), `deploy` (the serve processes), `drive` (the clients, one
 //! round), `cpu` (/proc accounting), `traffic` (socket bytes from `ss`, the planner's
 //! `/metrics` counters), `roles` (CPU, bytes and requests by role), `report` (summary lines
@@ -39,12 +44,14 @@
 pub mod budget;
 mod cpu;
 pub mod database;
+pub mod delay;
 pub mod deploy;
 mod drive;
 mod report;
 mod roles;
 mod settings;
 mod traffic;
+pub mod wan;
 mod workload;
 
 use std::path::PathBuf;

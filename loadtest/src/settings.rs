@@ -42,7 +42,8 @@ pub(crate) struct Settings {
     pub(crate) only: Vec<String>,
 }
 
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
+/// Variable `name` parsed, or `default` when it is unset or blank.
+pub(crate) fn env_or<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
     match std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
         None => Ok(default),
         Some(v) => v.trim().parse().map_err(|_| anyhow!("{name}={v} is not valid")),

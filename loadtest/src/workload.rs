@@ -39,7 +39,9 @@ pub(crate) struct Workload {
 }
 
 impl Workload {
-    fn new(reqs: &[PlanRequest]) -> Result<Self> {
+    /// The requests of `reqs` (ordered by `submitted_at`), each `not_before` its arrival's
+    /// offset after a round's base, its deadline leaving its window.
+    pub(crate) fn new(reqs: &[PlanRequest]) -> Result<Self> {
         let first = reqs.first().context("no requests")?.submitted_at();
         let mut users: Vec<String> = Vec::new();
         let mut items = Vec::with_capacity(reqs.len());
@@ -86,8 +88,17 @@ impl Workload {
     }
 }
 
-fn rfc3339(t: i64) -> String {
+/// Unix seconds `t` in RFC 3339 (UTC, whole seconds).
+pub(crate) fn rfc3339(t: i64) -> String {
     DateTime::<Utc>::from_timestamp(t, 0).expect("a valid time").to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The small GridG-style grid (`gridg-w`, seed 1): 2 WAN routers x 2 MAN x 1 LAN x 2 hosts, so 8
+/// sites, 8 LIS processes in the separated mode.
+pub(crate) fn small_grid() -> Grid {
+    let small_params =
+        GridgParams { wan_nodes: 2, man_per_wan: 2, lan_per_man: 1, hosts_per_lan: 2, ..Default::default() };
+    gridg(GridgVariant::Wide, 1, &small_params)
 }
 
 pub(crate) fn scenarios(data: &Path, dir: &Path) -> Result<Vec<Scenario>> {
@@ -96,10 +107,7 @@ pub(crate) fn scenarios(data: &Path, dir: &Path) -> Result<Vec<Scenario>> {
     let cpus = procs_of(&read_swf(&trace).with_context(|| format!("reading {}", trace.display()))?);
     let xml = std::fs::read_to_string(&topology).with_context(|| format!("reading {}", topology.display()))?;
     let geant = import_graphml(&xml, &ImportOptions { seed: 1, ..Default::default() })?;
-    // 2 WAN routers x 2 MAN x 1 LAN x 2 hosts: 8 sites, so 8 LIS processes in the separated mode.
-    let small_params =
-        GridgParams { wan_nodes: 2, man_per_wan: 2, lan_per_man: 1, hosts_per_lan: 2, ..Default::default() };
-    let small = gridg(GridgVariant::Wide, 1, &small_params);
+    let small = small_grid();
     let mut out = Vec::new();
     for (label, grid) in [("geant2012", geant), ("gridg-w-8", small)] {
         let path = dir.join(format!("{label}.json"));
