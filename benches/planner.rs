@@ -296,7 +296,13 @@ fn main() {
     let (dag_t, co_t) = dag(&rt, &cfg, DAGS);
     // The role-separated service's planner: participants in other processes, so queries and
     // aborts go in batches and a candidate's transfers are checked before it is held.
-    let remote = PlannerConfig { batch_queries: true, batch_aborts: true, check_before_hold: true, ..cfg.clone() };
+    let remote = PlannerConfig {
+        batch_queries: true,
+        batch_aborts: true,
+        check_before_hold: true,
+        hold_with_transfers: true,
+        ..cfg.clone()
+    };
     let (rdag, rco) = dag(&rt, &remote, DAGS);
     for (what, t, jobs) in [
         ("1000-task workflow", &dag_t, 1000.0),

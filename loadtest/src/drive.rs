@@ -70,6 +70,7 @@ struct ClientLog {
     latencies: Histogram<u64>,
     planning: Histogram<u64>,
     messages: u64,
+    rounds: u64,
     holds_aborted: u64,
     /// Participants touched, summed over the committed plans.
     participants: usize,
@@ -91,6 +92,8 @@ pub(crate) struct RoundResult {
     pub(crate) planning_ms: [f64; 2],
     /// Means over the measured plans.
     pub(crate) messages_per_plan: f64,
+    /// Sequential message rounds per plan (the answers' `rounds`), mean.
+    pub(crate) rounds_per_plan: f64,
     pub(crate) holds_aborted_per_plan: f64,
     /// Transactions (commits and rollbacks, read-only ones too) in the round's database during
     /// the window, per plan (pg_stat_database; its counters lag by up to about a second).
@@ -115,6 +118,7 @@ impl Default for ClientLog {
             latencies: histogram(),
             planning: histogram(),
             messages: 0,
+            rounds: 0,
             holds_aborted: 0,
             participants: 0,
             committed: 0,
@@ -242,6 +246,7 @@ async fn drive(
                         if let Ok(a) = &answer {
                             log.planning.saturating_record(us(a.planning_ms));
                             log.messages += a.messages;
+                            log.rounds += a.rounds.unwrap_or(0);
                             log.holds_aborted += a.holds_aborted;
                         }
                         match answer {
@@ -296,6 +301,7 @@ async fn drive(
         all.latencies.add(&log.latencies)?;
         all.planning.add(&log.planning)?;
         all.messages += log.messages;
+        all.rounds += log.rounds;
         all.holds_aborted += log.holds_aborted;
         all.participants += log.participants;
         all.committed += log.committed;
@@ -318,6 +324,7 @@ async fn drive(
         latency_ms: [ms(l, 0.50), ms(l, 0.90), ms(l, 0.99), ms(l, 1.0)],
         planning_ms: [ms(p, 0.50), ms(p, 0.99)],
         messages_per_plan: all.messages as f64 / p.len().max(1) as f64,
+        rounds_per_plan: all.rounds as f64 / p.len().max(1) as f64,
         holds_aborted_per_plan: all.holds_aborted as f64 / p.len().max(1) as f64,
         pg_xacts_per_plan: (xb - xa) as f64 / (all.committed + all.rejected).max(1) as f64,
         write_xacts_per_plan: (db_.xids - da.xids) as f64 / (all.committed + all.rejected).max(1) as f64,

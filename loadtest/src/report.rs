@@ -100,7 +100,7 @@ pub(crate) fn summary_line(m: &Measured, pg: &Pgbench) -> String {
     let errors: Vec<String> = r.errors.iter().map(|(k, v)| format!("{v} {k}")).collect();
     format!(
         "{} on {} ({}): {:.0} plans/s (rounds {:.0}-{:.0}), ratio to pgbench {:.3}; latency p50 {:.2} ms, p90 {:.2} ms, \
-         p99 {:.2} ms, max {:.2} ms (in the planner: p50 {:.2} ms, p99 {:.2} ms); {} committed, {} rejected (commit rate {:.3}{}{}), errors {}; per plan {:.0} messages, {:.1} holds aborted, \
+         p99 {:.2} ms, max {:.2} ms (in the planner: p50 {:.2} ms, p99 {:.2} ms); {} committed, {} rejected (commit rate {:.3}{}{}), errors {}; per plan {:.0} messages in {:.1} message rounds, {:.1} holds aborted, \
          {:.1} PostgreSQL transactions ({:.2} writing, {:.2} WAL flushes), {:.2} participants touched (committed \
          plans), {:.2} writing transactions per plan per participant; by role per plan: {}; CPU in cores: {}; server \
          log warnings {}{}",
@@ -124,6 +124,7 @@ pub(crate) fn summary_line(m: &Measured, pg: &Pgbench) -> String {
         reasons.join(", "),
         if errors.is_empty() { "0".to_owned() } else { errors.join(", ") },
         r.messages_per_plan,
+        r.rounds_per_plan,
         r.holds_aborted_per_plan,
         r.pg_xacts_per_plan,
         r.write_xacts_per_plan,
@@ -222,7 +223,8 @@ pub(crate) fn markdown(
         ));
     }
     body.push_str(
-        "\nPer plan: the planner's own time, its participant messages and aborted holds (means); PostgreSQL \
+        "\nPer plan: the planner's own time, its participant messages, their sequential rounds (messages in \
+         flight together count once) and aborted holds (means); PostgreSQL \
          transactions: all of them in the deployment's database (commits and rollbacks, read-only ones \
          included: pg_stat_database), those that wrote (durable: the transaction ids PostgreSQL handed out, \
          cluster-wide, while only this deployment ran), and the WAL flushes to disk that made them durable \
@@ -232,21 +234,22 @@ pub(crate) fn markdown(
          transactions per plan per participant touched; every plan counts in the first, committed plans only in the \
          mean), \
          CPU time.\n\n\
-         | deployment | grid | planner time p50 / p99 | messages | holds aborted | PostgreSQL transactions | \
+         | deployment | grid | planner time p50 / p99 | messages | message rounds | holds aborted | PostgreSQL transactions | \
          writing transactions | WAL flushes | participants touched | writing transactions per participant | \
          CPU coreserve / PostgreSQL |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for m in measured {
         let r = m.median();
         let per_plan = |cores: f64| cores / r.plans_per_s.max(f64::MIN_POSITIVE) * 1e3;
         body.push_str(&format!(
-            "| {} | {} | {:.2} / {:.2} ms | {:.0} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2}{} | {:.2} / {:.2} ms |\n",
+            "| {} | {} | {:.2} / {:.2} ms | {:.0} | {:.1} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2}{} | {:.2} / {:.2} ms |\n",
             m.mode.name(),
             m.scenario,
             r.planning_ms[0],
             r.planning_ms[1],
             r.messages_per_plan,
+            r.rounds_per_plan,
             r.holds_aborted_per_plan,
             r.pg_xacts_per_plan,
             r.write_xacts_per_plan,

@@ -185,6 +185,7 @@ async fn run(
         batch_queries: s.batch_messages,
         batch_aborts: s.batch_messages,
         check_before_hold: s.check_before_hold,
+        hold_with_transfers: s.hold_with_transfers,
         ..Default::default()
     };
     let planners = Planner::pool(s.planners, &template, &services, Planner::seeds_from(planner_seed(key.seed)));

@@ -24,6 +24,7 @@
 //! backtrack = "conflict-directed"          # or "chronological": Fig. 3 as written
 //! batch_messages = false                   # true: the service's batched queries, aborts, commits
 //! check_before_hold = false                # true: as the service's planners
+//! hold_with_transfers = false              # true: a job's prepare with its transfers' holds
 //! dispatch = "random"                      # or "least-busy": the service's planner pool
 //! access_capacity_mbps = 2500              # gridg-n's site access links
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
@@ -152,6 +153,10 @@ pub struct Scenario {
     /// `PlannerConfig::check_before_hold`, which the service turns on (default false).
     #[serde(default)]
     pub check_before_hold: bool,
+    /// `PlannerConfig::hold_with_transfers`, which the service turns on (default false: the
+    /// results committed before it were planned without it).
+    #[serde(default)]
+    pub hold_with_transfers: bool,
     /// Which planner an arriving request goes to: `random` (default: a seeded draw) or
     /// `least-busy` (the fewest requests waiting or planning, ties the first: the service's
     /// rule).

@@ -118,6 +118,13 @@ pub struct PlannerConfig {
     /// abort. Off by default (the simulator's message counts are those of Ando & Aida); the
     /// service turns it on.
     pub check_before_hold: bool,
+    /// With `check_before_hold`: a candidate's prepare and the holds of its checked transfers
+    /// go out together, one round instead of one per part (issue 53; see
+    /// [`fixes::TentativeBook::fix_job_with`]). The same answers, in another order: concurrent
+    /// messages take the longest one's time, not their sum, and a hold refused by another
+    /// planner is asked again after the others, not before. Off by default (the simulator's
+    /// committed results were planned without it); the service turns it on.
+    pub hold_with_transfers: bool,
     /// How the search backtracks when every candidate below a fix failed (docs/algorithm.md,
     /// "Backjumping"). Default [`Backtrack::ConflictDirected`]; [`Backtrack::Chronological`] is
     /// Fig. 3 to the letter (coreserve before issue 13), kept as the benchmarks' baseline.
@@ -189,6 +196,7 @@ impl Default for PlannerConfig {
             batch_queries: false,
             batch_aborts: false,
             check_before_hold: false,
+            hold_with_transfers: false,
             backtrack: Backtrack::ConflictDirected,
             earliest_fit_horizon_s: None,
             static_check: false,

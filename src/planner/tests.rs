@@ -1901,6 +1901,7 @@ async fn a_diamond_takes_the_same_plan_in_fewer_rounds() {
             batch_queries: remote,
             batch_aborts: remote,
             check_before_hold: remote,
+            hold_with_transfers: remote,
             ..Default::default()
         };
         let o = Planner::new(cfg, local(&g).services()).plan(&diamond).await;

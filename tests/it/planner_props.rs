@@ -291,6 +291,7 @@ fn race_with(grid: &Grid, reqs: &[PlanRequest], method: usize, policy: usize, ba
                     batch_queries: batched,
                     batch_aborts: batched,
                     check_before_hold: batched,
+                    hold_with_transfers: batched,
                     ..Default::default()
                 };
                 Arc::new(Planner::new(cfg, local.services()))
@@ -426,8 +427,8 @@ proptest! {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let [plain, batched] = [false, true].map(|batch_queries| rt.block_on(async {
             let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
-            let (batch_aborts, check_before_hold) = (batch_queries, batch_queries);
-            let cfg = PlannerConfig { w_interval_s: 600, policy, method, batch_queries, batch_aborts, check_before_hold, ..Default::default() };
+            let (batch_aborts, check_before_hold, hold_with_transfers) = (batch_queries, batch_queries, batch_queries);
+            let cfg = PlannerConfig { w_interval_s: 600, policy, method, batch_queries, batch_aborts, check_before_hold, hold_with_transfers, ..Default::default() };
             let planner = Planner::new(cfg, local.services());
             let mut outcomes = Vec::new();
             for r in &reqs { outcomes.push(planner.plan(r).await); }

@@ -40,6 +40,7 @@ impl PlannerPool {
             batch_queries: matches!(config.role, Role::Planner(_)),
             batch_aborts: matches!(config.role, Role::Planner(_)),
             check_before_hold: true,
+            hold_with_transfers: true,
             // A rejection says when the plan would fit, within the service's horizon.
             earliest_fit_horizon_s: Some(config.horizon_s()),
             // A request that can never fit on the grid is told apart before the search.

@@ -429,10 +429,12 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
                 }
                 checked => {
                     // `v` and its checked transfers held together (one round in the planner's
-                    // book), or `v` alone when there is nothing checked.
+                    // book, `hold_with_transfers`), or `v` alone (its transfers one by one after).
                     let routes = checked.and_then(Result::ok);
                     let held = match &routes {
-                        Some(r) if !r.is_empty() => self.book.fix_job_with(v, offer, *start, r.clone()).await,
+                        Some(r) if !r.is_empty() && self.cfg.hold_with_transfers => {
+                            self.book.fix_job_with(v, offer, *start, r.clone()).await
+                        }
                         _ => self.book.fix_job(v, offer, *start).await.then(Vec::new),
                     };
                     let Some(held) = held else {
