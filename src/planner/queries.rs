@@ -28,7 +28,7 @@
 //! `st + offset` but what its placed predecessors allow, so its answers are kept by window:
 //! the first message to a site that asks about one floating job also asks about every other
 //! floating job that is ready there (all it is after fixed: a fan-out's siblings share one
-//! window), each at its window, once per site and window (issues 46 and 53: a fan-out's jobs
+//! window), each at its window, once per site and `st` (issues 46 and 53: a fan-out's jobs
 //! cost the sites one message, not one each). A sibling placed later finds its answer here
 //! if its window did not move and nothing this attempt held since touched the range the
 //! answer depends on; otherwise it is asked again, alone.
@@ -44,9 +44,11 @@ use crate::protocol::ComputeOffer;
 pub(super) struct QueryCache {
     st: Time,
     answers: HashMap<(usize, SiteId), (ComputeOffer, Time, Time)>,
-    floating: HashMap<(usize, SiteId, Time), (ComputeOffer, Time, Time)>,
-    /// Floating jobs asked ahead of their turn, by (job, site, window): never twice.
-    asked_ahead: HashSet<(usize, SiteId, Time)>,
+    /// By site, then (job, window). Kept by site so that a look-up clones no site id (a
+    /// fan-out's siblings are looked up at every site for every job of the fan-out).
+    floating: HashMap<SiteId, HashMap<(usize, Time), (ComputeOffer, Time, Time)>>,
+    /// By site, the floating jobs asked about there ahead of their turn: never twice.
+    asked_ahead: HashMap<SiteId, HashSet<usize>>,
 }
 
 impl QueryCache {
@@ -96,7 +98,7 @@ impl QueryCache {
 
     /// The answer for floating job `v` at `site` asked from `window`, if kept.
     pub(super) fn get_floating(&self, v: usize, site: &SiteId, window: Time) -> Option<&ComputeOffer> {
-        self.floating.get(&(v, site.clone(), window)).map(|(offer, _, _)| offer)
+        self.floating.get(site)?.get(&(v, window)).map(|(offer, _, _)| offer)
     }
 
     /// Keeps `offer`, the answer for floating job `v` at `site` (see [`Self::put`]).
@@ -110,20 +112,31 @@ impl QueryCache {
         deadline: Time,
     ) {
         let end = offer.earliest_start.map_or(deadline, |e| e + duration_s);
-        self.floating.insert((v, site, window_start), (offer, window_start, end));
+        self.floating.entry(site).or_default().insert((v, window_start), (offer, window_start, end));
     }
 
-    /// Whether floating job `v` may be asked about at `site` from `window` ahead of its turn:
-    /// true the first time only.
-    pub(super) fn ask_ahead(&mut self, v: usize, site: &SiteId, window: Time) -> bool {
-        self.asked_ahead.insert((v, site.clone(), window))
+    /// Whether floating job `v` was asked about at `site` ahead of its turn (at this `st`).
+    pub(super) fn asked_ahead(&self, v: usize, site: &SiteId) -> bool {
+        self.asked_ahead.get(site).is_some_and(|jobs| jobs.contains(&v))
+    }
+
+    /// Floating job `v` is asked about at `site` ahead of its turn: never again at this `st`.
+    pub(super) fn ask_ahead(&mut self, v: usize, site: &SiteId) {
+        match self.asked_ahead.get_mut(site) {
+            Some(jobs) => {
+                jobs.insert(v);
+            }
+            None => {
+                self.asked_ahead.insert(site.clone(), HashSet::from([v]));
+            }
+        }
     }
 
     /// Forgets the answers from `site` (its calendar changed in ways this attempt cannot
     /// bound).
     pub(super) fn forget_site(&mut self, site: &SiteId) {
         self.answers.retain(|(_, s), _| s != site);
-        self.floating.retain(|(_, s, _), _| s != site);
+        self.floating.remove(site);
     }
 
     /// Forgets the answers from `site` that depend on its calendar over `[start, end)`, where
@@ -131,7 +144,9 @@ impl QueryCache {
     pub(super) fn forget_over(&mut self, site: &SiteId, start: Time, end: Time) {
         let touched = |from: Time, to: Time| start < to && from < end;
         self.answers.retain(|(_, s), (_, from, to)| s != site || !touched(*from, *to));
-        self.floating.retain(|(_, s, _), (_, from, to)| s != site || !touched(*from, *to));
+        if let Some(at_site) = self.floating.get_mut(site) {
+            at_site.retain(|_, (_, from, to)| !touched(*from, *to));
+        }
     }
 }
 

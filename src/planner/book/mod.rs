@@ -119,7 +119,7 @@ impl<'a> Book<'a> {
     ///
     /// A floating job's window depends on where its predecessors went
     /// ([`PlanRequest::floats`]): its answers are kept by window, and a message that asks about
-    /// one also asks, once per site and window, about every other floating job that is ready
+    /// one also asks, once per site and `st`, about every other floating job that is ready
     /// there ([`super::fixes::Fixes::ready`]). A job that does not float asked at another
     /// window than its laid-out one (its predecessors ended late) is asked each time, its
     /// answers not kept.
@@ -179,11 +179,12 @@ impl<'a> Book<'a> {
                 }
             }
             for &u in &ready {
-                if !candidates[u].contains(site) {
+                if self.queries.asked_ahead(u, site) || !candidates[u].contains(site) {
                     continue;
                 }
                 let w = self.fixes.window(req, u, site);
-                if self.queries.get_floating(u, site, w).is_none() && self.queries.ask_ahead(u, site, w) {
+                self.queries.ask_ahead(u, site);
+                if self.queries.get_floating(u, site, w).is_none() {
                     qs.push(query(u, site, w));
                     jobs.push(u);
                 }
