@@ -119,8 +119,8 @@ pub struct PlannerConfig {
     /// service turns it on.
     pub check_before_hold: bool,
     /// With `check_before_hold`: a candidate's prepare and the holds of its checked transfers
-    /// go out together, one round instead of one per part (issue 53; see
-    /// [`fixes::TentativeBook::fix_job_with`]). The same answers, in another order: concurrent
+    /// go out together, one round instead of one per part (issue 53; docs/algorithm.md,
+    /// "Fewer rounds"). The same answers, in another order: concurrent
     /// messages take the longest one's time, not their sum, and a hold refused by another
     /// planner is asked again after the others, not before. Off by default (the simulator's
     /// committed results were planned without it); the service turns it on.

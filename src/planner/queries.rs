@@ -36,17 +36,20 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::model::{SiteId, Time};
-use crate::protocol::ComputeOffer;
+use crate::protocol::{ComputeOffer, ComputeQuery};
+
+/// An answer kept, with the range `[from, to)` of the site's calendar it depends on.
+type Kept = (ComputeOffer, Time, Time);
 
 /// Answers of the current `st`, by (job index, site), each with the range of the site's
 /// calendar it depends on; floating jobs' by (job index, site, window).
 #[derive(Default)]
 pub(super) struct QueryCache {
     st: Time,
-    answers: HashMap<(usize, SiteId), (ComputeOffer, Time, Time)>,
+    answers: HashMap<(usize, SiteId), Kept>,
     /// By site, then (job, window). Kept by site so that a look-up clones no site id (a
     /// fan-out's siblings are looked up at every site for every job of the fan-out).
-    floating: HashMap<SiteId, HashMap<(usize, Time), (ComputeOffer, Time, Time)>>,
+    floating: HashMap<SiteId, HashMap<(usize, Time), Kept>>,
     /// By site, the floating jobs asked about there ahead of their turn: never twice.
     asked_ahead: HashMap<SiteId, HashSet<usize>>,
 }
@@ -81,38 +84,20 @@ impl QueryCache {
         self.answers.get(&(v, site.clone())).map(|(offer, _, _)| offer)
     }
 
-    /// Keeps `offer`, the answer for job `v` at `site` to a query for `duration_s` seconds from
-    /// `window_start` before `deadline`.
-    pub(super) fn put(
-        &mut self,
-        v: usize,
-        site: SiteId,
-        offer: ComputeOffer,
-        window_start: Time,
-        duration_s: i64,
-        deadline: Time,
-    ) {
-        let end = offer.earliest_start.map_or(deadline, |e| e + duration_s);
-        self.answers.insert((v, site), (offer, window_start, end));
+    /// Keeps `offer`, job `v`'s answer to `q` (a floating job's by window too: `floating`).
+    pub(super) fn put(&mut self, v: usize, offer: ComputeOffer, q: &ComputeQuery, floating: bool) {
+        let end = offer.earliest_start.map_or(q.deadline, |e| e + q.duration_s);
+        let kept = (offer, q.window_start, end);
+        if floating {
+            self.floating.entry(q.site.clone()).or_default().insert((v, q.window_start), kept);
+        } else {
+            self.answers.insert((v, q.site.clone()), kept);
+        }
     }
 
     /// The answer for floating job `v` at `site` asked from `window`, if kept.
     pub(super) fn get_floating(&self, v: usize, site: &SiteId, window: Time) -> Option<&ComputeOffer> {
         self.floating.get(site)?.get(&(v, window)).map(|(offer, _, _)| offer)
-    }
-
-    /// Keeps `offer`, the answer for floating job `v` at `site` (see [`Self::put`]).
-    pub(super) fn put_floating(
-        &mut self,
-        v: usize,
-        site: SiteId,
-        offer: ComputeOffer,
-        window_start: Time,
-        duration_s: i64,
-        deadline: Time,
-    ) {
-        let end = offer.earliest_start.map_or(deadline, |e| e + duration_s);
-        self.floating.entry(site).or_default().insert((v, window_start), (offer, window_start, end));
     }
 
     /// Whether floating job `v` was asked about at `site` ahead of its turn (at this `st`).
@@ -154,6 +139,10 @@ impl QueryCache {
 mod tests {
     use super::*;
 
+    fn query(site: &str, window_start: Time, duration_s: i64, deadline: Time) -> ComputeQuery {
+        ComputeQuery { site: site.into(), cpus: 1, duration_s, window_start, deadline, gpus: None }
+    }
+
     fn offer(site: &str) -> ComputeOffer {
         ComputeOffer {
             site: site.into(),
@@ -170,9 +159,9 @@ mod tests {
     fn answers_live_for_one_st_and_until_their_site_changes() {
         let mut c = QueryCache::default();
         c.at(10, false);
-        c.put(0, "a".into(), offer("a"), 1, 5, 100);
-        c.put(1, "a".into(), offer("a"), 1, 5, 100);
-        c.put(1, "b".into(), offer("b"), 1, 5, 100);
+        c.put(0, offer("a"), &query("a", 1, 5, 100), false);
+        c.put(1, offer("a"), &query("a", 1, 5, 100), false);
+        c.put(1, offer("b"), &query("b", 1, 5, 100), false);
         c.at(10, false);
         assert!(c.get(0, &"a".into()).is_some(), "same st: kept");
         c.forget_site(&"a".into());
@@ -187,9 +176,9 @@ mod tests {
         let mut c = QueryCache::default();
         c.at(0, true);
         // Earliest start 1 for 5 s: depends on [1, 6). No slot: depends on [10, 50).
-        c.put(0, "a".into(), offer("a"), 1, 5, 50);
+        c.put(0, offer("a"), &query("a", 1, 5, 50), false);
         let none = ComputeOffer { earliest_start: None, ..offer("a") };
-        c.put(1, "a".into(), none, 10, 5, 50);
+        c.put(1, none, &query("a", 10, 5, 50), false);
         c.forget_over(&"a".into(), 6, 10);
         assert!(c.get(0, &"a".into()).is_some() && c.get(1, &"a".into()).is_some(), "[6, 10) touches neither");
         c.forget_over(&"b".into(), 0, 100);
@@ -205,14 +194,45 @@ mod tests {
         let mut c = QueryCache::default();
         c.at(100, true);
         // Window starts 100 (st + 0) and 400 (st + 300); earliest starts 150, 400 and none.
-        c.put(0, "a".into(), ComputeOffer { earliest_start: Some(150), ..offer("a") }, 100, 60, 1000);
-        c.put(1, "a".into(), ComputeOffer { earliest_start: Some(400), ..offer("a") }, 400, 60, 1000);
-        c.put(0, "b".into(), ComputeOffer { earliest_start: None, ..offer("b") }, 100, 60, 1000);
+        c.put(0, ComputeOffer { earliest_start: Some(150), ..offer("a") }, &query("a", 100, 60, 1000), false);
+        c.put(1, ComputeOffer { earliest_start: Some(400), ..offer("a") }, &query("a", 400, 60, 1000), false);
+        c.put(0, ComputeOffer { earliest_start: None, ..offer("b") }, &query("b", 100, 60, 1000), false);
         c.at(150, true);
         assert!(c.get(0, &"a".into()).is_some(), "150 >= the new window start 150");
         assert!(c.get(0, &"b".into()).is_some(), "no slot before the deadline stays so");
         assert!(c.get(1, &"a".into()).is_none(), "400 < the new window start 450");
         c.at(160, false);
         assert!(c.get(0, &"b".into()).is_none(), "policy load: nothing kept");
+    }
+
+    /// Issue 53: a floating job's answers are kept by window, dropped with the site's range
+    /// as the others are, and all of them at a shift of `st`; a job is asked ahead once per
+    /// site and `st`.
+    #[test]
+    fn floating_answers_are_kept_by_window_until_their_range_changes_or_st_shifts() {
+        let mut c = QueryCache::default();
+        c.at(0, true);
+        // From 100: earliest 100 for 5 s, depends on [100, 105); from 200: on [200, 205).
+        let at = |t: Time| ComputeOffer { earliest_start: Some(t), ..offer("a") };
+        c.put(3, at(100), &query("a", 100, 5, 500), true);
+        c.put(3, at(200), &query("a", 200, 5, 500), true);
+        assert!(c.get_floating(3, &"a".into(), 100).is_some() && c.get_floating(3, &"a".into(), 200).is_some());
+        assert!(c.get_floating(3, &"a".into(), 150).is_none(), "another window: not asked");
+        assert!(c.get(3, &"a".into()).is_none(), "not among the laid-out answers");
+        c.forget_over(&"b".into(), 0, 300);
+        assert!(c.get_floating(3, &"a".into(), 100).is_some(), "another site");
+        c.forget_over(&"a".into(), 150, 210);
+        assert!(c.get_floating(3, &"a".into(), 100).is_some(), "[150, 210) does not touch [100, 105)");
+        assert!(c.get_floating(3, &"a".into(), 200).is_none(), "it touches [200, 205)");
+        c.put(4, ComputeOffer { earliest_start: None, ..offer("a") }, &query("a", 100, 5, 500), true);
+        c.forget_over(&"a".into(), 400, 450);
+        assert!(c.get_floating(4, &"a".into(), 100).is_none(), "no slot: depends on [100, 500)");
+        assert!(!c.asked_ahead(5, &"a".into()));
+        c.ask_ahead(5, &"a".into());
+        assert!(c.asked_ahead(5, &"a".into()) && !c.asked_ahead(5, &"b".into()));
+        c.put(6, offer("a"), &query("a", 100, 5, 500), true);
+        c.at(10, true);
+        assert!(c.get_floating(6, &"a".into(), 100).is_none(), "a shift forgets floating answers");
+        assert!(!c.asked_ahead(5, &"a".into()), "and what was asked ahead");
     }
 }

@@ -219,12 +219,7 @@ impl<'a> Book<'a> {
                     Ok(offer) if u == v && !kept(q.window_start) => {
                         own.insert(site.clone(), offer);
                     }
-                    Ok(offer) if req.floats(u) => {
-                        self.queries.put_floating(u, site.clone(), offer, q.window_start, q.duration_s, deadline);
-                    }
-                    Ok(offer) => {
-                        self.queries.put(u, site.clone(), offer, q.window_start, q.duration_s, deadline);
-                    }
+                    Ok(offer) => self.queries.put(u, offer, &q, req.floats(u)),
                     Err(e) if u == v => {
                         failed.insert(site.clone(), e);
                     }
