@@ -269,16 +269,7 @@ pub(in crate::planner) trait TentativeBook: Send {
         start: Time,
         routes: Vec<(usize, Route)>,
     ) -> impl Future<Output = Option<Vec<bool>>> + Send {
-        async move {
-            if !self.fix_job(v, offer, start).await {
-                return None;
-            }
-            let mut held = Vec::with_capacity(routes.len());
-            for (e, route) in routes {
-                held.push(self.hold_transfer(e, route).await);
-            }
-            Some(held)
-        }
+        one_after_another(self, v, offer, start, routes)
     }
 
     /// Undoes the fixes after `mark`, last first, aborting their holds.
@@ -303,4 +294,23 @@ pub(in crate::planner) trait TentativeBook: Send {
         let _ = qs;
         async { None }
     }
+}
+
+/// [`TentativeBook::fix_job_with`] one message after the other: job `v` as
+/// [`TentativeBook::fix_job`], then each of `routes` as [`TentativeBook::hold_transfer`].
+pub(in crate::planner) async fn one_after_another<B: TentativeBook + ?Sized>(
+    book: &mut B,
+    v: usize,
+    offer: &ComputeOffer,
+    start: Time,
+    routes: Vec<(usize, Route)>,
+) -> Option<Vec<bool>> {
+    if !book.fix_job(v, offer, start).await {
+        return None;
+    }
+    let mut held = Vec::with_capacity(routes.len());
+    for (e, route) in routes {
+        held.push(book.hold_transfer(e, route).await);
+    }
+    Some(held)
 }

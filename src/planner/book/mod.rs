@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 
-use super::fixes::{Fix, Fixes, JobFix, Style, TentativeBook, TransferFix};
+use super::fixes::{one_after_another, Fix, Fixes, JobFix, Style, TentativeBook, TransferFix};
 use super::queries::QueryCache;
 use super::sent::Sent;
 use super::{Planner, QueryFanout};
@@ -511,14 +511,7 @@ impl TentativeBook for Book<'_> {
         routes: Vec<(usize, Route)>,
     ) -> Option<Vec<bool>> {
         if !self.style.hold_each_fix || self.style.overlay {
-            if !self.fix_job(v, offer, start).await {
-                return None;
-            }
-            let mut held = Vec::with_capacity(routes.len());
-            for (e, route) in routes {
-                held.push(self.hold_transfer(e, route).await);
-            }
-            return Some(held);
+            return one_after_another(self, v, offer, start, routes).await;
         }
         // The transfers that go with the job: up to the first whose path shares a link with an
         // earlier one's (paths on one site need no hold).
@@ -535,10 +528,10 @@ impl TentativeBook for Book<'_> {
         let fix = JobFix::on(offer, start);
         let job_req = self.job_hold(v, &fix);
         self.fixes.jobs[v] = Some(fix.clone());
-        let sent: Vec<(usize, NetworkHoldRequest)> = routes[..together]
+        let sent: Vec<NetworkHoldRequest> = routes[..together]
             .iter()
             .filter(|(_, r)| !r.links.is_empty())
-            .map(|(e, r)| (*e, self.transfer_hold(*e, &r.links)))
+            .map(|(e, r)| self.transfer_hold(*e, &r.links))
             .collect();
         let lis = self.lis(&offer.site);
         let nis = self.planner.services.nis.clone();
@@ -549,16 +542,15 @@ impl TentativeBook for Book<'_> {
                 Err(_) => None,
             }
         };
-        let transfer_calls = join_all(sent.iter().map(|(_, r)| nis.prepare(r)));
+        let transfer_calls = join_all(sent.iter().map(|r| nis.prepare(r)));
         let (job_hold, transfer_holds) = futures::join!(job_call, transfer_calls);
-        let granted: Vec<(usize, Option<HoldId>)> =
-            sent.iter().map(|(e, _)| *e).zip(transfer_holds.into_iter().map(|h| h.ok().map(|h| h.id))).collect();
+        let granted: Vec<Option<HoldId>> = transfer_holds.into_iter().map(|h| h.ok().map(|h| h.id)).collect();
         let Some(job_hold) = job_hold else {
             // Refused: the site changed since it answered (another planner). What was held
             // with it goes back.
             self.fixes.jobs[v] = None;
             self.queries.forget_site(&offer.site);
-            let back: Vec<HoldId> = granted.iter().filter_map(|(_, h)| *h).collect();
+            let back: Vec<HoldId> = granted.iter().flatten().copied().collect();
             if !back.is_empty() {
                 let nis: Arc<dyn HoldLifecycle> = nis;
                 self.sent.one();
@@ -583,8 +575,8 @@ impl TentativeBook for Book<'_> {
                 None
             } else {
                 match granted.next().expect("one answer per hold sent") {
-                    (_, Some(h)) => Some(h),
-                    (_, None) => {
+                    Some(h) => Some(h),
+                    None => {
                         held.push(false);
                         continue;
                     }
