@@ -3,8 +3,8 @@
 - `request_from_dag`: a plan request from a DAG's jobs (their CPUs, lengths, dependencies and
   the data between them), as the coreserve service takes it (`POST /v1/plans`).
 - `placements`: where and when each job runs, from a plan answer.
-- `extension`: the `PATCH /v1/plans/{id}` body that gives a running job more time and moves
-  what depends on it later by the same amount, so that every dependency still holds.
+- `extension`: the `PATCH /v1/plans/{id}` body that gives a running job more time and pushes
+  what depends on it later only as far as every dependency needs.
 - `replan_request`: the request that books again the jobs that have not started, after a plan
   broke (a reservation deleted in Slurm, a link down).
 
@@ -160,27 +160,65 @@ def descendants(plan: dict, job: str) -> set[str]:
     return seen
 
 
-def extension(plan: dict, job: str, extend_by_s: int) -> dict:
-    """The modification that makes `job`'s reservation `extend_by_s` longer and moves every job
-    that depends on it, and every transfer that leaves it or joins two of those, later by as
-    much: each dependency, gap and staged transfer keeps the room it had. Offsets count from the
-    plan's `start`, as `PATCH /v1/plans/{id}` takes them."""
-    start = instant(plan["start"])
+def extension(plan: dict, job: str, extend_by_s: int, gap_s: int) -> dict:
+    """The modification that makes `job`'s reservation `extend_by_s` longer and pushes what
+    depends on it only as far as it must: each job of `descendants` starts at the later of its
+    booked start and what its dependencies now allow (each job it is `after` ends + `gap_s`,
+    the request's `dependency_gap_s`; each staged transfer into it ends), each staged transfer
+    from a job that ends later starts no earlier than that end, and a transfer between jobs that
+    run together moves with the later of them. A dependant with room to spare does not move, nor
+    does anything after it: an overrun off the critical path costs the workflow nothing. Offsets
+    count from the plan's `start`, as `PATCH /v1/plans/{id}` takes them; a job or transfer that
+    does not move is left out."""
+    origin = instant(plan["start"])
+
+    def offset(t: str) -> int:
+        return int((instant(t) - origin).total_seconds())
+
     by_name = {j["name"]: j for j in plan["jobs"]}
-    me = by_name[job]
-    length = int((instant(me["end"]) - instant(me["start"])).total_seconds())
-    later = descendants(plan, job)
-    jobs = [{"name": job, "duration_s": length + extend_by_s}]
-    for name in sorted(later):
-        j = by_name[name]
-        jobs.append({"name": name, "offset_s": int((instant(j["start"]) - start).total_seconds()) + extend_by_s})
+    start = {n: offset(j["start"]) for n, j in by_name.items()}
+    length = {n: offset(j["end"]) - start[n] for n, j in by_name.items()}
+    length[job] += extend_by_s
+    staged = [t for t in plan.get("transfers", []) if t.get("mode") == "staged"]
+    into: dict[str, list[dict]] = {}
+    for t in staged:
+        into.setdefault(t["to"], []).append(t)
+    moved_transfer: dict[tuple[str, str], int] = {}
+
+    def end(n: str) -> int:
+        return start[n] + length[n]
+
+    def transfer_end(t: dict) -> int:
+        """Where staged transfer `t` ends once its producer's end is known (noting its move)."""
+        booked, was = offset(t["start"]), offset(t["end"]) - offset(t["start"])
+        begins = max(booked, end(t["from"]))
+        if begins > booked:
+            moved_transfer[(t["from"], t["to"])] = begins
+        return begins + was
+
+    # In booked start order, a topological order: a dependant starts after its dependencies.
+    later = sorted(descendants(plan, job), key=lambda n: (start[n], n))
+    moved = []
+    for n in later:
+        allowed = max(
+            [start[n]]
+            + [end(a) + gap_s for a in by_name[n].get("after", []) if a in start]
+            + [transfer_end(t) for t in into.get(n, [])]
+        )
+        if allowed > start[n]:
+            start[n] = allowed
+            moved.append(n)
+    jobs = [{"name": job, "duration_s": length[job]}]
+    jobs += [{"name": n, "offset_s": start[n]} for n in moved]
     transfers = []
     for t in plan.get("transfers", []):
-        moves = t["to"] in later and (t["from"] in later or t["from"] == job)
-        if moves:
-            transfers.append(
-                {"from": t["from"], "to": t["to"], "offset_s": int((instant(t["start"]) - start).total_seconds()) + extend_by_s}
-            )
+        key = (t["from"], t["to"])
+        if t.get("mode") == "staged":
+            if key in moved_transfer:
+                transfers.append({"from": t["from"], "to": t["to"], "offset_s": moved_transfer[key]})
+        elif t["from"] in moved or t["to"] in moved:
+            # Runs while both jobs run: from the later of their (new) starts.
+            transfers.append({"from": t["from"], "to": t["to"], "offset_s": max(offset(t["start"]), start[t["from"]], start[t["to"]])})
     body: dict = {"jobs": jobs}
     if transfers:
         body["transfers"] = transfers

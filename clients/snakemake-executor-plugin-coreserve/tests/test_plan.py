@@ -73,26 +73,35 @@ def test_placements_read_a_plan_answer():
     assert p["a"].plan_id == "p1" and p["a"].broken is None
 
 
-def test_an_extension_moves_exactly_what_depends_on_the_job():
+def test_an_extension_pushes_what_depends_on_the_job_as_far_as_it_must():
     assert descendants(PLAN, "a") == {"b", "c", "d"}
     assert descendants(PLAN, "e") == {"d"}
     assert descendants(PLAN, "d") == set()
-    change = extension(PLAN, "a", 60)
+    change = extension(PLAN, "a", 60, 5)
     assert change["jobs"][0] == {"name": "a", "duration_s": 120}
+    # c: a's new end + the gap; b: its staged transfer from a (now 120-126) ends after that;
+    # d: b's new end (186) + the gap, and the transfer b->d (186-191).
     assert change["jobs"][1:] == [
-        {"name": "b", "offset_s": 130},
         {"name": "c", "offset_s": 125},
-        {"name": "d", "offset_s": 200},
+        {"name": "b", "offset_s": 126},
+        {"name": "d", "offset_s": 191},
     ]
-    # a->b leaves the job, b->d joins two moved jobs: both move; e->d stays (e does not move).
-    assert change["transfers"] == [{"from": "a", "to": "b", "offset_s": 120}, {"from": "b", "to": "d", "offset_s": 190}]
-    # Every dependency keeps its room: each moved job starts after its parents' new ends.
-    ends = {"a": 120, "b": 190, "c": 160, "d": 260, "e": 30}
+    # a->b leaves the job, b->d leaves a moved job: both move; e->d stays (e does not move).
+    assert change["transfers"] == [{"from": "a", "to": "b", "offset_s": 120}, {"from": "b", "to": "d", "offset_s": 186}]
+    # Every dependency holds: each moved job starts after its parents' new ends and the gap.
+    lengths = {"a": 120, "b": 60, "c": 35, "d": 60, "e": 30}
     starts = {j["name"]: j["offset_s"] for j in change["jobs"][1:]} | {"a": 0, "e": 0}
     for j in PLAN["jobs"]:
         for parent in j["after"]:
-            assert starts[j["name"]] >= ends[parent], (j["name"], parent)
-    assert extension(PLAN, "d", 30) == {"jobs": [{"name": "d", "duration_s": 90}]}
+            assert starts[j["name"]] >= starts[parent] + lengths[parent] + 5, (j["name"], parent)
+    assert extension(PLAN, "d", 30, 5) == {"jobs": [{"name": "d", "duration_s": 90}]}
+
+
+def test_an_overrun_with_room_after_it_moves_nothing_else():
+    # c ends at 100 and d, after c, starts at 140: 20 s more for c still leaves d its gap.
+    assert extension(PLAN, "c", 20, 5) == {"jobs": [{"name": "c", "duration_s": 55}]}
+    # 40 s more does not: d moves just far enough (140 -> 145), and nothing else.
+    assert extension(PLAN, "c", 40, 5) == {"jobs": [{"name": "c", "duration_s": 75}, {"name": "d", "offset_s": 145}]}
 
 
 def test_a_replan_books_what_has_not_started_from_now_on():
