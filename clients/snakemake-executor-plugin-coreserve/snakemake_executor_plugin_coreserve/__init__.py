@@ -82,13 +82,13 @@ class ExecutorSettings(SlurmExecutorSettings):
     )
     slack_s: Optional[int] = _setting(
         "slack_s: seconds reserved after each job's run. Default: measured (a probe job's "
-        "submit-to-start time + Snakemake's start-up inside a job + 2 s)."
+        "submit-to-start time + 2 x Snakemake's start-up inside a job, at least 3 s more)."
     )
     extend_before_s: int = _setting("Extend a running job this many seconds before its booked end.", 10)
     extend_by_s: int = _setting(
         "Each extension adds at least this many seconds (more for a job that started too late to "
         "end in time) and pushes the successors that no longer fit later.",
-        20,
+        30,
     )
     bandwidth_mbps: int = _setting("Bandwidth of the staged transfers booked from `output_mb`.", 1000)
 
@@ -152,12 +152,6 @@ PROBE_SNAKEFILE = 'rule probe:\n    shell: "true"\n'
 
 # At most this many probe jobs at once per cluster.
 PROBES_AT_ONCE = 4
-
-# Seconds of slack beyond the measured submit-to-start + start-up: whole seconds of Slurm's
-# times, and a status check's jitter. A job later than that is extended, not killed: an
-# extension pushes only what must move, so a margin that covers the worst start-up of a busy
-# machine would cost every level of the DAG more than the rare extension does.
-SLACK_MARGIN_S = 2.0
 
 # How many times a job whose sbatch Slurm refused for its reservation is submitted again: the
 # service may be moving that reservation to other cores (make room for a running job) at that
@@ -403,9 +397,8 @@ class Executor(SlurmExecutor):
     def engine_room(self) -> tuple[int, int]:
         """(dependency_gap_s, slack_s): the settings, else from a probe job on every cluster
         (the slowest counts). A job waits in Slurm for its reservation and starts late by
-        submit-to-start + Snakemake's start-up: slack = that + 2 s. A job that starts later
-        still is extended (`extend_if_due`), which pushes only the successors that must move.
-        Its successor is submitted when the engine sees it end
+        submit-to-start + Snakemake's start-up: slack = that + as much again of start-up (at
+        least 3 s) for the variance. Its successor is submitted when the engine sees it end
         (a status check later), while its slack still runs, and waits for its own reservation:
         gap = the status check interval + 1 s for sbatch. A level of the DAG costs its run time
         + slack + gap (docs/engines.md)."""
@@ -423,7 +416,7 @@ class Executor(SlurmExecutor):
         interval = self.workflow.remote_execution_settings.seconds_between_status_checks
         self.startup_s = startup
         gap = s.gap_s if s.gap_s is not None else math.ceil(interval + 1)
-        slack = s.slack_s if s.slack_s is not None else math.ceil(latency + startup + SLACK_MARGIN_S)
+        slack = s.slack_s if s.slack_s is not None else math.ceil(latency + startup + max(3.0, startup))
         self.logger.info(
             f"coreserve: measured submit-to-start {latency:.0f} s, start-up {startup:.0f} s; "
             f"booking dependency_gap_s={gap}, slack_s={slack}"
