@@ -416,6 +416,14 @@ impl Slurm {
     /// of the new window nor the licenses against other reservations: see
     /// [`Slurm::core_conflicts`] and [`Slurm::license_conflicts`]).
     ///
+    /// With `Flags=IGNORE_JOBS` (which then stays among the reservation's flags): without it,
+    /// Slurm counts the cores of every job running on the node as busy until that job's time
+    /// limit, whole minutes that `sbatch --time` rounds up past its own reservation's end,
+    /// and refuses a new window that meets them ("Requested nodes are busy"), so a running
+    /// job's extension failed whenever a job of another reservation ran beside it. Ignoring
+    /// them is safe for a window changed in place: the reservation keeps its cores, on which
+    /// only its own jobs run while it is active, and a job elsewhere ends with its reservation.
+    ///
     /// # Errors
     /// [`SlurmError::Refused`] ("Reservation already started", a window in the past),
     /// [`SlurmError::Unavailable`].
@@ -431,6 +439,7 @@ impl Slurm {
             args.push(format!("StartTime={}", slurm_time(s)));
         }
         args.push(format!("EndTime={}", slurm_time(end)));
+        args.push("Flags=IGNORE_JOBS".into());
         if let Some((license, n)) = licenses {
             // `Licenses=` empty takes them all away.
             args.push(if n == 0 { "Licenses=".to_owned() } else { format!("Licenses={license}:{n}") });

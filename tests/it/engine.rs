@@ -167,9 +167,15 @@ impl Drop for Grid {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let log = std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default();
-            let lines: Vec<&str> =
-                log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("reservation")).collect();
-            eprintln!("coreserve serve said ({} lines):\n{}", lines.len(), lines[lines.len().saturating_sub(80)..].join("\n"));
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("reservation"))
+                .collect();
+            eprintln!(
+                "coreserve serve said ({} lines):\n{}",
+                lines.len(),
+                lines[lines.len().saturating_sub(80)..].join("\n")
+            );
         }
     }
 }

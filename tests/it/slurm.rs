@@ -894,6 +894,47 @@ async fn an_extension_moves_a_later_reservation_off_the_running_job_s_cores() {
     assert!(done, "the job did not complete past its old end: {}", job_state_of(&cluster, &id));
 }
 
+/// A running job's reservation extended while another plan's job runs beside it on the same
+/// node, with a time limit (whole minutes, as `sbatch --time` takes it) past the new end: Slurm
+/// counted that job's cores as busy for the new window, though its own reservation ends first,
+/// and refused the change ("Requested nodes are busy"; a workflow engine's overrunning task
+/// was killed at its old end while its siblings ran). The LIS's updates ignore running jobs
+/// (`Flags=IGNORE_JOBS`): the extension is made and the job completes past its old end.
+#[tokio::test]
+async fn an_extension_beside_another_plan_s_running_job_is_made() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let a = submit(&app, &one_job("busy-a", 8, 40)).await;
+    let d = submit(&app, &one_job("busy-d", 8, 40)).await;
+    for p in [&a, &d] {
+        assert_eq!((p["status"].as_str(), p["jobs"][0]["site"].as_str()), (Some("committed"), Some(SITE)), "{p}");
+    }
+    let (start, old_end) = (time(&a["jobs"][0]["start"]), time(&a["jobs"][0]["end"]));
+    let name = |p: &Value| p["jobs"][0]["reservation_name"].as_str().unwrap().to_owned();
+    let out = cluster.dir().join("busy.out");
+    let id =
+        sbatch(&cluster, &name(&a), 8, &["--time=3", "-o", out.to_str().unwrap(), "--wrap", "sleep 60; echo done"]);
+    let beside = sbatch(&cluster, &name(&d), 8, &["--time=3", "--wrap", "sleep 30"]);
+    let wait =
+        Duration::from_secs((start.max(time(&d["jobs"][0]["start"])) - Utc::now().timestamp()).max(0) as u64 + 30);
+    let running = eventually(wait, async || {
+        job_state(&cluster, &id).0 == "RUNNING" && job_state(&cluster, &beside).0 == "RUNNING"
+    })
+    .await;
+    assert!(running, "the jobs did not start: {:?} {:?}", job_state(&cluster, &id), job_state(&cluster, &beside));
+
+    let path = format!("/v1/plans/{}", a["id"].as_str().unwrap());
+    let longer = json!({"jobs": [{"name": "A", "duration_s": 100}]});
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&longer)).await;
+    assert_eq!(r.status(), StatusCode::OK, "the extension was refused: {:?}", r.text().await);
+    let a_now = cluster.ours().into_iter().find(|r| r.name == name(&a)).expect("A's reservation under its name");
+    assert_eq!((a_now.start, a_now.end), (start, start + 100));
+    let done =
+        eventually(Duration::from_secs(90), async || std::fs::read_to_string(&out).is_ok_and(|t| t.contains("done")))
+            .await;
+    assert!(done, "the job did not complete past its old end {old_end}: {}", job_state_of(&cluster, &id));
+}
+
 /// Every pair of coreserve reservations that share a core of a node at a common instant
 /// (`scontrol show reservation`'s core lists, waited for: slurmctld lists a reservation's
 /// cores a moment after its create).
