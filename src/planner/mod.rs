@@ -41,7 +41,9 @@
 //! `TentativeBook` it asks and fixes through), `book` (the attempt's tentative holds: every
 //! query, hold and abort the search asks for, the trail that undoes them, BBR-overlay's
 //! overlay, batched queries and aborts, and phase 1 of the finished plan), `queries` (the
-//! book's cache of batched answers), `coordinator` (the decision and phase 2 over held
+//! book's cache of batched answers), `snapshots` (BIR planned from snapshots of the
+//! participants' calendars: the search on local replicas, the holds in one round),
+//! `coordinator` (the decision and phase 2 over held
 //! parts, shared by planning, `modify` and `recover`), `commit` (phase 2's messages: commit
 //! or compensate every part), `modify` (a committed plan changed with replacement holds),
 //! `recover` (settling in-doubt transactions).

@@ -2098,3 +2098,31 @@ async fn a_prepare_refused_since_the_snapshot_plans_again_from_fresh_snapshots()
         assert_eq!(l.holds_outstanding(), 0, "{race:?}");
     }
 }
+
+/// Issue 53's third goal (a large workflow in at most 3 rounds per level of its depth):
+/// planned from snapshots, a fan-out of 120 tasks and its fan-in (122 jobs, 240 staged
+/// transfers, three levels) takes the 5 rounds of any plan, its prepares one message per
+/// participant; the search that asks as it goes takes more than 3 rounds per level.
+#[tokio::test]
+async fn a_wide_workflow_plans_from_snapshots_in_five_rounds() {
+    let sites: Vec<Site> =
+        (0..6).map(|i| site(&format!("s{i}"), ["n1", "n2", "n3"][i % 3], 64, "linux", 1.0)).collect();
+    let g = grid(sites, [100_000; 3]);
+    let task = |name: String, after: Vec<String>| serde_json::json!({"name": name, "os": "linux", "cpus": 2, "duration_s": 300, "after": after});
+    let staged = |from: &str, to: &str| serde_json::json!({"from": from, "to": to, "bandwidth_mbps": 50, "mode": "staged", "duration_s": 30});
+    let middle: Vec<String> = (0..120).map(|i| format!("T{i}")).collect();
+    let mut jobs = vec![serde_json::json!({"name": "A", "os": "linux", "cpus": 2, "duration_s": 300})];
+    jobs.extend(middle.iter().map(|t| task(t.clone(), vec!["A".into()])));
+    jobs.push(task("Z".into(), middle.clone()));
+    let mut transfers: Vec<serde_json::Value> = middle.iter().map(|t| staged("A", t)).collect();
+    transfers.extend(middle.iter().map(|t| staged(t, "Z")));
+    let flow = request(jobs, transfers, 40_000);
+    let (classic, _) = plan_as_the_service(&g, &flow, false).await;
+    let (snapped, l) = plan_as_the_service(&g, &flow, true).await;
+    let (c, s) = (&classic.outcome, &snapped.outcome);
+    assert_eq!(s.status, PlanStatus::Committed, "{:?}", s.reason);
+    assert_eq!((&s.jobs, &s.transfers), (&c.jobs, &c.transfers), "the same plan");
+    assert_eq!(s.rounds, 5, "{} rounds, {} messages", s.rounds, s.messages);
+    assert!(c.rounds > 3 * 3, "asking as it searches: {} rounds", c.rounds);
+    assert_eq!(l.holds_outstanding(), 0);
+}

@@ -50,6 +50,10 @@ use super::{
 };
 use crate::model::ComputeDemand;
 
+/// The most items (holds, queries, demands) a participant takes in one batch message; a batch
+/// of prepares is split into messages of at most this many, sent at once.
+pub const MAX_BATCH_ITEMS: usize = 1024;
+
 /// Per-call timeout of the HTTP transport.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -295,15 +299,19 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
         self.remote.call("/prepare?tentative=true", req).await
     }
 
-    /// One `POST {base}/prepares?tentative=true` (tentative holds, as [`Self::prepare`]); a
-    /// failed call is every prepare's answer.
+    /// `POST {base}/prepares?tentative=true` (tentative holds, as [`Self::prepare`]): one
+    /// request per [`MAX_BATCH_ITEMS`] holds, all sent at once; a failed call is the answer of
+    /// each of its prepares.
     async fn prepare_all(&self, reqs: &[R::Prepare]) -> Vec<Result<Hold, ParticipantError>> {
-        let body = PrepareBatch { holds: reqs.to_vec() };
         let path = "/prepares?tentative=true";
-        match self.remote.call_batch(path, &body, (reqs.len(), "prepares"), |a: PrepareAnswers| a.answers).await {
-            Ok(answers) => answers.into_iter().map(Prepared::into_result).collect(),
-            Err(e) => vec![Err(e); reqs.len()],
-        }
+        let calls = reqs.chunks(MAX_BATCH_ITEMS).map(|chunk| async move {
+            let body = PrepareBatch { holds: chunk.to_vec() };
+            match self.remote.call_batch(path, &body, (chunk.len(), "prepares"), |a: PrepareAnswers| a.answers).await {
+                Ok(answers) => answers.into_iter().map(Prepared::into_result).collect(),
+                Err(e) => vec![Err(e); chunk.len()],
+            }
+        });
+        futures::future::join_all(calls).await.into_iter().flatten().collect()
     }
 
     /// `POST {base}/snapshot`.
@@ -364,6 +372,8 @@ pub struct QueryBatch<Q> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrepareBatch<P> {
+    /// The prepare messages ([`ComputeHoldRequest`] or [`NetworkHoldRequest`]), at most
+    /// [`MAX_BATCH_ITEMS`].
     pub holds: Vec<P>,
 }
 
@@ -371,7 +381,9 @@ pub struct PrepareBatch<P> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Prepared {
+    /// Granted: the hold and its lease.
     Held(Hold),
+    /// Refused: nothing changed for this prepare.
     Refused(ParticipantError),
 }
 
@@ -397,6 +409,7 @@ impl From<Result<Hold, ParticipantError>> for Prepared {
 /// Answer of `POST {base}/prepares`: each prepare's answer, in the order of the batch.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PrepareAnswers {
+    /// One per prepare of the batch, in its order.
     pub answers: Vec<Prepared>,
 }
 

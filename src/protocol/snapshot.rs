@@ -17,7 +17,9 @@ use crate::model::{Link, LinkId, NodeId, Site, SiteId, Time};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotWindow {
+    /// First instant covered (seconds since the epoch).
     pub from: Time,
+    /// First instant after the window (seconds since the epoch).
     pub to: Time,
 }
 
@@ -34,8 +36,11 @@ impl SnapshotWindow {
 /// window where something is booked; elsewhere in the window nothing is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageStep {
+    /// Start, inclusive (seconds since the epoch).
     pub start: Time,
+    /// End, exclusive (seconds since the epoch).
     pub end: Time,
+    /// Units booked throughout (CPUs, GPUs or Mbit/s), > 0.
     pub booked: u64,
 }
 

@@ -199,7 +199,7 @@ async fn batch(
 }
 
 /// Most items (holds, queries, demands) one batch may name.
-const MAX_BATCH: usize = 1024;
+const MAX_BATCH: usize = crate::protocol::http::MAX_BATCH_ITEMS;
 
 /// A batch of `n` items of `what` is refused (422) beyond [`MAX_BATCH`].
 fn within_batch(n: usize, what: &str) -> Result<(), ApiError> {
