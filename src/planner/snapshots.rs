@@ -214,8 +214,18 @@ impl Planner {
         sent.round();
         let Ok(candidates) = self.services.gis.candidates_all(req.jobs()).await else { return Err(sent) };
         let missed = Arc::new(Mutex::new(Sent::default()));
-        // A job with no site left is rejected before any question: nothing to snapshot.
-        let (replicas, nis) = if candidates.iter().any(|c| c.sites.iter().all(|s| a.excluded.contains(s))) {
+        // A job with no site left, or jobs that run together needing more CPUs than their sites
+        // have (the static check), are rejected before any question: nothing to snapshot.
+        let no_site_left = candidates.iter().any(|c| c.sites.iter().all(|s| a.excluded.contains(s)));
+        let ever: Vec<Vec<(SiteId, u32)>> = candidates
+            .iter()
+            .filter(|c| c.cpus.len() == c.sites.len())
+            .map(|c| c.sites.iter().cloned().zip(c.cpus.iter().copied()).collect())
+            .collect();
+        let never = self.cfg.static_check
+            && ever.len() == req.jobs().len()
+            && super::search::never::peak_demand(req, &ever).is_some();
+        let (replicas, nis) = if no_site_left || never {
             (HashMap::new(), self.services.nis.clone())
         } else {
             match self.replicas(&candidates, &a.excluded, window, &missed, &mut sent).await {

@@ -941,7 +941,7 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
     assert_eq!(r.headers()["allow"], "GET, HEAD");
     // Every participant-protocol route, from the list its registration reads.
     let paths: Vec<String> = coreserve::api::routes::participant::paths().collect();
-    assert_eq!(paths.len(), 14, "6 LIS, 6 NIS (drift among them) and 2 GIS endpoints: {paths:?}");
+    assert_eq!(paths.len(), 18, "8 LIS, 8 NIS (drift, prepares, snapshot among them) and 2 GIS endpoints: {paths:?}");
     for template in paths {
         let path = format!("/v1{template}")
             .replace("{site}", "s1")
