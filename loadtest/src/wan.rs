@@ -574,7 +574,13 @@ fn markdown(s: &WanSettings, pg_info: &str, all: &[CellResult], elapsed_s: f64, 
          at 5-50 ms one way waits on the wire, not for a CPU, so its latency is the implied round trips × 2d \
          whatever the machine, and only fewer sequential rounds (issue 53) bring it down. With 8 clients the \
          implied round trips also hold the queueing at the participants and the planner, which a larger machine \
-         shortens.\n",
+         shortens.\n\nBefore plans from snapshots (issue 53; the run of 2026-12-07 07:23 UTC, same machine and \
+         command): the diamond took 16 rounds and the 8-job co-allocation 28, at p50 13 / 176 / 483 / 1535 ms and \
+         32 / 326 / 859 / 2756 ms (1 client; 0, 5, 15, 50 ms one way), 84.1 / 39.8 / 16.0 / 5.2 and \
+         63.8 / 22.5 / 9.0 / 2.8 plans/s with 8 clients (that run's PostgreSQL had fsync on; a run on `.ci/test --run`'s throwaway \
+         cluster has it off, which shortens the persists' and commits' writes alike at every delay). The planner now asks every candidate LIS and the NIS \
+         for a snapshot of its calendars in one round, searches replicas of them without a message, and \
+         prepares the plan in one round (docs/algorithm.md, \"Plans from snapshots\").\n",
     );
     out
 }

@@ -186,6 +186,7 @@ async fn run(
         batch_aborts: s.batch_messages,
         check_before_hold: s.check_before_hold,
         hold_with_transfers: s.hold_with_transfers,
+        plan_from_snapshots: s.plan_from_snapshots,
         ..Default::default()
     };
     let planners = Planner::pool(s.planners, &template, &services, Planner::seeds_from(planner_seed(key.seed)));

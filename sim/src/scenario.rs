@@ -25,6 +25,7 @@
 //! batch_messages = false                   # true: the service's batched queries, aborts, commits
 //! check_before_hold = false                # true: as the service's planners
 //! hold_with_transfers = false              # true: a job's prepare with its transfers' holds
+//! plan_from_snapshots = false              # true: BIR searches replicas of snapshots (issue 53)
 //! dispatch = "random"                      # or "least-busy": the service's planner pool
 //! access_capacity_mbps = 2500              # gridg-n's site access links
 //! [service_times]                          # uniform ranges, seconds (Ando & Aida, Table 2)
@@ -157,6 +158,11 @@ pub struct Scenario {
     /// results committed before it were planned without it).
     #[serde(default)]
     pub hold_with_transfers: bool,
+    /// `PlannerConfig::plan_from_snapshots`, which the service turns on (default false: the
+    /// results committed before it were planned without it). A snapshot takes a query's
+    /// service time, a batch of prepares one prepare's with `batch_messages`, else one each.
+    #[serde(default)]
+    pub plan_from_snapshots: bool,
     /// Which planner an arriving request goes to: `random` (default: a seeded draw) or
     /// `least-busy` (the fewest requests waiting or planning, ties the first: the service's
     /// rule).

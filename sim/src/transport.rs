@@ -97,6 +97,26 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for SimParticipant<T> {
         self.serve(Message::Query).await;
         self.inner.ceilings(qs).await
     }
+    /// One message, served as a query.
+    async fn snapshot(
+        &self,
+        window: &coreserve::protocol::SnapshotWindow,
+    ) -> Result<Option<R::Snapshot>, ParticipantError> {
+        self.serve(Message::Query).await;
+        self.inner.snapshot(window).await
+    }
+    /// One message with `batched`, served as one prepare; else one prepare message each.
+    async fn prepare_all(&self, reqs: &[R::Prepare]) -> Vec<Result<Hold, ParticipantError>> {
+        if self.batched {
+            self.serve(Message::Prepare).await;
+            return self.inner.prepare_all(reqs).await;
+        }
+        let mut answers = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            answers.push(self.prepare(r).await);
+        }
+        answers
+    }
 }
 
 #[async_trait]

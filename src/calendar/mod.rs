@@ -151,6 +151,33 @@ impl CapacityCalendar {
         }
     }
 
+    /// The usage over `[t0, t1)` as maximal steps of constant, non-zero usage, in time order
+    /// (each a [`Span`] whose `amount` is the usage there); nothing is booked at the instants
+    /// of the interval they leave out. O(log n + k) for the k change points inside.
+    pub fn usage_steps(&self, t0: Time, t1: Time) -> Vec<Span> {
+        let mut steps: Vec<Span> = Vec::new();
+        if t1 <= t0 {
+            return steps;
+        }
+        let step = |steps: &mut Vec<Span>, start: Time, end: Time, usage: i64| {
+            let amount = u64::try_from(usage).expect("usage is never negative");
+            if amount == 0 || start >= end {
+                return;
+            }
+            match steps.last_mut() {
+                Some(last) if last.end == start && last.amount == amount => last.end = end,
+                _ => steps.push(Span { start, end, amount }),
+            }
+        };
+        let (mut at, mut usage) = (t0, self.tree.prefix(t0));
+        for (t, delta) in self.tree.changes_between(t0, t1) {
+            step(&mut steps, at, t, usage);
+            (at, usage) = (t, usage + delta);
+        }
+        step(&mut steps, at, t1, usage);
+        steps
+    }
+
     /// Mean fraction of capacity booked over `[t0, t1)`, in `[0, 1]`. O(log n).
     pub fn utilisation(&self, t0: Time, t1: Time) -> f64 {
         if t1 <= t0 || self.capacity == 0 {

@@ -246,6 +246,30 @@ impl ChangeTree {
         s
     }
 
+    /// The change points with keys in `(lo, hi)`, in key order, each with its delta. O(log n + k)
+    /// for the k points listed.
+    pub(crate) fn changes_between(&self, lo: Time, hi: Time) -> Vec<(Time, i64)> {
+        let mut out = Vec::new();
+        self.collect(self.root, lo, hi, &mut out);
+        out
+    }
+
+    fn collect(&self, i: u32, lo: Time, hi: Time, out: &mut Vec<(Time, i64)>) {
+        if i == NIL {
+            return;
+        }
+        let node = self.n(i);
+        if node.key > lo {
+            self.collect(node.left, lo, hi, out);
+        }
+        if lo < node.key && node.key < hi {
+            out.push((node.key, i64::from(node.delta)));
+        }
+        if node.key < hi {
+            self.collect(node.right, lo, hi, out);
+        }
+    }
+
     /// Integral of the function over `(-inf, t)`: `sum_{k <= t} delta_k * (t - k)`.
     pub(crate) fn integral_to(&self, t: Time) -> i128 {
         let (s, w) = self.prefix_sums(t);

@@ -28,7 +28,8 @@ use crate::model::{
     check_text, price_ok, AttributeError, GpuDemand, PoolGpus, Site, SiteAttributes, SiteId, TextError, Time, MAX_PRICE,
 };
 use crate::protocol::{
-    Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, HoldState, Participant, ParticipantError,
+    book_steps, usage_steps, Compute, ComputeHoldRequest, ComputeOffer, ComputeQuery, ComputeSnapshot, Hold, HoldId,
+    HoldState, Participant, ParticipantError, SnapshotWindow,
 };
 
 /// Why [`Lis::update_site`] refused a change.
@@ -132,6 +133,8 @@ pub struct Lis {
     /// Slurm changes that must not interleave: a reservation deleted to be made again in
     /// another shape ([`Lis::reshape`], write) against creates and the sync's listing (read).
     slurm_lock: tokio::sync::RwLock<()>,
+    /// A replica ([`Lis::replica`]): the reservation prefix its offers carry, the real LIS's.
+    replica_prefix: Option<String>,
 }
 
 impl Lis {
@@ -149,7 +152,37 @@ impl Lis {
             state: Mutex::new(State::new(calendars, binding::LocalState::default())),
             slurm: None,
             slurm_lock: tokio::sync::RwLock::new(()),
+            replica_prefix: None,
         }
+    }
+
+    /// A local replica of a LIS from its snapshot (docs/algorithm.md, "Plans from snapshots"):
+    /// a LIS of the snapshot's site whose calendars hold, over the snapshot's window, what the
+    /// real one held when it took it, and whose offers carry its reservation prefix. Its free-slot
+    /// search is this type's own, so inside the window it answers as the real LIS did; its
+    /// holds are the planner's own tentative ones, never seen by anyone else. Holds live
+    /// `lease_s` seconds of `clock` time.
+    ///
+    /// # Errors
+    /// `Invalid` if the snapshot books more than the site has (it is not of this site's size)
+    /// or names GPU pools the site does not have.
+    pub fn replica(snapshot: &ComputeSnapshot, clock: Arc<dyn Clock>, lease_s: i64) -> Result<Self, ParticipantError> {
+        let lis = Lis {
+            replica_prefix: snapshot.reservation_prefix.clone(),
+            ..Lis::new(snapshot.site.clone(), clock, lease_s)
+        };
+        if snapshot.gpu_pools.len() > snapshot.site.attributes.gpus.len() {
+            return Err(ParticipantError::Invalid("a snapshot names GPU pools its site does not have".into()));
+        }
+        {
+            let mut st = lis.state.lock().expect("LIS state lock");
+            let bad = |e: crate::calendar::CalendarError| ParticipantError::Invalid(format!("snapshot: {e}"));
+            book_steps(st.calendars.get_mut(SiteResource::Cpus), &snapshot.cpus).map_err(bad)?;
+            for (i, steps) in snapshot.gpu_pools.iter().enumerate() {
+                book_steps(st.calendars.get_mut(SiteResource::GpuPool(i)), steps).map_err(bad)?;
+            }
+        }
+        Ok(lis)
     }
 
     /// The site this LIS manages (a copy: the price and OS may change).
@@ -421,6 +454,14 @@ impl Lis {
     }
 }
 
+impl Lis {
+    /// The prefix of the site's scheduler's reservation names its offers carry: its Slurm
+    /// binding's, or a replica's real LIS's.
+    fn reservation_prefix(&self) -> Option<String> {
+        self.slurm.as_ref().map(|s| s.config().prefix.clone()).or_else(|| self.replica_prefix.clone())
+    }
+}
+
 #[async_trait]
 impl Participant<Compute> for Lis {
     async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
@@ -443,8 +484,23 @@ impl Participant<Compute> for Lis {
             price_per_cpu_hour: me.price_per_cpu_hour,
             gpu_model,
             price_per_gpu_hour: me.attributes.price_per_gpu_hour,
-            reservation_prefix: self.slurm.as_ref().map(|s| s.config().prefix.clone()),
+            reservation_prefix: self.reservation_prefix(),
         })
+    }
+
+    /// The calendars over `window`, as [`Participant::query`] reads them (at a Slurm site with
+    /// what is blocked for Slurm's own reservations), after lapsed holds are released.
+    async fn snapshot(&self, window: &SnapshotWindow) -> Result<Option<ComputeSnapshot>, ParticipantError> {
+        let me = self.site();
+        let st = self.state();
+        let pools = me.attributes.gpus.len();
+        Ok(Some(ComputeSnapshot {
+            window: *window,
+            cpus: usage_steps(st.calendars.get(SiteResource::Cpus), *window),
+            gpu_pools: (0..pools).map(|i| usage_steps(st.calendars.get(SiteResource::GpuPool(i)), *window)).collect(),
+            reservation_prefix: self.reservation_prefix(),
+            site: me,
+        }))
     }
 
     async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {

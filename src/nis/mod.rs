@@ -33,10 +33,11 @@ use petgraph::graph::{NodeIndex, UnGraph};
 
 use crate::calendar::{MultiCalendar, SpanId};
 use crate::clock::Clock;
-use crate::model::{Grid, Link, LinkId, SiteId, Time, UnknownValue};
+use crate::model::{Grid, Link, LinkId, NodeId, SiteId, Time, UnknownValue};
 use crate::protocol::bookkeeping::{self, Bookkeeping, KeepsHolds};
 use crate::protocol::{
-    Hold, HoldId, HoldState, Network, NetworkHoldRequest, NetworkQuery, Participant, ParticipantError, Route,
+    book_steps, usage_steps, Hold, HoldId, HoldState, Network, NetworkHoldRequest, NetworkQuery, NetworkSnapshot,
+    Participant, ParticipantError, Route, SnapshotWindow,
 };
 
 /// How the NIS picks a path between two sites.
@@ -129,26 +130,72 @@ pub struct Nis {
 impl Nis {
     /// A NIS over the grid's topology with empty link calendars.
     pub fn new(grid: &Grid, clock: Arc<dyn Clock>, lease_s: i64, routing: Routing) -> Self {
+        let nodes: Vec<&str> = grid.nodes().iter().map(|n| n.id.as_str()).collect();
+        let sites = grid.sites().iter().map(|s| (s.id.clone(), s.node.as_str()));
+        Self::over(&nodes, grid.links(), sites, clock, lease_s, routing)
+            .expect("a grid's links and sites name its nodes")
+    }
+
+    /// A NIS over the topology of `nodes` and `links` (in this order: paths are searched in
+    /// it), with each site of `sites` at its node, and empty link calendars.
+    ///
+    /// # Errors
+    /// `Invalid` for a link or site at a node not in `nodes`.
+    fn over<'n>(
+        nodes: &[&'n str],
+        links: &[Link],
+        sites: impl Iterator<Item = (SiteId, &'n str)>,
+        clock: Arc<dyn Clock>,
+        lease_s: i64,
+        routing: Routing,
+    ) -> Result<Self, ParticipantError> {
         let mut graph = UnGraph::<String, usize>::default();
-        let nodes: HashMap<&str, NodeIndex> =
-            grid.nodes().iter().map(|n| (n.id.as_str(), graph.add_node(n.id.to_string()))).collect();
-        for (i, l) in grid.links().iter().enumerate() {
-            graph.add_edge(nodes[l.a.as_str()], nodes[l.b.as_str()], i);
+        let index: HashMap<&str, NodeIndex> = nodes.iter().map(|&n| (n, graph.add_node(n.to_string()))).collect();
+        let node =
+            |n: &str| index.get(n).copied().ok_or_else(|| ParticipantError::Invalid(format!("unknown node `{n}`")));
+        for (i, l) in links.iter().enumerate() {
+            graph.add_edge(node(l.a.as_str())?, node(l.b.as_str())?, i);
         }
-        let site_node = grid.sites().iter().map(|s| (s.id.clone(), nodes[s.node.as_str()])).collect();
-        let calendars = MultiCalendar::new(grid.links().iter().map(|l| l.capacity_mbps).enumerate());
-        Nis {
+        let site_node = sites.map(|(s, n)| Ok((s, node(n)?))).collect::<Result<_, ParticipantError>>()?;
+        let calendars = MultiCalendar::new(links.iter().map(|l| l.capacity_mbps).enumerate());
+        Ok(Nis {
             clock,
             lease_s,
             routing,
-            links: grid.links().to_vec(),
-            link_index: grid.links().iter().enumerate().map(|(i, l)| (l.id.clone(), i)).collect(),
+            links: links.to_vec(),
+            link_index: links.iter().enumerate().map(|(i, l)| (l.id.clone(), i)).collect(),
             graph,
             site_node,
             pairs: Mutex::new(HashMap::new()),
             state: Mutex::new(State::new(calendars, ())),
             plane: None,
+        })
+    }
+
+    /// A local replica of the NIS from its snapshot (docs/algorithm.md, "Plans from
+    /// snapshots"): a NIS over the snapshot's topology, with its routing, whose link calendars
+    /// hold, over the snapshot's window, what the real one held when it took it. Its routing is
+    /// this type's own, so inside the window it answers as the real NIS did; its holds are the
+    /// planner's own tentative ones. Holds live `lease_s` seconds of `clock` time.
+    ///
+    /// # Errors
+    /// `Invalid` for a snapshot whose routing, nodes or links do not make a topology, or
+    /// that books more than a link carries.
+    pub fn replica(snapshot: &NetworkSnapshot, clock: Arc<dyn Clock>, lease_s: i64) -> Result<Self, ParticipantError> {
+        let routing: Routing =
+            snapshot.routing.parse().map_err(|e: UnknownValue| ParticipantError::Invalid(e.to_string()))?;
+        let nodes: Vec<&str> = snapshot.nodes.iter().map(|n| n.as_str()).collect();
+        let sites = snapshot.site_nodes.iter().map(|(s, n)| (s.clone(), n.as_str()));
+        let nis = Self::over(&nodes, &snapshot.links, sites, clock, lease_s, routing)?;
+        {
+            let mut st = nis.state.lock().expect("NIS state lock");
+            for (link, steps) in &snapshot.links_booked {
+                let &i = nis.link_index.get(link).ok_or_else(|| ParticipantError::UnknownLink(link.clone()))?;
+                book_steps(st.calendars.get_mut(i), steps)
+                    .map_err(|e| ParticipantError::Invalid(format!("snapshot of link `{link}`: {e}")))?;
+            }
         }
+        Ok(nis)
     }
 
     fn node_of(&self, site: &SiteId) -> Result<NodeIndex, ParticipantError> {
@@ -393,6 +440,33 @@ impl Participant<Network> for Nis {
 
     async fn drift(&self) -> Result<Vec<crate::protocol::Drift>, ParticipantError> {
         Ok(self.dataplane_drift())
+    }
+
+    /// The topology and the link calendars over `window`, after lapsed holds are released.
+    /// `None` with a data plane: a replica could not know its markings nor, where it does not
+    /// steer, the paths the network routes.
+    async fn snapshot(&self, window: &SnapshotWindow) -> Result<Option<NetworkSnapshot>, ParticipantError> {
+        if self.plane.is_some() {
+            return Ok(None);
+        }
+        let mut site_nodes: Vec<(SiteId, NodeId)> =
+            self.site_node.iter().map(|(s, &n)| (s.clone(), NodeId::from(self.graph[n].as_str()))).collect();
+        site_nodes.sort();
+        let st = self.state();
+        let links_booked = (0..self.links.len())
+            .filter_map(|i| {
+                let steps = usage_steps(st.calendars.get(i), *window);
+                (!steps.is_empty()).then(|| (self.links[i].id.clone(), steps))
+            })
+            .collect();
+        Ok(Some(NetworkSnapshot {
+            window: *window,
+            routing: self.routing.to_string(),
+            nodes: self.graph.node_weights().map(|n| NodeId::from(n.as_str())).collect(),
+            links: self.links.clone(),
+            site_nodes,
+            links_booked,
+        }))
     }
 
     /// The widest path's bottleneck between each query's two sites (the topology alone):

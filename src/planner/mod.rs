@@ -41,7 +41,9 @@
 //! `TentativeBook` it asks and fixes through), `book` (the attempt's tentative holds: every
 //! query, hold and abort the search asks for, the trail that undoes them, BBR-overlay's
 //! overlay, batched queries and aborts, and phase 1 of the finished plan), `queries` (the
-//! book's cache of batched answers), `coordinator` (the decision and phase 2 over held
+//! book's cache of batched answers), `snapshots` (BIR planned from snapshots of the
+//! participants' calendars: the search on local replicas, the holds in one round),
+//! `coordinator` (the decision and phase 2 over held
 //! parts, shared by planning, `modify` and `recover`), `commit` (phase 2's messages: commit
 //! or compensate every part), `modify` (a committed plan changed with replacement holds),
 //! `recover` (settling in-doubt transactions).
@@ -55,6 +57,7 @@ mod queries;
 mod recover;
 mod search;
 mod sent;
+mod snapshots;
 #[cfg(test)]
 mod tests;
 
@@ -74,6 +77,7 @@ pub use commit::{PartName, TwoPhaseError, Unsettled};
 use fixes::TentativeBook;
 pub use modify::ModifyOptions;
 pub use recover::Recovery;
+pub use snapshots::SNAPSHOT_REPLANS;
 
 /// Planner settings.
 #[derive(Debug, Clone)]
@@ -125,6 +129,19 @@ pub struct PlannerConfig {
     /// planner is asked again after the others, not before. Off by default (the simulator's
     /// committed results were planned without it); the service turns it on.
     pub hold_with_transfers: bool,
+    /// BIR: plan from snapshots (issue 53; docs/algorithm.md, "Plans from snapshots"). One
+    /// round asks every candidate LIS and the NIS for its calendars over the request's window
+    /// ([`crate::protocol::Participant::snapshot`]); the search runs on local replicas of them
+    /// (the participants' own query code, no message), and the plan's holds go out in one
+    /// round ([`crate::protocol::Participant::prepare_all`]), checked again by every
+    /// participant. A refused prepare (the capacity was taken since the snapshot) is given
+    /// back and the request searched again from fresh snapshots, at most [`SNAPSHOT_REPLANS`]
+    /// times, then as without this setting. Alone on the grid the plans are those of the search
+    /// that asks as it goes, in fewer rounds. A participant that gives no snapshot (a NIS with
+    /// a data plane, a transport without the message) is planned with as before. Off by default
+    /// (the simulator's committed results were planned without it); the service turns it on
+    /// for remote participants.
+    pub plan_from_snapshots: bool,
     /// How the search backtracks when every candidate below a fix failed (docs/algorithm.md,
     /// "Backjumping"). Default [`Backtrack::ConflictDirected`]; [`Backtrack::Chronological`] is
     /// Fig. 3 to the letter (coreserve before issue 13), kept as the benchmarks' baseline.
@@ -197,6 +214,7 @@ impl Default for PlannerConfig {
             batch_aborts: false,
             check_before_hold: false,
             hold_with_transfers: false,
+            plan_from_snapshots: false,
             backtrack: Backtrack::ConflictDirected,
             earliest_fit_horizon_s: None,
             static_check: false,
@@ -280,6 +298,9 @@ enum Again {
         reason: String,
         down: bool,
     },
+    /// A plan searched from snapshots had a prepare refused: search again from fresh ones
+    /// (at most [`SNAPSHOT_REPLANS`] times).
+    Snapshot,
 }
 
 /// Per-call options of [`Planner::plan_with`].
@@ -380,16 +401,45 @@ impl Planner {
         let (mut sent, mut holds_aborted) = (sent::Sent::default(), 0);
         let (mut attempt, mut site_replans) = (0, 0);
         let mut unavailable: Vec<(SiteId, String)> = Vec::new();
+        // BIR plans from snapshots while its participants give them and its prepares are
+        // granted (at most SNAPSHOT_REPLANS refusals), then as before.
+        let (mut from_snapshots, mut snapshot_replans) =
+            (self.cfg.plan_from_snapshots && method == ReservationMethod::Bir, 0);
         loop {
             let seed = self.rng.lock().expect("planner rng").gen::<u64>();
-            let mut book = book::Book::new(self, req, policy, method, started);
-            book.user = opts.user.map(str::to_owned);
-            book.excluded = unavailable.iter().map(|(s, _)| s.clone()).collect();
-            let search = search::Attempt::new(&self.cfg, req, policy, method, seed, book);
-            let (mut result, again) = Self::attempt(search, opts).await;
+            let excluded: Vec<SiteId> = unavailable.iter().map(|(s, _)| s.clone()).collect();
+            let mut planned = None;
+            if from_snapshots {
+                let a = snapshots::SnapshotAttempt { policy, method, seed, started, excluded: excluded.clone(), opts };
+                match self.attempt_from_snapshots(req, a).await {
+                    Ok(p) => planned = Some(p),
+                    Err(spent) => {
+                        // A participant gave no snapshot: plan as before.
+                        sent.then(spent);
+                        from_snapshots = false;
+                    }
+                }
+            }
+            let (mut result, again) = match planned {
+                Some(planned) => planned,
+                None => {
+                    let mut book = book::Book::new(self, req, policy, method, started);
+                    book.user = opts.user.map(str::to_owned);
+                    book.excluded = excluded;
+                    let search = search::Attempt::new(&self.cfg, req, policy, method, seed, book);
+                    Self::attempt(search, opts).await
+                }
+            };
             let batch = matches!(again, Again::Batch);
             let retry = match again {
                 Again::No => false,
+                Again::Snapshot => {
+                    snapshot_replans += 1;
+                    from_snapshots = snapshot_replans <= SNAPSHOT_REPLANS;
+                    sent.then(sent::Sent::of(&result.outcome));
+                    holds_aborted += result.outcome.holds_aborted;
+                    continue;
+                }
                 Again::Batch => attempt < replans,
                 Again::Site { site, reason, down } => {
                     if down && !unavailable.iter().any(|(s, _)| *s == site) {
@@ -451,24 +501,7 @@ impl Planner {
                 (rejected(outcome), Again::No)
             }
             Ok(()) => match search.book.prepare_all().await {
-                Ok(parts) => {
-                    let coordinator = search.book.into_coordinator(parts);
-                    let failure = coordinator.failure_cell();
-                    let result = coordinator.book_charged(req.user(), opts.charge, opts.log).await;
-                    let final_rejection =
-                        matches!(result.settlement, Settlement::Final) && result.outcome.status == PlanStatus::Rejected;
-                    let cause = failure.lock().expect("failure cell").take();
-                    let again = match cause {
-                        Some(ParticipantError::SchedulerUnavailable { site, reason }) if final_rejection => {
-                            Again::Site { site, reason, down: true }
-                        }
-                        Some(ParticipantError::LocalScheduler { site, reason }) if final_rejection => {
-                            Again::Site { site, reason, down: false }
-                        }
-                        _ => Again::No,
-                    };
-                    (result, again)
-                }
+                Ok(parts) => Self::book_parts(search.book.into_coordinator(parts), req, opts).await,
                 Err(cause) => {
                     // Only BBR reaches here with holds of its own not yet aborted: BIR's are parts.
                     search.book.undo_to(0).await;
@@ -476,6 +509,31 @@ impl Planner {
                 }
             },
         }
+    }
+
+    /// The decision and phase 2 of a plan whose every part is held (by `coordinator`), under
+    /// `opts`' charge and log. Says whether the plan may be planned again: phase 1's end failed
+    /// at a site ([`Again::Site`]).
+    async fn book_parts(
+        coordinator: coordinator::Coordinator,
+        req: &PlanRequest,
+        opts: PlanOptions<'_>,
+    ) -> (PlanResult, Again) {
+        let failure = coordinator.failure_cell();
+        let result = coordinator.book_charged(req.user(), opts.charge, opts.log).await;
+        let final_rejection =
+            matches!(result.settlement, Settlement::Final) && result.outcome.status == PlanStatus::Rejected;
+        let cause = failure.lock().expect("failure cell").take();
+        let again = match cause {
+            Some(ParticipantError::SchedulerUnavailable { site, reason }) if final_rejection => {
+                Again::Site { site, reason, down: true }
+            }
+            Some(ParticipantError::LocalScheduler { site, reason }) if final_rejection => {
+                Again::Site { site, reason, down: false }
+            }
+            _ => Again::No,
+        };
+        (result, again)
     }
 
     /// When `req`, rejected for now, would fit: a second search (BBR-overlay, dry run: it holds

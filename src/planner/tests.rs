@@ -16,7 +16,9 @@ use crate::protocol::{
 
 const T0: Time = 1_767_225_600; // 2026-01-01T00:00:00Z
 
+use crate::lis::Lis;
 use crate::protocol::lifecycle_passes_through;
+use crate::protocol::Participant;
 
 fn site(id: &str, node: &str, cpus: u32, os: &str, price: f64) -> Site {
     Site::new(id, node, cpus, os, price)
@@ -1917,4 +1919,210 @@ async fn a_diamond_takes_the_same_plan_in_fewer_rounds() {
     // decision log); the rest is the search's.
     assert_eq!((plain.rounds, remote.rounds), (19, 17), "plain {plain:?}, remote {remote:?}");
     assert!(remote.messages <= plain.messages);
+}
+
+/// The service's planner settings (role-separated: batched queries and aborts, checks before
+/// holds, holds with transfers), with or without plans from snapshots.
+fn service_config(from_snapshots: bool) -> PlannerConfig {
+    PlannerConfig {
+        w_interval_s: 0,
+        batch_queries: true,
+        batch_aborts: true,
+        check_before_hold: true,
+        hold_with_transfers: true,
+        static_check: true,
+        plan_from_snapshots: from_snapshots,
+        ..Default::default()
+    }
+}
+
+/// Plans `req` on a fresh copy of `g` with the service's settings and a decision log of a
+/// role-separated planner (persist, decide, commit): the result, and the grid.
+async fn plan_as_the_service(g: &Grid, req: &PlanRequest, from_snapshots: bool) -> (PlanResult, InProcessGrid) {
+    let l = local(g);
+    let log = FakeLog { shares_fate: false, ..Default::default() };
+    let p = Planner::new(service_config(from_snapshots), l.services());
+    let res = p.plan_with(req, PlanOptions { log: Some(&log), ..Default::default() }).await;
+    assert_eq!(log.decided.lock().unwrap().len(), usize::from(res.outcome.status == PlanStatus::Committed));
+    (res, l)
+}
+
+/// A diamond (B and C after A, D after both, staged transfers) on three full sites.
+fn diamond() -> PlanRequest {
+    let after = |name: &str, after: &[&str]| serde_json::json!({"name": name, "os": "linux", "cpus": 8, "duration_s": 600, "after": after});
+    let staged = |from: &str, to: &str| serde_json::json!({"from": from, "to": to, "bandwidth_mbps": 100, "mode": "staged", "duration_s": 60});
+    request(
+        vec![
+            serde_json::json!({"name": "A", "os": "linux", "cpus": 8, "duration_s": 600}),
+            after("B", &["A"]),
+            after("C", &["A"]),
+            after("D", &["B", "C"]),
+        ],
+        vec![staged("A", "B"), staged("A", "C"), staged("B", "D"), staged("C", "D")],
+        20_000,
+    )
+}
+
+/// Issue 53: planned from snapshots, in the service's configuration, a 4-job diamond takes the
+/// same plan as the search that asks as it goes, in 5 sequential rounds (the catalogue, the
+/// snapshots, the prepares, the persists, the commits; ≤ 6 is the issue's goal), and an 8-job
+/// co-allocation whose transfers close a ring the same plan in 5 (≤ 10): the search itself
+/// sends nothing. Every hold is real and committed: the participants' calendars hold the plan.
+#[tokio::test]
+async fn a_diamond_and_a_co_allocation_plan_from_snapshots_in_five_rounds() {
+    let sites =
+        vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "linux", 2.0), site("s3", "n3", 8, "linux", 3.0)];
+    let g = grid(sites, [1000; 3]);
+    let (classic, _) = plan_as_the_service(&g, &diamond(), false).await;
+    let (snapped, l) = plan_as_the_service(&g, &diamond(), true).await;
+    let (c, s) = (&classic.outcome, &snapped.outcome);
+    assert_eq!(s.status, PlanStatus::Committed, "{:?}", s.reason);
+    assert_eq!((&s.jobs, &s.transfers, s.start), (&c.jobs, &c.transfers, c.start), "the same plan");
+    assert!(s.transfers.iter().filter(|t| !t.path.is_empty()).count() >= 2, "{:?}", s.transfers);
+    assert!(c.rounds > 6, "the search that asks as it goes: {} rounds", c.rounds);
+    assert_eq!(s.rounds, 5, "catalogue, snapshots, prepares, persists, commits: {s:?}");
+    assert_eq!(s.holds_aborted, 0);
+    // The plan is booked, every part committed at its participant.
+    assert_eq!(l.holds_outstanding(), 0);
+    for j in &s.jobs {
+        assert_eq!(l.lis[&j.site].usage_at(crate::model::to_time(&j.start)), 8, "{j:?}");
+    }
+    assert_eq!(snapped.bookings.len(), s.jobs.len() + s.transfers.iter().filter(|t| !t.path.is_empty()).count());
+
+    // Eight co-allocated jobs, each with its two neighbours in a ring, on eight sites.
+    let sites: Vec<Site> =
+        (0..8).map(|i| site(&format!("s{i}"), ["n1", "n2", "n3"][i % 3], 16, "linux", 1.0 + i as f64)).collect();
+    let g = grid(sites, [10_000; 3]);
+    let jobs = (0..8).map(|i| job(&format!("J{i}"), "linux", 12, 0, 600)).collect();
+    let ring = (0..8)
+        .map(|i| serde_json::json!({"from": format!("J{i}"), "to": format!("J{}", (i + 1) % 8), "bandwidth_mbps": 500, "offset_s": 0, "duration_s": 600}))
+        .collect();
+    let co = request(jobs, ring, 20_000);
+    let (classic, _) = plan_as_the_service(&g, &co, false).await;
+    let (snapped, l) = plan_as_the_service(&g, &co, true).await;
+    let (c, s) = (&classic.outcome, &snapped.outcome);
+    assert_eq!(s.status, PlanStatus::Committed, "{:?}", s.reason);
+    assert_eq!((&s.jobs, &s.transfers, s.start), (&c.jobs, &c.transfers, c.start), "the same plan");
+    assert!(c.rounds > 10, "the search that asks as it goes: {} rounds", c.rounds);
+    assert_eq!(s.rounds, 5, "{s:?}");
+    assert_eq!(l.holds_outstanding(), 0);
+    let sites: std::collections::HashSet<_> = s.jobs.iter().map(|j| j.site.clone()).collect();
+    assert_eq!(sites.len(), 8, "12 of 16 CPUs: one job per site");
+}
+
+/// How a [`Snapshotted`] LIS's snapshots go wrong.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum SnapshotRace {
+    /// Right after its first snapshot, another planner books the whole site up to the
+    /// snapshot's end.
+    TakenOnce,
+    /// Every snapshot is stale: it shows the site empty (it is full).
+    Stale,
+}
+
+/// A LIS (its field) whose snapshots race with another planner ([`SnapshotRace`]); counts them.
+struct Snapshotted(Arc<Lis>, SnapshotRace, std::sync::atomic::AtomicU32);
+
+lifecycle_passes_through!(Snapshotted);
+
+#[async_trait]
+impl Participant<Compute> for Snapshotted {
+    async fn query(&self, q: &ComputeQuery) -> Result<ComputeOffer, ParticipantError> {
+        self.0.query(q).await
+    }
+    async fn prepare(&self, req: &ComputeHoldRequest) -> Result<Hold, ParticipantError> {
+        self.0.prepare(req).await
+    }
+    async fn snapshot(
+        &self,
+        window: &crate::protocol::SnapshotWindow,
+    ) -> Result<Option<crate::protocol::ComputeSnapshot>, ParticipantError> {
+        let n = self.2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut snapshot = self.0.snapshot(window).await?;
+        match self.1 {
+            SnapshotRace::TakenOnce if n == 0 => {
+                let cpus = self.0.site().cpus;
+                book_at(&self.0, TxnId::new(), cpus, window.from, window.to).await;
+            }
+            SnapshotRace::TakenOnce => {}
+            SnapshotRace::Stale => {
+                if let Some(s) = snapshot.as_mut() {
+                    s.cpus.clear();
+                }
+            }
+        }
+        Ok(snapshot)
+    }
+}
+
+/// Issue 53: a snapshot is advice. When another planner takes the capacity a plan found in its
+/// snapshots, the participant refuses the prepare and the plan is searched again from fresh
+/// snapshots, which see the other booking: the plan goes elsewhere, nothing is overbooked,
+/// nothing is left held. Snapshots that stay wrong are given up after `SNAPSHOT_REPLANS`
+/// refusals: the planner then asks as it searches, as before.
+#[tokio::test]
+async fn a_prepare_refused_since_the_snapshot_plans_again_from_fresh_snapshots() {
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n3", 8, "linux", 2.0)];
+    let g = grid(sites, [1000; 3]);
+    let raw: RawPlanRequest = serde_json::from_value(serde_json::json!({
+        "id": "r1", "user": "u", "submitted_at": from_time(T0), "deadline": from_time(T0 + 20_000),
+        "jobs": [job("A", "linux", 8, 0, 600)], "transfers": [], "policy": "cost",
+    }))
+    .unwrap();
+    let one = PlanRequest::new(raw).unwrap();
+    for race in [SnapshotRace::TakenOnce, SnapshotRace::Stale] {
+        let l = local(&g);
+        if race == SnapshotRace::Stale {
+            book_at(&l.lis["s1"], TxnId::new(), 8, T0, T0 + 20_000).await;
+        }
+        let s1 = Arc::new(Snapshotted(l.lis["s1"].clone(), race, Default::default()));
+        let mut services = l.services();
+        services.lis.insert("s1".into(), s1.clone());
+        let p = Planner::new(service_config(true), services);
+        let log = FakeLog { shares_fate: false, ..Default::default() };
+        let res = p.plan_with(&one, PlanOptions { log: Some(&log), ..Default::default() }).await;
+        let o = &res.outcome;
+        assert_eq!(o.status, PlanStatus::Committed, "{race:?}: {:?}", o.reason);
+        assert_eq!(o.jobs[0].site, "s2", "{race:?}: the cheaper site is taken");
+        let snapshots = s1.2.load(std::sync::atomic::Ordering::SeqCst);
+        match race {
+            // Catalogue, snapshots, prepare (refused; nothing granted, nothing to give back),
+            // then catalogue, snapshots, prepare, persist, commit.
+            SnapshotRace::TakenOnce => assert_eq!((snapshots, o.rounds), (2, 3 + 5), "{o:?}"),
+            // Refused after each of its snapshots, then planned asking as it searches.
+            SnapshotRace::Stale => assert_eq!(snapshots, SNAPSHOT_REPLANS + 1),
+        }
+        assert_eq!(o.holds_aborted, 0, "{race:?}");
+        assert_eq!(l.lis["s1"].usage_at(T0 + 1), 8, "{race:?}: the other planner's booking only");
+        assert_eq!(l.lis["s2"].usage_at(T0 + 1), 8, "{race:?}");
+        assert_eq!(l.holds_outstanding(), 0, "{race:?}");
+    }
+}
+
+/// Issue 53's third goal (a large workflow in at most 3 rounds per level of its depth):
+/// planned from snapshots, a fan-out of 120 tasks and its fan-in (122 jobs, 240 staged
+/// transfers, three levels) takes the 5 rounds of any plan, its prepares one message per
+/// participant; the search that asks as it goes takes more than 3 rounds per level.
+#[tokio::test]
+async fn a_wide_workflow_plans_from_snapshots_in_five_rounds() {
+    let sites: Vec<Site> =
+        (0..6).map(|i| site(&format!("s{i}"), ["n1", "n2", "n3"][i % 3], 64, "linux", 1.0)).collect();
+    let g = grid(sites, [100_000; 3]);
+    let task = |name: String, after: Vec<String>| serde_json::json!({"name": name, "os": "linux", "cpus": 2, "duration_s": 300, "after": after});
+    let staged = |from: &str, to: &str| serde_json::json!({"from": from, "to": to, "bandwidth_mbps": 50, "mode": "staged", "duration_s": 30});
+    let middle: Vec<String> = (0..120).map(|i| format!("T{i}")).collect();
+    let mut jobs = vec![serde_json::json!({"name": "A", "os": "linux", "cpus": 2, "duration_s": 300})];
+    jobs.extend(middle.iter().map(|t| task(t.clone(), vec!["A".into()])));
+    jobs.push(task("Z".into(), middle.clone()));
+    let mut transfers: Vec<serde_json::Value> = middle.iter().map(|t| staged("A", t)).collect();
+    transfers.extend(middle.iter().map(|t| staged(t, "Z")));
+    let flow = request(jobs, transfers, 40_000);
+    let (classic, _) = plan_as_the_service(&g, &flow, false).await;
+    let (snapped, l) = plan_as_the_service(&g, &flow, true).await;
+    let (c, s) = (&classic.outcome, &snapped.outcome);
+    assert_eq!(s.status, PlanStatus::Committed, "{:?}", s.reason);
+    assert_eq!((&s.jobs, &s.transfers), (&c.jobs, &c.transfers), "the same plan");
+    assert_eq!(s.rounds, 5, "{} rounds, {} messages", s.rounds, s.messages);
+    assert!(c.rounds > 3 * 3, "asking as it searches: {} rounds", c.rounds);
+    assert_eq!(l.holds_outstanding(), 0);
 }

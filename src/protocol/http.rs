@@ -11,6 +11,8 @@
 //! | query | `POST {base}/query` | [`ComputeQuery`] -> [`ComputeOffer`] (LIS), [`NetworkQuery`] -> [`Route`] or `null` (NIS) |
 //! | several queries | `POST {base}/queries` | [`QueryBatch`] -> [`AnswerBatch`] (answers in order; any refusal fails the call) |
 //! | prepare | `POST {base}/prepare`, `?tentative=true` for a tentative hold | [`ComputeHoldRequest`] (LIS), [`NetworkHoldRequest`] (NIS) -> [`Hold`] |
+//! | several prepares | `POST {base}/prepares`, `?tentative=true` as for one | [`PrepareBatch`] -> [`PrepareAnswers`] (each prepare's answer, in order) |
+//! | snapshot | `POST {base}/snapshot` | [`SnapshotWindow`] -> [`ComputeSnapshot`] (LIS), [`NetworkSnapshot`] (NIS), or `null` (not given) |
 //! | persist | `POST {base}/holds/persist` | [`HoldBatch`] -> 204 |
 //! | commit / abort of several holds | `POST {base}/holds/commit` (`abort`) | [`HoldBatch`] -> [`BatchAnswer`] |
 //! | commit / abort / release | `POST {base}/holds/{id}/commit` (`abort`, `release`) | - -> 204 |
@@ -37,12 +39,20 @@ use serde::{Deserialize, Serialize};
 
 use std::marker::PhantomData;
 
+use super::SnapshotWindow;
 use super::{
     Candidates, Catalogue, Compute, Hold, HoldId, HoldLifecycle, Network, Participant, ParticipantError, Role,
 };
 #[cfg(doc)]
-use super::{ComputeHoldRequest, ComputeOffer, ComputeQuery, NetworkHoldRequest, NetworkQuery, Route};
+use super::{
+    ComputeHoldRequest, ComputeOffer, ComputeQuery, ComputeSnapshot, NetworkHoldRequest, NetworkQuery, NetworkSnapshot,
+    Route,
+};
 use crate::model::ComputeDemand;
+
+/// The most items (holds, queries, demands) a participant takes in one batch message; a batch
+/// of prepares is split into messages of at most this many, sent at once.
+pub const MAX_BATCH_ITEMS: usize = 1024;
 
 /// Per-call timeout of the HTTP transport.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -289,6 +299,26 @@ impl<R: Role> Participant<R> for HttpParticipant<R> {
         self.remote.call("/prepare?tentative=true", req).await
     }
 
+    /// `POST {base}/prepares?tentative=true` (tentative holds, as [`Self::prepare`]): one
+    /// request per [`MAX_BATCH_ITEMS`] holds, all sent at once; a failed call is the answer of
+    /// each of its prepares.
+    async fn prepare_all(&self, reqs: &[R::Prepare]) -> Vec<Result<Hold, ParticipantError>> {
+        let path = "/prepares?tentative=true";
+        let calls = reqs.chunks(MAX_BATCH_ITEMS).map(|chunk| async move {
+            let body = PrepareBatch { holds: chunk.to_vec() };
+            match self.remote.call_batch(path, &body, (chunk.len(), "prepares"), |a: PrepareAnswers| a.answers).await {
+                Ok(answers) => answers.into_iter().map(Prepared::into_result).collect(),
+                Err(e) => vec![Err(e); chunk.len()],
+            }
+        });
+        futures::future::join_all(calls).await.into_iter().flatten().collect()
+    }
+
+    /// `POST {base}/snapshot`.
+    async fn snapshot(&self, window: &SnapshotWindow) -> Result<Option<R::Snapshot>, ParticipantError> {
+        self.remote.call("/snapshot", window).await
+    }
+
     /// `POST {base}/drift`.
     async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
         self.remote.call("/drift", &()).await
@@ -336,6 +366,51 @@ impl<R: Role> HoldLifecycle for HttpParticipant<R> {
 #[serde(deny_unknown_fields)]
 pub struct QueryBatch<Q> {
     pub queries: Vec<Q>,
+}
+
+/// Body of `POST {base}/prepares`: several prepare messages of one participant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareBatch<P> {
+    /// The prepare messages ([`ComputeHoldRequest`] or [`NetworkHoldRequest`]), at most
+    /// [`MAX_BATCH_ITEMS`].
+    pub holds: Vec<P>,
+}
+
+/// One prepare's answer in [`PrepareAnswers`]: `{"held": Hold}` or `{"refused": ParticipantError}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prepared {
+    /// Granted: the hold and its lease.
+    Held(Hold),
+    /// Refused: nothing changed for this prepare.
+    Refused(ParticipantError),
+}
+
+impl Prepared {
+    /// The prepare's answer as [`Participant::prepare`] gives it.
+    pub fn into_result(self) -> Result<Hold, ParticipantError> {
+        match self {
+            Prepared::Held(h) => Ok(h),
+            Prepared::Refused(e) => Err(e),
+        }
+    }
+}
+
+impl From<Result<Hold, ParticipantError>> for Prepared {
+    fn from(r: Result<Hold, ParticipantError>) -> Self {
+        match r {
+            Ok(h) => Prepared::Held(h),
+            Err(e) => Prepared::Refused(e),
+        }
+    }
+}
+
+/// Answer of `POST {base}/prepares`: each prepare's answer, in the order of the batch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrepareAnswers {
+    /// One per prepare of the batch, in its order.
+    pub answers: Vec<Prepared>,
 }
 
 /// Answer of `POST {base}/queries`: the answers, in the order of the queries.

@@ -468,6 +468,11 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
         self.inner.ceilings(qs).await
     }
 
+    /// A snapshot changes nothing: nothing to journal.
+    async fn snapshot(&self, window: &super::SnapshotWindow) -> Result<Option<R::Snapshot>, ParticipantError> {
+        self.inner.snapshot(window).await
+    }
+
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         let hold = match &self.owner {
             Some(owner) => self.inner.prepare_for(req, owner).await?,

@@ -22,6 +22,7 @@ mod holds;
 pub mod http;
 mod journal;
 mod service_times;
+mod snapshot;
 mod timed;
 mod yielding;
 
@@ -32,6 +33,7 @@ pub use journal::{
     Transition,
 };
 pub use service_times::{BadServiceTime, ServiceTimes};
+pub use snapshot::{book_steps, usage_steps, ComputeSnapshot, NetworkSnapshot, SnapshotWindow, UsageStep};
 pub use timed::{CallObserver, Message, Timed};
 pub use yielding::Yielding;
 
@@ -317,6 +319,8 @@ pub trait Role: Send + Sync + 'static {
     type Answer: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync;
     /// The prepare message ([`ComputeHoldRequest`], [`NetworkHoldRequest`]).
     type Prepare: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync + Into<HoldRequest>;
+    /// A snapshot of the participant's calendars ([`ComputeSnapshot`], [`NetworkSnapshot`]).
+    type Snapshot: Serialize + DeserializeOwned + Clone + std::fmt::Debug + Send + Sync;
 }
 
 /// The two kinds of participants, as a value.
@@ -336,6 +340,7 @@ impl Role for Compute {
     type Query = ComputeQuery;
     type Answer = ComputeOffer;
     type Prepare = ComputeHoldRequest;
+    type Snapshot = ComputeSnapshot;
 }
 
 impl Role for Network {
@@ -343,6 +348,7 @@ impl Role for Network {
     type Query = NetworkQuery;
     type Answer = Option<Route>;
     type Prepare = NetworkHoldRequest;
+    type Snapshot = NetworkSnapshot;
 }
 
 /// Phase 2 and the rest of a hold's life, the same at every participant: what the coordinator
@@ -471,6 +477,32 @@ pub trait Participant<R: Role>: HoldLifecycle {
     }
     /// Phase 1: check and set aside capacity atomically, with a lease.
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError>;
+    /// Phase 1 for several holds of this participant in one message: the answer of each
+    /// prepare, in the order of `reqs`, each as [`Participant::prepare`] answers it (checked
+    /// and booked atomically on its own, under the participant's lock, in that order; a
+    /// refusal leaves the other holds of the batch as they are). The default prepares them one
+    /// after the other; the HTTP transport sends one request (`POST {base}/prepares`), and
+    /// wrappers pass it on as one message.
+    async fn prepare_all(&self, reqs: &[R::Prepare]) -> Vec<Result<Hold, ParticipantError>> {
+        let mut answers = Vec::with_capacity(reqs.len());
+        for r in reqs {
+            answers.push(self.prepare(r).await);
+        }
+        answers
+    }
+    /// What this participant has booked over `window`, as its own availability queries see it
+    /// (docs/algorithm.md, "Plans from snapshots"): a planner answers its queries from a local
+    /// replica of it, and asks the participant again only to prepare. Advice, never a
+    /// promise: nothing is set aside. `None`: this participant does not give snapshots (the
+    /// default; a NIS with a data plane, whose markings and routed paths a replica cannot
+    /// know), and the planner asks it as before.
+    ///
+    /// # Errors
+    /// A transport's errors (the participant itself never refuses).
+    async fn snapshot(&self, window: &SnapshotWindow) -> Result<Option<R::Snapshot>, ParticipantError> {
+        let _ = window;
+        Ok(None)
+    }
     /// Phase 1 on behalf of the principal `owner` (the `user` of the token that asked): like
     /// [`Participant::prepare`], and the participant records `owner` with the hold, so that
     /// its HTTP endpoints can refuse phase 2 from anyone else. The default implementation (for

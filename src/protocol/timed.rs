@@ -65,6 +65,14 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Timed<T> {
     async fn prepare(&self, req: &R::Prepare) -> Result<Hold, ParticipantError> {
         self.timed(Message::Prepare, self.inner.prepare(req)).await
     }
+    /// One message, timed as one prepare.
+    async fn prepare_all(&self, reqs: &[R::Prepare]) -> Vec<Result<Hold, ParticipantError>> {
+        self.timed(Message::Prepare, self.inner.prepare_all(reqs)).await
+    }
+    /// One message, timed as one query.
+    async fn snapshot(&self, window: &super::SnapshotWindow) -> Result<Option<R::Snapshot>, ParticipantError> {
+        self.timed(Message::Query, self.inner.snapshot(window)).await
+    }
     async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
         self.inner.drift().await
     }

@@ -32,6 +32,14 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Yielding<T> {
         tokio::task::coop::consume_budget().await;
         self.0.prepare(req).await
     }
+    async fn prepare_all(&self, reqs: &[R::Prepare]) -> Vec<Result<Hold, ParticipantError>> {
+        tokio::task::coop::consume_budget().await;
+        self.0.prepare_all(reqs).await
+    }
+    async fn snapshot(&self, window: &super::SnapshotWindow) -> Result<Option<R::Snapshot>, ParticipantError> {
+        tokio::task::coop::consume_budget().await;
+        self.0.snapshot(window).await
+    }
     async fn drift(&self) -> Result<Vec<super::Drift>, ParticipantError> {
         self.0.drift().await
     }

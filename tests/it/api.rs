@@ -662,6 +662,121 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert_eq!(app.state.participants.holds_outstanding(), 0);
 }
 
+/// Issue 53 over HTTP: a LIS's and the NIS's snapshots (`POST {base}/snapshot`) are their
+/// calendars as their own queries read them, a replica built from one answers a query as the
+/// participant does, a batch of prepares (`POST {base}/prepares`) answers each hold on its own
+/// (granted holds are real: they book and abort), and a planner that plans from snapshots over
+/// HTTP books the plan that the planner asking as it searches would, its search sending
+/// nothing: the catalogue, the snapshots, the prepares, then the commits (without a decision
+/// log, one per part, one after the other).
+#[tokio::test]
+async fn http_participants_give_snapshots_and_prepare_batches() {
+    use coreserve::clock::SystemClock;
+    use coreserve::lis::Lis;
+    use coreserve::model::{PlanRequest, PlanStatus};
+    use coreserve::nis::Nis;
+    use coreserve::planner::{Planner, PlannerConfig, Services};
+    use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
+    use coreserve::protocol::{
+        Compute, ComputeHoldRequest, ComputeQuery, HoldLifecycle, NetworkQuery, Participant, ParticipantError as P,
+        SnapshotWindow, TxnId, UsageStep,
+    };
+
+    let app = TestApp::spawn().await;
+    let token = Some(ADMIN.to_owned());
+    let s1 = HttpParticipant::site(&app.base, "s1", token.clone());
+    let nis = HttpParticipant::network(&app.base, token.clone());
+    let t0 = Utc::now().timestamp() + 3600;
+    let hold = |cpus: u32, start: i64, end: i64| ComputeHoldRequest {
+        replaces: None,
+        reservation_name: None,
+        txn: TxnId::new(),
+        site: "s1".into(),
+        cpus,
+        start,
+        end,
+        gpus: None,
+        user: None,
+    };
+    // One prepare message, three holds: the second cannot fit beside the first, the third can.
+    let answers =
+        s1.prepare_all(&[hold(10, t0, t0 + 600), hold(10, t0 + 300, t0 + 900), hold(6, t0 + 300, t0 + 900)]).await;
+    assert!(matches!(answers[1], Err(P::Capacity { requested: 10, free: 6, .. })), "{answers:?}");
+    let (a, c) = (answers[0].clone().unwrap(), answers[2].clone().unwrap());
+    let window = SnapshotWindow { from: t0 - 100, to: t0 + 3600 };
+    let snapshot = s1.snapshot(&window).await.unwrap().expect("a LIS gives snapshots");
+    let step = |start, end, booked| UsageStep { start, end, booked };
+    assert_eq!(snapshot.cpus, vec![step(t0, t0 + 300, 10), step(t0 + 300, t0 + 600, 16), step(t0 + 600, t0 + 900, 6)]);
+    assert_eq!(snapshot.site.id.as_str(), "s1");
+    // A replica answers as the LIS, inside the window.
+    let replica = Lis::replica(&snapshot, Arc::new(SystemClock), 60).unwrap();
+    for (cpus, duration_s) in [(6, 600), (8, 300), (16, 60)] {
+        let q = ComputeQuery {
+            site: "s1".into(),
+            cpus,
+            duration_s,
+            window_start: t0 - 100,
+            deadline: t0 + 3600,
+            gpus: None,
+        };
+        assert_eq!(replica.query(&q).await, s1.query(&q).await, "{q:?}");
+    }
+    s1.abort_all(&[a.id, c.id]).await.into_iter().for_each(|r| r.unwrap());
+    assert!(s1.snapshot(&window).await.unwrap().unwrap().cpus.is_empty(), "aborted holds are gone");
+    // The NIS: its topology, routing and link calendars; a replica routes as it does.
+    let nis_snapshot = nis.snapshot(&window).await.unwrap().expect("a NIS without a data plane gives snapshots");
+    assert_eq!(nis_snapshot.routing, "shortest");
+    assert!(nis_snapshot.links_booked.is_empty());
+    let nis_replica = Nis::replica(&nis_snapshot, Arc::new(SystemClock), 60).unwrap();
+    for bandwidth_mbps in [100, 1000, 1001] {
+        let q = NetworkQuery { from_site: "s1".into(), to_site: "s3".into(), bandwidth_mbps, start: t0, end: t0 + 60 };
+        assert_eq!(nis_replica.query(&q).await, nis.query(&q).await, "{q:?}");
+    }
+
+    // A planner over HTTP participants, from snapshots, and the one that asks as it searches.
+    let services = || Services {
+        gis: Arc::new(HttpCatalogue::new(&app.base, token.clone())),
+        lis: ["s1", "s2", "s3"]
+            .iter()
+            .map(|s| {
+                (
+                    (*s).into(),
+                    Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant<Compute>>,
+                )
+            })
+            .collect(),
+        nis: Arc::new(HttpParticipant::network(&app.base, token.clone())),
+        clock: Arc::new(SystemClock),
+    };
+    let req = |id: &str| -> PlanRequest {
+        serde_json::from_value(json!({
+            "id": id, "user": "u", "submitted_at": ts(Utc::now()), "deadline": in_hours(4), "policy": "cost",
+            "jobs": [{"name": "a", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600},
+                     {"name": "b", "os": "linux", "cpus": 16, "offset_s": 0, "duration_s": 3600}],
+            "transfers": [{"from": "a", "to": "b", "bandwidth_mbps": 600, "offset_s": 0, "duration_s": 600}]
+        }))
+        .unwrap()
+    };
+    let cfg = |plan_from_snapshots| PlannerConfig { w_interval_s: 60, plan_from_snapshots, ..PlannerConfig::default() };
+    let dry = coreserve::planner::PlanOptions { dry_run: true, ..Default::default() };
+    let asking = Planner::new(cfg(false), services()).plan_with(&req("asking"), dry).await.outcome;
+    assert_eq!(asking.status, PlanStatus::Planned, "{asking:?}");
+    let o = Planner::new(cfg(true), services()).plan(&req("snapped")).await;
+    assert_eq!(o.status, PlanStatus::Committed, "{o:?}");
+    assert_eq!(
+        (&o.jobs.iter().map(|j| &j.site).collect::<Vec<_>>(), &o.transfers[0].path),
+        (&asking.jobs.iter().map(|j| &j.site).collect::<Vec<_>>(), &asking.transfers[0].path)
+    );
+    // Catalogue, snapshots (the 2 linux sites' LIS + NIS), prepares (2 LIS + NIS), then 3
+    // commits one by one.
+    assert_eq!((o.rounds, o.messages), (3 + 3, 3 + 3 + 3), "{o:?}");
+    assert_eq!(o.holds_aborted, 0);
+    let booked: u64 =
+        ["s1", "s2"].iter().flat_map(|s| app.state.participants.lis[*s].booked(0, i64::MAX)).map(|r| r.cpus).sum();
+    assert_eq!(booked, 32);
+    assert_eq!(app.state.participants.holds_outstanding(), 0);
+}
+
 // ---- Issue 8, item 4: inputs that broke the service. One test per defect. ----
 
 /// A plan body with job A's `field` set to `value` (raw JSON text, so that numbers beyond
@@ -826,7 +941,7 @@ async fn a_405_lists_the_allowed_methods_and_head_answers_every_get() {
     assert_eq!(r.headers()["allow"], "GET, HEAD");
     // Every participant-protocol route, from the list its registration reads.
     let paths: Vec<String> = coreserve::api::routes::participant::paths().collect();
-    assert_eq!(paths.len(), 14, "6 LIS, 6 NIS (drift among them) and 2 GIS endpoints: {paths:?}");
+    assert_eq!(paths.len(), 18, "8 LIS, 8 NIS (drift, prepares, snapshot among them) and 2 GIS endpoints: {paths:?}");
     for template in paths {
         let path = format!("/v1{template}")
             .replace("{site}", "s1")

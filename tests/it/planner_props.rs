@@ -441,6 +441,43 @@ proptest! {
         }
     }
 
+    /// Issue 53: planned from snapshots (`PlannerConfig::plan_from_snapshots`: the search on
+    /// local replicas of the participants' calendars, the holds in one round at the end), BIR
+    /// plans exactly what the service's planner that asks as it searches plans, in no more
+    /// sequential rounds, every hold committed: one planner, requests one after another, every
+    /// policy, co-allocations and layered workflows.
+    #[test]
+    fn snapshot_plans_are_the_plans_of_the_search_that_asks(
+        grid in grid_strategy(),
+        reqs in (4usize..14).prop_flat_map(|n| {
+            (0..n).map(|i| prop_oneof![staggered_request(i), layered_workflow(i)]).collect::<Vec<_>>()
+        }),
+        policy in 0usize..4,
+    ) {
+        let policy = SelectionPolicy::ALL[policy];
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let [asking, snapped] = [false, true].map(|plan_from_snapshots| rt.block_on(async {
+            let local = InProcessGrid::new(&grid, Arc::new(ManualClock::new(T0)), 3600, Routing::Shortest);
+            let cfg = PlannerConfig {
+                w_interval_s: 600, policy, method: ReservationMethod::Bir, batch_queries: true, batch_aborts: true,
+                check_before_hold: true, hold_with_transfers: true, static_check: true, plan_from_snapshots,
+                ..Default::default()
+            };
+            let planner = Planner::new(cfg, local.services());
+            let mut outcomes = Vec::new();
+            for r in &reqs { outcomes.push(planner.plan(r).await); }
+            (outcomes, local.holds_outstanding())
+        }));
+        prop_assert_eq!(snapped.1, 0, "nothing left held");
+        for (a, s) in asking.0.iter().zip(&snapped.0) {
+            prop_assert_eq!((a.status, a.start, &a.jobs, &a.transfers), (s.status, s.start, &s.jobs, &s.transfers));
+            prop_assert_eq!(&a.reason, &s.reason);
+            prop_assert!(s.rounds <= a.rounds, "from snapshots {} rounds > {}: {:?}", s.rounds, a.rounds, s);
+            prop_assert_eq!(s.holds_aborted, 0);
+        }
+        prop_assert!(check_outcomes(&grid, &reqs, &snapped.0, 600).is_empty());
+    }
+
     /// Alone on the grid, a BBR-overlay plan never fails its batch prepare: it cannot conflict
     /// with itself (plain BBR can).
     #[test]

@@ -9,7 +9,9 @@
 //! Every change is journaled in the store before it is answered ([`crate::protocol::Journaled`]):
 //! a prepare-OK survives this process's crash until its lease ends.
 //!
-//! - `POST /v1/participant/sites/{site}/query` and `/prepare`, and
+//! - `POST /v1/participant/sites/{site}/query`, `/queries`, `/prepare`, `/prepares` (several
+//!   holds in one message) and `/snapshot` (its calendars over a window, docs/algorithm.md
+//!   "Plans from snapshots"), and
 //!   `POST /v1/participant/sites/{site}/holds/{id}/{commit|abort|release|extend}` (a LIS);
 //! - the same under `/v1/participant/network` (the NIS);
 //! - `POST /v1/participant/gis/candidates` (the GIS; body: a compute demand), and
@@ -29,10 +31,12 @@ use crate::api::extract::{Body, Guarded, Query, Service};
 use crate::api::problem::ApiError;
 use crate::api::state::AppState;
 use crate::model::ComputeDemand;
-use crate::protocol::http::{AnswerBatch, BatchAnswer, Extend, HoldBatch, QueryBatch};
+use crate::protocol::http::{
+    AnswerBatch, BatchAnswer, Extend, HoldBatch, PrepareAnswers, PrepareBatch, Prepared, QueryBatch,
+};
 use crate::protocol::{
-    Candidates, Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, Hold, HoldId, NetworkHoldRequest,
-    NetworkQuery, Participant, ParticipantRef, Route,
+    Candidates, Catalogue, ComputeHoldRequest, ComputeOffer, ComputeQuery, ComputeSnapshot, Hold, HoldId,
+    NetworkHoldRequest, NetworkQuery, NetworkSnapshot, Participant, ParticipantRef, Route, SnapshotWindow,
 };
 use crate::protocol::{Compute, Message, Network, Role, ServiceTimes};
 
@@ -43,11 +47,13 @@ use crate::protocol::{Compute, Message, Network, Role, ServiceTimes};
 /// and with every route spelled out in full a hold's commit ran five of them (10 % of a LIS
 /// process's CPU under load; docs/capacity.md).
 pub fn configure_sites(cfg: &mut web::ServiceConfig) {
-    let [query, queries, prepare, batch, lifecycle, drift] = HOLDER_PATHS;
+    let [query, queries, prepare, batch, lifecycle, drift, prepares, snapshot] = HOLDER_PATHS;
     cfg.service(
         web::scope(SITES_SCOPE)
             .wrap(from_fn(service_time::<Compute>))
             .route(drift, web::post().to(site_drift))
+            .route(prepares, web::post().to(site_prepares))
+            .route(snapshot, web::post().to(site_snapshot))
             .route(query, web::post().to(site_query))
             .route(queries, web::post().to(site_queries))
             .route(prepare, web::post().to(site_prepare))
@@ -58,11 +64,13 @@ pub fn configure_sites(cfg: &mut web::ServiceConfig) {
 
 /// Registers the NIS endpoints (one scope, as [`configure_sites`]).
 pub fn configure_network(cfg: &mut web::ServiceConfig) {
-    let [query, queries, prepare, batch, lifecycle, drift] = HOLDER_PATHS;
+    let [query, queries, prepare, batch, lifecycle, drift, prepares, snapshot] = HOLDER_PATHS;
     cfg.service(
         web::scope(NETWORK_SCOPE)
             .wrap(from_fn(service_time::<Network>))
             .route(drift, web::post().to(net_drift))
+            .route(prepares, web::post().to(net_prepares))
+            .route(snapshot, web::post().to(net_snapshot))
             .route(query, web::post().to(net_query))
             .route(queries, web::post().to(net_queries))
             .route(prepare, web::post().to(net_prepare))
@@ -92,8 +100,8 @@ async fn service_time<R: Role>(
 /// a message.
 fn message_of(path: &str) -> Option<Message> {
     Some(match path.rsplit('/').next()? {
-        "query" | "queries" => Message::Query,
-        "prepare" => Message::Prepare,
+        "query" | "queries" | "snapshot" => Message::Query,
+        "prepare" | "prepares" => Message::Prepare,
         "commit" => Message::Commit,
         "abort" => Message::Abort,
         "release" => Message::Release,
@@ -109,8 +117,10 @@ const NETWORK_SCOPE: &str = "/participant/network";
 /// A holder's endpoints (LIS and NIS alike) in its scope, in the order [`configure_sites`] and
 /// [`configure_network`] destructure them: query, query batch, prepare, lifecycle batch
 /// (`holds/{commit|abort|release}`), one hold's lifecycle, the reservations it can no longer
-/// honour ([`Participant::drift`]).
-const HOLDER_PATHS: [&str; 6] = ["/query", "/queries", "/prepare", "/holds/{verb}", "/holds/{id}/{verb}", "/drift"];
+/// honour ([`Participant::drift`]), a prepare batch ([`Participant::prepare_all`]), a snapshot
+/// of its calendars ([`Participant::snapshot`]).
+const HOLDER_PATHS: [&str; 8] =
+    ["/query", "/queries", "/prepare", "/holds/{verb}", "/holds/{id}/{verb}", "/drift", "/prepares", "/snapshot"];
 /// The GIS endpoints, under `/v1`: one demand's candidates, and a batch.
 const GIS_PATHS: [&str; 2] = ["/participant/gis/candidates", "/participant/gis/candidates/batch"];
 
@@ -189,7 +199,7 @@ async fn batch(
 }
 
 /// Most items (holds, queries, demands) one batch may name.
-const MAX_BATCH: usize = 1024;
+const MAX_BATCH: usize = crate::protocol::http::MAX_BATCH_ITEMS;
 
 /// A batch of `n` items of `what` is refused (422) beyond [`MAX_BATCH`].
 fn within_batch(n: usize, what: &str) -> Result<(), ApiError> {
@@ -296,6 +306,57 @@ pub async fn site_prepare(
 ) -> Result<web::Json<Hold>, ApiError> {
     let Guarded { caller, path: (id, params), body: Body(hold), .. } = g;
     Ok(web::Json(site(&state, &id, &caller, params.tentative)?.prepare(&hold).await?))
+}
+
+/// Prepares a batch of holds at participant `p` in order ([`Participant::prepare_all`]): each
+/// prepare's own answer, held or refused.
+async fn prepares<R: Role>(
+    p: Arc<dyn Participant<R>>,
+    req: &HttpRequest,
+    body: &[u8],
+) -> Result<HttpResponse, ApiError> {
+    let b: PrepareBatch<R::Prepare> = parse(req, body)?;
+    within_batch(b.holds.len(), "prepares")?;
+    let answers = p.prepare_all(&b.holds).await.into_iter().map(Prepared::from).collect();
+    Ok(HttpResponse::Ok().json(PrepareAnswers { answers }))
+}
+
+/// LIS: several prepares at once, owned by the caller's principal.
+pub async fn site_prepares(
+    state: web::Data<AppState>,
+    g: Guarded<Service, (web::Path<String>, Query<PrepareParams>), web::Bytes>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let Guarded { caller, path: (id, params), body, .. } = g;
+    prepares(site(&state, &id, &caller, params.tentative)?, &req, &body).await
+}
+
+/// NIS: several prepares at once, owned by the caller's principal.
+pub async fn net_prepares(
+    state: web::Data<AppState>,
+    g: Guarded<Service, Query<PrepareParams>, web::Bytes>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let Guarded { caller, path: params, body, .. } = g;
+    prepares(network(&state, &caller, params.tentative)?, &req, &body).await
+}
+
+/// LIS: its calendars over a window (`null`: it gives none).
+pub async fn site_snapshot(
+    state: web::Data<AppState>,
+    g: Guarded<Service, web::Path<String>, Body<SnapshotWindow>>,
+) -> Result<web::Json<Option<ComputeSnapshot>>, ApiError> {
+    let Guarded { caller, path: id, body: Body(w), .. } = g;
+    Ok(web::Json(site(&state, &id, &caller, false)?.snapshot(&w).await?))
+}
+
+/// NIS: its topology and link calendars over a window (`null`: it gives none).
+pub async fn net_snapshot(
+    state: web::Data<AppState>,
+    g: Guarded<Service, (), Body<SnapshotWindow>>,
+) -> Result<web::Json<Option<NetworkSnapshot>>, ApiError> {
+    let Guarded { caller, body: Body(w), .. } = g;
+    Ok(web::Json(network(&state, &caller, false)?.snapshot(&w).await?))
 }
 
 /// LIS batches: `persist` and `commit` of several holds.

@@ -41,6 +41,10 @@ impl PlannerPool {
             batch_aborts: matches!(config.role, Role::Planner(_)),
             check_before_hold: true,
             hold_with_transfers: true,
+            // Remote participants: BIR searches replicas of their calendars, a plan in a handful
+            // of rounds (issue 53; docs/algorithm.md, "Plans from snapshots"). In process a round
+            // costs nothing, and a snapshot would only add the copying.
+            plan_from_snapshots: matches!(config.role, Role::Planner(_)),
             // A rejection says when the plan would fit, within the service's horizon.
             earliest_fit_horizon_s: Some(config.horizon_s()),
             // A request that can never fit on the grid is told apart before the search.

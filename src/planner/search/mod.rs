@@ -25,7 +25,7 @@ use explain::{Answered, IndexSet};
 use policy::stream_seed;
 
 pub(super) mod explain;
-mod never;
+pub(super) mod never;
 mod policy;
 #[cfg(test)]
 mod tests;

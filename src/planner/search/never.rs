@@ -42,7 +42,7 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
 /// The first group of non-floating jobs of `req` that run together and need more CPUs than
 /// the sites that can run them have (`ever[j]`: job `j`'s candidate sites and their CPUs):
 /// the reason.
-pub(super) fn peak_demand(req: &PlanRequest, ever: &[Vec<(SiteId, u32)>]) -> Option<String> {
+pub(in crate::planner) fn peak_demand(req: &PlanRequest, ever: &[Vec<(SiteId, u32)>]) -> Option<String> {
     let rigid: Vec<usize> = (0..req.jobs().len()).filter(|&j| !req.floats(j)).collect();
     let mut instants: Vec<i64> = rigid.iter().map(|&j| req.job_span(j).offset_s).collect();
     instants.sort_unstable();
