@@ -500,11 +500,11 @@ async fn concurrent_retries_with_one_key_book_once() {
 #[tokio::test]
 async fn http_participants_speak_the_protocol_with_typed_errors() {
     use coreserve::model::{PlanRequest, PlanStatus};
-    use coreserve::planner::{Planner, PlannerConfig, Services};
+    use coreserve::planner::{Planner, PlannerConfig};
     use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
     use coreserve::protocol::{
-        Catalogue, Compute, ComputeHoldRequest, HoldId, HoldLifecycle, NetworkHoldRequest, Participant,
-        ParticipantError as P, TxnId,
+        Catalogue, ComputeHoldRequest, HoldId, HoldLifecycle, NetworkHoldRequest, Participant, ParticipantError as P,
+        TxnId,
     };
 
     let app = TestApp::spawn().await;
@@ -631,20 +631,7 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert_eq!(nis.query_all(&questions).await, one_by_one);
 
     // The planner, unchanged, over HTTP participants.
-    let services = Services {
-        gis: Arc::new(HttpCatalogue::new(&app.base, token.clone())),
-        lis: ["s1", "s2", "s3"]
-            .iter()
-            .map(|s| {
-                (
-                    (*s).into(),
-                    Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant<Compute>>,
-                )
-            })
-            .collect(),
-        nis: Arc::new(nis),
-        clock: Arc::new(coreserve::clock::SystemClock),
-    };
+    let services = http_services(&app.base, &token);
     let planner = Planner::new(PlannerConfig { w_interval_s: 60, ..PlannerConfig::default() }, services);
     let req: PlanRequest = serde_json::from_value(json!({
         "id": "over-http", "user": "u", "submitted_at": ts(Utc::now()), "deadline": in_hours(4),
@@ -662,6 +649,24 @@ async fn http_participants_speak_the_protocol_with_typed_errors() {
     assert_eq!(app.state.participants.holds_outstanding(), 0);
 }
 
+/// A planner's services over the HTTP participants of the service at `base` (sites s1-s3,
+/// the NIS and the GIS), as a role-separated planner has them.
+fn http_services(base: &str, token: &Option<String>) -> coreserve::planner::Services {
+    use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
+    use coreserve::protocol::{Compute, Participant};
+    coreserve::planner::Services {
+        gis: Arc::new(HttpCatalogue::new(base, token.clone())),
+        lis: ["s1", "s2", "s3"]
+            .iter()
+            .map(|s| {
+                ((*s).into(), Arc::new(HttpParticipant::site(base, s, token.clone())) as Arc<dyn Participant<Compute>>)
+            })
+            .collect(),
+        nis: Arc::new(HttpParticipant::network(base, token.clone())),
+        clock: Arc::new(coreserve::clock::SystemClock),
+    }
+}
+
 /// Issue 53 over HTTP: a LIS's and the NIS's snapshots (`POST {base}/snapshot`) are their
 /// calendars as their own queries read them, a replica built from one answers a query as the
 /// participant does, a batch of prepares (`POST {base}/prepares`) answers each hold on its own
@@ -675,10 +680,10 @@ async fn http_participants_give_snapshots_and_prepare_batches() {
     use coreserve::lis::Lis;
     use coreserve::model::{PlanRequest, PlanStatus};
     use coreserve::nis::Nis;
-    use coreserve::planner::{Planner, PlannerConfig, Services};
-    use coreserve::protocol::http::{HttpCatalogue, HttpParticipant};
+    use coreserve::planner::{Planner, PlannerConfig};
+    use coreserve::protocol::http::HttpParticipant;
     use coreserve::protocol::{
-        Compute, ComputeHoldRequest, ComputeQuery, HoldLifecycle, NetworkQuery, Participant, ParticipantError as P,
+        ComputeHoldRequest, ComputeQuery, HoldLifecycle, NetworkQuery, Participant, ParticipantError as P,
         SnapshotWindow, TxnId, UsageStep,
     };
 
@@ -734,20 +739,7 @@ async fn http_participants_give_snapshots_and_prepare_batches() {
     }
 
     // A planner over HTTP participants, from snapshots, and the one that asks as it searches.
-    let services = || Services {
-        gis: Arc::new(HttpCatalogue::new(&app.base, token.clone())),
-        lis: ["s1", "s2", "s3"]
-            .iter()
-            .map(|s| {
-                (
-                    (*s).into(),
-                    Arc::new(HttpParticipant::site(&app.base, s, token.clone())) as Arc<dyn Participant<Compute>>,
-                )
-            })
-            .collect(),
-        nis: Arc::new(HttpParticipant::network(&app.base, token.clone())),
-        clock: Arc::new(SystemClock),
-    };
+    let services = || http_services(&app.base, &token);
     let req = |id: &str| -> PlanRequest {
         serde_json::from_value(json!({
             "id": id, "user": "u", "submitted_at": ts(Utc::now()), "deadline": in_hours(4), "policy": "cost",
