@@ -78,6 +78,10 @@ pub struct RunRow {
     /// link (0 when none committed a transfer).
     #[serde(serialize_with = "fixed")]
     pub local_transfer_share: f64,
+    /// Sequential message rounds of all plans (messages in flight together count once; see
+    /// `Outcome::rounds`): with the message times, what planning takes across a wide-area
+    /// network (issue 53).
+    pub rounds: u64,
 }
 
 /// A run's rejections by what ended them, read from the outcomes' reasons (the planner's
@@ -156,7 +160,7 @@ pub fn network_load(grid: &Grid, requests: &[PlanRequest]) -> f64 {
 
 /// Column names of `runs.csv`, in order: exactly the field names of [`RunRow`] (with
 /// [`Rejections`]' fields in its place).
-pub const RUNS_CSV_HEADER: [&str; 23] = [
+pub const RUNS_CSV_HEADER: [&str; 24] = [
     "topology",
     "kind",
     "algorithm",
@@ -180,10 +184,11 @@ pub const RUNS_CSV_HEADER: [&str; 23] = [
     "success_last_quarter",
     "sites_per_plan",
     "local_transfer_share",
+    "rounds",
 ];
 
 /// Column names of `summary.csv`, in order: exactly the field names of [`SummaryRow`].
-pub const SUMMARY_CSV_HEADER: [&str; 22] = [
+pub const SUMMARY_CSV_HEADER: [&str; 23] = [
     "topology",
     "kind",
     "algorithm",
@@ -206,6 +211,7 @@ pub const SUMMARY_CSV_HEADER: [&str; 22] = [
     "success_last_quarter_mean",
     "sites_per_plan_mean",
     "local_transfer_share_mean",
+    "rounds_per_plan_mean",
 ];
 
 /// One point of the figures: the runs of one topology x kind x algorithm x offered load,
@@ -282,6 +288,9 @@ pub struct SummaryRow {
     pub sites_per_plan_mean: f64,
     #[serde(serialize_with = "fixed", default)]
     pub local_transfer_share_mean: f64,
+    /// Mean over all runs of `rounds / requests`: sequential message rounds per plan.
+    #[serde(serialize_with = "fixed", default)]
+    pub rounds_per_plan_mean: f64,
 }
 
 #[cfg(test)]
@@ -312,6 +321,7 @@ impl SummaryRow {
             success_last_quarter_mean: success,
             sites_per_plan_mean: 0.0,
             local_transfer_share_mean: 0.0,
+            rounds_per_plan_mean: 0.0,
         }
     }
 }
@@ -532,6 +542,7 @@ pub fn summarise(rows: &[RunRow]) -> Vec<SummaryRow> {
             success_last_quarter_mean: mean_of(&|r| r.success_last_quarter),
             sites_per_plan_mean: mean_of(&|r| r.sites_per_plan),
             local_transfer_share_mean: mean_of(&|r| r.local_transfer_share),
+            rounds_per_plan_mean: mean_of(&|r| r.rounds as f64 / r.requests.max(1) as f64),
         });
     }
     out
@@ -579,6 +590,9 @@ struct RunCsvRow {
     success_last_quarter: f64,
     sites_per_plan: f64,
     local_transfer_share: f64,
+    /// 0 in a `runs.csv` written before the column existed.
+    #[serde(default)]
+    rounds: u64,
 }
 
 /// Reads a `runs.csv` written by [`write_runs_csv`] (floats at its six decimals), for the
@@ -617,6 +631,7 @@ pub fn read_runs_csv(path: &Path) -> anyhow::Result<Vec<RunRow>> {
             success_last_quarter: r.success_last_quarter,
             sites_per_plan: r.sites_per_plan,
             local_transfer_share: r.local_transfer_share,
+            rounds: r.rounds,
         })
         .collect())
 }

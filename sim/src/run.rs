@@ -113,6 +113,7 @@ impl RunRow {
             success_last_quarter: success(&outcomes[outcomes.len() - quarter..]),
             sites_per_plan: sites_per_plan(outcomes),
             local_transfer_share: local_transfer_share(outcomes),
+            rounds: outcomes.iter().map(|o| o.rounds).sum(),
         }
     }
 }

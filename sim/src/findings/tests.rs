@@ -27,6 +27,7 @@ fn run(r: &SummaryRow, seed: u64, mean_cost: f64) -> RunRow {
         success_last_quarter: 0.0,
         sites_per_plan: 1.0,
         local_transfer_share: 0.0,
+        rounds: 0,
     }
 }
 

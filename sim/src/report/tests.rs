@@ -21,6 +21,7 @@ fn row(alg: &str, load: f64, seed: u64, committed: u64, success: f64, cost: f64)
         success_last_quarter: success,
         sites_per_plan: 1.5,
         local_transfer_share: 0.25,
+        rounds: 300 + seed,
     }
 }
 
@@ -45,12 +46,12 @@ fn runs_csv_is_sorted_by_key_with_fixed_float_format() {
     let expected = "\
 topology,kind,algorithm,load,seed,requests,committed,success_rate,mean_cost,messages,holds_aborted,planning_s_mean,\
 network_load,rejected_time_limit,rejected_batch,self_conflicts,rejected_no_plan,rejected_budget,rejected_other,\
-success_first_quarter,success_last_quarter,sites_per_plan,local_transfer_share
-gridg-n,workflow,bbr-time,2.000000,1,100,70,0.700000,0.000000,1001,1,12.500000,0.250000,0,0,0,30,0,0,0.700000,0.700000,1.500000,0.250000
-gridg-n,workflow,bir-time,2.000000,2,100,90,0.900000,5.000000,1002,2,12.500000,0.250000,0,0,0,10,0,0,0.900000,0.900000,1.500000,0.250000
-gridg-n,workflow,bir-time,2.000000,10,100,80,0.800000,0.333333,1010,10,12.500000,0.250000,0,0,0,20,0,0,0.800000,0.800000,1.500000,0.250000
-gridg-n,workflow,bir-time,10.000000,1,100,50,0.500000,7.250000,1001,1,12.500000,0.250000,0,0,0,50,0,0,0.500000,0.500000,1.500000,0.250000
-gridg-w,workflow,bbr-time,10.000000,2,100,0,0.000000,0.000000,1002,2,12.500000,0.250000,0,0,0,100,0,0,0.000000,0.000000,1.500000,0.250000
+success_first_quarter,success_last_quarter,sites_per_plan,local_transfer_share,rounds
+gridg-n,workflow,bbr-time,2.000000,1,100,70,0.700000,0.000000,1001,1,12.500000,0.250000,0,0,0,30,0,0,0.700000,0.700000,1.500000,0.250000,301
+gridg-n,workflow,bir-time,2.000000,2,100,90,0.900000,5.000000,1002,2,12.500000,0.250000,0,0,0,10,0,0,0.900000,0.900000,1.500000,0.250000,302
+gridg-n,workflow,bir-time,2.000000,10,100,80,0.800000,0.333333,1010,10,12.500000,0.250000,0,0,0,20,0,0,0.800000,0.800000,1.500000,0.250000,310
+gridg-n,workflow,bir-time,10.000000,1,100,50,0.500000,7.250000,1001,1,12.500000,0.250000,0,0,0,50,0,0,0.500000,0.500000,1.500000,0.250000,301
+gridg-w,workflow,bbr-time,10.000000,2,100,0,0.000000,0.000000,1002,2,12.500000,0.250000,0,0,0,100,0,0,0.000000,0.000000,1.500000,0.250000,302
 ";
     assert_eq!(read(&path), expected);
     assert_eq!(RUNS_CSV_HEADER.join(","), expected.lines().next().unwrap());
@@ -190,11 +191,12 @@ fn summary_csv_is_sorted_and_fixed_format() {
     let expected = "\
 topology,kind,algorithm,load,runs,success_rate_mean,success_rate_ci95,mean_cost_mean,mean_cost_ci95,messages_mean,\
 holds_aborted_mean,planning_s_mean,network_load_mean,time_limit_share,batch_share,self_conflict_share,no_plan_share,\
-budget_share,success_first_quarter_mean,success_last_quarter_mean,sites_per_plan_mean,local_transfer_share_mean
+budget_share,success_first_quarter_mean,success_last_quarter_mean,sites_per_plan_mean,local_transfer_share_mean,\
+rounds_per_plan_mean
 gridg-n,workflow,bbr-time,0.500000,1,0.000000,0.000000,0.000000,0.000000,1001.000000,1.000000,12.500000,0.250000,\
-0.000000,0.000000,0.000000,1.000000,0.000000,0.000000,0.000000,1.500000,0.250000
+0.000000,0.000000,0.000000,1.000000,0.000000,0.000000,0.000000,1.500000,0.250000,3.010000
 gridg-n,workflow,bir-time,0.500000,3,0.600000,0.248414,12.000000,4.968275,1002.000000,2.000000,12.500000,0.250000,\
-0.000000,0.000000,0.000000,0.400000,0.000000,0.600000,0.600000,1.500000,0.250000
+0.000000,0.000000,0.000000,0.400000,0.000000,0.600000,0.600000,1.500000,0.250000,3.020000
 ";
     assert_eq!(read(&path), expected);
 
@@ -259,6 +261,7 @@ fn synthetic_runs() -> Vec<RunRow> {
                             success_last_quarter: success,
                             sites_per_plan: 1.0,
                             local_transfer_share: 0.0,
+                            rounds: 3 * requests,
                         });
                     }
                 }
