@@ -492,7 +492,11 @@ impl Lis {
             return slurm.create(&made(target)).await;
         };
         let was = cur.shape();
-        let started = cur.start <= self.clock.now();
+        let now = self.clock.now();
+        let started = cur.start <= now;
+        // Slurm refuses an end in the past ("Invalid time specified"): a window that is over
+        // (a modification given back, or decided, after the booked end) ends now.
+        let target = if target.end <= now { Shape { end: now + 2, ..target } } else { target };
         // Slurm 22.05 moves only the end of a started core reservation. A shape that starts
         // later (a job moved later whose reservation began while the change was decided: the
         // shrink at commit) keeps Slurm's earlier start; the hold's window lies inside it, and
@@ -883,13 +887,16 @@ impl Lis {
                     // Started before the hold's window: Slurm kept the start ([`Lis::reshape`]).
                     shapes.push(Shape { start: r.start, ..own });
                 }
+                // A pending modification grows what Slurm has, the started shape included.
+                let bases = shapes.clone();
                 for (&b, &old) in &st.local.replacing {
                     if old != hold {
                         continue;
                     }
                     if let Some(g) = st.holds.get(b).and_then(|(_, bb)| bb.growth.as_ref()) {
                         let new = Self::requested_shape(&g.request);
-                        shapes.extend([new, own.union(new)]);
+                        shapes.push(new);
+                        shapes.extend(bases.iter().map(|base| base.union(new)));
                     }
                 }
                 let changed = !shapes.contains(&r.shape());
@@ -909,7 +916,10 @@ impl Lis {
                         continue;
                     }
                 }
-                if changed && state == HoldState::Committed && !st.local.broken.contains_key(&hold) {
+                // A window that is over is not judged: Slurm takes no end in the past, so one
+                // given back or decided after its end ends a moment after it ([`Lis::reshape`]).
+                let over = own.end <= now;
+                if changed && !over && state == HoldState::Committed && !st.local.broken.contains_key(&hold) {
                     let reason = format!(
                         "changed in Slurm: {} CPUs, {} GPUs over {} .. {} instead of {} CPUs, {} GPUs over {} .. {}",
                         r.cpus,

@@ -298,6 +298,7 @@ impl Slurm {
         if let Some(conf) = &self.config.slurm_conf {
             cmd.env("SLURM_CONF", conf);
         }
+        let began = std::time::Instant::now();
         let out = tokio::time::timeout(SCONTROL_TIMEOUT, cmd.output())
             .await
             .map_err(|_| {
@@ -305,6 +306,7 @@ impl Slurm {
             })?
             .map_err(|e| SlurmError::Unavailable(format!("cannot run {}: {e}", self.config.scontrol.display())))?;
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        tracing::debug!(args = %args.join(" "), ms = began.elapsed().as_millis() as u64, ok = out.status.success(), "scontrol");
         if out.status.success() {
             return Ok(stdout);
         }

@@ -748,7 +748,8 @@ async fn an_undecided_modification_gives_the_reservation_back_its_shape() {
 /// a started reservation's start, so the shrink keeps it and sets the new end, and the hold is
 /// not broken. Found running a workflow through the Snakemake plugin: an extension moved a
 /// successor whose window began while the change was decided; the commit's shrink was refused,
-/// the plan read `broken` and the engine re-planned half the workflow.
+/// the plan read `broken` and the engine re-planned half the workflow. Then modified again
+/// (below).
 #[tokio::test]
 async fn a_job_moved_later_whose_reservation_began_meanwhile_keeps_its_start() {
     let cluster = SlurmCluster::start(CPUS);
@@ -770,6 +771,52 @@ async fn a_job_moved_later_whose_reservation_began_meanwhile_keeps_its_start() {
     assert!(metrics.contains("coreserve_slurm_broken_reservations{site=\"s1\"} 0"), "{metrics}");
     let now = app.reservations(SITE).await;
     assert!(now.iter().all(|r| r.get("broken").is_none_or(Value::is_null)), "{now:?}");
+
+    // Modified again: while this modification is pending, Slurm holds the kept start to the
+    // newest end, and the sync must take that for the pending change, not for drift. Found
+    // running a WfCommons workflow through the plugin: a successor moved later whose
+    // reservation began meanwhile was moved again by the next level's extension, and the sync
+    // broke the whole plan in the middle of that extension.
+    let again =
+        ComputeHoldRequest { replaces: Some(h.id), ..change.replacement(TxnId::new(), 4, start + 60, end + 120) };
+    let second = s1.prepare(&again).await.unwrap();
+    s1.persist(&[second.id]).await.unwrap();
+    assert_eq!(shape(), vec![(name.clone(), start, end + 120, 4)], "persist grows it from the kept start");
+    tokio::time::sleep(Duration::from_secs(3)).await; // two syncs while it is pending
+    let now = app.reservations(SITE).await;
+    assert!(now.iter().all(|r| r.get("broken").is_none_or(Value::is_null)), "taken for drift: {now:?}");
+    s1.commit(second.id).await.unwrap();
+    assert_eq!(shape(), vec![(name.clone(), start, end + 120, 4)]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let metrics = app.metrics().await;
+    assert!(metrics.contains("coreserve_slurm_broken_reservations{site=\"s1\"} 0"), "{metrics}");
+}
+
+/// A modification that ends undecided after the reservation's own end has passed: giving it
+/// back its own shape asked Slurm for an end in the past, which it refuses ("Invalid time
+/// specified"), so the reservation stayed grown, past its booking, at every sync. It now ends
+/// at once. Found running a WfCommons workflow through the Snakemake plugin: an extension
+/// refused too late left a job's reservation grown.
+#[tokio::test]
+async fn a_modification_undecided_past_the_reservation_s_end_gives_it_back_ended() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 1, |c| c.lease_s = 60).await;
+    let plan = submit(&app, &job_at("over-1", 4, 10, Utc::now().timestamp() + 5)).await;
+    let change = HandChange::of(&app, &plan).await;
+    let (start, end, s1) = (change.start, change.end, &change.s1);
+    let h = s1.prepare(&change.replacement(TxnId::new(), 4, start, end + 300)).await.unwrap();
+    s1.persist(&[h.id]).await.unwrap();
+    assert!(cluster.ours().iter().all(|r| r.end == end + 300), "{:?}", cluster.ours());
+    tokio::time::sleep(Duration::from_secs((end - Utc::now().timestamp() + 2).max(0) as u64)).await;
+    s1.abort(h.id).await.unwrap();
+    let ended = eventually(Duration::from_secs(10), async || {
+        cluster.ours().iter().all(|r| r.end <= Utc::now().timestamp() + 5)
+    })
+    .await;
+    assert!(ended, "the reservation stayed grown past its booked end: {:?}", cluster.ours());
+    tokio::time::sleep(Duration::from_secs(3)).await; // two syncs: the moment past its end is no drift
+    let metrics = app.metrics().await;
+    assert!(metrics.contains("coreserve_slurm_broken_reservations{site=\"s1\"} 0"), "{metrics}");
 }
 
 /// `squeue`'s state of job `id` (`RUNNING`, `PENDING`, ...) and its reason; empty once gone.
