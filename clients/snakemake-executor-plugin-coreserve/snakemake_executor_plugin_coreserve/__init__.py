@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Generator, List, Optional
@@ -45,6 +46,7 @@ from .plan import (
     DagJob,
     Placement,
     extension,
+    extension_due,
     job_name,
     placements,
     replan_request,
@@ -104,6 +106,9 @@ common_settings = CommonSettings(
     init_seconds_before_status_checks=1,
 )
 
+# A job Slurm holds once the reservation it waits in is gone ("Reservation ... was deleted").
+HELD = {"RESV_DEL_HOLD"}
+
 FAILED = {"BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "PREEMPTED"}
 
 # The executor whose plan routes sbatch calls (one per Snakemake process).
@@ -152,6 +157,11 @@ PROBE_SNAKEFILE = 'rule probe:\n    shell: "true"\n'
 
 # At most this many probe jobs at once per cluster.
 PROBES_AT_ONCE = 4
+
+# The time an extension (a PATCH) takes, as a job's expected end must leave it: about 0.1-2 s
+# for a job with few successors. Not learnt from the extensions made: one that moved dozens of
+# reservations took 30-49 s (docs/engines.md), and a margin that long would extend every job.
+EXTENSION_S = 1
 
 # How many times a job whose sbatch Slurm refused for its reservation is submitted again: the
 # service may be moving that reservation to other cores (make room for a running job) at that
@@ -301,6 +311,7 @@ class Executor(SlurmExecutor):
         self, active_jobs: List[SubmittedJobInfo]
     ) -> Generator[SubmittedJobInfo, None, None]:
         states = await self.status_rate_limited(active_jobs)
+        due: dict[str, dict[str, tuple[int, str, datetime]]] = {}  # plan id -> job -> (by_s, Slurm id, start)
         for info in active_jobs:
             name = self.name_of(info.job)
             state, started, ended = states.get(name, (None, None, None))
@@ -313,10 +324,14 @@ class Executor(SlurmExecutor):
                 with self.lock:
                     self.finished.add(name)
                 self.report_job_error(info, msg=f"coreserve: Slurm job {info.external_jobid} of `{name}` ended {state}")
+            elif state in HELD:
+                self.rebook(info, state)
             else:
                 if state == "RUNNING" and started is not None:
-                    self.extend_if_due(name, info.external_jobid, started)
+                    self.note_if_due(due, name, info.external_jobid, started)
                 yield info
+        for plan_id, jobs in due.items():
+            self.extend(plan_id, jobs)
         self.replan_if_broken()
 
     async def status_rate_limited(
@@ -409,7 +424,11 @@ class Executor(SlurmExecutor):
             at_once = min(PROBES_AT_ONCE, widest_level(self.dag_jobs()))
         except WorkflowError:
             at_once = PROBES_AT_ONCE  # jobs without a runtime: booked from --coreserve-request
-        probes = [probe(conf, sys.executable, at_once) for conf in self.clusters.values()]
+        # Every cluster at once, as a wide level runs: clusters that share a machine (two
+        # `scripts/slurm-local` clusters) share its cores, and one after the other they would
+        # each measure an idle machine.
+        with ThreadPoolExecutor(max_workers=max(1, len(self.clusters))) as pool:
+            probes = list(pool.map(lambda conf: probe(conf, sys.executable, at_once), self.clusters.values()))
         measured = [p for p in probes if p is not None]
         latency = max((p.start_latency_s for p in measured), default=5.0)
         startup = max((p.startup_s for p in measured), default=10.0)
@@ -481,39 +500,81 @@ class Executor(SlurmExecutor):
         if started and ended and duration_s is not None:
             self.overhead_s = max(self.overhead_s, (ended - started).total_seconds() - duration_s)
 
-    def extend_if_due(self, name: str, jobid: str, started: datetime) -> None:
-        """Extends `name`'s booking (and moves its successors) when it overruns: it runs within
-        `extend_before_s` of its booked end and longer than its `duration_s` plus the start-up
-        (the most a finished job ran beyond its duration, at least the probe's start-up; 2 s of
-        grace), or started too late to end in time. Raises its Slurm time limit to the new
-        end."""
+    def note_if_due(self, due: dict, name: str, jobid: str, started: datetime) -> None:
+        """Notes in `due` (by plan) running job `name` if it must be extended now, as
+        `extension_due` decides: within `extend_before_s` of its booked end, a job not expected
+        to end with room for one more status check and an extension (`EXTENSION_S`) before
+        it. Its expected end counts the start-up: the most a finished job ran
+        beyond its `duration_s`, at least the probe's."""
         s = self.workflow.executor_settings
         with self.lock:
             p = self.where.get(name)
-            plan = self.plans.get(p.plan_id) if p else None
             duration_s = self.duration_of(name)
-        now = datetime.now(UTC)
-        if p is None or plan is None or duration_s is None or now < p.end - timedelta(seconds=s.extend_before_s):
+        if p is None or duration_s is None or time.monotonic() - self.refused_at.get(name, -1e9) < 10:
             return
-        expected_end = started + timedelta(seconds=duration_s + max(self.overhead_s, self.startup_s) + 2)
-        if now < expected_end <= p.end or time.monotonic() - self.refused_at.get(name, -1e9) < 10:
-            return
-        # Enough for the end expected from its late start, at least `extend_by_s`.
-        by_s = max(s.extend_by_s, math.ceil((expected_end - p.end).total_seconds()))
-        gap_s = (self.request or {}).get("dependency_gap_s", 0)
-        try:
-            changed = self.broker.modify_plan(p.plan_id, extension(plan, name, by_s, gap_s))
-        except BrokerError as e:
-            self.refused_at[name] = time.monotonic()
-            self.logger.warning(f"coreserve: could not extend `{name}`: {e}")
-            return
+        interval = self.workflow.remote_execution_settings.seconds_between_status_checks
+        by_s = extension_due(
+            datetime.now(UTC),
+            started,
+            p.end,
+            duration_s,
+            max(self.overhead_s, self.startup_s),
+            lead_s=s.extend_before_s,
+            margin_s=interval + EXTENSION_S,
+            extend_by_s=s.extend_by_s,
+        )
+        if by_s is not None:
+            due.setdefault(p.plan_id, {})[name] = (by_s, jobid, started)
+
+    def extend(self, plan_id: str, jobs: dict[str, tuple[int, str, datetime]]) -> None:
+        """Extends the running `jobs` of plan `plan_id` (name -> (seconds, Slurm job id, start))
+        in one `PATCH` that also moves what depends on them, and raises their Slurm time limits
+        to their new ends."""
         with self.lock:
-            self.plans[p.plan_id] = changed
+            plan = self.plans.get(plan_id)
+            old_end = {n: self.where[n].end for n in jobs}
+        if plan is None:
+            return
+        gap_s = (self.request or {}).get("dependency_gap_s", 0)
+        asked, now = time.monotonic(), datetime.now(UTC)
+        names = ", ".join(f"`{n}`" for n in sorted(jobs))
+        try:
+            changed = self.broker.modify_plan(plan_id, extension(plan, {n: j[0] for n, j in jobs.items()}, gap_s))
+        except BrokerError as e:
+            with self.lock:
+                self.refused_at.update((n, time.monotonic()) for n in jobs)
+            self.logger.warning(f"coreserve: could not extend {names} ({time.monotonic() - asked:.1f} s): {e}")
+            return
+        took = time.monotonic() - asked
+        with self.lock:
+            self.plans[plan_id] = changed
             self.where.update(placements(changed))
-            new = self.where[name]
-        minutes = math.ceil((new.end - started).total_seconds() / 60)
-        _slurm(self.clusters[p.site], ["scontrol", "update", f"JobId={jobid}", f"TimeLimit={minutes}"])
-        self.logger.info(f"coreserve: extended `{name}` to {new.end.isoformat()} (plan {p.plan_id})")
+            new = {n: self.where[n] for n in jobs}
+        for name, (_, jobid, started) in jobs.items():
+            minutes = math.ceil((new[name].end - started).total_seconds() / 60)
+            _slurm(self.clusters[new[name].site], ["scontrol", "update", f"JobId={jobid}", f"TimeLimit={minutes}"])
+            self.logger.info(
+                f"coreserve: extended `{name}` to {new[name].end.isoformat()} (plan {plan_id}) in {took:.1f} s, "
+                f"{(old_end[name] - now).total_seconds():.0f} s before its old end"
+            )
+
+    def rebook(self, info: SubmittedJobInfo, state: str) -> None:
+        """A job Slurm holds because its reservation went before it started (`RESV_DEL_HOLD`:
+        the reservation ended or was deleted while the job waited in it) would wait forever:
+        it is cancelled, booked again with the jobs of its plan that have not been submitted
+        (as after a broken plan), and submitted again to its new reservation."""
+        name = self.name_of(info.job)
+        with self.lock:
+            site, jobid = self.submitted.pop(name, ("", ""))
+            p = self.where.get(name)
+        if site in self.clusters and jobid:
+            _slurm(self.clusters[site], ["scancel", jobid])
+        self.logger.warning(f"coreserve: Slurm job {jobid} of `{name}` is {state}: its reservation is gone; booking it again")
+        if p is not None:
+            with self.lock:
+                waiting = {n for n, q in self.where.items() if q.plan_id == p.plan_id and n not in self.submitted}
+            self.replan(p.plan_id, waiting)
+        self.run_job(info.job)
 
     def replan_if_broken(self, every_s: float = 5.0) -> None:
         """Re-plans the jobs not yet submitted when a plan of theirs broke."""
@@ -534,6 +595,7 @@ class Executor(SlurmExecutor):
                 waiting = {n for n, p in self.where.items() if p.plan_id == plan_id and n not in self.submitted}
             broken = plan.get("status") == "broken" or any(j.get("broken") for j in plan.get("jobs", []))
             if broken and waiting:
+                self.logger.warning(f"coreserve: plan {plan_id} broke")
                 self.replan(plan_id, waiting)
 
     def replan(self, plan_id: str, waiting: set[str]) -> None:
@@ -555,7 +617,7 @@ class Executor(SlurmExecutor):
         with self.lock:
             self.plans[plan["id"]] = plan
             self.where.update(placements(plan))
-        self.logger.info(f"coreserve: plan {plan_id} broke; {len(waiting)} jobs not started re-planned as plan {plan['id']}")
+        self.logger.info(f"coreserve: {len(waiting)} jobs of plan {plan_id} not started re-planned as plan {plan['id']}")
 
     def cancel_plans(self) -> None:
         """Cancels every plan of this run: what is left of them is released (at the end: the

@@ -3,6 +3,7 @@
 - `request_from_dag`: a plan request from a DAG's jobs (their CPUs, lengths, dependencies and
   the data between them), as the coreserve service takes it (`POST /v1/plans`).
 - `placements`: where and when each job runs, from a plan answer.
+- `extension_due`: whether a running job needs more time, and how much.
 - `extension`: the `PATCH /v1/plans/{id}` body that gives a running job more time and pushes
   what depends on it later only as far as every dependency needs.
 - `replan_request`: the request that books again the jobs that have not started, after a plan
@@ -14,9 +15,10 @@ Names and units are the service's (docs/model.md of the coreserve repository): s
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 
 def rfc3339(t: datetime) -> str:
@@ -160,9 +162,39 @@ def descendants(plan: dict, job: str) -> set[str]:
     return seen
 
 
-def extension(plan: dict, job: str, extend_by_s: int, gap_s: int) -> dict:
-    """The modification that makes `job`'s reservation `extend_by_s` longer and pushes what
-    depends on it only as far as it must: each job of `descendants` starts at the later of its
+def extension_due(
+    now: datetime,
+    started: datetime,
+    booked_end: datetime,
+    duration_s: int,
+    startup_s: float,
+    *,
+    lead_s: float,
+    margin_s: float,
+    extend_by_s: int,
+) -> int | None:
+    """By how many seconds a job running since `started` must be extended now (`None`: not
+    now). It is expected to end at `started + duration_s + startup_s + 2` (Snakemake's
+    start-up inside the job, 2 s of grace). Decided within `lead_s` of `booked_end` only: a
+    job expected to end at least `margin_s` before `booked_end` (the time to notice that it
+    did not, and to extend it: a status check and a `PATCH`) is left to end; one expected later
+    (it started late, or ran past its expected end) gets `extend_by_s`, or as much as its
+    expected end and the margin need."""
+    if now < booked_end - timedelta(seconds=lead_s):
+        return None
+    expected_end = started + timedelta(seconds=duration_s + startup_s + 2)
+    room = booked_end - timedelta(seconds=margin_s)
+    if now < expected_end <= room:
+        return None
+    # An overdue job: from now on, as if it had only just started its last stretch.
+    expected_end = max(expected_end, now)
+    return max(extend_by_s, math.ceil((expected_end - room).total_seconds()))
+
+
+def extension(plan: dict, extend_by_s: dict[str, int], gap_s: int) -> dict:
+    """The modification that makes each job of `extend_by_s` (job name -> seconds) that much
+    longer and pushes what depends on them only as far as it must, in one `PATCH` (the jobs of
+    a level that overrun together): each job of their `descendants` starts at the later of its
     booked start and what its dependencies now allow (each job it is `after` ends + `gap_s`,
     the request's `dependency_gap_s`; each staged transfer into it ends), each staged transfer
     from a job that ends later starts no earlier than that end, and a transfer between jobs that
@@ -178,7 +210,8 @@ def extension(plan: dict, job: str, extend_by_s: int, gap_s: int) -> dict:
     by_name = {j["name"]: j for j in plan["jobs"]}
     start = {n: offset(j["start"]) for n, j in by_name.items()}
     length = {n: offset(j["end"]) - start[n] for n, j in by_name.items()}
-    length[job] += extend_by_s
+    for job, by_s in extend_by_s.items():
+        length[job] += by_s
     staged = [t for t in plan.get("transfers", []) if t.get("mode") == "staged"]
     into: dict[str, list[dict]] = {}
     for t in staged:
@@ -197,7 +230,8 @@ def extension(plan: dict, job: str, extend_by_s: int, gap_s: int) -> dict:
         return begins + was
 
     # In booked start order, a topological order: a dependant starts after its dependencies.
-    later = sorted(descendants(plan, job), key=lambda n: (start[n], n))
+    below = set().union(*(descendants(plan, job) for job in extend_by_s)) - set(extend_by_s)
+    later = sorted(below, key=lambda n: (start[n], n))
     moved = []
     for n in later:
         allowed = max(
@@ -208,7 +242,7 @@ def extension(plan: dict, job: str, extend_by_s: int, gap_s: int) -> dict:
         if allowed > start[n]:
             start[n] = allowed
             moved.append(n)
-    jobs = [{"name": job, "duration_s": length[job]}]
+    jobs = [{"name": job, "duration_s": length[job]} for job in extend_by_s]
     jobs += [{"name": n, "offset_s": start[n]} for n in moved]
     transfers = []
     for t in plan.get("transfers", []):

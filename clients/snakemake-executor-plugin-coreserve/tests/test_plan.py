@@ -8,6 +8,7 @@ from snakemake_executor_plugin_coreserve.plan import (
     DagJob,
     descendants,
     extension,
+    extension_due,
     instant,
     job_name,
     placements,
@@ -77,7 +78,7 @@ def test_an_extension_pushes_what_depends_on_the_job_as_far_as_it_must():
     assert descendants(PLAN, "a") == {"b", "c", "d"}
     assert descendants(PLAN, "e") == {"d"}
     assert descendants(PLAN, "d") == set()
-    change = extension(PLAN, "a", 60, 5)
+    change = extension(PLAN, {"a": 60}, 5)
     assert change["jobs"][0] == {"name": "a", "duration_s": 120}
     # c: a's new end + the gap; b: its staged transfer from a (now 120-126) ends after that;
     # d: b's new end (186) + the gap, and the transfer b->d (186-191).
@@ -94,14 +95,14 @@ def test_an_extension_pushes_what_depends_on_the_job_as_far_as_it_must():
     for j in PLAN["jobs"]:
         for parent in j["after"]:
             assert starts[j["name"]] >= starts[parent] + lengths[parent] + 5, (j["name"], parent)
-    assert extension(PLAN, "d", 30, 5) == {"jobs": [{"name": "d", "duration_s": 90}]}
+    assert extension(PLAN, {"d": 30}, 5) == {"jobs": [{"name": "d", "duration_s": 90}]}
 
 
 def test_an_overrun_with_room_after_it_moves_nothing_else():
     # c ends at 100 and d, after c, starts at 140: 20 s more for c still leaves d its gap.
-    assert extension(PLAN, "c", 20, 5) == {"jobs": [{"name": "c", "duration_s": 55}]}
+    assert extension(PLAN, {"c": 20}, 5) == {"jobs": [{"name": "c", "duration_s": 55}]}
     # 40 s more does not: d moves just far enough (140 -> 145), and nothing else.
-    assert extension(PLAN, "c", 40, 5) == {"jobs": [{"name": "c", "duration_s": 75}, {"name": "d", "offset_s": 145}]}
+    assert extension(PLAN, {"c": 40}, 5) == {"jobs": [{"name": "c", "duration_s": 75}, {"name": "d", "offset_s": 145}]}
 
 
 def test_a_replan_books_what_has_not_started_from_now_on():
@@ -138,3 +139,32 @@ def test_the_widest_level_counts_the_jobs_that_may_start_at_once():
     assert widest_level([]) == 1
     chain = [DagJob("j0", 1, 1)] + [DagJob(f"j{i}", 1, 1, [f"j{i - 1}"]) for i in range(1, 1000)]
     assert widest_level(chain) == 1
+
+
+def test_a_job_expected_to_end_in_its_last_seconds_is_extended_before_them():
+    # Booked [0, 100): a job that started at 20 with 70 s to run and 6 s of start-up is
+    # expected to end at 98 (2 s of grace): inside its window, but with less room after it
+    # than a status check and an extension take (4 s). It was extended only once it had
+    # overrun, at 98, too late to be sure of beating its end at 100.
+    t = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
+    due = lambda now, started: extension_due(  # noqa: E731
+        t(now), t(started), t(100), 70, 6.0, lead_s=10, margin_s=4, extend_by_s=30
+    )
+    assert due(89, 20) is None  # not yet within 10 s of the end
+    assert due(90, 20) == 30  # decided at once: 98 leaves 2 s, not 4
+    assert due(90, 15) is None  # expected at 93: room enough; left to end
+    assert due(94, 15) == 30  # overran its expected end: extended, 6 s before the end
+    # Started so late that 30 s do not suffice: as much as its expected end and the margin need.
+    assert due(90, 50) == (50 + 78) - 96
+
+
+def test_jobs_that_overrun_together_are_extended_in_one_change():
+    # b and c (both after a) overrun at once: one PATCH gives each its time and moves d once,
+    # after the later of them; one change per job would have cost a round trip each.
+    change = extension(PLAN, {"b": 20, "c": 40}, 5)
+    assert change["jobs"] == [
+        {"name": "b", "duration_s": 80},
+        {"name": "c", "duration_s": 75},
+        {"name": "d", "offset_s": 155},
+    ]
+    assert change["transfers"] == [{"from": "b", "to": "d", "offset_s": 150}]
