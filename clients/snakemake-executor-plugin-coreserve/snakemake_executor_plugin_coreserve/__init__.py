@@ -572,9 +572,14 @@ class Executor(SlurmExecutor):
         self.logger.warning(f"coreserve: Slurm job {jobid} of `{name}` is {state}: its reservation is gone; booking it again")
         if p is not None:
             with self.lock:
-                waiting = {n for n, q in self.where.items() if q.plan_id == p.plan_id and n not in self.submitted}
+                waiting = self.not_submitted(p.plan_id)
             self.replan(p.plan_id, waiting)
         self.run_job(info.job)
+
+    def not_submitted(self, plan_id: str) -> set[str]:
+        """The jobs placed by plan `plan_id` that have not been submitted to Slurm (call under
+        the lock)."""
+        return {n for n, p in self.where.items() if p.plan_id == plan_id and n not in self.submitted}
 
     def replan_if_broken(self, every_s: float = 5.0) -> None:
         """Re-plans the jobs not yet submitted when a plan of theirs broke."""
@@ -592,7 +597,7 @@ class Executor(SlurmExecutor):
                 continue
             with self.lock:
                 self.plans[plan_id] = plan
-                waiting = {n for n, p in self.where.items() if p.plan_id == plan_id and n not in self.submitted}
+                waiting = self.not_submitted(plan_id)
             broken = plan.get("status") == "broken" or any(j.get("broken") for j in plan.get("jobs", []))
             if broken and waiting:
                 self.logger.warning(f"coreserve: plan {plan_id} broke")
