@@ -35,10 +35,6 @@ use crate::protocol::{ComputeHoldRequest, Drift, HoldId, HoldState, ParticipantE
 /// them one at a time; a few in flight hide the process start of each).
 const CREATES_IN_FLIGHT: usize = 4;
 
-/// How long [`Lis::reshape`] waits for slurmctld to list the cores of the reservations
-/// beside one whose window it changed in place.
-const CORES_LISTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// The binding's state, under the LIS's lock.
 #[derive(Debug, Default)]
 pub(crate) struct LocalState {
@@ -77,9 +73,68 @@ pub(crate) struct LocalState {
 enum Todo {
     /// Make hold `.0`'s reservation.
     Create(HoldId, NewReservation),
-    /// Grow replacement hold `hold`'s reservation `name` (that of `old`, the one it replaces)
-    /// to `target` (its GPUs of `license`).
-    Reshape { hold: HoldId, old: HoldId, name: String, target: Shape, user: String, license: Option<String> },
+    /// Grow replacement hold `hold`'s reservation (that of `old`, the one it replaces) to
+    /// `to`.
+    Reshape { hold: HoldId, old: HoldId, to: NewShape },
+}
+
+/// A reservation [`Lis::reshape_all`] gives another shape: reservation `name` to `target`,
+/// its GPUs counted by `license`, for Slurm user `user` (if it must be made again).
+#[derive(Debug, Clone)]
+pub(super) struct NewShape {
+    pub(super) name: String,
+    pub(super) target: Shape,
+    pub(super) user: String,
+    pub(super) license: Option<String>,
+}
+
+impl NewShape {
+    /// The reservation to create for it in shape `s`.
+    fn made(&self, s: Shape) -> NewReservation {
+        NewReservation {
+            name: self.name.clone(),
+            start: s.start,
+            end: s.end,
+            cpus: s.cpus,
+            user: self.user.clone(),
+            gpus: self.license.clone().map(|l| (l, s.gpus)),
+        }
+    }
+
+    /// Its licenses in shape `s`, as [`Slurm::update`] takes them (`None`: no GPU license).
+    fn licenses(&self, s: Shape) -> Option<(&str, u64)> {
+        self.license.as_deref().map(|l| (l, s.gpus))
+    }
+}
+
+/// What a reservation grown in place meets ([`Lis::reshape_all`]).
+#[derive(Debug)]
+struct Clashes<'a> {
+    /// The reservations on its cores at a common instant.
+    cores: Vec<&'a SlurmReservation>,
+    /// The reservations whose licenses, with its own, are more than Slurm has.
+    licenses: Vec<String>,
+}
+
+/// What the first step of [`Lis::reshape_all`] did to one reservation.
+#[derive(Debug, Clone, Copy)]
+enum Changed {
+    /// Changed in place to a shape no larger, or left alone: checked by Slurm, or nothing new.
+    InPlace,
+    /// Changed in place to a larger shape, which Slurm does not check.
+    Grown(Grown),
+    /// Made (again) by Slurm, which placed it on free cores.
+    Placed,
+}
+
+/// A reservation [`Lis::reshape_all`] changed in place from shape `was` to the larger
+/// `target` (a later end, an earlier start or more GPUs), which Slurm did not check against
+/// the others; `started`: it had started.
+#[derive(Debug, Clone, Copy)]
+struct Grown {
+    was: Shape,
+    target: Shape,
+    started: bool,
 }
 
 /// A reservation not made by coreserve, as blocked in the calendars.
@@ -318,8 +373,8 @@ impl Lis {
         Some(Ok(match &booked.growth {
             // `booked.spans` are the replaced reservation's until the commit.
             Some(g) => {
-                let new = Self::requested_shape(&g.request);
-                Todo::Reshape { hold, old: g.replaces, name, target: shape.union(new), user: user.clone(), license }
+                let target = shape.union(Self::requested_shape(&g.request));
+                Todo::Reshape { hold, old: g.replaces, to: NewShape { name, target, user: user.clone(), license } }
             }
             None => Todo::Create(
                 hold,
@@ -359,16 +414,17 @@ impl Lis {
             })
             .collect();
         let mut first = None;
-        // The latest first: a modification that extends a running job moves its successors
-        // later, and once they are moved the job's new end finds their cores free.
-        let mut reshapes = reshapes;
-        reshapes.sort_by_key(|t| match t {
-            Todo::Reshape { target, .. } => std::cmp::Reverse(target.start),
-            Todo::Create(_, r) => std::cmp::Reverse(r.start),
-        });
-        for t in reshapes {
-            let Todo::Reshape { hold, old, name, target, user, license } = t else { continue };
-            match self.reshape(slurm, &name, target, &user, license.as_deref()).await {
+        let reshapes: Vec<(HoldId, HoldId, NewShape)> = reshapes
+            .into_iter()
+            .filter_map(|t| match t {
+                Todo::Reshape { hold, old, to } => Some((hold, old, to)),
+                Todo::Create(..) => None,
+            })
+            .collect();
+        let shapes: Vec<NewShape> = reshapes.iter().map(|(_, _, to)| to.clone()).collect();
+        let answers = self.reshape_all(slurm, &shapes).await;
+        for ((hold, old, to), answer) in reshapes.into_iter().zip(answers) {
+            match answer {
                 Ok(()) => {
                     crash_point("after-slurm-reshape");
                     let give_back = {
@@ -382,12 +438,12 @@ impl Lis {
                             self.own_shape(&st, slurm, old)
                         }
                     };
-                    if let Some((name, shape, user, license)) = give_back {
-                        self.give_back(slurm, old, &name, shape, &user, license.as_deref()).await;
+                    if let Some(own) = give_back {
+                        self.give_back(slurm, old, own).await;
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "Slurm did not grow a reservation for its modification");
+                    tracing::warn!(site = %self.site().id, reservation = %to.name, error = %e, "Slurm did not grow a reservation for its modification");
                     first.get_or_insert_with(|| self.scheduler_error(e));
                 }
             }
@@ -451,119 +507,259 @@ impl Lis {
         first.map_or(Ok(()), Err)
     }
 
-    /// Gives reservation `name` the shape `target` in Slurm, keeping its name (idempotent:
-    /// Slurm's reservation is read first, and one already so is left alone); its GPUs are
-    /// `target.gpus` of `license`:
+    /// Gives reservation `to.name` the shape `to.target` in Slurm: [`Lis::reshape_all`] for
+    /// one reservation.
+    ///
+    /// # Errors
+    /// As [`Lis::reshape_all`]'s answer.
+    pub(super) async fn reshape(&self, slurm: &Slurm, to: NewShape) -> Result<(), SlurmError> {
+        self.reshape_all(slurm, std::slice::from_ref(&to)).await.pop().expect("one answer per reservation")
+    }
+
+    /// Gives each reservation of `all` its `target` shape in Slurm, keeping its name
+    /// (idempotent: one already so is left alone), and answers for each, in order. Each
+    /// reservation is:
     ///
     /// - missing: made ([`Slurm::create`]);
     /// - same CPUs: its window and GPUs changed in place (`scontrol update`, only `EndTime`
-    ///   once it has started; `Licenses=`), keeping its cores and every job in it. Slurm does
-    ///   not check the cores or the licenses of a changed reservation against the others, so
-    ///   the LIS does ([`Slurm::core_conflicts`], [`Slurm::license_conflicts`]): on a clash
-    ///   the change is undone and made as below;
+    ///   once it has started; `Licenses=`), keeping its cores and every job in it;
     /// - other CPUs (Slurm 22.05 cannot change a core reservation's cores: "Core-based
-    ///   reservation can not be updated"), or a clash: deleted and made again with the new
-    ///   shape, Slurm choosing free cores and checking the licenses. Slurm refuses to delete a
-    ///   reservation that jobs were submitted into ([`SlurmError::InUse`]): the change is then
-    ///   refused and the reservation stays as it was. A create that fails puts the old shape
-    ///   back.
+    ///   reservation can not be updated"): deleted and made again with the new shape, Slurm
+    ///   choosing free cores and checking the licenses ([`Lis::make_again`]).
     ///
-    /// # Errors
-    /// [`SlurmError::Refused`] (nothing changed, as far as Slurm lets it), [`SlurmError::InUse`],
-    /// [`SlurmError::Unavailable`].
-    pub(super) async fn reshape(
+    /// Slurm does not check the cores or the licenses of a window changed in place against the
+    /// others, so the LIS does, from one listing after all the changes
+    /// ([`super::slurm::core_clashes`], [`Slurm::license_conflicts`]); a core slurmctld has not
+    /// listed yet (it lists a new reservation's cores a few seconds after its create) counts as
+    /// clashing, rather than waited for. A grown reservation that clashes is made again where
+    /// Slurm finds room, if it has not started; if it has (Slurm cannot move it), the
+    /// reservations on its cores are ([`Lis::make_room`]), or else its change is undone and
+    /// refused. Slurm refuses to delete a reservation that jobs were submitted into
+    /// ([`SlurmError::InUse`]): such a change is refused and the reservation stays as it was.
+    ///
+    /// So a modification that moves a workflow's dozens of reservations takes two listings and
+    /// one or three `scontrol` calls per reservation, and never waits on slurmctld's lists (the
+    /// latest first: a modification that extends a running job moves its successors later,
+    /// and once they are moved the job's new end finds their cores free). Each answer is `Ok`,
+    /// or [`SlurmError::Refused`] (nothing changed, as far as Slurm lets it),
+    /// [`SlurmError::InUse`], [`SlurmError::Unavailable`].
+    pub(super) async fn reshape_all(&self, slurm: &Slurm, all: &[NewShape]) -> Vec<Result<(), SlurmError>> {
+        if all.is_empty() {
+            return vec![];
+        }
+        let _alone = self.slurm_lock.write().await;
+        let listed = match slurm.reservations().await {
+            Ok(listed) => listed,
+            Err(e) => return vec![Err(e); all.len()],
+        };
+        let mut answers: Vec<Result<(), SlurmError>> = vec![Ok(()); all.len()];
+        let mut order: Vec<usize> = (0..all.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(all[i].target.start));
+        let mut grown = Vec::new();
+        // Made (again) by Slurm, so off every other reservation's cores.
+        let mut placed = HashSet::new();
+        for i in order {
+            let cur = listed.iter().find(|r| r.name == all[i].name);
+            match self.change(slurm, &all[i], cur).await {
+                Ok(Changed::Grown(g)) => grown.push((i, g)),
+                Ok(Changed::Placed) => {
+                    placed.insert(all[i].name.clone());
+                }
+                Ok(Changed::InPlace) => {}
+                Err(e) => answers[i] = Err(e),
+            }
+        }
+        if grown.is_empty() {
+            return answers;
+        }
+        let listed = match slurm.reservations().await {
+            Ok(listed) => listed,
+            Err(e) => {
+                for (i, _) in &grown {
+                    answers[*i] = Err(e.clone());
+                }
+                return answers;
+            }
+        };
+        // Those not started first: made again, they leave the started ones' cores.
+        grown.sort_by_key(|(_, g)| g.started);
+        for (i, g) in grown {
+            let to = &all[i];
+            let clashes = match self.clashes(slurm, &listed, to, g, &placed).await {
+                Ok(c) => c,
+                Err(e) => {
+                    answers[i] = Err(e);
+                    continue;
+                }
+            };
+            if clashes.cores.is_empty() && clashes.licenses.is_empty() {
+                continue;
+            }
+            let cores: Vec<&str> = clashes.cores.iter().map(|r| r.name.as_str()).collect();
+            tracing::info!(site = %self.site().id, reservation = %to.name, ?cores, licenses = ?clashes.licenses, "the changed reservation meets another's cores or licenses");
+            answers[i] = if g.started {
+                self.settle_started(slurm, to, g, &clashes).await.inspect(|()| {
+                    placed.extend(clashes.cores.iter().map(|r| r.name.clone()));
+                })
+            } else {
+                self.make_again(slurm, to, g.was, g.target, true).await.inspect(|()| {
+                    placed.insert(to.name.clone());
+                })
+            };
+        }
+        answers
+    }
+
+    /// The first step of [`Lis::reshape_all`] for reservation `to.name`, Slurm's `cur`: made,
+    /// changed in place, or made again; with Slurm's lock held.
+    async fn change(
         &self,
         slurm: &Slurm,
-        name: &str,
-        target: Shape,
-        user: &str,
-        license: Option<&str>,
-    ) -> Result<(), SlurmError> {
-        let _alone = self.slurm_lock.write().await;
-        let made = |s: Shape| NewReservation {
-            name: name.into(),
-            start: s.start,
-            end: s.end,
-            cpus: s.cpus,
-            user: user.into(),
-            gpus: license.map(|l| (l.to_owned(), s.gpus)),
-        };
-        let Some(cur) = slurm.reservation(name).await? else {
-            return slurm.create(&made(target)).await;
+        to: &NewShape,
+        cur: Option<&SlurmReservation>,
+    ) -> Result<Changed, SlurmError> {
+        let Some(cur) = cur else {
+            return slurm.create(&to.made(to.target)).await.map(|()| Changed::Placed);
         };
         let was = cur.shape();
         let now = self.clock.now();
         let started = cur.start <= now;
+        let mut target = to.target;
         // Slurm refuses an end in the past ("Invalid time specified"): a window that is over
         // (a modification given back, or decided, after the booked end) ends now.
-        let target = if target.end <= now { Shape { end: now + 2, ..target } } else { target };
+        if target.end <= now {
+            target.end = now + 2;
+        }
         // Slurm 22.05 moves only the end of a started core reservation. A shape that starts
         // later (a job moved later whose reservation began while the change was decided: the
         // shrink at commit) keeps Slurm's earlier start; the hold's window lies inside it, and
         // [`Lis::sync`] takes that shape for the hold's own.
-        let target = if started && target.start > was.start { Shape { start: was.start, ..target } } else { target };
-        if was == target {
-            return Ok(());
+        if started && target.start > was.start {
+            target.start = was.start;
         }
-        let licenses = |s: Shape| license.map(|l| (l, s.gpus));
+        if was == target {
+            return Ok(Changed::InPlace);
+        }
         if was.cpus == target.cpus && (!started || was.start == target.start) {
             let start = (was.start != target.start).then_some(target.start);
-            let gpus = if was.gpus != target.gpus { licenses(target) } else { None };
-            slurm.update(name, start, target.end, gpus).await?;
+            let gpus = if was.gpus != target.gpus { to.licenses(target) } else { None };
+            slurm.update(&to.name, start, target.end, gpus).await?;
             let longer = target.start < was.start || target.end > was.end;
-            let mut clashes = if longer { slurm.core_conflicts(name, CORES_LISTED_WITHIN).await? } else { vec![] };
-            let license_clashes =
-                if longer || target.gpus > was.gpus { slurm.license_conflicts(name).await? } else { vec![] };
-            // A started reservation cannot move to other cores, but what sits on its cores
-            // may: coreserve's own reservations that have not started and hold no job.
-            let mut put_back = Vec::new();
-            if started && license_clashes.is_empty() && !clashes.is_empty() {
-                match self.make_room(slurm, name, &clashes).await {
-                    Ok(()) => return Ok(()),
-                    Err((e, deleted)) => {
-                        tracing::info!(site = %self.site().id, reservation = name, ?clashes, error = %e, "no room made for a started reservation's new end");
-                        put_back = deleted;
-                    }
-                }
-            }
-            clashes.extend(license_clashes);
-            if clashes.is_empty() {
-                return Ok(());
-            }
-            tracing::info!(site = %self.site().id, reservation = name, ?clashes, "the changed reservation's cores or licenses are another reservation's: made again elsewhere");
-            let back = if was.gpus != target.gpus { licenses(was) } else { None };
-            slurm.update(name, (was.start != target.start).then_some(was.start), was.end, back).await?;
-            for r in put_back {
-                if let Err(e) = slurm.create(&r).await {
-                    tracing::error!(site = %self.site().id, reservation = %r.name, error = %e, "a reservation moved to make room could not be made again");
-                }
-            }
-            if started {
-                return Err(SlurmError::Refused(format!(
-                    "reservation {name} has started and its cores or licenses are reserved by {} in its new shape; Slurm cannot move a started reservation to other cores",
-                    clashes.join(", ")
-                )));
-            }
+            return Ok(if longer || target.gpus > was.gpus {
+                Changed::Grown(Grown { was, target, started })
+            } else {
+                Changed::InPlace
+            });
         }
         if started {
             return Err(SlurmError::Refused(format!(
-                "reservation {name} has started: Slurm 22.05 changes only the end of a started core reservation, not its start or cores"
+                "reservation {} has started: Slurm 22.05 changes only the end of a started core reservation, not its start or cores",
+                to.name
             )));
         }
+        self.make_again(slurm, to, was, target, false).await.map(|()| Changed::Placed)
+    }
+
+    /// What reservation `to.name`, grown in place to `g.target`, meets: the reservations of
+    /// `listed` whose cores it shares at a common instant (unlisted cores included), but for
+    /// those Slurm placed since (`placed`), and the names of those whose licenses, with its
+    /// own, are more than Slurm has.
+    async fn clashes<'a>(
+        &self,
+        slurm: &Slurm,
+        listed: &'a [SlurmReservation],
+        to: &NewShape,
+        g: Grown,
+        placed: &HashSet<String>,
+    ) -> Result<Clashes<'a>, SlurmError> {
+        let longer = g.target.start < g.was.start || g.target.end > g.was.end;
+        let mut names = if longer { super::slurm::core_clashes(listed, &to.name)?.0 } else { vec![] };
+        names.retain(|n| !placed.contains(n));
+        let licenses = if g.target.gpus > 0 { slurm.license_conflicts(&to.name).await? } else { vec![] };
+        Ok(Clashes { cores: listed.iter().filter(|r| names.contains(&r.name)).collect(), licenses })
+    }
+
+    /// Started reservation `to.name`, grown in place to `g.target`, meets `clashes`: room is
+    /// made on its cores ([`Lis::make_room`]), or else (licenses, or reservations that cannot
+    /// move) its change is undone and refused: Slurm cannot move a started reservation to other
+    /// cores; with Slurm's lock held.
+    async fn settle_started(
+        &self,
+        slurm: &Slurm,
+        to: &NewShape,
+        g: Grown,
+        clashes: &Clashes<'_>,
+    ) -> Result<(), SlurmError> {
+        if !clashes.licenses.is_empty() {
+            return self.undo(slurm, to, g, Vec::new(), &clashes.licenses).await;
+        }
+        match self.make_room(slurm, &to.name, &clashes.cores).await {
+            Ok(()) => Ok(()),
+            Err((e, deleted)) => {
+                tracing::info!(site = %self.site().id, reservation = %to.name, error = %e, "no room made for a started reservation's new end");
+                let names: Vec<String> = clashes.cores.iter().map(|r| r.name.clone()).collect();
+                self.undo(slurm, to, g, deleted, &names).await
+            }
+        }
+    }
+
+    /// Puts started reservation `to.name` back in shape `g.was`, and the reservations
+    /// `put_back` (deleted to make room for it) back as they were: its change is refused,
+    /// because of the reservations `clashes`.
+    async fn undo(
+        &self,
+        slurm: &Slurm,
+        to: &NewShape,
+        g: Grown,
+        put_back: Vec<NewReservation>,
+        clashes: &[String],
+    ) -> Result<(), SlurmError> {
+        let back = if g.was.gpus != g.target.gpus { to.licenses(g.was) } else { None };
+        slurm.update(&to.name, None, g.was.end, back).await?;
+        for r in put_back {
+            if let Err(e) = slurm.create(&r).await {
+                tracing::error!(site = %self.site().id, reservation = %r.name, error = %e, "a reservation moved to make room could not be made again");
+            }
+        }
+        Err(SlurmError::Refused(format!(
+            "reservation {} has started and its cores or licenses are reserved by {} in its new shape; Slurm cannot move a started reservation to other cores",
+            to.name,
+            clashes.join(", ")
+        )))
+    }
+
+    /// Deletes reservation `to.name` (shape `was`, not started; `grown`: already changed in
+    /// place to `target`) and makes it again in shape `target`, where Slurm picks free cores
+    /// and checks the licenses; a create that fails puts `was` back. A reservation Slurm keeps
+    /// (jobs were submitted into it) is given back `was` if it was grown, and the change is
+    /// refused.
+    async fn make_again(
+        &self,
+        slurm: &Slurm,
+        to: &NewShape,
+        was: Shape,
+        target: Shape,
+        grown: bool,
+    ) -> Result<(), SlurmError> {
+        let name = &to.name;
         match slurm.delete(name).await {
             Ok(()) => {}
             Err(SlurmError::InUse(m)) => {
+                if grown {
+                    let back = if was.gpus != target.gpus { to.licenses(was) } else { None };
+                    slurm.update(name, (was.start != target.start).then_some(was.start), was.end, back).await?;
+                }
                 return Err(SlurmError::InUse(format!(
                     "reservation {name} must be made again for its new cores, but jobs were submitted into it ({m})"
-                )))
+                )));
             }
             Err(e) => return Err(e),
         }
-        match slurm.create(&made(target)).await {
+        match slurm.create(&to.made(target)).await {
             Ok(()) => Ok(()),
             Err(e) => {
-                if let Err(back) = slurm.create(&made(was)).await {
-                    tracing::error!(site = %self.site().id, reservation = name, error = %back, "a reservation deleted for its new shape could not be made again in its old one");
+                if let Err(back) = slurm.create(&to.made(was)).await {
+                    tracing::error!(site = %self.site().id, reservation = %name, error = %back, "a reservation deleted for its new shape could not be made again in its old one");
                 }
                 Err(e)
             }
@@ -572,10 +768,11 @@ impl Lis {
 
     /// Makes room on the cores of started reservation `name`, whose end grew in place onto
     /// the reservations `clashes`: each is deleted and made again in its own shape, where Slurm
-    /// picks cores free of `name`'s (a create checks the cores; the calendar counted the
-    /// CPUs). Only coreserve's own reservations that have not started and hold no job move:
-    /// a job pending in one keeps Slurm from deleting it ([`SlurmError::InUse`]), and a
-    /// started one cannot move. Called with the LIS's Slurm lock held.
+    /// picks cores free of `name`'s (a create checks the cores against every reservation's,
+    /// `name`'s new window included; the calendar counted the CPUs). Only coreserve's own
+    /// reservations that have not started and hold no job move: a job pending in one keeps
+    /// Slurm from deleting it ([`SlurmError::InUse`]), and a started one cannot move. Called
+    /// with the LIS's Slurm lock held.
     ///
     /// # Errors
     /// Why room could not be made, and the reservations deleted but not made again (the
@@ -584,20 +781,18 @@ impl Lis {
         &self,
         slurm: &Slurm,
         name: &str,
-        clashes: &[String],
+        clashes: &[&SlurmReservation],
     ) -> Result<(), (SlurmError, Vec<NewReservation>)> {
         let now = self.clock.now();
         let mut deleted = Vec::new();
-        for c in clashes {
-            let r = match slurm.reservation(c).await {
-                Ok(Some(r)) => r,
-                Ok(None) => continue,
-                Err(e) => return Err((e, deleted)),
-            };
-            let movable = slurm.hold_of(c).is_some() && r.start > now && r.licenses.len() <= 1;
+        for r in clashes {
+            let movable = slurm.hold_of(&r.name).is_some() && r.start > now && r.licenses.len() <= 1;
             let user = r.users.as_deref().and_then(|u| u.split(',').next()).filter(|_| movable);
             let Some(user) = user.map(str::to_owned) else {
-                let why = format!("reservation {c} is on its cores and is not coreserve's, has started or has no user");
+                let why = format!(
+                    "reservation {} is on its cores and is not coreserve's, has started or has no user",
+                    r.name
+                );
                 return Err((SlurmError::Refused(why), deleted));
             };
             let again = NewReservation {
@@ -608,22 +803,16 @@ impl Lis {
                 user,
                 gpus: r.licenses.first().cloned(),
             };
-            if let Err(e) = slurm.delete(c).await {
+            if let Err(e) = slurm.delete(&r.name).await {
                 return Err((e, deleted));
             }
             if let Err(e) = slurm.create(&again).await {
                 deleted.push(again);
                 return Err((e, deleted));
             }
-            tracing::info!(site = %self.site().id, reservation = %c, room_for = name, "a reservation not started moved to other cores to make room for a running one");
+            tracing::info!(site = %self.site().id, reservation = %r.name, room_for = name, "a reservation not started moved to other cores to make room for a running one");
         }
-        match slurm.core_conflicts(name, CORES_LISTED_WITHIN).await {
-            Ok(left) if left.is_empty() => Ok(()),
-            Ok(left) => {
-                Err((SlurmError::Refused(format!("still on the cores of {name}: {}", left.join(", "))), deleted))
-            }
-            Err(e) => Err((e, deleted)),
-        }
+        Ok(())
     }
 
     /// Takes hold `hold`'s reservation out of Slurm when it ends (abort, release): deleted, if
@@ -635,7 +824,7 @@ impl Lis {
         enum Then {
             Nothing,
             Delete(String),
-            Restore(HoldId, String, Shape, String, Option<String>),
+            Restore(HoldId, NewShape),
         }
         let then = {
             let mut st = self.state.lock().expect("LIS state lock");
@@ -655,7 +844,7 @@ impl Lis {
                 Some(old) => match (st.holds.get(old), user) {
                     (Some((HoldState::Committed, b)), Some(user)) if b.growth.is_none() => {
                         match self.booked_shape(&st, slurm, b) {
-                            Some((shape, license)) => Then::Restore(old, name, shape, user, license),
+                            Some((target, license)) => Then::Restore(old, NewShape { name, target, user, license }),
                             None => Then::Nothing,
                         }
                     }
@@ -668,28 +857,28 @@ impl Lis {
         match then {
             Then::Nothing => {}
             Then::Delete(name) => self.delete_local(slurm, &name).await,
-            Then::Restore(old, name, shape, user, license) => {
-                self.give_back(slurm, old, &name, shape, &user, license.as_deref()).await;
-            }
+            Then::Restore(old, own) => self.give_back(slurm, old, own).await,
         }
     }
 
-    /// Committed hold `old`'s reservation name, own shape, Slurm user and license, if it is a
-    /// live committed reservation (not itself a replacement).
-    fn own_shape(&self, st: &State, slurm: &Slurm, old: HoldId) -> Option<(String, Shape, String, Option<String>)> {
+    /// Committed hold `old`'s reservation in its own shape, if it is a live committed
+    /// reservation (not itself a replacement).
+    fn own_shape(&self, st: &State, slurm: &Slurm, old: HoldId) -> Option<NewShape> {
         match st.holds.get(old) {
             Some((HoldState::Committed, b)) if b.growth.is_none() => {
-                let (shape, license) = self.booked_shape(st, slurm, b)?;
-                Some((Self::name_in(st, slurm, old), shape, st.local.users.get(&old)?.clone(), license))
+                let (target, license) = self.booked_shape(st, slurm, b)?;
+                let user = st.local.users.get(&old)?.clone();
+                Some(NewShape { name: Self::name_in(st, slurm, old), target, user, license })
             }
             _ => None,
         }
     }
 
-    /// Gives reservation `name` of committed hold `old` back its own `shape` after a
+    /// Gives the reservation of committed hold `old` back its own shape `own` after a
     /// modification of it ended undecided (aborted, lapsed); a failure is left to the next sync.
-    async fn give_back(&self, slurm: &Slurm, old: HoldId, name: &str, shape: Shape, user: &str, license: Option<&str>) {
-        match self.reshape(slurm, name, shape, user, license).await {
+    async fn give_back(&self, slurm: &Slurm, old: HoldId, own: NewShape) {
+        let name = own.name.clone();
+        match self.reshape(slurm, own).await {
             Ok(()) => {
                 self.state().local.grown.remove(&old);
             }
@@ -699,28 +888,36 @@ impl Lis {
         }
     }
 
-    /// Commit of a replacement hold `hold` of reservation `old` (after the book's swap):
-    /// `hold` takes over the reservation's name, and Slurm's reservation is shrunk from both
-    /// shapes to the new one. If Slurm cannot, the reservation is broken (it still holds the
-    /// union, which covers the new shape: no job in it is cut short).
-    pub(super) async fn take_over(&self, hold: HoldId, old: HoldId) {
+    /// Commit of replacement holds `(hold, old)` of reservations `old` (after the book's
+    /// swap): each `hold` takes over its reservation's name, and Slurm's reservations are
+    /// shrunk from both shapes to the new ones, together ([`Lis::reshape_all`]). One that
+    /// Slurm cannot shrink is broken (it still holds the union, which covers the new shape: no
+    /// job in it is cut short).
+    pub(super) async fn take_over(&self, taken: &[(HoldId, HoldId)]) {
         let Some(slurm) = &self.slurm else { return };
-        let todo = {
+        let todo: Vec<(HoldId, NewShape)> = {
             let mut st = self.state.lock().expect("LIS state lock");
-            st.local.replacing.remove(&hold);
-            st.local.grown.remove(&old);
-            st.local.names.remove(&old);
-            st.local.users.remove(&old);
-            st.local.broken.remove(&old);
-            st.local.created.remove(&old);
-            let name = Self::name_in(&st, slurm, hold);
-            let user = st.local.users.get(&hold).cloned();
-            let shape = st.holds.get(hold).and_then(|(_, b)| self.booked_shape(&st, slurm, b));
-            shape.zip(user).map(|((shape, license), u)| (name, shape, u, license))
+            taken
+                .iter()
+                .filter_map(|&(hold, old)| {
+                    st.local.replacing.remove(&hold);
+                    st.local.grown.remove(&old);
+                    st.local.names.remove(&old);
+                    st.local.users.remove(&old);
+                    st.local.broken.remove(&old);
+                    st.local.created.remove(&old);
+                    let name = Self::name_in(&st, slurm, hold);
+                    let user = st.local.users.get(&hold).cloned()?;
+                    let (target, license) = st.holds.get(hold).and_then(|(_, b)| self.booked_shape(&st, slurm, b))?;
+                    Some((hold, NewShape { name, target, user, license }))
+                })
+                .collect()
         };
-        let Some((name, shape, user, license)) = todo else { return };
-        if let Err(e) = self.reshape(slurm, &name, shape, &user, license.as_deref()).await {
-            tracing::warn!(site = %self.site().id, reservation = %name, error = %e, "a modified reservation could not be shrunk to its new shape");
+        let shapes: Vec<NewShape> = todo.iter().map(|(_, to)| to.clone()).collect();
+        let answers = self.reshape_all(slurm, &shapes).await;
+        for ((hold, to), answer) in todo.into_iter().zip(answers) {
+            let Err(e) = answer else { continue };
+            tracing::warn!(site = %self.site().id, reservation = %to.name, error = %e, "a modified reservation could not be shrunk to its new shape");
             let mut st = self.state();
             if st.holds.get(hold).is_some() {
                 st.local
@@ -911,7 +1108,8 @@ impl Lis {
                 let grown_here = st.local.grown.contains(&hold);
                 if changed && covers && !pending && (grown_here || !made_before.contains(&hold)) {
                     if let Some(user) = st.local.users.get(&hold).cloned() {
-                        leftovers.push((hold, r.name.clone(), own, user, own_license));
+                        leftovers
+                            .push((hold, NewShape { name: r.name.clone(), target: own, user, license: own_license }));
                         st.local.created.insert(hold);
                         continue;
                     }
@@ -971,8 +1169,10 @@ impl Lis {
                 }
             }
         }
-        for (hold, name, shape, user, license) in leftovers {
-            match self.reshape(slurm, &name, shape, &user, license.as_deref()).await {
+        let shapes: Vec<NewShape> = leftovers.iter().map(|(_, to)| to.clone()).collect();
+        let answers = self.reshape_all(slurm, &shapes).await;
+        for ((hold, _), answer) in leftovers.into_iter().zip(answers) {
+            match answer {
                 Ok(()) => {
                     self.state().local.grown.remove(&hold);
                     report.reshaped += 1;

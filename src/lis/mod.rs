@@ -530,13 +530,36 @@ impl KeepsHolds for Lis {
     }
 
     async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError> {
-        self.ensure_local(&[hold]).await?;
-        let replaced = bookkeeping::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?;
-        // The replaced reservation's local one (Slurm) is the replacement's now, in its new shape.
-        if let Some(old) = replaced {
-            self.take_over(hold, old).await;
+        self.commit_holds(&[hold]).await.pop().expect("one answer per hold")
+    }
+
+    /// The holds' Slurm reservations made first (normally at persist already); a replaced
+    /// reservation's local one (Slurm) is its replacement's then, in its new shape: all of
+    /// them shrunk together, so that a modification that moved a workflow's dozens of jobs
+    /// commits in a few `scontrol` calls per reservation ([`Lis::reshape_all`]).
+    async fn commit_holds(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        if let Err(e) = self.ensure_local(holds).await {
+            if let [_] = holds {
+                return vec![Err(e)];
+            }
+            // Each answers for itself.
+            let mut answers = Vec::with_capacity(holds.len());
+            for &h in holds {
+                answers.push(self.commit_hold(h).await);
+            }
+            return answers;
         }
-        Ok(())
+        let mut taken = Vec::new();
+        let answers = holds
+            .iter()
+            .map(|&hold| -> Result<(), ParticipantError> {
+                let replaced = bookkeeping::commit(&mut *self.state(), hold, |st, g| self.book_new(st, &g.request))?;
+                taken.extend(replaced.map(|old| (hold, old)));
+                Ok(())
+            })
+            .collect();
+        self.take_over(&taken).await;
+        answers
     }
 
     /// In memory nothing is made durable; at a Slurm site the holds' reservations are made in

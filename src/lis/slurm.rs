@@ -416,7 +416,7 @@ impl Slurm {
     /// [StartTime=...] EndTime=... [Licenses=...]`, keeping its cores and the jobs in it; it
     /// refuses a new start once the reservation has started, and does **not** check the cores
     /// of the new window nor the licenses against other reservations: see
-    /// [`Slurm::core_conflicts`] and [`Slurm::license_conflicts`]).
+    /// [`core_clashes`] and [`Slurm::license_conflicts`]).
     ///
     /// With `Flags=IGNORE_JOBS` (which then stays among the reservation's flags): without it,
     /// Slurm counts the cores of every job running on the node as busy until that job's time
@@ -497,53 +497,44 @@ impl Slurm {
         out.dedup();
         Ok(out)
     }
+}
 
-    /// The reservations whose cores overlap reservation `name`'s on a node during a common
-    /// instant: nothing for a reservation Slurm placed itself (a create picks free cores),
-    /// but a window changed in place keeps its cores unchecked. Waits up to `wait` for
-    /// slurmctld to list the cores of every reservation of the partition's nodes (it fills
-    /// them in a moment after a create); a reservation still without them then counts as
-    /// holding every core of its nodes.
-    ///
-    /// # Errors
-    /// As [`Slurm::reservations`]; [`SlurmError::Mismatch`] if `name` is not there.
-    pub async fn core_conflicts(&self, name: &str, wait: Duration) -> Result<Vec<String>, SlurmError> {
-        let until = tokio::time::Instant::now() + wait;
-        loop {
-            let all = self.reservations().await?;
-            let Some(me) = all.iter().find(|r| r.name == name) else {
-                return Err(SlurmError::Mismatch(format!("reservation {name} is not in Slurm")));
-            };
-            let mine = expand_hostlist(&me.nodes);
-            let others: Vec<&SlurmReservation> = all
-                .iter()
-                .filter(|r| r.name != name && r.start < me.end && me.start < r.end)
-                .filter(|r| expand_hostlist(&r.nodes).iter().any(|n| mine.contains(n)))
-                .collect();
-            let unlisted = me.cores.is_empty() || others.iter().any(|r| r.cores.is_empty());
-            if unlisted && tokio::time::Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            // Cores of `r` on `node`; `None`: not listed, so all of them.
-            let on = |r: &SlurmReservation, node: &str| -> Option<Vec<u32>> {
-                if r.cores.is_empty() {
-                    None
-                } else {
-                    Some(r.cores.iter().filter(|(n, _)| n == node).flat_map(|(_, c)| c.clone()).collect())
-                }
-            };
-            let clash = |r: &SlurmReservation| {
-                mine.iter().any(|node| match (on(me, node), on(r, node)) {
-                    (Some(a), Some(b)) => a.iter().any(|c| b.contains(c)),
-                    (Some(a), None) => !a.is_empty() && expand_hostlist(&r.nodes).contains(node),
-                    (None, Some(b)) => !b.is_empty(),
-                    (None, None) => expand_hostlist(&r.nodes).contains(node),
-                })
-            };
-            return Ok(others.into_iter().filter(|r| clash(r)).map(|r| r.name.clone()).collect());
+/// The reservations of `all` whose cores overlap reservation `name`'s on a node during a
+/// common instant: none for a reservation Slurm placed itself (a create picks free cores),
+/// but a window changed in place keeps its cores unchecked. Also whether a core list this
+/// depends on is missing (slurmctld lists a reservation's cores a few seconds after its
+/// create): a reservation without one counts as holding every core of its nodes.
+///
+/// # Errors
+/// [`SlurmError::Mismatch`] if `name` is not in `all`.
+pub fn core_clashes(all: &[SlurmReservation], name: &str) -> Result<(Vec<String>, bool), SlurmError> {
+    let Some(me) = all.iter().find(|r| r.name == name) else {
+        return Err(SlurmError::Mismatch(format!("reservation {name} is not in Slurm")));
+    };
+    let mine = expand_hostlist(&me.nodes);
+    let others: Vec<&SlurmReservation> = all
+        .iter()
+        .filter(|r| r.name != name && r.start < me.end && me.start < r.end)
+        .filter(|r| expand_hostlist(&r.nodes).iter().any(|n| mine.contains(n)))
+        .collect();
+    let unlisted = me.cores.is_empty() || others.iter().any(|r| r.cores.is_empty());
+    // Cores of `r` on `node`; `None`: not listed, so all of them.
+    let on = |r: &SlurmReservation, node: &str| -> Option<Vec<u32>> {
+        if r.cores.is_empty() {
+            None
+        } else {
+            Some(r.cores.iter().filter(|(n, _)| n == node).flat_map(|(_, c)| c.clone()).collect())
         }
-    }
+    };
+    let clash = |r: &SlurmReservation| {
+        mine.iter().any(|node| match (on(me, node), on(r, node)) {
+            (Some(a), Some(b)) => a.iter().any(|c| b.contains(c)),
+            (Some(a), None) => !a.is_empty() && expand_hostlist(&r.nodes).contains(node),
+            (None, Some(b)) => !b.is_empty(),
+            (None, None) => expand_hostlist(&r.nodes).contains(node),
+        })
+    };
+    Ok((others.into_iter().filter(|r| clash(r)).map(|r| r.name.clone()).collect(), unlisted))
 }
 
 /// What a failed `scontrol` said: unreachable or refused.
@@ -820,6 +811,32 @@ ReservationName=maint1 StartTime=2026-11-26T01:00:00 EndTime=2026-11-26T02:00:00
         assert_eq!(c.gpu_license("t4"), "gpu");
         c.gpu_licenses.insert("a100".into(), "gpu:2".into());
         assert!(c.validate().unwrap_err().to_string().contains("a100"));
+    }
+
+    /// Lines shaped as slurm-wlm 22.05.8 prints them: `a` and `b` share core 4 at a common
+    /// instant, `c` is on cores of its own, `d` meets them while slurmctld has not listed its
+    /// cores yet, `e` comes after them all.
+    #[test]
+    fn core_clashes_read_one_listing() {
+        let line = |name: &str, start: &str, end: &str, cores: &str| {
+            let cores = if cores.is_empty() { String::new() } else { format!(" NodeName=cs-node1 CoreIDs={cores}") };
+            format!("ReservationName={name} StartTime=2026-12-07T10:{start} EndTime=2026-12-07T10:{end} Nodes=cs-node1 NodeCnt=1 CoreCnt=4 PartitionName=batch Flags={cores} TRES=cpu=4 Users=root Licenses=(null)\n")
+        };
+        let text = [
+            line("a", "00:00", "10:00", "0-4"),
+            line("b", "05:00", "15:00", "4-7"),
+            line("c", "00:00", "15:00", "8-11"),
+            line("e", "15:00", "20:00", "0-15"),
+        ]
+        .concat();
+        let all = parse_reservations(&text).unwrap();
+        assert_eq!(core_clashes(&all, "a").unwrap(), (vec!["b".to_owned()], false));
+        assert_eq!(core_clashes(&all, "b").unwrap(), (vec!["a".to_owned()], false));
+        assert_eq!(core_clashes(&all, "c").unwrap(), (vec![], false));
+        assert_eq!(core_clashes(&all, "e").unwrap(), (vec![], false), "windows that only touch do not meet");
+        let all = parse_reservations(&(text + &line("d", "09:00", "12:00", ""))).unwrap();
+        assert_eq!(core_clashes(&all, "c").unwrap(), (vec!["d".to_owned()], true), "unlisted cores: all of them");
+        assert!(matches!(core_clashes(&all, "z"), Err(SlurmError::Mismatch(_))));
     }
 
     #[test]

@@ -172,43 +172,16 @@ pub(super) async fn commit_parts(parts: &[(Arc<dyn HoldLifecycle>, HoldId)], sen
     }
 }
 
-/// Phase 2 of a decided modification in process: every part is sent its commit (retried
-/// while the answer is indeterminate), whatever the others answer; each part's answer.
+/// Phase 2 by participant, each part's answer: one [`HoldLifecycle::commit_all`] per
+/// participant, all sent at once, whatever the others answer; holds whose answer was
+/// indeterminate are sent again (up to [`RETRY_AFTER`]'s count). A participant changes its
+/// holds together (a LIS in front of Slurm: the reservations a modification moves, in a few
+/// `scontrol` calls).
 pub(super) async fn commit_each_part(
-    parts: &[(Arc<dyn HoldLifecycle>, HoldId)],
+    groups: &Groups,
+    holds: &[HoldId],
     sent: &mut Sent,
 ) -> Vec<Result<(), ParticipantError>> {
-    let mut answers = Vec::with_capacity(parts.len());
-    for (p, hold) in parts {
-        answers.push(with_retries(sent, || p.commit(*hold)).await);
-    }
-    answers
-}
-
-/// The parts of a plan grouped by participant: each participant, with the indices of its
-/// parts (first appearance order).
-pub(super) type Groups = Vec<(Arc<dyn HoldLifecycle>, Vec<usize>)>;
-
-/// Phase 1's votes made durable before a logged decision: one [`HoldLifecycle::persist`] per
-/// participant, all sent at once. `Err`: a participant could not promise its holds (the caller
-/// gives the plan up).
-pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], sent: &mut Sent) -> Result<(), TwoPhaseError> {
-    sent.together(groups.len() as u64);
-    let calls = groups.iter().map(|(p, parts)| {
-        let ids: Vec<HoldId> = parts.iter().map(|&i| holds[i]).collect();
-        async move { p.persist(&ids).await }
-    });
-    for r in futures::future::join_all(calls).await {
-        r.map_err(TwoPhaseError::NotDurable)?;
-    }
-    Ok(())
-}
-
-/// Phase 2 by participant: one [`HoldLifecycle::commit_all`] per participant, all sent at once;
-/// holds whose answer was indeterminate are sent again (up to [`RETRY_AFTER`]'s count). The
-/// result is that of [`commit_parts`], except that a refusal does not stop the other
-/// participants' commits (those are then `committed` and compensation releases them).
-pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], sent: &mut Sent) -> Phase2 {
     let calls = groups.iter().map(|(p, parts)| async move {
         let mut to_this = Sent::default();
         let mut pending: Vec<usize> = parts.clone();
@@ -236,24 +209,54 @@ pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], sent: &mut 
             }
         }
     });
-    let mut committed = vec![false; holds.len()];
-    let (mut refused, mut silent) = (None, None);
     let mut all = Sent::default();
-    for (by_one, answers) in futures::future::join_all(calls).await {
+    let mut answers: Vec<Option<Result<(), ParticipantError>>> = vec![None; holds.len()];
+    for (by_one, got) in futures::future::join_all(calls).await {
         all.beside(by_one);
-        for (i, r) in answers {
-            match r {
-                Ok(()) => committed[i] = true,
-                Err(e) if indeterminate(&e) => {
-                    silent.get_or_insert(TwoPhaseError::CommitUnanswered { hold: holds[i], source: e });
-                }
-                Err(e) => {
-                    refused.get_or_insert(TwoPhaseError::CommitRefused(e));
-                }
-            }
+        for (i, r) in got {
+            answers[i] = Some(r);
         }
     }
     sent.then(all);
+    answers.into_iter().map(|r| r.expect("every part is in a group")).collect()
+}
+
+/// The parts of a plan grouped by participant: each participant, with the indices of its
+/// parts (first appearance order).
+pub(super) type Groups = Vec<(Arc<dyn HoldLifecycle>, Vec<usize>)>;
+
+/// Phase 1's votes made durable before a logged decision: one [`HoldLifecycle::persist`] per
+/// participant, all sent at once. `Err`: a participant could not promise its holds (the caller
+/// gives the plan up).
+pub(super) async fn persist_groups(groups: &Groups, holds: &[HoldId], sent: &mut Sent) -> Result<(), TwoPhaseError> {
+    sent.together(groups.len() as u64);
+    let calls = groups.iter().map(|(p, parts)| {
+        let ids: Vec<HoldId> = parts.iter().map(|&i| holds[i]).collect();
+        async move { p.persist(&ids).await }
+    });
+    for r in futures::future::join_all(calls).await {
+        r.map_err(TwoPhaseError::NotDurable)?;
+    }
+    Ok(())
+}
+
+/// Phase 2 by participant ([`commit_each_part`]), summed up: the result is that of
+/// [`commit_parts`], except that a refusal does not stop the other participants' commits
+/// (those are then `committed` and compensation releases them).
+pub(super) async fn commit_groups(groups: &Groups, holds: &[HoldId], sent: &mut Sent) -> Phase2 {
+    let mut committed = vec![false; holds.len()];
+    let (mut refused, mut silent) = (None, None);
+    for (i, r) in commit_each_part(groups, holds, sent).await.into_iter().enumerate() {
+        match r {
+            Ok(()) => committed[i] = true,
+            Err(e) if indeterminate(&e) => {
+                silent.get_or_insert(TwoPhaseError::CommitUnanswered { hold: holds[i], source: e });
+            }
+            Err(e) => {
+                refused.get_or_insert(TwoPhaseError::CommitRefused(e));
+            }
+        }
+    }
     match (refused, silent) {
         (Some(cause), _) => Phase2::Refused { committed, cause },
         (None, Some(cause)) => Phase2::Unreachable { cause },

@@ -367,7 +367,7 @@ impl Coordinator {
         }
         self.crash_point("after-decision");
         // Every part is sent its commit, whatever the others answer: the decision stands.
-        let answers = commit::commit_each_part(&targets(&self.parts), &mut self.sent).await;
+        let answers = commit::commit_each_part(&self.groups(), &self.holds(), &mut self.sent).await;
         let failed: Vec<usize> = answers.iter().enumerate().filter(|(_, r)| r.is_err()).map(|(i, _)| i).collect();
         if let Some(Err(e)) = answers.into_iter().find(Result::is_err) {
             self.break_failed(&failed, &TwoPhaseError::CommitRefused(e)).await;

@@ -263,6 +263,16 @@ pub(crate) trait KeepsHolds: Send + Sync {
     /// Phase 2 (commit) of `hold`, with what it drives ([`HoldLifecycle::commit`]).
     async fn commit_hold(&self, hold: HoldId) -> Result<(), ParticipantError>;
 
+    /// Phase 2 of several holds in one message ([`HoldLifecycle::commit_all`]): the answer of
+    /// each, in order. The default commits them one after the other.
+    async fn commit_holds(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let mut answers = Vec::with_capacity(holds.len());
+        for &h in holds {
+            answers.push(self.commit_hold(h).await);
+        }
+        answers
+    }
+
     /// Phase 1's votes made durable ([`HoldLifecycle::persist`]).
     async fn persist_holds(&self, holds: &[HoldId]) -> Result<(), ParticipantError>;
 
@@ -302,6 +312,6 @@ impl<P: KeepsHolds> HoldLifecycle for P {
     }
 
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-        crate::protocol::commit_each(self, holds).await
+        self.commit_holds(holds).await
     }
 }

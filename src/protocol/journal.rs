@@ -514,20 +514,18 @@ impl<T: HoldLifecycle + ?Sized> HoldLifecycle for Journaled<T> {
     /// hold before it, and the release of the reservation a replacement hold replaces after
     /// it) in one write.
     async fn commit_all(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
-        let mut answers = Vec::with_capacity(holds.len());
+        // A replacement's commit releases the reservation it replaces: journaled with it.
+        let replaced: Vec<Option<HoldId>> = holds.iter().map(|&h| self.inner.replaced_by(h)).collect();
+        let mut answers = self.inner.commit_all(holds).await;
         let mut entries = Vec::new();
         let mut written = Vec::new();
-        for &hold in holds {
-            // A replacement's commit releases the reservation it replaces: journaled with it.
-            let replaced = self.inner.replaced_by(hold);
-            let r = self.inner.commit(hold).await;
-            if r.is_ok() {
+        for (i, (&hold, replaced)) in holds.iter().zip(replaced).enumerate() {
+            if answers[i].is_ok() {
                 entries.extend(self.tentative.lock().remove(&hold));
                 entries.push(JournalEntry::Committed { hold });
                 entries.extend(replaced.map(|old| JournalEntry::Released { hold: old }));
-                written.push(answers.len());
+                written.push(i);
             }
-            answers.push(r);
         }
         if let Err(e) = self.write_all(entries, true).await {
             for i in written {

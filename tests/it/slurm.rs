@@ -982,6 +982,71 @@ async fn an_extension_beside_another_plan_s_running_job_is_made() {
     assert!(done, "the job did not complete past its old end {old_end}: {}", job_state_of(&cluster, &id));
 }
 
+/// Issue 47: an extension that moves a chain of 10 reservations later (each grown to both
+/// windows until the commit, so on the cores of the next ones) is made in Slurm together, in
+/// three listings and a few calls per reservation, every reservation in its new window under
+/// its name and none on another's cores. Before, each reservation was read, changed and
+/// checked on its own, and each check waited up to 10 s for slurmctld to list the cores of
+/// reservations made a moment before (it lists them about 5 s after a create): 200 listings
+/// of 237 calls here, and an engine's `PATCH` of a level that overran together moved 25
+/// reservations in 30-49 s while the overrunning tasks' reservations ended. `scontrol` is the
+/// real one, behind a wrapper that logs its arguments.
+#[tokio::test]
+async fn an_extension_that_moves_a_chain_of_reservations_changes_them_together() {
+    const N: usize = 10;
+    let cluster = SlurmCluster::start(CPUS);
+    let log = cluster.dir().join("scontrol.log");
+    let logged = cluster.dir().join("scontrol-logged");
+    std::fs::write(&logged, format!("#!/bin/sh\necho \"$*\" >> {}\nexec scontrol \"$@\"\n", log.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&logged).status().unwrap();
+    let app = app(&cluster, 3600, |c| c.slurm[0].1.scontrol = logged.clone()).await;
+    let jobs: Vec<Value> = (0..N)
+        .map(|i| {
+            let mut j = json!({"name": format!("t{i}"), "os": "linux", "cpus": 2, "duration_s": 30});
+            if i > 0 {
+                j["after"] = json!([format!("t{}", i - 1)]);
+            }
+            j
+        })
+        .collect();
+    let body = json!({"id": "chain-moved", "deadline": in_hours(6), "policy": "cost", "jobs": jobs, "transfers": []});
+    let plan = submit(&app, &body).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let booked = plan["jobs"].as_array().unwrap();
+    assert!(booked.iter().all(|j| j["site"] == SITE), "{plan}");
+    let origin = time(&plan["start"]);
+    // t0 60 s longer, and every job after it 60 s later.
+    let change: Vec<Value> = booked
+        .iter()
+        .map(|j| match j["name"].as_str().unwrap() {
+            "t0" => json!({"name": "t0", "duration_s": 90}),
+            n => json!({"name": n, "offset_s": time(&j["start"]) - origin + 60}),
+        })
+        .collect();
+    let calls = || std::fs::read_to_string(&log).unwrap_or_default().lines().map(str::to_owned).collect::<Vec<_>>();
+    let before = calls().len();
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&json!({"jobs": change}))).await;
+    assert_eq!(r.status(), StatusCode::OK, "{:?}", r.text().await);
+    let modified: Value = r.json().await.unwrap();
+    let during = calls()[before..].to_vec();
+
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), N, "{ours:?}");
+    for (was, now) in booked.iter().zip(modified["jobs"].as_array().unwrap()) {
+        assert_eq!(now["reservation_name"], was["reservation_name"], "{modified}");
+        let moved = if was["name"] == "t0" { 0 } else { 60 };
+        let (start, end) = (time(&was["start"]) + moved, time(&was["end"]) + 60);
+        assert_eq!((time(&now["start"]), time(&now["end"])), (start, end), "{modified}");
+        let r = ours.iter().find(|r| r.name == was["reservation_name"].as_str().unwrap()).unwrap();
+        assert_eq!((r.start, r.end, r.cpus), (start, end, 2), "{ours:?}, after {during:#?}");
+    }
+    assert_eq!(core_overlaps(&cluster), vec![], "{ours:?}");
+    let listings = during.iter().filter(|c| c.starts_with("show reservation")).count();
+    assert!(listings <= 4, "{listings} listings of Slurm's reservations for one modification: {during:#?}");
+    assert!(during.len() <= 4 * N + 4, "{} scontrol calls for {N} reservations: {during:#?}", during.len());
+}
+
 /// Every pair of coreserve reservations that share a core of a node at a common instant
 /// (`scontrol show reservation`'s core lists, waited for: slurmctld lists a reservation's
 /// cores a moment after its create).
