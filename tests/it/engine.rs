@@ -316,7 +316,6 @@ fn the_plugins_own_tests_pass() {
 /// completed, one task made to run 60 s past its booking was extended and not killed, and
 /// nothing of the plan is left in Slurm at the end.
 #[tokio::test]
-#[ignore = "issue 47, open: not yet shown reliable enough to gate CI: 3 of 6 runs passed on 2026-12-07, the last 2 of 2, since the clusters are probed at once; an extension that must move dozens of reservations still takes 30-49 s in Slurm (docs/engines.md); run with --ignored"]
 async fn a_wfcommons_workflow_runs_inside_its_reservations_on_two_clusters() {
     let _machine = machine::reserve("engine").await;
     let grid = Grid::start().await;
@@ -390,7 +389,6 @@ async fn a_wfcommons_workflow_runs_inside_its_reservations_on_two_clusters() {
 /// plan, and the tasks that have not started are booked again (a new plan) and run there, inside
 /// their new reservations. A chain of four tasks from a WfFormat 1.4 instance.
 #[tokio::test]
-#[ignore = "issue 47, open: not yet shown reliable enough to gate CI on a 2-core machine: 3 of 3 runs passed on 2026-12-07, 3 of 4 before; run with --ignored"]
 async fn a_broken_reservation_is_replanned_for_the_tasks_not_started() {
     let _machine = machine::reserve("engine-broken").await;
     let grid = Grid::start().await;

@@ -159,8 +159,8 @@ PROBE_SNAKEFILE = 'rule probe:\n    shell: "true"\n'
 PROBES_AT_ONCE = 4
 
 # The time an extension (a PATCH) takes, as a job's expected end must leave it: about 0.1-2 s
-# for a job with few successors. Not learnt from the extensions made: one that moved dozens of
-# reservations took 30-49 s (docs/engines.md), and a margin that long would extend every job.
+# for a job with few successors (the service changes a plan's Slurm reservations together, a
+# few scontrol calls each: docs/engines.md). Not learnt from the extensions made.
 EXTENSION_S = 1
 
 # How many times a job whose sbatch Slurm refused for its reservation is submitted again: the
