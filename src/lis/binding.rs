@@ -673,7 +673,7 @@ impl Lis {
         placed: &HashSet<String>,
     ) -> Result<Clashes<'a>, SlurmError> {
         let longer = g.target.start < g.was.start || g.target.end > g.was.end;
-        let mut names = if longer { super::slurm::core_clashes(listed, &to.name)?.0 } else { vec![] };
+        let mut names = if longer { super::slurm::core_clashes(listed, &to.name)? } else { vec![] };
         names.retain(|n| !placed.contains(n));
         let licenses = if g.target.gpus > 0 { slurm.license_conflicts(&to.name).await? } else { vec![] };
         Ok(Clashes { cores: listed.iter().filter(|r| names.contains(&r.name)).collect(), licenses })

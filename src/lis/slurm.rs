@@ -401,15 +401,6 @@ impl Slurm {
         }
     }
 
-    /// Reservation `name`, if Slurm has it.
-    pub async fn reservation(&self, name: &str) -> Result<Option<SlurmReservation>, SlurmError> {
-        let out = self.scontrol(&["show".into(), "reservation".into(), name.into(), "--oneliner".into()]).await;
-        match out {
-            Err(SlurmError::Refused(m)) if m.contains("not found") || m.contains("No reservations") => Ok(None),
-            r => Ok(parse_reservations(&r?)?.into_iter().find(|x| x.name == name)),
-        }
-    }
-
     /// Moves reservation `name`'s end to `end` and, with `start`, its start, and with
     /// `licenses` sets its licenses to `(license, count)` (Slurm 22.05 changes a
     /// reservation's window and licenses in place, `scontrol update ReservationName=...
@@ -501,13 +492,13 @@ impl Slurm {
 
 /// The reservations of `all` whose cores overlap reservation `name`'s on a node during a
 /// common instant: none for a reservation Slurm placed itself (a create picks free cores),
-/// but a window changed in place keeps its cores unchecked. Also whether a core list this
-/// depends on is missing (slurmctld lists a reservation's cores a few seconds after its
-/// create): a reservation without one counts as holding every core of its nodes.
+/// but a window changed in place keeps its cores unchecked. A reservation whose cores are not
+/// listed (slurmctld lists them a few seconds after its create) counts as holding every core of
+/// its nodes.
 ///
 /// # Errors
 /// [`SlurmError::Mismatch`] if `name` is not in `all`.
-pub fn core_clashes(all: &[SlurmReservation], name: &str) -> Result<(Vec<String>, bool), SlurmError> {
+pub fn core_clashes(all: &[SlurmReservation], name: &str) -> Result<Vec<String>, SlurmError> {
     let Some(me) = all.iter().find(|r| r.name == name) else {
         return Err(SlurmError::Mismatch(format!("reservation {name} is not in Slurm")));
     };
@@ -517,7 +508,6 @@ pub fn core_clashes(all: &[SlurmReservation], name: &str) -> Result<(Vec<String>
         .filter(|r| r.name != name && r.start < me.end && me.start < r.end)
         .filter(|r| expand_hostlist(&r.nodes).iter().any(|n| mine.contains(n)))
         .collect();
-    let unlisted = me.cores.is_empty() || others.iter().any(|r| r.cores.is_empty());
     // Cores of `r` on `node`; `None`: not listed, so all of them.
     let on = |r: &SlurmReservation, node: &str| -> Option<Vec<u32>> {
         if r.cores.is_empty() {
@@ -534,7 +524,7 @@ pub fn core_clashes(all: &[SlurmReservation], name: &str) -> Result<(Vec<String>
             (None, None) => expand_hostlist(&r.nodes).contains(node),
         })
     };
-    Ok((others.into_iter().filter(|r| clash(r)).map(|r| r.name.clone()).collect(), unlisted))
+    Ok(others.into_iter().filter(|r| clash(r)).map(|r| r.name.clone()).collect())
 }
 
 /// What a failed `scontrol` said: unreachable or refused.
@@ -830,12 +820,12 @@ ReservationName=maint1 StartTime=2026-11-26T01:00:00 EndTime=2026-11-26T02:00:00
         ]
         .concat();
         let all = parse_reservations(&text).unwrap();
-        assert_eq!(core_clashes(&all, "a").unwrap(), (vec!["b".to_owned()], false));
-        assert_eq!(core_clashes(&all, "b").unwrap(), (vec!["a".to_owned()], false));
-        assert_eq!(core_clashes(&all, "c").unwrap(), (vec![], false));
-        assert_eq!(core_clashes(&all, "e").unwrap(), (vec![], false), "windows that only touch do not meet");
+        assert_eq!(core_clashes(&all, "a").unwrap(), vec!["b".to_owned()]);
+        assert_eq!(core_clashes(&all, "b").unwrap(), vec!["a".to_owned()]);
+        assert_eq!(core_clashes(&all, "c").unwrap(), Vec::<String>::new());
+        assert_eq!(core_clashes(&all, "e").unwrap(), Vec::<String>::new(), "windows that only touch do not meet");
         let all = parse_reservations(&(text + &line("d", "09:00", "12:00", ""))).unwrap();
-        assert_eq!(core_clashes(&all, "c").unwrap(), (vec!["d".to_owned()], true), "unlisted cores: all of them");
+        assert_eq!(core_clashes(&all, "c").unwrap(), vec!["d".to_owned()], "unlisted cores: all of them");
         assert!(matches!(core_clashes(&all, "z"), Err(SlurmError::Mismatch(_))));
     }
 
