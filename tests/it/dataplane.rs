@@ -426,18 +426,21 @@ async fn booked_bandwidth_is_delivered_on_the_emulated_network() {
     // As much as the unbooked link carried before the bookings (85 of 100 Mbit/s, unless the
     // machine could not send that much then either).
     assert!(alone >= 85.0_f64.min(0.9 * best_load), "background alone {alone}, before the bookings {best_load}");
-    let metrics = app.metrics().await;
-    let line = |name: &str| metrics.lines().find(|l| l.starts_with(name)).unwrap_or_default().to_owned();
-    eprintln!(
-        "{}\n{}\n{}\n{}\n{}",
-        line("coreserve_dataplane_installs_total"),
-        line("coreserve_dataplane_install_seconds_sum"),
-        line("coreserve_dataplane_removes_total"),
-        line("coreserve_dataplane_remove_seconds_sum"),
-        line("coreserve_dataplane_reconciled_total{action=\"closed\"}")
-    );
-    assert!(metrics.contains("coreserve_dataplane_reconciled_total{action=\"opened\"} 2"), "{metrics}");
-    assert!(metrics.contains("coreserve_dataplane_reconciled_total{action=\"closed\"} 2"), "{metrics}");
+    // Every window opened and closed once, as the metrics count them (polled: the count follows
+    // the removal it counts).
+    let counted = |m: &str| {
+        m.contains("coreserve_dataplane_reconciled_total{action=\"opened\"} 2")
+            && m.contains("coreserve_dataplane_reconciled_total{action=\"closed\"} 2")
+    };
+    let asked = Instant::now();
+    let mut metrics = app.metrics().await;
+    while !counted(&metrics) && asked.elapsed() < Duration::from_secs(3) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        metrics = app.metrics().await;
+    }
+    let dataplane: Vec<&str> = metrics.lines().filter(|l| l.starts_with("coreserve_dataplane_")).collect();
+    eprintln!("{}", dataplane.join("\n"));
+    assert!(counted(&metrics), "{dataplane:#?}");
 }
 
 /// Faults: a data plane that refuses at commit (an interface of the path lost its shaping)

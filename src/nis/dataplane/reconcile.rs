@@ -324,35 +324,40 @@ impl Nis {
     /// docs). Returns what it did.
     ///
     /// # Errors
-    /// An interface could not be read: nothing was removed (installs may have happened).
+    /// An interface or namespace could not be read (nothing was removed; installs may have
+    /// happened), or strays could not be removed. What was done before the failure is counted
+    /// in the metrics all the same.
     pub async fn reconcile_dataplane(&self) -> Result<ReconcileReport, DataplaneError> {
         let Some(plane) = &self.plane else { return Ok(ReconcileReport::default()) };
         let started = Instant::now();
-        let r = self.reconcile_inner(plane).await;
+        // What it did is counted even when it fails part way: rules it removed or installed
+        // before the failure are gone or there all the same.
+        let mut rep = ReconcileReport::default();
+        let r = self.reconcile_inner(plane, &mut rep).await;
         plane.stats.reconcile_us_last.store(started.elapsed().as_micros() as u64, Relaxed);
-        match &r {
-            Ok(rep) => {
+        plane.stats.opened.fetch_add(rep.opened as u64, Relaxed);
+        plane.stats.closed.fetch_add(rep.closed as u64, Relaxed);
+        plane.stats.reinstalled.fetch_add(rep.reinstalled as u64, Relaxed);
+        plane.stats.strays_removed.fetch_add(rep.strays_removed as u64, Relaxed);
+        if (rep.opened, rep.closed, rep.reinstalled, rep.strays_removed) != (0, 0, 0, 0) {
+            tracing::info!(?rep, "data plane reconciled");
+        }
+        match r {
+            Ok(()) => {
                 plane.stats.reconciles_ok.fetch_add(1, Relaxed);
-                plane.stats.opened.fetch_add(rep.opened as u64, Relaxed);
-                plane.stats.closed.fetch_add(rep.closed as u64, Relaxed);
-                plane.stats.reinstalled.fetch_add(rep.reinstalled as u64, Relaxed);
-                plane.stats.strays_removed.fetch_add(rep.strays_removed as u64, Relaxed);
-                if (rep.opened, rep.closed, rep.reinstalled, rep.strays_removed) != (0, 0, 0, 0) {
-                    tracing::info!(?rep, "data plane reconciled");
-                }
+                Ok(rep)
             }
             Err(e) => {
                 plane.stats.reconciles_failed.fetch_add(1, Relaxed);
                 tracing::warn!(error = %e, "data plane reconciliation failed");
+                Err(e)
             }
         }
-        r
     }
 
-    async fn reconcile_inner(&self, plane: &TcPlane) -> Result<ReconcileReport, DataplaneError> {
+    async fn reconcile_inner(&self, plane: &TcPlane, rep: &mut ReconcileReport) -> Result<(), DataplaneError> {
         let _op = plane.op.lock().await;
         let now = self.clock.now();
-        let mut rep = ReconcileReport::default();
         // What should be installed now: committed (or admitted) transfers with an open window.
         let holds: Vec<HoldId> = plane.st().endpoints.keys().copied().collect();
         let mut wanted: HashMap<HoldId, Vec<Spec>> = HashMap::new();
@@ -607,7 +612,7 @@ impl Nis {
             rep.strays_removed = stray_rules.len() + strays.routes.len();
             plane.remove(&strays).await?;
         }
-        Ok(rep)
+        Ok(())
     }
 
     /// The data plane's lines of `/metrics` (empty without a data plane).
