@@ -487,6 +487,19 @@ impl Participant<Network> for Nis {
         Some(qs.iter().map(ceiling).collect())
     }
 
+    /// The first of `qs` with a path, as [`Self::query`] answers each; `None` (not said) when
+    /// one names a site the NIS does not know (its error is [`Self::query`]'s to give).
+    async fn first_granted(&self, qs: &[NetworkQuery]) -> Option<Option<(usize, Option<Route>)>> {
+        for (i, q) in qs.iter().enumerate() {
+            match self.query(q).await {
+                Ok(Some(r)) => return Some(Some((i, Some(r)))),
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+        }
+        Some(None)
+    }
+
     async fn prepare(&self, req: &NetworkHoldRequest) -> Result<Hold, ParticipantError> {
         self.prepare_owned(req, None)
     }

@@ -299,3 +299,27 @@ async fn a_replacement_transfer_of_a_released_reservation_is_refused_at_commit()
     assert_eq!(n.commit(h).await, Err(ParticipantError::NotCommitted(old)));
     assert_eq!(n.usage_at("ab", 50), Some(0));
 }
+
+/// Issue 46: `first_granted` answers as the questions asked one by one, stopping at the first
+/// with a path; none with a path is `Some(None)`; an unknown site is left to `query`.
+#[tokio::test]
+async fn first_granted_is_the_first_question_with_a_path() {
+    let (n, _) = nis(Routing::Shortest);
+    // 800 of 1000 booked on a-b-c over [0, 100): 600 fits nowhere then, anywhere from 100 on.
+    n.prepare(&hold(&["ab", "bc"], 800)).await.unwrap();
+    let at = |start: Time, bw: u64| NetworkQuery {
+        from_site: "sa".into(),
+        to_site: "sc".into(),
+        bandwidth_mbps: bw,
+        start,
+        end: start + 50,
+    };
+    let qs = [at(0, 600), at(50, 600), at(100, 600), at(150, 600)];
+    let one_by_one = n.query(&qs[2]).await.unwrap();
+    assert!(n.query(&qs[1]).await.unwrap().is_none());
+    assert_eq!(n.first_granted(&qs).await, Some(Some((2, one_by_one))));
+    assert_eq!(n.first_granted(&qs[..2]).await, Some(None), "none has a path");
+    assert_eq!(n.first_granted(&[]).await, Some(None));
+    let unknown = NetworkQuery { to_site: "nowhere".into(), ..at(100, 600) };
+    assert_eq!(n.first_granted(&[qs[0].clone(), unknown]).await, None, "query's error to give");
+}

@@ -288,6 +288,14 @@ pub(in crate::planner) trait TentativeBook: Send {
     /// Asks the NIS `q` now, whatever was prefetched (the backjumping probe).
     fn ask_nis(&mut self, q: &NetworkQuery) -> impl Future<Output = Result<Option<Route>, ParticipantError>> + Send;
 
+    /// Asks the NIS, in one message, for the first of `qs` it has a path for
+    /// ([`crate::protocol::Participant::first_granted`]): its index and route, or `Some(None)`
+    /// for none; `None`: the NIS does not say (ask them one by one with [`Self::route`]).
+    fn first_route(&mut self, qs: &[NetworkQuery]) -> impl Future<Output = Option<Option<(usize, Route)>>> + Send {
+        let _ = qs;
+        async { None }
+    }
+
     /// Asks the NIS, in one message, the most each of `qs` could ever be granted (the widest
     /// path's bottleneck: [`crate::protocol::Participant::ceilings`]); `None`: it does not say.
     fn ceilings(&mut self, qs: Vec<NetworkQuery>) -> impl Future<Output = Option<Vec<u64>>> + Send {

@@ -123,6 +123,15 @@ where
     async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
         self.local.ceilings(qs).await
     }
+
+    /// Answered by `local` when the window covers every query; else not said (the search asks
+    /// them one by one, those outside the window remotely).
+    async fn first_granted(&self, qs: &[R::Query]) -> Option<Option<(usize, R::Answer)>> {
+        if !qs.iter().all(|q| self.covers(q)) {
+            return None;
+        }
+        self.local.first_granted(qs).await
+    }
 }
 
 #[async_trait]

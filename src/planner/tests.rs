@@ -1874,6 +1874,37 @@ async fn a_fan_in_s_staged_transfers_take_the_link_one_after_the_other() {
     }
 }
 
+/// Issue 46: the later starts a staged transfer of a fan-in may slide to go to the NIS in one
+/// message ([`Participant::first_granted`]), and the plan is the one the same questions asked
+/// one by one give (a NIS that does not take them so: `NisCalls`, as over HTTP).
+#[tokio::test]
+async fn a_sliding_transfer_asks_its_later_starts_in_one_message() {
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
+    let g = grid(sites, [100, 1, 1]);
+    let producers = ["P1", "P2", "P3", "P4", "P5"];
+    let mut jobs: Vec<_> = producers.iter().map(|p| task(p, "linux", 1, 600, &[])).collect();
+    jobs.push(task("C", "bsd", 1, 600, &producers));
+    let transfers = producers
+        .iter()
+        .map(|p| serde_json::json!({"from": p, "to": "C", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 100}))
+        .collect();
+    let r = workflow_of(jobs, transfers, 30, 20_000);
+    let batched = planner(&local(&g), SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
+    let l = local(&g);
+    let mut services = l.services();
+    let nis = Arc::new(NisCalls(services.nis.clone(), Default::default()));
+    services.nis = nis.clone();
+    let cfg = PlannerConfig { w_interval_s: 0, ..Default::default() };
+    let single = Planner::new(cfg, services).plan(&r).await;
+    assert_eq!(batched.status, PlanStatus::Committed, "{batched:?}");
+    assert_eq!((&batched.jobs, &batched.transfers), (&single.jobs, &single.transfers), "the same plan");
+    // Four of the five transfers slide (the first takes the link at its producer's end), past
+    // one refused later start at least each: one message each instead of two or more.
+    let asked = nis.1.lock().unwrap().0;
+    assert!(single.messages >= batched.messages + 4, "{} against {}", single.messages, batched.messages);
+    assert!(asked >= 5 + 8, "the NIS was asked {asked} single questions");
+}
+
 /// Issue 53: a diamond workflow (B and C after A, D after both, staged transfers) planned by
 /// the role-separated service's planner (batched queries and aborts, checks before holds)
 /// takes the same plan as the unbatched planner in fewer sequential rounds: B's query asks

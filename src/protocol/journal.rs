@@ -468,6 +468,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Journaled<T> {
         self.inner.ceilings(qs).await
     }
 
+    async fn first_granted(&self, qs: &[R::Query]) -> Option<Option<(usize, R::Answer)>> {
+        self.inner.first_granted(qs).await
+    }
+
     /// A snapshot changes nothing: nothing to journal.
     async fn snapshot(&self, window: &super::SnapshotWindow) -> Result<Option<R::Snapshot>, ParticipantError> {
         self.inner.snapshot(window).await

@@ -527,6 +527,16 @@ pub trait Participant<R: Role>: HoldLifecycle {
         let _ = qs;
         None
     }
+    /// The first of `qs`, in order, that this participant grants now, with its index and
+    /// answer, in one message: `Some(None)` when it grants none of them. Answers as
+    /// [`Self::query`] would, one query after the other, stopping at the first granted (for
+    /// the NIS: a path). `None`: this participant does not say (the default, and the HTTP
+    /// transport), and the planner asks them one by one. What a staged transfer that does not
+    /// fit at its producer's end asks at the later starts it may slide to (issue 46).
+    async fn first_granted(&self, qs: &[R::Query]) -> Option<Option<(usize, R::Answer)>> {
+        let _ = qs;
+        None
+    }
 }
 
 /// A committed reservation that its participant can no longer honour (see

@@ -80,6 +80,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Timed<T> {
     async fn ceilings(&self, qs: &[R::Query]) -> Option<Vec<u64>> {
         self.timed(Message::Query, self.inner.ceilings(qs)).await
     }
+    /// One message, timed as one query.
+    async fn first_granted(&self, qs: &[R::Query]) -> Option<Option<(usize, R::Answer)>> {
+        self.timed(Message::Query, self.inner.first_granted(qs)).await
+    }
 }
 
 #[async_trait]

@@ -47,6 +47,10 @@ impl<R: Role, T: Participant<R> + ?Sized> Participant<R> for Yielding<T> {
         tokio::task::coop::consume_budget().await;
         self.0.ceilings(qs).await
     }
+    async fn first_granted(&self, qs: &[R::Query]) -> Option<Option<(usize, R::Answer)>> {
+        tokio::task::coop::consume_budget().await;
+        self.0.first_granted(qs).await
+    }
 }
 
 #[async_trait]

@@ -697,6 +697,13 @@ impl TentativeBook for Book<'_> {
         }
     }
 
+    async fn first_route(&mut self, qs: &[NetworkQuery]) -> Option<Option<(usize, Route)>> {
+        // One message when the NIS says; none when it does not (the default over HTTP).
+        let answer = self.planner.services.nis.first_granted(qs).await?;
+        self.sent.one();
+        Some(answer.and_then(|(i, r)| r.map(|r| (i, r))))
+    }
+
     async fn ceilings(&mut self, qs: Vec<NetworkQuery>) -> Option<Vec<u64>> {
         self.sent.one();
         self.planner.services.nis.ceilings(&qs).await

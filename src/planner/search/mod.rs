@@ -755,7 +755,8 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
     /// start later, as long as it ends by its consumer's start (the consumer must be placed):
     /// the fan-in of a workflow ends many transfers at one consumer, whose access link carries
     /// them one after the other. Tries at most [`SLIDE_PROBES`] later starts, spread evenly
-    /// over that room and at least the transfer's length apart, earliest first. The route,
+    /// over that room and at least the transfer's length apart, earliest first, all in one
+    /// NIS message where the NIS takes them so ([`TentativeBook::first_route`]). The route,
     /// with the slide kept in [`super::fixes::Fixes::slide_s`], or `None` (slide back to 0).
     /// When there is no room before the consumer's start, it looks beyond it, as many times
     /// again in doubling steps: the end of the first start that fits there is left in
@@ -774,7 +775,8 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
         let mut slide = self.book.fixes().slide_s[e];
         // The end with no slide: the producer's end plus the transfer's length.
         let unslid_end = anchored.end - slide;
-        let mut found = None;
+        // The later starts to try, earliest first (the questions depend on the slide only).
+        let (mut slides, mut questions): (Vec<i64>, Vec<NetworkQuery>) = (Vec::new(), Vec::new());
         for _ in 0..2 * SLIDE_PROBES {
             if unslid_end + slide > consumer_start {
                 // Past the consumer's start: how late, in doubling steps (a busy link may stay
@@ -783,15 +785,33 @@ impl<'a, B: TentativeBook> Attempt<'a, B> {
             }
             slide += step;
             self.book.fixes_mut().slide_s[e] = slide;
-            let Ok(q) = self.nis_question(e) else { continue };
-            if let Ok(Some(r)) = self.book.route(&q).await {
-                found = Some((q.end, r));
-                break;
+            if let Ok(q) = self.nis_question(e) {
+                slides.push(slide);
+                questions.push(q);
             }
         }
+        // All in one message where the NIS takes them so (the first with a path); else one
+        // question after the other, stopping at the first with a path.
+        let first = match self.book.first_route(&questions).await {
+            Some(first) => first,
+            None => {
+                let mut first = None;
+                for (i, q) in questions.iter().enumerate() {
+                    if let Ok(Some(r)) = self.book.route(q).await {
+                        first = Some((i, r));
+                        break;
+                    }
+                }
+                first
+            }
+        };
+        let found = first.map(|(i, r)| (slides[i], questions[i].end, r));
         match found {
-            Some((end, r)) if end <= consumer_start => return Some(r),
-            Some((end, _)) => self.consumer_later = Some(self.consumer_later.map_or(end, |t| t.min(end))),
+            Some((slide, end, r)) if end <= consumer_start => {
+                self.book.fixes_mut().slide_s[e] = slide;
+                return Some(r);
+            }
+            Some((_, end, _)) => self.consumer_later = Some(self.consumer_later.map_or(end, |t| t.min(end))),
             None => {}
         }
         self.book.fixes_mut().slide_s[e] = 0;
