@@ -150,6 +150,12 @@ impl PlanModification {
             if let Some(cpus) = bounded(&what, "cpus", c.cpus.map(i64::from), 1, i64::from(u32::MAX))? {
                 j.cpus = cpus as u32;
             }
+            // A shorter reservation gives back its slack first (an engine ending a job early
+            // gives back what it did not use: its run is what it ran); a longer one is run.
+            let shorter_by = (j.end - j.start).num_seconds() - duration;
+            if shorter_by > 0 {
+                j.slack_s = (j.slack_s - shorter_by).max(0);
+            }
             j.start = old_start + Duration::seconds(offset);
             j.end = j.start + Duration::seconds(duration);
         }
@@ -347,6 +353,29 @@ mod tests {
 
     fn change(name: &str) -> JobChange {
         JobChange { name: name.into(), ..Default::default() }
+    }
+
+    /// A job ended early and its reservation shortened gives back its slack first: the
+    /// footprint's slack and critical path stay true (before, a job shortened below its slack
+    /// kept it all: more slack than booked, and a run of less than nothing).
+    #[test]
+    fn a_shorter_job_gives_back_its_slack_first() {
+        let mut w = workflow();
+        w.transfers.clear();
+        w.jobs[0].slack_s = 600; // A: 2400 s of run, 600 of slack
+        let length =
+            |s| PlanModification { jobs: vec![JobChange { duration_s: Some(s), ..change("A") }], ..Default::default() };
+        let o = length(2700).apply(&w, t(0)).unwrap();
+        assert_eq!(o.jobs[0].slack_s, 300);
+        let f = o.footprint.unwrap();
+        assert_eq!((f.slack_cpu_s, f.critical_path_s), (4 * 300, 2400 + 3000));
+        let o = length(1000).apply(&w, t(0)).unwrap();
+        assert_eq!(o.jobs[0].slack_s, 0, "shorter than its run: no slack left");
+        let f = o.footprint.unwrap();
+        assert_eq!((f.booked_cpu_s, f.slack_cpu_s, f.critical_path_s), (4 * 1000 + 4 * 3000, 0, 1000 + 3000));
+        // Longer: the slack stays, the rest is run.
+        let o = length(3600).apply(&w, t(0)).unwrap();
+        assert_eq!((o.jobs[0].slack_s, o.footprint.unwrap().critical_path_s), (600, 3000 + 3000));
     }
 
     #[test]
