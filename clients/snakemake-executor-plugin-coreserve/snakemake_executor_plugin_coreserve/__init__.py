@@ -45,12 +45,14 @@ from .broker import Broker, BrokerError
 from .plan import (
     DagJob,
     Placement,
+    early_end,
     extension,
     extension_due,
     job_name,
     placements,
     replan_request,
     request_from_dag,
+    slack_for,
     widest_level,
 )
 
@@ -84,7 +86,9 @@ class ExecutorSettings(SlurmExecutorSettings):
     )
     slack_s: Optional[int] = _setting(
         "slack_s: seconds reserved after each job's run. Default: measured (a probe job's "
-        "submit-to-start time + 2 x Snakemake's start-up inside a job, at least 3 s more)."
+        "submit-to-start time + 2 x Snakemake's start-up inside a job, at least 3 s more, + "
+        "the margin before its end that spares a job on time an extension: 2 s + the status "
+        "check interval + 1 s)."
     )
     extend_before_s: int = _setting("Extend a running job this many seconds before its booked end.", 10)
     extend_by_s: int = _setting(
@@ -162,6 +166,11 @@ PROBES_AT_ONCE = 4
 # for a job with few successors (the service changes a plan's Slurm reservations together, a
 # few scontrol calls each: docs/engines.md). Not learnt from the extensions made.
 EXTENSION_S = 1
+
+# A job that ended early gives back the rest of its reservation, which then ends this many
+# seconds from now (`early_end`): the time the change takes to reach the service, which refuses
+# to end a started reservation in the past.
+EARLY_END_LEAD_S = 3
 
 # How many times a job whose sbatch Slurm refused for its reservation is submitted again: the
 # service may be moving that reservation to other cores (make room for a running job) at that
@@ -312,6 +321,7 @@ class Executor(SlurmExecutor):
     ) -> Generator[SubmittedJobInfo, None, None]:
         states = await self.status_rate_limited(active_jobs)
         due: dict[str, dict[str, tuple[int, str, datetime]]] = {}  # plan id -> job -> (by_s, Slurm id, start)
+        completed: dict[str, SubmittedJobInfo] = {}
         for info in active_jobs:
             name = self.name_of(info.job)
             state, started, ended = states.get(name, (None, None, None))
@@ -319,7 +329,7 @@ class Executor(SlurmExecutor):
                 with self.lock:
                     self.finished.add(name)
                     self.learn_overhead(name, started, ended)
-                self.report_job_success(info)
+                completed[name] = info
             elif state in FAILED:
                 with self.lock:
                     self.finished.add(name)
@@ -332,6 +342,11 @@ class Executor(SlurmExecutor):
                 yield info
         for plan_id, jobs in due.items():
             self.extend(plan_id, jobs)
+        # Their dependants are submitted once Snakemake hears of the ends: after the change that
+        # starts them earlier, so that none waits in a reservation while it changes.
+        self.follow_early_ends(set(completed))
+        for info in completed.values():
+            self.report_job_success(info)
         self.replan_if_broken()
 
     async def status_rate_limited(
@@ -412,8 +427,9 @@ class Executor(SlurmExecutor):
     def engine_room(self) -> tuple[int, int]:
         """(dependency_gap_s, slack_s): the settings, else from a probe job on every cluster
         (the slowest counts). A job waits in Slurm for its reservation and starts late by
-        submit-to-start + Snakemake's start-up: slack = that + as much again of start-up (at
-        least 3 s) for the variance. Its successor is submitted when the engine sees it end
+        submit-to-start + Snakemake's start-up: slack = that + the margin a job that is not
+        extended keeps before its booked end + start-up again for the variance (`slack_for`).
+        Its successor is submitted when the engine sees it end
         (a status check later), while its slack still runs, and waits for its own reservation:
         gap = the status check interval + 1 s for sbatch. A level of the DAG costs its run time
         + slack + gap (docs/engines.md)."""
@@ -435,7 +451,7 @@ class Executor(SlurmExecutor):
         interval = self.workflow.remote_execution_settings.seconds_between_status_checks
         self.startup_s = startup
         gap = s.gap_s if s.gap_s is not None else math.ceil(interval + 1)
-        slack = s.slack_s if s.slack_s is not None else math.ceil(latency + startup + max(3.0, startup))
+        slack = s.slack_s if s.slack_s is not None else slack_for(latency, startup, interval, EXTENSION_S)
         self.logger.info(
             f"coreserve: measured submit-to-start {latency:.0f} s, start-up {startup:.0f} s; "
             f"booking dependency_gap_s={gap}, slack_s={slack}"
@@ -557,6 +573,41 @@ class Executor(SlurmExecutor):
                 f"coreserve: extended `{name}` to {new[name].end.isoformat()} (plan {plan_id}) in {took:.1f} s, "
                 f"{(old_end[name] - now).total_seconds():.0f} s before its old end"
             )
+
+    def follow_early_ends(self, names: set[str]) -> None:
+        """Jobs that ended before their booked end give back the rest of their reservations,
+        and what waits for them starts earlier where it may (`early_end`: one `PATCH` per plan
+        for the jobs that ended since the last status check). If the service refuses the
+        earlier starts (another reservation holds the time), the reservations are only given
+        back; if it refuses that too, the plan stays as it is."""
+        by_plan: dict[str, set[str]] = {}
+        with self.lock:
+            for n in names:
+                p = self.where.get(n)
+                if p is not None and p.plan_id in self.plans:
+                    by_plan.setdefault(p.plan_id, set()).add(n)
+        for plan_id, ended in by_plan.items():
+            with self.lock:
+                plan = self.plans[plan_id]
+            asked = time.monotonic()
+            gap_s = (self.request or {}).get("dependency_gap_s", 0)
+            body = early_end(plan, ended, datetime.now(UTC), EARLY_END_LEAD_S, gap_s)
+            tries = [body] if body is None else [body, {"jobs": [j for j in body["jobs"] if j["name"] in ended]}]
+            for b in (b for b in tries if b and b["jobs"]):
+                try:
+                    changed = self.broker.modify_plan(plan_id, b)
+                except BrokerError as e:
+                    self.logger.warning(f"coreserve: could not follow the early end of {sorted(ended)}: {e}")
+                    continue
+                with self.lock:
+                    self.plans[plan_id] = changed
+                    self.where.update(placements(changed))
+                moved = sorted(j["name"] for j in b["jobs"] if "offset_s" in j)
+                self.logger.info(
+                    f"coreserve: {sorted(ended)} ended early: gave back the rest of their reservations, "
+                    f"started {moved or 'nothing'} earlier (plan {plan_id}) in {time.monotonic() - asked:.1f} s"
+                )
+                break
 
     def rebook(self, info: SubmittedJobInfo, state: str) -> None:
         """A job Slurm holds because its reservation went before it started (`RESV_DEL_HOLD`:

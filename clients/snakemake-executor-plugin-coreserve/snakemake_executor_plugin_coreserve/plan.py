@@ -20,6 +20,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+# Seconds of grace after a job's expected end (its `duration_s` + Snakemake's start-up in it)
+# before it counts as overrunning (`extension_due`).
+GRACE_S = 2
+
 
 def rfc3339(t: datetime) -> str:
     """An instant as RFC 3339 UTC to the second."""
@@ -162,6 +166,64 @@ def descendants(plan: dict, job: str) -> set[str]:
     return seen
 
 
+def early_end(plan: dict, ended: set[str], now: datetime, lead_s: int, gap_s: int) -> dict | None:
+    """The modification that follows jobs that ended early (`ended`, names in `plan`), in one
+    `PATCH`: each gives back the rest of its reservation, which then ends at `now + lead_s`
+    (a started reservation's new end must lie ahead of the service's clock when the change
+    arrives); and each job that waits for one of them (`after`, or a staged transfer from it)
+    and has not begun by then starts as early as its dependencies now allow, not before
+    `now + lead_s`: after each job it is `after` (an ended one's new end; the others' booked
+    ends + `gap_s`, the request's `dependency_gap_s`) and after each staged transfer into it, a
+    transfer from an ended job moved up to start at that job's new end. No gap is kept after
+    an ended job: the engine has seen its end, and submits the dependant once this change is
+    made. A job with a concurrent transfer keeps its reservation (the transfer must lie inside
+    both jobs), and so does what comes after the dependants: it moves when they end. `None`:
+    nothing changes. Offsets count from the plan's `start`, as in `extension`."""
+    origin = instant(plan["start"])
+
+    def offset(t: str) -> int:
+        return int((instant(t) - origin).total_seconds())
+
+    by_name = {j["name"]: j for j in plan["jobs"]}
+    start = {n: offset(j["start"]) for n, j in by_name.items()}
+    end = {n: offset(j["end"]) for n, j in by_name.items()}
+    soon = math.ceil((now - origin).total_seconds()) + lead_s
+    transfers = plan.get("transfers", [])
+    staged = [t for t in transfers if t.get("mode") == "staged"]
+    concurrent = {x for t in transfers if t.get("mode") != "staged" for x in (t["from"], t["to"])}
+    jobs: list[dict] = []
+    for n in sorted(ended & set(by_name) - concurrent):
+        if start[n] < soon < end[n]:
+            end[n] = soon
+            jobs.append({"name": n, "duration_s": soon - start[n]})
+    waiting = {j["name"] for j in plan["jobs"] if ended & set(j.get("after", []))}
+    waiting |= {t["to"] for t in staged if t["from"] in ended}
+    moved_transfers: list[dict] = []
+    for n in sorted(waiting - ended - concurrent):
+        if start[n] <= soon:
+            continue
+        after = [a for a in by_name[n].get("after", []) if a in end]
+        allowed = max([soon] + [end[a] if a in ended else end[a] + gap_s for a in after])
+        mine = []
+        for t in (t for t in staged if t["to"] == n):
+            booked, length = offset(t["start"]), offset(t["end"]) - offset(t["start"])
+            begins = max(end[t["from"]], soon) if t["from"] in ended else booked
+            if begins < booked:
+                mine.append({"from": t["from"], "to": n, "offset_s": begins})
+            else:
+                begins = booked
+            allowed = max(allowed, begins + length)
+        if allowed < start[n]:
+            jobs.append({"name": n, "offset_s": allowed})
+            moved_transfers += mine
+    if not jobs:
+        return None
+    body: dict = {"jobs": jobs}
+    if moved_transfers:
+        body["transfers"] = moved_transfers
+    return body
+
+
 def extension_due(
     now: datetime,
     started: datetime,
@@ -174,21 +236,30 @@ def extension_due(
     extend_by_s: int,
 ) -> int | None:
     """By how many seconds a job running since `started` must be extended now (`None`: not
-    now). It is expected to end at `started + duration_s + startup_s + 2` (Snakemake's
-    start-up inside the job, 2 s of grace). Decided within `lead_s` of `booked_end` only: a
+    now). It is expected to end at `started + duration_s + startup_s + GRACE_S` (Snakemake's
+    start-up inside the job, and some grace). Decided within `lead_s` of `booked_end` only: a
     job expected to end at least `margin_s` before `booked_end` (the time to notice that it
     did not, and to extend it: a status check and a `PATCH`) is left to end; one expected later
     (it started late, or ran past its expected end) gets `extend_by_s`, or as much as its
     expected end and the margin need."""
     if now < booked_end - timedelta(seconds=lead_s):
         return None
-    expected_end = started + timedelta(seconds=duration_s + startup_s + 2)
+    expected_end = started + timedelta(seconds=duration_s + startup_s + GRACE_S)
     room = booked_end - timedelta(seconds=margin_s)
     if now < expected_end <= room:
         return None
     # An overdue job: from now on, as if it had only just started its last stretch.
     expected_end = max(expected_end, now)
     return max(extend_by_s, math.ceil((expected_end - room).total_seconds()))
+
+
+def slack_for(latency_s: float, startup_s: float, interval_s: float, extension_s: float) -> int:
+    """The `slack_s` to book for jobs that start `latency_s` after their reservation begins
+    and spend `startup_s` in Snakemake's start-up: that, what `extension_due` leaves before
+    the booked end of a job it does not extend (`GRACE_S`, a status check interval
+    `interval_s`, an extension's `extension_s`), and as much start-up again (at least 3 s) for
+    its variance. A job that starts that late is then not extended."""
+    return math.ceil(latency_s + startup_s + GRACE_S + interval_s + extension_s + max(3.0, startup_s))
 
 
 def extension(plan: dict, extend_by_s: dict[str, int], gap_s: int) -> dict:

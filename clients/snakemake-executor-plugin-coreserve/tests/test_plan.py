@@ -7,6 +7,7 @@ from snakemake_executor_plugin_coreserve.plan import (
     widest_level,
     DagJob,
     descendants,
+    early_end,
     extension,
     extension_due,
     instant,
@@ -15,6 +16,7 @@ from snakemake_executor_plugin_coreserve.plan import (
     replan_request,
     request_from_dag,
     rfc3339,
+    slack_for,
 )
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -105,6 +107,35 @@ def test_an_overrun_with_room_after_it_moves_nothing_else():
     assert extension(PLAN, {"c": 40}, 5) == {"jobs": [{"name": "c", "duration_s": 75}, {"name": "d", "offset_s": 145}]}
 
 
+def test_a_job_that_ends_early_gives_back_its_time_and_its_dependants_start_earlier():
+    # a (booked to 60) ends at 40: its reservation ends 3 s later (43), and b and c, which wait
+    # for it, start then (c) or once a->b, moved up to a's new end, has arrived (b: 43 + 6).
+    # d waits for b and c, which have not ended: it does not move.
+    assert early_end(PLAN, {"a"}, T0 + timedelta(seconds=40), 3, 5) == {
+        "jobs": [{"name": "a", "duration_s": 43}, {"name": "b", "offset_s": 49}, {"name": "c", "offset_s": 43}],
+        "transfers": [{"from": "a", "to": "b", "offset_s": 43}],
+    }
+    # c (booked to 100) ends at 80: d may start after b's booked end + the gap (135) and b->d
+    # (130-135), not at 83: b has not ended.
+    assert early_end(PLAN, {"c"}, T0 + timedelta(seconds=80), 3, 5) == {
+        "jobs": [{"name": "c", "duration_s": 18}, {"name": "d", "offset_s": 135}]
+    }
+    # b and c are seen ended at 110: b's reservation ends at 113 (c's ended at 100 already); d
+    # waits for b->d, moved up to 113 (e->d arrived long ago), and starts at 118.
+    assert early_end(PLAN, {"b", "c"}, T0 + timedelta(seconds=110), 3, 5) == {
+        "jobs": [{"name": "b", "duration_s": 43}, {"name": "d", "offset_s": 118}],
+        "transfers": [{"from": "b", "to": "d", "offset_s": 113}],
+    }
+    # e ends at its booked end: nothing to give back; d, which waits for e->d too, starts as
+    # early as b (booked end + the gap) and b->d allow.
+    assert early_end(PLAN, {"e"}, T0 + timedelta(seconds=30), 3, 5) == {"jobs": [{"name": "d", "offset_s": 135}]}
+    # d, the last, ends at its booked end: nothing changes.
+    assert early_end(PLAN, {"d"}, T0 + timedelta(seconds=200), 3, 5) is None
+    # Dependants that begin before the change could reach them stay (b at 70, c at 65: seen at
+    # 68, the change takes effect at 71).
+    assert early_end(PLAN, {"a"}, T0 + timedelta(seconds=68), 3, 5) is None
+
+
 def test_a_replan_books_what_has_not_started_from_now_on():
     request = {
         "id": "wf",
@@ -156,6 +187,31 @@ def test_a_job_expected_to_end_in_its_last_seconds_is_extended_before_them():
     assert due(94, 15) == 30  # overran its expected end: extended, 6 s before the end
     # Started so late that 30 s do not suffice: as much as its expected end and the margin need.
     assert due(90, 50) == (50 + 78) - 96
+
+
+def test_a_job_that_starts_as_late_as_the_probe_measured_is_not_extended():
+    # The probe measured 2 s from submit to start and 4.5 s of start-up; status checks every
+    # 2 s, an extension 1 s. A 60 s job booked [0, 60 + slack) that starts at 2 s (and takes its
+    # start-up) ends with room to spare: never due. With the slack booked before (2 + 4.5 + 4.5,
+    # 11 s) it was due 10 s before its end, and so were 31 of 41 Epigenomics tasks.
+    latency, startup, interval, extension_s = 2.0, 4.5, 2, 1
+    t = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
+
+    def due(slack_s, now):
+        return extension_due(
+            t(now), t(latency), t(60 + slack_s), 60, startup,
+            lead_s=10, margin_s=interval + extension_s, extend_by_s=30,
+        )
+
+    slack = slack_for(latency, startup, interval, extension_s)
+    assert slack == 16
+    # While it runs: it ends at 2 + 4.5 + 60 = 66.5 (68.5 with the grace).
+    assert all(due(slack, now) is None for now in range(0, 67))
+    assert due(11, 61) == 30
+    # A job that starts later than the probe measured still is.
+    assert extension_due(
+        t(66), t(8), t(60 + slack), 60, startup, lead_s=10, margin_s=interval + extension_s, extend_by_s=30
+    ) == 30
 
 
 def test_jobs_that_overrun_together_are_extended_in_one_change():
