@@ -1835,6 +1835,22 @@ async fn a_request_that_can_never_fit_is_told_apart_from_one_that_does_not_fit_n
     assert_eq!(l.holds_outstanding(), 0);
 }
 
+/// Five producers at s1 and their consumer C, which only s2 runs, with a 100 MB staged
+/// transfer from each (8 s on the link); s1 and s2 are joined by l12 (100 Mbit/s) and a detour
+/// n1 - n3 - n2 that carries nothing of it (1 Mbit/s).
+fn fan_in() -> (Grid, PlanRequest) {
+    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
+    let g = grid(sites, [100, 1, 1]);
+    let producers = ["P1", "P2", "P3", "P4", "P5"];
+    let mut jobs: Vec<_> = producers.iter().map(|p| task(p, "linux", 1, 600, &[])).collect();
+    jobs.push(task("C", "bsd", 1, 600, &producers));
+    let transfers = producers
+        .iter()
+        .map(|p| serde_json::json!({"from": p, "to": "C", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 100}))
+        .collect();
+    (g, workflow_of(jobs, transfers, 30, 20_000))
+}
+
 /// Issue 46: the fan-in of a workflow. Five producers at s1 end together; their consumer can
 /// only run at s2, and the one link between the two carries one 100 Mbit/s transfer at a
 /// time. Each staged transfer slides later, one after the other, instead of all asking for
@@ -1843,18 +1859,7 @@ async fn a_request_that_can_never_fit_is_told_apart_from_one_that_does_not_fit_n
 /// producer's end, four of the five were refused, and the plan was rejected.
 #[tokio::test]
 async fn a_fan_in_s_staged_transfers_take_the_link_one_after_the_other() {
-    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
-    // l12 carries 100 Mbit/s; the detour n1 - n3 - n2 carries nothing of it (1 Mbit/s).
-    let g = grid(sites, [100, 1, 1]);
-    let producers = ["P1", "P2", "P3", "P4", "P5"];
-    let mut jobs: Vec<_> = producers.iter().map(|p| task(p, "linux", 1, 600, &[])).collect();
-    jobs.push(task("C", "bsd", 1, 600, &producers));
-    // 100 MB at 100 Mbit/s: 8 s each on the link.
-    let transfers = producers
-        .iter()
-        .map(|p| serde_json::json!({"from": p, "to": "C", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 100}))
-        .collect();
-    let r = workflow_of(jobs, transfers, 30, 20_000);
+    let (g, r) = fan_in();
     for method in [ReservationMethod::Bir, ReservationMethod::BbrOverlay] {
         let l = local(&g);
         let o = planner(&l, SelectionPolicy::Time, method).plan(&r).await;
@@ -1879,16 +1884,7 @@ async fn a_fan_in_s_staged_transfers_take_the_link_one_after_the_other() {
 /// one by one give (a NIS that does not take them so: `NisCalls`, as over HTTP).
 #[tokio::test]
 async fn a_sliding_transfer_asks_its_later_starts_in_one_message() {
-    let sites = vec![site("s1", "n1", 8, "linux", 1.0), site("s2", "n2", 8, "bsd", 1.0)];
-    let g = grid(sites, [100, 1, 1]);
-    let producers = ["P1", "P2", "P3", "P4", "P5"];
-    let mut jobs: Vec<_> = producers.iter().map(|p| task(p, "linux", 1, 600, &[])).collect();
-    jobs.push(task("C", "bsd", 1, 600, &producers));
-    let transfers = producers
-        .iter()
-        .map(|p| serde_json::json!({"from": p, "to": "C", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 100}))
-        .collect();
-    let r = workflow_of(jobs, transfers, 30, 20_000);
+    let (g, r) = fan_in();
     let batched = planner(&local(&g), SelectionPolicy::Time, ReservationMethod::Bir).plan(&r).await;
     let l = local(&g);
     let mut services = l.services();
