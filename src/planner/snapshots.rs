@@ -124,13 +124,20 @@ where
         self.local.ceilings(qs).await
     }
 
-    /// Answered by `local` when the window covers every query; else not said (the search asks
-    /// them one by one, those outside the window remotely).
+    /// The queries up to the first the window does not cover answered by `local`; if none of
+    /// them is granted, the rest by `remote` in one message (counted in `missed`). Not said
+    /// when either does not say (the search then asks them one by one).
     async fn first_granted(&self, qs: &[R::Query]) -> Option<Option<(usize, R::Answer)>> {
-        if !qs.iter().all(|q| self.covers(q)) {
-            return None;
+        let covered = qs.iter().position(|q| !self.covers(q)).unwrap_or(qs.len());
+        if let Some(first) = self.local.first_granted(&qs[..covered]).await? {
+            return Some(Some(first));
         }
-        self.local.first_granted(qs).await
+        if covered == qs.len() {
+            return Some(None);
+        }
+        let rest = self.remote.first_granted(&qs[covered..]).await?;
+        self.missed.lock().expect("missed lock").one();
+        Some(rest.map(|(i, answer)| (covered + i, answer)))
     }
 }
 
