@@ -592,8 +592,12 @@ class Executor(SlurmExecutor):
             asked = time.monotonic()
             gap_s = (self.request or {}).get("dependency_gap_s", 0)
             body = early_end(plan, ended, datetime.now(UTC), EARLY_END_LEAD_S, gap_s)
-            tries = [body] if body is None else [body, {"jobs": [j for j in body["jobs"] if j["name"] in ended]}]
-            for b in (b for b in tries if b and b["jobs"]):
+            if body is None:
+                continue
+            # Refused: the reservations given back alone (unless that is what was refused).
+            trims = {"jobs": [j for j in body["jobs"] if j["name"] in ended]}
+            tries = [body] if trims == body or not trims["jobs"] else [body, trims]
+            for b in tries:
                 try:
                     changed = self.broker.modify_plan(plan_id, b)
                 except BrokerError as e:
