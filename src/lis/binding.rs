@@ -31,6 +31,9 @@ use crate::protocol::bookkeeping::KeepsHolds;
 use crate::protocol::decision::crash_point;
 use crate::protocol::{ComputeHoldRequest, Drift, HoldId, HoldState, ParticipantError};
 
+/// The LIS's Slurm lock held for writing: no other change in Slurm and no sync meanwhile.
+pub(super) type SlurmAlone<'a> = tokio::sync::RwLockWriteGuard<'a, ()>;
+
 /// At most this many `scontrol create` calls of one persist run at once (slurmctld handles
 /// them one at a time; a few in flight hide the process start of each).
 const CREATES_IN_FLIGHT: usize = 4;
@@ -547,7 +550,20 @@ impl Lis {
         if all.is_empty() {
             return vec![];
         }
-        let _alone = self.slurm_lock.write().await;
+        let alone = self.slurm_lock.write().await;
+        self.reshape_all_alone(&alone, slurm, all).await
+    }
+
+    /// [`Lis::reshape_all`] by a caller that holds the LIS's Slurm lock for writing (`_alone`).
+    async fn reshape_all_alone(
+        &self,
+        _alone: &SlurmAlone<'_>,
+        slurm: &Slurm,
+        all: &[NewShape],
+    ) -> Vec<Result<(), SlurmError>> {
+        if all.is_empty() {
+            return vec![];
+        }
         let listed = match slurm.reservations().await {
             Ok(listed) => listed,
             Err(e) => return vec![Err(e); all.len()],
@@ -888,12 +904,28 @@ impl Lis {
         }
     }
 
+    /// The LIS's Slurm lock for writing, if any of `holds` is a replacement at a Slurm site:
+    /// held from the book's swap until [`Lis::take_over`] has shrunk the reservations, so that
+    /// no [`Lis::sync`] judges a reservation in between (still grown to both shapes, no longer
+    /// pending: it would read as changed in Slurm and break its plan).
+    pub(super) async fn alone_for_replacements(&self, holds: &[HoldId]) -> Option<SlurmAlone<'_>> {
+        self.slurm.as_ref()?;
+        let replaces = {
+            let st = self.state();
+            holds.iter().any(|&h| st.holds.get(h).is_some_and(|(_, b)| b.growth.is_some()))
+        };
+        match replaces {
+            true => Some(self.slurm_lock.write().await),
+            false => None,
+        }
+    }
+
     /// Commit of replacement holds `(hold, old)` of reservations `old` (after the book's
-    /// swap): each `hold` takes over its reservation's name, and Slurm's reservations are
-    /// shrunk from both shapes to the new ones, together ([`Lis::reshape_all`]). One that
-    /// Slurm cannot shrink is broken (it still holds the union, which covers the new shape: no
-    /// job in it is cut short).
-    pub(super) async fn take_over(&self, taken: &[(HoldId, HoldId)]) {
+    /// swap, under `alone` from [`Lis::alone_for_replacements`]): each `hold` takes over its
+    /// reservation's name, and Slurm's reservations are shrunk from both shapes to the new
+    /// ones, together ([`Lis::reshape_all`]). One that Slurm cannot shrink is broken (it still
+    /// holds the union, which covers the new shape: no job in it is cut short).
+    pub(super) async fn take_over(&self, alone: &SlurmAlone<'_>, taken: &[(HoldId, HoldId)]) {
         let Some(slurm) = &self.slurm else { return };
         let todo: Vec<(HoldId, NewShape)> = {
             let mut st = self.state.lock().expect("LIS state lock");
@@ -914,7 +946,7 @@ impl Lis {
                 .collect()
         };
         let shapes: Vec<NewShape> = todo.iter().map(|(_, to)| to.clone()).collect();
-        let answers = self.reshape_all(slurm, &shapes).await;
+        let answers = self.reshape_all_alone(alone, slurm, &shapes).await;
         for ((hold, to), answer) in todo.into_iter().zip(answers) {
             let Err(e) = answer else { continue };
             tracing::warn!(site = %self.site().id, reservation = %to.name, error = %e, "a modified reservation could not be shrunk to its new shape");
@@ -953,11 +985,11 @@ impl Lis {
         let Some(slurm) = &self.slurm else { return Ok(SyncReport::default()) };
         // Only what was made before the listing must be in it.
         let made_before = self.state().local.created.clone();
-        // Not in the middle of a reshape (a reservation deleted to be made again).
-        let all = {
-            let _listing = self.slurm_lock.read().await;
-            slurm.reservations().await?
-        };
+        // Not in the middle of a reshape (a reservation deleted to be made again), and no
+        // reshape between the listing and its judgement below (a modification's commit
+        // shrinking the reservations it swapped: [`Lis::alone_for_replacements`]).
+        let listing = self.slurm_lock.read().await;
+        let all = slurm.reservations().await?;
         let down: HashMap<String, String> = slurm.unusable_nodes().await?.into_iter().collect();
         let now = self.clock.now();
         let partition = &slurm.config().partition;
@@ -1158,6 +1190,7 @@ impl Lis {
                 }
             }
         }
+        drop(listing);
         for name in &strays {
             // Slurm keeps a reservation jobs were submitted into: not deleted, so not counted
             // as deleted; the next sync tries again (a job is never taken out of it).

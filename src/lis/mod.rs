@@ -549,6 +549,7 @@ impl KeepsHolds for Lis {
             }
             return answers;
         }
+        let alone = self.alone_for_replacements(holds).await;
         let mut taken = Vec::new();
         let answers = holds
             .iter()
@@ -558,7 +559,9 @@ impl KeepsHolds for Lis {
                 Ok(())
             })
             .collect();
-        self.take_over(&taken).await;
+        if let Some(alone) = &alone {
+            self.take_over(alone, &taken).await;
+        }
         answers
     }
 

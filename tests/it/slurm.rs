@@ -656,6 +656,51 @@ async fn a_modified_job_keeps_its_reservation_in_slurm() {
     assert_eq!(listed[0]["reservation_name"], name.as_str());
 }
 
+/// Syncs run back to back while a plan is modified again and again: none of them judges a
+/// reservation between a modification's commit (the hold swapped, no longer pending) and
+/// Slurm's shrink from both shapes to the new one, so nothing is taken for drift and the plan
+/// stays committed. Found by the engine test: two reservations of a workflow whose early ends
+/// the Snakemake plugin followed read "changed in Slurm" (still grown) and broke its plan.
+#[tokio::test]
+async fn syncs_during_modifications_take_no_grown_reservation_for_drift() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let plan = submit(&app, &one_job("race", 4, 3600)).await;
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    let lis = app.state.lis(SITE).expect("s1 is a Slurm site").clone();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let syncing = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let (mut syncs, mut broken, mut strays) = (0, 0, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let report = lis.sync().await.expect("Slurm answers");
+                (syncs, broken, strays) = (syncs + 1, broken + report.newly_broken, strays + report.strays_deleted);
+            }
+            (syncs, broken, strays)
+        }
+    });
+    let mut last = plan;
+    for i in 0..12 {
+        let duration_s = if i % 2 == 0 { 3000 } else { 3600 };
+        let change = json!({"jobs": [{"name": "A", "duration_s": duration_s}]});
+        let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&change)).await;
+        assert_eq!(r.status(), StatusCode::OK, "modification {i}");
+        last = r.json().await.unwrap();
+        assert_eq!(last["status"], "committed", "modification {i}: {last}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (syncs, broken, strays) = syncing.await.unwrap();
+    assert!(syncs >= 12, "only {syncs} syncs ran beside 12 modifications");
+    assert_eq!((broken, strays), (0, 0), "reservations broken, strays deleted over {syncs} syncs");
+    let now: Value = app.get(&path, ADMIN).await.json().await.unwrap();
+    assert_eq!(now["status"], "committed", "{now}");
+    let job = &last["jobs"][0];
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 1, "{ours:?}");
+    assert_eq!((ours[0].start, ours[0].end, ours[0].cpus), (time(&job["start"]), time(&job["end"]), 4));
+}
+
 /// The one job of committed `plan` at `s1`, for a change made at the participant by hand:
 /// its reservation's name, start and end, and `s1` over HTTP with the replacement of its hold
 /// by one of `cpus` CPUs over `[start, end)` in transaction `txn`.
