@@ -538,6 +538,11 @@ impl KeepsHolds for Lis {
     /// them shrunk together, so that a modification that moved a workflow's dozens of jobs
     /// commits in a few `scontrol` calls per reservation ([`Lis::reshape_all`]).
     async fn commit_holds(&self, holds: &[HoldId]) -> Vec<Result<(), ParticipantError>> {
+        let siblings = self.uncreated_siblings(holds);
+        if !siblings.is_empty() {
+            // Made with these, by start; a sibling's refusal is the answer to its own commit.
+            let _ = self.ensure_local(&[holds, &siblings].concat()).await;
+        }
         if let Err(e) = self.ensure_local(holds).await {
             if let [_] = holds {
                 return vec![Err(e)];

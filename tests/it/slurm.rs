@@ -1203,6 +1203,35 @@ async fn a_plan_slurm_s_cores_refuse_is_booked_where_they_fit() {
     assert_eq!(core_overlaps(&cluster), vec![], "{:?}", cluster.ours());
 }
 
+/// One plan's reservations are made in the order of their starts, not of its jobs. Four jobs
+/// of 8 CPUs at `s1`, listed D [0, 100 s), A [50, 1000), X [1000, 2000), C [500, 1500): the
+/// calendar has room for all (never more than 16 CPUs at once). Made in the jobs' order, Slurm
+/// pins D to cores 0-7, A (which meets D) to 8-15, X (which meets nothing yet) to 0-7, and
+/// finds no 8 cores free throughout C's window (A's until 1000, X's from then): "Requested
+/// nodes are busy", and C went elsewhere. Made by start (D, A, C, X), C takes 0-7 and X 8-15.
+/// Found by a 197-task WfCommons workflow that could not be booked on two 16-core clusters.
+#[tokio::test]
+async fn a_plan_s_reservations_are_made_in_the_order_of_their_starts() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let mut body = one_job("by-start", 8, 100);
+    let job = |name: &str, offset_s: i64, end_s: i64| json!({"name": name, "os": "linux", "cpus": 8, "offset_s": offset_s, "duration_s": end_s - offset_s});
+    body["jobs"] = json!([job("D", 0, 100), job("A", 50, 1000), job("X", 1000, 2000), job("C", 500, 1500)]);
+    let plan = submit(&app, &body).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    let jobs = plan["jobs"].as_array().unwrap();
+    let sites: Vec<(&str, &str)> =
+        jobs.iter().map(|j| (j["name"].as_str().unwrap(), j["site"].as_str().unwrap())).collect();
+    assert!(sites.iter().all(|&(_, site)| site == SITE), "Slurm refused a job the calendar had room for: {sites:?}");
+    let ours = cluster.ours();
+    assert_eq!(ours.len(), 4, "{ours:?}");
+    for j in jobs {
+        let name = j["reservation_name"].as_str().unwrap();
+        let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {ours:?}"));
+        assert_eq!((r.start, r.end, r.cpus), (time(&j["start"]), time(&j["end"]), 8), "{}", j["name"]);
+    }
+}
+
 /// Issue 45, GPUs another user reserved: `s1` fronts a 16-core cluster with 4 GPUs counted by
 /// license `gpu` (4 `gpu` GPUs in the grid). An administrator's reservation of 3 of them, made
 /// before the service's first sync, is blocked in the calendar: a 2-GPU plan from its start is
