@@ -942,9 +942,10 @@ impl Lis {
             let st = self.state();
             holds.iter().any(|&h| st.holds.get(h).is_some_and(|(_, b)| b.growth.is_some()))
         };
-        match replaces {
-            true => Some(self.slurm_lock.write().await),
-            false => None,
+        if replaces {
+            Some(self.slurm_lock.write().await)
+        } else {
+            None
         }
     }
 

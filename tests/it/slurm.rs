@@ -4,6 +4,8 @@
 //! front of Slurm"). Site `s1` of the test grid (16 CPUs) fronts a 16-core partition; `s2`
 //! and `s3` stay calendars.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -382,7 +384,7 @@ async fn unmapped_users_and_mismatched_partitions_are_refused() {
     let err = coreserve::api::Application::build(
         ServeConfig { listen: "127.0.0.1:0".into(), slurm: vec![(SITE.into(), config)], ..ServeConfig::default() },
         crate::support::grid(),
-        std::sync::Arc::new(coreserve::store::MemoryStore::new()),
+        Arc::new(coreserve::store::MemoryStore::new()),
     )
     .await
     .err()
@@ -668,12 +670,12 @@ async fn syncs_during_modifications_take_no_grown_reservation_for_drift() {
     let plan = submit(&app, &one_job("race", 4, 3600)).await;
     let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
     let lis = app.state.lis(SITE).expect("s1 is a Slurm site").clone();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let syncing = tokio::spawn({
         let stop = stop.clone();
         async move {
             let (mut syncs, mut broken, mut strays) = (0, 0, 0);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 let report = lis.sync().await.expect("Slurm answers");
                 (syncs, broken, strays) = (syncs + 1, broken + report.newly_broken, strays + report.strays_deleted);
             }
@@ -689,7 +691,7 @@ async fn syncs_during_modifications_take_no_grown_reservation_for_drift() {
         last = r.json().await.unwrap();
         assert_eq!(last["status"], "committed", "modification {i}: {last}");
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     let (syncs, broken, strays) = syncing.await.unwrap();
     assert!(syncs >= 12, "only {syncs} syncs ran beside 12 modifications");
     assert_eq!((broken, strays), (0, 0), "reservations broken, strays deleted over {syncs} syncs");
@@ -1208,7 +1210,8 @@ async fn a_plan_slurm_s_cores_refuse_is_booked_where_they_fit() {
 /// calendar has room for all (never more than 16 CPUs at once). Made in the jobs' order, Slurm
 /// pins D to cores 0-7, A (which meets D) to 8-15, X (which meets nothing yet) to 0-7, and
 /// finds no 8 cores free throughout C's window (A's until 1000, X's from then): "Requested
-/// nodes are busy", and C went elsewhere. Made by start (D, A, C, X), C takes 0-7 and X 8-15.
+/// nodes are busy", and the plan was rejected (every new search met the same placement). Made
+/// by start (D, A, C, X), C takes 0-7 and X 8-15.
 /// Found by a 197-task WfCommons workflow that could not be booked on two 16-core clusters.
 #[tokio::test]
 async fn a_plan_s_reservations_are_made_in_the_order_of_their_starts() {
