@@ -117,7 +117,11 @@ impl PlanModification {
     /// Rules: every named job and transfer exists and is named once; values are in their
     /// bounds; a part that has started (start <= now) keeps its start, CPUs and bandwidth
     /// and may only change its end, which must stay after now; a changed part that has not
-    /// started must start at or after now; every part ends by the plan's deadline (when
+    /// started must start at or after now. A part waiting for a dependency that ends, in the
+    /// changed plan, after the part's booked start (a job it is `after`, a staged transfer
+    /// into it, a staged transfer's producer) has not started, whatever the clock says: an
+    /// engine that extends an overrunning job moves what waits for it even when the
+    /// dependant's booked start has passed; every part ends by the plan's deadline (when
     /// recorded); every transfer lies inside both of its jobs. The result's `cost` is
     /// recomputed from each part's prices.
     ///
@@ -195,19 +199,33 @@ impl PlanModification {
         if out.jobs == plan.jobs && out.transfers == plan.transfers {
             return Err(ModificationError::NothingChanges);
         }
+        let job = |name: &str| out.jobs.iter().find(|j| j.name == name);
+        // A part waits, and so has not begun whatever the clock says, while something it
+        // depends on ends after its booked start in the changed plan: a job it is `after`, a
+        // staged transfer into it, a staged transfer's producer. (An engine extends a job that
+        // overran past the booked start of what waits for it.)
         let parts = out.jobs.iter().zip(&plan.jobs).map(|(n, o)| {
             let what = format!("job `{}`", n.name);
-            (what, (n.start, n.end, u64::from(n.cpus)), (o.start, o.end, u64::from(o.cpus)))
+            let staged_in = out.transfers.iter().filter(|t| t.mode == TransferMode::Staged && t.to == n.name);
+            let waiting = n
+                .after
+                .iter()
+                .filter_map(|a| job(a))
+                .map(|a| a.end)
+                .chain(staged_in.map(|t| t.end))
+                .any(|end| end > o.start);
+            (what, waiting, (n.start, n.end, u64::from(n.cpus)), (o.start, o.end, u64::from(o.cpus)))
         });
         let transfers = out.transfers.iter().zip(&plan.transfers).map(|(n, o)| {
             let what = format!("transfer {}->{}", n.from, n.to);
-            (what, (n.start, n.end, n.bandwidth_mbps), (o.start, o.end, o.bandwidth_mbps))
+            let waiting = n.mode == TransferMode::Staged && job(&n.from).is_some_and(|a| a.end > o.start);
+            (what, waiting, (n.start, n.end, n.bandwidth_mbps), (o.start, o.end, o.bandwidth_mbps))
         });
-        for (what, new, old) in parts.chain(transfers) {
+        for (what, waiting, new, old) in parts.chain(transfers) {
             if new == old {
                 continue;
             }
-            if old.0 <= now {
+            if old.0 <= now && !waiting {
                 if new.0 != old.0 || new.2 != old.2 {
                     return Err(ModificationError::Started(what));
                 }
@@ -221,7 +239,6 @@ impl PlanModification {
                 return Err(ModificationError::PastDeadline { what, end: new.1, deadline });
             }
         }
-        let job = |name: &str| out.jobs.iter().find(|j| j.name == name);
         for t in &out.transfers {
             let (Some(a), Some(b)) = (job(&t.from), job(&t.to)) else { continue };
             let (from, to) = (t.from.clone(), t.to.clone());
@@ -349,6 +366,35 @@ mod tests {
         // A concurrent transfer still lies inside both jobs.
         let err = m(vec![later("A", None, Some(3000))]).apply(&plan(), t(0)).unwrap_err().to_string();
         assert!(err.contains("not lie inside job `A`"), "{err}");
+    }
+
+    /// An overrunning producer is extended after its dependants' booked starts have passed
+    /// (an engine's extension refused once, then asked again): the staged transfer and the
+    /// consumer wait for it, have not begun, and move. Before, both "had started" and the
+    /// extension was refused (issue 47's 197-task run).
+    #[test]
+    fn what_waits_for_an_extended_job_moves_though_its_booked_start_has_passed() {
+        let now = t(4700); // the transfer [4000, 4600) and B's start (4600) have passed
+        let a = JobChange { duration_s: Some(4000), ..change("A") }; // A ends at 5000
+        let moved = TransferChange { from: "A".into(), to: "B".into(), offset_s: Some(4000), ..Default::default() };
+        let b = JobChange { offset_s: Some(4600), ..change("B") };
+        let m =
+            PlanModification { jobs: vec![a.clone(), b.clone()], transfers: vec![moved.clone()], ..Default::default() };
+        let o = m.apply(&workflow(), now).unwrap();
+        assert_eq!((o.jobs[0].end, o.transfers[0].start, o.jobs[1].start), (t(5000), t(5000), t(5600)));
+        // Without the extension nothing waits: B and the transfer have started, as before.
+        let alone = PlanModification { jobs: vec![b.clone()], ..Default::default() };
+        assert_eq!(alone.apply(&workflow(), now).unwrap_err(), ModificationError::Started("job `B`".into()));
+        let alone = PlanModification { transfers: vec![moved.clone()], ..Default::default() };
+        let err = alone.apply(&workflow(), now).unwrap_err();
+        assert_eq!(err, ModificationError::Started("transfer A->B".into()));
+        // What waits still starts after now.
+        let mut no_transfer = workflow();
+        no_transfer.transfers.clear();
+        let a_later = JobChange { duration_s: Some(3750), ..a }; // A ends at 4750
+        let b_early = JobChange { offset_s: Some(3690), ..b }; // B would start at 4690
+        let m = PlanModification { jobs: vec![a_later, b_early], ..Default::default() };
+        assert!(matches!(m.apply(&no_transfer, now), Err(ModificationError::InThePast { .. })));
     }
 
     fn change(name: &str) -> JobChange {
