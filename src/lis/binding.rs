@@ -246,10 +246,11 @@ impl Lis {
     }
 
     /// Records hold `id`'s reservation name (from [`Lis::local_name`]) and what it replaces.
+    /// Without a name (a site without Slurm) there is nothing to record: nothing would ever
+    /// take the record back ([`Lis::take_over`] has no Slurm to follow there).
     pub(super) fn bind_name(st: &mut State, id: HoldId, name: Option<String>, replaces: Option<HoldId>) {
-        if let Some(name) = name {
-            st.local.names.insert(id, name);
-        }
+        let Some(name) = name else { return };
+        st.local.names.insert(id, name);
         if let Some(old) = replaces {
             st.local.replacing.insert(id, old);
         }

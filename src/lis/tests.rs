@@ -371,3 +371,26 @@ async fn a_replacement_of_a_reservation_released_meanwhile_is_refused_at_commit(
     assert_eq!(lis.commit(c).await, Err(ParticipantError::NotCommitted(a)));
     assert_eq!((lis.usage_at(150), lis.usage_at(450)), (0, 0));
 }
+
+/// At a site without Slurm, replacements (a plan modified again and again, committed or
+/// aborted) leave no record behind. Before, each one's "replaces" record stayed for the life
+/// of the process: only the Slurm binding, which a calendar-only site has not, took them back.
+#[tokio::test]
+async fn replacements_at_a_site_without_slurm_leave_no_record() {
+    let lis = Lis::new(site(8), Arc::new(ManualClock::new(0)), 120);
+    let mut current = lis.prepare(&hold_req(4, 100, 200)).await.unwrap().id;
+    lis.commit(current).await.unwrap();
+    for i in 0..20 {
+        let next = ComputeHoldRequest { replaces: Some(current), ..hold_req(4, 100, 300 + i) };
+        let h = lis.prepare(&next).await.unwrap().id;
+        if i % 2 == 0 {
+            lis.abort(h).await.unwrap();
+        } else {
+            lis.commit(h).await.unwrap();
+            current = h;
+        }
+    }
+    assert_eq!(lis.booked(0, 1000).iter().map(|r| r.hold).collect::<Vec<_>>(), vec![current]);
+    let st = lis.state();
+    assert!(st.local.replacing.is_empty(), "{} replacement records left", st.local.replacing.len());
+}
