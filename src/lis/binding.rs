@@ -122,8 +122,11 @@ enum Changed {
     InPlace,
     /// Changed in place to a larger shape, which Slurm does not check.
     Grown(Grown),
-    /// Made (again) by Slurm, which placed it on free cores.
+    /// Made by Slurm, which placed it on free cores.
     Placed,
+    /// Not started and to be made again in shape `target` (other CPUs: Slurm cannot change a
+    /// core reservation's cores), once the reservations grown in place are off its cores.
+    Again { was: Shape, target: Shape },
 }
 
 /// A reservation [`Lis::reshape_all`] changed in place from shape `was` to the larger
@@ -564,13 +567,16 @@ impl Lis {
     /// ([`super::slurm::core_clashes`], [`Slurm::license_conflicts`]); a core slurmctld has not
     /// listed yet (it lists a new reservation's cores a few seconds after its create) counts as
     /// clashing, rather than waited for. A grown reservation that clashes is made again where
-    /// Slurm finds room, if it has not started; if it has (Slurm cannot move it), the
-    /// reservations on its cores are ([`Lis::make_room`]), or else its change is undone and
+    /// Slurm finds room, if it has not started: first every such one goes back to its old
+    /// shape in place, then each is made again (the latest first, as are those with other
+    /// CPUs), so that one whose new shape Slurm refuses always finds its old cores free to be
+    /// made again on. If it has started (Slurm cannot move it), the reservations on its cores
+    /// are made again elsewhere ([`Lis::make_room`]), or else its change is undone and
     /// refused. Slurm refuses to delete a reservation that jobs were submitted into
     /// ([`SlurmError::InUse`]): such a change is refused and the reservation stays as it was.
     ///
     /// So a modification that moves a workflow's dozens of reservations takes two listings and
-    /// one or three `scontrol` calls per reservation, and never waits on slurmctld's lists (the
+    /// one to four `scontrol` calls per reservation, and never waits on slurmctld's lists (the
     /// latest first: a modification that extends a running job moves its successors later,
     /// and once they are moved the job's new end finds their cores free). Each answer is `Ok`,
     /// or [`SlurmError::Refused`] (nothing changed, as far as Slurm lets it),
@@ -601,12 +607,15 @@ impl Lis {
         let mut order: Vec<usize> = (0..all.len()).collect();
         order.sort_by_key(|&i| std::cmp::Reverse(all[i].target.start));
         let mut grown = Vec::new();
+        // To be made again (deleted, then made by Slurm), with their old and new shapes.
+        let mut again = Vec::new();
         // Made (again) by Slurm, so off every other reservation's cores.
         let mut placed = HashSet::new();
         for i in order {
             let cur = listed.iter().find(|r| r.name == all[i].name);
             match self.change(slurm, &all[i], cur).await {
                 Ok(Changed::Grown(g)) => grown.push((i, g)),
+                Ok(Changed::Again { was, target }) => again.push((i, was, target)),
                 Ok(Changed::Placed) => {
                     placed.insert(all[i].name.clone());
                 }
@@ -614,21 +623,54 @@ impl Lis {
                 Err(e) => answers[i] = Err(e),
             }
         }
-        if grown.is_empty() {
-            return answers;
-        }
-        let listed = match slurm.reservations().await {
-            Ok(listed) => listed,
-            Err(e) => {
-                for (i, _) in &grown {
-                    answers[*i] = Err(e.clone());
+        let listed = if grown.is_empty() {
+            Vec::new()
+        } else {
+            match slurm.reservations().await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    for (i, _) in &grown {
+                        answers[*i] = Err(e.clone());
+                    }
+                    grown.clear();
+                    Vec::new()
                 }
-                return answers;
             }
         };
-        // Those not started first: made again, they leave the started ones' cores.
-        grown.sort_by_key(|(_, g)| g.started);
-        for (i, g) in grown {
+        // Those not started first: made again, they leave the started ones' cores. Every one
+        // of them that meets another goes back to its old shape, in place, before any is made
+        // again: its old cores are then free of every other reservation's (as before this
+        // change), so one whose new shape Slurm refuses is surely made again in its old one.
+        // Made again while others still sat grown on its old cores, one was lost (deleted,
+        // neither shape made), and its plan broke.
+        // (Those with other CPUs were not touched yet: [`Changed::Again`].)
+        let (waiting, started): (Vec<_>, Vec<_>) = grown.into_iter().partition(|(_, g)| !g.started);
+        for (i, g) in waiting {
+            let to = &all[i];
+            let clashes = match self.clashes(slurm, &listed, to, g, &placed).await {
+                Ok(c) if c.cores.is_empty() && c.licenses.is_empty() => continue,
+                Ok(c) => c,
+                Err(e) => {
+                    answers[i] = Err(e);
+                    continue;
+                }
+            };
+            self.note_clashes(to, &clashes);
+            let licenses = if g.was.gpus != g.target.gpus { to.licenses(g.was) } else { None };
+            let start = (g.was.start != g.target.start).then_some(g.was.start);
+            match slurm.update(&to.name, start, g.was.end, licenses).await {
+                Ok(()) => again.push((i, g.was, g.target)),
+                Err(e) => answers[i] = Err(e),
+            }
+        }
+        // The latest first, as above.
+        again.sort_by_key(|&(_, _, target)| std::cmp::Reverse(target.start));
+        for (i, was, target) in again {
+            answers[i] = self.make_again(slurm, &all[i], was, target).await.inspect(|()| {
+                placed.insert(all[i].name.clone());
+            });
+        }
+        for (i, g) in started {
             let to = &all[i];
             let clashes = match self.clashes(slurm, &listed, to, g, &placed).await {
                 Ok(c) => c,
@@ -640,17 +682,10 @@ impl Lis {
             if clashes.cores.is_empty() && clashes.licenses.is_empty() {
                 continue;
             }
-            let cores: Vec<&str> = clashes.cores.iter().map(|r| r.name.as_str()).collect();
-            tracing::info!(site = %self.site().id, reservation = %to.name, ?cores, licenses = ?clashes.licenses, "the changed reservation meets another's cores or licenses");
-            answers[i] = if g.started {
-                self.settle_started(slurm, to, g, &clashes).await.inspect(|()| {
-                    placed.extend(clashes.cores.iter().map(|r| r.name.clone()));
-                })
-            } else {
-                self.make_again(slurm, to, g.was, g.target, true).await.inspect(|()| {
-                    placed.insert(to.name.clone());
-                })
-            };
+            self.note_clashes(to, &clashes);
+            answers[i] = self.settle_started(slurm, to, g, &clashes).await.inspect(|()| {
+                placed.extend(clashes.cores.iter().map(|r| r.name.clone()));
+            });
         }
         answers
     }
@@ -702,7 +737,7 @@ impl Lis {
                 to.name
             )));
         }
-        self.make_again(slurm, to, was, target, false).await.map(|()| Changed::Placed)
+        Ok(Changed::Again { was, target })
     }
 
     /// What reservation `to.name`, grown in place to `g.target`, meets: the reservations of
@@ -722,6 +757,12 @@ impl Lis {
         names.retain(|n| !placed.contains(n));
         let licenses = if g.target.gpus > 0 { slurm.license_conflicts(&to.name).await? } else { vec![] };
         Ok(Clashes { cores: listed.iter().filter(|r| names.contains(&r.name)).collect(), licenses })
+    }
+
+    /// Logs that reservation `to.name`, changed, meets `clashes`.
+    fn note_clashes(&self, to: &NewShape, clashes: &Clashes<'_>) {
+        let cores: Vec<&str> = clashes.cores.iter().map(|r| r.name.as_str()).collect();
+        tracing::info!(site = %self.site().id, reservation = %to.name, ?cores, licenses = ?clashes.licenses, "the changed reservation meets another's cores or licenses");
     }
 
     /// Started reservation `to.name`, grown in place to `g.target`, meets `clashes`: room is
@@ -773,27 +814,16 @@ impl Lis {
         )))
     }
 
-    /// Deletes reservation `to.name` (shape `was`, not started; `grown`: already changed in
-    /// place to `target`) and makes it again in shape `target`, where Slurm picks free cores
-    /// and checks the licenses; a create that fails puts `was` back. A reservation Slurm keeps
-    /// (jobs were submitted into it) is given back `was` if it was grown, and the change is
-    /// refused.
-    async fn make_again(
-        &self,
-        slurm: &Slurm,
-        to: &NewShape,
-        was: Shape,
-        target: Shape,
-        grown: bool,
-    ) -> Result<(), SlurmError> {
+    /// Deletes reservation `to.name` (shape `was` in Slurm, not started) and makes it again in
+    /// shape `target`, where Slurm picks free cores and checks the licenses; a create that
+    /// fails puts `was` back (sure to fit while no other reservation sits on its old cores:
+    /// the caller sees to it). A reservation Slurm keeps (jobs were submitted into it) stays
+    /// as it is, and the change is refused.
+    async fn make_again(&self, slurm: &Slurm, to: &NewShape, was: Shape, target: Shape) -> Result<(), SlurmError> {
         let name = &to.name;
         match slurm.delete(name).await {
             Ok(()) => {}
             Err(SlurmError::InUse(m)) => {
-                if grown {
-                    let back = if was.gpus != target.gpus { to.licenses(was) } else { None };
-                    slurm.update(name, (was.start != target.start).then_some(was.start), was.end, back).await?;
-                }
                 return Err(SlurmError::InUse(format!(
                     "reservation {name} must be made again for its new cores, but jobs were submitted into it ({m})"
                 )));

@@ -1091,7 +1091,8 @@ async fn an_extension_that_moves_a_chain_of_reservations_changes_them_together()
     assert_eq!(core_overlaps(&cluster), vec![], "{ours:?}");
     let listings = during.iter().filter(|c| c.starts_with("show reservation")).count();
     assert!(listings <= 4, "{listings} listings of Slurm's reservations for one modification: {during:#?}");
-    assert!(during.len() <= 4 * N + 4, "{} scontrol calls for {N} reservations: {during:#?}", during.len());
+    // Per reservation: grown in place, back in place, deleted, made again, shrunk at commit.
+    assert!(during.len() <= 5 * N + 4, "{} scontrol calls for {N} reservations: {during:#?}", during.len());
 }
 
 /// Every pair of coreserve reservations that share a core of a node at a common instant
@@ -1233,6 +1234,59 @@ async fn a_plan_s_reservations_are_made_in_the_order_of_their_starts() {
         let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {ours:?}"));
         assert_eq!((r.start, r.end, r.cpus), (time(&j["start"]), time(&j["end"]), 8), "{}", j["name"]);
     }
+}
+
+/// A modification whose reservations Slurm cannot all reshape loses none of them. One plan:
+/// Y [300, 400 s) and X [400, 500), 8 CPUs each, both on cores 0-7 of 16; an administrator's
+/// reservation made since the last sync holds cores 8-15 throughout. Y is extended to 450 and
+/// X moved to [450, 550): the calendar has room, but Slurm's cores do not (Y's growth in place
+/// sits on X's old cores, and X's new shape finds no 8 cores free). Before, X was deleted to be
+/// made again, and neither its new shape nor its old one could be made while Y sat grown on
+/// its cores: X was lost. The modification was refused, the shapes given back one by one (X
+/// first, the plan's first job, while Y still sat there) could not make it again either, and
+/// the next sync broke the plan ("deleted in Slurm behind coreserve"). Found by a 197-task
+/// WfCommons workflow whose early ends moved many reservations at once. Now every clashing
+/// growth goes back in place before any reservation is made again, and the plan stays whole.
+#[tokio::test]
+async fn a_modification_slurm_cannot_reshape_loses_no_reservation() {
+    let cluster = SlurmCluster::start(CPUS);
+    let app = app(&cluster, 3600, |_| {}).await;
+    let mut body = one_job("reshape-loss", 8, 100);
+    let job = |name: &str, offset_s: i64| json!({"name": name, "os": "linux", "cpus": 8, "offset_s": offset_s, "duration_s": 100});
+    body["jobs"] = json!([job("X", 400), job("Y", 300)]);
+    let plan = submit(&app, &body).await;
+    assert_eq!(plan["status"], "committed", "{plan}");
+    assert!(plan["jobs"].as_array().unwrap().iter().all(|j| j["site"] == SITE), "{plan}");
+    // Slurm lists a reservation's cores a few seconds after making it.
+    let listed = async || cluster.reservations().iter().all(|r| !r.cores.is_empty());
+    assert!(eventually(Duration::from_secs(30), listed).await, "{:?}", cluster.reservations());
+    cluster.scontrol(&[
+        "create",
+        "reservation",
+        "ReservationName=admin-cores",
+        "StartTime=now",
+        "Duration=00:20:00",
+        "PartitionName=batch",
+        "CoreCnt=8",
+        "Users=root",
+    ]);
+    assert!(eventually(Duration::from_secs(30), listed).await, "{:?}", cluster.reservations());
+    let path = format!("/v1/plans/{}", plan["id"].as_str().unwrap());
+    let change = json!({"jobs": [{"name": "Y", "duration_s": 150}, {"name": "X", "offset_s": 450}]});
+    let r = app.call(reqwest::Method::PATCH, &path, Some(ADMIN), Some(&change)).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT, "Slurm has no cores for it: {:?}", r.text().await);
+    let lis = app.state.lis(SITE).expect("s1 is a Slurm site").clone();
+    let report = lis.sync().await.expect("Slurm answers");
+    assert_eq!(report.newly_broken, 0, "{:?}", lis.drift());
+    let now = app.json(&path, ADMIN).await;
+    assert_eq!(now["status"], "committed", "{now}");
+    let ours = cluster.ours();
+    for j in plan["jobs"].as_array().unwrap() {
+        let name = j["reservation_name"].as_str().unwrap();
+        let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{} lost: {ours:?}", j["name"]));
+        assert_eq!((r.start, r.end, r.cpus), (time(&j["start"]), time(&j["end"]), 8), "{}", j["name"]);
+    }
+    assert_eq!(core_overlaps(&cluster), vec![], "{ours:?}");
 }
 
 /// Issue 45, GPUs another user reserved: `s1` fronts a 16-core cluster with 4 GPUs counted by
