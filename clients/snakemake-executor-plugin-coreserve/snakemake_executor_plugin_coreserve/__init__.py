@@ -502,6 +502,10 @@ class Executor(SlurmExecutor):
             self.plans[plan["id"]] = plan
             self.where.update(placements(plan))
 
+    def gap_s(self) -> int:
+        """The booked request's `dependency_gap_s` (0 before the booking)."""
+        return (self.request or {}).get("dependency_gap_s", 0)
+
     def duration_of(self, name: str) -> Optional[int]:
         """Job `name`'s `duration_s` in the booked request (None before the booking, or for a
         job it does not have)."""
@@ -551,11 +555,10 @@ class Executor(SlurmExecutor):
             old_end = {n: self.where[n].end for n in jobs}
         if plan is None:
             return
-        gap_s = (self.request or {}).get("dependency_gap_s", 0)
         asked, now = time.monotonic(), datetime.now(UTC)
         names = ", ".join(f"`{n}`" for n in sorted(jobs))
         try:
-            changed = self.broker.modify_plan(plan_id, extension(plan, {n: j[0] for n, j in jobs.items()}, gap_s))
+            changed = self.broker.modify_plan(plan_id, extension(plan, {n: j[0] for n, j in jobs.items()}, self.gap_s()))
         except BrokerError as e:
             with self.lock:
                 self.refused_at.update((n, time.monotonic()) for n in jobs)
@@ -590,8 +593,7 @@ class Executor(SlurmExecutor):
             with self.lock:
                 plan = self.plans[plan_id]
             asked = time.monotonic()
-            gap_s = (self.request or {}).get("dependency_gap_s", 0)
-            body = early_end(plan, ended, datetime.now(UTC), EARLY_END_LEAD_S, gap_s)
+            body = early_end(plan, ended, datetime.now(UTC), EARLY_END_LEAD_S, self.gap_s())
             if body is None:
                 continue
             # Refused: the reservations given back alone (unless that is what was refused).
@@ -664,8 +666,9 @@ class Executor(SlurmExecutor):
         with self.lock:
             # A job still running elsewhere may be a dependency: start after its booked end.
             busy_until = [p.end for n, p in self.where.items() if n not in self.finished and n not in waiting]
+            booked = {n: self.where[n].start for n in waiting if n in self.where}
         not_before = max([datetime.now(UTC) + timedelta(seconds=30), *busy_until])
-        body = replan_request(self.request, waiting, not_before, f"{self.request['id']}-re{len(self.plans)}")
+        body = replan_request(self.request, waiting, not_before, f"{self.request['id']}-re{len(self.plans)}", booked)
         try:
             plan = self.broker.create_plan(body)
         except BrokerError as e:

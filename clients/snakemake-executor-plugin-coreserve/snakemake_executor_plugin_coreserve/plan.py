@@ -330,11 +330,18 @@ def extension(plan: dict, extend_by_s: dict[str, int], gap_s: int) -> dict:
     return body
 
 
-def replan_request(request: dict, remaining: set[str], not_before: datetime, request_id: str) -> dict:
+def replan_request(
+    request: dict, remaining: set[str], not_before: datetime, request_id: str, booked: dict[str, datetime]
+) -> dict:
     """The request that books `remaining` (jobs of `request` that have not started) again, from
     `not_before` on: their dependencies among themselves, the transfers between them, the same
-    deadline, gap and slack. Dependencies on jobs that ran or run are met by `not_before`."""
+    deadline, gap and slack. Dependencies on jobs that ran or run are met by `not_before`. The
+    jobs left with no dependency keep the spacing of their `booked` starts (the old plan's,
+    where they fitted together): without an `offset_s` they would all start at once, a
+    co-allocation of a whole level that may never fit the grid."""
     jobs = []
+    roots = {j["name"] for j in request["jobs"] if j["name"] in remaining and not set(j.get("after", [])) & remaining}
+    base = min((booked[n] for n in roots if n in booked), default=None)
     for j in request["jobs"]:
         if j["name"] not in remaining:
             continue
@@ -342,6 +349,8 @@ def replan_request(request: dict, remaining: set[str], not_before: datetime, req
         after = [a for a in j.get("after", []) if a in remaining]
         if after:
             job["after"] = after
+        elif base is not None and j["name"] in booked:
+            job["offset_s"] = int((booked[j["name"]] - base).total_seconds())
         jobs.append(job)
     transfers = [t for t in request.get("transfers", []) if t["from"] in remaining and t["to"] in remaining]
     body = {k: v for k, v in request.items() if k not in ("jobs", "transfers", "not_before", "id")}

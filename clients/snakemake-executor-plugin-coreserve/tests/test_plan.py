@@ -153,14 +153,33 @@ def test_a_replan_books_what_has_not_started_from_now_on():
             {"from": "b", "to": "d", "bandwidth_mbps": 100, "mode": "staged", "size_mb": 10},
         ],
     }
-    r = replan_request(request, {"c", "d"}, T0 + timedelta(seconds=500), "wf-re1")
+    booked = {"c": T0 + timedelta(seconds=400), "d": T0 + timedelta(seconds=600)}
+    r = replan_request(request, {"c", "d"}, T0 + timedelta(seconds=500), "wf-re1", booked)
     assert r["id"] == "wf-re1" and r["not_before"] == at(500)
     assert [j["name"] for j in r["jobs"]] == ["d", "c"]
     assert r["jobs"][0]["after"] == ["c"], "dependencies on jobs that ran are met by not_before"
-    assert "offset_s" not in r["jobs"][1] and "after" not in r["jobs"][1]
+    assert "offset_s" not in r["jobs"][0]
+    assert r["jobs"][1]["offset_s"] == 0 and "after" not in r["jobs"][1]
     assert r["transfers"] == [], "no transfer joins two re-planned jobs"
     assert (r["dependency_gap_s"], r["slack_s"], r["deadline"]) == (5, 7, at(86400))
     assert instant(r["not_before"]) == T0 + timedelta(seconds=500)
+
+
+def test_a_replan_keeps_the_spacing_of_the_jobs_it_leaves_without_dependencies():
+    """Found by a 197-task run: its 47 jobs waiting on running ones, re-planned at offset 0
+    together, needed 47 CPUs of 32 ("can never fit on this grid")."""
+    request = {
+        "id": "wf",
+        "deadline": at(86400),
+        "jobs": [{"name": "a", "os": "linux", "cpus": 1, "duration_s": 60}]
+        + [{"name": f"b{i}", "os": "linux", "cpus": 8, "duration_s": 60, "after": ["a"]} for i in range(3)]
+        + [{"name": "c", "os": "linux", "cpus": 1, "duration_s": 60, "after": ["b0", "b1", "b2"]}],
+        "transfers": [],
+    }
+    booked = {"b0": T0 + timedelta(seconds=70), "b1": T0 + timedelta(seconds=140), "b2": T0 + timedelta(seconds=70)}
+    r = replan_request(request, {"b0", "b1", "b2", "c"}, T0 + timedelta(seconds=100), "wf-re1", booked)
+    offsets = {j["name"]: j.get("offset_s") for j in r["jobs"]}
+    assert offsets == {"b0": 0, "b1": 70, "b2": 0, "c": None}
 
 
 def test_the_widest_level_counts_the_jobs_that_may_start_at_once():
