@@ -340,8 +340,6 @@ def replan_request(
     where they fitted together): without an `offset_s` they would all start at once, a
     co-allocation of a whole level that may never fit the grid."""
     jobs = []
-    roots = {j["name"] for j in request["jobs"] if j["name"] in remaining and not set(j.get("after", [])) & remaining}
-    base = min((booked[n] for n in roots if n in booked), default=None)
     for j in request["jobs"]:
         if j["name"] not in remaining:
             continue
@@ -349,9 +347,11 @@ def replan_request(
         after = [a for a in j.get("after", []) if a in remaining]
         if after:
             job["after"] = after
-        elif base is not None and j["name"] in booked:
-            job["offset_s"] = int((booked[j["name"]] - base).total_seconds())
         jobs.append(job)
+    roots = [j for j in jobs if "after" not in j and j["name"] in booked]
+    base = min((booked[j["name"]] for j in roots), default=None)
+    for j in roots:
+        j["offset_s"] = int((booked[j["name"]] - base).total_seconds())
     transfers = [t for t in request.get("transfers", []) if t["from"] in remaining and t["to"] in remaining]
     body = {k: v for k, v in request.items() if k not in ("jobs", "transfers", "not_before", "id")}
     body.update({"id": request_id, "jobs": jobs, "transfers": transfers, "not_before": rfc3339(not_before)})
