@@ -1229,10 +1229,16 @@ async fn a_plan_s_reservations_are_made_in_the_order_of_their_starts() {
     assert!(sites.iter().all(|&(_, site)| site == SITE), "Slurm refused a job the calendar had room for: {sites:?}");
     let ours = cluster.ours();
     assert_eq!(ours.len(), 4, "{ours:?}");
+    assert_booked_in_slurm(&ours, jobs, 8);
+}
+
+/// Each job of `jobs` (a plan answer's) has its reservation in `ours`, under its name, with its
+/// window and `cpus` CPUs.
+fn assert_booked_in_slurm(ours: &[coreserve::lis::slurm::SlurmReservation], jobs: &[Value], cpus: u64) {
     for j in jobs {
         let name = j["reservation_name"].as_str().unwrap();
-        let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name}: {ours:?}"));
-        assert_eq!((r.start, r.end, r.cpus), (time(&j["start"]), time(&j["end"]), 8), "{}", j["name"]);
+        let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{} lost: {ours:?}", j["name"]));
+        assert_eq!((r.start, r.end, r.cpus), (time(&j["start"]), time(&j["end"]), cpus), "{}", j["name"]);
     }
 }
 
@@ -1281,11 +1287,7 @@ async fn a_modification_slurm_cannot_reshape_loses_no_reservation() {
     let now = app.json(&path, ADMIN).await;
     assert_eq!(now["status"], "committed", "{now}");
     let ours = cluster.ours();
-    for j in plan["jobs"].as_array().unwrap() {
-        let name = j["reservation_name"].as_str().unwrap();
-        let r = ours.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{} lost: {ours:?}", j["name"]));
-        assert_eq!((r.start, r.end, r.cpus), (time(&j["start"]), time(&j["end"]), 8), "{}", j["name"]);
-    }
+    assert_booked_in_slurm(&ours, plan["jobs"].as_array().unwrap(), 8);
     assert_eq!(core_overlaps(&cluster), vec![], "{ours:?}");
 }
 
