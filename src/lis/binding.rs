@@ -104,6 +104,17 @@ impl NewShape {
     fn licenses(&self, s: Shape) -> Option<(&str, u64)> {
         self.license.as_deref().map(|l| (l, s.gpus))
     }
+
+    /// Changes its reservation in place from shape `from` to `into` (same CPUs, same cores):
+    /// the start and the licenses only if they differ, and the end.
+    ///
+    /// # Errors
+    /// As [`Slurm::update`].
+    async fn update(&self, slurm: &Slurm, from: Shape, into: Shape) -> Result<(), SlurmError> {
+        let start = (from.start != into.start).then_some(into.start);
+        let licenses = if from.gpus != into.gpus { self.licenses(into) } else { None };
+        slurm.update(&self.name, start, into.end, licenses).await
+    }
 }
 
 /// What a reservation grown in place meets ([`Lis::reshape_all`]).
@@ -656,9 +667,7 @@ impl Lis {
                 }
             };
             self.note_clashes(to, &clashes);
-            let licenses = if g.was.gpus != g.target.gpus { to.licenses(g.was) } else { None };
-            let start = (g.was.start != g.target.start).then_some(g.was.start);
-            match slurm.update(&to.name, start, g.was.end, licenses).await {
+            match to.update(slurm, g.target, g.was).await {
                 Ok(()) => again.push((i, g.was, g.target)),
                 Err(e) => answers[i] = Err(e),
             }
@@ -721,9 +730,7 @@ impl Lis {
             return Ok(Changed::InPlace);
         }
         if was.cpus == target.cpus && (!started || was.start == target.start) {
-            let start = (was.start != target.start).then_some(target.start);
-            let gpus = if was.gpus != target.gpus { to.licenses(target) } else { None };
-            slurm.update(&to.name, start, target.end, gpus).await?;
+            to.update(slurm, was, target).await?;
             let longer = target.start < was.start || target.end > was.end;
             return Ok(if longer || target.gpus > was.gpus {
                 Changed::Grown(Grown { was, target, started })
@@ -800,8 +807,8 @@ impl Lis {
         put_back: Vec<NewReservation>,
         clashes: &[String],
     ) -> Result<(), SlurmError> {
-        let back = if g.was.gpus != g.target.gpus { to.licenses(g.was) } else { None };
-        slurm.update(&to.name, None, g.was.end, back).await?;
+        // A started reservation grows only its end (and GPUs): its start stays.
+        to.update(slurm, g.target, g.was).await?;
         for r in put_back {
             if let Err(e) = slurm.create(&r).await {
                 tracing::error!(site = %self.site().id, reservation = %r.name, error = %e, "a reservation moved to make room could not be made again");
